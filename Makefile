@@ -1,0 +1,50 @@
+# voxd — developer entry points. `make run` and `make test` work on a fresh Debian 12 machine.
+
+BUILD_DIR ?= build
+ASAN_BUILD_DIR ?= build-asan
+JOBS ?= $(shell nproc)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+VOICE ?= tests/fixtures/voices/tiny-ipa
+TEXT ?= Hello from voxd. This is a test of the speech engine.
+
+DEB_PACKAGES := build-essential cmake pkg-config git \
+	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev \
+	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
+	libbenchmark-dev python3 python3-numpy python3-torch sox
+
+.PHONY: all deps build test test-asan run bench format clean
+
+all: build
+
+deps:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES)
+
+$(BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
+
+build: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DVOXD_SANITIZE=ON -DVOXD_BUILD_BENCH=OFF
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+run: deps build
+	@echo "voxd: the bundled en-demo voice is not trained yet; synthesizing with the test voice $(VOICE)"
+	@mkdir -p out
+	$(BUILD_DIR)/src/cli/voxd synth --voice $(VOICE) --text "$(TEXT)" --out out/hello.wav
+	@echo "wrote out/hello.wav"
+
+bench: build
+	$(BUILD_DIR)/bench/voxd_bench
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)

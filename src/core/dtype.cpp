@@ -1,0 +1,181 @@
+#include "core/dtype.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace voxd {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F16:
+    case DType::BF16:
+      return 2;
+    case DType::I64:
+      return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+  }
+  return "?";
+}
+
+bool parse_dtype(std::string_view name, DType* out) {
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
+    if (dtype_name(d) == name) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+}
+
+uint16_t float_to_half(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  const uint32_t abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or nan
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (abs < 0x38800000u) {                                                // subnormal or zero
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t exponent = abs >> 23;
+    const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exponent;  // 14..24
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = ((abs - 0x38000000u) >> 13);
+  const uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float half_to_float(uint16_t bits) {
+  const uint32_t sign = (bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  uint32_t f;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      f = sign;
+    } else {
+      exponent = 113;
+      while ((mantissa & 0x400u) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      f = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+  } else if (exponent == 31) {
+    f = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    f = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float out;
+  std::memcpy(&out, &f, 4);
+  return out;
+}
+
+uint16_t float_to_bfloat16(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x40u);  // nan
+  const uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);
+  return static_cast<uint16_t>((f + rounding) >> 16);
+}
+
+float bfloat16_to_float(uint16_t bits) {
+  const uint32_t f = static_cast<uint32_t>(bits) << 16;
+  float out;
+  std::memcpy(&out, &f, 4);
+  return out;
+}
+
+namespace {
+
+double load_element(const void* src, DType dtype, size_t i) {
+  switch (dtype) {
+    case DType::F32:
+      return static_cast<const float*>(src)[i];
+    case DType::F16:
+      return half_to_float(static_cast<const uint16_t*>(src)[i]);
+    case DType::BF16:
+      return bfloat16_to_float(static_cast<const uint16_t*>(src)[i]);
+    case DType::I32:
+      return static_cast<const int32_t*>(src)[i];
+    case DType::I64:
+      return static_cast<double>(static_cast<const int64_t*>(src)[i]);
+  }
+  return 0;
+}
+
+void store_element(void* dst, DType dtype, size_t i, double value) {
+  switch (dtype) {
+    case DType::F32:
+      static_cast<float*>(dst)[i] = static_cast<float>(value);
+      break;
+    case DType::F16:
+      static_cast<uint16_t*>(dst)[i] = float_to_half(static_cast<float>(value));
+      break;
+    case DType::BF16:
+      static_cast<uint16_t*>(dst)[i] = float_to_bfloat16(static_cast<float>(value));
+      break;
+    case DType::I32:
+      static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(value);
+      break;
+    case DType::I64:
+      static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(value);
+      break;
+  }
+}
+
+}  // namespace
+
+void convert_elements(const void* src, DType from, void* dst, DType to, size_t count) {
+  if (from == to) {
+    std::memcpy(dst, src, count * dtype_size(from));
+    return;
+  }
+  if (from == DType::I64 && to == DType::I32) {
+    for (size_t i = 0; i < count; ++i) {
+      static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(static_cast<const int64_t*>(src)[i]);
+    }
+    return;
+  }
+  if (from == DType::I32 && to == DType::I64) {
+    for (size_t i = 0; i < count; ++i) {
+      static_cast<int64_t*>(dst)[i] = static_cast<const int32_t*>(src)[i];
+    }
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) store_element(dst, to, i, load_element(src, from, i));
+}
+
+}  // namespace voxd

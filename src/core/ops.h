@@ -1,0 +1,80 @@
+// The operations models are written in. Each function checks its inputs' shapes (throwing
+// voxd::Error with the op name and the shapes it got), allocates its output from the context's
+// allocator on the backend's device, and runs the backend's kernel. Strided inputs are made
+// contiguous first where a kernel needs it. Models call only these, never a backend directly,
+// so the same model code runs on every backend.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/backend.h"
+#include "core/tensor.h"
+
+namespace voxd {
+
+// What one forward pass runs on: a backend and the allocator its activations come from.
+class Context {
+ public:
+  Context(Backend& backend, Allocator& allocator) : backend_(&backend), allocator_(&allocator) {}
+  Backend& backend() const { return *backend_; }
+  Allocator& allocator() const { return *allocator_; }
+  Device device() const { return backend_->device(); }
+
+ private:
+  Backend* backend_;
+  Allocator* allocator_;
+};
+
+namespace ops {
+
+// A new tensor on the context's device; elements uninitialised.
+Tensor empty(Context& ctx, const Shape& shape, DType dtype = DType::F32);
+Tensor zeros(Context& ctx, const Shape& shape, DType dtype = DType::F32);
+// Contiguous copy on the context's device in `dtype` (from the host or the device).
+Tensor to_device(Context& ctx, const Tensor& x, DType dtype = DType::F32);
+// Contiguous copy on the host in `dtype`.
+Tensor to_host(Context& ctx, const Tensor& x, DType dtype = DType::F32);
+// x itself when already contiguous, else a contiguous copy.
+Tensor contiguous(Context& ctx, const Tensor& x);
+
+Tensor relu(Context& ctx, const Tensor& x);
+Tensor leaky_relu(Context& ctx, const Tensor& x, float slope);
+Tensor tanh(Context& ctx, const Tensor& x);
+Tensor exp(Context& ctx, const Tensor& x);
+Tensor scale(Context& ctx, const Tensor& x, float factor);
+// In-place variants: x is overwritten and returned.
+Tensor& relu_(Context& ctx, Tensor& x);
+Tensor& leaky_relu_(Context& ctx, Tensor& x, float slope);
+
+// a + b, a · b with b broadcast to a's shape (see Backend::binary).
+Tensor add(Context& ctx, const Tensor& a, const Tensor& b);
+Tensor mul(Context& ctx, const Tensor& a, const Tensor& b);
+// a += b in place; returns a.
+Tensor& add_(Context& ctx, Tensor& a, const Tensor& b);
+
+// x [..., in] -> [..., out].
+Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias);
+Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv1dParams& params);
+Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dParams& params);
+// Over the last dimension of x [..., C].
+Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                  float eps);
+// ids [B, T] -> [B, T, C].
+Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table);
+Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionParams& params);
+// x [B, T, C]: rows past each length zeroed in place; returns x.
+Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths);
+// Output has max(sum of durations over each batch, min_frames) rows.
+Tensor length_regulate(Context& ctx, const Tensor& x,
+                       const std::vector<std::vector<int64_t>>& durations, int64_t min_frames = 0);
+Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries);
+// Swaps two dimensions and returns a contiguous result.
+Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1);
+
+}  // namespace ops
+}  // namespace voxd
