@@ -1,0 +1,31 @@
+#include "models/weight_loading.h"
+
+#include "core/error.h"
+
+namespace voxd {
+
+Tensor load_host_parameter(const WeightSource& source, const std::string& name,
+                           const Shape& expected) {
+  if (!source.contains(name)) {
+    throw Error(source.describe() + ": missing tensor '" + name + "' (expected shape " +
+                shape_to_string(expected) + ")");
+  }
+  Tensor t = source.get(name);
+  if (t.shape() != expected) {
+    throw Error(source.describe() + ": tensor '" + name + "' has shape " + t.shape_string() +
+                ", the config expects " + shape_to_string(expected));
+  }
+  if (!is_floating(t.dtype())) {
+    throw Error(source.describe() + ": tensor '" + name + "' has dtype " +
+                std::string(dtype_name(t.dtype())) + ", expected a floating type");
+  }
+  return t.dtype() == DType::F32 ? t : t.to_host_contiguous(DType::F32);
+}
+
+Tensor load_parameter(Context& ctx, const WeightSource& source, const std::string& name,
+                      const Shape& expected, DType dtype) {
+  Tensor host = load_host_parameter(source, name, expected);
+  return ops::to_device(ctx, host, dtype);
+}
+
+}  // namespace voxd

@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""Regenerates the reference fixtures the C++ parity tests compare against.
+
+Each model's reference is a PyTorch module written to behave exactly as the original
+(jik876/hifi-gan, ming024/FastSpeech2), run on random weights and inputs with fixed seeds.
+Run with a python that has torch and numpy (Debian: /usr/bin/python3 with python3-torch):
+
+    /usr/bin/python3 tools/make_fixtures.py [--out tests/fixtures]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from reference import fastspeech2_fixtures, hifigan_fixtures  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..",
+                                                      "tests", "fixtures"))
+    args = parser.parse_args()
+    hifigan_fixtures.make(os.path.join(args.out, "hifigan"))
+    fastspeech2_fixtures.make(os.path.join(args.out, "fastspeech2"))
+
+
+if __name__ == "__main__":
+    main()
