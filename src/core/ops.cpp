@@ -1,1 +1,458 @@
 #include "core/ops.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace voxd::ops {
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& message) {
+  throw Error(std::string(op) + ": " + message);
+}
+
+void require_defined(const char* op, const char* name, const Tensor& t) {
+  if (!t.defined()) fail(op, std::string(name) + " is undefined");
+}
+
+void require_rank(const char* op, const char* name, const Tensor& t, int64_t rank) {
+  require_defined(op, name, t);
+  if (t.dim() != rank) {
+    fail(op, std::string(name) + " must have rank " + std::to_string(rank) + ", got " +
+                 t.shape_string());
+  }
+}
+
+void require_on_device(Context& ctx, const char* op, const char* name, const Tensor& t) {
+  if (t.device() != ctx.device()) {
+    fail(op, std::string(name) + " " + t.shape_string() + " is on " + t.device().to_string() +
+                 " but the backend '" + ctx.backend().name() + "' runs on " +
+                 ctx.device().to_string());
+  }
+}
+
+void require_floating(const char* op, const char* name, const Tensor& t) {
+  if (!is_floating(t.dtype())) {
+    fail(op, std::string(name) + " " + t.shape_string() + " has dtype " +
+                 std::string(dtype_name(t.dtype())) + ", expected a floating dtype");
+  }
+}
+
+// A floating tensor on the context's device.
+void require_float_input(Context& ctx, const char* op, const char* name, const Tensor& t) {
+  require_defined(op, name, t);
+  require_on_device(ctx, op, name, t);
+  require_floating(op, name, t);
+}
+
+void require_same_dtype(const char* op, const char* name, const Tensor& t, const Tensor& ref) {
+  if (t.dtype() != ref.dtype()) {
+    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) + ", x has " +
+                 std::string(dtype_name(ref.dtype())));
+  }
+}
+
+// An optional bias [n] (undefined allowed), made contiguous.
+Tensor check_bias(Context& ctx, const char* op, const Tensor& bias, int64_t n, const Tensor& x) {
+  if (!bias.defined()) return bias;
+  require_float_input(ctx, op, "bias", bias);
+  require_same_dtype(op, "bias", bias, x);
+  if (bias.dim() != 1 || bias.size(0) != n) {
+    fail(op, "bias " + bias.shape_string() + " should be [" + std::to_string(n) + "]");
+  }
+  return contiguous(ctx, bias);
+}
+
+void require_writable_contiguous(const char* op, const Tensor& x) {
+  if (!x.is_contiguous()) {
+    fail(op, "in-place operation needs a contiguous tensor, x is " + x.shape_string() +
+                 " with strides " + shape_to_string(x.strides()));
+  }
+}
+
+Tensor unary_op(Context& ctx, const char* op, const Tensor& x, UnaryOp kind, float alpha) {
+  require_float_input(ctx, op, "x", x);
+  Tensor in = contiguous(ctx, x);
+  Tensor out = empty(ctx, x.shape(), x.dtype());
+  ctx.backend().unary(in, out, kind, alpha);
+  return out;
+}
+
+Tensor& unary_inplace(Context& ctx, const char* op, Tensor& x, UnaryOp kind, float alpha) {
+  require_float_input(ctx, op, "x", x);
+  require_writable_contiguous(op, x);
+  ctx.backend().unary(x, x, kind, alpha);
+  return x;
+}
+
+// b made contiguous and, when it has fewer dimensions than a, viewed with leading 1s.
+Tensor broadcast_operand(Context& ctx, const char* op, const Tensor& a, const Tensor& b) {
+  require_float_input(ctx, op, "a", a);
+  require_float_input(ctx, op, "b", b);
+  require_same_dtype(op, "b", b, a);
+  if (b.dim() > a.dim()) {
+    fail(op, "b " + b.shape_string() + " has more dimensions than a " + a.shape_string());
+  }
+  Tensor bc = contiguous(ctx, b);
+  Shape padded(static_cast<size_t>(a.dim() - b.dim()), 1);
+  padded.insert(padded.end(), b.shape().begin(), b.shape().end());
+  for (size_t i = 0; i < padded.size(); ++i) {
+    if (padded[i] != 1 && padded[i] != a.shape()[i]) {
+      fail(op, "cannot broadcast b " + b.shape_string() + " to a " + a.shape_string());
+    }
+  }
+  return bc.reshape(padded);
+}
+
+Tensor binary_op(Context& ctx, const char* op, const Tensor& a, const Tensor& b, BinaryOp kind) {
+  Tensor bb = broadcast_operand(ctx, op, a, b);
+  Tensor ac = contiguous(ctx, a);
+  Tensor out = empty(ctx, a.shape(), a.dtype());
+  ctx.backend().binary(ac, bb, out, kind);
+  return out;
+}
+
+}  // namespace
+
+Tensor empty(Context& ctx, const Shape& shape, DType dtype) {
+  return Tensor::empty(shape, dtype, ctx.allocator());
+}
+
+Tensor zeros(Context& ctx, const Shape& shape, DType dtype) {
+  Tensor t = empty(ctx, shape, dtype);
+  ctx.backend().fill(t, 0.0f);
+  return t;
+}
+
+Tensor to_device(Context& ctx, const Tensor& x, DType dtype) {
+  require_defined("to_device", "x", x);
+  Tensor out = empty(ctx, x.shape(), dtype);
+  ctx.backend().copy(x, out);
+  return out;
+}
+
+Tensor to_host(Context& ctx, const Tensor& x, DType dtype) {
+  require_defined("to_host", "x", x);
+  Tensor out = Tensor::empty(x.shape(), dtype, host_allocator());
+  ctx.backend().copy(x, out);
+  return out;
+}
+
+Tensor contiguous(Context& ctx, const Tensor& x) {
+  require_defined("contiguous", "x", x);
+  if (x.is_contiguous()) return x;
+  require_on_device(ctx, "contiguous", "x", x);
+  Tensor out = empty(ctx, x.shape(), x.dtype());
+  ctx.backend().copy(x, out);
+  return out;
+}
+
+Tensor relu(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "relu", x, UnaryOp::Relu, 0.0f);
+}
+
+Tensor leaky_relu(Context& ctx, const Tensor& x, float slope) {
+  return unary_op(ctx, "leaky_relu", x, UnaryOp::LeakyRelu, slope);
+}
+
+Tensor tanh(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "tanh", x, UnaryOp::Tanh, 0.0f);
+}
+
+Tensor exp(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "exp", x, UnaryOp::Exp, 0.0f);
+}
+
+Tensor scale(Context& ctx, const Tensor& x, float factor) {
+  return unary_op(ctx, "scale", x, UnaryOp::Scale, factor);
+}
+
+Tensor& relu_(Context& ctx, Tensor& x) {
+  return unary_inplace(ctx, "relu_", x, UnaryOp::Relu, 0);
+}
+
+Tensor& leaky_relu_(Context& ctx, Tensor& x, float slope) {
+  return unary_inplace(ctx, "leaky_relu_", x, UnaryOp::LeakyRelu, slope);
+}
+
+Tensor add(Context& ctx, const Tensor& a, const Tensor& b) {
+  return binary_op(ctx, "add", a, b, BinaryOp::Add);
+}
+
+Tensor mul(Context& ctx, const Tensor& a, const Tensor& b) {
+  return binary_op(ctx, "mul", a, b, BinaryOp::Mul);
+}
+
+Tensor& add_(Context& ctx, Tensor& a, const Tensor& b) {
+  Tensor bb = broadcast_operand(ctx, "add_", a, b);
+  require_writable_contiguous("add_", a);
+  if (bb.storage() == a.storage()) bb = to_device(ctx, bb, bb.dtype());
+  ctx.backend().binary(a, bb, a, BinaryOp::Add);
+  return a;
+}
+
+Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "weight", weight);
+  require_same_dtype(op, "weight", weight, x);
+  if (x.dim() < 1) fail(op, "x must have at least one dimension, got " + x.shape_string());
+  require_rank(op, "weight", weight, 2);
+  const int64_t in = weight.size(1);
+  const int64_t out_features = weight.size(0);
+  if (x.size(-1) != in) {
+    fail(op, "weight " + weight.shape_string() + " expects " + std::to_string(in) +
+                 " input features, x is " + x.shape_string());
+  }
+  Tensor b = check_bias(ctx, op, bias, out_features, x);
+  Tensor x2 = contiguous(ctx, x).reshape({-1, in});
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = empty(ctx, {x2.size(0), out_features}, x.dtype());
+  ctx.backend().linear(x2, contiguous(ctx, weight), b, out);
+  return out.reshape(out_shape);
+}
+
+Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv1dParams& params) {
+  const char* op = "conv1d";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "weight", weight);
+  require_same_dtype(op, "weight", weight, x);
+  require_rank(op, "x", x, 3);
+  require_rank(op, "weight", weight, 3);
+  if (params.stride < 1 || params.dilation < 1 || params.padding < 0 || params.groups < 1) {
+    fail(op, "needs stride >= 1, dilation >= 1, padding >= 0, groups >= 1; got stride " +
+                 std::to_string(params.stride) + ", dilation " + std::to_string(params.dilation) +
+                 ", padding " + std::to_string(params.padding) + ", groups " +
+                 std::to_string(params.groups));
+  }
+  const int64_t cin = x.size(1);
+  const int64_t cout = weight.size(0);
+  const int64_t k = weight.size(2);
+  const int64_t g = params.groups;
+  if (cin % g != 0 || cout % g != 0) {
+    fail(op, "groups " + std::to_string(g) + " must divide the input channels of x " +
+                 x.shape_string() + " and the output channels of weight " + weight.shape_string());
+  }
+  if (weight.size(1) * g != cin) {
+    fail(op, "weight " + weight.shape_string() + " expects " + std::to_string(weight.size(1) * g) +
+                 " input channels, x is " + x.shape_string());
+  }
+  if (k < 1) fail(op, "weight " + weight.shape_string() + " has an empty kernel");
+  const int64_t span = params.dilation * (k - 1) + 1;
+  const int64_t padded = x.size(2) + 2 * params.padding;
+  if (padded < span) {
+    fail(op, "input x " + x.shape_string() + " with padding " + std::to_string(params.padding) +
+                 " is shorter than the dilated kernel (" + std::to_string(span) + " samples)");
+  }
+  const int64_t tout = (padded - span) / params.stride + 1;
+  Tensor b = check_bias(ctx, op, bias, cout, x);
+  Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
+  ctx.backend().conv1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params);
+  return out;
+}
+
+Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dParams& params) {
+  const char* op = "conv_transpose1d";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "weight", weight);
+  require_same_dtype(op, "weight", weight, x);
+  require_rank(op, "x", x, 3);
+  require_rank(op, "weight", weight, 3);
+  if (params.stride < 1 || params.dilation < 1 || params.padding < 0 || params.groups < 1 ||
+      params.output_padding < 0) {
+    fail(op, "needs stride >= 1, dilation >= 1, padding >= 0, output_padding >= 0, groups >= 1");
+  }
+  if (params.output_padding >= params.stride && params.output_padding >= params.dilation) {
+    fail(op, "output_padding " + std::to_string(params.output_padding) +
+                 " must be smaller than stride " + std::to_string(params.stride) + " or dilation " +
+                 std::to_string(params.dilation));
+  }
+  const int64_t cin = x.size(1);
+  const int64_t g = params.groups;
+  const int64_t k = weight.size(2);
+  if (weight.size(0) != cin) {
+    fail(op, "weight " + weight.shape_string() + " expects " + std::to_string(weight.size(0)) +
+                 " input channels, x is " + x.shape_string());
+  }
+  if (cin % g != 0) {
+    fail(op, "groups " + std::to_string(g) + " must divide the input channels of x " +
+                 x.shape_string());
+  }
+  if (k < 1) fail(op, "weight " + weight.shape_string() + " has an empty kernel");
+  const int64_t cout = weight.size(1) * g;
+  const int64_t tout = (x.size(2) - 1) * params.stride - 2 * params.padding +
+                       params.dilation * (k - 1) + params.output_padding + 1;
+  if (x.size(2) < 1 || tout < 1) {
+    fail(op, "x " + x.shape_string() + " with weight " + weight.shape_string() + " and padding " +
+                 std::to_string(params.padding) + " gives an empty output");
+  }
+  Tensor b = check_bias(ctx, op, bias, cout, x);
+  Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
+  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params);
+  return out;
+}
+
+Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                  float eps) {
+  const char* op = "layer_norm";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "gamma", gamma);
+  require_float_input(ctx, op, "beta", beta);
+  require_same_dtype(op, "gamma", gamma, x);
+  require_same_dtype(op, "beta", beta, x);
+  if (x.dim() < 1) fail(op, "x must have at least one dimension, got " + x.shape_string());
+  const int64_t c = x.size(-1);
+  if (gamma.dim() != 1 || gamma.size(0) != c || beta.dim() != 1 || beta.size(0) != c) {
+    fail(op, "gamma " + gamma.shape_string() + " and beta " + beta.shape_string() +
+                 " should both be [" + std::to_string(c) + "] for x " + x.shape_string());
+  }
+  Tensor x2 = contiguous(ctx, x).reshape({-1, c});
+  Tensor out = empty(ctx, x2.shape(), x.dtype());
+  ctx.backend().layer_norm(x2, contiguous(ctx, gamma), contiguous(ctx, beta), eps, out);
+  return out.reshape(x.shape());
+}
+
+Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table) {
+  const char* op = "embedding";
+  require_defined(op, "ids", ids);
+  require_float_input(ctx, op, "table", table);
+  require_rank(op, "table", table, 2);
+  if (ids.dtype() != DType::I32 && ids.dtype() != DType::I64) {
+    fail(op, "ids " + ids.shape_string() + " must be I32 or I64, got " +
+                 std::string(dtype_name(ids.dtype())));
+  }
+  if (ids.dim() < 1) fail(op, "ids must have at least one dimension, got " + ids.shape_string());
+  if (!ids.device().is_cpu() && ids.device() != ctx.device()) {
+    fail(op, "ids are on " + ids.device().to_string() + ", expected the host or " +
+                 ctx.device().to_string());
+  }
+  Tensor flat = ids;
+  if (!ids.is_contiguous()) {
+    flat = ids.device().is_cpu() ? ids.to_host_contiguous(ids.dtype()) : contiguous(ctx, ids);
+  }
+  flat = flat.reshape({-1});
+  Shape out_shape = ids.shape();
+  out_shape.push_back(table.size(1));
+  Tensor out = empty(ctx, {flat.size(0), table.size(1)}, table.dtype());
+  ctx.backend().embedding(flat, contiguous(ctx, table), out);
+  return out.reshape(out_shape);
+}
+
+Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionParams& params) {
+  const char* op = "attention";
+  require_float_input(ctx, op, "q", q);
+  require_float_input(ctx, op, "k", k);
+  require_float_input(ctx, op, "v", v);
+  require_same_dtype(op, "k", k, q);
+  require_same_dtype(op, "v", v, q);
+  require_rank(op, "q", q, 4);
+  require_rank(op, "k", k, 4);
+  require_rank(op, "v", v, 4);
+  const int64_t batch = q.size(0);
+  const int64_t tk = k.size(1);
+  if (k.shape() != v.shape() || k.size(0) != batch || k.size(2) != q.size(2) ||
+      k.size(3) != q.size(3)) {
+    fail(op, "q [B, Tq, H, D], k and v [B, Tk, H, D] do not match: q " + q.shape_string() + ", k " +
+                 k.shape_string() + ", v " + v.shape_string());
+  }
+  if (!params.key_lengths.empty()) {
+    if (static_cast<int64_t>(params.key_lengths.size()) != batch) {
+      fail(op, std::to_string(params.key_lengths.size()) + " key_lengths for batch size " +
+                   std::to_string(batch));
+    }
+    for (int64_t len : params.key_lengths) {
+      if (len < 0 || len > tk) {
+        fail(op, "key length " + std::to_string(len) + " outside [0, " + std::to_string(tk) +
+                     "] for k " + k.shape_string());
+      }
+    }
+  }
+  if (!params.query_offsets.empty() && static_cast<int64_t>(params.query_offsets.size()) != batch) {
+    fail(op, std::to_string(params.query_offsets.size()) + " query_offsets for batch size " +
+                 std::to_string(batch));
+  }
+  Tensor out = empty(ctx, q.shape(), q.dtype());
+  ctx.backend().attention(contiguous(ctx, q), contiguous(ctx, k), contiguous(ctx, v), out, params);
+  return out;
+}
+
+Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths) {
+  const char* op = "zero_beyond_lengths";
+  require_float_input(ctx, op, "x", x);
+  require_rank(op, "x", x, 3);
+  require_writable_contiguous(op, x);
+  if (static_cast<int64_t>(lengths.size()) != x.size(0)) {
+    fail(op, std::to_string(lengths.size()) + " lengths for x " + x.shape_string());
+  }
+  for (int64_t len : lengths) {
+    if (len < 0) fail(op, "negative length " + std::to_string(len));
+  }
+  ctx.backend().zero_beyond_lengths(x, lengths);
+  return x;
+}
+
+Tensor length_regulate(Context& ctx, const Tensor& x,
+                       const std::vector<std::vector<int64_t>>& durations, int64_t min_frames) {
+  const char* op = "length_regulate";
+  require_float_input(ctx, op, "x", x);
+  require_rank(op, "x", x, 3);
+  const int64_t batch = x.size(0);
+  const int64_t t = x.size(1);
+  if (static_cast<int64_t>(durations.size()) != batch) {
+    fail(op, std::to_string(durations.size()) + " duration lists for x " + x.shape_string());
+  }
+  std::vector<std::vector<int64_t>> padded(durations.size());
+  int64_t frames = min_frames < 0 ? 0 : min_frames;
+  for (size_t b = 0; b < durations.size(); ++b) {
+    if (static_cast<int64_t>(durations[b].size()) > t) {
+      fail(op, std::to_string(durations[b].size()) + " durations for batch " + std::to_string(b) +
+                   " but x " + x.shape_string() + " has " + std::to_string(t) + " rows");
+    }
+    int64_t total = 0;
+    for (int64_t d : durations[b]) {
+      if (d < 0)
+        fail(op, "negative duration " + std::to_string(d) + " in batch " + std::to_string(b));
+      total += d;
+    }
+    frames = std::max(frames, total);
+    padded[b] = durations[b];
+    padded[b].resize(static_cast<size_t>(t), 0);
+  }
+  Tensor out = empty(ctx, {batch, frames, x.size(2)}, x.dtype());
+  ctx.backend().length_regulate(contiguous(ctx, x), padded, out);
+  return out;
+}
+
+Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries) {
+  const char* op = "bucketize";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "boundaries", boundaries);
+  require_rank(op, "boundaries", boundaries, 1);
+  if (x.dtype() != DType::F32 || boundaries.dtype() != DType::F32) {
+    fail(op, "x and boundaries must be F32");
+  }
+  if (boundaries.device().is_cpu()) {
+    const std::vector<float> b = boundaries.to_float_vector();
+    for (size_t i = 1; i < b.size(); ++i) {
+      if (!(b[i - 1] <= b[i])) {
+        fail(op, "boundaries " + boundaries.shape_string() + " are not ascending at index " +
+                     std::to_string(i));
+      }
+    }
+  }
+  Tensor out = empty(ctx, x.shape(), DType::I64);
+  ctx.backend().bucketize(contiguous(ctx, x), contiguous(ctx, boundaries), out);
+  return out;
+}
+
+Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1) {
+  require_defined("transpose", "x", x);
+  return contiguous(ctx, x.transpose(d0, d1));
+}
+
+}  // namespace voxd::ops

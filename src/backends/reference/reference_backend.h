@@ -1,0 +1,42 @@
+// The reference backend: plain loops with double accumulation over F32 tensors on the host. It
+// defines what every kernel in core/backend.h computes; faster backends are tested against it,
+// so it is written to be obviously correct, not fast.
+#pragma once
+
+#include <string>
+
+#include "core/backend.h"
+
+namespace voxd {
+
+class ReferenceBackend final : public Backend {
+ public:
+  // Returns "reference".
+  std::string name() const override { return "reference"; }
+  // Always the host.
+  Device device() const override { return Device::cpu(); }
+
+  // Any strides and any dtype in src; dst contiguous on the host.
+  void copy(const Tensor& src, Tensor& dst) override;
+  // Any dtype in dst (the value is converted as convert_elements does).
+  void fill(Tensor& dst, float value) override;
+  // Kernels as documented in core/backend.h; floating tensors must be F32.
+  void unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) override;
+  void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+              const Conv1dParams& params) override;
+  void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                        const ConvTranspose1dParams& params) override;
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                  Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                 const AttentionParams& params) override;
+  void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) override;
+  void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
+                       Tensor& out) override;
+  void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
+};
+
+}  // namespace voxd

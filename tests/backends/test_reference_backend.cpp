@@ -1,0 +1,155 @@
+// Pins the reference backend to values worked out by hand, so the definition every other backend
+// is tested against is itself checked.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend_test_util.h"
+#include "backends/reference/reference_backend.h"
+#include "core/error.h"
+#include "core/ops.h"
+
+namespace voxd {
+namespace {
+
+using testing::expect_values;
+
+class ReferenceHand : public ::testing::Test {
+ protected:
+  static Tensor t(const Shape& shape, const std::vector<float>& values) {
+    return Tensor::from_vector(shape, values);
+  }
+  testing::PoisonAllocator poison_;
+  ReferenceBackend backend_;
+  Context ctx_{backend_, poison_};
+};
+
+TEST_F(ReferenceHand, Unary) {
+  const Tensor x = t({4}, {-2.0f, -0.5f, 0.0f, 3.0f});
+  expect_values(ops::relu(ctx_, x), {4}, {0, 0, 0, 3});
+  expect_values(ops::leaky_relu(ctx_, x, 0.1f), {4}, {-0.2f, -0.05f, 0, 3});
+  expect_values(ops::scale(ctx_, x, -2.0f), {4}, {4, 1, 0, -6});
+  expect_values(ops::exp(ctx_, t({2}, {0.0f, 1.0f})), {2}, {1.0f, 2.7182818f});
+  expect_values(ops::tanh(ctx_, t({2}, {0.0f, 0.5f})), {2}, {0.0f, 0.46211716f});
+}
+
+TEST_F(ReferenceHand, BinaryBroadcast) {
+  const Tensor a = t({2, 2}, {1, 2, 3, 4});
+  expect_values(ops::add(ctx_, a, t({1, 2}, {10, 20})), {2, 2}, {11, 22, 13, 24});
+  expect_values(ops::add(ctx_, a, t({2, 1}, {10, 20})), {2, 2}, {11, 12, 23, 24});
+  expect_values(ops::mul(ctx_, a, t({2}, {2, -1})), {2, 2}, {2, -2, 6, -4});
+}
+
+TEST_F(ReferenceHand, Linear) {
+  // [1, 2]·[[1, 1], [2, −1]]ᵀ + [0.5, 0] = [3.5, 0]
+  expect_values(ops::linear(ctx_, t({1, 2}, {1, 2}), t({2, 2}, {1, 1, 2, -1}), t({2}, {0.5f, 0})),
+                {1, 2}, {3.5f, 0.0f});
+}
+
+TEST_F(ReferenceHand, Conv1d) {
+  const Tensor x = t({1, 1, 3}, {1, 2, 3});
+  const Tensor w = t({1, 1, 2}, {1, 1});
+  expect_values(ops::conv1d(ctx_, x, w, Tensor(), {}), {1, 1, 2}, {3, 5});
+  expect_values(ops::conv1d(ctx_, x, w, Tensor(), {1, 1, 1, 1}), {1, 1, 4}, {1, 3, 5, 3});
+  expect_values(ops::conv1d(ctx_, x, w, t({1}, {0.5f}), {}), {1, 1, 2}, {3.5f, 5.5f});
+  const Tensor ramp = t({1, 1, 5}, {1, 2, 3, 4, 5});
+  const Tensor diff = t({1, 1, 3}, {1, 0, -1});
+  expect_values(ops::conv1d(ctx_, ramp, diff, Tensor(), {}), {1, 1, 3}, {-2, -2, -2});
+  expect_values(ops::conv1d(ctx_, ramp, diff, Tensor(), {1, 0, 2, 1}), {1, 1, 1}, {-4});
+  expect_values(ops::conv1d(ctx_, ramp, t({1, 1, 1}, {1}), Tensor(), {2, 0, 1, 1}), {1, 1, 3},
+                {1, 3, 5});
+  // Two groups of one channel each: channel c is scaled by weight c.
+  expect_values(
+      ops::conv1d(ctx_, t({1, 2, 2}, {1, 2, 3, 4}), t({2, 1, 1}, {1, 2}), Tensor(), {1, 0, 1, 2}),
+      {1, 2, 2}, {1, 2, 6, 8});
+}
+
+TEST_F(ReferenceHand, ConvTranspose1d) {
+  // x [1, 2], w [1, 1, 1], stride 2: x0 lands on 0..2, x1 on 2..4.
+  const Tensor x = t({1, 1, 2}, {1, 2});
+  const Tensor w = t({1, 1, 3}, {1, 1, 1});
+  expect_values(ops::conv_transpose1d(ctx_, x, w, Tensor(), {2}), {1, 1, 5}, {1, 1, 3, 2, 2});
+  expect_values(ops::conv_transpose1d(ctx_, x, w, Tensor(), {2, 1}), {1, 1, 3}, {1, 3, 2});
+  expect_values(ops::conv_transpose1d(ctx_, x, w, t({1}, {1}), {2, 1, 1}), {1, 1, 4}, {2, 4, 3, 3});
+  // Dilation 2, stride 1, K 2: x0 on 0 and 2, x1 on 1 and 3.
+  expect_values(ops::conv_transpose1d(ctx_, x, t({1, 1, 2}, {1, 10}), Tensor(), {1, 0, 0, 2}),
+                {1, 1, 4}, {1, 2, 10, 20});
+}
+
+TEST_F(ReferenceHand, LayerNorm) {
+  const Tensor x = t({1, 3}, {1, 2, 3});
+  // mean 2, biased variance 2/3: (x − 2)/sqrt(2/3) = ∓1.2247449.
+  expect_values(ops::layer_norm(ctx_, x, t({3}, {1, 1, 1}), t({3}, {0, 0, 0}), 0.0f), {1, 3},
+                {-1.2247449f, 0.0f, 1.2247449f});
+  expect_values(ops::layer_norm(ctx_, x, t({3}, {2, 2, 2}), t({3}, {1, 1, 1}), 0.0f), {1, 3},
+                {-1.4494897f, 1.0f, 3.4494897f});
+  // eps dominates a constant row: output is beta.
+  expect_values(ops::layer_norm(ctx_, t({1, 2}, {5, 5}), t({2}, {1, 1}), t({2}, {0.5f, -1}), 1e-5f),
+                {1, 2}, {0.5f, -1});
+}
+
+TEST_F(ReferenceHand, Attention) {
+  // One key: softmax is 1, so the output is that key's value whatever q is.
+  const Tensor q = t({1, 2, 1, 2}, {3, -1, 0.5f, 7});
+  const Tensor k = t({1, 1, 1, 2}, {1, 2});
+  const Tensor v = t({1, 1, 1, 2}, {4, -8});
+  expect_values(ops::attention(ctx_, q, k, v, {}), {1, 2, 1, 2}, {4, -8, 4, -8});
+  // Scores 0 and ln 3 -> weights 1/4, 3/4 -> 0.25·4 + 0.75·8 = 7.
+  const Tensor q1 = t({1, 1, 1, 1}, {1});
+  const Tensor k2 = t({1, 2, 1, 1}, {0, std::log(3.0f)});
+  const Tensor v2 = t({1, 2, 1, 1}, {4, 8});
+  expect_values(ops::attention(ctx_, q1, k2, v2, {}), {1, 1, 1, 1}, {7}, 1e-5);
+  // Masking the second key leaves only the first.
+  AttentionParams masked;
+  masked.key_lengths = {1};
+  expect_values(ops::attention(ctx_, q1, k2, v2, masked), {1, 1, 1, 1}, {4});
+  // Causal: query 0 sees key 0 only, query 1 both.
+  AttentionParams causal;
+  causal.causal = true;
+  const Tensor q2 = t({1, 2, 1, 1}, {1, 1});
+  expect_values(ops::attention(ctx_, q2, k2, v2, causal), {1, 2, 1, 1}, {4, 7}, 1e-5);
+  causal.query_offsets = {1};
+  expect_values(ops::attention(ctx_, q2, k2, v2, causal), {1, 2, 1, 1}, {7, 7}, 1e-5);
+  masked.key_lengths = {0};
+  EXPECT_TRUE(std::isnan(ops::attention(ctx_, q1, k2, v2, masked).to_float_vector()[0]));
+}
+
+TEST_F(ReferenceHand, Bucketize) {
+  // torch.bucketize(right=False): index of the first boundary >= x.
+  const Tensor boundaries = t({4}, {1, 3, 5, 7});
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = t({9}, {0, 1, 2, 3, 7, 8, -inf, inf, std::numeric_limits<float>::quiet_NaN()});
+  EXPECT_EQ(ops::bucketize(ctx_, x, boundaries).to_int_vector(),
+            (std::vector<int64_t>{0, 0, 1, 1, 3, 4, 0, 4, 4}));
+  // Repeated boundaries: a value equal to them goes to the first.
+  EXPECT_EQ(ops::bucketize(ctx_, t({2}, {2, 2.5f}), t({3}, {2, 2, 3})).to_int_vector(),
+            (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(ops::bucketize(ctx_, t({2}, {-5, 5}), t({0}, {})).to_int_vector(),
+            (std::vector<int64_t>{0, 0}));
+}
+
+TEST_F(ReferenceHand, LengthRegulate) {
+  const Tensor x = t({1, 3, 1}, {1, 2, 3});
+  expect_values(ops::length_regulate(ctx_, x, {{2, 0, 1}}), {1, 3, 1}, {1, 1, 3});
+  expect_values(ops::length_regulate(ctx_, x, {{2, 0, 1}}, 5), {1, 5, 1}, {1, 1, 3, 0, 0});
+  // Batches of different totals: the shorter is zero-padded.
+  const Tensor x2 = t({2, 2, 1}, {1, 2, 3, 4});
+  expect_values(ops::length_regulate(ctx_, x2, {{1, 2}, {1}}), {2, 3, 1}, {1, 2, 2, 3, 0, 0});
+}
+
+TEST_F(ReferenceHand, EmbeddingAndZeroBeyondLengths) {
+  const Tensor table = t({3, 2}, {0, 1, 10, 11, 20, 21});
+  const Tensor ids = Tensor::from_vector({1, 3}, std::vector<int64_t>{2, 0, 2});
+  expect_values(ops::embedding(ctx_, ids, table), {1, 3, 2}, {20, 21, 0, 1, 20, 21});
+  EXPECT_THROW(ops::embedding(ctx_, Tensor::from_vector({1, 1}, std::vector<int64_t>{3}), table),
+               Error);
+  Tensor x = t({2, 2, 1}, {1, 2, 3, 4});
+  ops::zero_beyond_lengths(ctx_, x, {1, 2});
+  expect_values(x, {2, 2, 1}, {1, 0, 3, 4});
+}
+
+}  // namespace
+}  // namespace voxd
