@@ -20,6 +20,7 @@ A vocoder alone (--hifigan without --fastspeech2) gives a directory with vocoder
 vocoder.json that other voices can share through --vocoder-weights.
 """
 import argparse
+import io
 import json
 import math
 import os
@@ -124,41 +125,60 @@ _SAFE_GLOBALS = {("collections", "OrderedDict"), ("torch._utils", "_rebuild_tens
                  ("torch._utils", "_rebuild_parameter_with_state"), ("torch", "Size")}
 
 
-class _SafeUnpickler(pickle.Unpickler):
-    """pickle.Unpickler that resolves only _SAFE_GLOBALS, torch storage types and dtypes.
-
-    torch 1.13's own weights_only loader rejects plain floats (pickle opcode BINFLOAT), which
-    every optimizer state holds, so checkpoints are loaded through this instead.
-    """
+class _CheckingUnpickler(pickle.Unpickler):
+    """Walks a pickle without running it: refuses every global outside _SAFE_GLOBALS, torch
+    storage types and dtypes; the allowed ones become inert stubs."""
 
     def find_class(self, module, name):
-        if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        if module == "torch":
+        if (module, name) == ("collections", "OrderedDict"):
+            return _Mapping
+        allowed = (module, name) in _SAFE_GLOBALS
+        if module == "torch" and not allowed:
             import torch
-            value = getattr(torch, name, None)
-            if name.endswith("Storage") or isinstance(value, torch.dtype):
-                return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
+            allowed = name.endswith("Storage") or isinstance(getattr(torch, name, None),
+                                                             torch.dtype)
+        if not allowed:
+            raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
+        return _inert
+
+    def persistent_load(self, pid):
+        return None
 
 
-class _SafePickleModule:
-    """The pickle_module interface torch.load uses (Unpickler and load)."""
-    __name__ = "voxd_safe_pickle"
-    Unpickler = _SafeUnpickler
+def _inert(*args, **kwargs):
+    return None
 
-    @staticmethod
-    def load(file, **kwargs):
-        return _SafeUnpickler(file, **kwargs).load()
+
+class _Mapping(dict):
+    """Stands in for OrderedDict while checking; takes attributes (state dicts' _metadata)."""
+
+
+def check_pickles(path):
+    """Raises pickle.UnpicklingError("refusing ...") if loading `path` would run code.
+
+    torch 1.13's torch.load(weights_only=True) rejects plain floats (as in every optimizer
+    state) and it ignores pickle_module otherwise, so the pickles are walked here first: the
+    zip format's data.pkl, or the legacy format's leading pickles (magic, version, system
+    info, the object).
+    """
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            for name in z.namelist():
+                if name == "data.pkl" or name.endswith("/data.pkl"):
+                    _CheckingUnpickler(io.BytesIO(z.read(name)), encoding="utf-8").load()
+        return
+    with open(path, "rb") as f:
+        for _ in range(4):
+            _CheckingUnpickler(f, encoding="utf-8").load()
 
 
 def _torch_load(path, unsafe):
-    """torch.load on the CPU, through _SafeUnpickler unless `unsafe`."""
+    """torch.load on the CPU, after check_pickles unless `unsafe`."""
     import torch
     try:
-        if unsafe:
-            return torch.load(path, map_location="cpu")
-        return torch.load(path, map_location="cpu", pickle_module=_SafePickleModule)
+        if not unsafe:
+            check_pickles(path)
+        return torch.load(path, map_location="cpu")
     except pickle.UnpicklingError as e:
         if str(e).startswith("refusing"):
             raise fail(path, f"{e} (not plain tensors and containers); if you trust the file, "
@@ -733,6 +753,10 @@ def main(argv=None):
         print(convert(args))
     except ConvertError as e:
         print(f"convert_checkpoint: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # writing the voice: permissions, disk full
+        print(f"convert_checkpoint: error: {e.filename or args.out}: {e.strerror or e}",
+              file=sys.stderr)
         return 1
     return 0
 
