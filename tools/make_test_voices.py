@@ -82,7 +82,7 @@ TINY_HIFIGAN_JSON = {
     "dist_config": {"dist_backend": "nccl", "dist_url": "tcp://localhost:54321", "world_size": 1},
 }
 
-FRAMES_PER_PHONEME = 5  # the duration predictor's bias is set so durations come out near this
+FRAMES_PER_PHONEME = 5  # every phoneme of a test voice lasts this many frames
 
 
 def reference_acoustic_config(model_yaml, preprocess_yaml, stats):
@@ -97,15 +97,16 @@ def build_fastspeech2(model_yaml, preprocess_yaml, stats, n_symbols, n_speakers=
                       postnet_dim=TINY_POSTNET_DIM):
     """A randomly initialised reference FastSpeech2 with ming024's embedding of n_symbols + 1 rows.
 
-    The duration predictor's output bias is set to log(1 + FRAMES_PER_PHONEME) and its weight
-    shrunk, so a random voice still gives a few frames per phoneme instead of none.
+    The duration predictor's output layer is zeroed with its bias set to
+    log(1 + FRAMES_PER_PHONEME), so every phoneme lasts exactly FRAMES_PER_PHONEME frames
+    (round(exp(log_d) - 1)) instead of a random, often zero, count.
     """
     torch.manual_seed(seed)
     model = fastspeech2.FastSpeech2(reference_acoustic_config(model_yaml, preprocess_yaml, stats),
                                     n_symbols + 1, n_speakers, postnet_embedding_dim=postnet_dim)
     with torch.no_grad():
         linear = model.variance_adaptor.duration_predictor.linear_layer
-        linear.weight.mul_(0.05)
+        linear.weight.zero_()
         linear.bias.fill_(math.log(1 + FRAMES_PER_PHONEME))
     return model.eval()
 
