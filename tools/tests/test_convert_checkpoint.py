@@ -491,5 +491,50 @@ class ErrorTest(ConverterTestCase):
         self.assertEqual(os.listdir(self.out_root), [])
 
 
+VOICES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures", "voices")
+
+
+class FixtureVoicesTest(unittest.TestCase):
+    """The committed test voices are what tools/make_test_voices.py describes."""
+
+    def check_voice(self, name, phonemes):
+        directory = os.path.join(VOICES, name)
+        with open(os.path.join(directory, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual((config["name"], config["phonemes"]), (name, phonemes))
+        self.assertEqual((config["sample_rate"], config["hop_length"], config["n_mels"]),
+                         (22050, 256, 80))
+        table = symbol_tables.read_symbols(os.path.join(directory, config["symbols"]))
+        acoustic = safetensors_io.load(os.path.join(directory, config["acoustic"]["weights"]))
+        vocoder_path = os.path.normpath(os.path.join(directory, config["vocoder"]["weights"]))
+        vocoder = safetensors_io.load(vocoder_path)
+        model = config["acoustic"]["model"]
+        convert_checkpoint.check_fastspeech2(acoustic, model, 80, len(table), 0, name)
+        convert_checkpoint.check_hifigan(vocoder, config["vocoder"]["model"], name)
+        self.assertEqual(model["transformer"]["encoder_hidden"], 32)
+        self.assertEqual(config["vocoder"]["model"]["upsample_initial_channel"], 32)
+        self.assertEqual(config["acoustic"]["pitch_feature_level"], "phoneme_level")
+        self.assertNotIn("speakers", config)
+        duration = "variance_adaptor.duration_predictor.linear_layer."
+        self.assertFalse(acoustic[duration + "weight"].any())
+        self.assertAlmostEqual(float(np.exp(acoustic[duration + "bias"][0]) - 1),
+                               tiny.FRAMES_PER_PHONEME, places=4)
+        size = sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory))
+        self.assertLess(size, 1.5 * 1024 * 1024)
+        return config, table, vocoder_path
+
+    def test_tiny_arpabet(self):
+        config, table, vocoder = self.check_voice("tiny-arpabet", "arpabet")
+        self.assertEqual(table, SYMBOLS)
+        self.assertEqual(vocoder, os.path.join(VOICES, "tiny-arpabet", "vocoder.safetensors"))
+
+    @unittest.skipUnless(os.path.isdir(os.path.join(VOICES, "tiny-ipa")), "not generated yet")
+    def test_tiny_ipa_shares_the_vocoder(self):
+        config, table, vocoder = self.check_voice("tiny-ipa", "espeak-ipa")
+        self.assertEqual(table, symbol_tables.read_symbols(tiny.IPA_SYMBOLS))
+        self.assertEqual(config["vocoder"]["weights"], "../tiny-arpabet/vocoder.safetensors")
+        self.assertFalse(os.path.exists(os.path.join(VOICES, "tiny-ipa", "vocoder.safetensors")))
+
+
 if __name__ == "__main__":
     unittest.main()
