@@ -418,7 +418,8 @@ def find_beside(explicit, preprocess, preprocess_path, filename):
     """
     if explicit:
         return explicit
-    folder = preprocess.get("path", {}).get("preprocessed_path")
+    paths = preprocess.get("path")
+    folder = paths.get("preprocessed_path") if isinstance(paths, dict) else None
     if not isinstance(folder, str):
         return None
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(preprocess_path))))
@@ -454,20 +455,26 @@ def read_speakers(path):
     return speakers
 
 
+def read_symbol_file(path):
+    """A symbols.txt as a list; errors name the file."""
+    require_file(path)
+    try:
+        return symbol_tables.read_symbols(path)
+    except UnicodeDecodeError:
+        raise fail(path, "not UTF-8 text") from None
+    except ValueError as e:
+        raise ConvertError(str(e)) from None
+
+
 def choose_symbols(args, language):
     """The symbol table and where it came from, following --phonemes/--symbols."""
     if args.symbols:
-        try:
-            return symbol_tables.read_symbols(args.symbols), args.symbols
-        except FileNotFoundError:
-            raise fail(args.symbols, "no such file") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ConvertError(str(e)) from None
+        return read_symbol_file(args.symbols), args.symbols
     if args.phonemes == "espeak-ipa":
         if not os.path.isfile(DEFAULT_IPA_SYMBOLS):
             raise fail(DEFAULT_IPA_SYMBOLS, "no such file; pass --symbols FILE for an "
                                             "espeak-ipa voice")
-        return symbol_tables.read_symbols(DEFAULT_IPA_SYMBOLS), DEFAULT_IPA_SYMBOLS
+        return read_symbol_file(DEFAULT_IPA_SYMBOLS), DEFAULT_IPA_SYMBOLS
     if language.startswith("zh"):
         raise fail(args.preprocess_config,
                    f"language '{language}': Mandarin pinyin voices (AISHELL3) are not supported "
@@ -504,7 +511,8 @@ def acoustic_part(args):
 
     language = args.language
     if not language:
-        language = str(preprocess.get("preprocessing", {}).get("text", {}).get("language", "en"))
+        text = preprocess["preprocessing"].get("text")
+        language = str(text.get("language", "en") if isinstance(text, dict) else "en")
         language = "en-us" if language == "en" else language
     symbols, _ = choose_symbols(args, language)
 
