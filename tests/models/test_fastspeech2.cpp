@@ -1,0 +1,329 @@
+// Parity of FastSpeech2 with ming024/FastSpeech2 on the fixtures tools/reference/
+// fastspeech2_fixtures.py writes, on the reference and cpu backends; config, weight and input
+// errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "models/fastspeech2.h"
+
+namespace voxd {
+namespace {
+
+using nlohmann::json;
+
+const std::string kFixtures = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/fastspeech2/";
+const std::vector<std::string> kCases = {"single_phoneme_linear", "multi_frame_log", "controls",
+                                         "batch", "long_input"};
+constexpr float kTolerance = 1e-4f;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read " + path);
+  return json::parse(in);
+}
+
+FastSpeech2Config read_config(const std::string& fixture) {
+  return FastSpeech2Config::from_json(read_json(kFixtures + fixture + "/config.json"), fixture);
+}
+
+std::map<std::string, Tensor> read_state(const std::string& fixture) {
+  auto file = SafetensorsFile::open(kFixtures + fixture + "/acoustic.safetensors");
+  std::map<std::string, Tensor> state;
+  for (const std::string& name : file->names()) state[name] = file->get(name);
+  return state;
+}
+
+// Largest |a − b|; the shapes must match.
+float max_abs_diff(const Tensor& actual, const Tensor& expected) {
+  EXPECT_EQ(actual.shape(), expected.shape());
+  if (actual.shape() != expected.shape()) return INFINITY;
+  const std::vector<float> a = actual.to_float_vector();
+  const std::vector<float> b = expected.to_float_vector();
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// One backend with a context on it.
+struct Runner {
+  std::unique_ptr<Backend> backend;
+  Context ctx;
+  explicit Runner(const std::string& name)
+      : backend(make_backend(name, 2)), ctx(*backend, host_allocator()) {}
+};
+
+// A fixture's inputs as forward takes them.
+struct Inputs {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<int64_t> speakers;
+  SynthesisControls controls;
+};
+
+Inputs read_inputs(const SafetensorsFile& io) {
+  Inputs in;
+  const Tensor ids = io.get("ids");
+  const std::vector<int64_t> flat = ids.to_int_vector();
+  const std::vector<int64_t> lens = io.get("src_lens").to_int_vector();
+  for (size_t b = 0; b < lens.size(); ++b) {
+    const auto row = flat.begin() + static_cast<int64_t>(b) * ids.size(1);
+    in.ids.emplace_back(row, row + lens[b]);
+  }
+  in.speakers = io.get("speakers").to_int_vector();
+  const std::vector<float> controls = io.get("controls").to_float_vector();
+  in.controls = {controls[0], controls[1], controls[2]};
+  return in;
+}
+
+class FastSpeech2Parity : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(FastSpeech2Parity, MatchesReference) {
+  const auto& [fixture, backend] = GetParam();
+  Runner dev(backend);
+  auto weights = SafetensorsFile::open(kFixtures + fixture + "/acoustic.safetensors");
+  auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
+  const FastSpeech2 model = FastSpeech2::load(dev.ctx, read_config(fixture), *weights);
+  const Inputs in = read_inputs(*io);
+
+  FastSpeech2Debug debug;
+  const AcousticOutput out = model.forward(dev.ctx, in.ids, in.speakers, in.controls, &debug);
+
+  EXPECT_EQ(out.mel_lengths, io->get("mel_lens").to_int_vector());
+  const Tensor durations = io->get("durations");
+  const std::vector<int64_t> expected_durations = durations.to_int_vector();
+  const std::vector<float> expected_rounded = io->get("d_rounded").to_float_vector();
+  ASSERT_EQ(out.durations.size(), in.ids.size());
+  for (size_t b = 0; b < in.ids.size(); ++b) {
+    ASSERT_EQ(out.durations[b].size(), in.ids[b].size());
+    for (size_t t = 0; t < in.ids[b].size(); ++t) {
+      const size_t at = b * static_cast<size_t>(durations.size(1)) + t;
+      EXPECT_EQ(out.durations[b][t], expected_durations[at]) << "sequence " << b << " row " << t;
+      EXPECT_EQ(debug.rounded_durations[b][t], expected_rounded[at])
+          << "sequence " << b << " row " << t;
+    }
+  }
+
+  const std::vector<std::pair<std::string, Tensor>> compared = {{"log_d", debug.log_durations},
+                                                                {"pitch", debug.pitch},
+                                                                {"energy", debug.energy},
+                                                                {"mel", debug.mel_before_postnet},
+                                                                {"postnet_mel", out.mel}};
+  std::string report = fixture + " on " + backend + ": max abs error";
+  for (const auto& [name, actual] : compared) {
+    const float err = max_abs_diff(ops::to_host(dev.ctx, actual), io->get(name));
+    EXPECT_LE(err, kTolerance) << name;
+    char value[32];
+    std::snprintf(value, sizeof(value), " %s %.1e", name.c_str(), static_cast<double>(err));
+    report += value;
+  }
+  std::cout << report << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FastSpeech2Parity,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values("reference", "cpu")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
+
+// ming024 scales the energy prediction by p_control: e_control changes nothing.
+TEST(FastSpeech2, EnergyScaleIsIgnoredAsInTheOriginal) {
+  Runner dev("reference");
+  auto weights = SafetensorsFile::open(kFixtures + "controls/acoustic.safetensors");
+  auto io = SafetensorsFile::open(kFixtures + "controls/io.safetensors");
+  const FastSpeech2 model = FastSpeech2::load(dev.ctx, read_config("controls"), *weights);
+  Inputs in = read_inputs(*io);
+  in.controls.energy_scale = 3.0f;
+  const AcousticOutput out = model.forward(dev.ctx, in.ids, in.speakers, in.controls);
+  EXPECT_LE(max_abs_diff(ops::to_host(dev.ctx, out.mel), io->get("postnet_mel")), kTolerance);
+}
+
+// --- config errors ---------------------------------------------------------------------------
+
+void expect_config_error(const json& config, const std::string& needle) {
+  try {
+    FastSpeech2Config::from_json(config, "voice/config.json: acoustic");
+    FAIL() << "expected an InputError mentioning " << needle;
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("voice/config.json: acoustic"), std::string::npos) << message;
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
+}
+
+TEST(FastSpeech2Config, ParsesTheAcousticSection) {
+  const FastSpeech2Config c = read_config("batch");
+  EXPECT_EQ(c.encoder_hidden, 32);
+  EXPECT_EQ(c.decoder_layers, 2);
+  EXPECT_EQ(c.conv_kernel_size[0], 9);
+  EXPECT_EQ(c.n_bins, 16);
+  EXPECT_TRUE(c.multi_speaker);
+  EXPECT_EQ(c.pitch_feature_level, FeatureLevel::Phoneme);
+  EXPECT_EQ(c.energy_feature_level, FeatureLevel::Frame);
+  EXPECT_EQ(c.energy_quantization, Quantization::Log);
+  ASSERT_TRUE(c.energy_stats.has_value());
+  EXPECT_DOUBLE_EQ((*c.energy_stats)[1], 20.0);
+  EXPECT_EQ(c.n_mels, 80);
+}
+
+TEST(FastSpeech2Config, ErrorsNameTheField) {
+  const json base = read_json(kFixtures + "single_phoneme_linear/config.json");
+  json c = base;
+  c["model"]["transformer"].erase("encoder_hidden");
+  expect_config_error(c, "model.transformer.encoder_hidden");
+  c = base;
+  c["model"]["transformer"]["decoder_head"] = "two";
+  expect_config_error(c, "model.transformer.decoder_head");
+  c = base;
+  c["model"]["transformer"]["conv_kernel_size"] = {9};
+  expect_config_error(c, "conv_kernel_size");
+  c = base;
+  c["model"]["transformer"]["conv_kernel_size"] = {8, 1};
+  expect_config_error(c, "conv_kernel_size[0]");
+  c = base;
+  c["model"]["variance_predictor"]["kernel_size"] = 5;
+  expect_config_error(c, "model.variance_predictor.kernel_size");
+  c = base;
+  c["model"]["variance_embedding"]["pitch_quantization"] = "cubic";
+  expect_config_error(c, "model.variance_embedding.pitch_quantization");
+  c = base;
+  c["pitch_feature_level"] = "word_level";
+  expect_config_error(c, "pitch_feature_level");
+  c = base;
+  c.erase("energy_feature_level");
+  expect_config_error(c, "energy_feature_level");
+  c = base;
+  c["model"]["multi_speaker"] = 1;
+  expect_config_error(c, "model.multi_speaker");
+  c = base;
+  c["model"]["transformer"]["decoder_hidden"] = 64;
+  expect_config_error(c, "decoder_hidden");
+  c = base;
+  c["model"]["variance_embedding"]["energy_quantization"] = "log";
+  expect_config_error(c, "stats.energy");  // min -1.431 cannot be log-quantized
+  c = base;
+  c["stats"]["pitch"] = {1.0};
+  expect_config_error(c, "stats.pitch");
+}
+
+// --- weight errors ---------------------------------------------------------------------------
+
+std::string load_error(const std::map<std::string, Tensor>& state,
+                       const FastSpeech2Config& config) {
+  Runner dev("reference");
+  try {
+    FastSpeech2::load(dev.ctx, config, TensorMapSource(state, "test weights"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FastSpeech2Weights, MissingTensorIsNamed) {
+  const FastSpeech2Config config = read_config("batch");
+  for (const std::string name :
+       {"encoder.layer_stack.1.slf_attn.w_ks.bias", "variance_adaptor.energy_bins",
+        "decoder.position_enc", "postnet.convolutions.2.1.running_var", "speaker_emb.weight",
+        "variance_adaptor.pitch_predictor.conv_layer.conv1d_2.conv.weight"}) {
+    auto state = read_state("batch");
+    ASSERT_EQ(state.erase(name), 1u) << name;
+    const std::string message = load_error(state, config);
+    EXPECT_NE(message.find("'" + name + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("test weights"), std::string::npos) << message;
+  }
+}
+
+TEST(FastSpeech2Weights, WrongShapeIsNamed) {
+  FastSpeech2Config config = read_config("single_phoneme_linear");
+  auto state = read_state("single_phoneme_linear");
+  state["decoder.layer_stack.0.pos_ffn.w_1.weight"] = Tensor::zeros({64, 32, 3}, DType::F32);
+  std::string message = load_error(state, config);
+  EXPECT_NE(message.find("'decoder.layer_stack.0.pos_ffn.w_1.weight'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("[64, 32, 3]"), std::string::npos) << message;
+  EXPECT_NE(message.find("[64, 32, 9]"), std::string::npos) << message;
+
+  // A config that disagrees with the checkpoint's mel channels.
+  config.n_mels = 40;
+  message = load_error(read_state("single_phoneme_linear"), config);
+  EXPECT_NE(message.find("'mel_linear.weight'"), std::string::npos) << message;
+
+  // Bins that torch.bucketize could not use.
+  state = read_state("single_phoneme_linear");
+  std::vector<float> bins = state["variance_adaptor.pitch_bins"].to_float_vector();
+  std::swap(bins[3], bins[4]);
+  state["variance_adaptor.pitch_bins"] = Tensor::from_vector({15}, bins);
+  message = load_error(state, read_config("single_phoneme_linear"));
+  EXPECT_NE(message.find("'variance_adaptor.pitch_bins'"), std::string::npos) << message;
+}
+
+TEST(FastSpeech2Weights, SpeakerCountComesFromWeightsOrConfig) {
+  Runner dev("reference");
+  auto weights = SafetensorsFile::open(kFixtures + "batch/acoustic.safetensors");
+  FastSpeech2Config config = read_config("batch");
+  EXPECT_EQ(FastSpeech2::load(dev.ctx, config, *weights).n_speakers(), 3);
+  EXPECT_EQ(FastSpeech2::load(dev.ctx, config, *weights).n_symbols(), 48);
+  config.n_speakers = 5;
+  EXPECT_THROW(FastSpeech2::load(dev.ctx, config, *weights), Error);
+}
+
+// --- input errors ----------------------------------------------------------------------------
+
+void expect_input_error(const FastSpeech2& model, Context& ctx,
+                        const std::vector<std::vector<int64_t>>& ids,
+                        const std::vector<int64_t>& speakers, const std::string& needle) {
+  try {
+    model.forward(ctx, ids, speakers, {});
+    FAIL() << "expected an InputError mentioning " << needle;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(FastSpeech2Inputs, OutOfRangeIdsAndSpeakersThrowInputError) {
+  Runner dev("reference");
+  auto weights = SafetensorsFile::open(kFixtures + "batch/acoustic.safetensors");
+  const FastSpeech2 multi = FastSpeech2::load(dev.ctx, read_config("batch"), *weights);
+  expect_input_error(multi, dev.ctx, {{3, 4, 48, 5}}, {0}, "symbol id 48");
+  expect_input_error(multi, dev.ctx, {{3, 4}, {-1}}, {0, 1}, "symbol id -1");
+  expect_input_error(multi, dev.ctx, {{3, 4}}, {3}, "speaker id 3");
+  expect_input_error(multi, dev.ctx, {{3, 4}}, {-2}, "speaker id -2");
+  expect_input_error(multi, dev.ctx, {{3, 4}, {5}}, {0}, "1 speakers for 2 sequences");
+  expect_input_error(multi, dev.ctx, {{3, 4}, {}}, {}, "sequence 1 is empty");
+  expect_input_error(multi, dev.ctx, {}, {}, "no sequences");
+
+  auto single_weights = SafetensorsFile::open(kFixtures + "controls/acoustic.safetensors");
+  const FastSpeech2 single = FastSpeech2::load(dev.ctx, read_config("controls"), *single_weights);
+  EXPECT_EQ(single.n_speakers(), 1);
+  expect_input_error(single, dev.ctx, {{3, 4}}, {1}, "speaker id 1");
+}
+
+// Durations that all truncate to zero give an empty mel (the original fails in its postnet).
+TEST(FastSpeech2Inputs, ZeroFramesGiveAnEmptyMel) {
+  Runner dev("reference");
+  auto weights = SafetensorsFile::open(kFixtures + "single_phoneme_linear/acoustic.safetensors");
+  const FastSpeech2 model =
+      FastSpeech2::load(dev.ctx, read_config("single_phoneme_linear"), *weights);
+  SynthesisControls controls;
+  controls.duration_scale = 0.01f;
+  const AcousticOutput out = model.forward(dev.ctx, {{5, 6, 7}}, {}, controls);
+  EXPECT_EQ(out.mel_lengths, std::vector<int64_t>{0});
+  EXPECT_EQ(out.mel.shape(), (Shape{1, 0, 80}));
+  EXPECT_EQ(out.durations, (std::vector<std::vector<int64_t>>{{0, 0, 0}}));
+}
+
+}  // namespace
+}  // namespace voxd
