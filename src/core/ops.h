@@ -44,14 +44,15 @@ Tensor leaky_relu(Context& ctx, const Tensor& x, float slope);
 Tensor tanh(Context& ctx, const Tensor& x);
 Tensor exp(Context& ctx, const Tensor& x);
 Tensor scale(Context& ctx, const Tensor& x, float factor);
-// In-place variants: x is overwritten and returned.
+// In-place variants: x (contiguous) is overwritten and returned.
 Tensor& relu_(Context& ctx, Tensor& x);
 Tensor& leaky_relu_(Context& ctx, Tensor& x, float slope);
 
-// a + b, a · b with b broadcast to a's shape (see Backend::binary).
+// a + b, a · b with b broadcast to a's shape (see Backend::binary); b may also have fewer
+// dimensions than a, which counts as leading sizes of 1 (b [C] against a [B, T, C]).
 Tensor add(Context& ctx, const Tensor& a, const Tensor& b);
 Tensor mul(Context& ctx, const Tensor& a, const Tensor& b);
-// a += b in place; returns a.
+// a += b in place (a contiguous); returns a.
 Tensor& add_(Context& ctx, Tensor& a, const Tensor& b);
 
 // x [..., in] -> [..., out].
@@ -63,13 +64,15 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
 // Over the last dimension of x [..., C].
 Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   float eps);
-// ids [B, T] -> [B, T, C].
+// ids [B, T] -> [B, T, C] (ids of any rank work: ids.shape + [C]). ids may be on the host.
 Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table);
+// See Backend::attention; each key length must lie in [0, Tk].
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& params);
-// x [B, T, C]: rows past each length zeroed in place; returns x.
+// x [B, T, C] (contiguous): rows past each length zeroed in place; returns x.
 Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths);
-// Output has max(sum of durations over each batch, min_frames) rows.
+// Output has max(sum of durations over each batch, min_frames) rows. durations[b] may be shorter
+// than T (a batch's padded rows); missing durations count as 0.
 Tensor length_regulate(Context& ctx, const Tensor& x,
                        const std::vector<std::vector<int64_t>>& durations, int64_t min_frames = 0);
 Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries);
