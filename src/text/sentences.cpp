@@ -1,0 +1,83 @@
+#include "text/sentences.h"
+
+#include "core/error.h"
+
+namespace voxd::text {
+namespace {
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+bool is_terminal(char c) {
+  return c == '.' || c == '!' || c == '?';
+}
+bool is_closing(char c) {
+  return c == '"' || c == '\'' || c == ')' || c == ']' || c == '}';
+}
+bool is_continuation_byte(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
+
+// Appends `s` (already trimmed, maybe over-long) to `out` in pieces of at most `max` bytes.
+void add_sentence(std::string_view s, size_t max, std::vector<std::string>& out) {
+  while (s.size() > max) {
+    size_t cut = std::string_view::npos;
+    size_t space = std::string_view::npos;
+    // A cut at `j` keeps s[0, j); s[j] may be whitespace that is then dropped.
+    for (size_t j = max; j > 0; --j) {
+      if (space == std::string_view::npos && is_space(s[j])) space = j;
+      const char prev = s[j - 1];
+      if ((prev == ',' || prev == ';' || prev == ':') && j >= max / 2) {
+        cut = j;
+        break;
+      }
+      if (j < max / 2 && space != std::string_view::npos) break;
+    }
+    if (cut == std::string_view::npos) cut = space;
+    if (cut == std::string_view::npos || cut == 0) {
+      cut = max;
+      while (cut > 0 && is_continuation_byte(s[cut])) --cut;
+      if (cut == 0) {
+        cut = 1;
+        while (cut < s.size() && is_continuation_byte(s[cut])) ++cut;
+      }
+    }
+    std::string_view piece = s.substr(0, cut);
+    while (!piece.empty() && is_space(piece.back())) piece.remove_suffix(1);
+    if (!piece.empty()) out.emplace_back(piece);
+    s.remove_prefix(cut);
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  }
+  if (!s.empty()) out.emplace_back(s);
+}
+
+}  // namespace
+
+std::vector<std::string> split_sentences(std::string_view text, size_t max_chars) {
+  if (max_chars == 0) throw Error("split_sentences: max_chars must be at least 1");
+  std::vector<std::string> out;
+  size_t start = 0;
+  auto finish = [&](size_t end) {
+    std::string_view s = text.substr(start, end - start);
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    add_sentence(s, max_chars, out);
+    start = end;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      finish(i);
+    } else if (is_terminal(text[i])) {
+      size_t end = i + 1;
+      while (end < text.size() && (is_terminal(text[end]) || is_closing(text[end]))) ++end;
+      if (end == text.size() || is_space(text[end])) {
+        finish(end);
+        i = end - 1;
+      }
+    }
+  }
+  finish(text.size());
+  return out;
+}
+
+}  // namespace voxd::text

@@ -1,0 +1,163 @@
+#include "text/frontend.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace voxd::text {
+namespace {
+
+SymbolTable ipa_symbols() {
+  return SymbolTable::load(std::string(VOXD_SOURCE_DIR) + "/data/symbols/espeak-ipa-en.txt");
+}
+
+// ming024/FastSpeech2's text/symbols.py for LJSpeech: pad, special, punctuation, letters, "@"
+// + CMUdict's symbols, silences (pinyin left out).
+SymbolTable ming024_symbols() {
+  std::vector<std::string> symbols = {"_", "-"};
+  for (char c : std::string("!'(),.:;? ")) symbols.emplace_back(1, c);
+  for (char c = 'A'; c <= 'Z'; ++c) symbols.emplace_back(1, c);
+  for (char c = 'a'; c <= 'z'; ++c) symbols.emplace_back(1, c);
+  for (const char* vowel :
+       {"AA", "AE", "AH", "AO", "AW", "AY", "EH", "ER", "EY", "IH", "IY", "OW", "OY", "UH", "UW"}) {
+    symbols.push_back(std::string("@") + vowel);
+    for (char stress : {'0', '1', '2'}) symbols.push_back(std::string("@") + vowel + stress);
+  }
+  for (const char* consonant :
+       {"B",  "CH", "D", "DH", "F",  "G", "HH", "JH", "K", "L", "M", "N",
+        "NG", "P",  "R", "S",  "SH", "T", "TH", "V",  "W", "Y", "Z", "ZH"}) {
+    symbols.push_back(std::string("@") + consonant);
+  }
+  for (const char* silence : {"@sp", "@spn", "@sil"}) symbols.emplace_back(silence);
+  return SymbolTable(std::move(symbols));
+}
+
+const char* kVariedText =
+    "Dr. Smith paid $5.50 for 3 apples on May 21st, 1984 at 10:30 a.m. \"Really?\" she asked; "
+    "he said yes - twice! The temperature was -5 degrees, i.e. cold, and 50% of people (mostly "
+    "children) stayed home.\n"
+    "Quantum physics, philosophy, rhythm, psychology and onomatopoeia are hard words. "
+    "Judge the measure of a thing by its voice: the cat sat about the speech... "
+    "Schenectady, Worcester, Massachusetts and Albuquerque are places in the U.S.A. "
+    "Zebras, yachts, jewels, xylophones, quizzes, bourgeois genres, and naive fiances in "
+    "cafes; whispering, hurrying, thoroughly exhausted, unbelievable, 1,234,567 times.";
+
+std::string error_of(const FrontEnd& frontend, std::string_view text) {
+  try {
+    frontend.process(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FrontEnd, IpaEndToEnd) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const std::vector<Sentence> sentences = frontend.process("Hello, world. How are you?");
+  ASSERT_EQ(sentences.size(), 2u);
+  EXPECT_EQ(sentences[0].text, "Hello, world.");
+  EXPECT_EQ(sentences[1].text, "How are you?");
+  for (const Sentence& s : sentences) {
+    EXPECT_EQ(s.dropped, 0u);
+    ASSERT_EQ(s.ids.size(), s.phonemes.size());
+    for (size_t i = 0; i < s.ids.size(); ++i) {
+      EXPECT_EQ(frontend.symbols().symbol(s.ids[i]), s.phonemes[i]);
+    }
+  }
+  EXPECT_EQ(sentences[0].phonemes[5], ",");
+  EXPECT_EQ(sentences[1].phonemes.back(), "?");
+}
+
+TEST(FrontEnd, VariedEnglishHasNoUnknownIpaSymbols) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const std::vector<Sentence> sentences = frontend.process(kVariedText);
+  EXPECT_GE(sentences.size(), 5u);
+  for (const Sentence& s : sentences) {
+    EXPECT_EQ(s.dropped, 0u) << s.text;
+    EXPECT_FALSE(s.ids.empty());
+  }
+}
+
+TEST(FrontEnd, ArpabetEndToEnd) {
+  const FrontEnd frontend(PhonemeSet::Arpabet, ming024_symbols());
+  const std::vector<Sentence> sentences = frontend.process("Hello, world.");
+  ASSERT_EQ(sentences.size(), 1u);
+  std::vector<std::string> symbols;
+  for (int64_t id : sentences[0].ids) symbols.push_back(frontend.symbols().symbol(id));
+  EXPECT_EQ(symbols, (std::vector<std::string>{"@HH", "@AH0", "@L", "@OW1", "@sp", "@W", "@ER1",
+                                               "@L", "@D", "@sp"}));
+  for (const Sentence& s : frontend.process(kVariedText)) EXPECT_EQ(s.dropped, 0u) << s.text;
+}
+
+TEST(FrontEnd, EmptyAndUnpronounceableText) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  EXPECT_EQ(error_of(frontend, ""), "text is empty");
+  EXPECT_EQ(error_of(frontend, " \n\t  "), "text is empty");
+  EXPECT_EQ(error_of(frontend, "\U0001F600\U0001F44D\U0001F3FD \u2764\uFE0F"),
+            "text has nothing to pronounce");
+  EXPECT_EQ(error_of(frontend, "... !!! ???"), "text has nothing to pronounce");
+  EXPECT_NE(error_of(frontend, "bad \xff byte").find("offset 4"), std::string::npos);
+}
+
+TEST(FrontEnd, UnknownSymbolsAreDroppedAndCounted) {
+  const FrontEnd partial(PhonemeSet::EspeakIpa, SymbolTable({"_", "h", "l"}));
+  const std::vector<Sentence> sentences = partial.process("Hello");
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_EQ(sentences[0].ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(sentences[0].dropped, sentences[0].phonemes.size() - 2);
+
+  const FrontEnd none(PhonemeSet::EspeakIpa, SymbolTable({"_"}));
+  EXPECT_NE(error_of(none, "Hello").find("text has nothing to pronounce"), std::string::npos);
+}
+
+TEST(FrontEnd, MixedScripts) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const std::vector<Sentence> sentences = frontend.process("Hello \u4E16\u754C \u043C\u0438\u0440");
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_GT(sentences[0].ids.size(), 4u);
+}
+
+TEST(FrontEnd, HundredKilobytesOfText) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  std::string text;
+  while (text.size() < 100 * 1024) text += std::string(kVariedText) + "\n";
+  const std::vector<Sentence> sentences = frontend.process(text);
+  EXPECT_GT(sentences.size(), 500u);
+  for (const Sentence& s : sentences) {
+    EXPECT_LE(s.text.size(), FrontEnd::kMaxSentenceBytes);
+    EXPECT_FALSE(s.ids.empty());
+  }
+}
+
+TEST(FrontEnd, ConcurrentUse) {
+  const FrontEnd ipa(PhonemeSet::EspeakIpa, ipa_symbols());
+  const FrontEnd arpabet(PhonemeSet::Arpabet, ming024_symbols());
+  auto ids_of = [](const FrontEnd& frontend) {
+    std::vector<std::vector<int64_t>> out;
+    for (const Sentence& s : frontend.process(kVariedText)) out.push_back(s.ids);
+    return out;
+  };
+  const auto expected_ipa = ids_of(ipa);
+  const auto expected_arpabet = ids_of(arpabet);
+  std::vector<int> mismatches(6, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        const bool use_ipa = t % 2 == 0;
+        if (ids_of(use_ipa ? ipa : arpabet) != (use_ipa ? expected_ipa : expected_arpabet)) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+}  // namespace
+}  // namespace voxd::text
