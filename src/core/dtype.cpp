@@ -1,6 +1,8 @@
 #include "core/dtype.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -136,6 +138,20 @@ double load_element(const void* src, DType dtype, size_t i) {
   return 0;
 }
 
+// Float to integer conversion that is defined for every input: NaN becomes 0 and values outside
+// the target's range saturate.
+template <typename Int>
+Int saturating_cast(double value) {
+  if (std::isnan(value)) return 0;
+  if (value <= static_cast<double>(std::numeric_limits<Int>::min())) {
+    return std::numeric_limits<Int>::min();
+  }
+  if (value >= static_cast<double>(std::numeric_limits<Int>::max())) {
+    return std::numeric_limits<Int>::max();
+  }
+  return static_cast<Int>(value);
+}
+
 void store_element(void* dst, DType dtype, size_t i, double value) {
   switch (dtype) {
     case DType::F32:
@@ -148,10 +164,10 @@ void store_element(void* dst, DType dtype, size_t i, double value) {
       static_cast<uint16_t*>(dst)[i] = float_to_bfloat16(static_cast<float>(value));
       break;
     case DType::I32:
-      static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(value);
+      static_cast<int32_t*>(dst)[i] = saturating_cast<int32_t>(value);
       break;
     case DType::I64:
-      static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(value);
+      static_cast<int64_t*>(dst)[i] = saturating_cast<int64_t>(value);
       break;
   }
 }

@@ -65,7 +65,7 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values)
              "from_vector: " + std::to_string(values.size()) + " values for shape " +
                  shape_to_string(shape));
   Tensor t = empty(shape, DType::F32);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
@@ -74,7 +74,7 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<int64_t>& value
              "from_vector: " + std::to_string(values.size()) + " values for shape " +
                  shape_to_string(shape));
   Tensor t = empty(shape, DType::I64);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 
