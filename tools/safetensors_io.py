@@ -23,7 +23,9 @@ def save(path, tensors, metadata=None):
     blobs = []
     offset = 0
     for name in sorted(tensors):
-        array = np.ascontiguousarray(tensors[name])
+        array = np.asarray(tensors[name])
+        if not array.flags["C_CONTIGUOUS"]:
+            array = np.ascontiguousarray(array)
         dtype = next((k for k, v in _DTYPES.items() if array.dtype == v), None)
         if dtype is None:
             raise ValueError(f"{name}: unsupported dtype {array.dtype}")
