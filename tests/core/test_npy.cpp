@@ -181,9 +181,8 @@ TEST_F(NpyTest, RoundTripsThroughWriteNpy) {
 }
 
 TEST_F(NpyTest, NumpyReadsOurFiles) {
-  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "no /usr/bin/python3 with numpy";
-  }
+  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1"), 0)
+      << "these tests need /usr/bin/python3 with numpy (make deps installs python3-numpy)";
   const std::string f = path("f.npy");
   const std::string i = path("i.npy");
   write_npy(f, Tensor::from_vector({2, 1, 2}, std::vector<float>{1, 2, 3, 4.5f}));
