@@ -5,7 +5,6 @@
 #include <unicode/unistr.h>
 #include <unicode/utf8.h>
 
-#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -314,7 +313,7 @@ class EnglishExpander {
       return;
     }
     if (c == '&') {
-      emit_words(" and");
+      emit_words("and");
     } else if (c == '%') {
       emit_words("percent");
     } else if (c == '#' && is_ascii_digit(at(i_ + 1))) {
@@ -333,18 +332,22 @@ class EnglishExpander {
 
   // Expands an abbreviation or dotted acronym at i_; false if there is none.
   bool expand_abbreviation() {
-    for (auto [written, spoken] :
-         {std::pair<std::string_view, std::string_view>{"e.g.", "for example"},
-          {"i.e.", "that is"},
-          {"a.m.", "AM"},
-          {"p.m.", "PM"}}) {
-      std::string candidate(s_.substr(i_, written.size()));
+    struct Dotted {
+      std::string_view written;  // lower case
+      std::string_view spoken;
+      bool may_end_sentence;
+    };
+    static constexpr Dotted kDotted[] = {{"e.g.", "for example", false},
+                                         {"i.e.", "that is", false},
+                                         {"a.m.", "AM", true},
+                                         {"p.m.", "PM", true}};
+    for (const Dotted& d : kDotted) {
+      std::string candidate(s_.substr(i_, d.written.size()));
       for (char& ch : candidate) ch = lower(ch);
-      if (candidate == written && !is_alpha(at(i_ + written.size()))) {
-        const size_t dot = i_ + written.size() - 1;
-        emit_words(spoken);
-        if (written[0] != 'e' && written[0] != 'i' && ends_sentence(dot, true)) emit_raw('.');
-        i_ += written.size();
+      if (candidate == d.written && !is_alpha(at(i_ + d.written.size()))) {
+        i_ += d.written.size();
+        emit_words(d.spoken);
+        if (d.may_end_sentence && ends_sentence(i_ - 1, true)) emit_raw('.');
         return true;
       }
     }
