@@ -8,36 +8,41 @@ VOICE ?= tests/fixtures/voices/tiny-ipa
 TEXT ?= Hello from voxd. This is a test of the speech engine.
 
 DEB_PACKAGES := build-essential cmake pkg-config git \
-	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev \
+	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
-	libbenchmark-dev python3 python3-numpy python3-torch sox
+	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox
 
 .PHONY: all deps build test test-asan run bench format clean
 
 all: build
 
+# Installs only when a package is missing, so every target can depend on it cheaply.
 deps:
-	$(SUDO) apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES)
+	@if dpkg-query -W -f='$${Status}\n' $(DEB_PACKAGES) 2>/dev/null | grep -qv 'install ok installed' \
+	    || ! dpkg-query -W $(DEB_PACKAGES) >/dev/null 2>&1; then \
+	  echo "installing Debian packages: $(DEB_PACKAGES)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES); \
+	fi
 
-$(BUILD_DIR)/CMakeCache.txt:
+$(BUILD_DIR)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-build: $(BUILD_DIR)/CMakeCache.txt
+build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-test-asan:
+test-asan: deps
 	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DVOXD_SANITIZE=ON -DVOXD_BUILD_BENCH=OFF
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-run: deps build
+run: build
 	@echo "voxd: the bundled en-demo voice is not trained yet; synthesizing with the test voice $(VOICE)"
 	@mkdir -p out
-	$(BUILD_DIR)/src/cli/voxd synth --voice $(VOICE) --text "$(TEXT)" --out out/hello.wav
+	$(BUILD_DIR)/src/cli/voxd --log-level info synth --voice $(VOICE) --text "$(TEXT)" --out out/hello.wav
 	@echo "wrote out/hello.wav"
 
 bench: build

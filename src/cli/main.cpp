@@ -1,0 +1,232 @@
+// voxd command line: synthesize text or ids to audio, vocode a mel, list voices.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <string>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "models/voice.h"
+#include "pipeline/audio_file.h"
+#include "pipeline/synthesizer.h"
+#include "text/frontend.h"
+#include "text/ids.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct GlobalOptions {
+  std::string backend = "cpu";
+  int threads = 0;
+  std::string log_level = "warn";
+};
+
+struct SynthOptions {
+  std::string voice;
+  std::optional<std::string> text;
+  std::optional<std::string> ids;
+  std::string speaker = "0";
+  float speed = 1.0f;
+  float pitch = 1.0f;
+  float energy = 1.0f;
+  std::string out = "out.wav";
+  std::optional<std::string> mel_out;
+};
+
+struct VocodeOptions {
+  std::string voice;
+  std::string mel;
+  std::string out = "out.wav";
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void report(const std::string& path, const std::vector<float>& audio, int64_t sample_rate,
+            double compute_seconds) {
+  const double audio_seconds = static_cast<double>(audio.size()) / static_cast<double>(sample_rate);
+  spdlog::info("wrote {}: {:.2f} s of audio at {} Hz in {:.3f} s (real-time factor {:.3f})", path,
+               audio_seconds, sample_rate, compute_seconds,
+               audio_seconds > 0 ? compute_seconds / audio_seconds : 0.0);
+}
+
+int run_synth(const GlobalOptions& global, const SynthOptions& options) {
+  if (options.text && options.ids) throw voxd::InputError("give either --text or --ids, not both");
+  auto backend = voxd::make_backend(global.backend, global.threads);
+  voxd::Context ctx(*backend, voxd::host_allocator());
+  const auto load_start = Clock::now();
+  auto voice = voxd::Voice::load(ctx, options.voice);
+  spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, options.voice,
+               seconds_since(load_start));
+
+  voxd::SynthesisOptions synthesis;
+  synthesis.speaker = voice->speaker_id(options.speaker);
+  synthesis.speed = options.speed;
+  synthesis.pitch = options.pitch;
+  synthesis.energy = options.energy;
+  synthesis.keep_mel = options.mel_out.has_value();
+
+  voxd::Synthesizer synthesizer(ctx, *voice);
+  const auto start = Clock::now();
+  voxd::Utterance utterance;
+  if (options.ids) {
+    utterance = synthesizer.synthesize_ids(voxd::text::parse_ids(*options.ids), synthesis);
+  } else {
+    std::string text;
+    if (options.text) {
+      text = *options.text;
+    } else {
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    utterance = synthesizer.synthesize_text(text, synthesis);
+  }
+  const double compute_seconds = seconds_since(start);
+  voxd::write_audio_file(options.out, utterance.audio, utterance.sample_rate);
+  if (options.mel_out) voxd::write_npy(*options.mel_out, utterance.mel);
+  spdlog::info("{} sentence(s), {} mel frames", utterance.sentences, utterance.mel_frames);
+  report(options.out, utterance.audio, utterance.sample_rate, compute_seconds);
+  return 0;
+}
+
+int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
+  auto backend = voxd::make_backend(global.backend, global.threads);
+  voxd::Context ctx(*backend, voxd::host_allocator());
+  auto voice = voxd::Voice::load(ctx, options.voice, voxd::DType::F32,
+                                 voxd::Voice::Parts::VocoderOnly);
+  const voxd::Tensor mel = voxd::read_npy(options.mel);
+  const auto start = Clock::now();
+  const std::vector<float> audio = voxd::vocode(ctx, *voice, mel);
+  const double compute_seconds = seconds_since(start);
+  voxd::write_audio_file(options.out, audio, voice->config().sample_rate);
+  report(options.out, audio, voice->config().sample_rate, compute_seconds);
+  return 0;
+}
+
+int run_voices(const std::string& root) {
+  for (const std::string& name : voxd::find_voices(root)) {
+    const std::string directory = root + "/" + name;
+    try {
+      const voxd::VoiceConfig config = voxd::VoiceConfig::load(directory);
+      std::cout << name << "\t" << config.language << "\t" << config.sample_rate << " Hz\t"
+                << config.phonemes << "\t"
+                << (config.speakers.empty() ? 1 : config.speakers.size()) << " speaker(s)\n";
+    } catch (const voxd::Error& e) {
+      std::cout << name << "\tbroken: " << e.what() << "\n";
+    }
+  }
+  return 0;
+}
+
+void add_range_check(CLI::Option* option, double low, double high) {
+  option->check(CLI::Range(low, high));
+}
+
+// The first word that is neither an option nor an option's value, if it names no command.
+std::optional<std::string> unknown_command(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("-", 0) == 0) {
+      const bool takes_value = arg.find('=') == std::string::npos && arg != "--help" &&
+                               arg != "-h" && arg != "--version";
+      if (takes_value) ++i;
+      continue;
+    }
+    for (const CLI::App* command : app.get_subcommands({})) {
+      if (command->get_name() == arg) return std::nullopt;
+    }
+    return arg;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("voxd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("voxd: %v");
+
+  CLI::App app{"voxd: text-to-speech inference that knows its memory before it runs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "voxd 0.1.0");
+  GlobalOptions global;
+  app.add_option("--backend", global.backend, "Compute backend: cpu or reference")
+      ->capture_default_str();
+  app.add_option("--threads", global.threads, "CPU threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+
+  SynthOptions synth;
+  CLI::App* synth_cmd = app.add_subcommand("synth", "Synthesize text (or symbol ids) to audio");
+  synth_cmd->add_option("--voice", synth.voice, "Voice directory")->required();
+  synth_cmd->add_option("--text", synth.text, "Text to speak (default: read standard input)");
+  synth_cmd->add_option("--ids", synth.ids, "Symbol ids instead of text, e.g. \"12 5 7\"");
+  synth_cmd->add_option("--speaker", synth.speaker, "Speaker name or id")->capture_default_str();
+  add_range_check(synth_cmd->add_option("--speed", synth.speed, "Speaking rate, 0.25 to 4")
+                      ->capture_default_str(),
+                  0.25, 4.0);
+  add_range_check(synth_cmd->add_option("--pitch", synth.pitch, "Pitch scale, 0 to 4")
+                      ->capture_default_str(),
+                  0.0, 4.0);
+  add_range_check(synth_cmd->add_option("--energy", synth.energy, "Energy scale, 0 to 4")
+                      ->capture_default_str(),
+                  0.0, 4.0);
+  synth_cmd->add_option("--out", synth.out, "Output audio file (.wav, .flac, .ogg)")
+      ->capture_default_str();
+  synth_cmd->add_option("--mel-out", synth.mel_out, "Also save the mel as .npy [n_mels, T]");
+
+  VocodeOptions vocode;
+  CLI::App* vocode_cmd = app.add_subcommand("vocode", "Turn a mel spectrogram (.npy) into audio");
+  vocode_cmd->add_option("--voice", vocode.voice, "Voice directory (its vocoder is used)")
+      ->required();
+  vocode_cmd->add_option("--mel", vocode.mel, "float32 .npy of shape [n_mels, T] or [1, n_mels, T]")
+      ->required();
+  vocode_cmd->add_option("--out", vocode.out, "Output audio file")->capture_default_str();
+
+  std::string voices_root = "voices";
+  CLI::App* voices_cmd = app.add_subcommand("voices", "List the voices in a directory");
+  voices_cmd->add_option("dir", voices_root, "Directory of voice directories")
+      ->capture_default_str();
+
+  if (auto command = unknown_command(app, argc, argv)) {
+    std::cerr << "voxd: unknown command '" << *command
+              << "' (commands: synth, vocode, voices; see voxd --help)\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "voxd: " << e.what() << " (see voxd --help)\n";
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(global.log_level));
+
+  try {
+    if (*synth_cmd) return run_synth(global, synth);
+    if (*vocode_cmd) return run_vocode(global, vocode);
+    return run_voices(voices_root);
+  } catch (const voxd::Error& e) {
+    std::cerr << "voxd: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "voxd: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,61 @@
+// The path from text to audio for one voice: front end → acoustic model → vocoder, sentence by
+// sentence so memory does not grow with the length of the text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ops.h"
+#include "models/voice.h"
+#include "text/frontend.h"
+
+namespace voxd {
+
+struct SynthesisOptions {
+  int64_t speaker = 0;
+  // Speaking rate: 2 is twice as fast (ming024's duration control is 1 / speed).
+  float speed = 1.0f;
+  // Multiply the predicted pitch and energy (ming024's p_control and e_control).
+  float pitch = 1.0f;
+  float energy = 1.0f;
+  // Keep the mel spectrogram of the whole utterance in Utterance::mel.
+  bool keep_mel = false;
+};
+
+struct Utterance {
+  std::vector<float> audio;
+  int64_t sample_rate = 0;
+  int64_t mel_frames = 0;
+  int64_t sentences = 0;
+  // [n_mels, mel_frames] on the host when SynthesisOptions::keep_mel, else undefined.
+  Tensor mel;
+};
+
+class Synthesizer {
+ public:
+  // The voice must outlive the synthesizer and have its acoustic model loaded.
+  Synthesizer(Context& ctx, const Voice& voice);
+
+  // Normalises, splits and phonemises `text`, then synthesizes each sentence in turn.
+  // Throws voxd::InputError for text with nothing to pronounce.
+  Utterance synthesize_text(std::string_view text, const SynthesisOptions& options) const;
+  // Synthesizes one sequence of symbol ids.
+  Utterance synthesize_ids(const std::vector<int64_t>& ids, const SynthesisOptions& options) const;
+
+ private:
+  void synthesize_sentence(const std::vector<int64_t>& ids, const SynthesisOptions& options,
+                           Utterance& out, std::vector<Tensor>& mels) const;
+
+  Context& ctx_;
+  const Voice& voice_;
+  text::FrontEnd front_end_;
+};
+
+// Runs the voice's vocoder on a host mel [n_mels, T] (or [1, n_mels, T]); returns T × hop samples.
+// Throws voxd::InputError when the mel's shape does not fit the vocoder.
+std::vector<float> vocode(Context& ctx, const Voice& voice, const Tensor& mel);
+
+}  // namespace voxd

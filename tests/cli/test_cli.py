@@ -1,0 +1,192 @@
+"""End-to-end tests of the `voxd` command line on the small random-weight test voices.
+
+Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_cli.py` with VOXD_BIN set to the
+built binary; needs numpy (Debian python3-numpy).
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+import wave
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
+VOICES = os.path.join(ROOT, "tests", "fixtures", "voices")
+ARPABET_VOICE = os.path.join(VOICES, "tiny-arpabet")
+IPA_VOICE = os.path.join(VOICES, "tiny-ipa")
+HOP = 256
+
+
+def run(*args, stdin=None):
+    return subprocess.run([VOXD, *args], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def wav_info(path):
+    with wave.open(path, "rb") as w:
+        return w.getnframes(), w.getframerate(), w.getnchannels()
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="voxd-cli-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def assert_input_error(self, result, fragment):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
+        self.assertIn(fragment, lines[0])
+
+    def synth_with_mel(self, voice, *extra):
+        out, mel = self.path("out.wav"), self.path("mel.npy")
+        result = run("synth", "--voice", voice, "--out", out, "--mel-out", mel, *extra)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return out, np.load(mel)
+
+    def test_synth_text_length_matches_frames_times_hop(self):
+        for voice in (ARPABET_VOICE, IPA_VOICE):
+            out, mel = self.synth_with_mel(voice, "--text", "Hello world. It costs $5.50, doesn't it?")
+            frames, rate, channels = wav_info(out)
+            self.assertEqual(mel.shape[0], 80)
+            self.assertGreater(mel.shape[1], 0)
+            self.assertEqual(frames, mel.shape[1] * HOP)
+            self.assertEqual((rate, channels), (22050, 1))
+
+    def test_synth_reads_standard_input(self):
+        out = self.path("stdin.wav")
+        result = run("synth", "--voice", ARPABET_VOICE, "--out", out, stdin="Text from a pipe.\n")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertGreater(wav_info(out)[0], 0)
+
+    def test_synth_ids_and_speed(self):
+        _, normal = self.synth_with_mel(ARPABET_VOICE, "--ids", "60 70 80 90 100 11")
+        _, fast = self.synth_with_mel(ARPABET_VOICE, "--ids", "60 70 80 90 100 11", "--speed", "2")
+        self.assertLess(fast.shape[1], normal.shape[1])
+
+    def test_synth_is_deterministic(self):
+        _, first = self.synth_with_mel(ARPABET_VOICE, "--text", "Same text twice.")
+        _, second = self.synth_with_mel(ARPABET_VOICE, "--text", "Same text twice.")
+        np.testing.assert_array_equal(first, second)
+
+    def test_vocode_gives_frames_times_hop(self):
+        for shape in ((80, 37), (1, 80, 21)):
+            mel_path, out = self.path("in.npy"), self.path("vocoded.wav")
+            rng = np.random.default_rng(0)
+            np.save(mel_path, rng.uniform(-6, 1, size=shape).astype(np.float32))
+            result = run("vocode", "--voice", ARPABET_VOICE, "--mel", mel_path, "--out", out)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(wav_info(out)[0], shape[-1] * HOP)
+
+    def test_vocode_of_synth_mel_reproduces_synth_audio_length(self):
+        out, mel = self.synth_with_mel(ARPABET_VOICE, "--text", "Round trip.")
+        mel_path, vocoded = self.path("rt.npy"), self.path("rt.wav")
+        np.save(mel_path, mel)
+        result = run("vocode", "--voice", ARPABET_VOICE, "--mel", mel_path, "--out", vocoded)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(wav_info(vocoded)[0], wav_info(out)[0])
+
+    def test_voices_lists_test_voices(self):
+        result = run("voices", VOICES)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        names = [line.split("\t")[0] for line in result.stdout.splitlines()]
+        self.assertIn("tiny-arpabet", names)
+        self.assertIn("tiny-ipa", names)
+
+    def test_help_everywhere(self):
+        for args in ((), ("synth",), ("vocode",), ("voices",)):
+            result = run(*args, "--help")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("--help", result.stdout)
+
+    def test_bad_arguments(self):
+        out = self.path("x.wav")
+        self.assert_input_error(run("synth", "--text", "hi", "--out", out), "--voice")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--speed", "9",
+                                    "--text", "hi"), "--speed")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--bogus"), "bogus")
+        self.assert_input_error(run("frobnicate"), "frobnicate")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "a",
+                                    "--ids", "1 2", "--out", out), "either --text or --ids")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--ids", "1 x 2",
+                                    "--out", out), "x")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "hi",
+                                    "--out", self.path("x.mp4")), ".mp4")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "hi",
+                                    "--speaker", "nobody", "--out", out), "nobody")
+
+    def test_bad_text(self):
+        out = self.path("x.wav")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "", "--out", out),
+                                "empty")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "   \n\t ",
+                                    "--out", out), "empty")
+        self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "\U0001F600\U0001F680",
+                                    "--out", out), "nothing to pronounce")
+        self.assertFalse(os.path.exists(out))
+
+    def test_unknown_voice_directory(self):
+        missing = self.path("no-such-voice")
+        self.assert_input_error(run("synth", "--voice", missing, "--text", "hi"), missing)
+
+    def copy_voice(self):
+        voice = self.path("voice")
+        shutil.copytree(ARPABET_VOICE, voice)
+        return voice
+
+    def test_missing_weights(self):
+        voice = self.copy_voice()
+        os.remove(os.path.join(voice, "acoustic.safetensors"))
+        self.assert_input_error(run("synth", "--voice", voice, "--text", "hi",
+                                    "--out", self.path("x.wav")), "acoustic.safetensors")
+
+    def test_truncated_weights(self):
+        voice = self.copy_voice()
+        weights = os.path.join(voice, "vocoder.safetensors")
+        size = os.path.getsize(weights)
+        with open(weights, "r+b") as f:
+            f.truncate(size // 2)
+        self.assert_input_error(run("synth", "--voice", voice, "--text", "hi",
+                                    "--out", self.path("x.wav")), "vocoder.safetensors")
+
+    def test_garbage_weights(self):
+        voice = self.copy_voice()
+        with open(os.path.join(voice, "acoustic.safetensors"), "wb") as f:
+            f.write(os.urandom(4096))
+        self.assert_input_error(run("synth", "--voice", voice, "--text", "hi",
+                                    "--out", self.path("x.wav")), "acoustic.safetensors")
+
+    def test_corrupt_config(self):
+        voice = self.copy_voice()
+        with open(os.path.join(voice, "config.json"), "w") as f:
+            f.write("{ not json")
+        self.assert_input_error(run("synth", "--voice", voice, "--text", "hi",
+                                    "--out", self.path("x.wav")), "config.json")
+
+    def test_mel_of_wrong_shape(self):
+        out = self.path("x.wav")
+        for shape in ((40, 10), (2, 80, 10), (80,), (80, 0)):
+            mel_path = self.path("bad.npy")
+            np.save(mel_path, np.zeros(shape, dtype=np.float32))
+            self.assert_input_error(run("vocode", "--voice", ARPABET_VOICE, "--mel", mel_path,
+                                        "--out", out), "shape")
+        bad = self.path("nan.npy")
+        np.save(bad, np.full((80, 5), np.nan, dtype=np.float32))
+        self.assert_input_error(run("vocode", "--voice", ARPABET_VOICE, "--mel", bad,
+                                    "--out", out), "non-finite")
+        notnpy = self.path("not.npy")
+        with open(notnpy, "wb") as f:
+            f.write(b"hello")
+        self.assert_input_error(run("vocode", "--voice", ARPABET_VOICE, "--mel", notnpy,
+                                    "--out", out), notnpy)
+
+
+if __name__ == "__main__":
+    unittest.main()
