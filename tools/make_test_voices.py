@@ -94,11 +94,11 @@ def reference_acoustic_config(model_yaml, preprocess_yaml, stats):
 
 
 def build_fastspeech2(model_yaml, preprocess_yaml, stats, n_symbols, n_speakers=0, seed=0,
-                      postnet_dim=TINY_POSTNET_DIM):
+                      postnet_dim=TINY_POSTNET_DIM, frames_per_phoneme=FRAMES_PER_PHONEME):
     """A randomly initialised reference FastSpeech2 with ming024's embedding of n_symbols + 1 rows.
 
     The duration predictor's output layer is zeroed with its bias set to
-    log(1 + FRAMES_PER_PHONEME), so every phoneme lasts exactly FRAMES_PER_PHONEME frames
+    log(1 + frames_per_phoneme), so every phoneme lasts exactly frames_per_phoneme frames
     (round(exp(log_d) - 1)) instead of a random, often zero, count.
     """
     torch.manual_seed(seed)
@@ -107,7 +107,7 @@ def build_fastspeech2(model_yaml, preprocess_yaml, stats, n_symbols, n_speakers=
     with torch.no_grad():
         linear = model.variance_adaptor.duration_predictor.linear_layer
         linear.weight.zero_()
-        linear.bias.fill_(math.log(1 + FRAMES_PER_PHONEME))
+        linear.bias.fill_(math.log(1 + frames_per_phoneme))
     return model.eval()
 
 
@@ -142,18 +142,24 @@ def write_json(path, data):
         json.dump(data, f, indent=4)
 
 
-def make_voice(out_dir, work, symbols, *, phonemes, seed, vocoder_weights=None, name=None):
-    """Builds tiny checkpoints and configs in `work`, then converts them into `out_dir`."""
+def make_voice(out_dir, work, symbols, *, phonemes, seed, vocoder_weights=None, name=None,
+               model_yaml_data=TINY_MODEL_YAML, hifigan_json=TINY_HIFIGAN_JSON,
+               postnet_dim=TINY_POSTNET_DIM, frames_per_phoneme=FRAMES_PER_PHONEME):
+    """Builds random checkpoints and configs in `work`, then converts them into `out_dir`.
+
+    The defaults make the tiny test voices; tools/make_bench_voices.py passes full sizes.
+    """
     pre, model_yaml, stats = (os.path.join(work, n) for n in
                               ("preprocess.yaml", "model.yaml", "stats.json"))
     write_yaml(pre, PREPROCESS_YAML)
-    write_yaml(model_yaml, TINY_MODEL_YAML)
+    write_yaml(model_yaml, model_yaml_data)
     write_json(stats, STATS_JSON)
     symbols_path = os.path.join(work, "symbols.txt")
     symbol_tables.write_symbols(symbols_path, symbols)
     ckpt = os.path.join(work, f"{seed}.pth.tar")
     save_fastspeech2_checkpoint(
-        build_fastspeech2(TINY_MODEL_YAML, PREPROCESS_YAML, STATS_JSON, len(symbols), seed=seed),
+        build_fastspeech2(model_yaml_data, PREPROCESS_YAML, STATS_JSON, len(symbols), seed=seed,
+                          postnet_dim=postnet_dim, frames_per_phoneme=frames_per_phoneme),
         ckpt)
     argv = ["--fastspeech2", ckpt, "--preprocess-config", pre, "--model-config", model_yaml,
             "--stats", stats, "--symbols", symbols_path, "--phonemes", phonemes,
@@ -164,9 +170,9 @@ def make_voice(out_dir, work, symbols, *, phonemes, seed, vocoder_weights=None, 
         argv += ["--vocoder-weights", vocoder_weights]
     else:
         hifigan_config = os.path.join(work, "config.json")
-        write_json(hifigan_config, TINY_HIFIGAN_JSON)
+        write_json(hifigan_config, hifigan_json)
         generator = os.path.join(work, "g_00000000")
-        save_hifigan_checkpoint(build_hifigan(TINY_HIFIGAN_JSON, seed=seed + 1), generator)
+        save_hifigan_checkpoint(build_hifigan(hifigan_json, seed=seed + 1), generator)
         argv += ["--hifigan", generator, "--hifigan-config", hifigan_config]
     if convert_checkpoint.main(argv) != 0:
         raise SystemExit(f"converting {out_dir} failed")
