@@ -334,3 +334,59 @@ class FastSpeech2(nn.Module):
         postnet_mel = self.postnet(mel) + mel
         return (mel, postnet_mel, pitch, energy, log_d, d_rounded, src_masks, mel_masks,
                 src_lens, mel_lens)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training mode (training/train_fastspeech2.py). Added for teacher forcing; nothing above calls
+# it, so inference and the parity fixtures are unchanged.
+
+
+def lengths_to_mask(lengths, max_len):
+    """True at padding, on the lengths' device; max_len is a host int, so nothing syncs."""
+    return torch.arange(max_len, device=lengths.device)[None, :] >= lengths[:, None]
+
+
+def regulate_lengths(x, durations, max_len):
+    """The length regulator without a Python loop: row t of sequence b is x[b, i] for the token
+    i whose cumulative duration first exceeds t; rows past sum(durations[b]) are zero.
+    x [B, L, C], durations [B, L] (integers >= 0) -> [B, max_len, C]."""
+    ends = torch.cumsum(durations, dim=1)
+    frames = torch.arange(max_len, device=x.device)[None, :].expand(x.shape[0], -1)
+    token = torch.searchsorted(ends.contiguous(), frames.contiguous(), right=True)
+    valid = (frames < ends[:, -1:]).unsqueeze(-1)
+    rows = torch.gather(x, 1, token.clamp(max=x.shape[1] - 1).unsqueeze(-1).expand(
+        -1, -1, x.shape[2]))
+    return rows * valid.to(rows.dtype)
+
+
+def variance_adaptor_teacher_forced(adaptor, x, src_mask, max_mel_len, d_target, p_target,
+                                    e_target):
+    """ming024's VarianceAdaptor.forward in training: the predictors run on the encoder output,
+    but the embeddings and the length regulator use the targets. Phoneme-level pitch and energy
+    only (the feature level voxd's voices use). Returns (x, pitch_pred, energy_pred, log_d_pred)."""
+    if adaptor.pitch_feature_level != "phoneme_level" or (
+            adaptor.energy_feature_level != "phoneme_level"):
+        raise ValueError("teacher forcing is implemented for phoneme_level pitch and energy")
+    log_d = adaptor.duration_predictor(x, src_mask)
+    pitch = adaptor.pitch_predictor(x, src_mask)
+    x = x + adaptor.pitch_embedding(torch.bucketize(p_target, adaptor.pitch_bins))
+    energy = adaptor.energy_predictor(x, src_mask)
+    x = x + adaptor.energy_embedding(torch.bucketize(e_target, adaptor.energy_bins))
+    return regulate_lengths(x, d_target, max_mel_len), pitch, energy, log_d
+
+
+def fastspeech2_teacher_forced(model, texts, src_lens, max_src_len, mel_lens, max_mel_len,
+                               d_target, p_target, e_target, speakers=None):
+    """ming024's FastSpeech2.forward with targets (train mode). Returns (mel, postnet_mel,
+    pitch, energy, log_d, src_masks, mel_masks); masks are True at padding."""
+    src_masks = lengths_to_mask(src_lens, max_src_len)
+    mel_masks = lengths_to_mask(mel_lens, max_mel_len)
+    out = model.encoder(texts, src_masks)
+    if model.speaker_emb is not None:
+        out = out + model.speaker_emb(speakers).unsqueeze(1).expand(-1, max_src_len, -1)
+    out, pitch, energy, log_d = variance_adaptor_teacher_forced(
+        model.variance_adaptor, out, src_masks, max_mel_len, d_target, p_target, e_target)
+    out, mel_masks = model.decoder(out, mel_masks)
+    mel = model.mel_linear(out)
+    postnet_mel = model.postnet(mel) + mel
+    return mel, postnet_mel, pitch, energy, log_d, src_masks, mel_masks
