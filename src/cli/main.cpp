@@ -51,9 +51,9 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void report(const std::string& path, const std::vector<float>& audio, int64_t sample_rate,
+void report(const std::string& path, int64_t samples, int64_t sample_rate,
             double compute_seconds) {
-  const double audio_seconds = static_cast<double>(audio.size()) / static_cast<double>(sample_rate);
+  const double audio_seconds = static_cast<double>(samples) / static_cast<double>(sample_rate);
   spdlog::info("wrote {}: {:.2f} s of audio at {} Hz in {:.3f} s (real-time factor {:.3f})", path,
                audio_seconds, sample_rate, compute_seconds,
                audio_seconds > 0 ? compute_seconds / audio_seconds : 0.0);
@@ -76,10 +76,14 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   synthesis.keep_mel = options.mel_out.has_value();
 
   voxd::Synthesizer synthesizer(ctx, *voice);
+  voxd::AudioFileWriter writer(options.out, voice->config().sample_rate);
+  const voxd::AudioSink sink = [&writer](const float* samples, size_t count) {
+    writer.write(samples, count);
+  };
   const auto start = Clock::now();
   voxd::Utterance utterance;
   if (options.ids) {
-    utterance = synthesizer.synthesize_ids(voxd::text::parse_ids(*options.ids), synthesis);
+    utterance = synthesizer.synthesize_ids(voxd::text::parse_ids(*options.ids), synthesis, sink);
   } else {
     std::string text;
     if (options.text) {
@@ -87,13 +91,13 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
     } else {
       text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     }
-    utterance = synthesizer.synthesize_text(text, synthesis);
+    utterance = synthesizer.synthesize_text(text, synthesis, sink);
   }
   const double compute_seconds = seconds_since(start);
-  voxd::write_audio_file(options.out, utterance.audio, utterance.sample_rate);
+  writer.commit();
   if (options.mel_out) voxd::write_npy(*options.mel_out, utterance.mel);
   spdlog::info("{} sentence(s), {} mel frames", utterance.sentences, utterance.mel_frames);
-  report(options.out, utterance.audio, utterance.sample_rate, compute_seconds);
+  report(options.out, utterance.samples, utterance.sample_rate, compute_seconds);
   return 0;
 }
 
@@ -107,7 +111,8 @@ int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
   const std::vector<float> audio = voxd::vocode(ctx, *voice, mel);
   const double compute_seconds = seconds_since(start);
   voxd::write_audio_file(options.out, audio, voice->config().sample_rate);
-  report(options.out, audio, voice->config().sample_rate, compute_seconds);
+  report(options.out, static_cast<int64_t>(audio.size()), voice->config().sample_rate,
+         compute_seconds);
   return 0;
 }
 
@@ -157,6 +162,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"voxd: text-to-speech inference that knows its memory before it runs"};
   app.require_subcommand(1);
+  app.fallthrough();
   app.set_version_flag("--version", "voxd 0.1.0");
   GlobalOptions global;
   app.add_option("--backend", global.backend, "Compute backend: cpu or reference")

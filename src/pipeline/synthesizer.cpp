@@ -36,33 +36,34 @@ Synthesizer::Synthesizer(Context& ctx, const Voice& voice)
   VOXD_CHECK(voice.has_acoustic(), "Synthesizer needs a voice with its acoustic model");
 }
 
-Utterance Synthesizer::synthesize_text(std::string_view text,
-                                       const SynthesisOptions& options) const {
+Utterance Synthesizer::synthesize_text(std::string_view text, const SynthesisOptions& options,
+                                       const AudioSink& sink) const {
   const std::vector<text::Sentence> sentences = front_end_.process(text);
   Utterance out;
   out.sample_rate = voice_.config().sample_rate;
   std::vector<Tensor> mels;
   for (const text::Sentence& sentence : sentences) {
-    synthesize_sentence(sentence.ids, options, out, mels);
+    synthesize_sentence(sentence.ids, options, sink, out, mels);
   }
   if (options.keep_mel) out.mel = concatenate_frames(mels, voice_.config().n_mels, out.mel_frames);
   return out;
 }
 
 Utterance Synthesizer::synthesize_ids(const std::vector<int64_t>& ids,
-                                      const SynthesisOptions& options) const {
+                                      const SynthesisOptions& options,
+                                      const AudioSink& sink) const {
   if (ids.empty()) throw InputError("no symbol ids given");
   Utterance out;
   out.sample_rate = voice_.config().sample_rate;
   std::vector<Tensor> mels;
-  synthesize_sentence(ids, options, out, mels);
+  synthesize_sentence(ids, options, sink, out, mels);
   if (options.keep_mel) out.mel = concatenate_frames(mels, voice_.config().n_mels, out.mel_frames);
   return out;
 }
 
 void Synthesizer::synthesize_sentence(const std::vector<int64_t>& ids,
-                                      const SynthesisOptions& options, Utterance& out,
-                                      std::vector<Tensor>& mels) const {
+                                      const SynthesisOptions& options, const AudioSink& sink,
+                                      Utterance& out, std::vector<Tensor>& mels) const {
   if (!(options.speed > 0.0f)) throw InputError("speed must be positive");
   SynthesisControls controls;
   controls.duration_scale = 1.0f / options.speed;
@@ -76,7 +77,8 @@ void Synthesizer::synthesize_sentence(const std::vector<int64_t>& ids,
   Tensor mel = ops::transpose(ctx_, acoustic.mel.narrow(1, 0, frames), 1, 2);
   acoustic = AcousticOutput();
   Tensor audio = ops::to_host(ctx_, voice_.vocoder().forward(ctx_, mel));
-  out.audio.insert(out.audio.end(), audio.data<float>(), audio.data<float>() + audio.numel());
+  sink(audio.data<float>(), static_cast<size_t>(audio.numel()));
+  out.samples += audio.numel();
   out.mel_frames += frames;
   if (options.keep_mel) mels.push_back(ops::to_host(ctx_, mel.select(0, 0)));
 }

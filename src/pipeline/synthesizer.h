@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,9 +26,13 @@ struct SynthesisOptions {
   bool keep_mel = false;
 };
 
+// Receives each sentence's audio as soon as it is synthesized.
+using AudioSink = std::function<void(const float* samples, size_t count)>;
+
+// What a synthesis produced; the audio itself went to the AudioSink.
 struct Utterance {
-  std::vector<float> audio;
   int64_t sample_rate = 0;
+  int64_t samples = 0;
   int64_t mel_frames = 0;
   int64_t sentences = 0;
   // [n_mels, mel_frames] on the host when SynthesisOptions::keep_mel, else undefined.
@@ -39,15 +44,18 @@ class Synthesizer {
   // The voice must outlive the synthesizer and have its acoustic model loaded.
   Synthesizer(Context& ctx, const Voice& voice);
 
-  // Normalises, splits and phonemises `text`, then synthesizes each sentence in turn.
-  // Throws voxd::InputError for text with nothing to pronounce.
-  Utterance synthesize_text(std::string_view text, const SynthesisOptions& options) const;
+  // Normalises, splits and phonemises `text`, then synthesizes each sentence in turn, handing
+  // its audio to `sink`. Throws voxd::InputError for text with nothing to pronounce (before any
+  // audio is produced).
+  Utterance synthesize_text(std::string_view text, const SynthesisOptions& options,
+                            const AudioSink& sink) const;
   // Synthesizes one sequence of symbol ids.
-  Utterance synthesize_ids(const std::vector<int64_t>& ids, const SynthesisOptions& options) const;
+  Utterance synthesize_ids(const std::vector<int64_t>& ids, const SynthesisOptions& options,
+                           const AudioSink& sink) const;
 
  private:
   void synthesize_sentence(const std::vector<int64_t>& ids, const SynthesisOptions& options,
-                           Utterance& out, std::vector<Tensor>& mels) const;
+                           const AudioSink& sink, Utterance& out, std::vector<Tensor>& mels) const;
 
   Context& ctx_;
   const Voice& voice_;
