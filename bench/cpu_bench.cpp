@@ -41,8 +41,9 @@ int main(int argc, char** argv) {
   try {
     auto backend = voxd::make_backend(backend_name, threads);
     voxd::Context ctx(*backend, voxd::host_allocator());
-    std::printf("| voice | phonemes | frames | audio s | acoustic s | vocoder s | acoustic RTF | "
-                "vocoder RTF | total RTF |\n|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "| voice | phonemes | frames | audio s | acoustic s | vocoder s | acoustic RTF | "
+        "vocoder RTF | total RTF |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& directory : voices) {
       auto voice = voxd::Voice::load(ctx, directory);
       const voxd::VoiceConfig& config = voice->config();
@@ -59,8 +60,7 @@ int main(int argc, char** argv) {
         voxd::AcousticOutput acoustic = voice->acoustic().forward(ctx, {ids}, {0}, {});
         voxd::Tensor mel = voxd::ops::transpose(ctx, acoustic.mel, 1, 2);
         backend->synchronize();
-        const double acoustic_seconds =
-            std::chrono::duration<double>(Clock::now() - start).count();
+        const double acoustic_seconds = std::chrono::duration<double>(Clock::now() - start).count();
         frames = acoustic.mel_lengths[0];
         start = Clock::now();
         voxd::Tensor audio = voice->vocoder().forward(ctx, mel);

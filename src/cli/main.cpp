@@ -51,8 +51,7 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void report(const std::string& path, int64_t samples, int64_t sample_rate,
-            double compute_seconds) {
+void report(const std::string& path, int64_t samples, int64_t sample_rate, double compute_seconds) {
   const double audio_seconds = static_cast<double>(samples) / static_cast<double>(sample_rate);
   spdlog::info("wrote {}: {:.2f} s of audio at {} Hz in {:.3f} s (real-time factor {:.3f})", path,
                audio_seconds, sample_rate, compute_seconds,
@@ -104,8 +103,8 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
 int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
   auto backend = voxd::make_backend(global.backend, global.threads);
   voxd::Context ctx(*backend, voxd::host_allocator());
-  auto voice = voxd::Voice::load(ctx, options.voice, voxd::DType::F32,
-                                 voxd::Voice::Parts::VocoderOnly);
+  auto voice =
+      voxd::Voice::load(ctx, options.voice, voxd::DType::F32, voxd::Voice::Parts::VocoderOnly);
   const voxd::Tensor mel = voxd::read_npy(options.mel);
   const auto start = Clock::now();
   const std::vector<float> audio = voxd::vocode(ctx, *voice, mel);
@@ -122,8 +121,8 @@ int run_voices(const std::string& root) {
     try {
       const voxd::VoiceConfig config = voxd::VoiceConfig::load(directory);
       std::cout << name << "\t" << config.language << "\t" << config.sample_rate << " Hz\t"
-                << config.phonemes << "\t"
-                << (config.speakers.empty() ? 1 : config.speakers.size()) << " speaker(s)\n";
+                << config.phonemes << "\t" << (config.speakers.empty() ? 1 : config.speakers.size())
+                << " speaker(s)\n";
     } catch (const voxd::Error& e) {
       std::cout << name << "\tbroken: " << e.what() << "\n";
     }
@@ -182,10 +181,13 @@ int main(int argc, char** argv) {
   add_range_check(synth_cmd->add_option("--speed", synth.speed, "Speaking rate, 0.25 to 4")
                       ->capture_default_str(),
                   0.25, 4.0);
-  add_range_check(synth_cmd->add_option("--pitch", synth.pitch, "Pitch scale, 0 to 4")
-                      ->capture_default_str(),
-                  0.0, 4.0);
-  add_range_check(synth_cmd->add_option("--energy", synth.energy, "Energy scale, 0 to 4")
+  add_range_check(
+      synth_cmd->add_option("--pitch", synth.pitch, "Pitch scale, 0 to 4")->capture_default_str(),
+      0.0, 4.0);
+  add_range_check(synth_cmd
+                      ->add_option("--energy", synth.energy,
+                                   "Energy scale, 0 to 4 (ming024's FastSpeech2 scales "
+                                   "energy by --pitch instead, and so does voxd)")
                       ->capture_default_str(),
                   0.0, 4.0);
   synth_cmd->add_option("--out", synth.out, "Output audio file (.wav, .flac, .ogg)")

@@ -113,8 +113,8 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
   if (vocoder.value("type", std::string("hifigan")) != "hifigan") {
     throw InputError(vocoder_where + ": field 'type' must be \"hifigan\"");
   }
-  config.vocoder = HifiGanConfig::from_json(require(vocoder, "model", vocoder_where),
-                                            vocoder_where + ".model");
+  config.vocoder =
+      HifiGanConfig::from_json(require(vocoder, "model", vocoder_where), vocoder_where + ".model");
   config.vocoder_weights_path =
       resolve_file(dir, require_string(vocoder, "weights", vocoder_where), vocoder_where);
 
@@ -137,8 +137,8 @@ std::unique_ptr<Voice> Voice::load(Context& ctx, const std::string& directory, D
   const VoiceConfig& config = voice->config_;
   if (parts == Parts::All) {
     auto weights = SafetensorsFile::open(config.acoustic_weights_path);
-    voice->acoustic_ = std::make_unique<FastSpeech2>(
-        FastSpeech2::load(ctx, config.acoustic, *weights, dtype));
+    voice->acoustic_ =
+        std::make_unique<FastSpeech2>(FastSpeech2::load(ctx, config.acoustic, *weights, dtype));
   }
   auto weights = SafetensorsFile::open(config.vocoder_weights_path);
   voice->vocoder_ = std::make_shared<HifiGan>(HifiGan::load(ctx, config.vocoder, *weights, dtype));
