@@ -1,0 +1,49 @@
+// Generating the teacher dataset (docs/dataset-format.md): corpus sentences through voxd's front
+// end and eSpeak NG, aligned into per-token frame durations, written as WAVs and a manifest.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace voxd::tools {
+
+// What voxd-dataset generates, and how.
+struct DatasetOptions {
+  std::string corpus;   // UTF-8 text, one sentence per line (blank lines are skipped)
+  std::string out;      // dataset directory, created if missing
+  std::string symbols;  // the voice's symbols.txt (espeak-ipa)
+  std::string voice = "en-us";
+  size_t limit = 0;               // 0: every sentence
+  size_t jobs = 1;                // worker processes (eSpeak is process-global)
+  size_t max_extra_phonemes = 0;  // see align()
+};
+
+// Counts for one run. Every sentence is written or dropped for one reason.
+struct DatasetReport {
+  size_t sentences = 0;
+  size_t written = 0;
+  size_t dropped_front_end = 0;  // the front end rejected it (nothing to pronounce, ...)
+  size_t dropped_split = 0;      // the front end made more than one sentence of it
+  size_t dropped_symbols = 0;    // a phoneme has no symbol in the table
+  size_t dropped_alignment = 0;  // the teacher's phonemes do not align with the tokens
+  size_t extra_phonemes = 0;     // in written sentences (see Alignment)
+  size_t frames_moved = 0;       // in written sentences (see Alignment)
+  int64_t samples = 0;           // audio written, in samples
+  size_t dropped() const {
+    return dropped_front_end + dropped_split + dropped_symbols + dropped_alignment;
+  }
+};
+
+// The sample rate and hop length the dataset is written for.
+inline constexpr int kDatasetSampleRate = 22050;
+inline constexpr int64_t kHopLength = 256;
+
+// Writes the dataset for `options` into options.out: wavs/<id>.wav, manifest.jsonl (sorted by
+// id; the id is the sentence's 0-based index among the corpus's non-blank lines, 6 digits) and
+// info.json. Dropped sentences are reported on stderr, one line each ("corpus:LINE: ..."). With
+// jobs > 1 the sentences are shared out round-robin to forked worker processes. InputError for
+// bad options or an unreadable corpus/symbol file, Error if a worker fails.
+DatasetReport generate_dataset(const DatasetOptions& options);
+
+}  // namespace voxd::tools

@@ -1,0 +1,52 @@
+// voxd-dataset: generates the teacher dataset for training voxd's own voices (see
+// docs/dataset-format.md and docs/voices.md).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "core/error.h"
+#include "tools/dataset.h"
+
+int main(int argc, char** argv) {
+  voxd::tools::DatasetOptions options;
+  options.corpus = "data/corpus/en-sentences.txt";
+  options.symbols = "data/symbols/espeak-ipa-en.txt";
+  CLI::App app{"voxd-dataset: eSpeak NG teacher data (WAVs, phonemes, durations) for training"};
+  app.add_option("--corpus", options.corpus, "Sentences, one per line")->capture_default_str();
+  app.add_option("--out", options.out, "Dataset directory to write")->required();
+  app.add_option("--symbols", options.symbols, "The voice's symbol table (espeak-ipa)")
+      ->capture_default_str();
+  app.add_option("--voice", options.voice, "eSpeak NG voice of the teacher")->capture_default_str();
+  app.add_option("--limit", options.limit, "Use only the first N sentences (0: all)")
+      ->capture_default_str();
+  app.add_option("--jobs", options.jobs, "Worker processes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-extra-phonemes", options.max_extra_phonemes,
+                 "Teacher phonemes per sentence that may lack a front-end token")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    const voxd::tools::DatasetReport r = voxd::tools::generate_dataset(options);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "voxd-dataset: %zu sentences: %zu written, %zu dropped (front end %zu, split %zu, "
+        "unknown symbols %zu, alignment %zu); %zu extra teacher phonemes absorbed, %zu frames "
+        "moved to short phonemes\n"
+        "voxd-dataset: %.3f h of audio in %s; %.1f s, %.1f sentences/s\n",
+        r.sentences, r.written, r.dropped(), r.dropped_front_end, r.dropped_split,
+        r.dropped_symbols, r.dropped_alignment, r.extra_phonemes, r.frames_moved,
+        static_cast<double>(r.samples) / voxd::tools::kDatasetSampleRate / 3600.0,
+        options.out.c_str(), seconds, static_cast<double>(r.sentences) / seconds);
+    return 0;
+  } catch (const voxd::InputError& e) {
+    std::fprintf(stderr, "voxd-dataset: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "voxd-dataset: %s\n", e.what());
+    return 1;
+  }
+}

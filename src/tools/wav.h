@@ -1,0 +1,23 @@
+// Writing the teacher's audio as WAV. The tool writes the 44-byte RIFF header itself rather than
+// linking libsndfile: the format is fixed (mono 16-bit PCM), and libsndfile would bring its
+// codec libraries (FLAC, Vorbis, Opus, MP3) into the carry for the GPU machine.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace voxd::tools {
+
+// The canonical 44-byte header of a mono 16-bit PCM WAV file holding `samples` samples at
+// `sample_rate` Hz: "RIFF" <size> "WAVE", a 16-byte "fmt " chunk (format 1, 1 channel, rate,
+// byte rate, block align 2, 16 bits), then "data" <samples·2>; all fields little-endian.
+// Error if the data would not fit the 32-bit size fields.
+std::array<uint8_t, 44> wav_header(size_t samples, int sample_rate);
+
+// Writes `audio` to `path` as a mono 16-bit PCM WAV; Error naming the file. No fsync: the
+// dataset is regenerated, not kept safe, and 4,000 fsyncs dominated the run time.
+void write_wav(const std::string& path, const std::vector<int16_t>& audio, int sample_rate);
+
+}  // namespace voxd::tools

@@ -1,0 +1,200 @@
+// Tests of voxd-dataset: the alignment and WAV header units, and a 10-sentence dataset checked
+// against docs/dataset-format.md (and for determinism).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "text/frontend.h"
+#include "tools/align.h"
+#include "tools/wav.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using voxd::tools::align;
+using voxd::tools::PhonemeEvent;
+
+const std::string kSymbols = std::string(VOXD_SOURCE_DIR) + "/data/symbols/espeak-ipa-en.txt";
+const std::string kCorpus = std::string(VOXD_SOURCE_DIR) + "/data/corpus/en-sentences.txt";
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+uint32_t u32(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(b[at + i]);
+  return v;
+}
+
+uint16_t u16(const std::string& b, size_t at) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(b[at]) | static_cast<uint8_t>(b[at + 1]) << 8);
+}
+
+// Runs voxd-dataset with `args`; returns its exit status.
+int run_tool(const std::string& args) {
+  const int status = std::system((std::string(VOXD_DATASET_BIN) + " " + args).c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DatasetAlign, SplitsAudioAtPhonemeEventsAndGivesPausesToPunctuation) {
+  // "ab, c." with a pause after b: a [0,512) b [512,1024) pause [1024,1536) c [1536,2048).
+  const std::vector<std::string> tokens = {"a", "ˈ", "b", ",", " ", "c", "."};
+  const std::vector<PhonemeEvent> events = {
+      {"a", 100}, {"b", 512}, {"", 1024}, {"c", 1536}, {"", 2048}};
+  const auto result = align(tokens, events, 2100, 256, 0);
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 0, 2, 2, 0, 2, 0}));
+  EXPECT_EQ(result.extra_phonemes, 0u);
+}
+
+TEST(DatasetAlign, PauseWithoutPunctuationGoesToTheWordBoundary) {
+  const std::vector<std::string> tokens = {"a", " ", "b"};
+  const auto result = align(tokens, {{"a", 0}, {"", 512}, {"b", 768}}, 1024, 256, 0);
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 1, 1}));
+}
+
+TEST(DatasetAlign, VoicedTokenRoundedToZeroTakesAFrameFromItsNeighbour) {
+  // b lasts 50 samples: its boundaries round to the same frame.
+  const std::vector<std::string> tokens = {"a", "b", "."};
+  const auto result = align(tokens, {{"a", 0}, {"b", 1000}, {"", 1050}}, 2048, 256, 0);
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{3, 1, 4}));
+  EXPECT_EQ(result.frames_moved, 1u);
+}
+
+TEST(DatasetAlign, RejectsMismatchedPhonemesAndLimitsExtras) {
+  const std::vector<std::string> tokens = {"a", "b"};
+  EXPECT_THROW(align(tokens, {{"a", 0}, {"c", 512}}, 1024, 256, 0), voxd::InputError);
+  const std::vector<PhonemeEvent> extra = {{"a", 0}, {"x", 256}, {"b", 512}};
+  EXPECT_THROW(align(tokens, extra, 1024, 256, 0), voxd::InputError);
+  const auto result = align(tokens, extra, 1024, 256, 1);
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(result.extra_phonemes, 1u);
+}
+
+TEST(DatasetWav, HeaderIsCanonicalMono16BitPcm) {
+  const auto h = voxd::tools::wav_header(1000, 22050);
+  const std::string b(h.begin(), h.end());
+  EXPECT_EQ(b.substr(0, 4), "RIFF");
+  EXPECT_EQ(u32(b, 4), 36u + 2000u);
+  EXPECT_EQ(b.substr(8, 8), "WAVEfmt ");
+  EXPECT_EQ(u32(b, 16), 16u);
+  EXPECT_EQ(u16(b, 20), 1);
+  EXPECT_EQ(u16(b, 22), 1);
+  EXPECT_EQ(u32(b, 24), 22050u);
+  EXPECT_EQ(u32(b, 28), 44100u);
+  EXPECT_EQ(u16(b, 32), 2);
+  EXPECT_EQ(u16(b, 34), 16);
+  EXPECT_EQ(b.substr(36, 4), "data");
+  EXPECT_EQ(u32(b, 40), 2000u);
+}
+
+class DatasetTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("voxd-dataset-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(DatasetTool, TenSentencesFollowTheFormat) {
+  const fs::path out = dir_ / "a";
+  ASSERT_EQ(run_tool("--corpus " + kCorpus + " --symbols " + kSymbols + " --out " + out.string() +
+                     " --limit 10 --jobs 2"),
+            0);
+
+  const auto info = nlohmann::json::parse(read_bytes(out / "info.json"));
+  EXPECT_EQ(info.at("sample_rate"), 22050);
+  EXPECT_EQ(info.at("hop_length"), 256);
+  EXPECT_EQ(info.at("teacher"), "espeak-ng 1.51 en-us");
+  EXPECT_EQ(info.at("symbols"), kSymbols);
+  EXPECT_EQ(info.at("count"), 10);
+
+  const voxd::text::SymbolTable table = voxd::text::SymbolTable::load(kSymbols);
+  const voxd::text::FrontEnd front_end(voxd::text::PhonemeSet::EspeakIpa, table);
+  std::ifstream manifest(out / "manifest.jsonl");
+  std::string line, previous_id;
+  size_t count = 0, voiced_total = 0;
+  int64_t samples_total = 0;
+  while (std::getline(manifest, line)) {
+    const auto entry = nlohmann::json::parse(line);
+    SCOPED_TRACE(line);
+    const std::string id = entry.at("id");
+    EXPECT_GT(id, previous_id);
+    previous_id = id;
+    const auto phonemes = entry.at("phonemes").get<std::vector<std::string>>();
+    const auto ids = entry.at("ids").get<std::vector<int64_t>>();
+    const auto durations = entry.at("durations").get<std::vector<int64_t>>();
+    const int64_t frames = entry.at("frames"), samples = entry.at("samples");
+
+    const auto sentences = front_end.process(entry.at("text").get<std::string>());
+    ASSERT_EQ(sentences.size(), 1u);
+    EXPECT_EQ(entry.at("normalized"), sentences[0].text);
+    EXPECT_EQ(phonemes, sentences[0].phonemes);
+    ASSERT_EQ(ids.size(), phonemes.size());
+    ASSERT_EQ(durations.size(), phonemes.size());
+    int64_t sum = 0;
+    for (size_t i = 0; i < phonemes.size(); ++i) {
+      EXPECT_EQ(table.symbol(ids[i]), phonemes[i]);
+      EXPECT_GE(durations[i], 0);
+      if (voxd::tools::is_voiced(phonemes[i])) {
+        EXPECT_GT(durations[i], 0) << "token " << i << " '" << phonemes[i] << "'";
+        ++voiced_total;
+      } else if (phonemes[i] == "ˈ" || phonemes[i] == "ˌ") {
+        EXPECT_EQ(durations[i], 0);
+      }
+      sum += durations[i];
+    }
+    EXPECT_EQ(sum, frames);
+    EXPECT_EQ(frames, samples / 256);
+
+    EXPECT_EQ(entry.at("wav"), "wavs/" + id + ".wav");
+    const std::string wav = read_bytes(out / entry.at("wav").get<std::string>());
+    ASSERT_EQ(wav.size(), 44 + 2 * static_cast<size_t>(samples));
+    EXPECT_EQ(wav.substr(0, 4), "RIFF");
+    EXPECT_EQ(u16(wav, 20), 1);  // PCM
+    EXPECT_EQ(u16(wav, 22), 1);  // mono
+    EXPECT_EQ(u32(wav, 24), 22050u);
+    EXPECT_EQ(u16(wav, 34), 16);
+    EXPECT_EQ(u32(wav, 40), 2 * static_cast<uint32_t>(samples));
+    samples_total += samples;
+    ++count;
+  }
+  EXPECT_EQ(count, 10u);
+  const double seconds_per_phoneme = static_cast<double>(samples_total) / 22050.0 / voiced_total;
+  EXPECT_GT(seconds_per_phoneme, 0.03);
+  EXPECT_LT(seconds_per_phoneme, 0.5);
+
+  // eSpeak is deterministic, and the sharding does not change the output.
+  const fs::path again = dir_ / "b";
+  ASSERT_EQ(run_tool("--corpus " + kCorpus + " --symbols " + kSymbols + " --out " + again.string() +
+                     " --limit 10 --jobs 1"),
+            0);
+  for (const auto& file : fs::recursive_directory_iterator(out)) {
+    if (!file.is_regular_file()) continue;
+    const fs::path relative = fs::relative(file.path(), out);
+    EXPECT_TRUE(read_bytes(file.path()) == read_bytes(again / relative)) << relative;
+  }
+  size_t files = 0;
+  for (const auto& file : fs::recursive_directory_iterator(again)) files += file.is_regular_file();
+  EXPECT_EQ(files, 12u);  // 10 WAVs, manifest.jsonl, info.json
+}
+
+TEST_F(DatasetTool, MissingCorpusIsAnInputErrorNamingTheFile) {
+  EXPECT_EQ(run_tool("--corpus " + (dir_ / "nope.txt").string() + " --symbols " + kSymbols +
+                     " --out " + (dir_ / "c").string() + " 2>/dev/null"),
+            2);
+}
+
+}  // namespace
