@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# GPU checks for voxd's CUDA backend, in two halves, because the GPU machine (Ubuntu 24.04, CUDA 13
+# driver, cuBLAS 13 in /usr/lib/x86_64-linux-gnu, no package registry) lacks our build
+# dependencies (gtest, OpenBLAS, eSpeak NG, libsndfile, ICU):
+#
+#   scripts/gpu-check.sh pack
+#       On the build machine (nvcc, no GPU). Configures build-gpu/ (Release), builds only the GPU
+#       test binaries (they link core, the reference and CUDA backends and the models: cuBLAS,
+#       libstdc++ and glibc are all they load) and copies them to build-gpu/dist/bin/, with any
+#       shared library they need beyond glibc, libstdc++ and CUDA's in build-gpu/dist/lib/.
+#       Prints the size of build-gpu/dist (the carry limit is 64 MiB).
+#
+#   scripts/gpu-check.sh
+#       On the GPU machine, from the repository root (the working tree has tests/fixtures/).
+#       1. nvidia-smi summary;
+#       2. every GPU test (label "gpu") through ctest -L gpu --output-on-failure, one ctest test
+#          per gtest case, from a CTestTestfile written here for build-gpu/dist/bin;
+#       3. the test binaries under compute-sanitizer --tool memcheck (ops: F32 and BF16 cases,
+#          F16 runs the same kernels; models: F32), each capped at $MEMCHECK_TIMEOUT seconds;
+#       4. benchmarks: every executable in build-gpu/dist/bench/ (none yet; a later step adds
+#          them);
+#       5. a summary table (tests passed/failed, sanitizer errors).
+#       Logs go to $OUT (or build-gpu/dist/logs when $OUT is unset). Exit status 0 only when
+#       every step passed.
+#
+# The device run, after `scripts/gpu-check.sh pack` here:
+#   run(command="scripts/gpu-check.sh", carry=["build-gpu/dist"], kind="nvidia-h200",
+#       timeout_s=600)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="$ROOT/build-gpu"
+DIST="$BUILD/dist"
+TESTS=(test_cuda_ops test_cuda_models)
+
+pack() {
+  set -e
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOXD_CUDA=ON -DVOXD_BUILD_BENCH=OFF
+  cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TESTS[@]}"
+  rm -rf "$DIST"
+  mkdir -p "$DIST/bin" "$DIST/lib"
+  for t in "${TESTS[@]}"; do cp "$BUILD/tests/cuda/$t" "$DIST/bin/"; done
+  # Libraries the GPU machine may lack: anything but glibc, the GCC runtime and CUDA's own.
+  ldd "$DIST"/bin/* | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
+    case "$name" in
+      libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++.so* | \
+        libgcc_s.so* | libcublas* | libcudart* | libcudnn*) ;;
+      *) cp -L "$path" "$DIST/lib/" ;;
+    esac
+  done
+  du -sh "$DIST"
+  echo "now: run(command=\"scripts/gpu-check.sh\", carry=[\"build-gpu/dist\"])"
+}
+
+# Writes $DIST/ctest/CTestTestfile.cmake with one test per gtest case of each binary.
+write_ctest_file() {
+  local dir="$DIST/ctest"
+  mkdir -p "$dir"
+  local file="$dir/CTestTestfile.cmake"
+  : >"$file"
+  local t suite line name
+  for t in "${TESTS[@]}"; do
+    suite=""
+    while IFS= read -r line; do
+      if [[ "$line" =~ ^[^\ ] ]]; then
+        suite="${line%% *}"
+      elif [[ "$line" =~ ^\ \ ([^ ]+) ]]; then
+        name="$suite${BASH_REMATCH[1]}"
+        printf 'add_test([=[%s]=] "%s" [=[--gtest_filter=%s]=])\n' "$name" "$DIST/bin/$t" "$name" >>"$file"
+        printf 'set_tests_properties([=[%s]=] PROPERTIES LABELS gpu WORKING_DIRECTORY "%s" ENVIRONMENT "VOXD_SOURCE_DIR=%s" TIMEOUT 300)\n' \
+          "$name" "$ROOT" "$ROOT" >>"$file"
+      fi
+    done < <("$DIST/bin/$t" --gtest_list_tests)
+  done
+  echo "$dir"
+}
+
+find_sanitizer() {
+  local c
+  for c in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer \
+    /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    if [[ -n "$c" && -x "$c" ]]; then
+      echo "$c"
+      return
+    fi
+  done
+}
+
+check() {
+  local logs="${OUT:-$DIST/logs}"
+  mkdir -p "$logs"
+  export LD_LIBRARY_PATH="$DIST/lib:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export VOXD_SOURCE_DIR="$ROOT"
+  local status=0
+  local -a rows=()
+
+  echo "== 1. GPU"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used,temperature.gpu,clocks.max.sm \
+    --format=csv || status=1
+  for t in "${TESTS[@]}"; do
+    [[ -x "$DIST/bin/$t" ]] || { echo "missing $DIST/bin/$t: run 'scripts/gpu-check.sh pack' first"; exit 2; }
+  done
+
+  echo "== 2. GPU tests (ctest -L gpu)"
+  local ctest_dir
+  ctest_dir="$(write_ctest_file)"
+  (cd "$ctest_dir" && ctest -L gpu --output-on-failure -j 4) 2>&1 | tee "$logs/ctest.log"
+  local ctest_status=${PIPESTATUS[0]}
+  local summary
+  summary="$(grep -E 'tests passed, [0-9]+ tests failed' "$logs/ctest.log" | tail -1)"
+  rows+=("gpu tests|${summary:-no summary (ctest exit $ctest_status)}")
+  [[ $ctest_status -eq 0 ]] || status=1
+
+  echo "== 3. compute-sanitizer memcheck"
+  local sanitizer
+  sanitizer="$(find_sanitizer)"
+  if [[ -z "$sanitizer" ]]; then
+    rows+=("memcheck|compute-sanitizer not found")
+    status=1
+  else
+    local -A filters=([test_cuda_ops]='-*/F16' [test_cuda_models]='*_F32')
+    local log errors rc
+    for t in "${TESTS[@]}"; do
+      log="$logs/memcheck-$t.log"
+      timeout "${MEMCHECK_TIMEOUT:-200}" "$sanitizer" --tool memcheck --leak-check full \
+        --error-exitcode 99 "$DIST/bin/$t" --gtest_filter="${filters[$t]}" >"$log" 2>&1
+      rc=$?
+      tail -n 5 "$log"
+      errors="$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | tail -1 | grep -oE '[0-9]+')"
+      if [[ $rc -eq 124 ]]; then
+        rows+=("memcheck $t|timed out after ${MEMCHECK_TIMEOUT:-200} s (${errors:-?} errors so far)")
+        status=1
+      else
+        rows+=("memcheck $t|${errors:-?} errors, gtest $(grep -oE '\[  (PASSED|FAILED)  \] [0-9]+' "$log" | tr '\n' ' ')(exit $rc)")
+        [[ $rc -eq 0 ]] || status=1
+      fi
+    done
+  fi
+
+  echo "== 4. benchmarks"
+  local b
+  for b in "$DIST"/bench/*; do
+    [[ -x "$b" ]] || continue
+    "$b" 2>&1 | tee "$logs/bench-$(basename "$b").log"
+    rows+=("bench $(basename "$b")|exit ${PIPESTATUS[0]}")
+  done
+
+  echo "== 5. summary"
+  local row
+  for row in "${rows[@]}"; do printf '%-26s %s\n' "${row%%|*}" "${row#*|}"; done
+  exit $status
+}
+
+case "${1:-check}" in
+  pack) pack ;;
+  check) check ;;
+  *) echo "usage: scripts/gpu-check.sh [pack|check]"; exit 2 ;;
+esac

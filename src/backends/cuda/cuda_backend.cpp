@@ -1,0 +1,638 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels.h"
+#include "core/error.h"
+
+namespace voxd {
+
+struct CudaBackend::Handles {
+  int index = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+
+  ~Handles() {
+    cudaSetDevice(index);
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+namespace {
+
+// Elements of im2col / col2im columns and attention scores one chunk may use (64 MiB in F32).
+constexpr int64_t kScratchElements = int64_t{1} << 24;
+
+// Device memory from `allocator` for one kernel call (none for 0 bytes).
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Allocator& allocator, size_t bytes)
+      : allocator_(&allocator),
+        bytes_(bytes),
+        data_(bytes > 0 ? allocator.allocate(bytes) : nullptr) {}
+  ~DeviceBuffer() {
+    if (data_ != nullptr) allocator_->deallocate(data_, bytes_);
+  }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : allocator_(other.allocator_),
+        bytes_(other.bytes_),
+        data_(std::exchange(other.data_, nullptr)) {}
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
+
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  Allocator* allocator_;
+  size_t bytes_;
+  void* data_;
+};
+
+[[noreturn]] void fail(const char* op, const std::string& message) {
+  throw Error(std::string("cuda: ") + op + ": " + message);
+}
+
+// Throws unless t is a defined, contiguous, floating tensor on `device`.
+void require_float(const char* op, const char* name, const Tensor& t, Device device) {
+  if (!t.defined()) fail(op, std::string(name) + " is undefined");
+  if (t.device() != device) {
+    fail(op, std::string(name) + " " + t.shape_string() + " is on " + t.device().to_string() +
+                 ", expected " + device.to_string());
+  }
+  if (!t.is_contiguous()) fail(op, std::string(name) + " " + t.shape_string() + " is strided");
+  if (!is_floating(t.dtype())) {
+    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) +
+                 ", expected F32, F16 or BF16");
+  }
+}
+
+// require_float plus t's dtype equal to `dtype`.
+void require_float(const char* op, const char* name, const Tensor& t, Device device, DType dtype) {
+  require_float(op, name, t, device);
+  if (t.dtype() != dtype) {
+    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) +
+                 ", the other operands " + std::string(dtype_name(dtype)));
+  }
+}
+
+void require_shape(const char* op, const char* name, const Tensor& t, const Shape& shape) {
+  if (t.shape() != shape) {
+    fail(op,
+         std::string(name) + " is " + t.shape_string() + ", expected " + shape_to_string(shape));
+  }
+}
+
+cudaDataType cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::F16:
+      return CUDA_R_16F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+// Pointer to element `index` of t's storage view.
+void* element(const Tensor& t, int64_t index) {
+  return static_cast<char*>(t.raw_data()) + index * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+// `sizes` with `strides`, size-1 dimensions dropped and dimensions that walk memory as one merged.
+cuda::Layout make_layout(const char* op, const Shape& sizes, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), outermost first
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    if (!dims.empty() && dims.back().second == strides[d] * sizes[d]) {
+      dims.back() = {dims.back().first * sizes[d], strides[d]};
+    } else {
+      dims.emplace_back(sizes[d], strides[d]);
+    }
+  }
+  if (dims.size() > static_cast<size_t>(cuda::kMaxDims)) {
+    fail(op, "a layout of shape " + shape_to_string(sizes) + " and strides " +
+                 shape_to_string(strides) + " has more than " + std::to_string(cuda::kMaxDims) +
+                 " dimensions the kernels cannot merge");
+  }
+  cuda::Layout layout;
+  layout.rank = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    layout.sizes[d] = dims[d].first;
+    layout.strides[d] = dims[d].second;
+  }
+  return layout;
+}
+
+int gemm_int(const char* op, int64_t value) {
+  if (value > INT_MAX)
+    fail(op, "gemm dimension " + std::to_string(value) + " exceeds cuBLAS's int");
+  return static_cast<int>(value);
+}
+
+// One gemm operand: data, element type, leading dimension and stride between batch entries.
+struct Operand {
+  const void* data;
+  cudaDataType type;
+  int64_t ld;
+  int64_t batch_stride;
+};
+
+// Column-major C = op(A)·op(B) + beta·C for `batch` entries, accumulating in F32.
+void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOperation_t tb,
+          int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b, float beta, void* c,
+          cudaDataType c_type, int64_t ldc, int64_t c_stride, int64_t batch) {
+  VOXD_CHECK(k > 0, "gemm with an empty inner dimension");
+  if (m == 0 || n == 0 || batch == 0) return;
+  const float alpha = 1.0f;
+  VOXD_CUDA_CHECK(op, cublasGemmStridedBatchedEx(
+                          handle, ta, tb, gemm_int(op, m), gemm_int(op, n), gemm_int(op, k), &alpha,
+                          a.data, a.type, gemm_int(op, a.ld), a.batch_stride, b.data, b.type,
+                          gemm_int(op, b.ld), b.batch_stride, &beta, c, c_type, gemm_int(op, ldc),
+                          c_stride, gemm_int(op, batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int index)
+    : index_(index), scratch_(index), handles_(std::make_unique<Handles>()) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw InputError(std::string("no CUDA device: cudaGetDeviceCount returned ") +
+                     cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+  }
+  if (index < 0 || index >= count) {
+    throw InputError("no CUDA device cuda:" + std::to_string(index) +
+                     ": cudaGetDeviceCount returned " + std::to_string(count) + " device(s)");
+  }
+  handles_->index = index;
+  VOXD_CUDA_CHECK("open", cudaSetDevice(index));
+  VOXD_CUDA_CHECK("open", cudaStreamCreate(&handles_->stream));
+  VOXD_CUDA_CHECK("open", cublasCreate(&handles_->cublas));
+  VOXD_CUDA_CHECK("open", cublasSetStream(handles_->cublas, handles_->stream));
+  // No TF32: F32 gemms stay F32 (the 1e-4 parity with the reference depends on it).
+  VOXD_CUDA_CHECK("open", cublasSetMathMode(handles_->cublas, CUBLAS_DEFAULT_MATH));
+}
+
+CudaBackend::~CudaBackend() = default;
+
+std::string CudaBackend::name() const {
+  return "cuda:" + std::to_string(index_);
+}
+
+void CudaBackend::synchronize() {
+  VOXD_CUDA_CHECK("synchronize", cudaSetDevice(index_));
+  VOXD_CUDA_CHECK("synchronize", cudaStreamSynchronize(handles_->stream));
+}
+
+namespace {
+
+// Makes `index` the calling thread's device.
+void activate(int index, const char* op) {
+  VOXD_CUDA_CHECK(op, cudaSetDevice(index));
+}
+
+// Copies `bytes` from the host to new scratch memory and waits, so `data` may go away after.
+DeviceBuffer upload(Allocator& scratch, cudaStream_t stream, const void* data, size_t bytes,
+                    const char* op) {
+  DeviceBuffer buffer(scratch, bytes);
+  if (bytes > 0) {
+    VOXD_CUDA_CHECK(
+        op, cudaMemcpyAsync(buffer.as<void>(), data, bytes, cudaMemcpyHostToDevice, stream));
+    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));
+  }
+  return buffer;
+}
+
+}  // namespace
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  const char* op = "copy";
+  activate(index_, op);
+  cudaStream_t stream = handles_->stream;
+  if (!src.defined() || !dst.defined()) fail(op, "undefined tensor");
+  if (!dst.is_contiguous()) fail(op, "destination " + dst.shape_string() + " is strided");
+  if (src.numel() != dst.numel()) {
+    fail(op, "source " + src.shape_string() + " and destination " + dst.shape_string() +
+                 " differ in size");
+  }
+  for (const Tensor* t : {&src, static_cast<const Tensor*>(&dst)}) {
+    if (!t->device().is_cpu() && t->device() != device()) {
+      fail(op, "tensor " + t->shape_string() + " is on " + t->device().to_string() + ", not " +
+                   device().to_string() + " or the host");
+    }
+  }
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const bool plain = src.is_contiguous() && src.dtype() == dst.dtype();
+  if (src.device().is_cpu() && dst.device().is_cpu()) {
+    Tensor converted = src.to_host_contiguous(dst.dtype());
+    std::memcpy(dst.raw_data(), converted.raw_data(), dst.nbytes());
+  } else if (src.device().is_cpu()) {
+    // Strides and dtype resolved on the host, then one upload.
+    const Tensor staged = plain ? src : src.to_host_contiguous(dst.dtype());
+    VOXD_CUDA_CHECK(op, cudaMemcpyAsync(dst.raw_data(), staged.raw_data(), dst.nbytes(),
+                                        cudaMemcpyHostToDevice, stream));
+    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));
+  } else if (dst.device().is_cpu()) {
+    const void* from = src.raw_data();
+    DeviceBuffer staged(scratch_, plain ? 0 : dst.nbytes());
+    if (!plain) {
+      cuda::copy_strided(src.raw_data(), src.dtype(), make_layout(op, src.shape(), src.strides()),
+                         staged.as<void>(), dst.dtype(), n, stream, op);
+      from = staged.as<void>();
+    }
+    VOXD_CUDA_CHECK(
+        op, cudaMemcpyAsync(dst.raw_data(), from, dst.nbytes(), cudaMemcpyDeviceToHost, stream));
+    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));
+  } else if (plain) {
+    VOXD_CUDA_CHECK(op, cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
+                                        cudaMemcpyDeviceToDevice, stream));
+  } else {
+    cuda::copy_strided(src.raw_data(), src.dtype(), make_layout(op, src.shape(), src.strides()),
+                       dst.raw_data(), dst.dtype(), n, stream, op);
+  }
+}
+
+void CudaBackend::fill(Tensor& dst, float value) {
+  const char* op = "fill";
+  activate(index_, op);
+  if (!dst.defined() || dst.device() != device() || !dst.is_contiguous()) {
+    fail(op,
+         "destination " + dst.shape_string() + " must be contiguous on " + device().to_string());
+  }
+  uint64_t bits = 0;
+  convert_elements(&value, DType::F32, &bits, dst.dtype(), 1);
+  cuda::fill_pattern(dst.raw_data(), static_cast<int>(dtype_size(dst.dtype())), bits, dst.numel(),
+                     handles_->stream, op);
+}
+
+void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha) {
+  const char* op = "unary";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  require_float(op, "out", out, device(), x.dtype());
+  require_shape(op, "out", out, x.shape());
+  cuda::unary(x.raw_data(), out.raw_data(), x.dtype(), x.numel(), kind, alpha, handles_->stream,
+              op);
+}
+
+void CudaBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp kind) {
+  const char* op = "binary";
+  activate(index_, op);
+  require_float(op, "a", a, device());
+  require_float(op, "b", b, device(), a.dtype());
+  require_float(op, "out", out, device(), a.dtype());
+  require_shape(op, "out", out, a.shape());
+  if (b.dim() != a.dim()) fail(op, "b " + b.shape_string() + " rank differs from a");
+  Shape strides = contiguous_strides(b.shape());
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (b.shape()[d] == 1) {
+      strides[d] = 0;
+    } else if (b.shape()[d] != a.shape()[d]) {
+      fail(op, "cannot broadcast b " + b.shape_string() + " to a " + a.shape_string());
+    }
+  }
+  cuda::binary(a.raw_data(), b.raw_data(), make_layout(op, a.shape(), strides), out.raw_data(),
+               a.dtype(), a.numel(), kind, handles_->stream, op);
+}
+
+namespace {
+
+// out = bias broadcast through `bias_strides` (out's rank, 0 where bias repeats), or zeros
+// without a bias.
+void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaStream_t stream,
+               const char* op) {
+  if (!bias.defined()) {
+    cuda::fill_pattern(out.raw_data(), static_cast<int>(dtype_size(out.dtype())), 0, out.numel(),
+                       stream, op);
+    return;
+  }
+  cuda::copy_strided(bias.raw_data(), bias.dtype(), make_layout(op, out.shape(), bias_strides),
+                     out.raw_data(), out.dtype(), out.numel(), stream, op);
+}
+
+}  // namespace
+
+void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) {
+  const char* op = "linear";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  const DType dtype = x.dtype();
+  require_float(op, "weight", weight, device(), dtype);
+  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
+  require_float(op, "out", out, device(), dtype);
+  if (x.dim() != 2 || weight.dim() != 2 || weight.size(1) != x.size(1)) {
+    fail(op, "x " + x.shape_string() + " and weight " + weight.shape_string() + " do not match");
+  }
+  const int64_t rows = x.size(0);
+  const int64_t in = x.size(1);
+  const int64_t features = weight.size(0);
+  require_shape(op, "out", out, {rows, features});
+  if (bias.defined()) require_shape(op, "bias", bias, {features});
+  if (out.numel() == 0) return;
+  cudaStream_t stream = handles_->stream;
+  if (in == 0) {
+    fill_bias(bias, {0, 1}, out, stream, op);
+    return;
+  }
+  const cudaDataType type = cuda_type(dtype);
+  // Row-major out [rows, features] is column-major [features, rows] = Wᵀ-as-stored · x.
+  for (int64_t r0 = 0; r0 < rows; r0 += INT_MAX) {
+    const int64_t count = std::min<int64_t>(INT_MAX, rows - r0);
+    gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, features, count, in,
+         {weight.raw_data(), type, in, 0}, {element(x, r0 * in), type, in, 0}, 0.0f,
+         element(out, r0 * features), type, features, 0, 1);
+  }
+  if (bias.defined()) {
+    cuda::binary(out.raw_data(), bias.raw_data(), make_layout(op, out.shape(), {0, 1}),
+                 out.raw_data(), dtype, out.numel(), BinaryOp::Add, stream, op);
+  }
+}
+
+void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                         const Conv1dParams& p) {
+  const char* op = "conv1d";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  const DType dtype = x.dtype();
+  require_float(op, "weight", weight, device(), dtype);
+  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
+  require_float(op, "out", out, device(), dtype);
+  if (x.dim() != 3 || weight.dim() != 3 || out.dim() != 3 || p.groups < 1) {
+    fail(op, "x " + x.shape_string() + ", weight " + weight.shape_string() + ", out " +
+                 out.shape_string() + " are not [B, Cin, T], [Cout, Cin/groups, K], [B, Cout, T]");
+  }
+  const int64_t batch = x.size(0);
+  const int64_t cin = x.size(1);
+  const int64_t t_in = x.size(2);
+  const int64_t cout = weight.size(0);
+  const int64_t cin_g = weight.size(1);
+  const int64_t k = weight.size(2);
+  const int64_t t_out = out.size(2);
+  const int64_t cout_g = cout / p.groups;
+  require_shape(op, "out", out, {batch, cout, t_out});
+  if (cin_g * p.groups != cin || cout_g * p.groups != cout) {
+    fail(op, "weight " + weight.shape_string() + " does not fit x " + x.shape_string() +
+                 " with groups " + std::to_string(p.groups));
+  }
+  if (out.numel() == 0) return;
+  cudaStream_t stream = handles_->stream;
+  fill_bias(bias, {0, 1, 0}, out, stream, op);
+  const int64_t ckk = cin_g * k;
+  if (ckk == 0) return;
+  // A pointwise convolution multiplies x itself; others go through im2col columns, a chunk of
+  // output steps at a time.
+  const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
+  const int64_t chunk = pointwise ? std::min<int64_t>(t_out, INT_MAX)
+                                  : std::clamp<int64_t>(kScratchElements / (batch * ckk), 1,
+                                                        std::min<int64_t>(t_out, INT_MAX));
+  DeviceBuffer cols(scratch_,
+                    pointwise ? 0 : static_cast<size_t>(batch * ckk * chunk) * dtype_size(dtype));
+  const cudaDataType type = cuda_type(dtype);
+  for (int64_t g = 0; g < p.groups; ++g) {
+    for (int64_t t0 = 0; t0 < t_out; t0 += chunk) {
+      const int64_t tc = std::min(chunk, t_out - t0);
+      Operand a{element(x, g * cin_g * t_in + t0), type, t_in, cin * t_in};
+      if (!pointwise) {
+        cuda::im2col(x.raw_data(), dtype, batch, cin, t_in, g * cin_g, cin_g, k, p.stride,
+                     p.padding, p.dilation, t0, tc, cols.as<void>(), stream, op);
+        a = {cols.as<void>(), type, tc, ckk * tc};
+      }
+      // Row-major out_g [cout_g, tc] = W_g [cout_g, ckk] · cols [ckk, tc], i.e. column-major
+      // out_gᵀ = colsᵀ · W_gᵀ, accumulated onto the bias.
+      gemm(handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_N, tc, cout_g, ckk, a,
+           {element(weight, g * cout_g * ckk), type, ckk, 0}, 1.0f,
+           element(out, g * cout_g * t_out + t0), type, t_out, cout * t_out, batch);
+    }
+  }
+}
+
+void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   Tensor& out, const ConvTranspose1dParams& p) {
+  const char* op = "conv_transpose1d";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  const DType dtype = x.dtype();
+  require_float(op, "weight", weight, device(), dtype);
+  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
+  require_float(op, "out", out, device(), dtype);
+  if (x.dim() != 3 || weight.dim() != 3 || out.dim() != 3 || p.groups < 1) {
+    fail(op, "x " + x.shape_string() + ", weight " + weight.shape_string() + ", out " +
+                 out.shape_string() + " are not [B, Cin, T], [Cin, Cout/groups, K], [B, Cout, T]");
+  }
+  const int64_t batch = x.size(0);
+  const int64_t cin = x.size(1);
+  const int64_t t_in = x.size(2);
+  const int64_t cout_g = weight.size(1);
+  const int64_t k = weight.size(2);
+  const int64_t cout = cout_g * p.groups;
+  const int64_t cin_g = cin / p.groups;
+  const int64_t t_out = out.size(2);
+  require_shape(op, "out", out, {batch, cout, t_out});
+  if (weight.size(0) != cin || cin_g * p.groups != cin) {
+    fail(op, "weight " + weight.shape_string() + " does not fit x " + x.shape_string() +
+                 " with groups " + std::to_string(p.groups));
+  }
+  if (out.numel() == 0) return;
+  cudaStream_t stream = handles_->stream;
+  fill_bias(bias, {0, 1, 0}, out, stream, op);
+  const int64_t ck = cout_g * k;
+  if (cin_g == 0 || ck == 0 || t_in == 0) return;
+  // F32 columns [batch, cout_g·k, chunk] = W_gᵀ · x for a chunk of input steps, then gathered
+  // into the output (col2im) with one rounding to the output dtype.
+  const int64_t chunk =
+      std::clamp<int64_t>(kScratchElements / (batch * ck), 1, std::min<int64_t>(t_in, INT_MAX));
+  DeviceBuffer cols(scratch_, static_cast<size_t>(batch * ck * chunk) * sizeof(float));
+  const cudaDataType type = cuda_type(dtype);
+  for (int64_t g = 0; g < p.groups; ++g) {
+    for (int64_t t0 = 0; t0 < t_in; t0 += chunk) {
+      const int64_t tc = std::min(chunk, t_in - t0);
+      // Row-major cols [ck, tc] = W_gᵀ [ck, cin_g] · x_g [cin_g, tc]; column-major colsᵀ =
+      // x_gᵀ · W_g, with W_g row-major [cin_g, ck] read transposed.
+      gemm(handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_T, tc, ck, cin_g,
+           {element(x, g * cin_g * t_in + t0), type, t_in, cin * t_in},
+           {element(weight, g * cin_g * ck), type, ck, 0}, 0.0f, cols.as<void>(), CUDA_R_32F, tc,
+           ck * tc, batch);
+      cuda::col2im_add(cols.as<float>(), batch, cout_g, k, t0, tc, p.stride, p.padding, p.dilation,
+                       out.raw_data(), dtype, cout, g * cout_g, t_out, stream, op);
+    }
+  }
+}
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                             Tensor& out) {
+  const char* op = "layer_norm";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  require_float(op, "gamma", gamma, device(), x.dtype());
+  require_float(op, "beta", beta, device(), x.dtype());
+  require_float(op, "out", out, device(), x.dtype());
+  if (x.dim() != 2) fail(op, "x " + x.shape_string() + " is not [N, C]");
+  require_shape(op, "out", out, x.shape());
+  require_shape(op, "gamma", gamma, {x.size(1)});
+  require_shape(op, "beta", beta, {x.size(1)});
+  cuda::layer_norm(x.raw_data(), gamma.raw_data(), beta.raw_data(), out.raw_data(), x.dtype(),
+                   x.size(0), x.size(1), eps, handles_->stream, op);
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  const char* op = "embedding";
+  activate(index_, op);
+  require_float(op, "table", table, device());
+  require_float(op, "out", out, device(), table.dtype());
+  if (!ids.defined() || (ids.dtype() != DType::I32 && ids.dtype() != DType::I64) ||
+      (!ids.device().is_cpu() && ids.device() != device())) {
+    fail(op, "ids must be I32 or I64 on the host or " + device().to_string());
+  }
+  if (table.dim() != 2) fail(op, "table " + table.shape_string() + " is not [V, C]");
+  const int64_t n = ids.numel();
+  const int64_t vocab = table.size(0);
+  const int64_t c = table.size(1);
+  require_shape(op, "out", out, {n, c});
+  // Ids are checked on the host (device ids are copied back first), so a bad id throws here
+  // with the same message as on the host backends.
+  Tensor host_ids = Tensor::empty({n}, DType::I64);
+  copy(ids.reshape({n}), host_ids);
+  const int64_t* values = host_ids.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (values[i] < 0 || values[i] >= vocab) {
+      throw Error("embedding: id " + std::to_string(values[i]) + " at position " +
+                  std::to_string(i) + " is outside the table's " + std::to_string(vocab) + " rows");
+    }
+  }
+  const DeviceBuffer rows =
+      upload(scratch_, handles_->stream, values, static_cast<size_t>(n) * sizeof(int64_t), op);
+  cuda::gather_rows(table.raw_data(), rows.as<int64_t>(), out.raw_data(), table.dtype(), n, c,
+                    handles_->stream, op);
+}
+
+void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                            const AttentionParams& params) {
+  const char* op = "attention";
+  activate(index_, op);
+  require_float(op, "q", q, device());
+  require_float(op, "k", k, device(), q.dtype());
+  require_float(op, "v", v, device(), q.dtype());
+  require_float(op, "out", out, device(), q.dtype());
+  if (q.dim() != 4 || k.dim() != 4 || k.shape() != v.shape() || k.size(0) != q.size(0) ||
+      k.size(2) != q.size(2) || k.size(3) != q.size(3)) {
+    fail(op, "q " + q.shape_string() + ", k " + k.shape_string() + ", v " + v.shape_string() +
+                 " are not [B, Tq, H, D], [B, Tk, H, D], [B, Tk, H, D]");
+  }
+  require_shape(op, "out", out, q.shape());
+  const int64_t batch = q.size(0);
+  for (const auto* list : {&params.key_lengths, &params.query_offsets}) {
+    if (!list->empty() && static_cast<int64_t>(list->size()) != batch) {
+      fail(op, std::to_string(list->size()) + " key lengths or query offsets for batch size " +
+                   std::to_string(batch));
+    }
+  }
+  cudaStream_t stream = handles_->stream;
+  const DeviceBuffer lengths = upload(scratch_, stream, params.key_lengths.data(),
+                                      params.key_lengths.size() * sizeof(int64_t), op);
+  const DeviceBuffer offsets = upload(scratch_, stream, params.query_offsets.data(),
+                                      params.query_offsets.size() * sizeof(int64_t), op);
+  cuda::AttentionArgs args{q.raw_data(),
+                           k.raw_data(),
+                           v.raw_data(),
+                           out.raw_data(),
+                           q.dtype(),
+                           batch,
+                           q.size(1),
+                           k.size(1),
+                           q.size(2),
+                           q.size(3),
+                           params.scale,
+                           params.causal,
+                           params.key_lengths.empty() ? nullptr : lengths.as<int64_t>(),
+                           params.query_offsets.empty() ? nullptr : offsets.as<int64_t>()};
+  const int64_t rows = batch * args.tq * args.heads;
+  const int64_t in_flight =
+      std::max<int64_t>(1, std::min(rows, kScratchElements / std::max<int64_t>(args.tk, 1)));
+  DeviceBuffer scores(scratch_, static_cast<size_t>(in_flight * args.tk) * sizeof(float));
+  cuda::attention(args, scores.as<float>(), in_flight, stream, op);
+}
+
+void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) {
+  const char* op = "zero_beyond_lengths";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  if (x.dim() != 3 || static_cast<int64_t>(lengths.size()) != x.size(0)) {
+    fail(op, std::to_string(lengths.size()) + " lengths for x " + x.shape_string());
+  }
+  const DeviceBuffer device_lengths =
+      upload(scratch_, handles_->stream, lengths.data(), lengths.size() * sizeof(int64_t), op);
+  cuda::zero_beyond_lengths(x.raw_data(), x.dtype(), device_lengths.as<int64_t>(), x.size(0),
+                            x.size(1), x.size(2), handles_->stream, op);
+}
+
+void CudaBackend::length_regulate(const Tensor& x,
+                                  const std::vector<std::vector<int64_t>>& durations, Tensor& out) {
+  const char* op = "length_regulate";
+  activate(index_, op);
+  require_float(op, "x", x, device());
+  require_float(op, "out", out, device(), x.dtype());
+  if (x.dim() != 3 || out.dim() != 3) fail(op, "x and out must be [B, T, C]");
+  const int64_t batch = x.size(0);
+  const int64_t t = x.size(1);
+  const int64_t c = x.size(2);
+  const int64_t frames = out.size(1);
+  require_shape(op, "out", out, {batch, frames, c});
+  if (static_cast<int64_t>(durations.size()) != batch) {
+    fail(op, std::to_string(durations.size()) + " duration lists for x " + x.shape_string());
+  }
+  // Source row of every output frame (−1: padding), built on the host and gathered on the device.
+  std::vector<int64_t> rows(static_cast<size_t>(batch * frames), -1);
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto& dur = durations[static_cast<size_t>(b)];
+    if (static_cast<int64_t>(dur.size()) != t) {
+      fail(op, std::to_string(dur.size()) + " durations for " + std::to_string(t) + " rows");
+    }
+    int64_t frame = 0;
+    for (int64_t row = 0; row < t; ++row) {
+      for (int64_t r = 0; r < dur[static_cast<size_t>(row)]; ++r, ++frame) {
+        if (frame >= frames) {
+          fail(op, "durations of batch " + std::to_string(b) + " exceed the output's " +
+                       std::to_string(frames) + " frames");
+        }
+        rows[static_cast<size_t>(b * frames + frame)] = b * t + row;
+      }
+    }
+  }
+  const DeviceBuffer device_rows =
+      upload(scratch_, handles_->stream, rows.data(), rows.size() * sizeof(int64_t), op);
+  cuda::gather_rows(x.raw_data(), device_rows.as<int64_t>(), out.raw_data(), x.dtype(),
+                    batch * frames, c, handles_->stream, op);
+}
+
+void CudaBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
+  const char* op = "bucketize";
+  activate(index_, op);
+  require_float(op, "x", x, device(), DType::F32);
+  require_float(op, "boundaries", boundaries, device(), DType::F32);
+  if (out.device() != device() || out.dtype() != DType::I64 || !out.is_contiguous() ||
+      out.shape() != x.shape()) {
+    fail(op, "out must be a contiguous I64 tensor on " + device().to_string() + " shaped like x " +
+                 x.shape_string());
+  }
+  cuda::bucketize(x.data<float>(), x.numel(), boundaries.data<float>(), boundaries.numel(),
+                  out.data<int64_t>(), handles_->stream, op);
+}
+
+}  // namespace voxd

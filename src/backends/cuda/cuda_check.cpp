@@ -1,0 +1,22 @@
+#include "backends/cuda/cuda_check.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace voxd::cuda {
+
+void check(cudaError_t status, const char* call, const char* op) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // reset a non-sticky error so later checks report their own failures
+  throw Error(std::string("cuda: ") + op + ": " + call + " failed: " + cudaGetErrorName(status) +
+              " (" + cudaGetErrorString(status) + ")");
+}
+
+void check(cublasStatus_t status, const char* call, const char* op) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(std::string("cuda: ") + op + ": " + call + " failed: " + cublasGetStatusName(status) +
+              " (" + cublasGetStatusString(status) + ")");
+}
+
+}  // namespace voxd::cuda

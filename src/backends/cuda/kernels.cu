@@ -1,0 +1,521 @@
+// Straightforward, correct kernels first: one grid-stride loop per elementwise op, a block per
+// row for layer_norm and attention. bench/NOTES.md lists what to measure before making any of
+// them faster.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels.h"
+#include "core/error.h"
+
+namespace voxd::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;
+
+int blocks_for(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+void check_launch(const char* op) {
+  check(cudaGetLastError(), "kernel launch", op);
+}
+
+__device__ __forceinline__ int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Calls f(T{}) with T the device type of the floating dtype.
+template <typename F>
+void dispatch_float(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::F32:
+      f(float{});
+      return;
+    case DType::F16:
+      f(__half{});
+      return;
+    case DType::BF16:
+      f(__nv_bfloat16{});
+      return;
+    default:
+      throw Error(std::string(op) + ": dtype " + std::string(dtype_name(dtype)) +
+                  " is not F32, F16 or BF16");
+  }
+}
+
+__device__ int64_t offset_of(int64_t i, const Layout& layout) {
+  int64_t offset = 0;
+  for (int d = layout.rank - 1; d >= 0; --d) {
+    const int64_t size = layout.sizes[d];
+    offset += (i % size) * layout.strides[d];
+    i /= size;
+  }
+  return offset;
+}
+
+// Element conversion with convert_elements' rules: through double, floats to ints saturating
+// with NaN -> 0, I64 <-> I32 by plain cast.
+__device__ double load_double(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32:
+      return static_cast<const float*>(p)[i];
+    case DType::F16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::BF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DType::I32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::I64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+  }
+  return 0;
+}
+
+__device__ int32_t saturate_i32(double v) {
+  if (isnan(v)) return 0;
+  if (v <= -2147483648.0) return INT32_MIN;
+  if (v >= 2147483647.0) return INT32_MAX;
+  return static_cast<int32_t>(v);
+}
+
+__device__ int64_t saturate_i64(double v) {
+  if (isnan(v)) return 0;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  if (v >= 9223372036854775807.0) return INT64_MAX;  // the bound rounds to 2^63, as on the host
+  return static_cast<int64_t>(v);
+}
+
+__device__ void store_double(void* p, DType t, int64_t i, double v) {
+  switch (t) {
+    case DType::F32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::F16:
+      static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v));
+      break;
+    case DType::BF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(static_cast<float>(v));
+      break;
+    case DType::I32:
+      static_cast<int32_t*>(p)[i] = saturate_i32(v);
+      break;
+    case DType::I64:
+      static_cast<int64_t*>(p)[i] = saturate_i64(v);
+      break;
+  }
+}
+
+__global__ void copy_kernel(const void* src, DType from, Layout layout, void* dst, DType to,
+                            int64_t n) {
+  const bool ints =
+      (from == DType::I32 || from == DType::I64) && (to == DType::I32 || to == DType::I64);
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t s = offset_of(i, layout);
+    if (ints) {
+      const int64_t v = from == DType::I64 ? static_cast<const int64_t*>(src)[s]
+                                           : static_cast<const int32_t*>(src)[s];
+      if (to == DType::I64) {
+        static_cast<int64_t*>(dst)[i] = v;
+      } else {
+        static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);
+      }
+    } else {
+      store_double(dst, to, i, load_double(src, from, s));
+    }
+  }
+}
+
+template <typename U>
+__global__ void fill_kernel(U* dst, U value, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) dst[i] = value;
+}
+
+template <typename T>
+__global__ void unary_kernel(const T* x, T* out, int64_t n, UnaryOp kind, float alpha) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float v = to_float(x[i]);
+    float r = 0;
+    switch (kind) {
+      case UnaryOp::Relu:
+        r = v > 0 ? v : 0.0f;
+        break;
+      case UnaryOp::LeakyRelu:
+        r = v >= 0 ? v : alpha * v;
+        break;
+      case UnaryOp::Tanh:
+        r = tanhf(v);
+        break;
+      case UnaryOp::Exp:
+        r = expf(v);
+        break;
+      case UnaryOp::Scale:
+        r = alpha * v;
+        break;
+    }
+    out[i] = from_float<T>(r);
+  }
+}
+
+template <typename T>
+__global__ void binary_kernel(const T* a, const T* b, Layout layout, T* out, int64_t n,
+                              BinaryOp kind, bool same_shape) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float x = to_float(a[i]);
+    const float y = to_float(b[same_shape ? i : offset_of(i, layout)]);
+    out[i] = from_float<T>(kind == BinaryOp::Add ? x + y : x * y);
+  }
+}
+
+template <typename T>
+__global__ void im2col_kernel(const T* x, int64_t batch, int64_t channels, int64_t t_in, int64_t c0,
+                              int64_t cin_g, int64_t k, int64_t stride, int64_t padding,
+                              int64_t dilation, int64_t t0, int64_t tc, T* cols) {
+  const int64_t n = batch * cin_g * k * tc;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t t = i % tc;
+    const int64_t row = i / tc;  // (b · cin_g + c) · k + tap
+    const int64_t tap = row % k;
+    const int64_t c = (row / k) % cin_g;
+    const int64_t b = row / (k * cin_g);
+    const int64_t pos = (t0 + t) * stride - padding + tap * dilation;
+    cols[i] = pos >= 0 && pos < t_in ? x[(b * channels + c0 + c) * t_in + pos] : from_float<T>(0);
+  }
+}
+
+template <typename T>
+__global__ void col2im_kernel(const float* cols, int64_t batch, int64_t cout_g, int64_t k,
+                              int64_t t0, int64_t tc, int64_t stride, int64_t padding,
+                              int64_t dilation, T* out, int64_t out_channels, int64_t c0,
+                              int64_t t_out, int64_t t_lo, int64_t t_len) {
+  const int64_t n = batch * cout_g * t_len;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t t = t_lo + i % t_len;
+    const int64_t c = (i / t_len) % cout_g;
+    const int64_t b = i / (t_len * cout_g);
+    float acc = 0;
+    for (int64_t tap = 0; tap < k; ++tap) {
+      const int64_t num = t + padding - tap * dilation;
+      if (num < 0 || num % stride != 0) continue;
+      const int64_t tin = num / stride - t0;
+      if (tin < 0 || tin >= tc) continue;
+      acc += cols[((b * cout_g + c) * k + tap) * tc + tin];
+    }
+    T* o = out + (b * out_channels + c0 + c) * t_out + t;
+    *o = from_float<T>(to_float(*o) + acc);
+  }
+}
+
+// Sum (or max) of `v` over the block; every thread gets the result. `shared` holds 32 floats.
+template <bool kMax>
+__device__ float block_reduce(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, other) : v + other;
+  }
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  __syncthreads();  // `shared` may still be read from the previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = lane < warps ? shared[lane] : (kMax ? -INFINITY : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, other) : v + other;
+  }
+  return v;
+}
+
+template <typename T>
+__global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* out, int64_t rows,
+                                  int64_t c, float eps) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* in = x + r * c;
+    float sum = 0;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += to_float(in[j]);
+    const float mean = block_reduce<false>(sum, shared) / static_cast<float>(c);
+    float sq = 0;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float d = to_float(in[j]) - mean;
+      sq += d * d;
+    }
+    const float var = block_reduce<false>(sq, shared) / static_cast<float>(c);
+    const float inv = rsqrtf(var + eps);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float y = (to_float(in[j]) - mean) * inv * to_float(gamma[j]) + to_float(beta[j]);
+      out[r * c + j] = from_float<T>(y);
+    }
+  }
+}
+
+template <typename T>
+__global__ void gather_rows_kernel(const T* src, const int64_t* rows, T* out, int64_t n,
+                                   int64_t c) {
+  for (int64_t i = global_index(); i < n * c; i += grid_stride()) {
+    const int64_t row = rows[i / c];
+    out[i] = row >= 0 ? src[row * c + i % c] : from_float<T>(0);
+  }
+}
+
+template <typename T>
+__global__ void zero_beyond_kernel(T* x, const int64_t* lengths, int64_t batch, int64_t t,
+                                   int64_t c) {
+  for (int64_t i = global_index(); i < batch * t * c; i += grid_stride()) {
+    const int64_t row = (i / c) % t;
+    if (row >= lengths[i / (c * t)]) x[i] = from_float<T>(0);
+  }
+}
+
+__global__ void bucketize_kernel(const float* x, int64_t count, const float* boundaries, int64_t n,
+                                 int64_t* out) {
+  for (int64_t i = global_index(); i < count; i += grid_stride()) {
+    const float value = x[i];
+    int64_t start = 0;
+    int64_t end = n;
+    while (start < end) {  // host::bucket_index's loop, so NaN lands at n
+      const int64_t mid = start + ((end - start) >> 1);
+      if (!(boundaries[mid] >= value)) {
+        start = mid + 1;
+      } else {
+        end = mid;
+      }
+    }
+    out[i] = start;
+  }
+}
+
+// One block per (batch, query, head) row: scores of the visible keys (a prefix [0, limit)) into
+// the block's slice of `scores`, softmax in F32, then the weighted sum of v.
+template <typename T>
+__global__ void attention_kernel(AttentionArgs a, float* scores_all) {
+  __shared__ float shared[32];
+  const T* q = static_cast<const T*>(a.q);
+  const T* k = static_cast<const T*>(a.k);
+  const T* v = static_cast<const T*>(a.v);
+  T* out = static_cast<T*>(a.out);
+  float* scores = scores_all + static_cast<int64_t>(blockIdx.x) * a.tk;
+  const int64_t rows = a.batch * a.tq * a.heads;
+  const int64_t row_stride = a.heads * a.dim;  // between consecutive time steps
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t h = r % a.heads;
+    const int64_t i = (r / a.heads) % a.tq;
+    const int64_t b = r / (a.heads * a.tq);
+    int64_t limit = a.key_lengths ? a.key_lengths[b] : a.tk;
+    if (a.causal) {
+      const int64_t last = (a.query_offsets ? a.query_offsets[b] : 0) + i;  // last visible key
+      limit = last < 0 ? 0 : (last + 1 < limit ? last + 1 : limit);
+    }
+    T* o = out + r * a.dim;
+    if (limit <= 0) {
+      for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) o[d] = from_float<T>(NAN);
+      continue;
+    }
+    const T* qi = q + r * a.dim;
+    const T* kb = k + (b * a.tk * a.heads + h) * a.dim;
+    const T* vb = v + (b * a.tk * a.heads + h) * a.dim;
+    float local_max = -INFINITY;
+    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+      const T* kj = kb + j * row_stride;
+      float dot = 0;
+      for (int64_t d = 0; d < a.dim; ++d) dot += to_float(qi[d]) * to_float(kj[d]);
+      const float s = a.scale * dot;
+      scores[j] = s;
+      local_max = fmaxf(local_max, s);
+    }
+    const float max_score = block_reduce<true>(local_max, shared);
+    float local_sum = 0;
+    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+      const float p = expf(scores[j] - max_score);
+      scores[j] = p;
+      local_sum += p;
+    }
+    const float total = block_reduce<false>(local_sum, shared);  // also orders the score writes
+    for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
+      float acc = 0;
+      for (int64_t j = 0; j < limit; ++j) acc += scores[j] * to_float(vb[j * row_stride + d]);
+      o[d] = from_float<T>(acc / total);
+    }
+    __syncthreads();  // scores are rewritten for the next row
+  }
+}
+
+}  // namespace
+
+void copy_strided(const void* src, DType src_dtype, const Layout& src_layout, void* dst,
+                  DType dst_dtype, int64_t n, cudaStream_t stream, const char* op) {
+  if (n == 0) return;
+  copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, src_dtype, src_layout, dst, dst_dtype,
+                                                      n);
+  check_launch(op);
+}
+
+void fill_pattern(void* dst, int element_bytes, uint64_t bits, int64_t n, cudaStream_t stream,
+                  const char* op) {
+  if (n == 0) return;
+  if (element_bytes == 2) {
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(dst),
+                                                        static_cast<uint16_t>(bits), n);
+  } else if (element_bytes == 4) {
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint32_t*>(dst),
+                                                        static_cast<uint32_t>(bits), n);
+  } else {
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint64_t*>(dst), bits, n);
+  }
+  check_launch(op);
+}
+
+void unary(const void* x, void* out, DType dtype, int64_t n, UnaryOp kind, float alpha,
+           cudaStream_t stream, const char* op) {
+  if (n == 0) return;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x),
+                                                         static_cast<T*>(out), n, kind, alpha);
+  });
+  check_launch(op);
+}
+
+void binary(const void* a, const void* b, const Layout& b_layout, void* out, DType dtype, int64_t n,
+            BinaryOp kind, cudaStream_t stream, const char* op) {
+  if (n == 0) return;
+  bool same_shape = true;  // b is a's shape, contiguous
+  int64_t expected = 1;
+  for (int d = b_layout.rank - 1; d >= 0; --d) {
+    if (b_layout.sizes[d] != 1 && b_layout.strides[d] != expected) same_shape = false;
+    expected *= b_layout.sizes[d];
+  }
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    binary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(a), static_cast<const T*>(b), b_layout, static_cast<T*>(out), n, kind,
+        same_shape);
+  });
+  check_launch(op);
+}
+
+void im2col(const void* x, DType dtype, int64_t batch, int64_t channels, int64_t t_in, int64_t c0,
+            int64_t cin_g, int64_t k, int64_t stride, int64_t padding, int64_t dilation, int64_t t0,
+            int64_t tc, void* cols, cudaStream_t stream, const char* op) {
+  const int64_t n = batch * cin_g * k * tc;
+  if (n == 0) return;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), batch, channels,
+                                                          t_in, c0, cin_g, k, stride, padding,
+                                                          dilation, t0, tc, static_cast<T*>(cols));
+  });
+  check_launch(op);
+}
+
+void col2im_add(const float* cols, int64_t batch, int64_t cout_g, int64_t k, int64_t t0, int64_t tc,
+                int64_t stride, int64_t padding, int64_t dilation, void* out, DType dtype,
+                int64_t out_channels, int64_t c0, int64_t t_out, cudaStream_t stream,
+                const char* op) {
+  // Output steps the input steps [t0, t0 + tc) reach.
+  const int64_t t_lo = std::max<int64_t>(0, t0 * stride - padding);
+  const int64_t t_hi = std::min(t_out, (t0 + tc - 1) * stride - padding + (k - 1) * dilation + 1);
+  if (t_hi <= t_lo) return;
+  const int64_t n = batch * cout_g * (t_hi - t_lo);
+  if (n == 0) return;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    col2im_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        cols, batch, cout_g, k, t0, tc, stride, padding, dilation, static_cast<T*>(out),
+        out_channels, c0, t_out, t_lo, t_hi - t_lo);
+  });
+  check_launch(op);
+}
+
+void layer_norm(const void* x, const void* gamma, const void* beta, void* out, DType dtype,
+                int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op) {
+  if (rows == 0 || c == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, 65535));
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+        static_cast<T*>(out), rows, c, eps);
+  });
+  check_launch(op);
+}
+
+void gather_rows(const void* src, const int64_t* rows, void* out, DType dtype, int64_t n, int64_t c,
+                 cudaStream_t stream, const char* op) {
+  if (n * c == 0) return;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gather_rows_kernel<<<blocks_for(n * c), kThreads, 0, stream>>>(static_cast<const T*>(src), rows,
+                                                                   static_cast<T*>(out), n, c);
+  });
+  check_launch(op);
+}
+
+void zero_beyond_lengths(void* x, DType dtype, const int64_t* lengths, int64_t batch, int64_t t,
+                         int64_t c, cudaStream_t stream, const char* op) {
+  const int64_t n = batch * t * c;
+  if (n == 0) return;
+  dispatch_float(dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    zero_beyond_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), lengths, batch,
+                                                               t, c);
+  });
+  check_launch(op);
+}
+
+void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n, int64_t* out,
+               cudaStream_t stream, const char* op) {
+  if (count == 0) return;
+  bucketize_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, boundaries, n, out);
+  check_launch(op);
+}
+
+void attention(const AttentionArgs& args, float* scores, int64_t rows_in_flight,
+               cudaStream_t stream, const char* op) {
+  const int64_t rows = args.batch * args.tq * args.heads;
+  if (rows == 0 || args.dim == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, rows_in_flight));
+  dispatch_float(args.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    attention_kernel<T><<<blocks, 128, 0, stream>>>(args, scores);
+  });
+  check_launch(op);
+}
+
+}  // namespace voxd::cuda

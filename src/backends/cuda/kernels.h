@@ -1,0 +1,80 @@
+// Launchers for the CUDA backend's kernels. Pointers are device memory, element counts and
+// indices are int64 (kernels use grid-stride loops, so any size works), floating data is F32,
+// F16 or BF16 as `dtype` says and is computed in F32. Each launcher queues work on `stream` and
+// throws voxd::Error (naming `op`) when the launch fails. Internal to the CUDA backend.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/backend.h"
+#include "core/dtype.h"
+
+namespace voxd::cuda {
+
+constexpr int kMaxDims = 8;
+
+// Element i of a row-major walk over `sizes` sits at Σ index[d] · strides[d] (in elements).
+struct Layout {
+  int rank = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+
+// dst[i] (contiguous, dst_dtype) = src at element i of `src_layout`, converted as
+// convert_elements does (any of the five dtypes).
+void copy_strided(const void* src, DType src_dtype, const Layout& src_layout, void* dst,
+                  DType dst_dtype, int64_t n, cudaStream_t stream, const char* op);
+// Each of n elements of `element_bytes` (2, 4 or 8) = the bit pattern `bits`.
+void fill_pattern(void* dst, int element_bytes, uint64_t bits, int64_t n, cudaStream_t stream,
+                  const char* op);
+void unary(const void* x, void* out, DType dtype, int64_t n, UnaryOp kind, float alpha,
+           cudaStream_t stream, const char* op);
+// out[i] = a[i] op b at element i of `b_layout` (a's sizes, stride 0 where b broadcasts).
+// out may be a.
+void binary(const void* a, const void* b, const Layout& b_layout, void* out, DType dtype, int64_t n,
+            BinaryOp kind, cudaStream_t stream, const char* op);
+// cols [batch, cin_g·k, tc] = x [batch, channels, t_in] channels [c0, c0 + cin_g), taps of output
+// steps [t0, t0 + tc) of a conv1d (zero outside the input).
+void im2col(const void* x, DType dtype, int64_t batch, int64_t channels, int64_t t_in, int64_t c0,
+            int64_t cin_g, int64_t k, int64_t stride, int64_t padding, int64_t dilation, int64_t t0,
+            int64_t tc, void* cols, cudaStream_t stream, const char* op);
+// out [batch, out_channels, t_out] channels [c0, c0 + cout_g) += the taps in cols (F32
+// [batch, cout_g·k, tc], gemm output for input steps [t0, t0 + tc)) of a conv_transpose1d.
+void col2im_add(const float* cols, int64_t batch, int64_t cout_g, int64_t k, int64_t t0, int64_t tc,
+                int64_t stride, int64_t padding, int64_t dilation, void* out, DType dtype,
+                int64_t out_channels, int64_t c0, int64_t t_out, cudaStream_t stream,
+                const char* op);
+// Each row of x [rows, c]: (x − mean) / sqrt(var + eps) · gamma + beta. out may be x.
+void layer_norm(const void* x, const void* gamma, const void* beta, void* out, DType dtype,
+                int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op);
+// out [n, c] row r = src row rows[r] (src [?, c]), or zeros when rows[r] < 0.
+void gather_rows(const void* src, const int64_t* rows, void* out, DType dtype, int64_t n, int64_t c,
+                 cudaStream_t stream, const char* op);
+// x [batch, t, c]: rows t >= lengths[b] set to zero.
+void zero_beyond_lengths(void* x, DType dtype, const int64_t* lengths, int64_t batch, int64_t t,
+                         int64_t c, cudaStream_t stream, const char* op);
+// out[i] = index of the first of n ascending boundaries >= x[i] (NaN -> n).
+void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n, int64_t* out,
+               cudaStream_t stream, const char* op);
+
+// Attention arguments: q [batch, tq, heads, dim], k and v [batch, tk, heads, dim], all
+// contiguous; key_lengths and query_offsets are [batch] device arrays or null.
+struct AttentionArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  DType dtype;
+  int64_t batch, tq, tk, heads, dim;
+  float scale;
+  bool causal;
+  const int64_t* key_lengths;
+  const int64_t* query_offsets;
+};
+// Rows processed at once with `scores` holding rows_in_flight · tk floats.
+void attention(const AttentionArgs& args, float* scores, int64_t rows_in_flight,
+               cudaStream_t stream, const char* op);
+
+}  // namespace voxd::cuda
