@@ -1,0 +1,51 @@
+#!/bin/bash
+# Builds voxd-dataset here (Debian 12) and collects into .carry/espeak/ everything it needs on the
+# GPU machine (Ubuntu 24.04 with nothing of ours installed): the binary, the shared libraries it
+# links beyond glibc/libstdc++/libm/libgcc_s, the English part of espeak-ng-data, and run.sh.
+# .carry/ is ignored through .git/info/exclude and never committed. Then run check_carry.sh.
+#   training/data/package.sh            (BUILD_DIR, default build-data; JOBS, default 2)
+set -euo pipefail
+
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+build=${BUILD_DIR:-$root/build-data}
+carry=$root/.carry/espeak
+libdir=/usr/lib/x86_64-linux-gnu
+data=$libdir/espeak-ng-data
+# Libraries the GPU machine has; everything else must come from the carry.
+system_libs='linux-vdso.so.1|/lib64/ld-linux-x86-64.so.2|libc.so.6|libm.so.6|libstdc\+\+.so.6|libgcc_s.so.1'
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" --target voxd-dataset -j "${JOBS:-2}"
+
+exclude=$(cd "$root" && realpath -m "$(git rev-parse --git-path info/exclude)")
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.carry/' "$exclude" 2>/dev/null || echo '/.carry/' >>"$exclude"
+
+rm -rf "$carry"
+mkdir -p "$carry/bin" "$carry/lib" "$carry/espeak-ng-data/lang/gmw"
+install -m 755 -s "$build/src/tools/voxd-dataset" "$carry/bin/voxd-dataset"
+# libespeak-ng and its speed-up library; ICU (the text normaliser's NFKC data is in libicudata).
+for lib in libespeak-ng.so.1 libsonic.so.0 libicuuc.so.72 libicudata.so.72; do
+  cp -L "$libdir/$lib" "$carry/lib/$lib"
+done
+# libpcaudio would bring PulseAudio, ALSA, D-Bus and X11; voxd-dataset never plays audio.
+gcc -shared -fPIC -O2 -Wall -Wextra -Werror -Wl,-soname,libpcaudio.so.0 \
+  -o "$carry/lib/libpcaudio.so.0" "$root/training/data/pcaudio_stub.c"
+# eSpeak NG data for en-us only: phoneme tables, intonation, the English dictionary, the voice.
+cp "$data"/{phontab,phonindex,phondata,intonations,en_dict} "$carry/espeak-ng-data/"
+cp "$data/lang/gmw/en-US" "$data/lang/gmw/en" "$carry/espeak-ng-data/lang/gmw/"
+install -m 755 "$root/training/data/run.sh" "$carry/run.sh"
+
+# Every dependency of the binary and of each carried library resolves into the carry or is a
+# system library.
+for file in "$carry/bin/voxd-dataset" "$carry"/lib/*; do
+  missing=$(LD_LIBRARY_PATH="$carry/lib" ldd "$file" | grep -vE "^\s*($system_libs)\b" |
+    grep -v "=> $carry/lib/" | grep -v 'statically linked' || true)
+  if [ -n "$missing" ]; then
+    echo "package.sh: $file needs libraries outside the carry:" >&2
+    echo "$missing" >&2
+    exit 1
+  fi
+done
+echo "package.sh: $(du -sh "$carry" | cut -f1) in $carry:"
+(cd "$carry" && find . -type f | LC_ALL=C sort | xargs ls -l | awk '{print "  " $5 "\t" $9}')

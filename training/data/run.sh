@@ -1,0 +1,16 @@
+#!/bin/sh
+# Runs the carried voxd-dataset (built and collected by training/data/package.sh) from the
+# repository root, reading the corpus and symbol table of the checkout:
+#   .carry/espeak/run.sh [OUT_DIR] [more voxd-dataset options, e.g. --limit 100]
+# OUT_DIR defaults to /tmp/voxd-data/en-demo. Environment: CORPUS (default
+# data/corpus/en-sentences.txt), JOBS (worker processes, default 16).
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
+here=$(cd "$here" && pwd) || exit 1
+out=${1:-/tmp/voxd-data/en-demo}
+[ $# -gt 0 ] && shift
+# Only the carried libraries and eSpeak data: espeak_Initialize looks for
+# $ESPEAK_DATA_PATH/espeak-ng-data.
+export LD_LIBRARY_PATH="$here/lib"
+export ESPEAK_DATA_PATH="$here"
+exec "$here/bin/voxd-dataset" --corpus "${CORPUS:-data/corpus/en-sentences.txt}" \
+  --symbols data/symbols/espeak-ipa-en.txt --out "$out" --jobs "${JOBS:-16}" "$@"
