@@ -138,9 +138,18 @@ TEST_F(BackendOps, Conv1d) {
       {1, 4, 1, 3000, 7, 1, 3, 1, 1, true},  {2, 7, 3, 9, 9, 1, 0, 1, 1, true},
       {1, 6, 9, 1, 3, 1, 1, 1, 3, true},
   };
-  // Several time blocks: the tap-sum path (256 output channels) and the im2col path (stride 2).
+  // Several time blocks: the direct path (256 output channels) and the im2col path (stride 2).
   cases.push_back({1, 8, 256, 2100, 5, 1, 2, 2, 1, true});
   cases.push_back({2, 4, 4, 4500, 3, 2, 1, 1, 1, true});
+  // Direct path edges: wide inputs make short panels (several time blocks per row block), short
+  // inputs split output channels across jobs, channel counts off the 4-row tile, outputs off the
+  // 24-step tile, padding wider than the kernel's span, grouped thin layers over many panels.
+  cases.push_back({1, 512, 6, 150, 11, 1, 25, 5, 1, true});
+  cases.push_back({2, 300, 13, 97, 3, 1, 1, 1, 1, false});
+  cases.push_back({1, 64, 130, 23, 9, 1, 4, 1, 1, true});
+  cases.push_back({1, 10, 9, 25, 7, 1, 9, 1, 1, true});
+  cases.push_back({2, 12, 10, 9000, 3, 1, 3, 3, 2, true});
+  cases.push_back({1, 8, 1, 5000, 7, 1, 3, 1, 1, true});
   for (int64_t k = 1; k <= 16; ++k) cases.push_back({1, 3, 5, 29, k, 1, k / 2, 1, 1, true});
   uint32_t seed = 100;
   for (const ConvCase& tc : cases) {
@@ -158,11 +167,20 @@ TEST_F(BackendOps, ConvTranspose1d) {
     int64_t output_padding;
   };
   const std::vector<Case> cases = {
-      {{1, 1, 1, 4, 3, 2, 0, 1, 1, false}, 0},  {{2, 3, 4, 9, 4, 2, 1, 1, 1, true}, 1},
-      {{1, 8, 4, 10, 16, 8, 4, 1, 1, true}, 0}, {{2, 4, 6, 7, 5, 3, 2, 2, 2, true}, 2},
-      {{1, 6, 3, 12, 3, 1, 1, 1, 3, false}, 0}, {{1, 16, 8, 1500, 4, 2, 1, 1, 1, true}, 0},
-      {{2, 5, 5, 13, 1, 1, 0, 1, 1, true}, 0},  {{1, 4, 8, 6, 7, 5, 0, 3, 4, true}, 2},
-      {{1, 2, 3, 1, 2, 1, 0, 1, 1, true}, 0},   {{2, 12, 6, 21, 11, 5, 3, 1, 2, true}, 4},
+      {{1, 1, 1, 4, 3, 2, 0, 1, 1, false}, 0},
+      {{2, 3, 4, 9, 4, 2, 1, 1, 1, true}, 1},
+      {{1, 8, 4, 10, 16, 8, 4, 1, 1, true}, 0},
+      {{2, 4, 6, 7, 5, 3, 2, 2, 2, true}, 2},
+      {{1, 6, 3, 12, 3, 1, 1, 1, 3, false}, 0},
+      {{1, 16, 8, 1500, 4, 2, 1, 1, 1, true}, 0},
+      {{2, 5, 5, 13, 1, 1, 0, 1, 1, true}, 0},
+      {{1, 4, 8, 6, 7, 5, 0, 3, 4, true}, 2},
+      {{1, 2, 3, 1, 2, 1, 0, 1, 1, true}, 0},
+      {{2, 12, 6, 21, 11, 5, 3, 1, 2, true}, 4},
+      // Several output blocks (each job recomputes the inputs that reach across its edges).
+      {{1, 64, 256, 200, 16, 8, 4, 1, 1, true}, 0},
+      {{2, 32, 24, 3001, 4, 2, 1, 1, 2, true}, 1},
+      {{1, 8, 512, 90, 16, 8, 5, 2, 1, true}, 3},
   };
   uint32_t seed = 300;
   for (const Case& tc : cases) {

@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -22,14 +23,31 @@ using host::require_shape;
 
 // Loops shorter than this run on one thread: spawning the team costs more than it saves.
 constexpr int64_t kParallelMin = 16384;
-// Output time steps per block of the tap-sum convolution: about kTapBlockFloats output floats
-// (1 MiB, so the block stays in cache across the taps), within [kMinTimeBlock, kMaxTimeBlock].
-constexpr int64_t kTapBlockFloats = 262144;
-constexpr int64_t kMinTimeBlock = 1024;
-constexpr int64_t kMaxTimeBlock = 8192;
-// Time steps per im2col / col2im block: large enough for efficient gemms, small enough that the
-// columns of a 512-channel, 16-tap layer stay a few MiB.
+// Multiply-adds below which a linear layer runs as one gemm instead of one per thread.
+constexpr int64_t kMinGemmWork = 1 << 20;
+// Register tile of the direct convolution: output channels × output steps (three AVX vectors).
+constexpr int64_t kTileRows = 4;
+constexpr int64_t kTileCols = 24;
+// Floats in one job's input panel [cin_g, block + span] (128 KiB): the panel and the packed
+// weights of one row block (at most 90 KiB for 512 channels × 11 taps) stay in the 512 KiB L2
+// while the row block sweeps the panel.
+constexpr int64_t kPanelFloats = 32768;
+// Longest panel block, so that thin layers (8 channels) still split into many jobs. A multiple
+// of kTileCols: the last tile of a block reads its full 24 columns.
+constexpr int64_t kMaxPanelCols = 4080;
+static_assert(kMaxPanelCols % kTileCols == 0);
+// Time steps per im2col block of strided convolutions.
 constexpr int64_t kColBlock = 1024;
+// Floats of one conv_transpose1d job's columns (1 MiB).
+constexpr int64_t kColFloats = 262144;
+
+int64_t floor_div(int64_t a, int64_t b) {
+  return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
 
 // Floats from host_allocator() for the duration of one kernel call.
 class Scratch {
@@ -47,18 +65,95 @@ class Scratch {
   float* data_;
 };
 
-// out[c, t] = bias[c] for every time step t of a [C, T] block (on this thread, as it runs right
-// before gemms).
-void fill_channels(float* out, int64_t channels, int64_t t, const float* bias) {
-  for (int64_t c = 0; c < channels; ++c) {
-    std::fill(out + c * t, out + (c + 1) * t, bias ? bias[c] : 0.0f);
+// Repacks conv1d weights [groups·cout_g, cin_g, K] to [g][row block][ci][k][kTileRows] and the
+// bias to [g][row block][kTileRows], with zero rows past cout_g, so conv_tile reads both in order.
+void pack_conv_weights(const float* w, const float* bias, int64_t groups, int64_t cout_g,
+                       int64_t cin_g, int64_t k_size, int64_t row_blocks, float* packed,
+                       float* packed_bias) {
+  const int64_t rows = groups * row_blocks * kTileRows;
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t g = row / (row_blocks * kTileRows);
+    const int64_t co = row % (row_blocks * kTileRows);
+    const int64_t r = co % kTileRows;
+    float* dst = packed + (row - r) * cin_g * k_size + r;
+    const bool real = co < cout_g;
+    const float* src = w + (g * cout_g + co) * cin_g * k_size;
+    for (int64_t i = 0; i < cin_g * k_size; ++i) dst[i * kTileRows] = real ? src[i] : 0.0f;
+    packed_bias[row] = real && bias ? bias[g * cout_g + co] : 0.0f;
   }
+}
+
+// panel[ci, j] = x[ci, start + j] for j < ldp, zero where start + j falls outside [0, t).
+void fill_panel(const float* x, int64_t t, int64_t channels, int64_t start, int64_t ldp,
+                float* panel) {
+  const int64_t lo = std::clamp<int64_t>(-start, 0, ldp);
+  const int64_t hi = std::clamp<int64_t>(t - start, lo, ldp);
+  for (int64_t ci = 0; ci < channels; ++ci) {
+    float* row = panel + ci * ldp;
+    std::fill(row, row + lo, 0.0f);
+    std::memcpy(row + lo, x + ci * t + start + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+    std::fill(row + hi, row + ldp, 0.0f);
+  }
+}
+
+// One register tile of the direct convolution: dst[r, c] (rows ldd apart) = bias[r] +
+// Σ_ci Σ_k w[ci, k, r] · panel[ci, c + k·dilation] for r < 4, c < 24. Panel rows are ldp apart
+// and readable up to 24 + dilation·(taps − 1) floats. Per (ci, k): three loads, four broadcasts,
+// twelve FMAs, so it runs at FMA throughput from L1/L2.
+__attribute__((target("avx2,fma"))) void conv_tile(const float* w, const float* panel, int64_t ldp,
+                                                   int64_t cin, int64_t taps, int64_t dilation,
+                                                   const float* bias, float* dst, int64_t ldd) {
+  __m256 a00 = _mm256_broadcast_ss(bias + 0);
+  __m256 a10 = _mm256_broadcast_ss(bias + 1);
+  __m256 a20 = _mm256_broadcast_ss(bias + 2);
+  __m256 a30 = _mm256_broadcast_ss(bias + 3);
+  __m256 a01 = a00, a02 = a00, a11 = a10, a12 = a10, a21 = a20, a22 = a20, a31 = a30, a32 = a30;
+  for (int64_t ci = 0; ci < cin; ++ci) {
+    const float* row = panel + ci * ldp;
+    for (int64_t k = 0; k < taps; ++k, w += kTileRows) {
+      const float* xk = row + k * dilation;
+      const __m256 x0 = _mm256_loadu_ps(xk);
+      const __m256 x1 = _mm256_loadu_ps(xk + 8);
+      const __m256 x2 = _mm256_loadu_ps(xk + 16);
+      __m256 wr = _mm256_broadcast_ss(w + 0);
+      a00 = _mm256_fmadd_ps(wr, x0, a00);
+      a01 = _mm256_fmadd_ps(wr, x1, a01);
+      a02 = _mm256_fmadd_ps(wr, x2, a02);
+      wr = _mm256_broadcast_ss(w + 1);
+      a10 = _mm256_fmadd_ps(wr, x0, a10);
+      a11 = _mm256_fmadd_ps(wr, x1, a11);
+      a12 = _mm256_fmadd_ps(wr, x2, a12);
+      wr = _mm256_broadcast_ss(w + 2);
+      a20 = _mm256_fmadd_ps(wr, x0, a20);
+      a21 = _mm256_fmadd_ps(wr, x1, a21);
+      a22 = _mm256_fmadd_ps(wr, x2, a22);
+      wr = _mm256_broadcast_ss(w + 3);
+      a30 = _mm256_fmadd_ps(wr, x0, a30);
+      a31 = _mm256_fmadd_ps(wr, x1, a31);
+      a32 = _mm256_fmadd_ps(wr, x2, a32);
+    }
+  }
+  _mm256_storeu_ps(dst, a00);
+  _mm256_storeu_ps(dst + 8, a01);
+  _mm256_storeu_ps(dst + 16, a02);
+  _mm256_storeu_ps(dst + ldd, a10);
+  _mm256_storeu_ps(dst + ldd + 8, a11);
+  _mm256_storeu_ps(dst + ldd + 16, a12);
+  _mm256_storeu_ps(dst + 2 * ldd, a20);
+  _mm256_storeu_ps(dst + 2 * ldd + 8, a21);
+  _mm256_storeu_ps(dst + 2 * ldd + 16, a22);
+  _mm256_storeu_ps(dst + 3 * ldd, a30);
+  _mm256_storeu_ps(dst + 3 * ldd + 8, a31);
+  _mm256_storeu_ps(dst + 3 * ldd + 16, a32);
 }
 
 }  // namespace
 
 CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
-  openblas_set_num_threads(threads_);
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    throw Error("cpu backend: this CPU lacks AVX2/FMA (x86-64-v3), use the reference backend");
+  }
+  openblas_set_num_threads(1);
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
@@ -190,19 +285,30 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bia
   require_shape("linear", "out", out, {n, features});
   if (n == 0 || features == 0) return;
   float* po = out.data<float>();
+  const float* px = x.data<float>();
+  const float* pw = weight.data<float>();
   const float* pb = bias.defined() ? bias.data<float>() : nullptr;
-  for (int64_t r = 0; r < n; ++r) {
-    if (pb) {
-      std::memcpy(po + r * features, pb, static_cast<size_t>(features) * sizeof(float));
-    } else {
-      std::fill(po + r * features, po + (r + 1) * features, 0.0f);
+  // Row chunks, one single-threaded gemm each; small problems stay on one chunk.
+  const int64_t chunks =
+      std::clamp<int64_t>(n * in * features / kMinGemmWork, 1, std::min<int64_t>(threads_, n));
+#pragma omp parallel for num_threads(threads_) schedule(static) if (chunks > 1)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t r0 = n * chunk / chunks;
+    const int64_t r1 = n * (chunk + 1) / chunks;
+    for (int64_t r = r0; r < r1; ++r) {
+      if (pb) {
+        std::memcpy(po + r * features, pb, static_cast<size_t>(features) * sizeof(float));
+      } else {
+        std::fill(po + r * features, po + (r + 1) * features, 0.0f);
+      }
+    }
+    if (in > 0 && r1 > r0) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(r1 - r0),
+                  static_cast<int>(features), static_cast<int>(in), 1.0f, px + r0 * in,
+                  static_cast<int>(in), pw, static_cast<int>(in), 1.0f, po + r0 * features,
+                  static_cast<int>(features));
     }
   }
-  if (in == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
-              static_cast<int>(features), static_cast<int>(in), 1.0f, x.data<float>(),
-              static_cast<int>(in), weight.data<float>(), static_cast<int>(in), 1.0f, po,
-              static_cast<int>(features));
 }
 
 void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
@@ -220,78 +326,99 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t t_out = out.size(2);
   const int64_t cout_g = cout / p.groups;
   require_shape("conv1d", "out", out, {batch, cout, t_out});
+  if (batch == 0 || cout == 0 || t_out == 0) return;
+  const float* px = x.data<float>();
   const float* pb = bias.defined() ? bias.data<float>() : nullptr;
+  float* po = out.data<float>();
   if (p.stride == 1) {
-    // Sum over taps: out[:, t] += W_k · x[:, t + k·dilation − padding] is one gemm per tap on a
-    // shifted view of x, with no column matrix. Blocks of output time keep the output block in
-    // cache across the taps. Weights are repacked to [group][k][cout_g][cin_g] for the gemms.
-    Scratch packed(weight.numel());
-    const float* pw = weight.data<float>();
-    for (int64_t co = 0; co < cout; ++co) {
-      const int64_t g = co / cout_g;
-      for (int64_t ci = 0; ci < cin_g; ++ci) {
-        for (int64_t k = 0; k < k_size; ++k) {
-          packed.data()[((g * k_size + k) * cout_g + co % cout_g) * cin_g + ci] =
-              pw[(co * cin_g + ci) * k_size + k];
-        }
-      }
-    }
-    const int64_t block = std::clamp<int64_t>(kTapBlockFloats / std::max<int64_t>(cout_g, 1),
-                                              kMinTimeBlock, kMaxTimeBlock);
-    for (int64_t b = 0; b < batch; ++b) {
-      float* ob = out.data<float>() + b * cout * t_out;
-      fill_channels(ob, cout, t_out, pb);
-      for (int64_t g = 0; g < p.groups; ++g) {
-        const float* xg = x.data<float>() + (b * cin + g * cin_g) * t_in;
-        float* og = ob + g * cout_g * t_out;
-        for (int64_t t0 = 0; t0 < t_out; t0 += block) {
-          const int64_t t1 = std::min(t_out, t0 + block);
-          for (int64_t k = 0; k < k_size; ++k) {
-            const int64_t shift = k * p.dilation - p.padding;
-            // Output steps whose tap k lands inside x.
-            const int64_t lo = std::max(t0, -shift);
-            const int64_t hi = std::min(t1, t_in - shift);
-            if (hi <= lo) continue;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(cout_g),
-                        static_cast<int>(hi - lo), static_cast<int>(cin_g), 1.0f,
-                        packed.data() + (g * k_size + k) * cout_g * cin_g, static_cast<int>(cin_g),
-                        xg + lo + shift, static_cast<int>(t_in), 1.0f, og + lo,
-                        static_cast<int>(t_out));
+    // Direct convolution: each job copies x[:, block + taps] of one group into a zero-padded
+    // panel and sweeps it with 4 × 24 register tiles (see conv_tile).
+    const int64_t row_blocks = (cout_g + kTileRows - 1) / kTileRows;
+    const int64_t tile_weights = cin_g * k_size * kTileRows;
+    Scratch packed(p.groups * row_blocks * tile_weights);
+    Scratch packed_bias(p.groups * row_blocks * kTileRows);
+    pack_conv_weights(weight.data<float>(), pb, p.groups, cout_g, cin_g, k_size, row_blocks,
+                      packed.data(), packed_bias.data());
+    const int64_t span = p.dilation * (k_size - 1);
+    const int64_t block = std::min(
+        std::clamp((kPanelFloats / std::max<int64_t>(cin_g, 1) - span) / kTileCols * kTileCols,
+                   kTileCols, kMaxPanelCols),
+        (t_out + kTileCols - 1) / kTileCols * kTileCols);
+    const int64_t ldp = block + span;
+    const int64_t time_blocks = (t_out + block - 1) / block;
+    const int64_t slices = batch * p.groups * time_blocks;
+    // Few time blocks (short inputs): split the output channels too, so every thread has work.
+    const int64_t row_chunks = std::min(row_blocks, (2 * threads_ + slices - 1) / slices);
+    const int64_t jobs = slices * row_chunks;
+    Scratch panels(threads_ * cin_g * ldp);
+#pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
+    for (int64_t job = 0; job < jobs; ++job) {
+      const int64_t chunk = job % row_chunks;
+      const int64_t tb = job / row_chunks % time_blocks;
+      const int64_t g = job / row_chunks / time_blocks % p.groups;
+      const int64_t b = job / row_chunks / time_blocks / p.groups;
+      float* panel = panels.data() + omp_get_thread_num() * cin_g * ldp;
+      const int64_t t0 = tb * block;
+      const int64_t len = std::min(block, t_out - t0);
+      fill_panel(px + (b * cin + g * cin_g) * t_in, t_in, cin_g, t0 - p.padding, ldp, panel);
+      const int64_t rb0 = row_blocks * chunk / row_chunks;
+      const int64_t rb1 = row_blocks * (chunk + 1) / row_chunks;
+      for (int64_t rb = rb0; rb < rb1; ++rb) {
+        const int64_t rows = std::min(kTileRows, cout_g - rb * kTileRows);
+        const float* w = packed.data() + (g * row_blocks + rb) * tile_weights;
+        const float* bias4 = packed_bias.data() + (g * row_blocks + rb) * kTileRows;
+        float* o = po + (b * cout + g * cout_g + rb * kTileRows) * t_out + t0;
+        for (int64_t c0 = 0; c0 < len; c0 += kTileCols) {
+          const int64_t cols = std::min(kTileCols, len - c0);
+          if (rows == kTileRows && cols == kTileCols) {
+            conv_tile(w, panel + c0, ldp, cin_g, k_size, p.dilation, bias4, o + c0, t_out);
+            continue;
+          }
+          float tile[kTileRows * kTileCols];
+          conv_tile(w, panel + c0, ldp, cin_g, k_size, p.dilation, bias4, tile, kTileCols);
+          for (int64_t r = 0; r < rows; ++r) {
+            std::memcpy(o + r * t_out + c0, tile + r * kTileCols,
+                        static_cast<size_t>(cols) * sizeof(float));
           }
         }
       }
     }
     return;
   }
-  // Strided convolutions: im2col per block of output steps, then one gemm per block.
+  // Strided convolutions: per job, im2col of one block of output steps, then one gemm.
   const int64_t col_rows = cin_g * k_size;
   const int64_t block = std::min(t_out, kColBlock);
-  Scratch col(col_rows * block);
-  for (int64_t b = 0; b < batch; ++b) {
-    float* ob = out.data<float>() + b * cout * t_out;
-    fill_channels(ob, cout, t_out, pb);
-    for (int64_t g = 0; g < p.groups; ++g) {
-      const float* xg = x.data<float>() + (b * cin + g * cin_g) * t_in;
-      const float* wg = weight.data<float>() + g * cout_g * col_rows;
-      float* og = ob + g * cout_g * t_out;
-      for (int64_t t0 = 0; t0 < t_out; t0 += block) {
-        const int64_t len = std::min(block, t_out - t0);
-        // col[ci·K + k, t − t0] = x[ci, t·stride − padding + k·dilation], zero outside x.
-        for (int64_t row = 0; row < col_rows; ++row) {
-          const float* xr = xg + (row / k_size) * t_in;
-          float* cr = col.data() + row * len;
-          const int64_t shift = (row % k_size) * p.dilation - p.padding;
-          for (int64_t t = 0; t < len; ++t) {
-            const int64_t pos = (t0 + t) * p.stride + shift;
-            cr[t] = (pos >= 0 && pos < t_in) ? xr[pos] : 0.0f;
-          }
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(cout_g),
-                    static_cast<int>(len), static_cast<int>(col_rows), 1.0f, wg,
-                    static_cast<int>(col_rows), col.data(), static_cast<int>(len), 1.0f, og + t0,
-                    static_cast<int>(t_out));
+  const int64_t time_blocks = (t_out + block - 1) / block;
+  const int64_t jobs = batch * p.groups * time_blocks;
+  Scratch cols(threads_ * col_rows * block);
+#pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t tb = job % time_blocks;
+    const int64_t g = job / time_blocks % p.groups;
+    const int64_t b = job / time_blocks / p.groups;
+    float* col = cols.data() + omp_get_thread_num() * col_rows * block;
+    const float* xg = px + (b * cin + g * cin_g) * t_in;
+    const float* wg = weight.data<float>() + g * cout_g * col_rows;
+    float* og = po + (b * cout + g * cout_g) * t_out;
+    const int64_t t0 = tb * block;
+    const int64_t len = std::min(block, t_out - t0);
+    // col[ci·K + k, t − t0] = x[ci, t·stride − padding + k·dilation], zero outside x.
+    for (int64_t row = 0; row < col_rows; ++row) {
+      const float* xr = xg + (row / k_size) * t_in;
+      float* cr = col + row * len;
+      const int64_t shift = (row % k_size) * p.dilation - p.padding;
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t pos = (t0 + t) * p.stride + shift;
+        cr[t] = (pos >= 0 && pos < t_in) ? xr[pos] : 0.0f;
       }
     }
+    for (int64_t co = 0; co < cout_g; ++co) {
+      std::fill(og + co * t_out + t0, og + co * t_out + t0 + len, pb ? pb[g * cout_g + co] : 0.0f);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(cout_g),
+                static_cast<int>(len), static_cast<int>(col_rows), 1.0f, wg,
+                static_cast<int>(col_rows), col, static_cast<int>(len), 1.0f, og + t0,
+                static_cast<int>(t_out));
   }
 }
 
@@ -310,40 +437,52 @@ void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const T
   const int64_t cin_g = cin / p.groups;
   const int64_t t_out = out.size(2);
   require_shape("conv_transpose1d", "out", out, {batch, cout, t_out});
+  if (batch == 0 || cout == 0 || t_out == 0) return;
+  const float* px = x.data<float>();
   const float* pb = bias.defined() ? bias.data<float>() : nullptr;
+  float* po = out.data<float>();
+  // Jobs own blocks of output steps, so they write disjoint memory: each computes the columns
+  // col [cout_g·K, n] = wᵀ · x[:, lo : lo + n] for the inputs that reach its block (a few
+  // inputs at the block edges are computed by both neighbours) and overlap-adds them into it.
   const int64_t col_rows = cout_g * k_size;
-  const int64_t block = std::min(t_in, kColBlock);
-  Scratch col(col_rows * block);
-  for (int64_t b = 0; b < batch; ++b) {
-    float* ob = out.data<float>() + b * cout * t_out;
-    fill_channels(ob, cout, t_out, pb);
-    for (int64_t g = 0; g < p.groups; ++g) {
-      const float* xg = x.data<float>() + (b * cin + g * cin_g) * t_in;
-      // Weight rows of this group: [cin_g, cout_g·K].
-      const float* wg = weight.data<float>() + g * cin_g * col_rows;
-      float* og = ob + g * cout_g * t_out;
-      for (int64_t t0 = 0; t0 < t_in; t0 += block) {
-        const int64_t len = std::min(block, t_in - t0);
-        float* c = col.data();
-        // col [cout_g·K, len] = wgᵀ · x[:, t0 : t0 + len].
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(col_rows),
-                    static_cast<int>(len), static_cast<int>(cin_g), 1.0f, wg,
-                    static_cast<int>(col_rows), xg + t0, static_cast<int>(t_in), 0.0f, c,
-                    static_cast<int>(len));
-        // Overlap-add: out[co, t·stride − padding + k·dilation] += col[co·K + k, t − t0]. Runs
-        // on this thread: an OpenMP team here would spin against OpenBLAS's threads between the
-        // gemms, and the adds are a small fraction of the gemm's work.
-        for (int64_t co = 0; co < cout_g; ++co) {
-          float* orow = og + co * t_out;
-          for (int64_t k = 0; k < k_size; ++k) {
-            const float* cr = c + (co * k_size + k) * len;
-            const int64_t shift = k * p.dilation - p.padding;
-            for (int64_t t = 0; t < len; ++t) {
-              const int64_t pos = (t0 + t) * p.stride + shift;
-              if (pos >= 0 && pos < t_out) orow[pos] += cr[t];
-            }
-          }
-        }
+  const int64_t span = p.dilation * (k_size - 1);
+  const int64_t inputs = std::max<int64_t>(kColFloats / std::max<int64_t>(col_rows, 1), 8);
+  const int64_t block = std::max<int64_t>(inputs * p.stride - span, p.stride);
+  const int64_t max_inputs = (block + span) / p.stride + 2;
+  const int64_t time_blocks = (t_out + block - 1) / block;
+  const int64_t jobs = batch * p.groups * time_blocks;
+  Scratch cols(threads_ * col_rows * max_inputs);
+#pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t tb = job % time_blocks;
+    const int64_t g = job / time_blocks % p.groups;
+    const int64_t b = job / time_blocks / p.groups;
+    float* col = cols.data() + omp_get_thread_num() * col_rows * max_inputs;
+    const int64_t o0 = tb * block;
+    const int64_t o1 = std::min(t_out, o0 + block);
+    float* og = po + (b * cout + g * cout_g) * t_out;
+    for (int64_t co = 0; co < cout_g; ++co) {
+      std::fill(og + co * t_out + o0, og + co * t_out + o1, pb ? pb[g * cout_g + co] : 0.0f);
+    }
+    // Input t reaches outputs t·stride − padding + [0, span].
+    const int64_t lo = std::max<int64_t>(0, ceil_div(o0 + p.padding - span, p.stride));
+    const int64_t hi = std::min(t_in, floor_div(o1 - 1 + p.padding, p.stride) + 1);
+    if (hi <= lo || cin_g == 0) continue;
+    const int64_t n = hi - lo;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(col_rows),
+                static_cast<int>(n), static_cast<int>(cin_g), 1.0f,
+                weight.data<float>() + g * cin_g * col_rows, static_cast<int>(col_rows),
+                px + (b * cin + g * cin_g) * t_in + lo, static_cast<int>(t_in), 0.0f, col,
+                static_cast<int>(n));
+    // out[co, (lo + i)·stride + shift] += col[co·K + k, i] for the positions inside the block.
+    for (int64_t co = 0; co < cout_g; ++co) {
+      float* orow = og + co * t_out;
+      for (int64_t k = 0; k < k_size; ++k) {
+        const float* cr = col + (co * k_size + k) * n;
+        const int64_t shift = k * p.dilation - p.padding + lo * p.stride;
+        const int64_t i0 = std::max<int64_t>(0, ceil_div(o0 - shift, p.stride));
+        const int64_t i1 = std::min(n, ceil_div(o1 - shift, p.stride));
+        for (int64_t i = i0; i < i1; ++i) orow[i * p.stride + shift] += cr[i];
       }
     }
   }
@@ -415,56 +554,57 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
   const int64_t tk = k.size(1);
   const int64_t row = heads * dim;  // stride between time steps of one head
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Scratch scores(tq * tk);
-  for (int64_t b = 0; b < batch; ++b) {
+  Scratch scores(threads_ * tq * tk);
+  const int64_t jobs = batch * heads;
+#pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t b = job / heads;
+    const int64_t h = job % heads;
     // Both masks keep a prefix of the keys: query i sees keys [0, visible(i)).
     const int64_t valid = params.key_lengths.empty() ? tk : params.key_lengths[b];
     const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* qb = q.data<float>() + b * tq * row + h * dim;
-      const float* kb = k.data<float>() + b * tk * row + h * dim;
-      const float* vb = v.data<float>() + b * tk * row + h * dim;
-      float* ob = out.data<float>() + b * tq * row + h * dim;
-      float* s = scores.data();
-      if (valid > 0 && dim > 0) {
-        // s [tq, valid] = scale · q·kᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
-                    static_cast<int>(valid), static_cast<int>(dim), params.scale, qb,
-                    static_cast<int>(row), kb, static_cast<int>(row), 0.0f, s,
-                    static_cast<int>(valid));
-      } else if (valid > 0) {
-        std::fill(s, s + tq * valid, 0.0f);
+    const float* qb = q.data<float>() + b * tq * row + h * dim;
+    const float* kb = k.data<float>() + b * tk * row + h * dim;
+    const float* vb = v.data<float>() + b * tk * row + h * dim;
+    float* ob = out.data<float>() + b * tq * row + h * dim;
+    float* s = scores.data() + omp_get_thread_num() * tq * tk;
+    if (valid > 0 && dim > 0) {
+      // s [tq, valid] = scale · q·kᵀ
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
+                  static_cast<int>(valid), static_cast<int>(dim), params.scale, qb,
+                  static_cast<int>(row), kb, static_cast<int>(row), 0.0f, s,
+                  static_cast<int>(valid));
+    } else if (valid > 0) {
+      std::fill(s, s + tq * valid, 0.0f);
+    }
+    // Masked softmax between the two gemms.
+    for (int64_t i = 0; i < tq; ++i) {
+      const int64_t seen = params.causal ? std::clamp(offset + i + 1, int64_t{0}, valid) : valid;
+      float* si = s + i * valid;
+      if (seen == 0) {
+        std::fill(si, si + valid, 0.0f);
+        continue;
       }
-      // Masked softmax on this thread, between the two (multi-threaded) gemms.
-      for (int64_t i = 0; i < tq; ++i) {
-        const int64_t seen = params.causal ? std::clamp(offset + i + 1, int64_t{0}, valid) : valid;
-        float* si = s + i * valid;
-        if (seen == 0) {
-          std::fill(si, si + valid, 0.0f);
-          continue;
-        }
-        float max_score = si[0];
-        for (int64_t j = 1; j < seen; ++j) max_score = std::max(max_score, si[j]);
-        float total = 0.0f;
-        for (int64_t j = 0; j < seen; ++j) {
-          si[j] = std::exp(si[j] - max_score);
-          total += si[j];
-        }
-        const float inv = 1.0f / total;
-        for (int64_t j = 0; j < seen; ++j) si[j] *= inv;
-        std::fill(si + seen, si + valid, 0.0f);
+      float max_score = si[0];
+      for (int64_t j = 1; j < seen; ++j) max_score = std::max(max_score, si[j]);
+      float total = 0.0f;
+      for (int64_t j = 0; j < seen; ++j) {
+        si[j] = std::exp(si[j] - max_score);
+        total += si[j];
       }
-      if (valid > 0 && dim > 0) {
-        // out [tq, dim] = p [tq, valid] · v [valid, dim]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
-                    static_cast<int>(dim), static_cast<int>(valid), 1.0f, s,
-                    static_cast<int>(valid), vb, static_cast<int>(row), 0.0f, ob,
-                    static_cast<int>(row));
-      }
-      for (int64_t i = 0; i < tq; ++i) {
-        const bool blind = valid == 0 || (params.causal && offset + i < 0);
-        if (blind) std::fill(ob + i * row, ob + i * row + dim, nan);
-      }
+      const float inv = 1.0f / total;
+      for (int64_t j = 0; j < seen; ++j) si[j] *= inv;
+      std::fill(si + seen, si + valid, 0.0f);
+    }
+    if (valid > 0 && dim > 0) {
+      // out [tq, dim] = p [tq, valid] · v [valid, dim]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
+                  static_cast<int>(dim), static_cast<int>(valid), 1.0f, s, static_cast<int>(valid),
+                  vb, static_cast<int>(row), 0.0f, ob, static_cast<int>(row));
+    }
+    for (int64_t i = 0; i < tq; ++i) {
+      const bool blind = valid == 0 || (params.causal && offset + i < 0);
+      if (blind) std::fill(ob + i * row, ob + i * row + dim, nan);
     }
   }
 }
