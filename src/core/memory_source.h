@@ -1,0 +1,49 @@
+// Where an allocator's big segments come from: the host heap here, cudaMalloc in the CUDA
+// backend. A source only hands out and takes back whole segments; splitting and caching them is
+// the CachingAllocator's job.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "core/device.h"
+
+namespace voxd {
+
+class MemorySource {
+ public:
+  virtual ~MemorySource() = default;
+
+  // Returns `bytes` of fresh memory aligned to at least 512 bytes, or nullptr when the source is
+  // out of memory.
+  virtual void* reserve(size_t bytes) = 0;
+  // Gives back memory obtained from reserve() with the same `bytes`.
+  virtual void release(void* ptr, size_t bytes) = 0;
+  virtual Device device() const = 0;
+};
+
+// Host memory from aligned_alloc; with a capacity it simulates a small device, answering nullptr
+// once more than `capacity` bytes would be out at once. Thread-safe.
+class HostMemorySource final : public MemorySource {
+ public:
+  static constexpr size_t kAlignment = 4096;
+
+  explicit HostMemorySource(size_t capacity = SIZE_MAX) : capacity_(capacity) {}
+  HostMemorySource(const HostMemorySource&) = delete;
+  HostMemorySource& operator=(const HostMemorySource&) = delete;
+
+  void* reserve(size_t bytes) override;
+  void release(void* ptr, size_t bytes) override;
+  Device device() const override { return Device::cpu(); }
+
+  // Bytes reserved and not yet released.
+  size_t outstanding() const;
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mutex_;
+  size_t outstanding_ = 0;
+};
+
+}  // namespace voxd
