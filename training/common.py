@@ -12,7 +12,7 @@ import torch
 TRAINING = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TRAINING)
 sys.path.insert(0, os.path.join(REPO, "tools"))
-DEFAULT_CONFIG = os.path.join(TRAINING, "en-demo.yaml")
+DEFAULT_CONFIG = os.environ.get("VOXD_TRAIN_CONFIG", os.path.join(TRAINING, "en-demo.yaml"))
 SYMBOLS = os.path.join(REPO, "data", "symbols", "espeak-ipa-en.txt")
 SHARD_BYTES = 15 * 1024 * 1024  # every checkpoint file stays under 16 MiB
 SAVE_MARGIN_S = 20.0  # --time-limit stops this long before the limit, to checkpoint
@@ -24,6 +24,12 @@ def load_config(path):
         raise SystemExit(f"error: {path}: no such config file")
     with open(path, encoding="utf-8") as f:
         return yaml.safe_load(f)
+
+
+def read_symbols():
+    """The espeak-ipa symbol table, one symbol per line (line n is id n)."""
+    with open(SYMBOLS, encoding="utf-8") as f:
+        return f.read().splitlines()
 
 
 def parser(description):
@@ -55,6 +61,11 @@ def device_of(name):
     return torch.device(name)
 
 
+def cpu_bf16_autocast():
+    """Whether this torch's CPU autocast runs the reference models in bfloat16."""
+    return int(torch.__version__.split(".")[0]) >= 2
+
+
 class Precision:
     """Autocast context and loss scaling for --precision on a device."""
 
@@ -63,6 +74,9 @@ class Precision:
             name = "bf16" if device.type == "cuda" else "fp32"
         if name == "fp16" and device.type != "cuda":
             raise SystemExit("error: --precision fp16 needs CUDA (use bf16 or fp32 on CPU)")
+        if name == "bf16" and device.type == "cpu" and not cpu_bf16_autocast():
+            raise SystemExit(f"error: --precision bf16 on CPU needs torch >= 2 (its CPU autocast "
+                             f"leaves LayerNorm mismatched in {torch.__version__}); use fp32")
         self.name, self.device = name, device
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(name)
         self.scaler = None

@@ -60,8 +60,9 @@ def _read_manifest(root):
         if len(u["ids"]) != len(u["durations"]) or sum(u["durations"]) != u["frames"]:
             raise DatasetError(f"{path}:{n}: durations must have one entry per id and sum to "
                                f"frames ({sum(u['durations'])} != {u['frames']})")
-        if u["frames"] != u["samples"] // features.HOP or u["frames"] < 1:
-            raise DatasetError(f"{path}:{n}: frames must be samples // {features.HOP} and > 0")
+        if u["frames"] != u["samples"] // features.HOP or u["frames"] < 2:
+            raise DatasetError(f"{path}:{n}: frames must be samples // {features.HOP} and at "
+                               "least 2 (the mel's reflect padding needs 385 samples)")
         utterances.append(u)
     if not utterances:
         raise DatasetError(f"{path}: no utterances")

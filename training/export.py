@@ -20,6 +20,7 @@ import tempfile
 
 import numpy as np
 import torch
+import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -88,11 +89,10 @@ def write_voice(ckpt, out, dtype):
         paths = {n: os.path.join(work, n) for n in ("preprocess.yaml", "model.yaml",
                                                     "stats.json", "config.json", "fs2.pth.tar",
                                                     "g_latest")}
-        common_yaml = __import__("yaml")
         for name, data in (("preprocess.yaml", PREPROCESS_YAML),
                            ("model.yaml", fs2["config"]["model"])):
             with open(paths[name], "w", encoding="utf-8") as f:
-                common_yaml.safe_dump(data, f, sort_keys=False)
+                yaml.safe_dump(data, f, sort_keys=False)
         hifigan_json = dict(voc["config"]["generator"], sampling_rate=22050, hop_size=256,
                             n_fft=1024, win_size=1024, fmin=0, fmax=8000,
                             segment_size=voc["config"]["segment_size"])
@@ -113,7 +113,7 @@ def write_voice(ckpt, out, dtype):
 
 
 def write_fixture(model, generator, path, dtype):
-    symbols = open(common.SYMBOLS, encoding="utf-8").read().splitlines()
+    symbols = common.read_symbols()
     round_to_storage(model, dtype)
     round_to_storage(generator, dtype)
     tensors = {}

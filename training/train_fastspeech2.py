@@ -99,7 +99,7 @@ class Trainer:
         self.data.train = [u for u in self.data.train if self.data.frames[u] <= max_len]
         if too_long:
             common.log(NAME, f"skipping {len(too_long)} utterances longer than {max_len} frames")
-        self.n_symbols = len(open(common.SYMBOLS, encoding="utf-8").read().splitlines())
+        self.n_symbols = len(common.read_symbols())
         torch.manual_seed(args.seed)
         self.model = build_model(self.cfg, self.data.stats, self.n_symbols).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.cfg["lr"],
@@ -109,6 +109,7 @@ class Trainer:
                                                            noam(self.cfg["warmup_steps"]))
         self.precision = common.Precision(args.precision, self.device)
         self.step = 0
+        self.history = []  # (step, mean losses) at each report
         self.epoch_batches, self.epoch = None, -1
         self.per_epoch = len(self.data.batches(self.batch_size, random.Random(0),
                                                self.cfg["group_size"]))
@@ -141,8 +142,8 @@ class Trainer:
                  "config": self.cfg, "stats": self.data.stats, "n_symbols": self.n_symbols}
         common.save_checkpoint(self.args.ckpt, state)
 
-    def train(self):
-        args, clock = self.args, common.Clock(self.args.time_limit)
+    def train(self, clock):
+        args = self.args
         self.model.train()
         sums = torch.zeros(6, device=self.device)
         count, frames, t0, start_step = 0, 0, time.time(), self.step
@@ -177,6 +178,7 @@ class Trainer:
 
     def report(self, means, frames, seconds):
         m = means.tolist()
+        self.history.append((self.step, m))
         common.log(NAME, f"step {self.step} loss {m[0]:.4f} mel {m[1]:.4f} postnet {m[2]:.4f} "
                          f"pitch {m[3]:.4f} energy {m[4]:.4f} duration {m[5]:.4f} "
                          f"lr {self.scheduler.get_last_lr()[0]:.2e} "
@@ -185,8 +187,9 @@ class Trainer:
 
 def main(argv=None):
     args = common.parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    clock = common.Clock(args.time_limit)  # set-up time counts against --time-limit too
     try:
-        Trainer(args).train()
+        Trainer(args).train(clock)
     except datasets.DatasetError as e:
         raise SystemExit(f"error: {e}") from None
 

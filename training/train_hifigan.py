@@ -169,6 +169,7 @@ class Trainer:
         self.sample = self.data.segment_sampler(self.cfg["segment_size"] // features.HOP,
                                                 self.sampler_rng)
         self.step = 0
+        self.history = []  # (step, mean losses) at each report
         state = None if args.no_resume else common.load_checkpoint(args.ckpt)
         if state is not None:
             for name in ("generator", "mpd", "msd", "optim_g", "optim_d", "sched_g", "sched_d"):
@@ -226,8 +227,8 @@ class Trainer:
         self.sched_d.step()
         return torch.cat([d_sum.view(1), g_sums])
 
-    def train(self):
-        args, clock = self.args, common.Clock(self.args.time_limit)
+    def train(self, clock):
+        args = self.args
         for m in (self.generator, self.mpd, self.msd):
             m.train()
         n_g = sum(x.numel() for x in self.generator.parameters())
@@ -255,6 +256,7 @@ class Trainer:
 
     def report(self, means, steps, seconds):
         m = means.tolist()
+        self.history.append((self.step, m))
         seconds_of_audio = (steps * self.args.accum * self.batch_size * self.cfg["segment_size"]
                             / features.SAMPLE_RATE)
         common.log(NAME, f"step {self.step} disc {m[0]:.4f} gen {m[1]:.4f} fm {m[2]:.4f} "
@@ -265,8 +267,9 @@ class Trainer:
 
 def main(argv=None):
     args = common.parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    clock = common.Clock(args.time_limit)  # set-up time counts against --time-limit too
     try:
-        Trainer(args).train()
+        Trainer(args).train(clock)
     except datasets.DatasetError as e:
         raise SystemExit(f"error: {e}") from None
 

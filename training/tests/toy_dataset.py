@@ -104,7 +104,7 @@ def make(out, count=12):
         text_file = out + ".txt"
         with open(text_file, "w", encoding="utf-8") as f:
             f.write("\n".join(SENTENCES[n % len(SENTENCES)] for n in range(count)) + "\n")
-        subprocess.run([generator, "--text", text_file, "--out", out], check=True)
+        subprocess.run([generator, "--corpus", text_file, "--out", out], check=True)
     else:
         espeak_dataset(out, count)
     return out
