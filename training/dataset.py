@@ -198,12 +198,19 @@ class Dataset:
         mask = valid.view(valid.shape + (1,) * (rows.dim() - 2))
         return rows * mask.to(rows.dtype)
 
-    def collate(self, batch):
-        """Padded tensors of utterances `batch`: ids [B, L], src_lens [B], max_src_len, mels
-        [B, T, 80], mel_lens [B], max_mel_len, pitch [B, L], energy [B, L], durations [B, L].
-        The maxima are host ints (no device sync)."""
+    def upload(self, batches):
+        """The batches' utterance indices as device tensors, in one host-to-device copy (a copy
+        from pageable memory waits for the GPU, so one per epoch rather than one per step)."""
+        flat = torch.as_tensor(np.concatenate(batches)).to(self.device)
+        return list(torch.split(flat, [len(b) for b in batches]))
+
+    def collate(self, batch, index=None):
+        """Padded tensors of utterances `batch` (`index`: the same on the device, from upload):
+        ids [B, L], src_lens [B], max_src_len, mels [B, T, 80], mel_lens [B], max_mel_len,
+        pitch [B, L], energy [B, L], durations [B, L]. The maxima are host ints."""
         max_src, max_mel = int(self.tokens[batch].max()), int(self.frames[batch].max())
-        index = torch.as_tensor(batch).to(self.device)
+        if index is None:
+            index = torch.as_tensor(batch).to(self.device)
         src_lens = self.tok_off_t[index + 1] - self.tok_off_t[index]
         mel_lens = self.mel_off_t[index + 1] - self.mel_off_t[index]
         tok0, mel0 = self.tok_off_t[index], self.mel_off_t[index]

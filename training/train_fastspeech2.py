@@ -110,7 +110,7 @@ class Trainer:
         self.precision = common.Precision(args.precision, self.device)
         self.step = 0
         self.history = []  # (step, mean losses) at each report
-        self.epoch_batches, self.epoch = None, -1
+        self.epoch_batches, self.epoch_indices, self.epoch = None, None, -1
         self.per_epoch = len(self.data.batches(self.batch_size, random.Random(0),
                                                self.cfg["group_size"]))
         state = None if args.no_resume else common.load_checkpoint(args.ckpt)
@@ -132,7 +132,9 @@ class Trainer:
             self.epoch_batches = self.data.batches(
                 self.batch_size, random.Random(self.args.seed * 100003 + epoch),
                 self.cfg["group_size"])
-        return self.data.collate(self.epoch_batches[k % per_epoch])
+            self.epoch_indices = self.data.upload(self.epoch_batches)
+        return self.data.collate(self.epoch_batches[k % per_epoch],
+                                 self.epoch_indices[k % per_epoch])
 
     def save(self):
         state = {"model": self.model.state_dict(),
