@@ -20,8 +20,8 @@
 #       4. benchmarks: every executable in build-gpu/dist/bench/ (none yet; a later step adds
 #          them);
 #       5. a summary table (tests passed/failed, sanitizer errors).
-#       Logs go to $OUT (or build-gpu/dist/logs when $OUT is unset). Exit status 0 only when
-#       every step passed.
+#       Logs go to $OUT (or a temporary folder when $OUT is unset). Exit status 0 only when
+#       every step passed; the whole run stays under the run tool's 600 s.
 #
 # The device run, after `scripts/gpu-check.sh pack` here:
 #   run(command="scripts/gpu-check.sh", carry=["build-gpu/dist"], kind="nvidia-h200",
@@ -52,10 +52,11 @@ pack() {
   echo "now: run(command=\"scripts/gpu-check.sh\", carry=[\"build-gpu/dist\"])"
 }
 
-# Writes $DIST/ctest/CTestTestfile.cmake with one test per gtest case of each binary.
+# Writes a CTestTestfile.cmake (in a fresh temporary folder, printed) with one test per gtest case
+# of each binary.
 write_ctest_file() {
-  local dir="$DIST/ctest"
-  mkdir -p "$dir"
+  local dir
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/voxd-gpu-ctest.XXXXXX")"
   local file="$dir/CTestTestfile.cmake"
   : >"$file"
   local t suite line name
@@ -87,7 +88,7 @@ find_sanitizer() {
 }
 
 check() {
-  local logs="${OUT:-$DIST/logs}"
+  local logs="${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/voxd-gpu-logs.XXXXXX")}"
   mkdir -p "$logs"
   export LD_LIBRARY_PATH="$DIST/lib:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export VOXD_SOURCE_DIR="$ROOT"
@@ -122,13 +123,13 @@ check() {
     local log errors rc
     for t in "${TESTS[@]}"; do
       log="$logs/memcheck-$t.log"
-      timeout "${MEMCHECK_TIMEOUT:-200}" "$sanitizer" --tool memcheck --leak-check full \
+      timeout "${MEMCHECK_TIMEOUT:-150}" "$sanitizer" --tool memcheck --leak-check full \
         --error-exitcode 99 "$DIST/bin/$t" --gtest_filter="${filters[$t]}" >"$log" 2>&1
       rc=$?
       tail -n 5 "$log"
       errors="$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | tail -1 | grep -oE '[0-9]+')"
       if [[ $rc -eq 124 ]]; then
-        rows+=("memcheck $t|timed out after ${MEMCHECK_TIMEOUT:-200} s (${errors:-?} errors so far)")
+        rows+=("memcheck $t|timed out after ${MEMCHECK_TIMEOUT:-150} s (${errors:-?} errors so far)")
         status=1
       else
         rows+=("memcheck $t|${errors:-?} errors, gtest $(grep -oE '\[  (PASSED|FAILED)  \] [0-9]+' "$log" | tr '\n' ' ')(exit $rc)")
