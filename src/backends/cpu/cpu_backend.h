@@ -10,11 +10,12 @@
 // conv1d with stride 1 (every HiFi-GAN and FastSpeech2 convolution) is a direct AVX2/FMA kernel:
 // a job copies its input window x[:, t0 − padding, + block + dilation·(K − 1)] into a zero-padded
 // panel that stays in L2 (128 KiB) and sweeps it with register tiles of 4 output channels × 24
-// steps that accumulate every tap of every input channel in registers. It runs at ~30 GFLOP/s per
-// core for 32..512 channels (a 2 GHz Zen core peaks at 32) and ~20 for 8 channels; the earlier
-// sum of per-tap sgemms ran at 10..30. Strided conv1d is im2col + sgemm per job.
-// conv_transpose1d: a job owns a block of output steps, computes wᵀ·x (sgemm) for the inputs
-// that reach it and overlap-adds only into its block, so jobs never write the same memory.
+// steps that accumulate every tap of every input channel in registers. It runs at 27-31 GFLOP/s
+// per core for 32..512 channels and ~20 for 8 channels on the 2-core Zen 1 bench machine, whose
+// FMA peak is 38 per core (bench/NOTES.md); OpenBLAS runs these shapes at 16-31. Strided conv1d is
+// im2col + sgemm per job. conv_transpose1d: a job owns a block of output steps, computes wᵀ·x
+// (sgemm) for the inputs that reach it and overlap-adds only into its block, so jobs never write
+// the same memory.
 //
 // The kernels need AVX2 and FMA (x86-64-v3, the Release build's target); the constructor throws
 // voxd::Error on an older CPU.
