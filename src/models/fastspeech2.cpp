@@ -573,7 +573,8 @@ int64_t FastSpeech2::n_speakers() const {
 AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
                                     const std::vector<int64_t>& speakers,
                                     const SynthesisControls& controls,
-                                    FastSpeech2Debug* debug) const {
+                                    FastSpeech2Debug* debug,
+                                    const std::vector<std::vector<int64_t>>& forced_durations) const {
   const Weights& w = *weights_;
   const FastSpeech2Config& c = config_;
   const auto batch = static_cast<int64_t>(ids.size());
@@ -599,6 +600,27 @@ AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<
     if (speakers[b] < 0 || speakers[b] >= w.n_speakers) {
       throw InputError("FastSpeech2: speaker id " + std::to_string(speakers[b]) + " of sequence " +
                        std::to_string(b) + " is outside [0, " + std::to_string(w.n_speakers) + ")");
+    }
+  }
+  if (!forced_durations.empty()) {
+    if (forced_durations.size() != ids.size()) {
+      throw InputError("FastSpeech2: " + std::to_string(forced_durations.size()) +
+                       " forced duration lists for " + std::to_string(batch) + " sequences");
+    }
+    for (size_t b = 0; b < ids.size(); ++b) {
+      if (forced_durations[b].size() != ids[b].size()) {
+        throw InputError("FastSpeech2: " + std::to_string(forced_durations[b].size()) +
+                         " forced durations for sequence " + std::to_string(b) + " of " +
+                         std::to_string(ids[b].size()) + " symbols");
+      }
+      for (size_t t = 0; t < ids[b].size(); ++t) {
+        if (forced_durations[b][t] < 0) {
+          throw InputError("FastSpeech2: forced duration " +
+                           std::to_string(forced_durations[b][t]) + " at position " +
+                           std::to_string(t) + " of sequence " + std::to_string(b) +
+                           " is negative");
+        }
+      }
     }
   }
   const int64_t max_src = *std::max_element(src_lens.begin(), src_lens.end());
@@ -644,6 +666,10 @@ AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<
         const float r =
             std::nearbyint(std::exp(log_values[static_cast<size_t>(b * max_src + t)]) - 1.0f);
         const float d = std::max(r * controls.duration_scale, 0.0f);
+        if (!forced_durations.empty()) {  // reported in debug only; the forced ones are used
+          rounded[static_cast<size_t>(b)].push_back(d);
+          continue;
+        }
         if (!std::isfinite(d) || d > 1e9f) {
           throw Error("FastSpeech2: the duration predicted for symbol " + std::to_string(t) +
                       " of sequence " + std::to_string(b) + " is not a usable frame count (" +
@@ -652,6 +678,10 @@ AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<
         rounded[static_cast<size_t>(b)].push_back(d);
         frames.push_back(static_cast<int64_t>(d));  // int() truncates
         total += frames.back();
+      }
+      if (!forced_durations.empty()) {
+        frames = forced_durations[static_cast<size_t>(b)];
+        for (const int64_t f : frames) total += f;
       }
       result.durations.push_back(std::move(frames));
       result.mel_lengths.push_back(total);

@@ -106,7 +106,8 @@ struct AcousticOutput {
   // past a sequence's length are padding (not zeroed, as in the original).
   Tensor mel;
   std::vector<int64_t> mel_lengths;
-  // Frames per input symbol (the length regulator's int() of the rounded durations).
+  // Frames per input symbol (the length regulator's int() of the rounded durations, or the
+  // forced durations when forward was given them).
   std::vector<std::vector<int64_t>> durations;
 };
 
@@ -136,9 +137,18 @@ class FastSpeech2 {
   // (`speakers` empty means speaker 0 for all). An id outside [0, n_symbols()) or a speaker
   // outside [0, n_speakers()) throws voxd::InputError naming it. `debug`, when given, receives
   // the intermediate results.
+  //
+  // `forced_durations`, when not empty, replaces the predicted durations: one list per sequence,
+  // as long as that sequence, of frame counts >= 0 that the length regulator uses as they are
+  // (duration_scale does not apply to them). The duration predictor still runs: debug's
+  // log_durations and rounded_durations keep the predicted values, so a caller can see how
+  // they differ. Uses: duration control (durations from an aligner or an editor), and comparing
+  // frame-level outputs across precisions with the same frames. A list of the wrong count or
+  // length, or a negative count, throws voxd::InputError naming it.
   AcousticOutput forward(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
                          const std::vector<int64_t>& speakers, const SynthesisControls& controls,
-                         FastSpeech2Debug* debug = nullptr) const;
+                         FastSpeech2Debug* debug = nullptr,
+                         const std::vector<std::vector<int64_t>>& forced_durations = {}) const;
 
   const FastSpeech2Config& config() const { return config_; }
   // Rows of encoder.src_word_emb (the original's len(symbols) + 1).

@@ -325,5 +325,83 @@ TEST(FastSpeech2Inputs, ZeroFramesGiveAnEmptyMel) {
   EXPECT_EQ(out.durations, (std::vector<std::vector<int64_t>>{{0, 0, 0}}));
 }
 
+// Forced durations: the fixture's own durations give the fixture's outputs (on both backends);
+// others drive the length regulator as given, with duration_scale not applied, while debug keeps
+// the predicted durations.
+TEST(FastSpeech2ForcedDurations, ReplaceThePrediction) {
+  for (const std::string backend : {"reference", "cpu"}) {
+    Runner dev(backend);
+    auto weights = SafetensorsFile::open(kFixtures + "batch/acoustic.safetensors");
+    auto io = SafetensorsFile::open(kFixtures + "batch/io.safetensors");
+    const FastSpeech2 model = FastSpeech2::load(dev.ctx, read_config("batch"), *weights);
+    const Inputs in = read_inputs(*io);
+    const Tensor durations = io->get("durations");
+    const std::vector<int64_t> flat = durations.to_int_vector();
+    const std::vector<float> expected_rounded = io->get("d_rounded").to_float_vector();
+    std::vector<std::vector<int64_t>> forced;
+    for (size_t b = 0; b < in.ids.size(); ++b) {
+      const auto row = flat.begin() + static_cast<int64_t>(b) * durations.size(1);
+      forced.emplace_back(row, row + static_cast<int64_t>(in.ids[b].size()));
+    }
+    FastSpeech2Debug debug;
+    const AcousticOutput same =
+        model.forward(dev.ctx, in.ids, in.speakers, in.controls, &debug, forced);
+    EXPECT_EQ(same.durations, forced) << backend;
+    EXPECT_EQ(same.mel_lengths, io->get("mel_lens").to_int_vector()) << backend;
+    EXPECT_LE(max_abs_diff(ops::to_host(dev.ctx, same.mel), io->get("postnet_mel")), kTolerance)
+        << backend;
+    EXPECT_LE(max_abs_diff(ops::to_host(dev.ctx, debug.pitch), io->get("pitch")), kTolerance);
+    EXPECT_LE(max_abs_diff(ops::to_host(dev.ctx, debug.energy), io->get("energy")), kTolerance);
+
+    // Two frames per symbol, and a duration_scale that would change predicted durations.
+    SynthesisControls controls = in.controls;
+    controls.duration_scale = 3.0f;
+    std::vector<std::vector<int64_t>> twos;
+    for (const auto& seq : in.ids) twos.emplace_back(seq.size(), 2);
+    FastSpeech2Debug twos_debug;
+    const AcousticOutput out =
+        model.forward(dev.ctx, in.ids, in.speakers, controls, &twos_debug, twos);
+    EXPECT_EQ(out.durations, twos) << backend;
+    const std::vector<int64_t> lens = {2 * static_cast<int64_t>(in.ids[0].size()),
+                                       2 * static_cast<int64_t>(in.ids[1].size())};
+    EXPECT_EQ(out.mel_lengths, lens) << backend;
+    EXPECT_EQ(out.mel.shape(), (Shape{2, lens[0], 80})) << backend;
+    // The predicted durations are still reported (the second time scaled by 3).
+    const std::vector<float> log_d = ops::to_host(dev.ctx, twos_debug.log_durations).to_float_vector();
+    for (size_t b = 0; b < in.ids.size(); ++b) {
+      for (size_t t = 0; t < in.ids[b].size(); ++t) {
+        const size_t at = b * static_cast<size_t>(durations.size(1)) + t;
+        EXPECT_EQ(debug.rounded_durations[b][t], expected_rounded[at]);
+        EXPECT_EQ(twos_debug.rounded_durations[b][t],
+                  std::max(std::nearbyint(std::exp(log_d[at]) - 1.0f) * 3.0f, 0.0f))
+            << "sequence " << b << " row " << t;
+      }
+    }
+  }
+}
+
+TEST(FastSpeech2ForcedDurations, BadListsThrowInputError) {
+  Runner dev("reference");
+  auto weights = SafetensorsFile::open(kFixtures + "single_phoneme_linear/acoustic.safetensors");
+  const FastSpeech2 model =
+      FastSpeech2::load(dev.ctx, read_config("single_phoneme_linear"), *weights);
+  const auto expect_error = [&](const std::vector<std::vector<int64_t>>& ids,
+                                const std::vector<std::vector<int64_t>>& forced,
+                                const std::string& needle) {
+    try {
+      model.forward(dev.ctx, ids, {}, {}, nullptr, forced);
+      FAIL() << "expected an InputError mentioning " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{5, 6}}, {{1, 1}, {1}}, "2 forced duration lists for 1 sequences");
+  expect_error({{5, 6}, {7}}, {{1, 1}, {1, 2}}, "2 forced durations for sequence 1 of 1 symbols");
+  expect_error({{5, 6}}, {{1, -1}}, "forced duration -1 at position 1 of sequence 0");
+  // All zero: an empty mel, as with predicted durations that truncate to zero.
+  const AcousticOutput out = model.forward(dev.ctx, {{5, 6, 7}}, {}, {}, nullptr, {{0, 0, 0}});
+  EXPECT_EQ(out.mel.shape(), (Shape{1, 0, 80}));
+}
+
 }  // namespace
 }  // namespace voxd

@@ -352,16 +352,17 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
     return;
   }
   const cudaDataType type = cuda_type(dtype);
+  // The bias goes into out first and the gemm accumulates onto it (beta 1), so x·Wᵀ + bias is
+  // summed in F32 and rounded to a half dtype once, not once after the gemm and again after a
+  // separate bias add.
+  if (bias.defined()) fill_bias(bias, {0, 1}, out, stream, op);
+  const float beta = bias.defined() ? 1.0f : 0.0f;
   // Row-major out [rows, features] is column-major [features, rows] = Wᵀ-as-stored · x.
   for (int64_t r0 = 0; r0 < rows; r0 += INT_MAX) {
     const int64_t count = std::min<int64_t>(INT_MAX, rows - r0);
     gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, features, count, in,
-         {weight.raw_data(), type, in, 0}, {element(x, r0 * in), type, in, 0}, 0.0f,
+         {weight.raw_data(), type, in, 0}, {element(x, r0 * in), type, in, 0}, beta,
          element(out, r0 * features), type, features, 0, 1);
-  }
-  if (bias.defined()) {
-    cuda::binary(out.raw_data(), bias.raw_data(), make_layout(op, out.shape(), {0, 1}),
-                 out.raw_data(), dtype, out.numel(), BinaryOp::Add, stream, op);
   }
 }
 
