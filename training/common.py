@@ -43,6 +43,8 @@ def parser(description):
                    f"{SAVE_MARGIN_S:.0f} s before (0: none)")
     p.add_argument("--save-every", type=int, default=2000, help="checkpoint every N steps")
     p.add_argument("--log-every", type=int, default=100, help="print losses every N steps")
+    p.add_argument("--log-seconds", type=float, default=0, help="also print losses when this "
+                   "many seconds passed since the last report (0: only every --log-every)")
     p.add_argument("--accum", type=int, default=1, help="gradient accumulation micro-batches")
     p.add_argument("--batch-size", type=int, help="override the config's batch size")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
@@ -50,6 +52,14 @@ def parser(description):
     p.add_argument("--device", default="auto", help="auto, cuda or cpu")
     p.add_argument("--no-resume", action="store_true", help="start over even if --ckpt exists")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1),
+                   help="torch CPU threads of this process (default min(4, cores): two "
+                   "trainers share the GPU machine's cores; 0: torch's default)")
+    p.add_argument("--light", metavar="DIR", help="at every checkpoint also write a light one "
+                   "(f16 weights, fewer or no optimizer moments) to DIR; it resumes like a full "
+                   "one, with fresh moments where they were dropped")
+    p.add_argument("--rewarmup", type=int, default=200, help="after resuming an optimizer "
+                   "without moments (light checkpoint), ramp its lr up linearly over N steps")
     return p
 
 
@@ -219,12 +229,101 @@ class Clock:
         return self.limit > 0 and self.elapsed() > self.limit - SAVE_MARGIN_S
 
 
-def setup_backends(device):
+def setup_backends(device, args=None, benchmark=True):
+    """CPU threads (--threads) and, on CUDA, TF32 and cudnn.benchmark. benchmark=False for
+    models whose input shapes change every step: cudnn.benchmark times every convolution
+    algorithm again for each new shape (forward and both backwards), hundreds of ms a shape."""
+    if args is not None and args.threads > 0:
+        torch.set_num_threads(args.threads)
     if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.benchmark = benchmark
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
 
 def log(name, message):
     print(f"[{name}] {message}", flush=True)
+
+
+def adamw(params, device, **kwargs):
+    """AdamW, fused (one kernel per step for all parameters) on CUDA where torch has it."""
+    if device.type == "cuda":
+        try:
+            return torch.optim.AdamW(params, fused=True, **kwargs)
+        except (TypeError, RuntimeError):
+            pass
+    return torch.optim.AdamW(params, **kwargs)
+
+
+def config_line(device, precision, args, batch):
+    return (f"config: batch {batch}x{args.accum}, {precision.name} on {device}, torch "
+            f"{torch.__version__}, {torch.get_num_threads()} CPU threads, cudnn.benchmark "
+            f"{torch.backends.cudnn.benchmark if device.type == 'cuda' else '-'}, log every "
+            f"{args.log_every}, save every {args.save_every}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Light checkpoints: what travels into a cold machine (docs/voices.md). Trainable weights as
+# float16 (bfloat16 for a tensor outside float16's range), buffers and frozen tables (position
+# encodings, bins, BatchNorm statistics) as they are, and only the optimizer moments the trainer
+# keeps; "light": True. load_state_dict casts the weights back to float32. A resumed run is not
+# bit-exact (weights rounded, dropped moments start from zero), see Rewarmup.
+
+
+def light_tensor(t):
+    if not t.is_floating_point() or t.dtype != torch.float32:
+        return t
+    half = t.half()
+    if torch.isfinite(half).all() or not torch.isfinite(t).all():
+        return half
+    return t.bfloat16()
+
+
+def light_model_state(module):
+    """module.state_dict() with the trainable parameters rounded by light_tensor."""
+    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+    return {n: (light_tensor(t) if n in trainable else t)
+            for n, t in module.state_dict().items()}
+
+
+class Rewarmup:
+    """Linear lr ramp over `steps` optimizer steps for an optimizer resumed without moments
+    (Adam's first updates are about lr per weight whatever the gradient, which would shake a
+    trained model at the schedule's full lr). Scales the lr only around optimizer.step(), so the
+    scheduler's own lr (and its state) are untouched."""
+
+    def __init__(self, optimizer, steps):
+        self.optimizer, self.steps, self.done = optimizer, steps, 0
+
+    @contextlib.contextmanager
+    def scaled(self):
+        if self.done >= self.steps:
+            yield
+            return
+        self.done += 1
+        factor = self.done / (self.steps + 1)
+        saved = [g["lr"] for g in self.optimizer.param_groups]
+        for g in self.optimizer.param_groups:
+            g["lr"] = g["lr"] * factor
+        try:
+            yield
+        finally:
+            for g, lr in zip(self.optimizer.param_groups, saved):
+                g["lr"] = lr
+
+
+def load_optimizer(optimizer, state, scheduler, rewarmup_steps):
+    """Loads `state` into `optimizer` (keeping how it was built: fused/foreach are this machine's
+    choice, not the checkpoint's), or, when the checkpoint dropped it (light), keeps the fresh
+    optimizer at the scheduler's current lr. Returns the Rewarmup to step with (0 steps when
+    the moments were there)."""
+    if state is not None:
+        kept = [{k: g[k] for k in ("fused", "foreach", "capturable") if k in g}
+                for g in optimizer.param_groups]
+        optimizer.load_state_dict(state)
+        for g, k in zip(optimizer.param_groups, kept):
+            g.update(k)
+        return Rewarmup(optimizer, 0)
+    for g, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+        g["lr"] = lr
+    return Rewarmup(optimizer, rewarmup_steps)

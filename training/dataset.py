@@ -204,11 +204,16 @@ class Dataset:
         flat = torch.as_tensor(np.concatenate(batches)).to(self.device)
         return list(torch.split(flat, [len(b) for b in batches]))
 
-    def collate(self, batch, index=None):
+    def collate(self, batch, index=None, round_src=1, round_mel=1, max_mel_cap=None):
         """Padded tensors of utterances `batch` (`index`: the same on the device, from upload):
         ids [B, L], src_lens [B], max_src_len, mels [B, T, 80], mel_lens [B], max_mel_len,
-        pitch [B, L], energy [B, L], durations [B, L]. The maxima are host ints."""
+        pitch [B, L], energy [B, L], durations [B, L]. The maxima are host ints, rounded up to
+        multiples of round_src / round_mel (at most max_mel_cap frames), so that few distinct
+        shapes occur (each new shape costs cuDNN plan building and allocator blocks)."""
         max_src, max_mel = int(self.tokens[batch].max()), int(self.frames[batch].max())
+        max_src = -(-max_src // round_src) * round_src
+        rounded = -(-max_mel // round_mel) * round_mel
+        max_mel = rounded if max_mel_cap is None else max(max_mel, min(rounded, max_mel_cap))
         if index is None:
             index = torch.as_tensor(batch).to(self.device)
         src_lens = self.tok_off_t[index + 1] - self.tok_off_t[index]

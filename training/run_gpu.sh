@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # One GPU session of en-demo training: FastSpeech2 and HiFi-GAN train at the same time on the one
-# GPU (two processes), each resuming from CKPT if a checkpoint is there, each stopping cleanly
-# (checkpoint written) before the wall-time budget ends. Then the checkpoints are copied to
-# $OUT/fastspeech2/part-*.pt and $OUT/hifigan/part-*.pt (when OUT is set) and a summary printed.
+# GPU (two processes, 4 CPU threads each), each resuming from CKPT if a checkpoint is there (full
+# or light), each stopping cleanly (checkpoint written) before the wall-time budget ends. Each
+# also writes a light checkpoint (CKPT/light/<model>, ~10 + ~6.5 MB) that can be carried into a
+# cold machine. When OUT is set, these come back (at most 8 files, 64 MiB):
+#   $OUT/light/fastspeech2/part-0.pt, $OUT/light/hifigan/part-0.pt   always (carry these back
+#       as out/ckpt/fastspeech2/part-0.pt and out/ckpt/hifigan/part-0.pt)
+#   $OUT/logs/train.log                                               both trainers' logs
+#   $OUT/hifigan/part-*.pt, then $OUT/fastspeech2/part-*.pt           full checkpoints, each
+#       only if it fits in what is left of the 8 files / 64 MiB
+# and a summary is printed.
 #
 #   training/run_gpu.sh DATASET CKPT [SECONDS]
 #
@@ -23,6 +30,11 @@ ckpt=$2
 budget=${3:-510}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
+# Two processes on the machine's cores: a few intra-op threads each (torch's default is one per
+# core in each process; the GPU trainers hardly use them, but 2 x 16 spinning OpenMP threads
+# compete with the Python threads that launch the kernels).
+threads=${THREADS:-4}
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 cd "$(dirname "$0")/.."
 mkdir -p "$ckpt"
 
@@ -43,23 +55,43 @@ limit=$(( budget - ($(date +%s) - start) - copy_reserve ))
 echo "training for ${limit} s (budget ${budget} s)"
 
 "$py" training/train_fastspeech2.py --data "$data" --ckpt "$ckpt/fastspeech2" \
-    --time-limit "$limit" --log-every 500 --save-every 5000 2>&1 | tee "$ckpt/fastspeech2.log" &
+    --light "$ckpt/light/fastspeech2" --threads "$threads" --time-limit "$limit" \
+    --log-every 500 --log-seconds 20 --save-every 5000 2>&1 | tee "$ckpt/fastspeech2.log" &
 fs2=$!
 "$py" training/train_hifigan.py --data "$data" --ckpt "$ckpt/hifigan" \
-    --time-limit "$limit" --log-every 200 --save-every 2000 2>&1 | tee "$ckpt/hifigan.log" &
+    --light "$ckpt/light/hifigan" --threads "$threads" --time-limit "$limit" \
+    --log-every 200 --log-seconds 20 --save-every 2000 2>&1 | tee "$ckpt/hifigan.log" &
 voc=$!
 status=0
 wait "$fs2" || status=1
 wait "$voc" || status=1
 
 if [ -n "${OUT:-}" ]; then
-    for model in fastspeech2 hifigan; do
-        if [ -d "$ckpt/$model" ]; then
-            mkdir -p "$OUT/$model"
-            cp "$ckpt/$model"/part-*.pt "$OUT/$model/"
+    # $OUT takes at most 8 files, 16 MiB each, 64 MiB in all: light checkpoints and logs first,
+    # then each full checkpoint that still fits.
+    max_files=8 max_bytes=$(( 64 * 1024 * 1024 - 64 * 1024 ))
+    used_files=0 used_bytes=0
+    put() {  # put DEST FILE... : copies all FILEs to $OUT/DEST/ if they fit, else none
+        local dest=$1 n=0 bytes=0 f
+        shift
+        for f in "$@"; do [ -f "$f" ] || return 0; n=$((n + 1)); bytes=$((bytes + $(stat -c %s "$f"))); done
+        [ "$n" -gt 0 ] || return 0
+        if [ $((used_files + n)) -gt "$max_files" ] || [ $((used_bytes + bytes)) -gt "$max_bytes" ]; then
+            echo "not copied to \$OUT/$dest (no room: $n files, $bytes bytes)"
+            return 0
         fi
-    done
+        mkdir -p "$OUT/$dest"
+        cp "$@" "$OUT/$dest/"
+        used_files=$((used_files + n)) used_bytes=$((used_bytes + bytes))
+    }
+    put light/fastspeech2 "$ckpt"/light/fastspeech2/part-*.pt
+    put light/hifigan "$ckpt"/light/hifigan/part-*.pt
+    cat "$ckpt/fastspeech2.log" "$ckpt/hifigan.log" > "$ckpt/train.log" 2>/dev/null || true
+    put logs "$ckpt/train.log"
+    put hifigan "$ckpt"/hifigan/part-*.pt
+    put fastspeech2 "$ckpt"/fastspeech2/part-*.pt
     echo "copied to \$OUT: $(find "$OUT" -type f | wc -l) files, $(du -sh "$OUT" | cut -f1)"
+    find "$OUT" -type f -printf '  %P %s\n' | sort
 fi
 
 "$py" - "$ckpt" <<'EOF'
@@ -75,9 +107,9 @@ for name in ("fastspeech2", "hifigan"):
         print(f"| {name} | - | no report | - |")
         continue
     words = reports[-1].split("] ", 1)[1].split()
-    throughput = " ".join(words[-4:]) if name == "hifigan" else " ".join(words[-2:])
-    losses = " ".join(w for w in words[2:-4 if name == "hifigan" else -2]
-                      if not w.startswith("lr") and not re.match(r"\d\.\d+e", w))
+    lr = words.index("lr")
+    throughput = " ".join(words[lr + 2:])
+    losses = " ".join(words[2:lr])
     print(f"| {name} | {words[1]} | {losses} | {throughput} |")
 EOF
 echo "done in $(( $(date +%s) - start )) s, status ${status}"

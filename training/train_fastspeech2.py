@@ -27,6 +27,7 @@ import dataset as datasets  # noqa: E402
 from reference import fastspeech2  # noqa: E402
 
 NAME = "fastspeech2"
+ROUND_SRC, ROUND_MEL = 8, 32  # batch padding granularity (tokens, frames)
 
 
 def acoustic_config(model_yaml, stats):
@@ -90,7 +91,8 @@ class Trainer:
     def __init__(self, args):
         self.args = args
         self.device = common.device_of(args.device)
-        common.setup_backends(self.device)
+        # Every batch has other lengths: no cudnn.benchmark (it re-times each new shape).
+        common.setup_backends(self.device, args, benchmark=False)
         self.cfg = common.load_config(args.config)["fastspeech2"]
         self.batch_size = args.batch_size or self.cfg["batch_size"]
         self.data = datasets.Dataset(args.data, self.device, val=self.cfg["val"])
@@ -102,9 +104,10 @@ class Trainer:
         self.n_symbols = len(common.read_symbols())
         torch.manual_seed(args.seed)
         self.model = build_model(self.cfg, self.data.stats, self.n_symbols).to(self.device)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.cfg["lr"],
-                                           betas=tuple(self.cfg["betas"]), eps=self.cfg["eps"],
-                                           weight_decay=self.cfg["weight_decay"])
+        self.optimizer = common.adamw(
+            self.model.parameters(), self.device,  # the frozen tables get no grad
+            lr=self.cfg["lr"], betas=tuple(self.cfg["betas"]), eps=self.cfg["eps"],
+            weight_decay=self.cfg["weight_decay"])
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
                                                            noam(self.cfg["warmup_steps"]))
         self.precision = common.Precision(args.precision, self.device)
@@ -113,14 +116,18 @@ class Trainer:
         self.epoch_batches, self.epoch_indices, self.epoch = None, None, -1
         self.per_epoch = len(self.data.batches(self.batch_size, random.Random(0),
                                                self.cfg["group_size"]))
+        self.rewarmup = common.Rewarmup(self.optimizer, 0)
         state = None if args.no_resume else common.load_checkpoint(args.ckpt)
         if state is not None:
             self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
+            self.rewarmup = common.load_optimizer(self.optimizer, state.get("optimizer"),
+                                                  self.scheduler, args.rewarmup)
             self.step = state["step"]
             common.set_rng_state(state["rng"], self.device)
-            common.log(NAME, f"resumed {args.ckpt} at step {self.step}")
+            kind = "light checkpoint (fresh optimizer moments, lr ramp over " \
+                   f"{self.rewarmup.steps} steps)" if state.get("light") else "checkpoint"
+            common.log(NAME, f"resumed {args.ckpt} at step {self.step} from a {kind}")
 
     def batch(self, k):
         """Micro-batch number k of the run; epochs are reshuffled from (seed, epoch), so the
@@ -134,7 +141,8 @@ class Trainer:
                 self.cfg["group_size"])
             self.epoch_indices = self.data.upload(self.epoch_batches)
         return self.data.collate(self.epoch_batches[k % per_epoch],
-                                 self.epoch_indices[k % per_epoch])
+                                 self.epoch_indices[k % per_epoch], ROUND_SRC, ROUND_MEL,
+                                 self.cfg["model"]["max_seq_len"])
 
     def save(self):
         state = {"model": self.model.state_dict(),
@@ -143,16 +151,23 @@ class Trainer:
                  "rng": common.rng_state(self.device),
                  "config": self.cfg, "stats": self.data.stats, "n_symbols": self.n_symbols}
         common.save_checkpoint(self.args.ckpt, state)
+        if self.args.light:
+            # Weights in float16, no optimizer moments (they are half the full checkpoint).
+            state.update(model=common.light_model_state(self.model), optimizer=None, light=True)
+            common.save_checkpoint(self.args.light, state)
 
     def train(self, clock):
         args = self.args
         self.model.train()
         sums = torch.zeros(6, device=self.device)
-        count, frames, t0, start_step = 0, 0, time.time(), self.step
+        count, frames, utts, t0, start_step = 0, 0, 0, time.time(), self.step
         common.log(NAME, f"{sum(p.numel() for p in self.model.parameters() if p.requires_grad)}"
                          f" parameters, {len(self.data.train)} training utterances, batch "
                          f"{self.batch_size}x{args.accum}, {self.precision.name} on "
                          f"{self.device}")
+        common.log(NAME, common.config_line(self.device, self.precision, args, self.batch_size)
+                   + f", optimizer {'fused ' if self.optimizer.defaults.get('fused') else ''}"
+                   f"AdamW, padding to {ROUND_SRC} tokens / {ROUND_MEL} frames")
         while self.step < args.steps and not clock.expired():
             self.optimizer.zero_grad(set_to_none=True)
             for micro in range(args.accum):
@@ -162,28 +177,34 @@ class Trainer:
                 self.precision.backward(total / args.accum)
                 sums += torch.stack([total.detach()] + [p.detach() for p in parts]) / args.accum
                 frames += batch["max_mel_len"] * len(batch["src_lens"])
-            self.precision.step(self.optimizer, self.model.parameters(), self.cfg["grad_clip"])
+                utts += len(batch["src_lens"])
+            with self.rewarmup.scaled():
+                self.precision.step(self.optimizer, self.model.parameters(),
+                                    self.cfg["grad_clip"])
             self.scheduler.step()
             self.step += 1
             count += 1
-            if self.step % args.log_every == 0 or self.step == args.steps:
-                self.report(sums / count, frames, time.time() - t0)
+            if (self.step % args.log_every == 0 or self.step == args.steps
+                    or (args.log_seconds and time.time() - t0 >= args.log_seconds)):
+                self.report(sums / count, count, utts, frames, time.time() - t0)
                 sums.zero_()
-                count, frames, t0 = 0, 0, time.time()
+                count, frames, utts, t0 = 0, 0, 0, time.time()
             if self.step % args.save_every == 0:
                 self.save()
         if count:
-            self.report(sums / count, frames, time.time() - t0)
+            self.report(sums / count, count, utts, frames, time.time() - t0)
         self.save()
         common.log(NAME, f"stopped at step {self.step} ({self.step - start_step} this run, "
                          f"{clock.elapsed():.0f} s); checkpoint {args.ckpt}")
 
-    def report(self, means, frames, seconds):
-        m = means.tolist()
+    def report(self, means, steps, utts, frames, seconds):
+        m = means.tolist()  # the only device-to-host copy (and sync) of the loop
         self.history.append((self.step, m))
         common.log(NAME, f"step {self.step} loss {m[0]:.4f} mel {m[1]:.4f} postnet {m[2]:.4f} "
                          f"pitch {m[3]:.4f} energy {m[4]:.4f} duration {m[5]:.4f} "
                          f"lr {self.scheduler.get_last_lr()[0]:.2e} "
+                         f"{steps / max(seconds, 1e-9):.2f} steps/s "
+                         f"{utts / max(seconds, 1e-9):.0f} samples/s "
                          f"{frames / max(seconds, 1e-9):.0f} frames/s")
 
 

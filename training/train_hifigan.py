@@ -91,10 +91,12 @@ class MultiPeriodDiscriminator(nn.Module):
         self.discriminators = nn.ModuleList([DiscriminatorP(p, channels)
                                              for p in (2, 3, 5, 7, 11)])
 
-    def forward(self, y, y_hat):
-        outs = [(d(y), d(y_hat)) for d in self.discriminators]
-        return ([r[0] for r, _ in outs], [g[0] for _, g in outs],
-                [r[1] for r, _ in outs], [g[1] for _, g in outs])
+    def forward(self, y):
+        """Scores and feature maps of every period discriminator on y [N, 1, T]. The trainer
+        passes real and generated audio as one batch (half the kernel launches of a pass each;
+        nothing here mixes batch entries)."""
+        outs = [d(y) for d in self.discriminators]
+        return [o[0] for o in outs], [o[1] for o in outs]
 
 
 class MultiScaleDiscriminator(nn.Module):
@@ -105,31 +107,32 @@ class MultiScaleDiscriminator(nn.Module):
         self.meanpools = nn.ModuleList([nn.AvgPool1d(4, 2, padding=2),
                                         nn.AvgPool1d(4, 2, padding=2)])
 
-    def forward(self, y, y_hat):
-        rs, gs, frs, fgs = [], [], [], []
+    def forward(self, y):
+        scores, fmaps = [], []
         for i, d in enumerate(self.discriminators):
             if i:
-                y, y_hat = self.meanpools[i - 1](y), self.meanpools[i - 1](y_hat)
-            (r, fr), (g, fg) = d(y), d(y_hat)
-            rs.append(r)
-            gs.append(g)
-            frs.append(fr)
-            fgs.append(fg)
-        return rs, gs, frs, fgs
+                y = self.meanpools[i - 1](y)
+            score, fmap = d(y)
+            scores.append(score)
+            fmaps.append(fmap)
+        return scores, fmaps
 
 
-def feature_loss(fmap_r, fmap_g):
-    return 2 * sum(torch.mean(torch.abs(r.float() - g.float()))
-                   for dr, dg in zip(fmap_r, fmap_g) for r, g in zip(dr, dg))
+# The losses take the scores / feature maps of a merged batch: real audio in rows [:n], generated
+# in rows [n:].
+
+def feature_loss(fmaps, n):
+    return 2 * sum(torch.mean(torch.abs(f[:n].detach().float() - f[n:].float()))
+                   for d in fmaps for f in d)
 
 
-def discriminator_loss(real, fake):
-    return sum(torch.mean((1 - r.float()) ** 2) + torch.mean(g.float() ** 2)
-               for r, g in zip(real, fake))
+def discriminator_loss(scores, n):
+    return sum(torch.mean((1 - s[:n].float()) ** 2) + torch.mean(s[n:].float() ** 2)
+               for s in scores)
 
 
-def generator_loss(fake):
-    return sum(torch.mean((1 - g.float()) ** 2) for g in fake)
+def generator_loss(scores, n):
+    return sum(torch.mean((1 - s[n:].float()) ** 2) for s in scores)
 
 
 class LossMel(features.MelExtractor):
@@ -144,7 +147,7 @@ class Trainer:
     def __init__(self, args):
         self.args = args
         self.device = common.device_of(args.device)
-        common.setup_backends(self.device)
+        common.setup_backends(self.device, args, benchmark=True)  # fixed shapes
         self.cfg = common.load_config(args.config)["hifigan"]
         self.batch_size = args.batch_size or self.cfg["batch_size"]
         if self.cfg["segment_size"] % features.HOP:
@@ -155,9 +158,10 @@ class Trainer:
         self.mpd = MultiPeriodDiscriminator(self.cfg["mpd_channels"]).to(self.device)
         self.msd = MultiScaleDiscriminator(self.cfg["msd_channels"]).to(self.device)
         betas = tuple(self.cfg["betas"])
-        self.optim_g = torch.optim.AdamW(self.generator.parameters(), self.cfg["lr"], betas)
-        self.optim_d = torch.optim.AdamW(list(self.mpd.parameters()) + list(
-            self.msd.parameters()), self.cfg["lr"], betas)
+        self.optim_g = common.adamw(self.generator.parameters(), self.device,
+                                    lr=self.cfg["lr"], betas=betas)
+        self.d_params = list(self.mpd.parameters()) + list(self.msd.parameters())
+        self.optim_d = common.adamw(self.d_params, self.device, lr=self.cfg["lr"], betas=betas)
         gamma = self.cfg["lr_decay"] ** (1 / 1000)
         self.sched_g = torch.optim.lr_scheduler.ExponentialLR(self.optim_g, gamma)
         self.sched_d = torch.optim.lr_scheduler.ExponentialLR(self.optim_d, gamma)
@@ -170,14 +174,22 @@ class Trainer:
                                                 self.sampler_rng)
         self.step = 0
         self.history = []  # (step, mean losses) at each report
+        self.rewarmup_g = common.Rewarmup(self.optim_g, 0)
+        self.rewarmup_d = common.Rewarmup(self.optim_d, 0)
         state = None if args.no_resume else common.load_checkpoint(args.ckpt)
         if state is not None:
-            for name in ("generator", "mpd", "msd", "optim_g", "optim_d", "sched_g", "sched_d"):
+            for name in ("generator", "mpd", "msd", "sched_g", "sched_d"):
                 getattr(self, name).load_state_dict(state[name])
+            self.rewarmup_g = common.load_optimizer(self.optim_g, state.get("optim_g"),
+                                                    self.sched_g, args.rewarmup)
+            self.rewarmup_d = common.load_optimizer(self.optim_d, state.get("optim_d"),
+                                                    self.sched_d, args.rewarmup)
             self.step = state["step"]
             self.sampler_rng.set_state(state["sampler_rng"])
             common.set_rng_state(state["rng"], self.device)
-            common.log(NAME, f"resumed {args.ckpt} at step {self.step}")
+            kind = "light checkpoint (fresh discriminator moments, lr ramp over " \
+                   f"{self.rewarmup_d.steps} steps)" if state.get("light") else "checkpoint"
+            common.log(NAME, f"resumed {args.ckpt} at step {self.step} from a {kind}")
 
     def save(self):
         state = {name: getattr(self, name).state_dict()
@@ -187,42 +199,57 @@ class Trainer:
                      step=self.step, sampler_rng=self.sampler_rng.get_state(),
                      rng=common.rng_state(self.device), config=self.cfg)
         common.save_checkpoint(self.args.ckpt, state)
+        if self.args.light:
+            # Weights in float16, the generator's moments (bfloat16) kept, the discriminators'
+            # dropped (they are 3/4 of the moments, and a discriminator re-adapts quickly).
+            state.update({name: common.light_model_state(getattr(self, name))
+                          for name in ("generator", "mpd", "msd")})
+            state.update(optim_d=None, light=True)
+            common.save_checkpoint(self.args.light, state)
 
     def train_step(self):
         """One optimizer step of D then G over --accum micro-batches; returns the losses
-        [disc, gen_adv, feature, mel] as a device tensor."""
-        accum, p = self.args.accum, self.precision
+        [disc, gen_adv, feature, mel] as a device tensor. Real and generated audio go through
+        the discriminators as one batch of 2B; during G's pass the discriminators' weights are
+        frozen (jik876 computes their gradients there and throws them away)."""
+        accum, p, n = self.args.accum, self.precision, self.batch_size
         micro = []
         self.optim_d.zero_grad(set_to_none=True)
         d_sum = torch.zeros((), device=self.device)
         for _ in range(accum):
-            mel, wav = self.sample(self.batch_size)
+            mel, wav = self.sample(n)
             y = wav.unsqueeze(1)
             with p.autocast():
                 y_hat = self.generator(mel)
             y_hat = y_hat.float()
+            both = torch.cat([y, y_hat.detach()])
             with p.autocast():
-                r, g, _, _ = self.mpd(y, y_hat.detach())
-                loss_f = discriminator_loss(r, g)
-                r, g, _, _ = self.msd(y, y_hat.detach())
-                loss_d = (loss_f + discriminator_loss(r, g)) / accum
+                loss_d = (discriminator_loss(self.mpd(both)[0], n) +
+                          discriminator_loss(self.msd(both)[0], n)) / accum
             self.precision_d.backward(loss_d)
             d_sum += loss_d.detach()
             micro.append((y, y_hat))
-        self.precision_d.step(self.optim_d, None)
+        with self.rewarmup_d.scaled():
+            self.precision_d.step(self.optim_d, None)
         self.optim_g.zero_grad(set_to_none=True)
         g_sums = torch.zeros(3, device=self.device)
+        for q in self.d_params:
+            q.requires_grad_(False)
         for y, y_hat in micro:
-            y_mel = self.loss_mel.mel(y.squeeze(1))
-            loss_mel = F.l1_loss(self.loss_mel.mel(y_hat.squeeze(1)), y_mel) * 45
+            mels = self.loss_mel.mel(torch.cat([y, y_hat]).squeeze(1))
+            loss_mel = F.l1_loss(mels[n:], mels[:n]) * 45
+            both = torch.cat([y, y_hat])
             with p.autocast():
-                _, gf, fr_f, fg_f = self.mpd(y, y_hat)
-                _, gs, fr_s, fg_s = self.msd(y, y_hat)
-                adv = generator_loss(gf) + generator_loss(gs)
-                fm = feature_loss(fr_f, fg_f) + feature_loss(fr_s, fg_s)
+                scores_f, fmaps_f = self.mpd(both)
+                scores_s, fmaps_s = self.msd(both)
+                adv = generator_loss(scores_f, n) + generator_loss(scores_s, n)
+                fm = feature_loss(fmaps_f, n) + feature_loss(fmaps_s, n)
             p.backward((adv + fm + loss_mel) / accum)
             g_sums += torch.stack([adv.detach(), fm.detach(), loss_mel.detach()]) / accum
-        p.step(self.optim_g, None)
+        for q in self.d_params:
+            q.requires_grad_(True)
+        with self.rewarmup_g.scaled():
+            p.step(self.optim_g, None)
         self.sched_g.step()
         self.sched_d.step()
         return torch.cat([d_sum.view(1), g_sums])
@@ -237,12 +264,17 @@ class Trainer:
                          f"{len(self.data.train)} training utterances, batch "
                          f"{self.batch_size}x{args.accum}, {self.precision.name} on "
                          f"{self.device}")
+        common.log(NAME, common.config_line(self.device, self.precision, args, self.batch_size)
+                   + f", optimizer {'fused ' if self.optim_g.defaults.get('fused') else ''}"
+                   f"AdamW, segment {self.cfg['segment_size']} samples, real+generated audio "
+                   f"in one discriminator batch of {2 * self.batch_size}")
         sums, count, t0, start_step = torch.zeros(4, device=self.device), 0, time.time(), self.step
         while self.step < args.steps and not clock.expired():
             sums += self.train_step()
             self.step += 1
             count += 1
-            if self.step % args.log_every == 0 or self.step == args.steps:
+            if (self.step % args.log_every == 0 or self.step == args.steps
+                    or (args.log_seconds and time.time() - t0 >= args.log_seconds)):
                 self.report(sums / count, count, time.time() - t0)
                 sums.zero_()
                 count, t0 = 0, time.time()
@@ -262,7 +294,8 @@ class Trainer:
         common.log(NAME, f"step {self.step} disc {m[0]:.4f} gen {m[1]:.4f} fm {m[2]:.4f} "
                          f"mel {m[3]:.4f} lr {self.sched_g.get_last_lr()[0]:.2e} "
                          f"{steps / max(seconds, 1e-9):.2f} steps/s "
-                         f"{seconds_of_audio / max(seconds, 1e-9):.0f} audio-s/s")
+                         f"{steps * self.args.accum * self.batch_size / max(seconds, 1e-9):.0f}"
+                         f" samples/s {seconds_of_audio / max(seconds, 1e-9):.0f} audio-s/s")
 
 
 def main(argv=None):

@@ -170,6 +170,35 @@ class TrainingTest(unittest.TestCase):
         self.check_resume(train_hifigan, "voc", 4, 3, 3)
         self.check_precision_and_accum(train_hifigan, "voc", 3)
 
+    def test_4_light(self):
+        """--light writes a smaller checkpoint (f16 weights, dropped moments) that resumes: the
+        step, schedule and weights (to f16 rounding) carry over, the first loss stays close."""
+        for module, name, loss_index, dropped in ((train_fastspeech2, "fs2", 0, "optimizer"),
+                                                  (train_hifigan, "voc", 3, "optim_d")):
+            full = os.path.join(self.tmp, name + "-full")
+            light = os.path.join(self.tmp, name + "-light")
+            straight = run(module, self.data, full, self.config, "--steps", "4", "--log-every",
+                           "1", "--no-resume", "--light", light)
+            size = {d: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+                    for d in (full, light)}
+            self.assertLess(size[light], 0.6 * size[full], size)
+            state = common.load_checkpoint(light)
+            self.assertTrue(state["light"])
+            self.assertIsNone(state[dropped])
+            self.assertEqual(state["step"], 4)
+            resumed = run(module, self.data, light, self.config, "--steps", "5", "--log-every",
+                          "1", "--rewarmup", "3")
+            self.assertEqual(resumed.history[0][0], 5)
+            self.assertTrue(np.isfinite(resumed.history[0][1][loss_index]))
+            lrs = [g["lr"] for o in ([resumed.optimizer] if name == "fs2" else
+                                     [resumed.optim_g, resumed.optim_d])
+                   for g in o.param_groups]
+            ref = [g["lr"] for o in ([straight.optimizer] if name == "fs2" else
+                                     [straight.optim_g, straight.optim_d])
+                   for g in o.param_groups]
+            self.assertTrue(all(r > 0 for r in lrs))
+            self.assertEqual(len(lrs), len(ref))
+
     def test_3_export(self):
         if not os.path.isdir(os.path.join(self.ckpt, "hifigan")):
             self.skipTest("needs the checkpoints of test_1 and test_2")
