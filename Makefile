@@ -4,8 +4,8 @@ BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-VOICE ?= tests/fixtures/voices/tiny-ipa
-TEXT ?= Hello from voxd. This is a test of the speech engine.
+VOICE ?= voices/en-demo
+TEXT ?= Hello from voxd. This voice was trained on speech from eSpeak, and it runs on your CPU.
 
 DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
@@ -41,7 +41,6 @@ test-asan: deps
 	cd $(ASAN_BUILD_DIR) && ctest -LE gpu --output-on-failure -j $(JOBS)
 
 run: build
-	@echo "voxd: the bundled en-demo voice is not trained yet; synthesizing with the test voice $(VOICE)"
 	@mkdir -p out
 	$(BUILD_DIR)/src/cli/voxd --log-level info synth --voice $(VOICE) --text "$(TEXT)" --out out/hello.wav
 	@echo "wrote out/hello.wav"
