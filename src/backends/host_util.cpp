@@ -110,4 +110,40 @@ int64_t bucket_index(float value, const float* boundaries, int64_t n) {
   return start;
 }
 
+void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  require_f32("embedding", "table", table);
+  require_f32("embedding", "out", out);
+  if (!ids.device().is_cpu() || !ids.is_contiguous() ||
+      (ids.dtype() != DType::I32 && ids.dtype() != DType::I64)) {
+    throw Error("embedding: ids " + ids.shape_string() + " must be contiguous host I32 or I64");
+  }
+  require_shape("embedding", "out", out, {ids.numel(), table.size(1)});
+}
+
+void check_length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
+                           const Tensor& out) {
+  require_f32("length_regulate", "x", x);
+  require_f32("length_regulate", "out", out);
+  require_shape("length_regulate", "out", out, {x.size(0), out.size(1), x.size(2)});
+  for (const auto& dur : durations) {
+    if (static_cast<int64_t>(dur.size()) != x.size(1)) {
+      throw Error("length_regulate: " + std::to_string(dur.size()) + " durations for " +
+                  std::to_string(x.size(1)) + " rows");
+    }
+  }
+}
+
+void check_bucketize(const Tensor& x, const Tensor& boundaries, const Tensor& out) {
+  require_f32("bucketize", "x", x);
+  require_f32("bucketize", "boundaries", boundaries);
+  if (out.dtype() != DType::I64 || !out.is_contiguous() || out.shape() != x.shape()) {
+    throw Error("bucketize: out must be a contiguous I64 tensor shaped like x " + x.shape_string());
+  }
+}
+
+[[noreturn]] void throw_durations_exceed(int64_t b, int64_t frames) {
+  throw Error("length_regulate: durations of batch " + std::to_string(b) + " exceed the output's " +
+              std::to_string(frames) + " frames");
+}
+
 }  // namespace voxd::host

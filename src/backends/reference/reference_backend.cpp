@@ -215,16 +215,10 @@ void ReferenceBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Te
 }
 
 void ReferenceBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
-  require_f32("embedding", "table", table);
-  require_f32("embedding", "out", out);
-  if (!ids.device().is_cpu() || !ids.is_contiguous() ||
-      (ids.dtype() != DType::I32 && ids.dtype() != DType::I64)) {
-    throw Error("embedding: ids " + ids.shape_string() + " must be contiguous host I32 or I64");
-  }
+  host::check_embedding(ids, table, out);
   const int64_t n = ids.numel();
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
-  require_shape("embedding", "out", out, {n, c});
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = host::load_id(ids, i);
     if (id < 0 || id >= vocab) {
@@ -310,27 +304,18 @@ void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>
 void ReferenceBackend::length_regulate(const Tensor& x,
                                        const std::vector<std::vector<int64_t>>& durations,
                                        Tensor& out) {
-  require_f32("length_regulate", "x", x);
-  require_f32("length_regulate", "out", out);
+  host::check_length_regulate(x, durations, out);
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);
   const int64_t frames = out.size(1);
-  require_shape("length_regulate", "out", out, {batch, frames, c});
   for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = 0.0f;
   for (int64_t b = 0; b < batch; ++b) {
     const auto& dur = durations[static_cast<size_t>(b)];
-    if (static_cast<int64_t>(dur.size()) != t) {
-      throw Error("length_regulate: " + std::to_string(dur.size()) + " durations for " +
-                  std::to_string(t) + " rows");
-    }
     int64_t frame = 0;
     for (int64_t row = 0; row < t; ++row) {
       for (int64_t r = 0; r < dur[static_cast<size_t>(row)]; ++r, ++frame) {
-        if (frame >= frames) {
-          throw Error("length_regulate: durations of batch " + std::to_string(b) +
-                      " exceed the output's " + std::to_string(frames) + " frames");
-        }
+        if (frame >= frames) host::throw_durations_exceed(b, frames);
         for (int64_t j = 0; j < c; ++j) {
           out.data<float>()[(b * frames + frame) * c + j] = x.data<float>()[(b * t + row) * c + j];
         }
@@ -340,11 +325,7 @@ void ReferenceBackend::length_regulate(const Tensor& x,
 }
 
 void ReferenceBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
-  require_f32("bucketize", "x", x);
-  require_f32("bucketize", "boundaries", boundaries);
-  if (out.dtype() != DType::I64 || !out.is_contiguous() || out.shape() != x.shape()) {
-    throw Error("bucketize: out must be a contiguous I64 tensor shaped like x " + x.shape_string());
-  }
+  host::check_bucketize(x, boundaries, out);
   for (int64_t i = 0; i < x.numel(); ++i) {
     out.data<int64_t>()[i] =
         host::bucket_index(x.data<float>()[i], boundaries.data<float>(), boundaries.numel());
