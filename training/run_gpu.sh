@@ -19,6 +19,9 @@
 # CKPT:    checkpoint directory (CKPT/fastspeech2, CKPT/hifigan); resumed when present.
 # SECONDS: wall-time budget of the whole script (default 510, under a 10-minute kill).
 # PYTHON:  interpreter (default python3).
+# MODELS:  which trainers run (default "fastspeech2 hifigan"; e.g. MODELS=hifigan to give the
+#          vocoder the whole GPU once the acoustic model has converged).
+# FASTSPEECH2_ARGS, HIFIGAN_ARGS: extra trainer options (e.g. HIFIGAN_ARGS="--batch-size 64").
 set -euo pipefail
 start=$(date +%s)
 if [ $# -lt 2 ]; then
@@ -54,17 +57,24 @@ copy_reserve=20  # seconds kept for copying checkpoints out
 limit=$(( budget - ($(date +%s) - start) - copy_reserve ))
 echo "training for ${limit} s (budget ${budget} s)"
 
-"$py" training/train_fastspeech2.py --data "$data" --ckpt "$ckpt/fastspeech2" \
-    --light "$ckpt/light/fastspeech2" --threads "$threads" --time-limit "$limit" \
-    --log-every 500 --log-seconds 20 --save-every 5000 2>&1 | tee "$ckpt/fastspeech2.log" &
-fs2=$!
-"$py" training/train_hifigan.py --data "$data" --ckpt "$ckpt/hifigan" \
-    --light "$ckpt/light/hifigan" --threads "$threads" --time-limit "$limit" \
-    --log-every 200 --log-seconds 20 --save-every 2000 2>&1 | tee "$ckpt/hifigan.log" &
-voc=$!
+models=${MODELS:-fastspeech2 hifigan}
+pids=()
+for model in $models; do
+    case $model in
+        fastspeech2) every="--log-every 500 --save-every 5000" extra=${FASTSPEECH2_ARGS:-} ;;
+        hifigan) every="--log-every 200 --save-every 2000" extra=${HIFIGAN_ARGS:-} ;;
+        *) echo "error: MODELS: unknown model '$model' (fastspeech2, hifigan)" >&2; exit 2 ;;
+    esac
+    # shellcheck disable=SC2086  # every and extra are option lists
+    "$py" "training/train_$model.py" --data "$data" --ckpt "$ckpt/$model" \
+        --light "$ckpt/light/$model" --threads "$threads" --time-limit "$limit" \
+        --log-seconds 20 $every $extra 2>&1 | tee "$ckpt/$model.log" &
+    pids+=($!)
+done
 status=0
-wait "$fs2" || status=1
-wait "$voc" || status=1
+for pid in "${pids[@]}"; do
+    wait "$pid" || status=1
+done
 
 if [ -n "${OUT:-}" ]; then
     # $OUT takes at most 8 files, 16 MiB each, 64 MiB in all: light checkpoints and logs first,
