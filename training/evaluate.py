@@ -8,7 +8,9 @@ symbol ids; both WAVs get training/audio.py's log-mel. Reported per utterance an
   Euclidean log-mel distance);
 - MCD (dB): mel-cepstral distortion of cepstra c1..c13 (orthonormal DCT-II of each log-mel frame)
   along the same path, (10 / ln 10) · sqrt(2 · Σ (Δc)²);
-- duration ratio: voxd samples / teacher samples.
+- duration ratio: voxd samples / teacher samples;
+- copy-synthesis mel L1: the vocoder alone (`voxd vocode` of the teacher's own log-mel), mean
+  |teacher − vocoded| log-mel frame by frame: how much of the distance is the vocoder's.
 
 A PNG (grayscale, teacher above voxd, low frequencies at the bottom) shows the first utterance.
 
@@ -143,14 +145,21 @@ def main():
             synth_audio = read_wav(out)
             voxd = log_mel(synth_audio, extractor)
             l1, mcd = compare(teacher, voxd)
-            rows.append((u["id"], l1, mcd, len(synth_audio) / u["samples"]))
+            mel_path = os.path.join(tmp, "teacher.npy")
+            np.save(mel_path, teacher.T.astype(np.float32))
+            subprocess.run([args.voxd, "vocode", "--voice", args.voice, "--mel", mel_path,
+                            "--out", out], check=True)
+            vocoded = log_mel(read_wav(out), extractor)
+            frames = min(len(teacher), len(vocoded))
+            copy_l1 = float(np.abs(teacher[:frames] - vocoded[:frames]).mean())
+            rows.append((u["id"], l1, mcd, len(synth_audio) / u["samples"], copy_l1))
             if n == 0 and args.png:
                 write_png(args.png, spectrogram_picture(teacher, voxd))
-    print("| id | mel L1 | MCD dB | duration ratio |\n|---|---|---|---|")
-    for uid, l1, mcd, ratio in rows:
-        print(f"| {uid} | {l1:.3f} | {mcd:.2f} | {ratio:.3f} |")
+    print("| id | mel L1 | MCD dB | duration ratio | copy-synthesis mel L1 |\n|---|---|---|---|---|")
+    for uid, l1, mcd, ratio, copy_l1 in rows:
+        print(f"| {uid} | {l1:.3f} | {mcd:.2f} | {ratio:.3f} | {copy_l1:.3f} |")
     means = np.mean([r[1:] for r in rows], axis=0)
-    print(f"| mean | {means[0]:.3f} | {means[1]:.2f} | {means[2]:.3f} |")
+    print(f"| mean | {means[0]:.3f} | {means[1]:.2f} | {means[2]:.3f} | {means[3]:.3f} |")
 
 
 if __name__ == "__main__":
