@@ -10,8 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "backends/registry.h"
+#include "backends/runtime.h"
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "core/npy.h"
 #include "models/voice.h"
 #include "pipeline/audio_file.h"
@@ -27,6 +28,8 @@ struct GlobalOptions {
   std::string backend = "cpu";
   int threads = 0;
   std::string log_level = "warn";
+  std::optional<std::string> gpu_memory_limit;
+  std::optional<std::string> max_split_size;
 };
 
 struct SynthOptions {
@@ -39,12 +42,14 @@ struct SynthOptions {
   float energy = 1.0f;
   std::string out = "out.wav";
   std::optional<std::string> mel_out;
+  bool memory_summary = false;
 };
 
 struct VocodeOptions {
   std::string voice;
   std::string mel;
   std::string out = "out.wav";
+  bool memory_summary = false;
 };
 
 double seconds_since(Clock::time_point start) {
@@ -58,12 +63,26 @@ void report(const std::string& path, int64_t samples, int64_t sample_rate, doubl
                audio_seconds > 0 ? compute_seconds / audio_seconds : 0.0);
 }
 
+// The backend and its device memory, with the limits from the global options.
+voxd::RuntimeOptions runtime_options(const GlobalOptions& global) {
+  voxd::RuntimeOptions options{.backend = global.backend, .threads = global.threads};
+  if (global.gpu_memory_limit) {
+    options.memory_limit = voxd::MemoryAmount::parse(
+        *global.gpu_memory_limit, "--gpu-memory-limit (or VOXD_GPU_MEMORY_LIMIT)");
+  }
+  if (global.max_split_size) {
+    options.max_split_size = voxd::MemoryAmount::parse(*global.max_split_size,
+                                                       "--max-split-size (or VOXD_MAX_SPLIT_SIZE)");
+  }
+  return options;
+}
+
 int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   if (options.text && options.ids) throw voxd::InputError("give either --text or --ids, not both");
-  auto backend = voxd::make_backend(global.backend, global.threads);
-  voxd::Context ctx(*backend, voxd::host_allocator());
+  voxd::DeviceRuntime runtime(runtime_options(global));
+  voxd::Context& ctx = runtime.context();
   const auto load_start = Clock::now();
-  auto voice = voxd::Voice::load(ctx, options.voice);
+  auto voice = voxd::Voice::load(runtime.weights_context(), options.voice);
   spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, options.voice,
                seconds_since(load_start));
 
@@ -97,14 +116,15 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   if (options.mel_out) voxd::write_npy(*options.mel_out, utterance.mel);
   spdlog::info("{} sentence(s), {} mel frames", utterance.sentences, utterance.mel_frames);
   report(options.out, utterance.samples, utterance.sample_rate, compute_seconds);
+  if (options.memory_summary) std::cerr << runtime.memory_summary();
   return 0;
 }
 
 int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
-  auto backend = voxd::make_backend(global.backend, global.threads);
-  voxd::Context ctx(*backend, voxd::host_allocator());
-  auto voice =
-      voxd::Voice::load(ctx, options.voice, voxd::DType::F32, voxd::Voice::Parts::VocoderOnly);
+  voxd::DeviceRuntime runtime(runtime_options(global));
+  voxd::Context& ctx = runtime.context();
+  auto voice = voxd::Voice::load(runtime.weights_context(), options.voice, voxd::DType::F32,
+                                 voxd::Voice::Parts::VocoderOnly);
   const voxd::Tensor mel = voxd::read_npy(options.mel);
   const auto start = Clock::now();
   const std::vector<float> audio = voxd::vocode(ctx, *voice, mel);
@@ -112,6 +132,7 @@ int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
   voxd::write_audio_file(options.out, audio, voice->config().sample_rate);
   report(options.out, static_cast<int64_t>(audio.size()), voice->config().sample_rate,
          compute_seconds);
+  if (options.memory_summary) std::cerr << runtime.memory_summary();
   return 0;
 }
 
@@ -164,13 +185,21 @@ int main(int argc, char** argv) {
   app.fallthrough();
   app.set_version_flag("--version", "voxd 0.1.0");
   GlobalOptions global;
-  app.add_option("--backend", global.backend, "Compute backend: cpu or reference")
+  app.add_option("--backend", global.backend, "Compute backend: cpu, reference, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--threads", global.threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
+  app.add_option("--gpu-memory-limit", global.gpu_memory_limit,
+                 "Most memory tensors may reserve on the device (host memory on cpu): bytes, "
+                 "512MiB, 8GiB, 8GB, or a fraction of the device such as 0.5")
+      ->envname("VOXD_GPU_MEMORY_LIMIT");
+  app.add_option("--max-split-size", global.max_split_size,
+                 "Cached blocks this large are never split (PyTorch's max_split_size_mb); same "
+                 "forms, above 2MiB")
+      ->envname("VOXD_MAX_SPLIT_SIZE");
 
   SynthOptions synth;
   CLI::App* synth_cmd = app.add_subcommand("synth", "Synthesize text (or symbol ids) to audio");
@@ -193,6 +222,8 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--out", synth.out, "Output audio file (.wav, .flac, .ogg)")
       ->capture_default_str();
   synth_cmd->add_option("--mel-out", synth.mel_out, "Also save the mel as .npy [n_mels, T]");
+  synth_cmd->add_flag("--memory-summary", synth.memory_summary,
+                      "Print the memory summary (PyTorch's layout) to standard error at the end");
 
   VocodeOptions vocode;
   CLI::App* vocode_cmd = app.add_subcommand("vocode", "Turn a mel spectrogram (.npy) into audio");
@@ -201,6 +232,8 @@ int main(int argc, char** argv) {
   vocode_cmd->add_option("--mel", vocode.mel, "float32 .npy of shape [n_mels, T] or [1, n_mels, T]")
       ->required();
   vocode_cmd->add_option("--out", vocode.out, "Output audio file")->capture_default_str();
+  vocode_cmd->add_flag("--memory-summary", vocode.memory_summary,
+                       "Print the memory summary (PyTorch's layout) to standard error at the end");
 
   std::string voices_root = "voices";
   CLI::App* voices_cmd = app.add_subcommand("voices", "List the voices in a directory");

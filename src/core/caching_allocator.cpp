@@ -32,6 +32,8 @@ struct CachingAllocator::Block {
   size_t requested = 0;  // the caller's byte count while allocated
   Block* prev = nullptr;
   Block* next = nullptr;
+  // When a free block that is a whole segment was last freed (for release_cached_idle).
+  std::chrono::steady_clock::time_point free_since{};
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
@@ -148,7 +150,22 @@ AllocatorStats CachingAllocator::stats() const {
 
 uint64_t CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return release_cached_locked();
+  return release_cached_locked(std::chrono::steady_clock::time_point::max());
+}
+
+uint64_t CachingAllocator::release_cached_idle(std::chrono::steady_clock::duration idle,
+                                               std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return release_cached_locked(now - idle);
+}
+
+size_t CachingAllocator::allocated_size(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = live_.find(ptr);
+  if (it == live_.end()) {
+    throw Error("CachingAllocator::allocated_size: the pointer is not a live allocation here");
+  }
+  return it->second->size;
 }
 
 void CachingAllocator::reset_peak() {
@@ -194,7 +211,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t size, bool small, 
   void* ptr = reserve_within_limit(segment);
   if (ptr == nullptr) {
     ++stats_.num_alloc_retries;
-    release_cached_locked();
+    release_cached_locked(std::chrono::steady_clock::time_point::max());
     ptr = reserve_within_limit(segment);
   }
   if (ptr == nullptr) {
@@ -255,11 +272,13 @@ void CachingAllocator::split(Block* block, size_t size) {
 // inactive split is decided here and undone in erase_free().
 void CachingAllocator::insert_free(Block* block) {
   pool_of(block).insert(block);
-  if (block->is_split()) {
-    stats_.inactive_split_bytes += block->size;
-    ++stats_.inactive_split_blocks;
-    update_peaks();
+  if (!block->is_split()) {
+    block->free_since = std::chrono::steady_clock::now();
+    return;
   }
+  stats_.inactive_split_bytes += block->size;
+  ++stats_.inactive_split_blocks;
+  update_peaks();
 }
 
 void CachingAllocator::erase_free(Block* block) {
@@ -270,12 +289,13 @@ void CachingAllocator::erase_free(Block* block) {
   }
 }
 
-uint64_t CachingAllocator::release_cached_locked() {
+uint64_t CachingAllocator::release_cached_locked(
+    std::chrono::steady_clock::time_point freed_before) {
   uint64_t released = 0;
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
-      if (block->is_split()) {
+      if (block->is_split() || block->free_since > freed_before) {
         ++it;
         continue;
       }

@@ -4,6 +4,7 @@
 // on the bytes it may reserve; docs/memory.md describes the policy and the stats.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -57,6 +58,14 @@ class CachingAllocator final : public Allocator {
 
   // Gives wholly free segments back to the source (PyTorch: empty_cache); returns the bytes.
   uint64_t release_cached();
+  // Gives back only the wholly free segments that have been free for at least `idle` at `now`;
+  // returns the bytes. For a server to call now and then, so a burst's cache does not stay held.
+  uint64_t release_cached_idle(
+      std::chrono::steady_clock::duration idle,
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // The bytes of the block handed out for `ptr` (what allocated_bytes counts for it); throws
+  // voxd::Error for a pointer that is not live here.
+  size_t allocated_size(const void* ptr) const;
   // Sets every peak to its current value (PyTorch: reset_peak_memory_stats).
   void reset_peak();
 
@@ -75,7 +84,7 @@ class CachingAllocator final : public Allocator {
   void split(Block* block, size_t size);
   void insert_free(Block* block);
   void erase_free(Block* block);
-  uint64_t release_cached_locked();
+  uint64_t release_cached_locked(std::chrono::steady_clock::time_point freed_before);
   void update_peaks();
 
   MemorySource& source_;
@@ -83,7 +92,7 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mutex_;
   Pool small_pool_;
   Pool large_pool_;
-  std::unordered_map<void*, Block*> live_;
+  std::unordered_map<const void*, Block*> live_;
   std::unordered_set<Block*> segment_heads_;
   AllocatorStats stats_;
 };

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -145,6 +146,27 @@ std::string limit_text(uint64_t bytes) {
   return bytes == UINT64_MAX ? std::string("none") : format_bytes(bytes);
 }
 
+// `text` cut at spaces into lines of at most `width` characters (longer words stay whole).
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines(1);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!lines.back().empty() && lines.back().size() + 1 + word.size() > width)
+      lines.emplace_back();
+    if (!lines.back().empty()) lines.back() += ' ';
+    lines.back() += word;
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::string percent_text(const std::optional<uint32_t>& percent) {
+  return percent.has_value() ? std::to_string(*percent) + " %" : std::string("n/a");
+}
+
 }  // namespace
 
 std::string format_bytes(uint64_t bytes) {
@@ -162,7 +184,8 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 std::string memory_summary(const AllocatorStats& s, Device device,
-                           const std::optional<MemoryBreakdown>& breakdown) {
+                           const std::optional<MemoryBreakdown>& breakdown,
+                           const std::optional<DeviceReading>& reading) {
   const std::string rule_double(kWidth, '=');
   const std::string rule(kWidth, '-');
   std::string out;
@@ -242,13 +265,38 @@ std::string memory_summary(const AllocatorStats& s, Device device,
     breakdown_row("Total", b.total);
     line(rule_double);
   }
+
+  if (reading.has_value()) {
+    const DeviceReading& r = *reading;
+    // The value column: what row_text leaves of the line after " <name> | " and before " ".
+    constexpr size_t kValueWidth = kWidth - 26;
+    const auto reading_row = [&](const std::string& name, const std::string& value) {
+      const std::vector<std::string> lines = wrap(value, kValueWidth);
+      for (size_t i = 0; i < lines.size(); ++i) {
+        line(row_text(i == 0 ? name : std::string(), {lines[i]}));
+      }
+    };
+    const std::string title = "Device (" + r.source + ")";
+    if (r.available) {
+      reading_row(title, r.name + ", driver " + r.driver_version);
+      reading_row("Device memory used",
+                  format_bytes(r.used_bytes) + " of " + format_bytes(r.total_bytes));
+      reading_row("Utilisation", "GPU " + percent_text(r.gpu_utilization) + ", memory " +
+                                     percent_text(r.memory_utilization));
+    } else {
+      reading_row(title, "unavailable: " + r.reason);
+    }
+    line(rule_double);
+  }
   return out;
 }
 
 nlohmann::json memory_summary_json(const AllocatorStats& stats, Device device,
-                                   const std::optional<MemoryBreakdown>& breakdown) {
+                                   const std::optional<MemoryBreakdown>& breakdown,
+                                   const std::optional<DeviceReading>& reading) {
   nlohmann::json j = {{"device", device.to_string()}, {"stats", stats}};
   if (breakdown.has_value()) j["breakdown"] = *breakdown;
+  if (reading.has_value()) j["device_reading"] = *reading;
   return j;
 }
 
@@ -268,6 +316,23 @@ void to_json(nlohmann::json& j, const MemoryBreakdown& breakdown) {
 
 void from_json(const nlohmann::json& j, MemoryBreakdown& breakdown) {
   fields_from_json(j, breakdown, kBreakdownFields, "memory breakdown");
+}
+
+void to_json(nlohmann::json& j, const DeviceReading& reading) {
+  j = {{"source", reading.source}, {"available", reading.available}};
+  if (!reading.available) {
+    j["reason"] = reading.reason;
+    return;
+  }
+  const auto percent = [](const std::optional<uint32_t>& value) {
+    return value.has_value() ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  j["name"] = reading.name;
+  j["driver_version"] = reading.driver_version;
+  j["used_bytes"] = reading.used_bytes;
+  j["total_bytes"] = reading.total_bytes;
+  j["gpu_utilization"] = percent(reading.gpu_utilization);
+  j["memory_utilization"] = percent(reading.memory_utilization);
 }
 
 }  // namespace voxd

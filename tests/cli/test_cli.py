@@ -188,5 +188,79 @@ class CliTest(unittest.TestCase):
                                     "--out", out), notnpy)
 
 
+class MemoryOptionsTest(unittest.TestCase):
+    """--gpu-memory-limit, --max-split-size (and their VOXD_* variables), --memory-summary."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="voxd-mem-")
+        self.out = os.path.join(self.tmp, "out.wav")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def synth(self, *options, env=None, extra=()):
+        args = [VOXD, *options, "synth", "--voice", ARPABET_VOICE, "--text", "Hello there.",
+                "--out", self.out, *extra]
+        return subprocess.run(args, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **(env or {})})
+
+    def assert_one_line_error(self, result, *fragments):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+
+    def test_bad_limits_give_one_line_and_exit_2(self):
+        for value, says in (("8G", "unknown unit in '8G'"), ("1.5", "not a fraction in (0, 1]"),
+                            ("0", "zero bytes"), ("lots", "does not start with a number"),
+                            ("1000TiB", "is more than cpu has")):
+            self.assert_one_line_error(self.synth("--gpu-memory-limit", value),
+                                       "--gpu-memory-limit", says)
+        self.assert_one_line_error(self.synth(env={"VOXD_GPU_MEMORY_LIMIT": "8G"}),
+                                   "VOXD_GPU_MEMORY_LIMIT", "unknown unit")
+        self.assert_one_line_error(self.synth("--max-split-size", "1MiB"),
+                                   "--max-split-size", "must be above 2.00 MiB")
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_a_limit_too_small_fails_cleanly(self):
+        self.assert_one_line_error(self.synth("--gpu-memory-limit", "1MiB"),
+                                   "out of memory", "limit 1.00 MiB", "raise the memory limit")
+
+    def test_synth_memory_summary(self):
+        result = self.synth("--gpu-memory-limit", "512MiB", "--max-split-size", "64MiB",
+                            extra=("--memory-summary",))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout, "")
+        self.assertGreater(wav_info(self.out)[0], 0)
+        for text in ("voxd memory summary, device cpu", "limit: 512.00 MiB",
+                     "max split size: 64.00 MiB", "| Allocated memory      |",
+                     "| GPU reserved memory   |", "| Non-releasable memory |",
+                     "| Weights               |", "| Workspaces            |      0 B   |",
+                     "| Allocator cache       |", "| Free                  |"):
+            self.assertIn(text, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.startswith("|")]
+        self.assertGreater(len(lines), 25)
+        self.assertTrue(all(len(line) == 77 for line in lines), lines)
+
+    def test_vocode_memory_summary_and_environment(self):
+        mel = os.path.join(self.tmp, "mel.npy")
+        np.save(mel, np.random.default_rng(0).uniform(-6, 1, size=(80, 20)).astype(np.float32))
+        result = subprocess.run(
+            [VOXD, "vocode", "--voice", ARPABET_VOICE, "--mel", mel, "--out", self.out,
+             "--memory-summary"],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "VOXD_GPU_MEMORY_LIMIT": "256MiB"})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(wav_info(self.out)[0], 20 * HOP)
+        self.assertIn("limit: 256.00 MiB", result.stderr)
+        self.assertIn("| Workspaces            |      0 B   |", result.stderr)
+
+    def test_no_summary_without_the_flag(self):
+        result = self.synth()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("memory summary", result.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,5 +1,6 @@
-// make_backend("cuda") on any machine: a backend on cuda:0 when a GPU is present, else an
-// InputError that says why. Runs in CI (no GPU) as well as on the GPU machine.
+// make_backend("cuda") and DeviceRuntime on "cuda" on any machine: a backend and device memory
+// on cuda:0 when a GPU is present, else an InputError that says why. Runs in CI (no GPU) as well
+// as on the GPU machine.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "backends/runtime.h"
 #include "core/error.h"
 
 namespace voxd {
@@ -35,6 +37,24 @@ TEST(CudaRegistry, MakesTheBackendOrSaysWhyNot) {
     EXPECT_EQ(message.rfind("no CUDA device: cudaGetDeviceCount returned ", 0), 0u) << message;
   }
   EXPECT_NE(input_error("cuda:" + std::to_string(count)).find("no CUDA device"), std::string::npos);
+}
+
+TEST(CudaRegistry, TheRuntimeOpensDeviceMemoryOrSaysWhyNot) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  if (count > 0) {
+    DeviceRuntime runtime(RuntimeOptions{.backend = "cuda"});
+    EXPECT_EQ(runtime.allocator().device(), Device::cuda(0));
+    EXPECT_EQ(runtime.context().device(), Device::cuda(0));
+    EXPECT_GT(runtime.breakdown().total, 0u);
+  } else {
+    try {
+      DeviceRuntime runtime(RuntimeOptions{.backend = "cuda"});
+      ADD_FAILURE() << "a cuda runtime without a GPU";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("no CUDA device", 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST(CudaRegistry, RejectsMalformedNames) {

@@ -1,0 +1,160 @@
+#include "backends/runtime.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "backends/nvml/nvml_reader.h"
+#include "backends/registry.h"
+#include "core/error.h"
+#ifdef VOXD_HAVE_CUDA
+#include "backends/cuda/cuda_memory_source.h"
+#endif
+
+namespace voxd {
+namespace {
+
+struct DeviceMemory {
+  uint64_t free = 0;
+  uint64_t total = 0;
+};
+
+// Free and total memory of the source's device: cudaMemGetInfo on a GPU, physical memory on the
+// host (0 where the system does not say).
+DeviceMemory device_memory(const MemorySource& source) {
+#ifdef VOXD_HAVE_CUDA
+  if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(&source)) {
+    const CudaMemoryInfo info = cuda->memory_info();
+    return {info.free_bytes, info.total_bytes};
+  }
+#endif
+  const long page = sysconf(_SC_PAGESIZE);
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long available = sysconf(_SC_AVPHYS_PAGES);
+  if (page <= 0 || pages <= 0 || available < 0) return {};
+  return {static_cast<uint64_t>(available) * static_cast<uint64_t>(page),
+          static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)};
+}
+
+std::unique_ptr<MemorySource> make_source(Device device) {
+  if (device.is_cpu()) return std::make_unique<HostMemorySource>();
+#ifdef VOXD_HAVE_CUDA
+  return std::make_unique<CudaMemorySource>(device.index);
+#else
+  throw InputError("no memory source for " + device.to_string() + ": voxd was built without CUDA");
+#endif
+}
+
+uint64_t resolve_limit(const std::optional<MemoryAmount>& limit, Device device, uint64_t total) {
+  if (!limit.has_value()) return CachingAllocatorOptions::kNone;
+  const uint64_t bytes = limit->resolve(total);
+  if (total != 0 && bytes > total) {
+    throw InputError(limit->option() + ": " + format_bytes(bytes) + " is more than " +
+                     device.to_string() + " has (" + format_bytes(total) +
+                     "); give at most that, or a fraction such as 0.9");
+  }
+  return bytes;
+}
+
+uint64_t resolve_max_split_size(const std::optional<MemoryAmount>& size, uint64_t total) {
+  if (!size.has_value()) return CachingAllocatorOptions::kNone;
+  const uint64_t bytes = size->resolve(total);
+  if (bytes <= CachingAllocator::kSmallSegment) {
+    throw InputError(size->option() + ": " + format_bytes(bytes) + " must be above " +
+                     format_bytes(CachingAllocator::kSmallSegment) +
+                     " (the small-segment size); leave it unset to split blocks of any size");
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// Forwards to the caching allocator and counts the blocks it hands out, so weights show apart
+// from activations while one limit covers both.
+class DeviceRuntime::WeightsAllocator final : public Allocator {
+ public:
+  explicit WeightsAllocator(CachingAllocator& inner) : inner_(inner) {}
+
+  void* allocate(size_t bytes) override {
+    void* ptr = inner_.allocate(bytes);
+    const size_t size = inner_.allocated_size(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.allocated_bytes += size;
+    stats_.reserved_bytes += size;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    stats_.peak_reserved_bytes = stats_.peak_allocated_bytes;
+    ++stats_.num_allocs;
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t bytes) override {
+    const size_t size = inner_.allocated_size(ptr);
+    inner_.deallocate(ptr, bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.allocated_bytes -= size;
+    stats_.reserved_bytes -= size;
+    ++stats_.num_frees;
+  }
+  Device device() const override { return inner_.device(); }
+  AllocatorStats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  CachingAllocator& inner_;
+  mutable std::mutex mutex_;
+  AllocatorStats stats_;
+};
+
+DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
+    : backend_(make_backend(options.backend, options.threads)),
+      source_(make_source(backend_->device())),
+      device_total_(device_memory(*source_).total),
+      limit_(resolve_limit(options.memory_limit, backend_->device(), device_total_)),
+      max_split_size_(resolve_max_split_size(options.max_split_size, device_total_)),
+      allocator_(std::make_unique<CachingAllocator>(
+          *source_, CachingAllocatorOptions{.limit = limit_, .max_split_size = max_split_size_})),
+      weights_allocator_(std::make_unique<WeightsAllocator>(*allocator_)),
+      weights_context_(*backend_, *weights_allocator_),
+      context_(*backend_, *allocator_) {
+#ifdef VOXD_HAVE_CUDA
+  if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(source_.get())) {
+    nvml_ = std::make_unique<NvmlReader>();
+    pci_bus_id_ = cuda->pci_bus_id();
+  }
+#endif
+}
+
+DeviceRuntime::~DeviceRuntime() = default;
+
+uint64_t DeviceRuntime::weights_bytes() const {
+  return weights_allocator_->stats().allocated_bytes;
+}
+
+MemoryBreakdown DeviceRuntime::breakdown() const {
+  const AllocatorStats stats = allocator_->stats();
+  const uint64_t weights = std::min(weights_bytes(), stats.allocated_bytes);
+  const DeviceMemory memory = device_memory(*source_);
+  return MemoryBreakdown{.weights = weights,
+                         .workspace = stats.allocated_bytes - weights,
+                         .cached = stats.reserved_bytes - stats.allocated_bytes,
+                         .free = memory.free,
+                         .total = memory.total};
+}
+
+std::optional<DeviceReading> DeviceRuntime::device_reading() const {
+  if (nvml_ == nullptr) return std::nullopt;
+  return nvml_->read_pci_bus_id(pci_bus_id_);
+}
+
+std::string DeviceRuntime::memory_summary() const {
+  return ::voxd::memory_summary(allocator_->stats(), device(), breakdown(), device_reading());
+}
+
+nlohmann::json DeviceRuntime::memory_summary_json() const {
+  return ::voxd::memory_summary_json(allocator_->stats(), device(), breakdown(), device_reading());
+}
+
+}  // namespace voxd

@@ -1,0 +1,95 @@
+// A backend together with the memory its tensors live in: a CachingAllocator over the device's
+// memory (cudaMalloc for "cuda", the host heap for "cpu" and "reference") under an optional hard
+// limit, contexts for loading weights and for running, an NVML reader on NVIDIA devices, and the
+// memory summary that shows weights, workspaces, cache and free memory apart. Tools and the server
+// build one of these instead of pairing a backend with an allocator by hand (docs/memory.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/backend.h"
+#include "core/caching_allocator.h"
+#include "core/memory_limit.h"
+#include "core/memory_source.h"
+#include "core/memory_summary.h"
+#include "core/ops.h"
+
+namespace voxd {
+
+class NvmlReader;
+
+struct RuntimeOptions {
+  std::string backend = "cpu";  // a make_backend() name
+  int threads = 0;              // cpu backend threads (0: all cores)
+  // The most the allocator may reserve (bytes or a fraction of the device's memory); none when
+  // empty. Must not exceed the device's memory.
+  std::optional<MemoryAmount> memory_limit = std::nullopt;
+  // Blocks of this size or more are never split (PyTorch's max_split_size_mb); must be above
+  // 2 MiB.
+  std::optional<MemoryAmount> max_split_size = std::nullopt;
+};
+
+class DeviceRuntime {
+ public:
+  // Opens the backend and its device's memory. Throws voxd::InputError for an unknown backend, a
+  // missing device, a limit above the device's memory or a max_split_size of 2 MiB or less.
+  explicit DeviceRuntime(const RuntimeOptions& options);
+  // Every tensor from the contexts must be gone by now.
+  ~DeviceRuntime();
+  DeviceRuntime(const DeviceRuntime&) = delete;
+  DeviceRuntime& operator=(const DeviceRuntime&) = delete;
+
+  Backend& backend() { return *backend_; }
+  Device device() const { return backend_->device(); }
+  // For loading model weights: its allocations count as weights in the breakdown.
+  Context& weights_context() { return weights_context_; }
+  // For running models: activations and workspaces.
+  Context& context() { return context_; }
+  // The allocator behind both contexts.
+  CachingAllocator& allocator() { return *allocator_; }
+  // The limit and max_split_size in bytes (UINT64_MAX: none).
+  uint64_t limit_bytes() const { return limit_; }
+  uint64_t max_split_size() const { return max_split_size_; }
+
+  // Bytes of the tensors allocated through weights_context() and still alive.
+  uint64_t weights_bytes() const;
+  // Weights, workspaces (allocated minus weights), cache (reserved minus allocated), and the
+  // device's free and total memory (cudaMemGetInfo; physical memory on the host).
+  MemoryBreakdown breakdown() const;
+  // NVML's reading of a CUDA device; nothing for host backends.
+  std::optional<DeviceReading> device_reading() const;
+  // PyTorch's memory_summary() table, the breakdown and the NVML reading, as text and as JSON.
+  std::string memory_summary() const;
+  nlohmann::json memory_summary_json() const;
+
+  // Gives every wholly free cached segment back to the device (torch.cuda.empty_cache());
+  // returns the bytes.
+  uint64_t release_cached() { return allocator_->release_cached(); }
+  // Gives back the wholly free segments unused for at least `idle`; returns the bytes. A server
+  // calls this periodically so memory a burst reserved goes back once the burst is over.
+  uint64_t release_cached_idle(std::chrono::steady_clock::duration idle) {
+    return allocator_->release_cached_idle(idle);
+  }
+
+ private:
+  class WeightsAllocator;
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<MemorySource> source_;
+  uint64_t device_total_ = 0;  // the device's memory in bytes; 0 when unknown
+  uint64_t limit_ = CachingAllocatorOptions::kNone;
+  uint64_t max_split_size_ = CachingAllocatorOptions::kNone;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::unique_ptr<WeightsAllocator> weights_allocator_;
+  std::unique_ptr<NvmlReader> nvml_;
+  std::string pci_bus_id_;  // of a CUDA device, to find it in NVML
+  Context weights_context_;
+  Context context_;
+};
+
+}  // namespace voxd

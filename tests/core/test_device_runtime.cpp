@@ -1,0 +1,147 @@
+// DeviceRuntime on the cpu backend: tensors from both contexts come from its caching allocator,
+// weights show apart from workspaces in the breakdown and the summary, the limit and
+// max_split_size are resolved and checked, and cached memory can be released.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "backends/runtime.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "models/voice.h"
+
+namespace voxd {
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+const std::string kVoice = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/voices/tiny-arpabet";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The InputError message DeviceRuntime(options) throws; fails the test when it throws nothing.
+std::string input_error(const RuntimeOptions& options) {
+  try {
+    DeviceRuntime runtime(options);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "DeviceRuntime accepted the options";
+  return "";
+}
+
+TEST(DeviceRuntime, BothContextsAllocateFromTheCachingAllocator) {
+  DeviceRuntime runtime(RuntimeOptions{});
+  EXPECT_EQ(runtime.device(), Device::cpu());
+  EXPECT_EQ(runtime.backend().name(), "cpu");
+  EXPECT_EQ(&runtime.context().allocator(), &runtime.allocator());
+  EXPECT_EQ(&runtime.context().backend(), &runtime.backend());
+  EXPECT_EQ(&runtime.weights_context().backend(), &runtime.backend());
+  {
+    const Tensor activation = ops::zeros(runtime.context(), {1000});
+    const Tensor weight = ops::zeros(runtime.weights_context(), {MiB / 2});  // 2 MiB
+    const AllocatorStats s = runtime.allocator().stats();
+    EXPECT_EQ(s.num_allocs, 2u);
+    EXPECT_EQ(s.allocated_bytes, 4096u + 2 * MiB);
+    EXPECT_EQ(runtime.weights_bytes(), 2 * MiB);
+    const MemoryBreakdown b = runtime.breakdown();
+    EXPECT_EQ(b.weights, 2 * MiB);
+    EXPECT_EQ(b.workspace, 4096u);
+    EXPECT_EQ(b.cached, s.reserved_bytes - s.allocated_bytes);
+    EXPECT_GT(b.total, 0u);  // physical memory
+    EXPECT_LE(b.free, b.total);
+  }
+  EXPECT_EQ(runtime.weights_bytes(), 0u);
+  EXPECT_EQ(runtime.allocator().stats().num_frees, 2u);
+  EXPECT_FALSE(runtime.device_reading().has_value());  // no NVML on the host
+}
+
+TEST(DeviceRuntime, RunsAVoiceAndShowsWeightsApartFromWorkspaces) {
+  DeviceRuntime runtime(RuntimeOptions{.backend = "cpu", .threads = 1});
+  const auto voice = Voice::load(runtime.weights_context(), kVoice);
+  const uint64_t weights = runtime.weights_bytes();
+  EXPECT_GT(weights, 0u);
+  EXPECT_EQ(runtime.allocator().stats().allocated_bytes, weights);
+  {
+    const Tensor mel = ops::zeros(runtime.context(), {1, 80, 12});
+    const Tensor audio = voice->vocoder().forward(runtime.context(), mel);
+    EXPECT_EQ(audio.shape(), (Shape{1, 12 * 256}));
+    EXPECT_EQ(runtime.breakdown().workspace, runtime.allocator().stats().allocated_bytes - weights);
+    EXPECT_GT(runtime.breakdown().workspace, 0u);
+  }
+  const AllocatorStats s = runtime.allocator().stats();
+  EXPECT_GT(s.peak_allocated_bytes, weights);  // activations came from the same allocator
+  EXPECT_EQ(runtime.breakdown().workspace, 0u);
+  EXPECT_EQ(runtime.weights_bytes(), weights);
+
+  const std::string text = runtime.memory_summary();
+  for (const char* row :
+       {"voxd memory summary, device cpu", "| Allocated memory      |", "| GPU reserved memory   |",
+        "| Weights               |", "| Workspaces            |      0 B   |",
+        "| Allocator cache       |", "| Free                  |", "| Total                 |"}) {
+    EXPECT_TRUE(contains(text, row)) << row << " missing in\n" << text;
+  }
+  EXPECT_FALSE(contains(text, "NVML")) << text;
+  const nlohmann::json j = runtime.memory_summary_json();
+  EXPECT_EQ(j.at("device"), "cpu");
+  EXPECT_EQ(j.at("breakdown").at("weights"), weights);
+  EXPECT_EQ(j.at("stats").at("peak_allocated_bytes"), s.peak_allocated_bytes);
+  EXPECT_FALSE(j.contains("device_reading"));
+}
+
+TEST(DeviceRuntime, TheLimitHoldsAndFailsCleanly) {
+  DeviceRuntime runtime(RuntimeOptions{.memory_limit = MemoryAmount::bytes(8 * MiB)});
+  EXPECT_EQ(runtime.limit_bytes(), 8 * MiB);
+  EXPECT_EQ(runtime.allocator().stats().limit_bytes, 8 * MiB);
+  const Tensor kept = ops::empty(runtime.context(), {static_cast<int64_t>(MiB)});  // 4 MiB
+  try {
+    ops::empty(runtime.context(), {static_cast<int64_t>(2 * MiB)});  // 8 MiB more
+    ADD_FAILURE() << "allocated past the limit";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("out of memory: requested 8.00 MiB, limit 8.00 MiB", 0),
+              0u)
+        << e.what();
+  }
+  const AllocatorStats s = runtime.allocator().stats();
+  EXPECT_EQ(s.num_ooms, 1u);
+  EXPECT_LE(s.peak_reserved_bytes, 8 * MiB);
+  EXPECT_TRUE(contains(runtime.memory_summary(), "OOMs: 1")) << runtime.memory_summary();
+}
+
+TEST(DeviceRuntime, ResolvesAFractionAgainstTheDevice) {
+  DeviceRuntime runtime(RuntimeOptions{.memory_limit = MemoryAmount::parse("0.5", "--limit"),
+                                       .max_split_size = MemoryAmount::parse("64MiB", "--split")});
+  const uint64_t total = runtime.breakdown().total;
+  EXPECT_EQ(runtime.limit_bytes(), total / 2);
+  EXPECT_EQ(runtime.max_split_size(), 64 * MiB);
+  EXPECT_EQ(runtime.allocator().stats().max_split_size, 64 * MiB);
+}
+
+TEST(DeviceRuntime, RejectsBadOptionsWithTheOptionsName) {
+  const std::string too_big = input_error(
+      RuntimeOptions{.memory_limit = MemoryAmount::parse("1000TiB", "--gpu-memory-limit")});
+  EXPECT_EQ(too_big.rfind("--gpu-memory-limit: 1000.00 TiB is more than cpu has", 0), 0u)
+      << too_big;
+  const std::string split = input_error(
+      RuntimeOptions{.max_split_size = MemoryAmount::parse("2MiB", "--max-split-size")});
+  EXPECT_EQ(split.rfind("--max-split-size: 2.00 MiB must be above 2.00 MiB", 0), 0u) << split;
+  EXPECT_TRUE(contains(input_error(RuntimeOptions{.backend = "tpu"}), "unknown backend 'tpu'"));
+}
+
+TEST(DeviceRuntime, ReleasesCachedMemory) {
+  DeviceRuntime runtime(RuntimeOptions{});
+  const Tensor weight = ops::empty(runtime.weights_context(), {static_cast<int64_t>(MiB)});
+  { const Tensor activation = ops::empty(runtime.context(), {static_cast<int64_t>(2 * MiB)}); }
+  EXPECT_EQ(runtime.breakdown().cached, 8 * MiB);
+  EXPECT_EQ(runtime.release_cached_idle(std::chrono::hours(1)), 0u);
+  EXPECT_EQ(runtime.release_cached(), 8 * MiB);
+  EXPECT_EQ(runtime.breakdown().cached, 0u);
+  EXPECT_EQ(runtime.allocator().stats().reserved_bytes, 4 * MiB);  // the weight's segment stays
+}
+
+}  // namespace
+}  // namespace voxd
