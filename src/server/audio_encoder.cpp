@@ -1,0 +1,352 @@
+#include "server/audio_encoder.h"
+
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "core/error.h"
+#include "server/resampler.h"
+
+namespace voxd::server {
+namespace {
+
+// Samples converted per libsndfile call, so conversion buffers stay small.
+constexpr size_t kBlock = 4096;
+// libsndfile's compression level for MP3, mapped linearly onto LAME's bit rates: 64 kbit/s at
+// the MPEG-2 rates (16 to 24 kHz), 138 kbit/s at the MPEG-1 rates (32 to 48 kHz).
+constexpr double kMp3Compression = 96.0 / 152.0;
+
+float clip(float x) {
+  if (std::isnan(x)) return 0.0f;
+  return std::clamp(x, -1.0f, 1.0f);
+}
+
+void append_le16(std::string& out, int16_t v) {
+  const auto u = static_cast<uint16_t>(v);
+  out.push_back(static_cast<char>(u & 0xFF));
+  out.push_back(static_cast<char>(u >> 8));
+}
+
+void append_le32(std::string& out, uint32_t v) {
+  for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
+}
+
+void append_pcm16(std::span<const float> samples, std::string& out) {
+  out.reserve(out.size() + 2 * samples.size());
+  for (float x : samples) append_le16(out, quantize_pcm16(x));
+}
+
+// Raw 16-bit little-endian mono.
+class PcmEncoder final : public AudioEncoder {
+ public:
+  PcmEncoder(int64_t sample_rate, EncoderMode mode) : sample_rate_(sample_rate), mode_(mode) {}
+
+  void write(std::span<const float> samples, std::string& out) override {
+    append_pcm16(samples, mode_ == EncoderMode::kStream ? out : held_);
+  }
+  void finish(std::string& out) override { hand_over(held_, out); }
+  size_t buffered_bytes() const override { return held_.size(); }
+  int64_t output_sample_rate() const override { return sample_rate_; }
+
+  // Moves `from` to the end of `out`, without a copy when `out` is empty.
+  static void hand_over(std::string& from, std::string& out) {
+    if (out.empty()) {
+      out.swap(from);
+    } else {
+      out += from;
+    }
+    from.clear();
+  }
+
+ private:
+  int64_t sample_rate_;
+  EncoderMode mode_;
+  std::string held_;
+};
+
+// RIFF WAVE, 16-bit PCM mono, with a 44-byte header.
+class WavEncoder final : public AudioEncoder {
+ public:
+  WavEncoder(int64_t sample_rate, EncoderMode mode) : sample_rate_(sample_rate), mode_(mode) {}
+
+  void write(std::span<const float> samples, std::string& out) override {
+    if (mode_ == EncoderMode::kStream) {
+      if (!header_sent_) {
+        out += header(0xFFFFFFFFu);
+        header_sent_ = true;
+      }
+      append_pcm16(samples, out);
+    } else {
+      append_pcm16(samples, data_);
+    }
+  }
+
+  void finish(std::string& out) override {
+    if (mode_ == EncoderMode::kStream) {
+      if (!header_sent_) out += header(0xFFFFFFFFu);
+      header_sent_ = true;
+      return;
+    }
+    // Files of 4 GiB and more cannot state their size; they say "to the end", as streams do.
+    const uint32_t size =
+        data_.size() <= 0xFFFFFFFFu - 36 ? static_cast<uint32_t>(data_.size()) : 0xFFFFFFFFu;
+    out += header(size);
+    PcmEncoder::hand_over(data_, out);
+  }
+
+  size_t buffered_bytes() const override { return data_.size(); }
+  int64_t output_sample_rate() const override { return sample_rate_; }
+
+ private:
+  // The header for `data_bytes` of samples; 0xFFFFFFFF makes both sizes 0xFFFFFFFF.
+  std::string header(uint32_t data_bytes) const {
+    const uint32_t riff = data_bytes == 0xFFFFFFFFu ? data_bytes : data_bytes + 36;
+    const auto rate = static_cast<uint32_t>(sample_rate_);
+    std::string h = "RIFF";
+    append_le32(h, riff);
+    h += "WAVEfmt ";
+    append_le32(h, 16);        // fmt chunk size
+    append_le16(h, 1);         // PCM
+    append_le16(h, 1);         // channels
+    append_le32(h, rate);      // sample rate
+    append_le32(h, rate * 2);  // byte rate
+    append_le16(h, 2);         // block align
+    append_le16(h, 16);        // bits per sample
+    h += "data";
+    append_le32(h, data_bytes);
+    return h;
+  }
+
+  int64_t sample_rate_;
+  EncoderMode mode_;
+  bool header_sent_ = false;
+  std::string data_;
+};
+
+// The file libsndfile writes into, through its virtual I/O. Bytes before `sent_` have been
+// handed to the client: a codec that goes back to rewrite them (FLAC's totals, MP3's LAME tag)
+// is told the write succeeded and the bytes stay as they were sent. In whole-file mode nothing
+// is handed out before the end, so every rewrite lands.
+class MemoryFile {
+ public:
+  // Moves the bytes written so far to `out`.
+  void take(std::string& out) {
+    sent_ += static_cast<sf_count_t>(pending_.size());
+    PcmEncoder::hand_over(pending_, out);
+  }
+  size_t pending_bytes() const { return pending_.size(); }
+
+  static SF_VIRTUAL_IO callbacks() {
+    SF_VIRTUAL_IO io{};
+    io.get_filelen = [](void* self) { return static_cast<MemoryFile*>(self)->length(); };
+    io.seek = [](sf_count_t offset, int whence, void* self) {
+      return static_cast<MemoryFile*>(self)->seek(offset, whence);
+    };
+    io.read = [](void* ptr, sf_count_t count, void* self) {
+      return static_cast<MemoryFile*>(self)->read(ptr, count);
+    };
+    io.write = [](const void* ptr, sf_count_t count, void* self) {
+      return static_cast<MemoryFile*>(self)->write(ptr, count);
+    };
+    io.tell = [](void* self) { return static_cast<MemoryFile*>(self)->position_; };
+    return io;
+  }
+
+ private:
+  sf_count_t length() const { return sent_ + static_cast<sf_count_t>(pending_.size()); }
+
+  sf_count_t seek(sf_count_t offset, int whence) {
+    sf_count_t target = offset;
+    if (whence == SEEK_CUR) target += position_;
+    if (whence == SEEK_END) target += length();
+    if (target < 0 || target > length()) return -1;
+    position_ = target;
+    return position_;
+  }
+
+  sf_count_t read(void* ptr, sf_count_t count) {
+    if (position_ < sent_ || count <= 0) return 0;
+    const sf_count_t n = std::min(count, length() - position_);
+    std::memcpy(ptr, pending_.data() + (position_ - sent_), static_cast<size_t>(n));
+    position_ += n;
+    return n;
+  }
+
+  sf_count_t write(const void* ptr, sf_count_t count) {
+    if (count <= 0) return 0;
+    const char* bytes = static_cast<const char*>(ptr);
+    const sf_count_t begin = position_;
+    position_ += count;
+    const sf_count_t skipped = std::clamp<sf_count_t>(sent_ - begin, 0, count);  // already sent
+    if (skipped == count) return count;
+    const auto start = static_cast<size_t>(begin + skipped - sent_);  // offset in pending_
+    const auto n = static_cast<size_t>(count - skipped);
+    const size_t overlap = std::min(n, pending_.size() - start);
+    pending_.replace(start, overlap, bytes + skipped, overlap);
+    pending_.append(bytes + skipped + overlap, n - overlap);
+    return count;
+  }
+
+  std::string pending_;  // bytes [sent_, length())
+  sf_count_t sent_ = 0;
+  sf_count_t position_ = 0;
+};
+
+// FLAC, Ogg Opus and MP3 through libsndfile.
+class SndfileEncoder final : public AudioEncoder {
+ public:
+  SndfileEncoder(AudioFormat format, int64_t sample_rate, EncoderMode mode)
+      : format_(format), mode_(mode), output_rate_(sample_rate) {
+    SF_INFO info{};
+    info.channels = 1;
+    if (format == AudioFormat::kFlac) {
+      info.format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
+    } else if (format == AudioFormat::kOpus) {
+      info.format = SF_FORMAT_OGG | SF_FORMAT_OPUS;
+      output_rate_ = opus_rate(sample_rate);
+      if (output_rate_ != sample_rate) resampler_.emplace(sample_rate, output_rate_);
+    } else {
+      info.format = SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
+    }
+    info.samplerate = static_cast<int>(output_rate_);
+    SF_VIRTUAL_IO io = MemoryFile::callbacks();
+    if (sample_rate <= 0 || sample_rate > 1000000 || !sf_format_check(&info) ||
+        (file_ = sf_open_virtual(&io, SFM_WRITE, &info, &memory_)) == nullptr) {
+      throw Error("cannot encode " + std::string(format_name(format)) + " at " +
+                  std::to_string(sample_rate) + " Hz: " + sf_strerror(nullptr));
+    }
+    if (format == AudioFormat::kMp3) {
+      // Constant bit rate: a streamed MP3 cannot carry the Xing tag that tells a variable
+      // rate's duration, and decoders estimate it from the first frame's rate.
+      int bitrate_mode = SF_BITRATE_MODE_CONSTANT;
+      double compression = kMp3Compression;
+      sf_command(file_, SFC_SET_BITRATE_MODE, &bitrate_mode, sizeof bitrate_mode);
+      sf_command(file_, SFC_SET_COMPRESSION_LEVEL, &compression, sizeof compression);
+    }
+    // FLAC writes its header only with the first samples; this writes it now, so that a
+    // stream starts at once and no audio still gives a valid file.
+    sf_command(file_, SFC_UPDATE_HEADER_NOW, nullptr, 0);
+  }
+
+  ~SndfileEncoder() override {
+    if (file_ != nullptr) sf_close(file_);
+  }
+  SndfileEncoder(const SndfileEncoder&) = delete;
+  SndfileEncoder& operator=(const SndfileEncoder&) = delete;
+
+  void write(std::span<const float> samples, std::string& out) override {
+    VOXD_CHECK(file_ != nullptr, "write after finish");
+    if (resampler_) {
+      resampled_.clear();
+      resampler_->process(samples, resampled_);
+      encode(resampled_);
+    } else {
+      encode(samples);
+    }
+    if (mode_ == EncoderMode::kStream) memory_.take(out);
+  }
+
+  void finish(std::string& out) override {
+    VOXD_CHECK(file_ != nullptr, "finish twice");
+    if (resampler_) {
+      resampled_.clear();
+      resampler_->flush(resampled_);
+      encode(resampled_);
+    }
+    if (format_ == AudioFormat::kOpus && !wrote_audio_) {
+      // An Ogg Opus stream with no audio packet is malformed to decoders: send one silent sample.
+      const float silence = 0.0f;
+      encode(std::span(&silence, 1));
+    }
+    const int status = sf_close(file_);
+    file_ = nullptr;
+    if (status != 0) {
+      throw Error("finishing the " + std::string(format_name(format_)) +
+                  " stream failed: " + sf_error_number(status));
+    }
+    memory_.take(out);
+  }
+
+  size_t buffered_bytes() const override { return memory_.pending_bytes(); }
+  int64_t output_sample_rate() const override { return output_rate_; }
+
+ private:
+  static int64_t opus_rate(int64_t rate) {
+    for (int64_t r : {8000, 12000, 16000, 24000, 48000}) {
+      if (r >= rate) return r;
+    }
+    return 48000;
+  }
+
+  void encode(std::span<const float> samples) {
+    for (size_t start = 0; start < samples.size(); start += kBlock) {
+      const size_t n = std::min(kBlock, samples.size() - start);
+      sf_count_t written = 0;
+      if (format_ == AudioFormat::kFlac) {
+        shorts_.resize(n);
+        for (size_t i = 0; i < n; ++i) shorts_[i] = quantize_pcm16(samples[start + i]);
+        written = sf_writef_short(file_, shorts_.data(), static_cast<sf_count_t>(n));
+      } else {
+        floats_.resize(n);
+        for (size_t i = 0; i < n; ++i) floats_[i] = clip(samples[start + i]);
+        written = sf_writef_float(file_, floats_.data(), static_cast<sf_count_t>(n));
+      }
+      if (written != static_cast<sf_count_t>(n)) {
+        throw Error("encoding " + std::string(format_name(format_)) +
+                    " failed: " + sf_strerror(file_));
+      }
+      wrote_audio_ = true;
+    }
+  }
+
+  AudioFormat format_;
+  EncoderMode mode_;
+  int64_t output_rate_;
+  std::optional<Resampler> resampler_;
+  MemoryFile memory_;
+  SNDFILE* file_ = nullptr;
+  bool wrote_audio_ = false;
+  std::vector<float> resampled_;
+  std::vector<float> floats_;
+  std::vector<short> shorts_;
+};
+
+}  // namespace
+
+int16_t quantize_pcm16(float x) {
+  return static_cast<int16_t>(std::lrint(clip(x) * 32767.0f));
+}
+
+std::unique_ptr<AudioEncoder> make_audio_encoder(AudioFormat format, int64_t sample_rate,
+                                                 EncoderMode mode) {
+  switch (format) {
+    case AudioFormat::kPcm:
+    case AudioFormat::kWav:
+      if (sample_rate <= 0 || sample_rate > 1000000) {
+        throw Error("cannot encode " + std::string(format_name(format)) + " at " +
+                    std::to_string(sample_rate) + " Hz");
+      }
+      if (format == AudioFormat::kPcm) return std::make_unique<PcmEncoder>(sample_rate, mode);
+      return std::make_unique<WavEncoder>(sample_rate, mode);
+    case AudioFormat::kFlac:
+    case AudioFormat::kOpus:
+    case AudioFormat::kMp3:
+      return std::make_unique<SndfileEncoder>(format, sample_rate, mode);
+  }
+  throw Error("unknown audio format");
+}
+
+std::string encode_audio(AudioFormat format, std::span<const float> samples, int64_t sample_rate) {
+  std::unique_ptr<AudioEncoder> encoder =
+      make_audio_encoder(format, sample_rate, EncoderMode::kWholeFile);
+  std::string out;
+  encoder->write(samples, out);
+  encoder->finish(out);
+  return out;
+}
+
+}  // namespace voxd::server

@@ -1,0 +1,19 @@
+// The audio formats the speech endpoint answers in (OpenAI's `response_format`, less aac).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace voxd::server {
+
+enum class AudioFormat { kMp3, kOpus, kFlac, kWav, kPcm };
+
+// "mp3", "opus", "flac", "wav", "pcm".
+std::string_view format_name(AudioFormat format);
+// The format named `name` (exact, lower case), or nullopt.
+std::optional<AudioFormat> parse_audio_format(std::string_view name);
+// The Content-Type of a response in `format`: audio/mpeg, audio/ogg, audio/flac, audio/wav,
+// audio/pcm.
+std::string_view content_type(AudioFormat format);
+
+}  // namespace voxd::server

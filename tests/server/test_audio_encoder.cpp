@@ -1,0 +1,452 @@
+// Audio encoders: what each format writes decodes (through libsndfile) to the input — exactly
+// after 16-bit quantisation for pcm, wav and flac, in duration and shape for opus and mp3 — in
+// streaming and whole-file mode, for audio fed in uneven chunks, for no audio at all, and for
+// long audio in many pieces with the encoder's memory bounded. Also the resampler behind opus.
+
+#include <gtest/gtest.h>
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "server/audio_encoder.h"
+#include "server/resampler.h"
+
+namespace voxd::server {
+namespace {
+
+constexpr int64_t kRate = 22050;
+
+// A speech-like test signal: a few partials under a slow amplitude envelope.
+std::vector<float> test_signal(size_t n, int64_t rate = kRate) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double t = static_cast<double>(i) / static_cast<double>(rate);
+    const double envelope = 0.55 + 0.35 * std::sin(2 * M_PI * 3 * t);
+    const double tone = 0.5 * std::sin(2 * M_PI * 220 * t) + 0.3 * std::sin(2 * M_PI * 440 * t) +
+                        0.15 * std::sin(2 * M_PI * 1250 * t) + 0.05 * std::sin(2 * M_PI * 3100 * t);
+    x[i] = static_cast<float>(0.9 * envelope * tone);
+  }
+  return x;
+}
+
+// Feeds `samples` to `encoder` in chunks of random sizes (some empty) and returns every byte
+// it hands out, finish() included.
+std::string encode_in_chunks(AudioEncoder& encoder, const std::vector<float>& samples,
+                             uint32_t seed, size_t max_chunk = 5000) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<size_t> size(0, max_chunk);
+  std::string out;
+  for (size_t start = 0; start < samples.size();) {
+    const size_t n = std::min(size(rng), samples.size() - start);
+    encoder.write(std::span(samples).subspan(start, n), out);
+    start += n;
+  }
+  encoder.finish(out);
+  return out;
+}
+
+struct Decoded {
+  bool ok = false;
+  std::string error;
+  int rate = 0;
+  int channels = 0;
+  std::vector<short> shorts;
+  std::vector<float> floats;
+};
+
+// Reads a file held in memory with libsndfile.
+class MemoryReader {
+ public:
+  explicit MemoryReader(const std::string& bytes) : bytes_(bytes) {}
+  static SF_VIRTUAL_IO io() {
+    SF_VIRTUAL_IO v{};
+    v.get_filelen = [](void* s) { return static_cast<sf_count_t>(self(s).bytes_.size()); };
+    v.seek = [](sf_count_t offset, int whence, void* s) -> sf_count_t {
+      MemoryReader& r = self(s);
+      sf_count_t target = offset;
+      if (whence == SEEK_CUR) target += r.position_;
+      if (whence == SEEK_END) target += static_cast<sf_count_t>(r.bytes_.size());
+      if (target < 0 || target > static_cast<sf_count_t>(r.bytes_.size())) return -1;
+      return r.position_ = target;
+    };
+    v.read = [](void* ptr, sf_count_t count, void* s) -> sf_count_t {
+      MemoryReader& r = self(s);
+      const sf_count_t n = std::min(count, static_cast<sf_count_t>(r.bytes_.size()) - r.position_);
+      if (n <= 0) return 0;
+      std::memcpy(ptr, r.bytes_.data() + r.position_, static_cast<size_t>(n));
+      r.position_ += n;
+      return n;
+    };
+    v.write = [](const void*, sf_count_t, void*) -> sf_count_t { return 0; };
+    v.tell = [](void* s) { return self(s).position_; };
+    return v;
+  }
+
+ private:
+  static MemoryReader& self(void* s) { return *static_cast<MemoryReader*>(s); }
+  const std::string& bytes_;
+  sf_count_t position_ = 0;
+};
+
+// Decodes to floats, and to 16-bit integers when `as_shorts`, reading until the data ends
+// (streamed files may not state their length). `raw_rate` > 0 reads headerless 16-bit PCM.
+Decoded decode(const std::string& bytes, bool as_shorts, int raw_rate = 0) {
+  Decoded d;
+  MemoryReader reader(bytes);
+  SF_VIRTUAL_IO io = MemoryReader::io();
+  SF_INFO info{};
+  if (raw_rate > 0) {
+    info.samplerate = raw_rate;
+    info.channels = 1;
+    info.format = SF_FORMAT_RAW | SF_FORMAT_PCM_16 | SF_ENDIAN_LITTLE;
+  }
+  SNDFILE* file = sf_open_virtual(&io, SFM_READ, &info, &reader);
+  if (file == nullptr) {
+    d.error = sf_strerror(nullptr);
+    return d;
+  }
+  d.rate = info.samplerate;
+  d.channels = info.channels;
+  constexpr sf_count_t kBlock = 4096;
+  for (;;) {
+    sf_count_t got = 0;
+    if (as_shorts) {
+      const size_t at = d.shorts.size();
+      d.shorts.resize(at + kBlock);
+      got = sf_readf_short(file, d.shorts.data() + at, kBlock);
+      d.shorts.resize(at + static_cast<size_t>(std::max<sf_count_t>(got, 0)));
+    } else {
+      const size_t at = d.floats.size();
+      d.floats.resize(at + kBlock);
+      got = sf_readf_float(file, d.floats.data() + at, kBlock);
+      d.floats.resize(at + static_cast<size_t>(std::max<sf_count_t>(got, 0)));
+    }
+    if (got <= 0) break;
+  }
+  sf_close(file);
+  d.ok = true;
+  return d;
+}
+
+std::vector<short> quantized(const std::vector<float>& x) {
+  std::vector<short> q(x.size());
+  std::transform(x.begin(), x.end(), q.begin(), quantize_pcm16);
+  return q;
+}
+
+// The best normalised correlation of `decoded` against `reference` over lags within
+// +-max_lag, computed on the middle of the reference; also returns that lag.
+double best_correlation(const std::vector<float>& reference, const std::vector<float>& decoded,
+                        int max_lag, int* lag_out = nullptr) {
+  const size_t n = reference.size();
+  const size_t begin = n / 4;
+  const size_t end = n - n / 4;
+  double best = -1;
+  for (int lag = -max_lag; lag <= max_lag; ++lag) {
+    double xy = 0, xx = 0, yy = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const auto j = static_cast<int64_t>(i) + lag;
+      const double y = j >= 0 && j < static_cast<int64_t>(decoded.size())
+                           ? decoded[static_cast<size_t>(j)]
+                           : 0.0;
+      xy += reference[i] * y;
+      xx += reference[i] * reference[i];
+      yy += y * y;
+    }
+    const double c = xy / std::sqrt(xx * yy + 1e-30);
+    if (c > best) {
+      best = c;
+      if (lag_out != nullptr) *lag_out = lag;
+    }
+  }
+  return best;
+}
+
+TEST(AudioEncoder, QuantisationRoundsAndClips) {
+  EXPECT_EQ(quantize_pcm16(0.0f), 0);
+  EXPECT_EQ(quantize_pcm16(1.0f), 32767);
+  EXPECT_EQ(quantize_pcm16(-1.0f), -32767);
+  EXPECT_EQ(quantize_pcm16(3.5f), 32767);
+  EXPECT_EQ(quantize_pcm16(-7.0f), -32767);
+  EXPECT_EQ(quantize_pcm16(std::nanf("")), 0);
+  EXPECT_EQ(quantize_pcm16(0.5f), 16384);  // 16383.5 rounds to even
+  EXPECT_EQ(quantize_pcm16(1.0f / 32767), 1);
+}
+
+TEST(AudioEncoder, PcmIsRawLittleEndianInBothModes) {
+  const std::vector<float> x = {0.0f, 1.0f, -1.0f, 0.25f, 2.0f, -0.5f};
+  for (EncoderMode mode : {EncoderMode::kStream, EncoderMode::kWholeFile}) {
+    auto encoder = make_audio_encoder(AudioFormat::kPcm, kRate, mode);
+    const std::string bytes = encode_in_chunks(*encoder, x, 1, 3);
+    ASSERT_EQ(bytes.size(), 2 * x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const auto lo = static_cast<uint8_t>(bytes[2 * i]);
+      const auto hi = static_cast<uint8_t>(bytes[2 * i + 1]);
+      EXPECT_EQ(static_cast<int16_t>(lo | hi << 8), quantize_pcm16(x[i])) << i;
+    }
+  }
+}
+
+TEST(AudioEncoder, StreamingPcmHandsOutBytesAsTheyCome) {
+  auto encoder = make_audio_encoder(AudioFormat::kPcm, kRate, EncoderMode::kStream);
+  std::string out;
+  const std::vector<float> x(1000, 0.1f);
+  encoder->write(x, out);
+  EXPECT_EQ(out.size(), 2000u);
+  EXPECT_EQ(encoder->buffered_bytes(), 0u);
+}
+
+uint32_t le32(const std::string& bytes, size_t at) {
+  uint32_t v = 0;
+  for (int k = 3; k >= 0; --k)
+    v = v << 8 | static_cast<uint8_t>(bytes[at + static_cast<size_t>(k)]);
+  return v;
+}
+
+TEST(AudioEncoder, WholeWavHasExactSizesAndSamples) {
+  const std::vector<float> x = test_signal(12345);
+  auto encoder = make_audio_encoder(AudioFormat::kWav, kRate, EncoderMode::kWholeFile);
+  const std::string bytes = encode_in_chunks(*encoder, x, 2);
+  ASSERT_EQ(bytes.size(), 44 + 2 * x.size());
+  EXPECT_EQ(bytes.substr(0, 4), "RIFF");
+  EXPECT_EQ(le32(bytes, 4), bytes.size() - 8);
+  EXPECT_EQ(bytes.substr(36, 4), "data");
+  EXPECT_EQ(le32(bytes, 40), 2 * x.size());
+  const Decoded d = decode(bytes, true);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.rate, kRate);
+  EXPECT_EQ(d.channels, 1);
+  EXPECT_EQ(d.shorts, quantized(x));
+}
+
+TEST(AudioEncoder, StreamedWavSaysToTheEndAndDecodes) {
+  const std::vector<float> x = test_signal(23456);
+  auto encoder = make_audio_encoder(AudioFormat::kWav, kRate, EncoderMode::kStream);
+  const std::string bytes = encode_in_chunks(*encoder, x, 3);
+  ASSERT_EQ(bytes.size(), 44 + 2 * x.size());
+  EXPECT_EQ(le32(bytes, 4), 0xFFFFFFFFu);
+  EXPECT_EQ(le32(bytes, 40), 0xFFFFFFFFu);
+  // Apart from the two sizes it is the whole file.
+  std::string whole = encode_audio(AudioFormat::kWav, x, kRate);
+  whole.replace(4, 4, bytes.substr(4, 4));
+  whole.replace(40, 4, bytes.substr(40, 4));
+  EXPECT_EQ(bytes, whole);
+  const Decoded d = decode(bytes, true);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.rate, kRate);
+  EXPECT_EQ(d.shorts, quantized(x));
+}
+
+TEST(AudioEncoder, FlacIsLosslessInBothModes) {
+  const std::vector<float> x = test_signal(3 * kRate + 17);
+  for (EncoderMode mode : {EncoderMode::kStream, EncoderMode::kWholeFile}) {
+    SCOPED_TRACE(mode == EncoderMode::kStream ? "stream" : "whole file");
+    auto encoder = make_audio_encoder(AudioFormat::kFlac, kRate, mode);
+    const std::string bytes = encode_in_chunks(*encoder, x, 4);
+    EXPECT_EQ(bytes.substr(0, 4), "fLaC");
+    EXPECT_LT(bytes.size(), 2 * x.size());  // it compresses
+    const Decoded d = decode(bytes, true);
+    ASSERT_TRUE(d.ok) << d.error;
+    EXPECT_EQ(d.rate, kRate);
+    EXPECT_EQ(d.shorts, quantized(x));
+  }
+}
+
+TEST(AudioEncoder, WholeFlacStatesItsLengthAndStreamedFlacDoesNot) {
+  const std::vector<float> x = test_signal(kRate);
+  // STREAMINFO's 36-bit total-samples field: the low 4 bits of byte 21 and bytes 22-25.
+  const auto total_samples = [](const std::string& f) {
+    uint64_t v = static_cast<uint8_t>(f[21]) & 0x0F;
+    for (size_t i = 22; i < 26; ++i) v = v << 8 | static_cast<uint8_t>(f[i]);
+    return v;
+  };
+  EXPECT_EQ(total_samples(encode_audio(AudioFormat::kFlac, x, kRate)), x.size());
+  auto encoder = make_audio_encoder(AudioFormat::kFlac, kRate, EncoderMode::kStream);
+  EXPECT_EQ(total_samples(encode_in_chunks(*encoder, x, 5)), 0u);  // 0: unknown
+}
+
+struct LossyCase {
+  AudioFormat format;
+  int decoded_rate;
+  std::string magic;  // how the file starts
+};
+
+class LossyEncoder : public ::testing::TestWithParam<std::tuple<LossyCase, EncoderMode>> {};
+
+TEST_P(LossyEncoder, DecodesToTheSameSoundAndDuration) {
+  const auto [c, mode] = GetParam();
+  const std::vector<float> x = test_signal(3 * kRate);
+  auto encoder = make_audio_encoder(c.format, kRate, mode);
+  EXPECT_EQ(encoder->output_sample_rate(), c.decoded_rate);
+  const std::string bytes = encode_in_chunks(*encoder, x, 6);
+  ASSERT_GT(bytes.size(), 4u);
+  EXPECT_EQ(bytes.substr(0, c.magic.size()), c.magic);
+  const Decoded d = decode(bytes, false);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.rate, c.decoded_rate);
+  EXPECT_EQ(d.channels, 1);
+
+  // The reference at the decoded rate.
+  std::vector<float> reference;
+  if (c.decoded_rate != kRate) {
+    Resampler resampler(kRate, c.decoded_rate);
+    resampler.process(x, reference);
+    resampler.flush(reference);
+  } else {
+    reference = x;
+  }
+  // Within two codec frames plus MP3's encoder delay (which a streamed MP3 cannot announce).
+  const double seconds = static_cast<double>(d.floats.size()) / d.rate;
+  EXPECT_NEAR(seconds, 3.0, 0.15);
+  int lag = 0;
+  EXPECT_GT(best_correlation(reference, d.floats, 3000, &lag), 0.95) << "lag " << lag;
+  // Energy within 2 dB of the reference (over the same middle stretch).
+  double e_ref = 0, e_dec = 0;
+  for (size_t i = reference.size() / 4; i < reference.size() * 3 / 4; ++i) {
+    e_ref += reference[i] * reference[i];
+    const auto j = static_cast<int64_t>(i) + lag;
+    if (j >= 0 && j < static_cast<int64_t>(d.floats.size()))
+      e_dec += d.floats[static_cast<size_t>(j)] * d.floats[static_cast<size_t>(j)];
+  }
+  EXPECT_NEAR(10 * std::log10(e_dec / e_ref), 0.0, 2.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, LossyEncoder,
+    ::testing::Combine(::testing::Values(LossyCase{AudioFormat::kOpus, 24000, "OggS"},
+                                         LossyCase{AudioFormat::kMp3, 22050, "\xFF\xF3"}),
+                       ::testing::Values(EncoderMode::kStream, EncoderMode::kWholeFile)));
+
+TEST(AudioEncoder, NoAudioGivesAValidEmptyResult) {
+  for (AudioFormat format : {AudioFormat::kPcm, AudioFormat::kWav, AudioFormat::kFlac,
+                             AudioFormat::kOpus, AudioFormat::kMp3}) {
+    for (EncoderMode mode : {EncoderMode::kStream, EncoderMode::kWholeFile}) {
+      SCOPED_TRACE(std::string(format_name(format)) +
+                   (mode == EncoderMode::kStream ? " stream" : " whole file"));
+      auto encoder = make_audio_encoder(format, kRate, mode);
+      std::string out;
+      encoder->finish(out);
+      if (format == AudioFormat::kPcm) {
+        EXPECT_TRUE(out.empty());
+        continue;
+      }
+      const Decoded d = decode(out, false);
+      ASSERT_TRUE(d.ok) << d.error;
+      EXPECT_LE(d.floats.size(), 2304u);  // at most MP3's priming frames, silent
+      for (float v : d.floats) EXPECT_LT(std::abs(v), 1e-4f);
+    }
+  }
+}
+
+TEST(AudioEncoder, LongStreamsKeepMemoryBounded) {
+  // Ten minutes for the lossless formats, two for the slower lossy ones, in pieces of up to
+  // 0.1 s; the encoder may hold back only a bounded number of bytes at any point.
+  for (AudioFormat format : {AudioFormat::kPcm, AudioFormat::kWav, AudioFormat::kFlac,
+                             AudioFormat::kOpus, AudioFormat::kMp3}) {
+    SCOPED_TRACE(format_name(format));
+    const bool lossless = format != AudioFormat::kOpus && format != AudioFormat::kMp3;
+    const size_t total = static_cast<size_t>((lossless ? 600 : 120) * kRate);
+    const std::vector<float> piece = test_signal(kRate / 10);
+    auto encoder = make_audio_encoder(format, kRate, EncoderMode::kStream);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<size_t> size(1, piece.size());
+    std::string bytes;
+    size_t fed = 0;
+    size_t max_buffered = 0;
+    std::string chunk;
+    while (fed < total) {
+      const size_t n = std::min(size(rng), total - fed);
+      chunk.clear();
+      encoder->write(std::span(piece).first(n), chunk);
+      bytes += chunk;
+      fed += n;
+      max_buffered = std::max(max_buffered, encoder->buffered_bytes());
+    }
+    encoder->finish(bytes);
+    EXPECT_LT(max_buffered, 64u * 1024);
+    const Decoded d = decode(bytes, false, format == AudioFormat::kPcm ? kRate : 0);
+    ASSERT_TRUE(d.ok) << d.error;
+    const double seconds = static_cast<double>(d.floats.size()) / d.rate;
+    EXPECT_NEAR(seconds, static_cast<double>(total) / kRate, lossless ? 0.0 : 0.15);
+  }
+}
+
+TEST(AudioEncoder, WholeFileModeHoldsEverythingUntilTheEnd) {
+  auto encoder = make_audio_encoder(AudioFormat::kFlac, kRate, EncoderMode::kWholeFile);
+  std::string out;
+  encoder->write(test_signal(kRate), out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_GT(encoder->buffered_bytes(), 0u);
+  encoder->finish(out);
+  EXPECT_FALSE(out.empty());
+}
+
+TEST(AudioEncoder, UnusableSampleRatesAreRefused) {
+  for (AudioFormat format : {AudioFormat::kPcm, AudioFormat::kWav, AudioFormat::kFlac,
+                             AudioFormat::kOpus, AudioFormat::kMp3}) {
+    EXPECT_THROW(make_audio_encoder(format, 0, EncoderMode::kStream), Error);
+    EXPECT_THROW(make_audio_encoder(format, -22050, EncoderMode::kStream), Error);
+  }
+  EXPECT_THROW(make_audio_encoder(AudioFormat::kMp3, 7000, EncoderMode::kStream), Error);
+}
+
+TEST(Resampler, SineStaysASine) {
+  const double f = 1000.0;
+  std::vector<float> x(22050);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(std::sin(2 * M_PI * f * static_cast<double>(i) / 22050));
+  Resampler resampler(22050, 24000);
+  std::vector<float> y;
+  resampler.process(x, y);
+  resampler.flush(y);
+  ASSERT_EQ(y.size(), 24000u);
+  double max_error = 0;
+  for (size_t n = 100; n + 100 < y.size(); ++n) {  // away from the edges, where input stops
+    const double expected = std::sin(2 * M_PI * f * static_cast<double>(n) / 24000);
+    max_error = std::max(max_error, std::abs(y[n] - expected));
+  }
+  EXPECT_LT(max_error, 2e-3);
+}
+
+TEST(Resampler, ChunkingDoesNotChangeTheOutput) {
+  const std::vector<float> x = test_signal(30001);
+  for (auto [from, to] :
+       {std::pair<int64_t, int64_t>{22050, 24000}, {44100, 16000}, {16000, 16000}}) {
+    Resampler whole(from, to);
+    std::vector<float> a;
+    whole.process(x, a);
+    whole.flush(a);
+    EXPECT_EQ(static_cast<int64_t>(a.size()),
+              (static_cast<int64_t>(x.size()) * to + from - 1) / from);
+
+    Resampler pieces(from, to);
+    std::vector<float> b;
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<size_t> size(0, 700);
+    for (size_t start = 0; start < x.size();) {
+      const size_t n = std::min(size(rng), x.size() - start);
+      pieces.process(std::span(x).subspan(start, n), b);
+      start += n;
+    }
+    pieces.flush(b);
+    EXPECT_EQ(a, b);
+  }
+}
+
+TEST(Resampler, RefusesUnusableRatios) {
+  EXPECT_THROW(Resampler(0, 16000), Error);
+  EXPECT_THROW(Resampler(22051, 24000), Error);  // 24000/22051 needs 24000 phases
+  Resampler empty(22050, 24000);
+  std::vector<float> out;
+  empty.flush(out);
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace voxd::server
