@@ -81,6 +81,8 @@ class HifiGan {
   Tensor forward(Context& ctx, const Tensor& mel) const;
 
   const HifiGanConfig& config() const { return config_; }
+  // The parameters' dtype, which forward()'s mel must have too.
+  DType dtype() const { return conv_pre_.weight.dtype(); }
 
  private:
   struct Conv {

@@ -1,9 +1,11 @@
 #include "pipeline/synthesizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "pipeline/vocoder_chunker.h"
 
 namespace voxd {
 namespace {
@@ -29,6 +31,39 @@ Tensor concatenate_frames(const std::vector<Tensor>& mels, int64_t n_mels, int64
   return out;
 }
 
+void check_chunk_frames(int64_t chunk_frames) {
+  if (chunk_frames < 0) {
+    throw InputError(
+        "chunk_frames must be 0 (vocode each sentence at once) or a positive number "
+        "of mel frames per vocoder chunk, got " +
+        std::to_string(chunk_frames));
+  }
+}
+
+void check_options(const SynthesisOptions& options) {
+  if (!(options.speed > 0.0f)) throw InputError("speed must be positive");
+  check_chunk_frames(options.chunk_frames);
+}
+
+// Vocodes host mel [n_mels, T] (T ≥ 1) through a VocoderChunker, one chunk per vocoder run,
+// handing each chunk's audio to `sink` as it is made; returns the number of samples.
+int64_t vocode_in_chunks(Context& ctx, const HifiGan& vocoder, const Tensor& mel,
+                         int64_t chunk_frames, const AudioSink& sink) {
+  VocoderChunker chunker(vocoder.config(), chunk_frames);
+  const int64_t frames = mel.size(1);
+  int64_t samples = 0;
+  for (int64_t offset = 0; offset < frames; offset += chunk_frames) {
+    chunker.append(mel.narrow(1, offset, std::min(chunk_frames, frames - offset)));
+    if (offset + chunk_frames >= frames) chunker.finish();
+    while (chunker.has_chunk()) {
+      const std::vector<float> audio = vocode_chunks(ctx, vocoder, {chunker.next_chunk()}).at(0);
+      sink(audio.data(), audio.size());
+      samples += static_cast<int64_t>(audio.size());
+    }
+  }
+  return samples;
+}
+
 }  // namespace
 
 Synthesizer::Synthesizer(Context& ctx, const Voice& voice)
@@ -38,6 +73,7 @@ Synthesizer::Synthesizer(Context& ctx, const Voice& voice)
 
 Utterance Synthesizer::synthesize_text(std::string_view text, const SynthesisOptions& options,
                                        const AudioSink& sink) const {
+  check_options(options);
   const std::vector<text::Sentence> sentences = front_end_.process(text);
   Utterance out;
   out.sample_rate = voice_.config().sample_rate;
@@ -53,6 +89,7 @@ Utterance Synthesizer::synthesize_ids(const std::vector<int64_t>& ids,
                                       const SynthesisOptions& options,
                                       const AudioSink& sink) const {
   if (ids.empty()) throw InputError("no symbol ids given");
+  check_options(options);
   Utterance out;
   out.sample_rate = voice_.config().sample_rate;
   std::vector<Tensor> mels;
@@ -64,7 +101,6 @@ Utterance Synthesizer::synthesize_ids(const std::vector<int64_t>& ids,
 void Synthesizer::synthesize_sentence(const std::vector<int64_t>& ids,
                                       const SynthesisOptions& options, const AudioSink& sink,
                                       Utterance& out, std::vector<Tensor>& mels) const {
-  if (!(options.speed > 0.0f)) throw InputError("speed must be positive");
   SynthesisControls controls;
   controls.duration_scale = 1.0f / options.speed;
   controls.pitch_scale = options.pitch;
@@ -76,14 +112,23 @@ void Synthesizer::synthesize_sentence(const std::vector<int64_t>& ids,
   // [1, T_max, n_mels] → the sentence's own frames as [1, n_mels, T].
   Tensor mel = ops::transpose(ctx_, acoustic.mel.narrow(1, 0, frames), 1, 2);
   acoustic = AcousticOutput();
-  Tensor audio = ops::to_host(ctx_, voice_.vocoder().forward(ctx_, mel));
-  sink(audio.data<float>(), static_cast<size_t>(audio.numel()));
-  out.samples += audio.numel();
+  Tensor host_mel;  // [n_mels, T]
+  if (options.keep_mel || options.chunk_frames > 0) host_mel = ops::to_host(ctx_, mel.select(0, 0));
+  if (options.chunk_frames > 0) {
+    mel = Tensor();
+    out.samples += vocode_in_chunks(ctx_, voice_.vocoder(), host_mel, options.chunk_frames, sink);
+  } else {
+    Tensor audio = ops::to_host(ctx_, voice_.vocoder().forward(ctx_, mel));
+    sink(audio.data<float>(), static_cast<size_t>(audio.numel()));
+    out.samples += audio.numel();
+  }
   out.mel_frames += frames;
-  if (options.keep_mel) mels.push_back(ops::to_host(ctx_, mel.select(0, 0)));
+  if (options.keep_mel) mels.push_back(host_mel);
 }
 
-std::vector<float> vocode(Context& ctx, const Voice& voice, const Tensor& mel) {
+std::vector<float> vocode(Context& ctx, const Voice& voice, const Tensor& mel,
+                          int64_t chunk_frames) {
+  check_chunk_frames(chunk_frames);
   const int64_t n_mels = voice.config().n_mels;
   Tensor batched = mel.dim() == 2 ? mel.unsqueeze(0) : mel;
   if (batched.dim() != 3 || batched.size(0) != 1 || batched.size(1) != n_mels ||
@@ -99,6 +144,14 @@ std::vector<float> vocode(Context& ctx, const Voice& voice, const Tensor& mel) {
       throw InputError("mel has a non-finite value (" + std::to_string(values[i]) +
                        ") at flat index " + std::to_string(i));
     }
+  }
+  if (chunk_frames > 0) {
+    std::vector<float> audio;
+    const AudioSink collect = [&audio](const float* samples, size_t count) {
+      audio.insert(audio.end(), samples, samples + count);
+    };
+    vocode_in_chunks(ctx, voice.vocoder(), host_mel.select(0, 0), chunk_frames, collect);
+    return audio;
   }
   Tensor device_mel = ops::to_device(ctx, host_mel);
   Tensor audio = ops::to_host(ctx, voice.vocoder().forward(ctx, device_mel));

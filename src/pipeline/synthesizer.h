@@ -24,9 +24,17 @@ struct SynthesisOptions {
   float energy = 1.0f;
   // Keep the mel spectrogram of the whole utterance in Utterance::mel.
   bool keep_mel = false;
+  // Mel frames of audio per vocoder run (VocoderChunker), so audio reaches the sink chunk by chunk
+  // and the vocoder's working memory does not grow with the sentence; 0 vocodes each sentence at
+  // once. Each chunk also vocodes R frames of context on each side (R = 13 for HiFiGAN V1/V2, 11
+  // for V3), 2R / chunk_frames more vocoder work; the audio is the same to float rounding. The
+  // default stays 0: `voxd synth` writes a file, where that extra work (en-demo on one CPU thread:
+  // about +15 % time at 64 or 128 frames) buys little; a streaming caller sets it.
+  int64_t chunk_frames = 0;
 };
 
-// Receives each sentence's audio as soon as it is synthesized.
+// Receives audio as soon as it is synthesized: each sentence's, or each chunk's when
+// SynthesisOptions::chunk_frames is set.
 using AudioSink = std::function<void(const float* samples, size_t count)>;
 
 // What a synthesis produced; the audio itself went to the AudioSink.
@@ -45,8 +53,8 @@ class Synthesizer {
   Synthesizer(Context& ctx, const Voice& voice);
 
   // Normalises, splits and phonemises `text`, then synthesizes each sentence in turn, handing
-  // its audio to `sink`. Throws voxd::InputError for text with nothing to pronounce (before any
-  // audio is produced).
+  // its audio to `sink`. Throws voxd::InputError for text with nothing to pronounce or options
+  // out of range (before any audio is produced).
   Utterance synthesize_text(std::string_view text, const SynthesisOptions& options,
                             const AudioSink& sink) const;
   // Synthesizes one sequence of symbol ids.
@@ -63,7 +71,10 @@ class Synthesizer {
 };
 
 // Runs the voice's vocoder on a host mel [n_mels, T] (or [1, n_mels, T]); returns T × hop samples.
-// Throws voxd::InputError when the mel's shape does not fit the vocoder.
-std::vector<float> vocode(Context& ctx, const Voice& voice, const Tensor& mel);
+// chunk_frames > 0 vocodes it in chunks of that many frames (see SynthesisOptions::chunk_frames),
+// 0 at once. Throws voxd::InputError when the mel's shape does not fit the vocoder, it holds a
+// non-finite value, or chunk_frames < 0.
+std::vector<float> vocode(Context& ctx, const Voice& voice, const Tensor& mel,
+                          int64_t chunk_frames = 0);
 
 }  // namespace voxd
