@@ -1,0 +1,64 @@
+// voxd's HTTP API: owns a cpp-httplib server on its own thread and answers
+//   POST /v1/audio/speech   OpenAI's speech endpoint, streamed (chunked) or as one file
+//   GET  /v1/models, /v1/voices, /readyz, /debug/memory   from the SpeechService
+//   GET  /metrics            the MetricsRegistry, with the HTTP layer's own metrics
+//   GET  /healthz            always 200 while the process serves; needs no API key
+// with bearer-token authentication, limits on body, headers, input and connections, CORS only
+// for configured origins, and OpenAI-style error bodies for every 4xx and 5xx.
+// docs/server.md describes the API.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/metrics.h"
+#include "server/speech_service.h"
+
+namespace voxd::server {
+
+struct HttpConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (HttpApi::port() says which)
+  // Bearer tokens accepted in "Authorization: Bearer <key>"; empty: no authentication.
+  std::vector<std::string> api_keys;
+  // Origins a browser may call from ("https://app.example"; "*" for any); empty: CORS off.
+  std::vector<std::string> cors_origins;
+  size_t max_body_bytes = 2 << 20;       // larger bodies are answered 413
+  size_t max_header_bytes = 32 << 10;    // all header lines together; larger: 431
+  size_t max_input_chars = 100000;       // a request's `input`, in characters; more: 413
+  size_t max_connections = 64;           // served at once, one thread each
+  size_t max_waiting_connections = 256;  // accepted and waiting; beyond that 503
+  int read_timeout_s = 10;
+  int write_timeout_s = 10;
+  int keep_alive_timeout_s = 5;
+};
+
+class HttpApi {
+ public:
+  // `service` and `metrics` must outlive the HttpApi.
+  HttpApi(HttpConfig config, SpeechService& service, MetricsRegistry& metrics);
+  // Stops the server (see stop()).
+  ~HttpApi();
+  HttpApi(const HttpApi&) = delete;
+  HttpApi& operator=(const HttpApi&) = delete;
+
+  // Binds host:port and serves on a background thread; connections are accepted once it
+  // returns. Throws voxd::Error when the address cannot be bound (in use, not local).
+  void start();
+  // The bound port (the chosen one when HttpConfig::port is 0); 0 before start().
+  int port() const { return port_; }
+  // Stops accepting, cancels the speech being produced (streams are cut off) and waits for the
+  // connections to close. Safe to call twice.
+  void stop();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace voxd::server

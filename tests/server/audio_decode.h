@@ -1,0 +1,96 @@
+// Decodes audio held in memory with libsndfile, for tests of what the server encodes.
+#pragma once
+
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace voxd::server::test {
+
+struct Decoded {
+  bool ok = false;
+  std::string error;
+  int rate = 0;
+  int channels = 0;
+  std::vector<short> shorts;
+  std::vector<float> floats;
+};
+
+// Reads a file held in memory with libsndfile.
+class MemoryReader {
+ public:
+  explicit MemoryReader(const std::string& bytes) : bytes_(bytes) {}
+  static SF_VIRTUAL_IO io() {
+    SF_VIRTUAL_IO v{};
+    v.get_filelen = [](void* s) { return static_cast<sf_count_t>(self(s).bytes_.size()); };
+    v.seek = [](sf_count_t offset, int whence, void* s) -> sf_count_t {
+      MemoryReader& r = self(s);
+      sf_count_t target = offset;
+      if (whence == SEEK_CUR) target += r.position_;
+      if (whence == SEEK_END) target += static_cast<sf_count_t>(r.bytes_.size());
+      if (target < 0 || target > static_cast<sf_count_t>(r.bytes_.size())) return -1;
+      return r.position_ = target;
+    };
+    v.read = [](void* ptr, sf_count_t count, void* s) -> sf_count_t {
+      MemoryReader& r = self(s);
+      const sf_count_t n = std::min(count, static_cast<sf_count_t>(r.bytes_.size()) - r.position_);
+      if (n <= 0) return 0;
+      std::memcpy(ptr, r.bytes_.data() + r.position_, static_cast<size_t>(n));
+      r.position_ += n;
+      return n;
+    };
+    v.write = [](const void*, sf_count_t, void*) -> sf_count_t { return 0; };
+    v.tell = [](void* s) { return self(s).position_; };
+    return v;
+  }
+
+ private:
+  static MemoryReader& self(void* s) { return *static_cast<MemoryReader*>(s); }
+  const std::string& bytes_;
+  sf_count_t position_ = 0;
+};
+
+// Decodes to floats, and to 16-bit integers when `as_shorts`, reading until the data ends
+// (streamed files may not state their length). `raw_rate` > 0 reads headerless 16-bit PCM.
+inline Decoded decode(const std::string& bytes, bool as_shorts, int raw_rate = 0) {
+  Decoded d;
+  MemoryReader reader(bytes);
+  SF_VIRTUAL_IO io = MemoryReader::io();
+  SF_INFO info{};
+  if (raw_rate > 0) {
+    info.samplerate = raw_rate;
+    info.channels = 1;
+    info.format = SF_FORMAT_RAW | SF_FORMAT_PCM_16 | SF_ENDIAN_LITTLE;
+  }
+  SNDFILE* file = sf_open_virtual(&io, SFM_READ, &info, &reader);
+  if (file == nullptr) {
+    d.error = sf_strerror(nullptr);
+    return d;
+  }
+  d.rate = info.samplerate;
+  d.channels = info.channels;
+  constexpr sf_count_t kBlock = 4096;
+  for (;;) {
+    sf_count_t got = 0;
+    if (as_shorts) {
+      const size_t at = d.shorts.size();
+      d.shorts.resize(at + kBlock);
+      got = sf_readf_short(file, d.shorts.data() + at, kBlock);
+      d.shorts.resize(at + static_cast<size_t>(std::max<sf_count_t>(got, 0)));
+    } else {
+      const size_t at = d.floats.size();
+      d.floats.resize(at + kBlock);
+      got = sf_readf_float(file, d.floats.data() + at, kBlock);
+      d.floats.resize(at + static_cast<size_t>(std::max<sf_count_t>(got, 0)));
+    }
+    if (got <= 0) break;
+  }
+  sf_close(file);
+  d.ok = true;
+  return d;
+}
+
+}  // namespace voxd::server::test
