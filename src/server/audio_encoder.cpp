@@ -3,6 +3,7 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -19,6 +20,17 @@ constexpr size_t kBlock = 4096;
 // libsndfile's compression level for MP3, mapped linearly onto LAME's bit rates: 64 kbit/s at
 // the MPEG-2 rates (16 to 24 kHz), 138 kbit/s at the MPEG-1 rates (32 to 48 kHz).
 constexpr double kMp3Compression = 96.0 / 152.0;
+
+// The highest sample rate any encoder takes.
+constexpr int64_t kMaxSampleRate = 384000;
+
+void check_rate(AudioFormat format, int64_t sample_rate) {
+  if (sample_rate <= 0 || sample_rate > kMaxSampleRate) {
+    throw Error("cannot encode " + std::string(format_name(format)) + " at " +
+                std::to_string(sample_rate) + " Hz: the rate must be between 1 and " +
+                std::to_string(kMaxSampleRate));
+  }
+}
 
 float clip(float x) {
   if (std::isnan(x)) return 0.0f;
@@ -201,6 +213,9 @@ class SndfileEncoder final : public AudioEncoder {
  public:
   SndfileEncoder(AudioFormat format, int64_t sample_rate, EncoderMode mode)
       : format_(format), mode_(mode), output_rate_(sample_rate) {
+    const std::string what = "cannot encode " + std::string(format_name(format)) + " at " +
+                             std::to_string(sample_rate) + " Hz";
+    check_rate(format, sample_rate);
     SF_INFO info{};
     info.channels = 1;
     if (format == AudioFormat::kFlac) {
@@ -210,14 +225,21 @@ class SndfileEncoder final : public AudioEncoder {
       output_rate_ = opus_rate(sample_rate);
       if (output_rate_ != sample_rate) resampler_.emplace(sample_rate, output_rate_);
     } else {
+      // libsndfile leaks LAME's state when LAME refuses a rate, so the rate is checked first.
+      constexpr std::array<int64_t, 9> kMp3Rates = {8000,  11025, 12000, 16000, 22050,
+                                                    24000, 32000, 44100, 48000};
+      if (std::find(kMp3Rates.begin(), kMp3Rates.end(), sample_rate) == kMp3Rates.end()) {
+        throw Error(what +
+                    ": MP3 takes 8, 11.025, 12, 16, 22.05, 24, 32, 44.1 or 48 kHz; "
+                    "ask for wav, flac, opus or pcm");
+      }
       info.format = SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
     }
     info.samplerate = static_cast<int>(output_rate_);
     SF_VIRTUAL_IO io = MemoryFile::callbacks();
-    if (sample_rate <= 0 || sample_rate > 1000000 || !sf_format_check(&info) ||
+    if (!sf_format_check(&info) ||
         (file_ = sf_open_virtual(&io, SFM_WRITE, &info, &memory_)) == nullptr) {
-      throw Error("cannot encode " + std::string(format_name(format)) + " at " +
-                  std::to_string(sample_rate) + " Hz: " + sf_strerror(nullptr));
+      throw Error(what + ": " + sf_strerror(nullptr));
     }
     if (format == AudioFormat::kMp3) {
       // Constant bit rate: a streamed MP3 cannot carry the Xing tag that tells a variable
@@ -326,10 +348,7 @@ std::unique_ptr<AudioEncoder> make_audio_encoder(AudioFormat format, int64_t sam
   switch (format) {
     case AudioFormat::kPcm:
     case AudioFormat::kWav:
-      if (sample_rate <= 0 || sample_rate > 1000000) {
-        throw Error("cannot encode " + std::string(format_name(format)) + " at " +
-                    std::to_string(sample_rate) + " Hz");
-      }
+      check_rate(format, sample_rate);
       if (format == AudioFormat::kPcm) return std::make_unique<PcmEncoder>(sample_rate, mode);
       return std::make_unique<WavEncoder>(sample_rate, mode);
     case AudioFormat::kFlac:

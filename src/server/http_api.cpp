@@ -634,6 +634,9 @@ void HttpApi::start() {
   }
   port_ = port;
   thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
+  // cpp-httplib's stop() does nothing until the accept loop has begun, so a stop() right after
+  // start() would leave it running: wait for it (it begins at once).
+  while (!impl_->server.is_running()) std::this_thread::yield();
 }
 
 void HttpApi::stop() {

@@ -314,6 +314,8 @@ TEST(AudioEncoder, UnusableSampleRatesAreRefused) {
     EXPECT_THROW(make_audio_encoder(format, -22050, EncoderMode::kStream), Error);
   }
   EXPECT_THROW(make_audio_encoder(AudioFormat::kMp3, 7000, EncoderMode::kStream), Error);
+  EXPECT_THROW(make_audio_encoder(AudioFormat::kWav, 500000, EncoderMode::kStream), Error);
+  EXPECT_NO_THROW(make_audio_encoder(AudioFormat::kMp3, 11025, EncoderMode::kStream));
 }
 
 TEST(Resampler, SineStaysASine) {

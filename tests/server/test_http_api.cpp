@@ -459,6 +459,17 @@ TEST_F(HttpApiTest, APortInUseIsAnError) {
   expect_server_healthy();
 }
 
+TEST_F(HttpApiTest, StopRightAfterStartReturns) {
+  for (int i = 0; i < 20; ++i) {
+    HttpApi api(test_config(), service_, metrics_);
+    api.start();
+    api.stop();
+    api.stop();
+  }
+  start();
+  expect_server_healthy();
+}
+
 TEST_F(HttpApiTest, NoKeysMeansNoAuthentication) {
   HttpConfig config = test_config();
   config.api_keys.clear();
