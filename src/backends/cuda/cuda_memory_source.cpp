@@ -15,9 +15,14 @@ class DeviceGuard {
  public:
   DeviceGuard(int index, const char* op) {
     check(cudaGetDevice(&previous_), "cudaGetDevice", op, index);
-    if (previous_ != index) check(cudaSetDevice(index), "cudaSetDevice", op, index);
+    if (previous_ != index) {
+      check(cudaSetDevice(index), "cudaSetDevice", op, index);
+      switched_ = true;
+    }
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
@@ -30,6 +35,7 @@ class DeviceGuard {
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
 };
 
 }  // namespace
