@@ -1,6 +1,11 @@
-// The kernel interface each compute backend (reference, cpu, later cuda) implements. Kernels
-// write into outputs the caller has already allocated with the right shape on the backend's
-// device; shape checks and allocation live in core/ops.h, so a backend only computes.
+// The kernel interface each compute backend (reference, cpu, cuda) implements. Kernels write
+// into outputs the caller has already allocated with the right shape on the backend's device;
+// shape checks and allocation live in core/ops.h, so a backend only computes.
+//
+// Kernels that may need temporary memory take a KernelScratch and allocate it only through that
+// (from the context's allocator), so a step's workspace plan counts it. In a planning pass
+// (KernelScratch::planning()) such a kernel takes exactly the scratch it would take to run and
+// returns without computing; the other kernels are not called at all.
 //
 // Unless a kernel says otherwise: every tensor is contiguous, floating tensors are F32 on the
 // reference and cpu backends (a backend may accept F16/BF16 and accumulate in F32), and an
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/kernel_scratch.h"
 #include "core/tensor.h"
 
 namespace voxd {
@@ -66,7 +72,7 @@ class Backend {
   // dst (contiguous, any dtype, on this device) = src (any strides, any dtype, on this device or
   // on the host), converting element types. Also moves host data to the device and back when dst
   // is a host tensor.
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) = 0;
   // Every element of dst = value.
   virtual void fill(Tensor& dst, float value) = 0;
 
@@ -77,34 +83,38 @@ class Backend {
   virtual void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) = 0;
 
   // x [N, in], weight [out, in], bias [out] or undefined -> out [N, out] = x·weightᵀ + bias.
-  virtual void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) = 0;
+  virtual void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                      const KernelScratch& scratch) = 0;
   // x [B, Cin, T], weight [Cout, Cin/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T + 2·padding − dilation·(K−1) − 1) / stride + 1, as torch.nn.functional.conv1d.
   virtual void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                      const Conv1dParams& params) = 0;
+                      const Conv1dParams& params, const KernelScratch& scratch) = 0;
   // x [B, Cin, T], weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T−1)·stride − 2·padding + dilation·(K−1) + output_padding + 1, as
   // torch.nn.functional.conv_transpose1d.
   virtual void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                Tensor& out, const ConvTranspose1dParams& params) = 0;
+                                Tensor& out, const ConvTranspose1dParams& params,
+                                const KernelScratch& scratch) = 0;
   // Normalises each row of x [N, C] over C: (x − mean) / sqrt(var + eps) · gamma + beta, with the
   // biased variance, as torch.nn.LayerNorm. out may be x itself.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& out) = 0;
   // ids [N] (I32 or I64, host or device), table [V, C] -> out [N, C]. An id outside [0, V)
   // throws voxd::Error naming the id.
-  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
+                         const KernelScratch& scratch) = 0;
   // Scaled dot-product attention per head. q [B, Tq, H, D], k and v [B, Tk, H, D] ->
   // out [B, Tq, H, D] = softmax(scale · q·kᵀ + mask) · v. A query that sees no key gets NaN,
   // as PyTorch's masked_fill(-inf) + softmax does.
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                         const AttentionParams& params) = 0;
+                         const AttentionParams& params, const KernelScratch& scratch) = 0;
   // x [B, T, C]: rows t >= lengths[b] set to zero, in place (lengths.size() == B).
-  virtual void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) = 0;
+  virtual void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
+                                   const KernelScratch& scratch) = 0;
   // x [B, T, C], durations[b][t] >= 0 frames for each input row -> out [B, Tout, C]: row t of
   // batch b repeated durations[b][t] times, in order; rows past the batch's total are zero.
   virtual void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
-                               Tensor& out) = 0;
+                               Tensor& out, const KernelScratch& scratch) = 0;
   // x (F32, any shape), boundaries [n] ascending -> out (I64, x's shape) = index of the first
   // boundary >= x, as torch.bucketize(x, boundaries, right=False).
   virtual void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) = 0;

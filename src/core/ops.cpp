@@ -75,14 +75,14 @@ Tensor unary_op(Context& ctx, const char* op, const Tensor& x, UnaryOp kind, flo
   require_float_input(ctx, op, "x", x);
   Tensor in = contiguous(ctx, x);
   Tensor out = empty(ctx, x.shape(), x.dtype());
-  ctx.backend().unary(in, out, kind, alpha);
+  if (!ctx.planning()) ctx.backend().unary(in, out, kind, alpha);
   return out;
 }
 
 Tensor& unary_inplace(Context& ctx, const char* op, Tensor& x, UnaryOp kind, float alpha) {
   require_float_input(ctx, op, "x", x);
   require_writable_contiguous(op, x);
-  ctx.backend().unary(x, x, kind, alpha);
+  if (!ctx.planning()) ctx.backend().unary(x, x, kind, alpha);
   return x;
 }
 
@@ -109,7 +109,7 @@ Tensor binary_op(Context& ctx, const char* op, const Tensor& a, const Tensor& b,
   Tensor bb = broadcast_operand(ctx, op, a, b);
   Tensor ac = contiguous(ctx, a);
   Tensor out = empty(ctx, a.shape(), a.dtype());
-  ctx.backend().binary(ac, bb, out, kind);
+  if (!ctx.planning()) ctx.backend().binary(ac, bb, out, kind);
   return out;
 }
 
@@ -121,21 +121,26 @@ Tensor empty(Context& ctx, const Shape& shape, DType dtype) {
 
 Tensor zeros(Context& ctx, const Shape& shape, DType dtype) {
   Tensor t = empty(ctx, shape, dtype);
-  ctx.backend().fill(t, 0.0f);
+  if (!ctx.planning()) ctx.backend().fill(t, 0.0f);
   return t;
 }
 
 Tensor to_device(Context& ctx, const Tensor& x, DType dtype) {
   require_defined("to_device", "x", x);
   Tensor out = empty(ctx, x.shape(), dtype);
-  ctx.backend().copy(x, out);
+  ctx.backend().copy(x, out, ctx.scratch());
   return out;
 }
 
 Tensor to_host(Context& ctx, const Tensor& x, DType dtype) {
   require_defined("to_host", "x", x);
+  if (ctx.planning()) {
+    Tensor out = Tensor::zeros(x.shape(), dtype, host_allocator());
+    ctx.backend().copy(x, out, ctx.scratch());
+    return out;
+  }
   Tensor out = Tensor::empty(x.shape(), dtype, host_allocator());
-  ctx.backend().copy(x, out);
+  ctx.backend().copy(x, out, ctx.scratch());
   return out;
 }
 
@@ -144,7 +149,7 @@ Tensor contiguous(Context& ctx, const Tensor& x) {
   if (x.is_contiguous()) return x;
   require_on_device(ctx, "contiguous", "x", x);
   Tensor out = empty(ctx, x.shape(), x.dtype());
-  ctx.backend().copy(x, out);
+  ctx.backend().copy(x, out, ctx.scratch());
   return out;
 }
 
@@ -188,7 +193,7 @@ Tensor& add_(Context& ctx, Tensor& a, const Tensor& b) {
   Tensor bb = broadcast_operand(ctx, "add_", a, b);
   require_writable_contiguous("add_", a);
   if (bb.storage() == a.storage()) bb = to_device(ctx, bb, bb.dtype());
-  ctx.backend().binary(a, bb, a, BinaryOp::Add);
+  if (!ctx.planning()) ctx.backend().binary(a, bb, a, BinaryOp::Add);
   return a;
 }
 
@@ -210,7 +215,7 @@ Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor out = empty(ctx, {x2.size(0), out_features}, x.dtype());
-  ctx.backend().linear(x2, contiguous(ctx, weight), b, out);
+  ctx.backend().linear(x2, contiguous(ctx, weight), b, out, ctx.scratch());
   return out.reshape(out_shape);
 }
 
@@ -250,7 +255,7 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   const int64_t tout = (padded - span) / params.stride + 1;
   Tensor b = check_bias(ctx, op, bias, cout, x);
   Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
-  ctx.backend().conv1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params);
+  ctx.backend().conv1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params, ctx.scratch());
   return out;
 }
 
@@ -292,7 +297,8 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
   }
   Tensor b = check_bias(ctx, op, bias, cout, x);
   Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
-  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params);
+  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
+                                 ctx.scratch());
   return out;
 }
 
@@ -312,7 +318,9 @@ Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tens
   }
   Tensor x2 = contiguous(ctx, x).reshape({-1, c});
   Tensor out = empty(ctx, x2.shape(), x.dtype());
-  ctx.backend().layer_norm(x2, contiguous(ctx, gamma), contiguous(ctx, beta), eps, out);
+  const Tensor g = contiguous(ctx, gamma);
+  const Tensor bt = contiguous(ctx, beta);
+  if (!ctx.planning()) ctx.backend().layer_norm(x2, g, bt, eps, out);
   return out.reshape(x.shape());
 }
 
@@ -332,13 +340,16 @@ Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table) {
   }
   Tensor flat = ids;
   if (!ids.is_contiguous()) {
-    flat = ids.device().is_cpu() ? ids.to_host_contiguous(ids.dtype()) : contiguous(ctx, ids);
+    // Host ids of a device backend are made contiguous on the host; ids on the context's device
+    // (host ids of a host backend included) by a kernel, which a planning pass does not run.
+    flat =
+        ids.device() == ctx.device() ? contiguous(ctx, ids) : ids.to_host_contiguous(ids.dtype());
   }
   flat = flat.reshape({-1});
   Shape out_shape = ids.shape();
   out_shape.push_back(table.size(1));
   Tensor out = empty(ctx, {flat.size(0), table.size(1)}, table.dtype());
-  ctx.backend().embedding(flat, contiguous(ctx, table), out);
+  ctx.backend().embedding(flat, contiguous(ctx, table), out, ctx.scratch());
   return out.reshape(out_shape);
 }
 
@@ -377,7 +388,8 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
                  std::to_string(batch));
   }
   Tensor out = empty(ctx, q.shape(), q.dtype());
-  ctx.backend().attention(contiguous(ctx, q), contiguous(ctx, k), contiguous(ctx, v), out, params);
+  ctx.backend().attention(contiguous(ctx, q), contiguous(ctx, k), contiguous(ctx, v), out, params,
+                          ctx.scratch());
   return out;
 }
 
@@ -392,7 +404,7 @@ Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>&
   for (int64_t len : lengths) {
     if (len < 0) fail(op, "negative length " + std::to_string(len));
   }
-  ctx.backend().zero_beyond_lengths(x, lengths);
+  ctx.backend().zero_beyond_lengths(x, lengths, ctx.scratch());
   return x;
 }
 
@@ -424,7 +436,7 @@ Tensor length_regulate(Context& ctx, const Tensor& x,
     padded[b].resize(static_cast<size_t>(t), 0);
   }
   Tensor out = empty(ctx, {batch, frames, x.size(2)}, x.dtype());
-  ctx.backend().length_regulate(contiguous(ctx, x), padded, out);
+  ctx.backend().length_regulate(contiguous(ctx, x), padded, out, ctx.scratch());
   return out;
 }
 
@@ -436,7 +448,7 @@ Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries) {
   if (x.dtype() != DType::F32 || boundaries.dtype() != DType::F32) {
     fail(op, "x and boundaries must be F32");
   }
-  if (boundaries.device().is_cpu()) {
+  if (boundaries.device().is_cpu() && !ctx.planning()) {
     const std::vector<float> b = boundaries.to_float_vector();
     for (size_t i = 1; i < b.size(); ++i) {
       if (!(b[i - 1] <= b[i])) {
@@ -446,7 +458,9 @@ Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries) {
     }
   }
   Tensor out = empty(ctx, x.shape(), DType::I64);
-  ctx.backend().bucketize(contiguous(ctx, x), contiguous(ctx, boundaries), out);
+  const Tensor xc = contiguous(ctx, x);
+  const Tensor bc = contiguous(ctx, boundaries);
+  if (!ctx.planning()) ctx.backend().bucketize(xc, bc, out);
   return out;
 }
 

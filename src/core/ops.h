@@ -1,6 +1,7 @@
 // The operations models are written in. Each function checks its inputs' shapes (throwing
 // voxd::Error with the op name and the shapes it got), allocates its output from the context's
-// allocator on the backend's device, and runs the backend's kernel. Strided inputs are made
+// allocator on the backend's device, and runs the backend's kernel (in a planning context: only
+// allocates, see Context). Strided inputs are made
 // contiguous first where a kernel needs it. Models call only these, never a backend directly,
 // so the same model code runs on every backend.
 #pragma once
@@ -10,21 +11,36 @@
 
 #include "core/allocator.h"
 #include "core/backend.h"
+#include "core/kernel_scratch.h"
 #include "core/tensor.h"
 
 namespace voxd {
 
-// What one forward pass runs on: a backend and the allocator its activations come from.
+// What one forward pass runs on: a backend and the allocator its activations and kernel scratch
+// come from. A planning context runs the same model code without computing: every op checks its
+// inputs and allocates its output and its kernel's scratch as in a run, but no kernel runs, no
+// element is read, and a copy to the host yields zeros. Over a planning WorkspaceArena that
+// measures the memory a step needs before it runs.
 class Context {
  public:
   Context(Backend& backend, Allocator& allocator) : backend_(&backend), allocator_(&allocator) {}
+  // A planning context; tensors from `allocator` may then have fake addresses.
+  static Context for_planning(Backend& backend, Allocator& allocator) {
+    Context ctx(backend, allocator);
+    ctx.planning_ = true;
+    return ctx;
+  }
   Backend& backend() const { return *backend_; }
   Allocator& allocator() const { return *allocator_; }
   Device device() const { return backend_->device(); }
+  bool planning() const { return planning_; }
+  // What kernels that need temporary memory receive: the allocator and the mode.
+  KernelScratch scratch() const { return KernelScratch(*allocator_, planning_); }
 
  private:
   Backend* backend_;
   Allocator* allocator_;
+  bool planning_ = false;
 };
 
 namespace ops {
@@ -34,7 +50,7 @@ Tensor empty(Context& ctx, const Shape& shape, DType dtype = DType::F32);
 Tensor zeros(Context& ctx, const Shape& shape, DType dtype = DType::F32);
 // Contiguous copy on the context's device in `dtype` (from the host or the device).
 Tensor to_device(Context& ctx, const Tensor& x, DType dtype = DType::F32);
-// Contiguous copy on the host in `dtype`.
+// Contiguous copy on the host in `dtype` (zeros in a planning context).
 Tensor to_host(Context& ctx, const Tensor& x, DType dtype = DType::F32);
 // x itself when already contiguous, else a contiguous copy.
 Tensor contiguous(Context& ctx, const Tensor& x);

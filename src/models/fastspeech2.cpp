@@ -570,11 +570,18 @@ int64_t FastSpeech2::n_speakers() const {
   return weights_->n_speakers;
 }
 
-AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
-                                    const std::vector<int64_t>& speakers,
-                                    const SynthesisControls& controls,
-                                    FastSpeech2Debug* debug,
-                                    const std::vector<std::vector<int64_t>>& forced_durations) const {
+AcousticOutput FastSpeech2::forward(
+    Context& ctx, const std::vector<std::vector<int64_t>>& ids,
+    const std::vector<int64_t>& speakers, const SynthesisControls& controls,
+    FastSpeech2Debug* debug, const std::vector<std::vector<int64_t>>& forced_durations) const {
+  return decode(ctx, encode(ctx, ids, speakers, controls, debug, forced_durations), controls,
+                debug);
+}
+
+AcousticEncoding FastSpeech2::encode(
+    Context& ctx, const std::vector<std::vector<int64_t>>& ids,
+    const std::vector<int64_t>& speakers, const SynthesisControls& controls,
+    FastSpeech2Debug* debug, const std::vector<std::vector<int64_t>>& forced_durations) const {
   const Weights& w = *weights_;
   const FastSpeech2Config& c = config_;
   const auto batch = static_cast<int64_t>(ids.size());
@@ -654,7 +661,7 @@ AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<
     energy = add_variance(ctx, x, w.energy, src_lens, controls.pitch_scale);
   }
 
-  AcousticOutput result;
+  AcousticEncoding result;
   std::vector<std::vector<float>> rounded(static_cast<size_t>(batch));
   {
     const std::vector<float> log_values = ops::to_host(ctx, log_d).to_float_vector();
@@ -687,35 +694,57 @@ AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<
       result.mel_lengths.push_back(total);
     }
   }
-  const std::vector<int64_t>& mel_lens = result.mel_lengths;
-  const int64_t max_mel = *std::max_element(mel_lens.begin(), mel_lens.end());
   if (debug) {
     debug->log_durations = log_d;
     debug->rounded_durations = rounded;
-  }
-  if (max_mel == 0) {
-    result.mel = ops::zeros(ctx, {batch, 0, c.n_mels}, w.dtype);
-    if (debug) {
-      debug->pitch = pitch;
-      debug->energy = energy;
-      debug->mel_before_postnet = result.mel;
-    }
-    return result;
-  }
-
-  x = ops::length_regulate(ctx, x, result.durations);
-  if (c.pitch_feature_level == FeatureLevel::Frame) {
-    pitch = add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale);
-  }
-  if (c.energy_feature_level == FeatureLevel::Frame) {
-    energy = add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale);
-  }
-  if (debug) {
     debug->pitch = pitch;
     debug->energy = energy;
   }
-  pitch = Tensor();
-  energy = Tensor();
+  result.hidden = x;
+  result.src_lengths = src_lens;
+  return result;
+}
+
+AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encoding,
+                                   const SynthesisControls& controls,
+                                   FastSpeech2Debug* debug) const {
+  const Weights& w = *weights_;
+  const FastSpeech2Config& c = config_;
+  const Tensor& hidden = encoding.hidden;
+  if (!hidden.defined() || hidden.dim() != 3 || hidden.size(2) != c.encoder_hidden) {
+    throw Error("FastSpeech2::decode: the encoding's hidden states are " +
+                (hidden.defined() ? hidden.shape_string() : std::string("undefined")) +
+                ", expected [B, T, " + std::to_string(c.encoder_hidden) + "] from encode()");
+  }
+  const int64_t batch = hidden.size(0);
+  for (const size_t count :
+       {encoding.src_lengths.size(), encoding.durations.size(), encoding.mel_lengths.size()}) {
+    if (static_cast<int64_t>(count) != batch) {
+      throw Error("FastSpeech2::decode: the encoding has " + std::to_string(count) +
+                  " entries in a per-sequence list for hidden states " + hidden.shape_string() +
+                  "; pass what encode() returned");
+    }
+  }
+  AcousticOutput result;
+  result.durations = encoding.durations;
+  result.mel_lengths = encoding.mel_lengths;
+  const std::vector<int64_t>& mel_lens = result.mel_lengths;
+  const int64_t max_mel = *std::max_element(mel_lens.begin(), mel_lens.end());
+  if (max_mel == 0) {
+    result.mel = ops::zeros(ctx, {batch, 0, c.n_mels}, w.dtype);
+    if (debug) debug->mel_before_postnet = result.mel;
+    return result;
+  }
+
+  Tensor x = ops::length_regulate(ctx, hidden, result.durations);
+  if (c.pitch_feature_level == FeatureLevel::Frame) {
+    Tensor pitch = add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale);
+    if (debug) debug->pitch = pitch;
+  }
+  if (c.energy_feature_level == FeatureLevel::Frame) {
+    Tensor energy = add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale);
+    if (debug) debug->energy = energy;
+  }
 
   // Decoder, mel_linear, postnet.
   add_positions(ctx, x, w.decoder_position, c.max_seq_len);

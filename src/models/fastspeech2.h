@@ -111,6 +111,18 @@ struct AcousticOutput {
   std::vector<std::vector<int64_t>> durations;
 };
 
+// What FastSpeech2::encode hands to FastSpeech2::decode: the first step's results, from which
+// the second step's shape [B, T_mel] is known.
+struct AcousticEncoding {
+  // [B, T, hidden] on the context's device: the encoder output with the speaker and the
+  // phoneme-level pitch and energy embeddings added.
+  Tensor hidden;
+  std::vector<int64_t> src_lengths;
+  // Frames per input symbol, and their sum per sequence, as AcousticOutput reports them.
+  std::vector<std::vector<int64_t>> durations;
+  std::vector<int64_t> mel_lengths;
+};
+
 // Intermediate results forward keeps when asked for them (tests, analysis).
 struct FastSpeech2Debug {
   Tensor mel_before_postnet;  // [B, T_mel, n_mels]
@@ -149,6 +161,21 @@ class FastSpeech2 {
                          const std::vector<int64_t>& speakers, const SynthesisControls& controls,
                          FastSpeech2Debug* debug = nullptr,
                          const std::vector<std::vector<int64_t>>& forced_durations = {}) const;
+
+  // forward() in two steps, so each can run in its own workspace arena: encode runs the encoder,
+  // the duration predictor and the phoneme-level variance at (B, T) and reads the durations back
+  // to the host (debug receives log_durations, rounded_durations and the phoneme-level pitch and
+  // energy); decode runs the length regulator, the frame-level variance, the decoder and the
+  // postnet at (B, T, T_mel) (debug receives the frame-level pitch and energy and
+  // mel_before_postnet). Arguments and errors as forward's; decode(encode(...)) is forward.
+  AcousticEncoding encode(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
+                          const std::vector<int64_t>& speakers, const SynthesisControls& controls,
+                          FastSpeech2Debug* debug = nullptr,
+                          const std::vector<std::vector<int64_t>>& forced_durations = {}) const;
+  // `encoding.hidden` may live in another allocator than ctx's (it is only read). Throws
+  // voxd::Error for an encoding of the wrong width or with lists of the wrong count.
+  AcousticOutput decode(Context& ctx, const AcousticEncoding& encoding,
+                        const SynthesisControls& controls, FastSpeech2Debug* debug = nullptr) const;
 
   const FastSpeech2Config& config() const { return config_; }
   // Rows of encoder.src_word_emb (the original's len(symbols) + 1).

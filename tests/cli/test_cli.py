@@ -3,6 +3,7 @@
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_cli.py` with VOXD_BIN set to the
 built binary; needs numpy (Debian python3-numpy).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -260,6 +261,112 @@ class MemoryOptionsTest(unittest.TestCase):
         result = self.synth()
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertNotIn("memory summary", result.stderr)
+
+
+def has_mem_command():
+    result = run("mem", "--help")
+    return result.returncode == 0 and "--phonemes" in result.stdout
+
+
+@unittest.skipUnless(has_mem_command(),
+                     "this voxd has no mem command (src/cli/main.cpp does not call add_mem_command)")
+class MemCommandTest(unittest.TestCase):
+    """voxd mem: the planned memory of a voice's steps, without running them."""
+
+    def mem(self, *args, voice=ARPABET_VOICE):
+        return run("mem", "--voice", voice, *args)
+
+    def mem_json(self, *args):
+        result = self.mem(*args, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+    def assert_input_error(self, result, fragment):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
+        self.assertIn(fragment, lines[0])
+
+    def test_cpu_plan_text(self):
+        result = self.mem("--batch", "2", "--phonemes", "12", "--threads", "2")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = result.stdout
+        self.assertIn("voice 'tiny-arpabet' on cpu in F32", out)
+        for line_start, shape in (("weights", ""), ("acoustic encoder", "batch 2 x 12 phonemes"),
+                                  ("acoustic decoder", "batch 2 x 12 phonemes -> 96 frames"),
+                                  ("vocoder", "2 chunks x 96 frames"),
+                                  ("total", "weights + largest step")):
+            lines = [line for line in out.splitlines() if line.strip().startswith(line_start)]
+            self.assertEqual(len(lines), 1, out)
+            self.assertIn(shape, lines[0])
+            self.assertRegex(lines[0], r"\d+\.\d (KiB|MiB)")
+        self.assertRegex(out, r"total .* \(\d+ bytes\)")
+        self.assertIn("96 mel frames per sequence is the default, 8 per phoneme", out)
+        self.assertIn("planned for 2 threads", out)
+        self.assertEqual(result.stderr, "")
+
+    def test_json_plan_adds_up(self):
+        plan = self.mem_json("--batch", "2", "--phonemes", "12", "--frames", "50",
+                             "--chunks", "3", "--threads", "2")
+        self.assertEqual((plan["voice"], plan["device"], plan["dtype"]), ("tiny-arpabet", "cpu", "F32"))
+        names = [stage["name"] for stage in plan["stages"]]
+        self.assertEqual(names, ["acoustic encoder", "acoustic decoder", "vocoder"])
+        self.assertEqual(plan["stages"][2]["shape"], "3 chunks x 50 frames")
+        # The encoder's hidden states (2 x 12 x 32 floats) wait for the decoder.
+        self.assertEqual(plan["stages"][0]["carried_bytes"], 3072)
+        self.assertEqual(plan["stages"][1]["carried_bytes"], 3072)
+        for stage in plan["stages"]:
+            self.assertGreater(stage["workspace_bytes"], 0)
+            self.assertEqual(stage["peak_bytes"], stage["workspace_bytes"] + stage["carried_bytes"])
+        self.assertGreater(plan["weights_bytes"], 100000)
+        self.assertEqual(plan["total_bytes"],
+                         plan["weights_bytes"] + max(s["peak_bytes"] for s in plan["stages"]))
+
+    def test_plans_grow_with_the_shape_and_repeat(self):
+        small = self.mem_json("--batch", "2", "--phonemes", "12", "--frames", "50", "--threads", "2")
+        large = self.mem_json("--batch", "2", "--phonemes", "12", "--frames", "200", "--threads", "2")
+        self.assertEqual(small["stages"][0], large["stages"][0])  # the encoder does not see frames
+        for i in (1, 2):
+            self.assertGreater(large["stages"][i]["workspace_bytes"],
+                               small["stages"][i]["workspace_bytes"])
+        again = self.mem_json("--batch", "2", "--phonemes", "12", "--frames", "50", "--threads", "2")
+        self.assertEqual(again, small)
+
+    def test_vocoder_only(self):
+        plan = self.mem_json("--chunks", "4", "--frames", "32")
+        self.assertEqual([stage["name"] for stage in plan["stages"]], ["vocoder"])
+        self.assertEqual(plan["stages"][0]["shape"], "4 chunks x 32 frames")
+
+    def test_cuda_plan_needs_no_gpu(self):
+        result = self.mem("--device", "cuda", "--dtype", "f16", "--batch", "1", "--phonemes", "8")
+        if result.returncode == 2 and "built without CUDA" in result.stderr:
+            self.skipTest("voxd was built without CUDA")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("on cuda:0 in F16", result.stdout)
+        self.assertIn("cuBLAS's workspace", result.stdout)
+        f16 = self.mem_json("--device", "cuda:0", "--dtype", "f16", "--chunks", "2", "--frames", "40")
+        f32 = self.mem_json("--device", "cuda:0", "--dtype", "f32", "--chunks", "2", "--frames", "40")
+        self.assertLess(f16["weights_bytes"], f32["weights_bytes"])
+        self.assertLess(f16["stages"][0]["workspace_bytes"], f32["stages"][0]["workspace_bytes"])
+
+    def test_bad_arguments(self):
+        self.assert_input_error(run("mem", "--batch", "1", "--phonemes", "5"), "--voice")
+        self.assert_input_error(self.mem("--batch", "2"), "--batch and --phonemes go together")
+        self.assert_input_error(self.mem(), "nothing to plan")
+        self.assert_input_error(self.mem("--chunks", "2"), "--chunks needs --frames")
+        self.assert_input_error(self.mem("--batch", "0", "--phonemes", "5"), "--batch")
+        self.assert_input_error(self.mem("--chunks", "2", "--frames", "-3"), "--frames")
+        self.assert_input_error(self.mem("--batch", "1", "--phonemes", "5", "--dtype", "f8"),
+                                "--dtype")
+        self.assert_input_error(self.mem("--batch", "1", "--phonemes", "5", "--device", "tpu"),
+                                "unknown --device 'tpu'")
+        self.assert_input_error(self.mem("--batch", "1", "--phonemes", "5", "--device", "cuda:x"),
+                                "bad --device 'cuda:x'")
+        self.assert_input_error(self.mem("--batch", "1", "--phonemes", "5", "--dtype", "bf16"),
+                                "f32 only")
+        self.assert_input_error(self.mem("--batch", "1", "--phonemes", "5",
+                                         voice=os.path.join(VOICES, "no-such-voice")),
+                                "no-such-voice")
 
 
 if __name__ == "__main__":

@@ -49,21 +49,14 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return -floor_div(-a, b);
 }
 
-// Floats from host_allocator() for the duration of one kernel call.
-class Scratch {
- public:
-  explicit Scratch(int64_t count)
-      : bytes_(static_cast<size_t>(count) * sizeof(float)),
-        data_(static_cast<float*>(host_allocator().allocate(bytes_))) {}
-  ~Scratch() { host_allocator().deallocate(data_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* data() const { return data_; }
-
- private:
-  size_t bytes_;
-  float* data_;
-};
+// `count` floats of host scratch for the rest of a kernel call.
+ScratchBuffer take_floats(const KernelScratch& scratch, int64_t count) {
+  if (!scratch.device().is_cpu()) {
+    throw Error("cpu backend: kernel scratch comes from a " + scratch.device().to_string() +
+                " allocator; the context's allocator must hold host memory");
+  }
+  return scratch.take(static_cast<size_t>(count) * sizeof(float));
+}
 
 // Repacks conv1d weights [groups·cout_g, cin_g, K] to [g][row block][ci][k][kTileRows] and the
 // bias to [g][row block][kTileRows], with zero rows past cout_g, so conv_tile reads both in order.
@@ -156,7 +149,8 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_n
   openblas_set_num_threads(1);
 }
 
-void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+void CpuBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
+  if (scratch.planning()) return;
   if (src.dtype() != dst.dtype() || src.is_contiguous() || src.dim() < 2 ||
       !src.device().is_cpu() || !dst.device().is_cpu() || !dst.is_contiguous() ||
       src.numel() != dst.numel() || dtype_size(src.dtype()) != 4) {
@@ -274,7 +268,8 @@ void CpuBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp 
   }
 }
 
-void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) {
+void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                        const KernelScratch& scratch) {
   require_f32("linear", "x", x);
   require_f32("linear", "weight", weight);
   if (bias.defined()) require_f32("linear", "bias", bias);
@@ -283,7 +278,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t in = x.size(1);
   const int64_t features = weight.size(0);
   require_shape("linear", "out", out, {n, features});
-  if (n == 0 || features == 0) return;
+  if (n == 0 || features == 0 || scratch.planning()) return;
   float* po = out.data<float>();
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
@@ -312,7 +307,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bia
 }
 
 void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                        const Conv1dParams& p) {
+                        const Conv1dParams& p, const KernelScratch& scratch) {
   require_f32("conv1d", "x", x);
   require_f32("conv1d", "weight", weight);
   if (bias.defined()) require_f32("conv1d", "bias", bias);
@@ -327,18 +322,11 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t cout_g = cout / p.groups;
   require_shape("conv1d", "out", out, {batch, cout, t_out});
   if (batch == 0 || cout == 0 || t_out == 0) return;
-  const float* px = x.data<float>();
-  const float* pb = bias.defined() ? bias.data<float>() : nullptr;
-  float* po = out.data<float>();
   if (p.stride == 1) {
     // Direct convolution: each job copies x[:, block + taps] of one group into a zero-padded
     // panel and sweeps it with 4 × 24 register tiles (see conv_tile).
     const int64_t row_blocks = (cout_g + kTileRows - 1) / kTileRows;
     const int64_t tile_weights = cin_g * k_size * kTileRows;
-    Scratch packed(p.groups * row_blocks * tile_weights);
-    Scratch packed_bias(p.groups * row_blocks * kTileRows);
-    pack_conv_weights(weight.data<float>(), pb, p.groups, cout_g, cin_g, k_size, row_blocks,
-                      packed.data(), packed_bias.data());
     const int64_t span = p.dilation * (k_size - 1);
     const int64_t block = std::min(
         std::clamp((kPanelFloats / std::max<int64_t>(cin_g, 1) - span) / kTileCols * kTileCols,
@@ -350,14 +338,22 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
     // Few time blocks (short inputs): split the output channels too, so every thread has work.
     const int64_t row_chunks = std::min(row_blocks, (2 * threads_ + slices - 1) / slices);
     const int64_t jobs = slices * row_chunks;
-    Scratch panels(threads_ * cin_g * ldp);
+    const ScratchBuffer packed = take_floats(scratch, p.groups * row_blocks * tile_weights);
+    const ScratchBuffer packed_bias = take_floats(scratch, p.groups * row_blocks * kTileRows);
+    const ScratchBuffer panels = take_floats(scratch, threads_ * cin_g * ldp);
+    if (scratch.planning()) return;
+    const float* px = x.data<float>();
+    float* po = out.data<float>();
+    pack_conv_weights(weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr, p.groups,
+                      cout_g, cin_g, k_size, row_blocks, packed.as<float>(),
+                      packed_bias.as<float>());
 #pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
     for (int64_t job = 0; job < jobs; ++job) {
       const int64_t chunk = job % row_chunks;
       const int64_t tb = job / row_chunks % time_blocks;
       const int64_t g = job / row_chunks / time_blocks % p.groups;
       const int64_t b = job / row_chunks / time_blocks / p.groups;
-      float* panel = panels.data() + omp_get_thread_num() * cin_g * ldp;
+      float* panel = panels.as<float>() + omp_get_thread_num() * cin_g * ldp;
       const int64_t t0 = tb * block;
       const int64_t len = std::min(block, t_out - t0);
       fill_panel(px + (b * cin + g * cin_g) * t_in, t_in, cin_g, t0 - p.padding, ldp, panel);
@@ -365,8 +361,8 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
       const int64_t rb1 = row_blocks * (chunk + 1) / row_chunks;
       for (int64_t rb = rb0; rb < rb1; ++rb) {
         const int64_t rows = std::min(kTileRows, cout_g - rb * kTileRows);
-        const float* w = packed.data() + (g * row_blocks + rb) * tile_weights;
-        const float* bias4 = packed_bias.data() + (g * row_blocks + rb) * kTileRows;
+        const float* w = packed.as<float>() + (g * row_blocks + rb) * tile_weights;
+        const float* bias4 = packed_bias.as<float>() + (g * row_blocks + rb) * kTileRows;
         float* o = po + (b * cout + g * cout_g + rb * kTileRows) * t_out + t0;
         for (int64_t c0 = 0; c0 < len; c0 += kTileCols) {
           const int64_t cols = std::min(kTileCols, len - c0);
@@ -390,13 +386,17 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t block = std::min(t_out, kColBlock);
   const int64_t time_blocks = (t_out + block - 1) / block;
   const int64_t jobs = batch * p.groups * time_blocks;
-  Scratch cols(threads_ * col_rows * block);
+  const ScratchBuffer cols = take_floats(scratch, threads_ * col_rows * block);
+  if (scratch.planning()) return;
+  const float* px = x.data<float>();
+  const float* pb = bias.defined() ? bias.data<float>() : nullptr;
+  float* po = out.data<float>();
 #pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
   for (int64_t job = 0; job < jobs; ++job) {
     const int64_t tb = job % time_blocks;
     const int64_t g = job / time_blocks % p.groups;
     const int64_t b = job / time_blocks / p.groups;
-    float* col = cols.data() + omp_get_thread_num() * col_rows * block;
+    float* col = cols.as<float>() + omp_get_thread_num() * col_rows * block;
     const float* xg = px + (b * cin + g * cin_g) * t_in;
     const float* wg = weight.data<float>() + g * cout_g * col_rows;
     float* og = po + (b * cout + g * cout_g) * t_out;
@@ -423,7 +423,8 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 }
 
 void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                  Tensor& out, const ConvTranspose1dParams& p) {
+                                  Tensor& out, const ConvTranspose1dParams& p,
+                                  const KernelScratch& scratch) {
   require_f32("conv_transpose1d", "x", x);
   require_f32("conv_transpose1d", "weight", weight);
   if (bias.defined()) require_f32("conv_transpose1d", "bias", bias);
@@ -438,9 +439,6 @@ void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const T
   const int64_t t_out = out.size(2);
   require_shape("conv_transpose1d", "out", out, {batch, cout, t_out});
   if (batch == 0 || cout == 0 || t_out == 0) return;
-  const float* px = x.data<float>();
-  const float* pb = bias.defined() ? bias.data<float>() : nullptr;
-  float* po = out.data<float>();
   // Jobs own blocks of output steps, so they write disjoint memory: each computes the columns
   // col [cout_g·K, n] = wᵀ · x[:, lo : lo + n] for the inputs that reach its block (a few
   // inputs at the block edges are computed by both neighbours) and overlap-adds them into it.
@@ -451,13 +449,17 @@ void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const T
   const int64_t max_inputs = (block + span) / p.stride + 2;
   const int64_t time_blocks = (t_out + block - 1) / block;
   const int64_t jobs = batch * p.groups * time_blocks;
-  Scratch cols(threads_ * col_rows * max_inputs);
+  const ScratchBuffer cols = take_floats(scratch, threads_ * col_rows * max_inputs);
+  if (scratch.planning()) return;
+  const float* px = x.data<float>();
+  const float* pb = bias.defined() ? bias.data<float>() : nullptr;
+  float* po = out.data<float>();
 #pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
   for (int64_t job = 0; job < jobs; ++job) {
     const int64_t tb = job % time_blocks;
     const int64_t g = job / time_blocks % p.groups;
     const int64_t b = job / time_blocks / p.groups;
-    float* col = cols.data() + omp_get_thread_num() * col_rows * max_inputs;
+    float* col = cols.as<float>() + omp_get_thread_num() * col_rows * max_inputs;
     const int64_t o0 = tb * block;
     const int64_t o1 = std::min(t_out, o0 + block);
     float* og = po + (b * cout + g * cout_g) * t_out;
@@ -518,8 +520,10 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
   }
 }
 
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
+                           const KernelScratch& scratch) {
   host::check_embedding(ids, table, out);
+  if (scratch.planning()) return;
   const int64_t n = ids.numel();
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
@@ -535,7 +539,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
 }
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                           const AttentionParams& params) {
+                           const AttentionParams& params, const KernelScratch& scratch) {
   require_f32("attention", "q", q);
   require_f32("attention", "k", k);
   require_f32("attention", "v", v);
@@ -548,7 +552,8 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
   const int64_t tk = k.size(1);
   const int64_t row = heads * dim;  // stride between time steps of one head
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Scratch scores(threads_ * tq * tk);
+  const ScratchBuffer scores = take_floats(scratch, threads_ * tq * tk);
+  if (scratch.planning()) return;
   const int64_t jobs = batch * heads;
 #pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
   for (int64_t job = 0; job < jobs; ++job) {
@@ -561,7 +566,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
     const float* kb = k.data<float>() + b * tk * row + h * dim;
     const float* vb = v.data<float>() + b * tk * row + h * dim;
     float* ob = out.data<float>() + b * tq * row + h * dim;
-    float* s = scores.data() + omp_get_thread_num() * tq * tk;
+    float* s = scores.as<float>() + omp_get_thread_num() * tq * tk;
     if (valid > 0 && dim > 0) {
       // s [tq, valid] = scale · q·kᵀ
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
@@ -603,8 +608,10 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
   }
 }
 
-void CpuBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) {
+void CpuBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
+                                     const KernelScratch& scratch) {
   require_f32("zero_beyond_lengths", "x", x);
+  if (scratch.planning()) return;
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);
   for (int64_t b = 0; b < x.size(0); ++b) {
@@ -615,8 +622,10 @@ void CpuBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& leng
 }
 
 void CpuBackend::length_regulate(const Tensor& x,
-                                 const std::vector<std::vector<int64_t>>& durations, Tensor& out) {
+                                 const std::vector<std::vector<int64_t>>& durations, Tensor& out,
+                                 const KernelScratch& scratch) {
   host::check_length_regulate(x, durations, out);
+  if (scratch.planning()) return;
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);

@@ -20,11 +20,12 @@
 // The kernels need AVX2 and FMA (x86-64-v3, the Release build's target); the constructor throws
 // voxd::Error on an older CPU.
 //
-// Scratch memory (panels, packed weights, columns, attention scores; one slice per thread) is
-// allocated from host_allocator() for the duration of one kernel call and freed before it
-// returns, never kept in the backend: that keeps the backend stateless, so several threads may
-// call one CpuBackend at once. Panels and columns cover blocks of output steps, so scratch stays a
-// few MiB even for 200k-sample vocoder signals.
+// Scratch memory (panels, packed weights, columns, attention scores; one slice per thread) comes
+// from the call's KernelScratch (the context's allocator) for the duration of one kernel call,
+// never kept in the backend: that keeps the backend stateless, so several threads may call one
+// CpuBackend at once, and a workspace plan counts it (it depends on threads()). Panels and
+// columns cover blocks of output steps, so scratch stays a few MiB even for 200k-sample vocoder
+// signals. OpenBLAS's own buffers are not counted.
 #pragma once
 
 #include <string>
@@ -47,25 +48,28 @@ class CpuBackend final : public Backend {
   int threads() const { return threads_; }
 
   // Any strides and any dtype in src; dst contiguous on the host.
-  void copy(const Tensor& src, Tensor& dst) override;
+  void copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) override;
   // Any dtype in dst (the value is converted as convert_elements does).
   void fill(Tensor& dst, float value) override;
   // Kernels as documented in core/backend.h; floating tensors must be F32.
   void unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) override;
   void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) override;
-  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+              const KernelScratch& scratch) override;
   void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-              const Conv1dParams& params) override;
+              const Conv1dParams& params, const KernelScratch& scratch) override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                        const ConvTranspose1dParams& params) override;
+                        const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   Tensor& out) override;
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
+                 const KernelScratch& scratch) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                 const AttentionParams& params) override;
-  void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) override;
+                 const AttentionParams& params, const KernelScratch& scratch) override;
+  void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
+                           const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
-                       Tensor& out) override;
+                       Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
 
  private:

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,51 +18,125 @@
 
 namespace voxd {
 
+namespace {
+
+// Elements of im2col / col2im columns and attention scores one chunk may use (64 MiB in F32).
+constexpr int64_t kScratchElements = int64_t{1} << 24;
+// cublasSetWorkspace needs this alignment.
+constexpr uintptr_t kWorkspaceAlignment = 256;
+
+// Pinned host memory that uploads are staged through, so that cudaMemcpyAsync reads memory that
+// stays valid until the copy has run and the host never waits for the stream to upload. Space is
+// handed out in ring order; every staged copy records an event, and space is reused once the
+// copies reading it are done (long since, unless the device is far behind the host).
+class StagingRing {
+ public:
+  static constexpr size_t kBytes = size_t{8} << 20;
+  static constexpr size_t kAlignment = 64;
+
+  // Allocates the ring on the current device's context.
+  explicit StagingRing(const char* op) {
+    void* base = nullptr;
+    VOXD_CUDA_CHECK(op, cudaHostAlloc(&base, kBytes, cudaHostAllocDefault));
+    base_ = static_cast<char*>(base);
+  }
+  // Waits for the copies still reading the ring.
+  ~StagingRing() {
+    for (const Pending& p : pending_) {
+      cudaEventSynchronize(p.event);
+      cudaEventDestroy(p.event);
+    }
+    for (cudaEvent_t event : spare_) cudaEventDestroy(event);
+    cudaFreeHost(base_);
+  }
+  StagingRing(const StagingRing&) = delete;
+  StagingRing& operator=(const StagingRing&) = delete;
+
+  // Queues the copy of `bytes` from host `data` to device `dst` on `stream`, in pieces of at most
+  // the ring's size; `data` may go once this returns.
+  void upload(void* dst, const void* data, size_t bytes, cudaStream_t stream, const char* op) {
+    const auto* from = static_cast<const char*>(data);
+    auto* to = static_cast<char*>(dst);
+    while (bytes > 0) {
+      const size_t piece = std::min(bytes, kBytes);
+      const size_t size = (piece + kAlignment - 1) / kAlignment * kAlignment;
+      const size_t start = head_ + size <= kBytes ? head_ : 0;
+      reclaim(start, start + size, op);
+      std::memcpy(base_ + start, from, piece);
+      VOXD_CUDA_CHECK(op,
+                      cudaMemcpyAsync(to, base_ + start, piece, cudaMemcpyHostToDevice, stream));
+      cudaEvent_t event = nullptr;
+      if (spare_.empty()) {
+        VOXD_CUDA_CHECK(op, cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      } else {
+        event = spare_.back();
+        spare_.pop_back();
+      }
+      VOXD_CUDA_CHECK(op, cudaEventRecord(event, stream));
+      pending_.push_back({start, start + size, event});
+      head_ = start + size;
+      from += piece;
+      to += piece;
+      bytes -= piece;
+    }
+  }
+
+ private:
+  struct Pending {
+    size_t begin;
+    size_t end;
+    cudaEvent_t event;
+  };
+
+  // Makes [begin, end) free: waits for the newest pending copy that reads it (copies on one
+  // stream finish in order, so the older ones are done too), and retires finished copies.
+  void reclaim(size_t begin, size_t end, const char* op) {
+    size_t retire = 0;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (pending_[i].begin < end && begin < pending_[i].end) retire = i + 1;
+    }
+    if (retire > 0) VOXD_CUDA_CHECK(op, cudaEventSynchronize(pending_[retire - 1].event));
+    for (; retire > 0; --retire) retire_front();
+    while (!pending_.empty()) {
+      const cudaError_t status = cudaEventQuery(pending_.front().event);
+      if (status == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error: clear it so the next launch check does not see it
+        break;
+      }
+      VOXD_CUDA_CHECK(op, status);
+      retire_front();
+    }
+  }
+
+  void retire_front() {
+    spare_.push_back(pending_.front().event);
+    pending_.pop_front();
+  }
+
+  char* base_;
+  size_t head_ = 0;
+  std::deque<Pending> pending_;
+  std::vector<cudaEvent_t> spare_;
+};
+
+}  // namespace
+
 struct CudaBackend::Handles {
   int index = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  std::unique_ptr<StagingRing> staging;
 
   ~Handles() {
     cudaSetDevice(index);
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    staging.reset();
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 };
 
 namespace {
-
-// Elements of im2col / col2im columns and attention scores one chunk may use (64 MiB in F32).
-constexpr int64_t kScratchElements = int64_t{1} << 24;
-
-// Device memory from `allocator` for one kernel call (none for 0 bytes).
-class DeviceBuffer {
- public:
-  DeviceBuffer(Allocator& allocator, size_t bytes)
-      : allocator_(&allocator),
-        bytes_(bytes),
-        data_(bytes > 0 ? allocator.allocate(bytes) : nullptr) {}
-  ~DeviceBuffer() {
-    if (data_ != nullptr) allocator_->deallocate(data_, bytes_);
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : allocator_(other.allocator_),
-        bytes_(other.bytes_),
-        data_(std::exchange(other.data_, nullptr)) {}
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
-
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  Allocator* allocator_;
-  size_t bytes_;
-  void* data_;
-};
 
 [[noreturn]] void fail(const char* op, const std::string& message) {
   throw Error(std::string("cuda: ") + op + ": " + message);
@@ -167,8 +243,7 @@ void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOpe
 
 }  // namespace
 
-CudaBackend::CudaBackend(int index)
-    : index_(index), scratch_(index), handles_(std::make_unique<Handles>()) {
+CudaBackend::CudaBackend(int index) : index_(index), handles_(std::make_unique<Handles>()) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -187,7 +262,10 @@ CudaBackend::CudaBackend(int index)
   VOXD_CUDA_CHECK("open", cublasSetStream(handles_->cublas, handles_->stream));
   // No TF32: F32 gemms stay F32 (the 1e-4 parity with the reference depends on it).
   VOXD_CUDA_CHECK("open", cublasSetMathMode(handles_->cublas, CUBLAS_DEFAULT_MATH));
+  handles_->staging = std::make_unique<StagingRing>("open");
 }
+
+CudaBackend::CudaBackend(int index, PlanOnly) : index_(index) {}
 
 CudaBackend::~CudaBackend() = default;
 
@@ -196,35 +274,42 @@ std::string CudaBackend::name() const {
 }
 
 void CudaBackend::synchronize() {
-  VOXD_CUDA_CHECK("synchronize", cudaSetDevice(index_));
+  open("synchronize");
   VOXD_CUDA_CHECK("synchronize", cudaStreamSynchronize(handles_->stream));
 }
 
-namespace {
-
-// Makes `index` the calling thread's device.
-void activate(int index, const char* op) {
-  VOXD_CUDA_CHECK(op, cudaSetDevice(index));
-}
-
-// Copies `bytes` from the host to new scratch memory and waits, so `data` may go away after.
-DeviceBuffer upload(Allocator& scratch, cudaStream_t stream, const void* data, size_t bytes,
-                    const char* op) {
-  DeviceBuffer buffer(scratch, bytes);
-  if (bytes > 0) {
-    VOXD_CUDA_CHECK(
-        op, cudaMemcpyAsync(buffer.as<void>(), data, bytes, cudaMemcpyHostToDevice, stream));
-    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));
+void CudaBackend::open(const char* op) const {
+  if (plan_only()) {
+    fail(op, name() +
+                 " was made for planning only (CudaBackend(index, PlanOnly)) and runs no "
+                 "kernels; open the device with CudaBackend(index) to run");
   }
-  return buffer;
+  VOXD_CUDA_CHECK(op, cudaSetDevice(index_));
 }
 
-}  // namespace
+ScratchBuffer CudaBackend::take(const KernelScratch& scratch, size_t bytes, const char* op) const {
+  if (scratch.device() != device()) {
+    fail(op, "kernel scratch comes from a " + scratch.device().to_string() +
+                 " allocator; the context's allocator must hold " + device().to_string() +
+                 " memory");
+  }
+  return scratch.take(bytes);
+}
 
-void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+void CudaBackend::upload(void* dst, const void* data, size_t bytes, const char* op) const {
+  handles_->staging->upload(dst, data, bytes, handles_->stream, op);
+}
+
+void CudaBackend::use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const {
+  if (reinterpret_cast<uintptr_t>(workspace.data()) % kWorkspaceAlignment != 0) {
+    fail(op, "the context's allocator returned memory not aligned to " +
+                 std::to_string(kWorkspaceAlignment) + " bytes, which cuBLAS's workspace needs");
+  }
+  VOXD_CUDA_CHECK(op, cublasSetWorkspace(handles_->cublas, workspace.data(), workspace.bytes()));
+}
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
   const char* op = "copy";
-  activate(index_, op);
-  cudaStream_t stream = handles_->stream;
   if (!src.defined() || !dst.defined()) fail(op, "undefined tensor");
   if (!dst.is_contiguous()) fail(op, "destination " + dst.shape_string() + " is strided");
   if (src.numel() != dst.numel()) {
@@ -240,22 +325,25 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   const int64_t n = src.numel();
   if (n == 0) return;
   const bool plain = src.is_contiguous() && src.dtype() == dst.dtype();
+  const bool download = !src.device().is_cpu() && dst.device().is_cpu();
+  // A download of strided or converted data is gathered on the device first.
+  const ScratchBuffer staged = take(scratch, download && !plain ? dst.nbytes() : 0, op);
+  if (scratch.planning()) return;
+  open(op);
+  cudaStream_t stream = handles_->stream;
   if (src.device().is_cpu() && dst.device().is_cpu()) {
     Tensor converted = src.to_host_contiguous(dst.dtype());
     std::memcpy(dst.raw_data(), converted.raw_data(), dst.nbytes());
   } else if (src.device().is_cpu()) {
     // Strides and dtype resolved on the host, then one upload.
-    const Tensor staged = plain ? src : src.to_host_contiguous(dst.dtype());
-    VOXD_CUDA_CHECK(op, cudaMemcpyAsync(dst.raw_data(), staged.raw_data(), dst.nbytes(),
-                                        cudaMemcpyHostToDevice, stream));
-    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));
-  } else if (dst.device().is_cpu()) {
+    const Tensor contiguous = plain ? src : src.to_host_contiguous(dst.dtype());
+    upload(dst.raw_data(), contiguous.raw_data(), dst.nbytes(), op);
+  } else if (download) {
     const void* from = src.raw_data();
-    DeviceBuffer staged(scratch_, plain ? 0 : dst.nbytes());
     if (!plain) {
       cuda::copy_strided(src.raw_data(), src.dtype(), make_layout(op, src.shape(), src.strides()),
-                         staged.as<void>(), dst.dtype(), n, stream, op);
-      from = staged.as<void>();
+                         staged.data(), dst.dtype(), n, stream, op);
+      from = staged.data();
     }
     VOXD_CUDA_CHECK(
         op, cudaMemcpyAsync(dst.raw_data(), from, dst.nbytes(), cudaMemcpyDeviceToHost, stream));
@@ -271,7 +359,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
 
 void CudaBackend::fill(Tensor& dst, float value) {
   const char* op = "fill";
-  activate(index_, op);
+  open(op);
   if (!dst.defined() || dst.device() != device() || !dst.is_contiguous()) {
     fail(op,
          "destination " + dst.shape_string() + " must be contiguous on " + device().to_string());
@@ -284,7 +372,7 @@ void CudaBackend::fill(Tensor& dst, float value) {
 
 void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha) {
   const char* op = "unary";
-  activate(index_, op);
+  open(op);
   require_float(op, "x", x, device());
   require_float(op, "out", out, device(), x.dtype());
   require_shape(op, "out", out, x.shape());
@@ -294,7 +382,7 @@ void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha)
 
 void CudaBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp kind) {
   const char* op = "binary";
-  activate(index_, op);
+  open(op);
   require_float(op, "a", a, device());
   require_float(op, "b", b, device(), a.dtype());
   require_float(op, "out", out, device(), a.dtype());
@@ -329,9 +417,9 @@ void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaS
 
 }  // namespace
 
-void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) {
+void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                         const KernelScratch& scratch) {
   const char* op = "linear";
-  activate(index_, op);
   require_float(op, "x", x, device());
   const DType dtype = x.dtype();
   require_float(op, "weight", weight, device(), dtype);
@@ -346,11 +434,15 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
   require_shape(op, "out", out, {rows, features});
   if (bias.defined()) require_shape(op, "bias", bias, {features});
   if (out.numel() == 0) return;
+  const ScratchBuffer workspace = take(scratch, in == 0 ? 0 : kCublasWorkspaceBytes, op);
+  if (scratch.planning()) return;
+  open(op);
   cudaStream_t stream = handles_->stream;
   if (in == 0) {
     fill_bias(bias, {0, 1}, out, stream, op);
     return;
   }
+  use_gemm_workspace(workspace, op);
   const cudaDataType type = cuda_type(dtype);
   // The bias goes into out first and the gemm accumulates onto it (beta 1), so x·Wᵀ + bias is
   // summed in F32 and rounded to a half dtype once, not once after the gemm and again after a
@@ -367,9 +459,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
 }
 
 void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                         const Conv1dParams& p) {
+                         const Conv1dParams& p, const KernelScratch& scratch) {
   const char* op = "conv1d";
-  activate(index_, op);
   require_float(op, "x", x, device());
   const DType dtype = x.dtype();
   require_float(op, "weight", weight, device(), dtype);
@@ -393,18 +484,25 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
                  " with groups " + std::to_string(p.groups));
   }
   if (out.numel() == 0) return;
-  cudaStream_t stream = handles_->stream;
-  fill_bias(bias, {0, 1, 0}, out, stream, op);
   const int64_t ckk = cin_g * k;
-  if (ckk == 0) return;
   // A pointwise convolution multiplies x itself; others go through im2col columns, a chunk of
   // output steps at a time.
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
-  const int64_t chunk = pointwise ? std::min<int64_t>(t_out, INT_MAX)
-                                  : std::clamp<int64_t>(kScratchElements / (batch * ckk), 1,
-                                                        std::min<int64_t>(t_out, INT_MAX));
-  DeviceBuffer cols(scratch_,
-                    pointwise ? 0 : static_cast<size_t>(batch * ckk * chunk) * dtype_size(dtype));
+  const int64_t chunk = pointwise || ckk == 0
+                            ? std::min<int64_t>(t_out, INT_MAX)
+                            : std::clamp<int64_t>(kScratchElements / (batch * ckk), 1,
+                                                  std::min<int64_t>(t_out, INT_MAX));
+  const bool gemms = ckk > 0;
+  const ScratchBuffer cols = take(
+      scratch,
+      !gemms || pointwise ? 0 : static_cast<size_t>(batch * ckk * chunk) * dtype_size(dtype), op);
+  const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0, op);
+  if (scratch.planning()) return;
+  open(op);
+  cudaStream_t stream = handles_->stream;
+  fill_bias(bias, {0, 1, 0}, out, stream, op);
+  if (!gemms) return;
+  use_gemm_workspace(workspace, op);
   const cudaDataType type = cuda_type(dtype);
   for (int64_t g = 0; g < p.groups; ++g) {
     for (int64_t t0 = 0; t0 < t_out; t0 += chunk) {
@@ -412,8 +510,8 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
       Operand a{element(x, g * cin_g * t_in + t0), type, t_in, cin * t_in};
       if (!pointwise) {
         cuda::im2col(x.raw_data(), dtype, batch, cin, t_in, g * cin_g, cin_g, k, p.stride,
-                     p.padding, p.dilation, t0, tc, cols.as<void>(), stream, op);
-        a = {cols.as<void>(), type, tc, ckk * tc};
+                     p.padding, p.dilation, t0, tc, cols.data(), stream, op);
+        a = {cols.data(), type, tc, ckk * tc};
       }
       // Row-major out_g [cout_g, tc] = W_g [cout_g, ckk] · cols [ckk, tc], i.e. column-major
       // out_gᵀ = colsᵀ · W_gᵀ, accumulated onto the bias.
@@ -425,9 +523,9 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
 }
 
 void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   Tensor& out, const ConvTranspose1dParams& p) {
+                                   Tensor& out, const ConvTranspose1dParams& p,
+                                   const KernelScratch& scratch) {
   const char* op = "conv_transpose1d";
-  activate(index_, op);
   require_float(op, "x", x, device());
   const DType dtype = x.dtype();
   require_float(op, "weight", weight, device(), dtype);
@@ -451,15 +549,22 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
                  " with groups " + std::to_string(p.groups));
   }
   if (out.numel() == 0) return;
-  cudaStream_t stream = handles_->stream;
-  fill_bias(bias, {0, 1, 0}, out, stream, op);
   const int64_t ck = cout_g * k;
-  if (cin_g == 0 || ck == 0 || t_in == 0) return;
+  const bool gemms = cin_g > 0 && ck > 0 && t_in > 0;
   // F32 columns [batch, cout_g·k, chunk] = W_gᵀ · x for a chunk of input steps, then gathered
   // into the output (col2im) with one rounding to the output dtype.
-  const int64_t chunk =
-      std::clamp<int64_t>(kScratchElements / (batch * ck), 1, std::min<int64_t>(t_in, INT_MAX));
-  DeviceBuffer cols(scratch_, static_cast<size_t>(batch * ck * chunk) * sizeof(float));
+  const int64_t chunk = gemms ? std::clamp<int64_t>(kScratchElements / (batch * ck), 1,
+                                                    std::min<int64_t>(t_in, INT_MAX))
+                              : 0;
+  const ScratchBuffer cols =
+      take(scratch, static_cast<size_t>(batch * ck * chunk) * sizeof(float), op);
+  const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0, op);
+  if (scratch.planning()) return;
+  open(op);
+  cudaStream_t stream = handles_->stream;
+  fill_bias(bias, {0, 1, 0}, out, stream, op);
+  if (!gemms) return;
+  use_gemm_workspace(workspace, op);
   const cudaDataType type = cuda_type(dtype);
   for (int64_t g = 0; g < p.groups; ++g) {
     for (int64_t t0 = 0; t0 < t_in; t0 += chunk) {
@@ -468,7 +573,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
       // x_gᵀ · W_g, with W_g row-major [cin_g, ck] read transposed.
       gemm(handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_T, tc, ck, cin_g,
            {element(x, g * cin_g * t_in + t0), type, t_in, cin * t_in},
-           {element(weight, g * cin_g * ck), type, ck, 0}, 0.0f, cols.as<void>(), CUDA_R_32F, tc,
+           {element(weight, g * cin_g * ck), type, ck, 0}, 0.0f, cols.data(), CUDA_R_32F, tc,
            ck * tc, batch);
       cuda::col2im_add(cols.as<float>(), batch, cout_g, k, t0, tc, p.stride, p.padding, p.dilation,
                        out.raw_data(), dtype, cout, g * cout_g, t_out, stream, op);
@@ -479,7 +584,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                              Tensor& out) {
   const char* op = "layer_norm";
-  activate(index_, op);
+  open(op);
   require_float(op, "x", x, device());
   require_float(op, "gamma", gamma, device(), x.dtype());
   require_float(op, "beta", beta, device(), x.dtype());
@@ -492,9 +597,9 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor&
                    x.size(0), x.size(1), eps, handles_->stream, op);
 }
 
-void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
+                            const KernelScratch& scratch) {
   const char* op = "embedding";
-  activate(index_, op);
   require_float(op, "table", table, device());
   require_float(op, "out", out, device(), table.dtype());
   if (!ids.defined() || (ids.dtype() != DType::I32 && ids.dtype() != DType::I64) ||
@@ -506,27 +611,35 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
   require_shape(op, "out", out, {n, c});
+  if (!ids.is_contiguous()) fail(op, "ids " + ids.shape_string() + " are strided");
+  const ScratchBuffer rows = take(scratch, static_cast<size_t>(n) * sizeof(int64_t), op);
+  if (scratch.planning()) return;
+  open(op);
   // Ids are checked on the host (device ids are copied back first), so a bad id throws here
   // with the same message as on the host backends.
-  Tensor host_ids = Tensor::empty({n}, DType::I64);
-  copy(ids.reshape({n}), host_ids);
-  const int64_t* values = host_ids.data<int64_t>();
+  Tensor host_ids = ids;
+  if (!ids.device().is_cpu()) {
+    host_ids = Tensor::empty(ids.shape(), ids.dtype());
+    VOXD_CUDA_CHECK(op, cudaMemcpyAsync(host_ids.raw_data(), ids.raw_data(), ids.nbytes(),
+                                        cudaMemcpyDeviceToHost, handles_->stream));
+    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(handles_->stream));
+  }
+  const std::vector<int64_t> values = host_ids.to_int_vector();
   for (int64_t i = 0; i < n; ++i) {
-    if (values[i] < 0 || values[i] >= vocab) {
-      throw Error("embedding: id " + std::to_string(values[i]) + " at position " +
-                  std::to_string(i) + " is outside the table's " + std::to_string(vocab) + " rows");
+    const int64_t id = values[static_cast<size_t>(i)];
+    if (id < 0 || id >= vocab) {
+      throw Error("embedding: id " + std::to_string(id) + " at position " + std::to_string(i) +
+                  " is outside the table's " + std::to_string(vocab) + " rows");
     }
   }
-  const DeviceBuffer rows =
-      upload(scratch_, handles_->stream, values, static_cast<size_t>(n) * sizeof(int64_t), op);
+  upload(rows.data(), values.data(), rows.bytes(), op);
   cuda::gather_rows(table.raw_data(), rows.as<int64_t>(), out.raw_data(), table.dtype(), n, c,
                     handles_->stream, op);
 }
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                            const AttentionParams& params) {
+                            const AttentionParams& params, const KernelScratch& scratch) {
   const char* op = "attention";
-  activate(index_, op);
   require_float(op, "q", q, device());
   require_float(op, "k", k, device(), q.dtype());
   require_float(op, "v", v, device(), q.dtype());
@@ -544,11 +657,18 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                    std::to_string(batch));
     }
   }
-  cudaStream_t stream = handles_->stream;
-  const DeviceBuffer lengths = upload(scratch_, stream, params.key_lengths.data(),
-                                      params.key_lengths.size() * sizeof(int64_t), op);
-  const DeviceBuffer offsets = upload(scratch_, stream, params.query_offsets.data(),
-                                      params.query_offsets.size() * sizeof(int64_t), op);
+  const int64_t rows = batch * q.size(1) * q.size(2);
+  const int64_t tk = k.size(1);
+  const int64_t in_flight =
+      std::max<int64_t>(1, std::min(rows, kScratchElements / std::max<int64_t>(tk, 1)));
+  const ScratchBuffer lengths = take(scratch, params.key_lengths.size() * sizeof(int64_t), op);
+  const ScratchBuffer offsets = take(scratch, params.query_offsets.size() * sizeof(int64_t), op);
+  const ScratchBuffer scores =
+      take(scratch, static_cast<size_t>(in_flight * tk) * sizeof(float), op);
+  if (scratch.planning()) return;
+  open(op);
+  upload(lengths.data(), params.key_lengths.data(), lengths.bytes(), op);
+  upload(offsets.data(), params.query_offsets.data(), offsets.bytes(), op);
   cuda::AttentionArgs args{q.raw_data(),
                            k.raw_data(),
                            v.raw_data(),
@@ -556,37 +676,35 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                            q.dtype(),
                            batch,
                            q.size(1),
-                           k.size(1),
+                           tk,
                            q.size(2),
                            q.size(3),
                            params.scale,
                            params.causal,
                            params.key_lengths.empty() ? nullptr : lengths.as<int64_t>(),
                            params.query_offsets.empty() ? nullptr : offsets.as<int64_t>()};
-  const int64_t rows = batch * args.tq * args.heads;
-  const int64_t in_flight =
-      std::max<int64_t>(1, std::min(rows, kScratchElements / std::max<int64_t>(args.tk, 1)));
-  DeviceBuffer scores(scratch_, static_cast<size_t>(in_flight * args.tk) * sizeof(float));
-  cuda::attention(args, scores.as<float>(), in_flight, stream, op);
+  cuda::attention(args, scores.as<float>(), in_flight, handles_->stream, op);
 }
 
-void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) {
+void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
+                                      const KernelScratch& scratch) {
   const char* op = "zero_beyond_lengths";
-  activate(index_, op);
   require_float(op, "x", x, device());
   if (x.dim() != 3 || static_cast<int64_t>(lengths.size()) != x.size(0)) {
     fail(op, std::to_string(lengths.size()) + " lengths for x " + x.shape_string());
   }
-  const DeviceBuffer device_lengths =
-      upload(scratch_, handles_->stream, lengths.data(), lengths.size() * sizeof(int64_t), op);
+  const ScratchBuffer device_lengths = take(scratch, lengths.size() * sizeof(int64_t), op);
+  if (scratch.planning()) return;
+  open(op);
+  upload(device_lengths.data(), lengths.data(), device_lengths.bytes(), op);
   cuda::zero_beyond_lengths(x.raw_data(), x.dtype(), device_lengths.as<int64_t>(), x.size(0),
                             x.size(1), x.size(2), handles_->stream, op);
 }
 
 void CudaBackend::length_regulate(const Tensor& x,
-                                  const std::vector<std::vector<int64_t>>& durations, Tensor& out) {
+                                  const std::vector<std::vector<int64_t>>& durations, Tensor& out,
+                                  const KernelScratch& scratch) {
   const char* op = "length_regulate";
-  activate(index_, op);
   require_float(op, "x", x, device());
   require_float(op, "out", out, device(), x.dtype());
   if (x.dim() != 3 || out.dim() != 3) fail(op, "x and out must be [B, T, C]");
@@ -616,15 +734,17 @@ void CudaBackend::length_regulate(const Tensor& x,
       }
     }
   }
-  const DeviceBuffer device_rows =
-      upload(scratch_, handles_->stream, rows.data(), rows.size() * sizeof(int64_t), op);
+  const ScratchBuffer device_rows = take(scratch, rows.size() * sizeof(int64_t), op);
+  if (scratch.planning()) return;
+  open(op);
+  upload(device_rows.data(), rows.data(), device_rows.bytes(), op);
   cuda::gather_rows(x.raw_data(), device_rows.as<int64_t>(), out.raw_data(), x.dtype(),
                     batch * frames, c, handles_->stream, op);
 }
 
 void CudaBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
   const char* op = "bucketize";
-  activate(index_, op);
+  open(op);
   require_float(op, "x", x, device(), DType::F32);
   require_float(op, "boundaries", boundaries, device(), DType::F32);
   if (out.device() != device() || out.dtype() != DType::I64 || !out.is_contiguous() ||

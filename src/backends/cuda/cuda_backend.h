@@ -20,25 +20,39 @@
 //     conv_transpose1d to accept an F32 x with half weights and the models to keep activations
 //     in F32; that is core/ops and models work, not this backend's.
 //
-// Scratch memory (im2col columns, attention scores, uploaded lengths and ids) comes from the
-// backend's own CudaDeviceAllocator for the duration of one call. One thread at a time may use
-// a CudaBackend.
+// Scratch memory (im2col columns, attention scores, uploaded lengths, ids and rows, and cuBLAS's
+// workspace) comes from the call's KernelScratch, i.e. the context's allocator, for the duration
+// of one call, so a workspace plan counts it; cuBLAS is handed its workspace with
+// cublasSetWorkspace before every gemm and never allocates its own. Small host arrays (lengths,
+// ids, frame rows) and host tensors reach the device through a ring of pinned host memory with
+// cudaMemcpyAsync, without waiting for the stream; copies to the host wait. One thread at a time
+// may use a CudaBackend.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_allocator.h"
 #include "core/backend.h"
 
 namespace voxd {
 
 class CudaBackend final : public Backend {
  public:
+  // cuBLAS workspace each linear, conv1d and conv_transpose1d call takes from its scratch:
+  // NVIDIA's recommended size for Hopper.
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+  // Marks a backend made for planning only.
+  struct PlanOnly {};
+
   // Opens device `index`; throws voxd::InputError when there is no such CUDA device ("no CUDA
   // device: cudaGetDeviceCount returned ...").
   explicit CudaBackend(int index = 0);
+  // A backend for device `index` that opens nothing, so it works on machines without a GPU: its
+  // kernels take part in planning passes (KernelScratch::planning()) and throw voxd::Error
+  // when asked to run.
+  CudaBackend(int index, PlanOnly);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -48,37 +62,48 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(index_); }
   // Waits for the stream; throws voxd::Error for a failure in queued work.
   void synchronize() override;
+  // True for a PlanOnly backend.
+  bool plan_only() const { return handles_ == nullptr; }
 
   // Any strides and dtype in src, on this device or the host; dst contiguous, on this device or
-  // the host. A copy to the host returns when the data is there.
-  void copy(const Tensor& src, Tensor& dst) override;
+  // the host. A copy to the host returns when the data is there; a copy from the host returns
+  // once the data is staged.
+  void copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) override;
   void fill(Tensor& dst, float value) override;
   // Kernels as documented in core/backend.h. Embedding ids may be on the host or this device.
   void unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) override;
   void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) override;
-  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+              const KernelScratch& scratch) override;
   void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-              const Conv1dParams& params) override;
+              const Conv1dParams& params, const KernelScratch& scratch) override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                        const ConvTranspose1dParams& params) override;
+                        const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   Tensor& out) override;
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
+                 const KernelScratch& scratch) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                 const AttentionParams& params) override;
-  void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) override;
+                 const AttentionParams& params, const KernelScratch& scratch) override;
+  void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
+                           const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
-                       Tensor& out) override;
+                       Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
 
-  // Stats of the allocator behind the backend's scratch memory.
-  AllocatorStats scratch_stats() const { return scratch_.stats(); }
-
  private:
-  struct Handles;  // stream and cuBLAS handle (CUDA types stay out of this header)
+  struct Handles;  // stream, cuBLAS handle and staging ring (CUDA types stay out of this header)
+
+  // Makes this backend's device current for `op`; throws for a PlanOnly backend.
+  void open(const char* op) const;
+  // `bytes` of `scratch` for `op`, which must be on this device.
+  ScratchBuffer take(const KernelScratch& scratch, size_t bytes, const char* op) const;
+  // Queues the copy of `bytes` host bytes to device memory `dst`; `data` may go once it returns.
+  void upload(void* dst, const void* data, size_t bytes, const char* op) const;
+  // Makes `workspace` cuBLAS's workspace for the gemms that follow.
+  void use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const;
 
   int index_;
-  CudaDeviceAllocator scratch_;
   std::unique_ptr<Handles> handles_;
 };
 

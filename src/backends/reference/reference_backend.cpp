@@ -14,7 +14,8 @@ namespace voxd {
 using host::require_f32;
 using host::require_shape;
 
-void ReferenceBackend::copy(const Tensor& src, Tensor& dst) {
+void ReferenceBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
+  if (scratch.planning()) return;
   host::strided_copy(src, dst);
 }
 
@@ -79,7 +80,7 @@ void ReferenceBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, Bin
 }
 
 void ReferenceBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                              Tensor& out) {
+                              Tensor& out, const KernelScratch& scratch) {
   require_f32("linear", "x", x);
   require_f32("linear", "weight", weight);
   if (bias.defined()) require_f32("linear", "bias", bias);
@@ -88,6 +89,7 @@ void ReferenceBackend::linear(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t in = x.size(1);
   const int64_t features = weight.size(0);
   require_shape("linear", "out", out, {n, features});
+  if (scratch.planning()) return;
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
   float* po = out.data<float>();
@@ -103,7 +105,7 @@ void ReferenceBackend::linear(const Tensor& x, const Tensor& weight, const Tenso
 }
 
 void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                              Tensor& out, const Conv1dParams& p) {
+                              Tensor& out, const Conv1dParams& p, const KernelScratch& scratch) {
   require_f32("conv1d", "x", x);
   require_f32("conv1d", "weight", weight);
   if (bias.defined()) require_f32("conv1d", "bias", bias);
@@ -117,6 +119,7 @@ void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t t_out = out.size(2);
   const int64_t cout_g = cout / p.groups;
   require_shape("conv1d", "out", out, {batch, cout, t_out});
+  if (scratch.planning()) return;
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
   float* po = out.data<float>();
@@ -141,7 +144,8 @@ void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tenso
 }
 
 void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                        Tensor& out, const ConvTranspose1dParams& p) {
+                                        Tensor& out, const ConvTranspose1dParams& p,
+                                        const KernelScratch& scratch) {
   require_f32("conv_transpose1d", "x", x);
   require_f32("conv_transpose1d", "weight", weight);
   if (bias.defined()) require_f32("conv_transpose1d", "bias", bias);
@@ -156,8 +160,11 @@ void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, c
   const int64_t t_out = out.size(2);
   require_shape("conv_transpose1d", "out", out, {batch, cout, t_out});
   // Scatter form: input sample t of channel ci adds w[ci, co, k] · x to output t·stride −
-  // padding + k·dilation of every output channel co in ci's group.
-  std::vector<double> acc(static_cast<size_t>(batch * cout * t_out), 0.0);
+  // padding + k·dilation of every output channel co in ci's group, summed in doubles.
+  const ScratchBuffer sums = scratch.take(static_cast<size_t>(out.numel()) * sizeof(double));
+  if (scratch.planning()) return;
+  double* acc = sums.as<double>();
+  std::fill(acc, acc + out.numel(), 0.0);
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
   for (int64_t b = 0; b < batch; ++b) {
@@ -170,8 +177,7 @@ void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, c
           for (int64_t k = 0; k < k_size; ++k) {
             const int64_t pos = t * p.stride - p.padding + k * p.dilation;
             if (pos < 0 || pos >= t_out) continue;
-            acc[static_cast<size_t>((b * cout + co) * t_out + pos)] +=
-                xv * pw[(ci * cout_g + c) * k_size + k];
+            acc[(b * cout + co) * t_out + pos] += xv * pw[(ci * cout_g + c) * k_size + k];
           }
         }
       }
@@ -183,7 +189,7 @@ void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, c
       const double bv = bias.defined() ? bias.data<float>()[co] : 0.0;
       for (int64_t t = 0; t < t_out; ++t) {
         const int64_t i = (b * cout + co) * t_out + t;
-        po[i] = static_cast<float>(acc[static_cast<size_t>(i)] + bv);
+        po[i] = static_cast<float>(acc[i] + bv);
       }
     }
   }
@@ -214,8 +220,10 @@ void ReferenceBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Te
   }
 }
 
-void ReferenceBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void ReferenceBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
+                                 const KernelScratch& scratch) {
   host::check_embedding(ids, table, out);
+  if (scratch.planning()) return;
   const int64_t n = ids.numel();
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
@@ -230,7 +238,7 @@ void ReferenceBackend::embedding(const Tensor& ids, const Tensor& table, Tensor&
 }
 
 void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                                 const AttentionParams& params) {
+                                 const AttentionParams& params, const KernelScratch& scratch) {
   require_f32("attention", "q", q);
   require_f32("attention", "k", k);
   require_f32("attention", "v", v);
@@ -245,8 +253,10 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
   const float* pk = k.data<float>();
   const float* pv = v.data<float>();
   float* po = out.data<float>();
-  std::vector<double> scores(static_cast<size_t>(tk));
-  std::vector<bool> visible(static_cast<size_t>(tk));
+  // Scores of one query against every key, then its softmax weights (0 for unseen keys).
+  const ScratchBuffer score_buffer = scratch.take(static_cast<size_t>(tk) * sizeof(double));
+  if (scratch.planning()) return;
+  double* scores = score_buffer.as<double>();
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t valid = params.key_lengths.empty() ? tk : params.key_lengths[b];
     const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
@@ -255,15 +265,16 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
         const float* qi = pq + ((b * tq + i) * heads + h) * dim;
         bool any = false;
         double max_score = -std::numeric_limits<double>::infinity();
+        const auto sees = [&](int64_t j) {
+          return j < valid && (!params.causal || j <= offset + i);
+        };
         for (int64_t j = 0; j < tk; ++j) {
-          const bool sees = j < valid && (!params.causal || j <= offset + i);
-          visible[static_cast<size_t>(j)] = sees;
-          if (!sees) continue;
+          if (!sees(j)) continue;
           const float* kj = pk + ((b * tk + j) * heads + h) * dim;
           double dot = 0;
           for (int64_t d = 0; d < dim; ++d) dot += static_cast<double>(qi[d]) * kj[d];
           const double s = params.scale * dot;
-          scores[static_cast<size_t>(j)] = s;
+          scores[j] = s;
           max_score = any ? std::max(max_score, s) : s;
           any = true;
         }
@@ -274,14 +285,13 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
         }
         double total = 0;
         for (int64_t j = 0; j < tk; ++j) {
-          const auto sj = static_cast<size_t>(j);
-          scores[sj] = visible[sj] ? std::exp(scores[sj] - max_score) : 0.0;
-          total += scores[sj];
+          scores[j] = sees(j) ? std::exp(scores[j] - max_score) : 0.0;
+          total += scores[j];
         }
         for (int64_t d = 0; d < dim; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < tk; ++j) {
-            acc += scores[static_cast<size_t>(j)] * pv[((b * tk + j) * heads + h) * dim + d];
+            acc += scores[j] * pv[((b * tk + j) * heads + h) * dim + d];
           }
           oi[d] = static_cast<float>(acc / total);
         }
@@ -290,8 +300,10 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
   }
 }
 
-void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths) {
+void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
+                                           const KernelScratch& scratch) {
   require_f32("zero_beyond_lengths", "x", x);
+  if (scratch.planning()) return;
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);
   for (int64_t b = 0; b < x.size(0); ++b) {
@@ -303,8 +315,9 @@ void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>
 
 void ReferenceBackend::length_regulate(const Tensor& x,
                                        const std::vector<std::vector<int64_t>>& durations,
-                                       Tensor& out) {
+                                       Tensor& out, const KernelScratch& scratch) {
   host::check_length_regulate(x, durations, out);
+  if (scratch.planning()) return;
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);

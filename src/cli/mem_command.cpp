@@ -1,0 +1,251 @@
+#include "cli/mem_command.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/workspace_arena.h"
+#include "models/voice.h"
+#include "models/workspace_steps.h"
+#ifdef VOXD_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace voxd {
+namespace {
+
+// Mel frames per phoneme when --frames is not given: about 93 ms at 22050 Hz with a hop of 256,
+// a little slower than conversational speech, so the default errs on the large side.
+constexpr int64_t kDefaultFramesPerPhoneme = 8;
+
+struct MemOptions {
+  std::string voice;
+  std::string device = "cpu";
+  std::string dtype = "f32";
+  int threads = 0;
+  std::optional<int64_t> batch;
+  std::optional<int64_t> phonemes;
+  std::optional<int64_t> frames;
+  std::optional<int64_t> chunks;
+  bool json = false;
+};
+
+DType parse_dtype_option(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  return DType::BF16;  // the option only admits f32, f16 and bf16
+}
+
+// The backend a plan for --device is made with; CUDA plans use one that opens no device. Adds
+// what the plan assumes about it to `notes`.
+std::unique_ptr<Backend> planning_backend(const MemOptions& options, DType dtype,
+                                          std::vector<std::string>& notes) {
+  const std::string& device = options.device;
+  if (device == "cpu") {
+    if (dtype != DType::F32) {
+      throw InputError(
+          "--device cpu computes in f32 only; use --dtype f32 (f16 and bf16 run on "
+          "cuda)");
+    }
+    auto cpu = std::make_unique<CpuBackend>(options.threads);
+    notes.push_back("the cpu backend's kernel scratch is per thread; planned for " +
+                    std::to_string(cpu->threads()) + " threads (set --threads)");
+    return cpu;
+  }
+  if (device.rfind("cuda", 0) == 0) {
+    int index = 0;
+    if (device != "cuda") {
+      const std::string digits = device.substr(std::min<size_t>(5, device.size()));
+      if (device[4] != ':' || digits.empty() || digits.size() > 4 ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
+        throw InputError("bad --device '" + device + "'; expected cpu, cuda or cuda:N");
+      }
+      index = std::stoi(digits);
+    }
+#ifdef VOXD_HAVE_CUDA
+    notes.push_back("cuda plans include cuBLAS's workspace (" +
+                    std::to_string(CudaBackend::kCublasWorkspaceBytes >> 20) +
+                    " MiB in each gemm call),\n      not the CUDA context and kernel images (a "
+                    "few hundred MiB per process)");
+    return std::make_unique<CudaBackend>(index, CudaBackend::PlanOnly{});
+#else
+    throw InputError("--device " + device + " (device " + std::to_string(index) +
+                     "): this voxd was built without CUDA, so it has no CUDA backend to plan for");
+#endif
+  }
+  throw InputError("unknown --device '" + device + "'; expected cpu, cuda or cuda:N");
+}
+
+// "12.3 MiB".
+std::string format_bytes(uint64_t bytes) {
+  char text[32];
+  const double value = static_cast<double>(bytes);
+  if (bytes < (uint64_t{1} << 20)) {
+    std::snprintf(text, sizeof(text), "%.1f KiB", value / 1024.0);
+  } else if (bytes < (uint64_t{1} << 30)) {
+    std::snprintf(text, sizeof(text), "%.1f MiB", value / 1048576.0);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f GiB", value / 1073741824.0);
+  }
+  return text;
+}
+
+// One row of the table, without trailing blanks.
+void print_row(const std::string& name, const std::string& shape, const std::string& workspace,
+               const std::string& carried) {
+  char text[256];
+  std::snprintf(text, sizeof(text), "  %-17s %-36s %11s %11s", name.c_str(), shape.c_str(),
+                workspace.c_str(), carried.c_str());
+  std::string line = text;
+  line.erase(line.find_last_not_of(' ') + 1);
+  std::printf("%s\n", line.c_str());
+}
+
+void print_text(const std::string& voice, const WorkspacePlan& plan,
+                const std::vector<std::string>& notes) {
+  std::printf("voxd memory plan: voice '%s' on %s in %s (planned; nothing ran)\n", voice.c_str(),
+              plan.device.c_str(), plan.dtype.c_str());
+  print_row("", "shape", "workspace", "carried");
+  print_row("weights", "", format_bytes(plan.weights_bytes), "");
+  for (const StagePlan& stage : plan.stages) {
+    print_row(stage.name, stage.shape, format_bytes(stage.workspace_bytes),
+              stage.carried_bytes > 0 ? format_bytes(stage.carried_bytes) : "");
+  }
+  print_row("total", "weights + largest step", format_bytes(plan.total_bytes()),
+            "(" + std::to_string(plan.total_bytes()) + " bytes)");
+  const bool carries = std::any_of(plan.stages.begin(), plan.stages.end(),
+                                   [](const StagePlan& stage) { return stage.carried_bytes > 0; });
+  if (carries) {
+    std::printf(
+        "carried: memory a step holds outside its workspace (the encoder's output, kept\n"
+        "for the decoder)\n");
+  }
+  for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
+}
+
+// Accepts whole numbers of at least 1 ("--batch: must be a whole number of at least 1, got 0").
+CLI::Validator at_least_one() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        int64_t n = 0;
+        const char* end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+        if (ec != std::errc() || ptr != end || n < 1) {
+          return "must be a whole number of at least 1, got " + value;
+        }
+        return {};
+      },
+      "INT>=1");
+}
+
+int run_mem(const MemOptions& options) {
+  const DType dtype = parse_dtype_option(options.dtype);
+  if (options.batch.has_value() != options.phonemes.has_value()) {
+    throw InputError("--batch and --phonemes go together (the acoustic model's batch shape)");
+  }
+  const bool acoustic = options.batch.has_value();
+  if (!acoustic && !options.chunks) {
+    throw InputError(
+        "nothing to plan: give --batch and --phonemes for the acoustic model, "
+        "--chunks and --frames for the vocoder, or both");
+  }
+  if (!acoustic && !options.frames) {
+    throw InputError("--chunks needs --frames (mel frames per vocoder chunk)");
+  }
+  std::vector<std::string> notes;
+  std::optional<AcousticShape> acoustic_shape;
+  if (acoustic) {
+    AcousticShape s{*options.batch, *options.phonemes, 0};
+    s.frames = options.frames.value_or(s.phonemes * kDefaultFramesPerPhoneme);
+    if (!options.frames) {
+      notes.push_back(std::to_string(s.frames) + " mel frames per sequence is the default, " +
+                      std::to_string(kDefaultFramesPerPhoneme) + " per phoneme (set --frames)");
+    }
+    acoustic_shape = s;
+  }
+  VocoderShape vocoder_shape;
+  if (options.chunks) {
+    vocoder_shape = {*options.chunks, options.frames.value_or(acoustic_shape->frames)};
+  } else {
+    vocoder_shape = {acoustic_shape->batch, acoustic_shape->frames};
+    notes.push_back("the vocoder is planned for the acoustic batch vocoded whole (" +
+                    std::to_string(vocoder_shape.chunks) + " chunks of " +
+                    std::to_string(vocoder_shape.frames) +
+                    " frames); set --chunks for chunked vocoding");
+  }
+
+  const std::unique_ptr<Backend> backend = planning_backend(options, dtype, notes);
+  WorkspaceArena weights(backend->device());
+  Context load = Context::for_planning(*backend, weights);
+  const auto voice = Voice::load(load, options.voice, dtype,
+                                 acoustic ? Voice::Parts::All : Voice::Parts::VocoderOnly);
+  const WorkspacePlan plan =
+      plan_voice(*backend, *voice, weights.in_use(), acoustic_shape, vocoder_shape);
+  if (options.json) {
+    nlohmann::json j = to_json(plan);
+    j["voice"] = voice->config().name;
+    j["notes"] = notes;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_text(voice->config().name, plan, notes);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_mem_command(CLI::App& app) {
+  auto options = std::make_shared<MemOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "mem",
+      "Print the memory a voice needs for a batch shape (weights, workspace per step, "
+      "total), planned without running anything");
+  cmd->add_option("--voice", options->voice, "Voice directory")->required();
+  cmd->add_option("--device", options->device,
+                  "cpu, cuda or cuda:N (planning opens no device, so cuda needs no GPU)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", options->dtype, "Parameter and activation dtype: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", options->threads,
+                  "CPU threads the cpu plan is for (0: all cores; scratch is per thread)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--batch", options->batch, "Sentences in the acoustic model's batch")
+      ->check(at_least_one());
+  cmd->add_option("--phonemes", options->phonemes, "Phonemes of the longest sentence")
+      ->check(at_least_one());
+  cmd->add_option("--frames", options->frames,
+                  "Mel frames: of the longest sentence's output (default: 8 per phoneme) and of "
+                  "each vocoder chunk")
+      ->check(at_least_one());
+  cmd->add_option("--chunks", options->chunks,
+                  "Mel chunks per vocoder run (default: the acoustic batch, vocoded whole)")
+      ->check(at_least_one());
+  cmd->add_flag("--json", options->json, "Print the plan as JSON");
+  cmd->callback([options] {
+    int code = 0;
+    try {
+      code = run_mem(*options);
+    } catch (const Error& e) {
+      std::cerr << "voxd: error: " << e.what() << "\n";
+      code = 2;
+    } catch (const std::exception& e) {
+      std::cerr << "voxd: internal error: " << e.what() << "\n";
+      code = 1;
+    }
+    std::cout.flush();
+    std::exit(code);
+  });
+}
+
+}  // namespace voxd

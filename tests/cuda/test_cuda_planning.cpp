@@ -1,0 +1,67 @@
+// Planning for the CUDA backend on a machine without a GPU (runs everywhere, no gpu label): a
+// PlanOnly CudaBackend opens no device, plans the en-demo voice from weights loaded without
+// memory, counts cuBLAS's workspace, and refuses to run kernels.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+#include "core/error.h"
+#include "core/workspace_arena.h"
+#include "core/workspace_plan.h"
+#include "models/voice.h"
+#include "models/workspace_steps.h"
+
+namespace voxd {
+namespace {
+
+const std::string kDemoVoice = std::string(VOXD_SOURCE_DIR) + "/voices/en-demo";
+
+TEST(CudaPlanning, PlansTheDemoVoiceWithoutADevice) {
+  CudaBackend backend(1, CudaBackend::PlanOnly{});
+  EXPECT_TRUE(backend.plan_only());
+  EXPECT_EQ(backend.device(), Device::cuda(1));
+  WorkspaceArena weights(backend.device());
+  Context load = Context::for_planning(backend, weights);
+  const auto voice = Voice::load(load, kDemoVoice, DType::F16);
+  EXPECT_GT(weights.in_use(), 1000000u);
+
+  const WorkspacePlan plan = plan_voice(backend, *voice, weights.in_use(),
+                                        AcousticShape{4, 50, 400}, VocoderShape{4, 400});
+  EXPECT_EQ(plan.device, "cuda:1");
+  EXPECT_EQ(plan.dtype, "F16");
+  ASSERT_EQ(plan.stages.size(), 3u);
+  // Every step runs gemms, so each holds cuBLAS's workspace at some point.
+  for (const StagePlan& stage : plan.stages) {
+    EXPECT_GT(stage.workspace_bytes, CudaBackend::kCublasWorkspaceBytes) << stage.name;
+  }
+  EXPECT_EQ(plan.stages[1].carried_bytes, 4u * 50u * 128u * 2u);
+  // More frames need more memory; the same shape the same.
+  EXPECT_GT(plan_vocoder(backend, voice->vocoder(), 4, 800), plan.stages[2].workspace_bytes);
+  EXPECT_EQ(plan_vocoder(backend, voice->vocoder(), 4, 400), plan.stages[2].workspace_bytes);
+  // F32 weights and activations take more than F16.
+  WorkspaceArena f32_weights(backend.device());
+  Context f32_load = Context::for_planning(backend, f32_weights);
+  const auto f32 = Voice::load(f32_load, kDemoVoice, DType::F32, Voice::Parts::VocoderOnly);
+  EXPECT_GT(plan_vocoder(backend, f32->vocoder(), 4, 400), plan.stages[2].workspace_bytes);
+}
+
+TEST(CudaPlanning, APlanOnlyBackendRefusesToRun) {
+  CudaBackend backend(0, CudaBackend::PlanOnly{});
+  WorkspaceArena arena(backend.device());
+  Context plan = Context::for_planning(backend, arena);
+  const Tensor x = ops::empty(plan, {2, 8});
+  const Tensor w = ops::empty(plan, {4, 8});
+  EXPECT_NO_THROW(ops::linear(plan, x, w, Tensor()));
+  Context run(backend, arena);
+  try {
+    ops::linear(run, x, w, Tensor());
+    ADD_FAILURE() << "a PlanOnly backend ran a kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("planning only"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(backend.synchronize(), Error);
+}
+
+}  // namespace
+}  // namespace voxd
