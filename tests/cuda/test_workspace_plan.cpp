@@ -4,12 +4,15 @@
 // measured two ways: the allocator's peak, and the device's used bytes (cudaMemGetInfo's total −
 // free) sampled after every kernel, which also sees memory taken outside voxd's allocators
 // (cuBLAS's own workspace, if it took one). Each shape runs once unmeasured first, so lazily
-// loaded kernel images do not count. Also: the PlanOnly backend plans the same bytes, and an
+// loaded kernel images do not count. cudaMalloc rounds to 2 MiB pages, so the shapes have plans of
+// 50 MiB and more (the vocoder step makes one device allocation, the acoustic steps two), where
+// that rounding stays well under 5 %. Also: the PlanOnly backend plans the same bytes, and an
 // unplanned run (every tensor its own cudaMalloc) peaks within 5 % of the plan.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -156,6 +159,17 @@ void expect_within_5_percent(uint64_t measured, uint64_t planned, const std::str
   EXPECT_LE(ratio, 1.05) << what << ": measured " << measured << " bytes, planned " << planned;
 }
 
+// Largest |a − b| over two host tensors of one shape.
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (a.shape() != b.shape()) return INFINITY;
+  const std::vector<float> x = a.to_float_vector();
+  const std::vector<float> y = b.to_float_vector();
+  float worst = 0.0f;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  return worst;
+}
+
 // Seeded mel-like values [chunks, 80, frames] on the host.
 Tensor test_mel(int64_t chunks, int64_t frames) {
   std::vector<float> values(static_cast<size_t>(chunks * 80 * frames));
@@ -211,7 +225,7 @@ TEST_P(VocoderPlanOnGpu, MeasuredPeakIsWithin5PercentOfThePlan) {
   {
     Context ctx(backend, plain);
     const Tensor unplanned = ops::to_host(ctx, model.forward(ctx, ops::to_device(ctx, mel, dtype)));
-    EXPECT_EQ(unplanned.to_float_vector(), audio.to_float_vector()) << what;
+    EXPECT_LE(max_abs_diff(unplanned, audio), 1e-5f) << what;
   }
   expect_within_5_percent(plain.stats().peak_allocated_bytes, plan, what + " unplanned peak");
 }
@@ -285,16 +299,43 @@ TEST_P(AcousticPlanOnGpu, MeasuredPeakIsWithin5PercentOfThePlan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AcousticPlanOnGpu,
-                         ::testing::Values(AcousticCase{DType::F32, 1, 30, 240},
-                                           AcousticCase{DType::F32, 8, 80, 700},
-                                           AcousticCase{DType::F16, 16, 100, 900},
-                                           AcousticCase{DType::BF16, 32, 120, 1000}),
+                         ::testing::Values(AcousticCase{DType::F32, 16, 100, 900},
+                                           AcousticCase{DType::F32, 32, 120, 1000},
+                                           AcousticCase{DType::F16, 32, 120, 1000},
+                                           AcousticCase{DType::BF16, 32, 150, 1200}),
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" +
                                   std::to_string(std::get<1>(info.param)) + "x" +
                                   std::to_string(std::get<2>(info.param)) + "to" +
                                   std::to_string(std::get<3>(info.param));
                          });
+
+// The planned runs without measurements, for compute-sanitizer (whose own allocations would skew
+// the device's used bytes): both steps run in arenas of their planned sizes and give the
+// unplanned results.
+TEST(WorkspaceStepsOnGpu, RunInTheirPlannedArenasWithTheUnplannedResults) {
+  const Voice& voice = demo_voice(DType::F16);
+  CudaDeviceAllocator plain(0);
+  Context ctx(cuda(), plain);
+  const Tensor mel = test_mel(2, 64);
+  const Tensor want =
+      ops::to_host(ctx, voice.vocoder().forward(ctx, ops::to_device(ctx, mel, DType::F16)));
+  StepMemory vocoder;
+  const Tensor audio = run_vocoder_step(cuda(), plain, voice.vocoder(), mel, &vocoder);
+  EXPECT_EQ(vocoder.high_water_bytes, vocoder.planned_bytes);
+  EXPECT_LE(max_abs_diff(audio, want), 1e-5f);
+
+  const std::vector<std::vector<int64_t>> ids = {{12, 40, 7, 51, 9, 33, 20, 8, 14, 60, 3, 5},
+                                                 {5, 6, 7, 8, 9}};
+  const AcousticOutput whole = voice.acoustic().forward(ctx, ids, {}, {});
+  std::vector<StepMemory> steps;
+  const AcousticOutput out =
+      run_acoustic_steps(cuda(), plain, voice.acoustic(), ids, {}, {}, {}, &steps);
+  ASSERT_EQ(steps.size(), 2u);
+  for (const StepMemory& step : steps) EXPECT_EQ(step.high_water_bytes, step.planned_bytes);
+  EXPECT_EQ(out.durations, whole.durations);
+  EXPECT_LE(max_abs_diff(out.mel, ops::to_host(ctx, whole.mel)), 1e-3f);
+}
 
 }  // namespace
 }  // namespace voxd
