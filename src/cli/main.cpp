@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/runtime.h"
+#include "cli/mem_command.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
 #include "core/npy.h"
@@ -42,6 +43,7 @@ struct SynthOptions {
   float energy = 1.0f;
   std::string out = "out.wav";
   std::optional<std::string> mel_out;
+  int64_t chunk_frames = 0;
   bool memory_summary = false;
 };
 
@@ -49,6 +51,7 @@ struct VocodeOptions {
   std::string voice;
   std::string mel;
   std::string out = "out.wav";
+  int64_t chunk_frames = 0;
   bool memory_summary = false;
 };
 
@@ -92,6 +95,7 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   synthesis.pitch = options.pitch;
   synthesis.energy = options.energy;
   synthesis.keep_mel = options.mel_out.has_value();
+  synthesis.chunk_frames = options.chunk_frames;
 
   voxd::Synthesizer synthesizer(ctx, *voice);
   voxd::AudioFileWriter writer(options.out, voice->config().sample_rate);
@@ -127,7 +131,7 @@ int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
                                  voxd::Voice::Parts::VocoderOnly);
   const voxd::Tensor mel = voxd::read_npy(options.mel);
   const auto start = Clock::now();
-  const std::vector<float> audio = voxd::vocode(ctx, *voice, mel);
+  const std::vector<float> audio = voxd::vocode(ctx, *voice, mel, options.chunk_frames);
   const double compute_seconds = seconds_since(start);
   voxd::write_audio_file(options.out, audio, voice->config().sample_rate);
   report(options.out, static_cast<int64_t>(audio.size()), voice->config().sample_rate,
@@ -222,6 +226,12 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--out", synth.out, "Output audio file (.wav, .flac, .ogg)")
       ->capture_default_str();
   synth_cmd->add_option("--mel-out", synth.mel_out, "Also save the mel as .npy [n_mels, T]");
+  synth_cmd
+      ->add_option("--chunk-frames", synth.chunk_frames,
+                   "Vocode in chunks of this many mel frames (plus the vocoder's receptive field as context), "
+      "so memory does not grow with the sentence; 0: each sentence at once")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   synth_cmd->add_flag("--memory-summary", synth.memory_summary,
                       "Print the memory summary (PyTorch's layout) to standard error at the end");
 
@@ -232,6 +242,12 @@ int main(int argc, char** argv) {
   vocode_cmd->add_option("--mel", vocode.mel, "float32 .npy of shape [n_mels, T] or [1, n_mels, T]")
       ->required();
   vocode_cmd->add_option("--out", vocode.out, "Output audio file")->capture_default_str();
+  vocode_cmd
+      ->add_option("--chunk-frames", vocode.chunk_frames,
+                   "Vocode in chunks of this many mel frames (plus the vocoder's receptive field as context), "
+      "so memory does not grow with the sentence; 0: each sentence at once")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   vocode_cmd->add_flag("--memory-summary", vocode.memory_summary,
                        "Print the memory summary (PyTorch's layout) to standard error at the end");
 
@@ -240,9 +256,11 @@ int main(int argc, char** argv) {
   voices_cmd->add_option("dir", voices_root, "Directory of voice directories")
       ->capture_default_str();
 
+  voxd::add_mem_command(app);
+
   if (auto command = unknown_command(app, argc, argv)) {
     std::cerr << "voxd: unknown command '" << *command
-              << "' (commands: synth, vocode, voices; see voxd --help)\n";
+              << "' (commands: synth, vocode, voices, mem; see voxd --help)\n";
     return 2;
   }
   try {
