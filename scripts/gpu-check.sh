@@ -21,9 +21,13 @@
 #          runs it): it asks cudaMalloc for 1 PiB on purpose, and memcheck counts the
 #          cudaErrorMemoryAllocation it provokes as 2 errors. The test is excluded rather than
 #          run with --report-api-errors no, so any other failing CUDA API call still counts;
-#       4. benchmarks: every executable in build-gpu/dist/bench/ (none yet; a later step adds
-#          them);
+#       4. benchmarks: voxd_gpu_bench (bench/gpu_bench.cpp) on random-weight voices at the
+#          public checkpoints' sizes, made on the machine by tools/make_bench_voices.py, and on
+#          voices/en-demo (BENCH_RUNS overrides the list: one option line per run);
 #       5. a summary table (tests passed/failed, sanitizer errors).
+#
+#   scripts/gpu-check.sh bench
+#       Steps 1, 4 and 5 only: the benchmarks without the tests.
 #
 #   scripts/gpu-check.sh quick
 #       Steps 1, 2 and 5 only (nvidia-smi, ctest -L gpu, summary): no sanitizer, no benchmarks,
@@ -39,17 +43,19 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-gpu"
 DIST="$BUILD/dist"
-TESTS=(test_cuda_ops test_cuda_models)
+TESTS=(test_cuda_ops test_cuda_models test_cuda_chunker test_cuda_caching_allocator test_workspace_plan)
+BENCHES=(voxd_gpu_bench)
 
 pack() {
   set -e
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOXD_CUDA=ON -DVOXD_BUILD_BENCH=OFF
-  cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TESTS[@]}"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOXD_CUDA=ON -DVOXD_BUILD_BENCH=ON
+  cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TESTS[@]}" "${BENCHES[@]}"
   rm -rf "$DIST"
-  mkdir -p "$DIST/bin" "$DIST/lib"
+  mkdir -p "$DIST/bin" "$DIST/lib" "$DIST/bench"
   for t in "${TESTS[@]}"; do cp "$BUILD/tests/cuda/$t" "$DIST/bin/"; done
+  for b in "${BENCHES[@]}"; do cp "$BUILD/bench/$b" "$DIST/bench/"; done
   # Libraries the GPU machine may lack: anything but glibc, the GCC runtime and CUDA's own.
-  ldd "$DIST"/bin/* | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
+  ldd "$DIST"/bin/* "$DIST"/bench/* | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
     case "$name" in
       libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++.so* | \
         libgcc_s.so* | libcublas* | libcudart* | libcudnn*) ;;
@@ -67,7 +73,7 @@ write_ctest_file() {
   dir="$(mktemp -d "${TMPDIR:-/tmp}/voxd-gpu-ctest.XXXXXX")"
   local file="$dir/CTestTestfile.cmake"
   : >"$file"
-  local t suite line name
+  local t suite line name serial
   for t in "${TESTS[@]}"; do
     suite=""
     while IFS= read -r line; do
@@ -76,8 +82,11 @@ write_ctest_file() {
       elif [[ "$line" =~ ^\ \ ([^ ]+) ]]; then
         name="$suite${BASH_REMATCH[1]}"
         printf 'add_test([=[%s]=] "%s" [=[--gtest_filter=%s]=])\n' "$name" "$DIST/bin/$t" "$name" >>"$file"
-        printf 'set_tests_properties([=[%s]=] PROPERTIES LABELS gpu WORKING_DIRECTORY "%s" ENVIRONMENT "VOXD_SOURCE_DIR=%s" TIMEOUT 300)\n' \
-          "$name" "$ROOT" "$ROOT" >>"$file"
+        # Tests that compare with the driver's free memory must not share the GPU with others.
+        serial=FALSE
+        [[ "$t" == test_workspace_plan || "$t" == test_cuda_caching_allocator ]] && serial=TRUE
+        printf 'set_tests_properties([=[%s]=] PROPERTIES LABELS gpu WORKING_DIRECTORY "%s" ENVIRONMENT "VOXD_SOURCE_DIR=%s" TIMEOUT 300 RUN_SERIAL %s)\n' \
+          "$name" "$ROOT" "$ROOT" "$serial" >>"$file"
       fi
     done < <("$DIST/bin/$t" --gtest_list_tests)
   done
@@ -111,58 +120,74 @@ check() {
     [[ -x "$DIST/bin/$t" ]] || { echo "missing $DIST/bin/$t: run 'scripts/gpu-check.sh pack' first"; exit 2; }
   done
 
-  echo "== 2. GPU tests (ctest -L gpu)"
-  local ctest_dir
-  ctest_dir="$(write_ctest_file)"
-  (cd "$ctest_dir" && ctest -L gpu --output-on-failure -j 4) 2>&1 | tee "$logs/ctest.log"
-  local ctest_status=${PIPESTATUS[0]}
-  local summary
-  summary="$(grep -E 'tests passed, [0-9]+ tests failed' "$logs/ctest.log" | tail -1)"
-  rows+=("gpu tests|${summary:-no summary (ctest exit $ctest_status)}")
-  [[ $ctest_status -eq 0 ]] || status=1
+  if [[ "$mode" != bench ]]; then
+    echo "== 2. GPU tests (ctest -L gpu)"
+    local ctest_dir
+    ctest_dir="$(write_ctest_file)"
+    (cd "$ctest_dir" && ctest -L gpu --output-on-failure -j 4) 2>&1 | tee "$logs/ctest.log"
+    local ctest_status=${PIPESTATUS[0]}
+    local summary
+    summary="$(grep -E 'tests passed, [0-9]+ tests failed' "$logs/ctest.log" | tail -1)"
+    rows+=("gpu tests|${summary:-no summary (ctest exit $ctest_status)}")
+    [[ $ctest_status -eq 0 ]] || status=1
 
-  if [[ "$mode" == quick ]]; then
-    echo "== 5. summary (quick: no memcheck, no benchmarks)"
-    local r
-    for r in "${rows[@]}"; do printf '%-26s %s\n' "${r%%|*}" "${r#*|}"; done
-    exit $status
-  fi
+    if [[ "$mode" == quick ]]; then
+      echo "== 5. summary (quick: no memcheck, no benchmarks)"
+      local r
+      for r in "${rows[@]}"; do printf '%-26s %s\n' "${r%%|*}" "${r#*|}"; done
+      exit $status
+    fi
 
-  echo "== 3. compute-sanitizer memcheck"
-  local sanitizer
-  sanitizer="$(find_sanitizer)"
-  if [[ -z "$sanitizer" ]]; then
-    rows+=("memcheck|compute-sanitizer not found")
-    status=1
-  else
-    # The deliberate out-of-memory test is excluded here (see the header); ctest ran it above.
-    local -A filters=([test_cuda_ops]='-*/F16:CudaDeviceAllocator.CountsAndReportsOutOfMemory'
-      [test_cuda_models]='*_F32')
-    local log errors rc
-    for t in "${TESTS[@]}"; do
-      log="$logs/memcheck-$t.log"
-      timeout "${MEMCHECK_TIMEOUT:-150}" "$sanitizer" --tool memcheck --leak-check full \
-        --error-exitcode 99 "$DIST/bin/$t" --gtest_filter="${filters[$t]}" >"$log" 2>&1
-      rc=$?
-      tail -n 5 "$log"
-      errors="$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | tail -1 | grep -oE '[0-9]+')"
-      if [[ $rc -eq 124 ]]; then
-        rows+=("memcheck $t|timed out after ${MEMCHECK_TIMEOUT:-150} s (${errors:-?} errors so far)")
-        status=1
-      else
-        rows+=("memcheck $t|${errors:-?} errors, gtest $(grep -oE '\[  (PASSED|FAILED)  \] [0-9]+' "$log" | tr '\n' ' ')(exit $rc)")
-        [[ $rc -eq 0 ]] || status=1
-      fi
-    done
+    echo "== 3. compute-sanitizer memcheck"
+    local sanitizer
+    sanitizer="$(find_sanitizer)"
+    if [[ -z "$sanitizer" ]]; then
+      rows+=("memcheck|compute-sanitizer not found")
+      status=1
+    else
+      # The deliberate out-of-memory test is excluded here (see the header); ctest ran it above.
+      local -A filters=([test_cuda_ops]='-*/F16:CudaDeviceAllocator.CountsAndReportsOutOfMemory'
+        [test_cuda_models]='*_F32' [test_cuda_chunker]='*'
+        [test_cuda_caching_allocator]='-CudaCachingAllocator.ADriverOutOfMemoryBecomesTheSameCleanError'
+        [test_workspace_plan]='*')
+      local log errors rc
+      for t in "${TESTS[@]}"; do
+        log="$logs/memcheck-$t.log"
+        timeout "${MEMCHECK_TIMEOUT:-150}" "$sanitizer" --tool memcheck --leak-check full \
+          --error-exitcode 99 "$DIST/bin/$t" --gtest_filter="${filters[$t]}" >"$log" 2>&1
+        rc=$?
+        tail -n 5 "$log"
+        errors="$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | tail -1 | grep -oE '[0-9]+')"
+        if [[ $rc -eq 124 ]]; then
+          rows+=("memcheck $t|timed out after ${MEMCHECK_TIMEOUT:-150} s (${errors:-?} errors so far)")
+          status=1
+        else
+          rows+=("memcheck $t|${errors:-?} errors, gtest $(grep -oE '\[  (PASSED|FAILED)  \] [0-9]+' "$log" | tr '\n' ' ')(exit $rc)")
+          [[ $rc -eq 0 ]] || status=1
+        fi
+      done
+    fi
   fi
 
   echo "== 4. benchmarks"
-  local b
-  for b in "$DIST"/bench/*; do
-    [[ -x "$b" ]] || continue
-    "$b" 2>&1 | tee "$logs/bench-$(basename "$b").log"
-    rows+=("bench $(basename "$b")|exit ${PIPESTATUS[0]}")
-  done
+  # Random-weight voices at the public checkpoints' sizes (tools/make_bench_voices.py, PyTorch),
+  # made here because they are too big to carry; then voxd_gpu_bench on each setting in BENCH_RUNS.
+  local voices="${BENCH_VOICES:-/tmp/voxd-bench-voices}"
+  if [[ ! -f "$voices/lj-v1/config.json" ]]; then
+    python3 "$ROOT/tools/make_bench_voices.py" --out "$voices" >"$logs/bench-voices.log" 2>&1 ||
+      { rows+=("bench voices|make_bench_voices.py failed (see bench-voices.log)"); status=1; }
+  fi
+  local run rc
+  while IFS= read -r run; do
+    [[ -n "$run" ]] || continue
+    # shellcheck disable=SC2086  # run is an option list
+    "$DIST/bench/voxd_gpu_bench" $run 2>&1 | tee -a "$logs/bench.log"
+    rc=${PIPESTATUS[0]}
+    rows+=("bench ${run}|exit $rc")
+    [[ $rc -eq 0 ]] || status=1
+  done <<<"${BENCH_RUNS:-"--voice $voices/lj-v1 --dtype f16 --batches 1,8,32,64
+--voice $voices/lj-v1 --dtype f32 --batches 1
+--voice $ROOT/voices/en-demo --dtype f16 --batches 1,32"}"
 
   echo "== 5. summary"
   local row
@@ -174,5 +199,6 @@ case "${1:-check}" in
   pack) pack ;;
   check) check full ;;
   quick) check quick ;;
-  *) echo "usage: scripts/gpu-check.sh [pack|check|quick]"; exit 2 ;;
+  bench) check bench ;;
+  *) echo "usage: scripts/gpu-check.sh [pack|check|quick|bench]"; exit 2 ;;
 esac

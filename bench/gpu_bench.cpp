@@ -1,0 +1,154 @@
+// Times a voice end to end on one device at several batch sizes, the way REFERENCES.md measured
+// PyTorch: B requests of `--phonemes` random symbols, every phoneme forced to
+// `--frames-per-phoneme` frames, acoustic model then vocoder, audio copied back to the host.
+// Prints a Markdown table: latency per batch, audio-seconds per second, achieved TFLOP/s per
+// stage (bench/flops.h) and device memory (allocator peak, weights, driver's view).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "bench/flops.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "models/voice.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+voxd::DType parse_dtype(const std::string& name) {
+  if (name == "f32") return voxd::DType::F32;
+  if (name == "f16") return voxd::DType::F16;
+  if (name == "bf16") return voxd::DType::BF16;
+  throw voxd::InputError("--dtype: expected f32, f16 or bf16, got '" + name + "'");
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"voxd device benchmark: latency, throughput, TFLOP/s and memory of a voice"};
+  std::string voice_dir;
+  voxd::RuntimeOptions runtime_options;
+  runtime_options.backend = "cuda";
+  std::string dtype_name = "f16";
+  int phonemes = 120;
+  int frames_per_phoneme = 6;
+  std::vector<int> batches{1, 8, 32, 64};
+  int repeats = 5;
+  app.add_option("--voice", voice_dir, "Voice directory")->required();
+  app.add_option("--device", runtime_options.backend, "Backend")->capture_default_str();
+  app.add_option("--threads", runtime_options.threads, "CPU threads (cpu backend)");
+  app.add_option("--dtype", dtype_name, "Weights and activations: f32, f16 or bf16")
+      ->capture_default_str();
+  app.add_option("--phonemes", phonemes, "Symbols per request")->capture_default_str();
+  app.add_option("--frames-per-phoneme", frames_per_phoneme, "Forced duration of every phoneme")
+      ->capture_default_str();
+  app.add_option("--batches", batches, "Batch sizes to time")->delimiter(',')->capture_default_str();
+  app.add_option("--repeats", repeats, "Timed runs per batch size (median reported)")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const voxd::DType dtype = parse_dtype(dtype_name);
+    voxd::DeviceRuntime runtime(runtime_options);
+    voxd::Context& ctx = runtime.context();
+    const auto load_start = Clock::now();
+    auto voice = voxd::Voice::load(runtime.weights_context(), voice_dir, dtype);
+    runtime.backend().synchronize();
+    const double load_seconds = seconds_since(load_start);
+    const voxd::VoiceConfig& config = voice->config();
+    const voxd::FastSpeech2& acoustic = voice->acoustic();
+    const voxd::HifiGan& vocoder = voice->vocoder();
+
+    const int64_t frames = static_cast<int64_t>(phonemes) * frames_per_phoneme;
+    const double audio_seconds = static_cast<double>(vocoder.config().output_length(frames)) /
+                                 static_cast<double>(config.sample_rate);
+    // The postnet's width is not in the config; its first convolution's weight [C, n_mels, 5]
+    // says it.
+    const int64_t postnet_channels =
+        voxd::SafetensorsFile::open(voice_dir + "/acoustic.safetensors")
+            ->info("postnet.convolutions.0.0.conv.weight")
+            .shape[0];
+    const double acoustic_flops = voxd::bench::fastspeech2_flops(acoustic.config(), phonemes,
+                                                                 frames, postnet_channels);
+    const double vocoder_flops = voxd::bench::hifigan_flops(vocoder.config(), frames);
+    std::printf("voice %s on %s, %s: weights %.1f MiB loaded in %.3f s; %d phonemes -> %lld "
+                "frames -> %.2f s of audio; %.1f GFLOP acoustic + %.1f GFLOP vocoder per "
+                "request\n\n",
+                config.name.c_str(), runtime.backend().name().c_str(), dtype_name.c_str(),
+                static_cast<double>(runtime.weights_bytes()) / (1024.0 * 1024.0), load_seconds,
+                phonemes, static_cast<long long>(frames), audio_seconds, acoustic_flops / 1e9,
+                vocoder_flops / 1e9);
+    std::printf(
+        "| batch | acoustic ms | vocoder ms | total ms | audio-s/s | acoustic TFLOP/s | vocoder "
+        "TFLOP/s | peak allocated GiB (weights + work) | peak reserved GiB | device used GiB |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n");
+
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int64_t> symbol(1, acoustic.n_symbols() - 1);
+    for (const int batch : batches) {
+      std::vector<std::vector<int64_t>> ids(static_cast<size_t>(batch));
+      for (auto& sequence : ids) {
+        sequence.resize(static_cast<size_t>(phonemes));
+        for (int64_t& id : sequence) id = symbol(rng);
+      }
+      const std::vector<std::vector<int64_t>> durations(
+          static_cast<size_t>(batch),
+          std::vector<int64_t>(static_cast<size_t>(phonemes), frames_per_phoneme));
+      const std::vector<int64_t> speakers(static_cast<size_t>(batch), 0);
+      runtime.allocator().reset_peak();
+      std::vector<double> acoustic_times;
+      std::vector<double> vocoder_times;
+      std::vector<double> total_times;
+      for (int r = 0; r <= repeats; ++r) {  // the first run warms up and is not counted
+        const auto start = Clock::now();
+        voxd::AcousticOutput out =
+            acoustic.forward(ctx, ids, speakers, {}, nullptr, durations);
+        voxd::Tensor mel = voxd::ops::transpose(ctx, out.mel, 1, 2);
+        runtime.backend().synchronize();
+        const auto acoustic_end = Clock::now();
+        voxd::Tensor audio = vocoder.forward(ctx, mel);
+        voxd::Tensor host_audio = voxd::ops::to_host(ctx, audio);
+        const auto end = Clock::now();
+        if (r > 0) {
+          acoustic_times.push_back(std::chrono::duration<double>(acoustic_end - start).count());
+          vocoder_times.push_back(std::chrono::duration<double>(end - acoustic_end).count());
+          total_times.push_back(std::chrono::duration<double>(end - start).count());
+        }
+      }
+      const voxd::AllocatorStats stats = runtime.allocator().stats();
+      const voxd::MemoryBreakdown memory = runtime.breakdown();
+      const double a = median(acoustic_times);
+      const double v = median(vocoder_times);
+      const double t = median(total_times);
+      std::printf("| %d | %.2f | %.2f | %.2f | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f |\n", batch,
+                  a * 1e3, v * 1e3, t * 1e3, batch * audio_seconds / t,
+                  batch * acoustic_flops / a / 1e12, batch * vocoder_flops / v / 1e12,
+                  static_cast<double>(stats.peak_allocated_bytes) / kGiB,
+                  static_cast<double>(stats.peak_reserved_bytes) / kGiB,
+                  memory.total > 0 ? static_cast<double>(memory.total - memory.free) / kGiB : 0.0);
+      std::fflush(stdout);
+      runtime.release_cached();
+    }
+  } catch (const voxd::Error& e) {
+    std::fprintf(stderr, "voxd_gpu_bench: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
