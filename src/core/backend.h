@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,15 @@ struct AttentionParams {
   std::vector<int64_t> query_offsets;
 };
 
+// Device work recorded once by Backend::capture and launched again as a whole: the same kernels
+// on the same memory, so it reads whatever its inputs' memory holds at the time of replay().
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Queues the recorded work on the backend's stream, in order with the backend's other work.
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -68,6 +79,17 @@ class Backend {
   virtual Device device() const = 0;
   // Waits until all queued work on the device is done (no-op on host backends).
   virtual void synchronize() {}
+  // Whether capture() can record work on this backend.
+  virtual bool can_capture() const { return false; }
+  // Records the device work `work` queues on this backend, without running it, for replay; null
+  // when the backend cannot record (the default). The result must go before the backend. The
+  // work must only queue kernels and
+  // device-to-device copies on memory that outlives the result: no copy to or from the host, no
+  // synchronisation, no device allocation from the system. Throws voxd::Error naming the op
+  // that could not be recorded, leaving the backend usable.
+  virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& /*work*/) {
+    return nullptr;
+  }
 
   // dst (contiguous, any dtype, on this device) = src (any strides, any dtype, on this device or
   // on the host), converting element types. Also moves host data to the device and back when dst

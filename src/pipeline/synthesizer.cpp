@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "pipeline/vocoder_chunker.h"
+#include "pipeline/vocoder_graphs.h"
 
 namespace voxd {
 namespace {
@@ -46,9 +47,11 @@ void check_options(const SynthesisOptions& options) {
 }
 
 // Vocodes host mel [n_mels, T] (T ≥ 1) through a VocoderChunker, one chunk per vocoder run,
-// handing each chunk's audio to `sink` as it is made; returns the number of samples.
+// handing each chunk's audio to `sink` as it is made; returns the number of samples. Interior
+// chunks run through `graphs` when given.
 int64_t vocode_in_chunks(Context& ctx, const HifiGan& vocoder, const Tensor& mel,
-                         int64_t chunk_frames, const AudioSink& sink) {
+                         int64_t chunk_frames, const AudioSink& sink,
+                         VocoderGraphs* graphs = nullptr) {
   VocoderChunker chunker(vocoder.config(), chunk_frames);
   const int64_t frames = mel.size(1);
   int64_t samples = 0;
@@ -56,7 +59,8 @@ int64_t vocode_in_chunks(Context& ctx, const HifiGan& vocoder, const Tensor& mel
     chunker.append(mel.narrow(1, offset, std::min(chunk_frames, frames - offset)));
     if (offset + chunk_frames >= frames) chunker.finish();
     while (chunker.has_chunk()) {
-      const std::vector<float> audio = vocode_chunks(ctx, vocoder, {chunker.next_chunk()}).at(0);
+      const std::vector<float> audio =
+          vocode_chunks(ctx, vocoder, {chunker.next_chunk()}, graphs).at(0);
       sink(audio.data(), audio.size());
       samples += static_cast<int64_t>(audio.size());
     }
@@ -69,6 +73,24 @@ int64_t vocode_in_chunks(Context& ctx, const HifiGan& vocoder, const Tensor& mel
 Synthesizer::Synthesizer(Context& ctx, const Voice& voice)
     : ctx_(ctx), voice_(voice), front_end_(make_front_end(voice)) {
   VOXD_CHECK(voice.has_acoustic(), "Synthesizer needs a voice with its acoustic model");
+}
+
+Synthesizer::~Synthesizer() = default;
+
+uint64_t Synthesizer::graph_bytes() const {
+  return graphs_ ? graphs_->bytes() : 0;
+}
+
+VocoderGraphs* Synthesizer::vocoder_graphs(const SynthesisOptions& options) const {
+  if (!options.use_cuda_graphs || options.chunk_frames < 1 || !ctx_.backend().can_capture()) {
+    return nullptr;
+  }
+  const HifiGan& vocoder = voice_.vocoder();
+  const int64_t interior = options.chunk_frames + 2 * vocoder.config().receptive_field_frames();
+  if (!graphs_ || graphs_->frames() != interior) {
+    graphs_ = std::make_unique<VocoderGraphs>(ctx_, vocoder, interior);
+  }
+  return graphs_.get();
 }
 
 Utterance Synthesizer::synthesize_text(std::string_view text, const SynthesisOptions& options,
@@ -116,7 +138,8 @@ void Synthesizer::synthesize_sentence(const std::vector<int64_t>& ids,
   if (options.keep_mel || options.chunk_frames > 0) host_mel = ops::to_host(ctx_, mel.select(0, 0));
   if (options.chunk_frames > 0) {
     mel = Tensor();
-    out.samples += vocode_in_chunks(ctx_, voice_.vocoder(), host_mel, options.chunk_frames, sink);
+    out.samples += vocode_in_chunks(ctx_, voice_.vocoder(), host_mel, options.chunk_frames, sink,
+                                    vocoder_graphs(options));
   } else {
     Tensor audio = ops::to_host(ctx_, voice_.vocoder().forward(ctx_, mel));
     sink(audio.data<float>(), static_cast<size_t>(audio.numel()));

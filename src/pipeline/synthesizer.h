@@ -15,6 +15,8 @@
 
 namespace voxd {
 
+class VocoderGraphs;
+
 struct SynthesisOptions {
   int64_t speaker = 0;
   // Speaking rate: 2 is twice as fast (ming024's duration control is 1 / speed).
@@ -31,6 +33,11 @@ struct SynthesisOptions {
   // default stays 0: `voxd synth` writes a file, where that extra work (en-demo on one CPU thread:
   // about +15 % time at 64 or 128 frames) buys little; a streaming caller sets it.
   int64_t chunk_frames = 0;
+  // With chunk_frames > 0: run the vocoder on interior chunks (all of one shape) by replaying a
+  // recorded CUDA graph (VocoderGraphs) instead of launching its kernels one by one. Ignored on
+  // backends that cannot record graphs (cpu, reference). The graph keeps the vocoder's arena for
+  // that shape on the device until the Synthesizer goes (Synthesizer::graph_bytes()).
+  bool use_cuda_graphs = true;
 };
 
 // Receives audio as soon as it is synthesized: each sentence's, or each chunk's when
@@ -51,6 +58,7 @@ class Synthesizer {
  public:
   // The voice must outlive the synthesizer and have its acoustic model loaded.
   Synthesizer(Context& ctx, const Voice& voice);
+  ~Synthesizer();
 
   // Normalises, splits and phonemises `text`, then synthesizes each sentence in turn, handing
   // its audio to `sink`. Throws voxd::InputError for text with nothing to pronounce or options
@@ -61,13 +69,20 @@ class Synthesizer {
   Utterance synthesize_ids(const std::vector<int64_t>& ids, const SynthesisOptions& options,
                            const AudioSink& sink) const;
 
+  // Device bytes the vocoder graphs hold (SynthesisOptions::use_cuda_graphs); 0 when none.
+  uint64_t graph_bytes() const;
+
  private:
+  // The vocoder graphs for chunks of `chunk_frames`, made on first use; null when `options` or
+  // the backend rule them out.
+  VocoderGraphs* vocoder_graphs(const SynthesisOptions& options) const;
   void synthesize_sentence(const std::vector<int64_t>& ids, const SynthesisOptions& options,
                            const AudioSink& sink, Utterance& out, std::vector<Tensor>& mels) const;
 
   Context& ctx_;
   const Voice& voice_;
   text::FrontEnd front_end_;
+  mutable std::unique_ptr<VocoderGraphs> graphs_;
 };
 
 // Runs the voice's vocoder on a host mel [n_mels, T] (or [1, n_mels, T]); returns T × hop samples.

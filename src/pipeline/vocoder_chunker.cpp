@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "pipeline/vocoder_graphs.h"
 
 namespace voxd {
 
@@ -112,7 +113,8 @@ std::vector<std::vector<size_t>> batch_groups(const std::vector<MelChunk>& chunk
 }
 
 std::vector<std::vector<float>> vocode_chunks(Context& ctx, const HifiGan& vocoder,
-                                              const std::vector<MelChunk>& chunks) {
+                                              const std::vector<MelChunk>& chunks,
+                                              VocoderGraphs* graphs) {
   const HifiGanConfig& config = vocoder.config();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const MelChunk& c = chunks[i];
@@ -145,8 +147,11 @@ std::vector<std::vector<float>> vocode_chunks(Context& ctx, const HifiGan& vocod
       std::memcpy(mel.data<float>() + static_cast<size_t>(b) * chunk_values, own.data<float>(),
                   chunk_values * sizeof(float));
     }
-    const Tensor out = ops::to_host(
-        ctx, vocoder.forward(ctx, ops::to_device(ctx, mel, vocoder.dtype())), DType::F32);
+    const Tensor out =
+        graphs != nullptr && frames == graphs->frames()
+            ? graphs->run(mel)
+            : ops::to_host(ctx, vocoder.forward(ctx, ops::to_device(ctx, mel, vocoder.dtype())),
+                           DType::F32);
     const int64_t out_samples = out.size(1);
     for (int64_t b = 0; b < batch; ++b) {
       const MelChunk& c = chunks[group[static_cast<size_t>(b)]];

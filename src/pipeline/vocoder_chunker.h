@@ -19,6 +19,8 @@
 
 namespace voxd {
 
+class VocoderGraphs;
+
 // One vocoder input cut from a stream: mel frames (the chunk's own plus their context) and which
 // samples of the vocoder's output for them belong to the chunk.
 struct MelChunk {
@@ -88,9 +90,11 @@ std::vector<std::vector<size_t>> batch_groups(const std::vector<MelChunk>& chunk
 
 // Runs `vocoder` once per batch_groups() group (a batch [B, n_mels, frames] in the vocoder's
 // dtype on ctx's device) and returns each chunk's own samples, in the order of `chunks`. Chunks
-// may come from any number of streams. Throws voxd::InputError for a chunk whose mel does not
-// fit the vocoder.
+// may come from any number of streams. Groups of graphs->frames() frames run through `graphs`
+// (made for this vocoder; recorded CUDA graphs where the backend has them), the others eagerly.
+// Throws voxd::InputError for a chunk whose mel does not fit the vocoder.
 std::vector<std::vector<float>> vocode_chunks(Context& ctx, const HifiGan& vocoder,
-                                              const std::vector<MelChunk>& chunks);
+                                              const std::vector<MelChunk>& chunks,
+                                              VocoderGraphs* graphs = nullptr);
 
 }  // namespace voxd

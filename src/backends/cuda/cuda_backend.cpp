@@ -119,6 +119,39 @@ class StagingRing {
   std::vector<cudaEvent_t> spare_;
 };
 
+// An instantiated CUDA graph that launches on one stream.
+class CudaGraph final : public CapturedWork {
+ public:
+  CudaGraph(int index, cudaStream_t stream, cudaGraphExec_t exec)
+      : index_(index), stream_(stream), exec_(exec) {}
+  // Waits for launches still running, then destroys the graph.
+  ~CudaGraph() override {
+    cudaSetDevice(index_);
+    cudaStreamSynchronize(stream_);
+    cudaGraphExecDestroy(exec_);
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  void replay() override {
+    VOXD_CUDA_CHECK("replay", cudaSetDevice(index_));
+    VOXD_CUDA_CHECK("replay", cudaGraphLaunch(exec_, stream_));
+  }
+
+ private:
+  int index_;
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+};
+
+// Ends a capture that failed on the way and drops what it recorded, so the stream runs work again.
+void abandon_capture(cudaStream_t stream) {
+  cudaGraph_t partial = nullptr;
+  cudaStreamEndCapture(stream, &partial);
+  if (partial != nullptr) cudaGraphDestroy(partial);
+  cudaGetLastError();
+}
+
 }  // namespace
 
 struct CudaBackend::Handles {
@@ -278,6 +311,47 @@ void CudaBackend::synchronize() {
   VOXD_CUDA_CHECK("synchronize", cudaStreamSynchronize(handles_->stream));
 }
 
+std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work) {
+  const char* op = "capture";
+  open(op);
+  cudaStream_t stream = handles_->stream;
+  VOXD_CUDA_CHECK(op, cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    work();
+  } catch (const Error& e) {
+    abandon_capture(stream);
+    fail(op, std::string("the work cannot be recorded as a CUDA graph: ") + e.what());
+  } catch (...) {
+    abandon_capture(stream);
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (ended != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    fail(op, std::string("cudaStreamEndCapture failed: ") + cudaGetErrorName(ended) + " (" +
+                 cudaGetErrorString(ended) +
+                 "); the work called something stream capture does not allow (a "
+                 "synchronisation, cudaMalloc, or work on another stream)");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  VOXD_CUDA_CHECK(op, made);
+  return std::make_unique<CudaGraph>(index_, stream, exec);
+}
+
+void CudaBackend::refuse_while_capturing(const char* op, const char* what) const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  VOXD_CUDA_CHECK(op, cudaStreamIsCapturing(handles_->stream, &status));
+  if (status != cudaStreamCaptureStatusNone) {
+    fail(op, std::string(what) +
+                 " cannot be recorded in a CUDA graph; move it out of the captured work (copy "
+                 "inputs to the device before capture, read results after replay)");
+  }
+}
+
 void CudaBackend::open(const char* op) const {
   if (plan_only()) {
     fail(op, name() +
@@ -297,6 +371,7 @@ ScratchBuffer CudaBackend::take(const KernelScratch& scratch, size_t bytes, cons
 }
 
 void CudaBackend::upload(void* dst, const void* data, size_t bytes, const char* op) const {
+  refuse_while_capturing(op, "an upload of host data (staged through the reused pinned ring)");
   handles_->staging->upload(dst, data, bytes, handles_->stream, op);
 }
 
@@ -332,6 +407,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
   open(op);
   cudaStream_t stream = handles_->stream;
   if (src.device().is_cpu() && dst.device().is_cpu()) {
+    refuse_while_capturing(op, "a copy between host tensors (it runs now, not on replay)");
     Tensor converted = src.to_host_contiguous(dst.dtype());
     std::memcpy(dst.raw_data(), converted.raw_data(), dst.nbytes());
   } else if (src.device().is_cpu()) {
@@ -339,6 +415,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
     const Tensor contiguous = plain ? src : src.to_host_contiguous(dst.dtype());
     upload(dst.raw_data(), contiguous.raw_data(), dst.nbytes(), op);
   } else if (download) {
+    refuse_while_capturing(op, "a copy to the host (it waits for the stream)");
     const void* from = src.raw_data();
     if (!plain) {
       cuda::copy_strided(src.raw_data(), src.dtype(), make_layout(op, src.shape(), src.strides()),
@@ -619,6 +696,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
   // with the same message as on the host backends.
   Tensor host_ids = ids;
   if (!ids.device().is_cpu()) {
+    refuse_while_capturing(op, "reading device ids back to the host");
     host_ids = Tensor::empty(ids.shape(), ids.dtype());
     VOXD_CUDA_CHECK(op, cudaMemcpyAsync(host_ids.raw_data(), ids.raw_data(), ids.nbytes(),
                                         cudaMemcpyDeviceToHost, handles_->stream));

@@ -27,9 +27,15 @@
 // ids, frame rows) and host tensors reach the device through a ring of pinned host memory with
 // cudaMemcpyAsync, without waiting for the stream; copies to the host wait. One thread at a time
 // may use a CudaBackend.
+//
+// capture() records work as a CUDA graph (stream capture on the backend's stream, thread-local
+// mode, so a cudaMalloc or synchronisation inside fails instead of corrupting the recording).
+// Uploads of host data and copies to the host refuse to run while recording: the graph would
+// read the staging ring after later uploads reused it, and a copy to the host waits.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +68,13 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(index_); }
   // Waits for the stream; throws voxd::Error for a failure in queued work.
   void synchronize() override;
+  // True unless PlanOnly.
+  bool can_capture() const override { return !plan_only(); }
+  // Records `work` as a CUDA graph; see Backend::capture. The result replays on this backend's
+  // stream and must go before the backend. Throws voxd::Error (naming the op that could not be
+  // recorded) on a PlanOnly backend or when the work is not capturable; the stream then records
+  // nothing any more and the backend stays usable.
+  std::unique_ptr<CapturedWork> capture(const std::function<void()>& work) override;
   // True for a PlanOnly backend.
   bool plan_only() const { return handles_ == nullptr; }
 
@@ -100,6 +113,8 @@ class CudaBackend final : public Backend {
   ScratchBuffer take(const KernelScratch& scratch, size_t bytes, const char* op) const;
   // Queues the copy of `bytes` host bytes to device memory `dst`; `data` may go once it returns.
   void upload(void* dst, const void* data, size_t bytes, const char* op) const;
+  // Throws, naming `op` and `what`, while the stream is recording a graph.
+  void refuse_while_capturing(const char* op, const char* what) const;
   // Makes `workspace` cuBLAS's workspace for the gemms that follow.
   void use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const;
 
