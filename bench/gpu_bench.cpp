@@ -3,10 +3,15 @@
 // `--frames-per-phoneme` frames, acoustic model then vocoder, audio copied back to the host.
 // Prints a Markdown table: latency per batch, audio-seconds per second, achieved TFLOP/s per
 // stage (bench/flops.h) and device memory (allocator peak, weights, driver's view).
+// `--chunk-frames N` vocodes the batch as B streams cut by VocoderChunker into chunks of N frames
+// (one round of chunks, a batch of up to B, per vocoder run, as a streaming server would), with
+// the interior chunks replayed as CUDA graphs unless `--cuda-graphs off`; the vocoder's TFLOP/s
+// then count the unchunked work, so the chunks' context frames show as lost throughput.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +21,8 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "models/voice.h"
+#include "pipeline/vocoder_chunker.h"
+#include "pipeline/vocoder_graphs.h"
 
 namespace {
 
@@ -39,6 +46,32 @@ voxd::DType parse_dtype(const std::string& name) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// Host mel [B, n_mels, T] vocoded as B streams of chunks of `chunk_frames` frames, chunk by chunk
+// across the streams: each round feeds every stream `chunk_frames` more frames and vocodes the
+// chunks that became ready in one vocode_chunks call. Returns the samples made.
+int64_t vocode_streams(voxd::Context& ctx, const voxd::HifiGan& vocoder, const voxd::Tensor& mel,
+                       int64_t chunk_frames, voxd::VocoderGraphs* graphs) {
+  const int64_t batch = mel.size(0);
+  const int64_t frames = mel.size(2);
+  std::vector<voxd::VocoderChunker> chunkers;
+  for (int64_t b = 0; b < batch; ++b) chunkers.emplace_back(vocoder.config(), chunk_frames);
+  int64_t samples = 0;
+  for (int64_t offset = 0; offset < frames; offset += chunk_frames) {
+    std::vector<voxd::MelChunk> round;
+    for (int64_t b = 0; b < batch; ++b) {
+      voxd::VocoderChunker& chunker = chunkers[static_cast<size_t>(b)];
+      chunker.append(mel.select(0, b).narrow(1, offset, std::min(chunk_frames, frames - offset)));
+      if (offset + chunk_frames >= frames) chunker.finish();
+      for (voxd::MelChunk& chunk : chunker.take_chunks()) round.push_back(std::move(chunk));
+    }
+    if (round.empty()) continue;
+    for (const std::vector<float>& audio : voxd::vocode_chunks(ctx, vocoder, round, graphs)) {
+      samples += static_cast<int64_t>(audio.size());
+    }
+  }
+  return samples;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,6 +84,8 @@ int main(int argc, char** argv) {
   int frames_per_phoneme = 6;
   std::vector<int> batches{1, 8, 32, 64};
   int repeats = 5;
+  int64_t chunk_frames = 0;
+  std::string cuda_graphs = "on";
   app.add_option("--voice", voice_dir, "Voice directory")->required();
   app.add_option("--device", runtime_options.backend, "Backend")->capture_default_str();
   app.add_option("--threads", runtime_options.threads, "CPU threads (cpu backend)");
@@ -59,13 +94,24 @@ int main(int argc, char** argv) {
   app.add_option("--phonemes", phonemes, "Symbols per request")->capture_default_str();
   app.add_option("--frames-per-phoneme", frames_per_phoneme, "Forced duration of every phoneme")
       ->capture_default_str();
-  app.add_option("--batches", batches, "Batch sizes to time")->delimiter(',')->capture_default_str();
+  app.add_option("--batches", batches, "Batch sizes to time")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--repeats", repeats, "Timed runs per batch size (median reported)")
       ->capture_default_str();
+  app.add_option("--chunk-frames", chunk_frames,
+                 "Vocode in chunks of this many mel frames per stream (0: each batch at once)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--cuda-graphs", cuda_graphs,
+                 "With --chunk-frames: replay interior chunks as CUDA graphs (on or off)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
     const voxd::DType dtype = parse_dtype(dtype_name);
+    const bool use_graphs = cuda_graphs == "on";
     voxd::DeviceRuntime runtime(runtime_options);
     voxd::Context& ctx = runtime.context();
     const auto load_start = Clock::now();
@@ -85,16 +131,28 @@ int main(int argc, char** argv) {
         voxd::SafetensorsFile::open(voice_dir + "/acoustic.safetensors")
             ->info("postnet.convolutions.0.0.conv.weight")
             .shape[0];
-    const double acoustic_flops = voxd::bench::fastspeech2_flops(acoustic.config(), phonemes,
-                                                                 frames, postnet_channels);
+    const double acoustic_flops =
+        voxd::bench::fastspeech2_flops(acoustic.config(), phonemes, frames, postnet_channels);
     const double vocoder_flops = voxd::bench::hifigan_flops(vocoder.config(), frames);
-    std::printf("voice %s on %s, %s: weights %.1f MiB loaded in %.3f s; %d phonemes -> %lld "
-                "frames -> %.2f s of audio; %.1f GFLOP acoustic + %.1f GFLOP vocoder per "
-                "request\n\n",
-                config.name.c_str(), runtime.backend().name().c_str(), dtype_name.c_str(),
-                static_cast<double>(runtime.weights_bytes()) / (1024.0 * 1024.0), load_seconds,
-                phonemes, static_cast<long long>(frames), audio_seconds, acoustic_flops / 1e9,
-                vocoder_flops / 1e9);
+    // Graphs for the interior chunk shape, one per batch size met; they hold their arenas
+    // across the batch sizes (counted in the allocator's figures).
+    std::unique_ptr<voxd::VocoderGraphs> graphs;
+    if (chunk_frames > 0 && use_graphs && runtime.backend().can_capture()) {
+      graphs = std::make_unique<voxd::VocoderGraphs>(
+          ctx, vocoder, chunk_frames + 2 * vocoder.config().receptive_field_frames());
+    }
+    const std::string vocoding = chunk_frames == 0
+                                     ? std::string("vocoder on whole sequences")
+                                     : "vocoder in chunks of " + std::to_string(chunk_frames) +
+                                           " frames, CUDA graphs " + (graphs ? "on" : "off");
+    std::printf(
+        "voice %s on %s, %s: weights %.1f MiB loaded in %.3f s; %d phonemes -> %lld "
+        "frames -> %.2f s of audio; %.1f GFLOP acoustic + %.1f GFLOP vocoder per "
+        "request; %s\n\n",
+        config.name.c_str(), runtime.backend().name().c_str(), dtype_name.c_str(),
+        static_cast<double>(runtime.weights_bytes()) / (1024.0 * 1024.0), load_seconds, phonemes,
+        static_cast<long long>(frames), audio_seconds, acoustic_flops / 1e9, vocoder_flops / 1e9,
+        vocoding.c_str());
     std::printf(
         "| batch | acoustic ms | vocoder ms | total ms | audio-s/s | acoustic TFLOP/s | vocoder "
         "TFLOP/s | peak allocated GiB (weights + work) | peak reserved GiB | device used GiB |\n"
@@ -118,13 +176,18 @@ int main(int argc, char** argv) {
       std::vector<double> total_times;
       for (int r = 0; r <= repeats; ++r) {  // the first run warms up and is not counted
         const auto start = Clock::now();
-        voxd::AcousticOutput out =
-            acoustic.forward(ctx, ids, speakers, {}, nullptr, durations);
+        voxd::AcousticOutput out = acoustic.forward(ctx, ids, speakers, {}, nullptr, durations);
         voxd::Tensor mel = voxd::ops::transpose(ctx, out.mel, 1, 2);
         runtime.backend().synchronize();
         const auto acoustic_end = Clock::now();
-        voxd::Tensor audio = vocoder.forward(ctx, mel);
-        voxd::Tensor host_audio = voxd::ops::to_host(ctx, audio);
+        if (chunk_frames > 0) {
+          const voxd::Tensor host_mel = voxd::ops::to_host(ctx, mel);
+          mel = voxd::Tensor();
+          vocode_streams(ctx, vocoder, host_mel, chunk_frames, graphs.get());
+        } else {
+          voxd::Tensor audio = vocoder.forward(ctx, mel);
+          voxd::Tensor host_audio = voxd::ops::to_host(ctx, audio);
+        }
         const auto end = Clock::now();
         if (r > 0) {
           acoustic_times.push_back(std::chrono::duration<double>(acoustic_end - start).count());
