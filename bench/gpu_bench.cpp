@@ -183,7 +183,13 @@ int main(int argc, char** argv) {
         if (chunk_frames > 0) {
           const voxd::Tensor host_mel = voxd::ops::to_host(ctx, mel);
           mel = voxd::Tensor();
-          vocode_streams(ctx, vocoder, host_mel, chunk_frames, graphs.get());
+          const int64_t samples =
+              vocode_streams(ctx, vocoder, host_mel, chunk_frames, graphs.get());
+          if (samples != batch * vocoder.config().output_length(frames)) {
+            throw voxd::Error("chunked vocoding made " + std::to_string(samples) +
+                              " samples, expected " +
+                              std::to_string(batch * vocoder.config().output_length(frames)));
+          }
         } else {
           voxd::Tensor audio = vocoder.forward(ctx, mel);
           voxd::Tensor host_audio = voxd::ops::to_host(ctx, audio);
