@@ -134,12 +134,9 @@ Tensor to_device(Context& ctx, const Tensor& x, DType dtype) {
 
 Tensor to_host(Context& ctx, const Tensor& x, DType dtype) {
   require_defined("to_host", "x", x);
-  if (ctx.planning()) {
-    Tensor out = Tensor::zeros(x.shape(), dtype, host_allocator());
-    ctx.backend().copy(x, out, ctx.scratch());
-    return out;
-  }
-  Tensor out = Tensor::empty(x.shape(), dtype, host_allocator());
+  // A planning pass copies nothing, so its host copies are zeros.
+  Tensor out = ctx.planning() ? Tensor::zeros(x.shape(), dtype, host_allocator())
+                              : Tensor::empty(x.shape(), dtype, host_allocator());
   ctx.backend().copy(x, out, ctx.scratch());
   return out;
 }

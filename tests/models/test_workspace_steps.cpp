@@ -239,6 +239,13 @@ TEST(WorkspaceSteps, PlanningRunsNoKernelAndCountsKernelScratch) {
   Context load(*reference, host_allocator());
   const auto voice = Voice::load(load, kTinyVoice);
   PlanningOnlyBackend none(0);
+  {
+    // A copy to the host in a planning pass yields zeros (nothing is read from the fake memory).
+    WorkspaceArena arena(none.device());
+    Context plan = Context::for_planning(none, arena);
+    const Tensor host = ops::to_host(plan, ops::empty(plan, {2, 3}));
+    EXPECT_EQ(host.to_float_vector(), std::vector<float>(6, 0.0f));
+  }
   const AcousticPlan acoustic = plan_acoustic(none, voice->acoustic(), 2, 5, 30);
   const uint64_t vocoder = plan_vocoder(none, voice->vocoder(), 2, 30);
   EXPECT_GT(none.scratch_calls, 50);
