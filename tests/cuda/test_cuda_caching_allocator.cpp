@@ -260,9 +260,9 @@ Tensor speak(DeviceRuntime& runtime, const Voice& voice) {
 }
 
 TEST(CudaRuntime, RunsAVoiceWithWeightsAndActivationsOnTheDevice) {
-  DeviceRuntime cpu(RuntimeOptions{.backend = "cpu"});
-  const auto cpu_voice = Voice::load(cpu.weights_context(), source_dir() + kVoice);
-  const Tensor want = speak(cpu, *cpu_voice);
+  DeviceRuntime host(RuntimeOptions{.backend = "reference"});
+  const auto host_voice = Voice::load(host.weights_context(), source_dir() + kVoice);
+  const Tensor want = speak(host, *host_voice);
 
   DeviceRuntime cuda(
       RuntimeOptions{.backend = "cuda", .memory_limit = MemoryAmount::parse("0.5", "--limit")});

@@ -177,13 +177,34 @@ Tensor test_mel(int64_t chunks, int64_t frames) {
   return Tensor::from_vector({chunks, 80, frames}, values);
 }
 
-// The en-demo voice on the GPU in `dtype`, loaded once per dtype.
+// The en-demo voice on the GPU, once per dtype, with the device memory it lives in.
+struct DemoVoices {
+  CudaDeviceAllocator allocator{0};
+  std::unique_ptr<Voice> voices[3];
+};
+
+std::unique_ptr<DemoVoices>& demo_voices() {
+  static std::unique_ptr<DemoVoices> loaded;
+  return loaded;
+}
+
+// Frees the voices when the tests end, while the CUDA runtime is still up (a static destructor
+// would run after its teardown, and compute-sanitizer would report every weight as leaked).
+class FreeDemoVoices : public ::testing::Environment {
+ public:
+  void TearDown() override { demo_voices().reset(); }
+};
+[[maybe_unused]] ::testing::Environment* const free_demo_voices =
+    ::testing::AddGlobalTestEnvironment(new FreeDemoVoices);
+
 const Voice& demo_voice(DType dtype) {
-  static CudaDeviceAllocator allocator(0);
-  static std::unique_ptr<Voice> voices[3];
-  std::unique_ptr<Voice>& voice = voices[dtype == DType::F32 ? 0 : dtype == DType::F16 ? 1 : 2];
+  std::unique_ptr<DemoVoices>& loaded = demo_voices();
+  if (!loaded) loaded = std::make_unique<DemoVoices>();
+  std::unique_ptr<Voice>& voice = loaded->voices[dtype == DType::F32   ? 0
+                                                 : dtype == DType::F16 ? 1
+                                                                       : 2];
   if (!voice) {
-    Context ctx(cuda(), allocator);
+    Context ctx(cuda(), loaded->allocator);
     voice = Voice::load(ctx, source_dir() + "/voices/en-demo", dtype);
   }
   return *voice;
