@@ -75,6 +75,7 @@ int64_t vocode_streams(voxd::Context& ctx, const voxd::HifiGan& vocoder, const v
 }  // namespace
 
 int main(int argc, char** argv) {
+  const auto process_start = Clock::now();
   CLI::App app{"voxd device benchmark: latency, throughput, TFLOP/s and memory of a voice"};
   std::string voice_dir;
   voxd::RuntimeOptions runtime_options;
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
     const voxd::DType dtype = parse_dtype(dtype_name);
     const bool use_graphs = cuda_graphs == "on";
     voxd::DeviceRuntime runtime(runtime_options);
+    const double runtime_seconds = seconds_since(process_start);
     voxd::Context& ctx = runtime.context();
     const auto load_start = Clock::now();
     auto voice = voxd::Voice::load(runtime.weights_context(), voice_dir, dtype);
@@ -160,6 +162,8 @@ int main(int argc, char** argv) {
 
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int64_t> symbol(1, acoustic.n_symbols() - 1);
+    double cold_start_seconds = -1;  // process start to the first batch's audio on the host
+    double first_batch_seconds = 0;
     for (const int batch : batches) {
       std::vector<std::vector<int64_t>> ids(static_cast<size_t>(batch));
       for (auto& sequence : ids) {
@@ -195,6 +199,10 @@ int main(int argc, char** argv) {
           voxd::Tensor host_audio = voxd::ops::to_host(ctx, audio);
         }
         const auto end = Clock::now();
+        if (cold_start_seconds < 0) {
+          cold_start_seconds = std::chrono::duration<double>(end - process_start).count();
+          first_batch_seconds = std::chrono::duration<double>(end - start).count();
+        }
         if (r > 0) {
           acoustic_times.push_back(std::chrono::duration<double>(acoustic_end - start).count());
           vocoder_times.push_back(std::chrono::duration<double>(end - acoustic_end).count());
@@ -215,6 +223,10 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       runtime.release_cached();
     }
+    std::printf(
+        "\ncold start: process start to the first batch's audio on the host %.3f s "
+        "(device and allocator %.3f s, weights %.3f s, first batch of %d %.3f s)\n",
+        cold_start_seconds, runtime_seconds, load_seconds, batches.front(), first_batch_seconds);
   } catch (const voxd::Error& e) {
     std::fprintf(stderr, "voxd_gpu_bench: %s\n", e.what());
     return 2;
