@@ -45,7 +45,7 @@ BUILD="$ROOT/build-gpu"
 DIST="$BUILD/dist"
 # GPU_TESTS (a space-separated list) narrows the test binaries packed and run.
 ALL_TESTS="test_cuda_ops test_cuda_models test_cuda_chunker test_cuda_caching_allocator"
-ALL_TESTS+=" test_workspace_plan test_cuda_graphs"
+ALL_TESTS+=" test_workspace_plan test_cuda_graphs test_cuda_leak"
 read -r -a TESTS <<<"${GPU_TESTS:-$ALL_TESTS}"
 BENCHES=(voxd_gpu_bench)
 
@@ -96,7 +96,8 @@ write_ctest_file() {
         printf 'add_test([=[%s]=] "%s" [=[--gtest_filter=%s]=])\n' "$name" "$DIST/bin/$t" "$name" >>"$file"
         # Tests that compare with the driver's free memory must not share the GPU with others.
         serial=FALSE
-        [[ "$t" == test_workspace_plan || "$t" == test_cuda_caching_allocator ]] && serial=TRUE
+        [[ "$t" == test_workspace_plan || "$t" == test_cuda_caching_allocator || "$t" == test_cuda_leak ]] &&
+          serial=TRUE
         printf 'set_tests_properties([=[%s]=] PROPERTIES LABELS gpu WORKING_DIRECTORY "%s" ENVIRONMENT "VOXD_SOURCE_DIR=%s" TIMEOUT 300 RUN_SERIAL %s)\n' \
           "$name" "$ROOT" "$ROOT" "$serial" >>"$file"
       fi
@@ -161,7 +162,7 @@ check() {
       local -A filters=([test_cuda_ops]='-*/F16:CudaDeviceAllocator.CountsAndReportsOutOfMemory'
         [test_cuda_models]='*_F32' [test_cuda_chunker]='*'
         [test_cuda_caching_allocator]='-CudaCachingAllocator.ADriverOutOfMemoryBecomesTheSameCleanError'
-        [test_workspace_plan]='*'
+        [test_workspace_plan]='*' [test_cuda_leak]='-*'
         [test_cuda_graphs]='-CaptureOnGpu.UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable')
       local log errors rc
       for t in "${TESTS[@]}"; do

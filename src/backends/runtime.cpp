@@ -115,7 +115,9 @@ DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
       limit_(resolve_limit(options.memory_limit, backend_->device(), device_total_)),
       max_split_size_(resolve_max_split_size(options.max_split_size, device_total_)),
       allocator_(std::make_unique<CachingAllocator>(
-          *source_, CachingAllocatorOptions{.limit = limit_, .max_split_size = max_split_size_})),
+          *source_,
+          CachingAllocatorOptions{
+              .limit = limit_, .max_split_size = max_split_size_, .release_before_reserve = true})),
       weights_allocator_(std::make_unique<WeightsAllocator>(*allocator_)),
       weights_context_(*backend_, *weights_allocator_),
       context_(*backend_, *allocator_) {

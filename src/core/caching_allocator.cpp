@@ -208,6 +208,9 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t size, bool small, 
     segment = round_up(size, kLargeRounding);
     if (size < options_.max_split_size && segment >= options_.max_split_size) segment = size;
   }
+  if (!small && options_.release_before_reserve) {
+    release_cached_locked(std::chrono::steady_clock::time_point::max());
+  }
   void* ptr = reserve_within_limit(segment);
   if (ptr == nullptr) {
     ++stats_.num_alloc_retries;

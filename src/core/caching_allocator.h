@@ -25,6 +25,10 @@ struct CachingAllocatorOptions {
   // Blocks of this size or more are never split, nor used for requests below it (PyTorch:
   // max_split_size_mb). Must be above kSmallSegment.
   uint64_t max_split_size = kNone;
+  // Before reserving a new large segment, give back the wholly free cached ones, so reserved
+  // memory follows the largest working set instead of adding up every size ever cached (workspace
+  // arenas of varying shapes would otherwise each keep a segment). PyTorch keeps them.
+  bool release_before_reserve = false;
 };
 
 class CachingAllocator final : public Allocator {

@@ -684,5 +684,32 @@ TEST(CachingAllocator, TensorsAllocateThroughItAndGiveMemoryBack) {
   EXPECT_EQ(source.outstanding(), 0u);
 }
 
+TEST(CachingAllocator, ReleaseBeforeReserveKeepsReservedAtTheLargestWorkingSet) {
+  // Growing one-at-a-time requests, as workspace arenas of growing shapes make: without the
+  // option every size keeps its segment; with it only the live one and the new one are held.
+  for (const bool release : {false, true}) {
+    HostMemorySource source;
+    CachingAllocator alloc(source, CachingAllocatorOptions{.release_before_reserve = release});
+    void* small = alloc.allocate(4 * KiB);  // a small-pool block stays, like the weights
+    uint64_t largest = 0;
+    for (const size_t size : {10 * MiB, 20 * MiB, 30 * MiB, 24 * MiB, 40 * MiB}) {
+      void* p = alloc.allocate(size);
+      largest = std::max<uint64_t>(largest, size);
+      alloc.deallocate(p, size);
+    }
+    const AllocatorStats s = alloc.stats();
+    EXPECT_EQ(s.allocated_bytes, 4 * KiB);
+    if (release) {
+      // The 30 MiB segment served the 24 MiB request; the 40 MiB one replaced it.
+      EXPECT_EQ(s.reserved_bytes, 2 * MiB + largest) << "release " << release;
+      EXPECT_EQ(s.num_segment_releases, 3u);
+    } else {
+      EXPECT_EQ(s.reserved_bytes, 2 * MiB + (10 + 20 + 30 + 40) * MiB) << "release " << release;
+      EXPECT_EQ(s.num_segment_releases, 0u);
+    }
+    alloc.deallocate(small, 4 * KiB);
+  }
+}
+
 }  // namespace
 }  // namespace voxd
