@@ -23,7 +23,7 @@ struct DeviceMemory {
 
 // Free and total memory of the source's device: cudaMemGetInfo on a GPU, physical memory on the
 // host (0 where the system does not say).
-DeviceMemory device_memory(const MemorySource& source) {
+DeviceMemory device_memory([[maybe_unused]] const MemorySource& source) {
 #ifdef VOXD_HAVE_CUDA
   if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(&source)) {
     const CudaMemoryInfo info = cuda->memory_info();
