@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/memory_summary.h"
 #include "core/workspace_arena.h"
 #include "models/voice.h"
 #include "models/workspace_steps.h"
@@ -83,20 +84,6 @@ std::unique_ptr<Backend> planning_backend(const MemOptions& options, DType dtype
 #endif
   }
   throw InputError("unknown --device '" + device + "'; expected cpu, cuda or cuda:N");
-}
-
-// "12.3 MiB".
-std::string format_bytes(uint64_t bytes) {
-  char text[32];
-  const double value = static_cast<double>(bytes);
-  if (bytes < (uint64_t{1} << 20)) {
-    std::snprintf(text, sizeof(text), "%.1f KiB", value / 1024.0);
-  } else if (bytes < (uint64_t{1} << 30)) {
-    std::snprintf(text, sizeof(text), "%.1f MiB", value / 1048576.0);
-  } else {
-    std::snprintf(text, sizeof(text), "%.2f GiB", value / 1073741824.0);
-  }
-  return text;
 }
 
 // One row of the table, without trailing blanks.

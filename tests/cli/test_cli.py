@@ -323,7 +323,7 @@ class MemCommandTest(unittest.TestCase):
             lines = [line for line in out.splitlines() if line.strip().startswith(line_start)]
             self.assertEqual(len(lines), 1, out)
             self.assertIn(shape, lines[0])
-            self.assertRegex(lines[0], r"\d+\.\d (KiB|MiB)")
+            self.assertRegex(lines[0], r"\d+\.\d\d (KiB|MiB)")
         self.assertRegex(out, r"total .* \(\d+ bytes\)")
         self.assertIn("96 mel frames per sequence is the default, 8 per phoneme", out)
         self.assertIn("planned for 2 threads", out)
