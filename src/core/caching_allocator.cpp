@@ -209,7 +209,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t size, bool small, 
     if (size < options_.max_split_size && segment >= options_.max_split_size) segment = size;
   }
   if (!small && options_.release_before_reserve) {
-    release_cached_locked(std::chrono::steady_clock::time_point::max());
+    release_cached_locked(std::chrono::steady_clock::time_point::max(), /*large_only=*/true);
   }
   void* ptr = reserve_within_limit(segment);
   if (ptr == nullptr) {
@@ -292,10 +292,11 @@ void CachingAllocator::erase_free(Block* block) {
   }
 }
 
-uint64_t CachingAllocator::release_cached_locked(
-    std::chrono::steady_clock::time_point freed_before) {
+uint64_t CachingAllocator::release_cached_locked(std::chrono::steady_clock::time_point freed_before,
+                                                 bool large_only) {
   uint64_t released = 0;
   for (Pool* pool : {&small_pool_, &large_pool_}) {
+    if (large_only && pool == &small_pool_) continue;
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
       if (block->is_split() || block->free_since > freed_before) {

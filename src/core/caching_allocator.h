@@ -25,7 +25,7 @@ struct CachingAllocatorOptions {
   // Blocks of this size or more are never split, nor used for requests below it (PyTorch:
   // max_split_size_mb). Must be above kSmallSegment.
   uint64_t max_split_size = kNone;
-  // Before reserving a new large segment, give back the wholly free cached ones, so reserved
+  // Before reserving a new large segment, give back the wholly free cached large ones, so reserved
   // memory follows the largest working set instead of adding up every size ever cached (workspace
   // arenas of varying shapes would otherwise each keep a segment). PyTorch keeps them.
   bool release_before_reserve = false;
@@ -88,7 +88,10 @@ class CachingAllocator final : public Allocator {
   void split(Block* block, size_t size);
   void insert_free(Block* block);
   void erase_free(Block* block);
-  uint64_t release_cached_locked(std::chrono::steady_clock::time_point freed_before);
+  // Releases the wholly free segments of both pools (only the large one when `large_only`) that
+  // became free before `freed_before`.
+  uint64_t release_cached_locked(std::chrono::steady_clock::time_point freed_before,
+                                 bool large_only = false);
   void update_peaks();
 
   MemorySource& source_;

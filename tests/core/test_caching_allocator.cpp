@@ -691,6 +691,9 @@ TEST(CachingAllocator, ReleaseBeforeReserveKeepsReservedAtTheLargestWorkingSet) 
     HostMemorySource source;
     CachingAllocator alloc(source, CachingAllocatorOptions{.release_before_reserve = release});
     void* small = alloc.allocate(4 * KiB);  // a small-pool block stays, like the weights
+    void* first_mib = alloc.allocate(MiB);  // fills the first small segment up
+    void* cached_small = alloc.allocate(MiB);  // a second small segment, then cached
+    alloc.deallocate(cached_small, MiB);
     uint64_t largest = 0;
     for (const size_t size : {10 * MiB, 20 * MiB, 30 * MiB, 24 * MiB, 40 * MiB}) {
       void* p = alloc.allocate(size);
@@ -698,15 +701,17 @@ TEST(CachingAllocator, ReleaseBeforeReserveKeepsReservedAtTheLargestWorkingSet) 
       alloc.deallocate(p, size);
     }
     const AllocatorStats s = alloc.stats();
-    EXPECT_EQ(s.allocated_bytes, 4 * KiB);
+    EXPECT_EQ(s.allocated_bytes, 4 * KiB + MiB);
     if (release) {
-      // The 30 MiB segment served the 24 MiB request; the 40 MiB one replaced it.
-      EXPECT_EQ(s.reserved_bytes, 2 * MiB + largest) << "release " << release;
+      // The 30 MiB segment served the 24 MiB request; the 40 MiB one replaced it. The cached
+      // small segment stays: only large ones are given back before a large reserve.
+      EXPECT_EQ(s.reserved_bytes, 4 * MiB + largest) << "release " << release;
       EXPECT_EQ(s.num_segment_releases, 3u);
     } else {
-      EXPECT_EQ(s.reserved_bytes, 2 * MiB + (10 + 20 + 30 + 40) * MiB) << "release " << release;
+      EXPECT_EQ(s.reserved_bytes, 4 * MiB + (10 + 20 + 30 + 40) * MiB) << "release " << release;
       EXPECT_EQ(s.num_segment_releases, 0u);
     }
+    alloc.deallocate(first_mib, MiB);
     alloc.deallocate(small, 4 * KiB);
   }
 }
