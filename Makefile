@@ -46,7 +46,7 @@ run: build
 	@echo "wrote out/hello.wav"
 
 bench: build
-	$(BUILD_DIR)/bench/voxd_bench
+	$(BUILD_DIR)/bench/voxd_bench --voice $(VOICE)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
