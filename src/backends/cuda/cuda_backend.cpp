@@ -277,17 +277,7 @@ void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOpe
 }  // namespace
 
 CudaBackend::CudaBackend(int index) : index_(index), handles_(std::make_unique<Handles>()) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    throw InputError(std::string("no CUDA device: cudaGetDeviceCount returned ") +
-                     cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
-  }
-  if (index < 0 || index >= count) {
-    throw InputError("no CUDA device cuda:" + std::to_string(index) +
-                     ": cudaGetDeviceCount returned " + std::to_string(count) + " device(s)");
-  }
+  cuda::require_device(index);
   handles_->index = index;
   VOXD_CUDA_CHECK("open", cudaSetDevice(index));
   VOXD_CUDA_CHECK("open", cudaStreamCreate(&handles_->stream));

@@ -19,4 +19,18 @@ void check(cublasStatus_t status, const char* call, const char* op) {
               " (" + cublasGetStatusString(status) + ")");
 }
 
+void require_device(int index) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw InputError(std::string("no CUDA device: cudaGetDeviceCount returned ") +
+                     cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+  }
+  if (index < 0 || index >= count) {
+    throw InputError("no CUDA device cuda:" + std::to_string(index) +
+                     ": cudaGetDeviceCount returned " + std::to_string(count) + " device(s)");
+  }
+}
+
 }  // namespace voxd::cuda

@@ -12,6 +12,8 @@ namespace voxd::cuda {
 void check(cudaError_t status, const char* call, const char* op);
 // Throws voxd::Error unless `status` is CUBLAS_STATUS_SUCCESS.
 void check(cublasStatus_t status, const char* call, const char* op);
+// Throws voxd::InputError when there is no CUDA device `index` ("no CUDA device cuda:1: ...").
+void require_device(int index);
 
 }  // namespace voxd::cuda
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backends/cuda/cuda_check.h"
 #include "core/error.h"
 
 namespace voxd {
@@ -41,17 +42,7 @@ class DeviceGuard {
 }  // namespace
 
 CudaMemorySource::CudaMemorySource(int index) : index_(index) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    throw InputError(std::string("no CUDA device: cudaGetDeviceCount returned ") +
-                     cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
-  }
-  if (index < 0 || index >= count) {
-    throw InputError("no CUDA device cuda:" + std::to_string(index) +
-                     ": cudaGetDeviceCount returned " + std::to_string(count) + " device(s)");
-  }
+  cuda::require_device(index);
 }
 
 void* CudaMemorySource::reserve(size_t bytes) {
