@@ -6,14 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "../pipeline/vocoder_test_util.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
@@ -24,6 +22,8 @@
 namespace voxd {
 namespace {
 
+using testing::random_mel;
+
 using testing::cuda_backend;
 using testing::relative_l2;
 using testing::source_dir;
@@ -31,18 +31,7 @@ using testing::source_dir;
 using Case = std::tuple<std::string, DType>;
 
 HifiGanConfig read_config(const std::string& dir) {
-  std::ifstream in(dir + "config.json");
-  if (!in) throw Error("cannot read " + dir + "config.json");
-  return HifiGanConfig::from_json(nlohmann::json::parse(in), dir);
-}
-
-// A host mel [n_mels, frames] drawn like the fixtures' mels (mean −1.5, std 1.2), from `seed`.
-Tensor random_mel(int64_t n_mels, int64_t frames, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(-1.5f, 1.2f);
-  std::vector<float> values(static_cast<size_t>(n_mels * frames));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_vector({n_mels, frames}, values);
+  return testing::read_hifigan_config(dir + "config.json");
 }
 
 // The whole of host mel [n_mels, T] vocoded in one run, as host F32 [T_audio].
@@ -66,7 +55,7 @@ TEST_P(ChunkedOnCuda, StreamsEqualTheirUnchunkedAudio) {
   const std::vector<int64_t> lengths = {7, 2 * r + 15, 3 * r + 20};
   std::vector<Tensor> mels;
   for (size_t s = 0; s < lengths.size(); ++s) {
-    mels.push_back(random_mel(config.num_mels, lengths[s], 200 + static_cast<unsigned>(s)));
+    mels.push_back(random_mel({config.num_mels, lengths[s]}, 200 + static_cast<unsigned>(s)));
   }
   for (int64_t chunk_frames : {int64_t{1}, r / 2, int64_t{16}, int64_t{500}}) {
     SCOPED_TRACE("chunk_frames " + std::to_string(chunk_frames));
@@ -144,8 +133,8 @@ TEST(ChunkedOnCudaMemory, PeakDoesNotGrowWithStreamLength) {
   Context ctx(cuda_backend(), weights);
   const HifiGan model =
       HifiGan::load(ctx, config, *SafetensorsFile::open(dir + "generator.safetensors"));
-  const Tensor short_mel = random_mel(config.num_mels, 300, 1);
-  const Tensor long_mel = random_mel(config.num_mels, 1200, 2);
+  const Tensor short_mel = random_mel({config.num_mels, 300}, 1);
+  const Tensor long_mel = random_mel({config.num_mels, 1200}, 2);
   const size_t short_peak = chunked_peak(model, short_mel, 32);
   const size_t long_peak = chunked_peak(model, long_mel, 32);
   EXPECT_EQ(short_peak, long_peak);

@@ -6,15 +6,13 @@
 // recorded fails with an error naming the op and leaves the backend usable.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "../pipeline/vocoder_test_util.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
@@ -27,20 +25,11 @@
 namespace voxd {
 namespace {
 
+using testing::random_mel;
+
 using testing::cuda_backend;
 using testing::expect_close_scaled;
 using testing::source_dir;
-
-// A host mel of `shape` drawn like the fixtures' mels (mean −1.5, std 1.2), from `seed`.
-Tensor random_mel(const Shape& shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(-1.5f, 1.2f);
-  int64_t n = 1;
-  for (int64_t size : shape) n *= size;
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_vector(shape, values);
-}
 
 // A vocoder on the GPU: the V1-shaped fixture ("v1") or the en-demo voice's ("en-demo").
 struct GpuVocoder {
@@ -50,9 +39,7 @@ struct GpuVocoder {
       return;
     }
     const std::string dir = source_dir() + "/tests/fixtures/hifigan/" + name + "/";
-    std::ifstream in(dir + "config.json");
-    if (!in) throw Error("cannot read " + dir + "config.json");
-    const HifiGanConfig config = HifiGanConfig::from_json(nlohmann::json::parse(in), dir);
+    const HifiGanConfig config = testing::read_hifigan_config(dir + "config.json");
     fixture = std::make_unique<HifiGan>(
         HifiGan::load(ctx, config, *SafetensorsFile::open(dir + "generator.safetensors"), dtype));
   }

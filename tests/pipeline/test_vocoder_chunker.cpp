@@ -6,12 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <ostream>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,9 +18,12 @@
 #include "core/safetensors.h"
 #include "models/hifigan.h"
 #include "pipeline/vocoder_chunker.h"
+#include "vocoder_test_util.h"
 
 namespace voxd {
 namespace {
+
+using testing::random_mel;
 
 const std::string kFixtures = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/hifigan/";
 constexpr float kTolerance = 1e-5f;
@@ -32,19 +32,7 @@ constexpr float kTolerance = 1e-5f;
 constexpr int kThreads = 1;
 
 HifiGanConfig read_config(const std::string& fixture) {
-  const std::string path = kFixtures + fixture + "/config.json";
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path);
-  return HifiGanConfig::from_json(nlohmann::json::parse(in), path);
-}
-
-// A host mel [n_mels, frames] drawn like the fixtures' mels (mean −1.5, std 1.2), from `seed`.
-Tensor random_mel(int64_t n_mels, int64_t frames, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(-1.5f, 1.2f);
-  std::vector<float> values(static_cast<size_t>(n_mels * frames));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_vector({n_mels, frames}, values);
+  return testing::read_hifigan_config(kFixtures + fixture + "/config.json");
 }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -155,7 +143,7 @@ TEST_P(ChunkedVocoding, EqualsUnchunkedAudio) {
   Vocoder v(GetParam().fixture, GetParam().backend);
   const int64_t r = v.config.receptive_field_frames();
   const int64_t frames = 2 * r + 9;
-  const Tensor mel = random_mel(v.config.num_mels, frames, 7);
+  const Tensor mel = random_mel({v.config.num_mels, frames}, 7);
   const std::vector<float> want = v.unchunked(mel);
   ASSERT_EQ(static_cast<int64_t>(want.size()), v.config.output_length(frames));
 
@@ -187,7 +175,7 @@ TEST_P(ChunkedVocoding, HalfTheContextChangesTheAudio) {
   const int64_t r = v.config.receptive_field_frames();
   const int64_t hop = v.config.hop_length();
   const int64_t frames = 2 * r + 9;
-  const Tensor mel = random_mel(v.config.num_mels, frames, 11);
+  const Tensor mel = random_mel({v.config.num_mels, frames}, 11);
   const std::vector<float> want = v.unchunked(mel);
   const int64_t frame = frames / 2;
   for (int64_t context : {r, r / 2}) {
@@ -219,7 +207,7 @@ TEST_P(ChunkedVocoding, StreamsBatchTogether) {
   std::vector<VocoderChunker> chunkers;
   std::vector<int64_t> fed(lengths.size(), 0);
   for (size_t s = 0; s < lengths.size(); ++s) {
-    mels.push_back(random_mel(v.config.num_mels, lengths[s], 100 + static_cast<unsigned>(s)));
+    mels.push_back(random_mel({v.config.num_mels, lengths[s]}, 100 + static_cast<unsigned>(s)));
     chunkers.emplace_back(v.config, chunk_frames);
   }
   std::vector<std::vector<float>> got(lengths.size());
@@ -356,7 +344,7 @@ TEST(VocoderChunker, ChunkIsReadyOnceItsRightContextArrives) {
   const int64_t chunk_frames = 4;
   const int64_t frames = 3 * chunk_frames + r;
   VocoderChunker chunker(config, chunk_frames);
-  const Tensor mel = random_mel(config.num_mels, frames, 3);
+  const Tensor mel = random_mel({config.num_mels, frames}, 3);
   int64_t taken = 0;
   for (int64_t t = 1; t <= frames; ++t) {
     chunker.append(mel.narrow(1, t - 1, 1));
@@ -419,8 +407,8 @@ uint64_t chunked_peak(Vocoder& v, const Tensor& mel, int64_t chunk_frames) {
 // less than the 800 frames need at once.
 TEST(VocoderChunker, ActivationMemoryDoesNotGrowWithStreamLength) {
   Vocoder v("v1", "cpu");
-  const Tensor short_mel = random_mel(v.config.num_mels, 200, 1);
-  const Tensor long_mel = random_mel(v.config.num_mels, 800, 2);
+  const Tensor short_mel = random_mel({v.config.num_mels, 200}, 1);
+  const Tensor long_mel = random_mel({v.config.num_mels, 800}, 2);
   const uint64_t short_peak = chunked_peak(v, short_mel, 16);
   const uint64_t long_peak = chunked_peak(v, long_mel, 16);
   EXPECT_EQ(short_peak, long_peak);
@@ -438,7 +426,7 @@ TEST(VocoderChunker, LastChunkCarriesTheTailSamples) {
   const int64_t frames = 30;
   const int64_t tail = v.config.output_length(frames) - frames * v.config.hop_length();
   ASSERT_GT(tail, 0);
-  const Tensor mel = random_mel(v.config.num_mels, frames, 5);
+  const Tensor mel = random_mel({v.config.num_mels, frames}, 5);
   VocoderChunker chunker(v.config, 7);
   chunker.append(mel);
   chunker.finish();

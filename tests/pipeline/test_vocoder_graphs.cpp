@@ -5,10 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,9 +17,12 @@
 #include "pipeline/synthesizer.h"
 #include "pipeline/vocoder_chunker.h"
 #include "pipeline/vocoder_graphs.h"
+#include "vocoder_test_util.h"
 
 namespace voxd {
 namespace {
+
+using testing::random_mel;
 
 const std::string kFixtures = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/hifigan/";
 const std::string kTinyVoice = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/voices/tiny-arpabet";
@@ -30,21 +30,7 @@ const std::string kTinyVoice = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/v
 constexpr int kThreads = 1;
 
 HifiGanConfig read_config(const std::string& fixture) {
-  const std::string path = kFixtures + fixture + "/config.json";
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path);
-  return HifiGanConfig::from_json(nlohmann::json::parse(in), path);
-}
-
-// A host mel of `shape` drawn like the fixtures' mels (mean −1.5, std 1.2), from `seed`.
-Tensor random_mel(const Shape& shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(-1.5f, 1.2f);
-  int64_t n = 1;
-  for (int64_t size : shape) n *= size;
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_vector(shape, values);
+  return testing::read_hifigan_config(kFixtures + fixture + "/config.json");
 }
 
 // A fixture's generator on one backend.
