@@ -1,0 +1,79 @@
+// The engine behind the HTTP layer: a server::SpeechService that synthesizes with the voices it
+// loaded, all model work on one device thread (scheduler/scheduler.h) that batches the acoustic
+// model across requests by length and the vocoder across streams by chunk, and admits each step
+// only when its planned workspace fits the memory budget (docs/scheduler.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "core/dtype.h"
+#include "server/speech_service.h"
+
+namespace voxd::scheduler {
+
+class Scheduler;
+
+struct EngineConfig {
+  std::vector<std::string> voice_dirs;  // voice directories; a voice's id is its config "name"
+  RuntimeOptions runtime;  // backend ("cpu", "cuda", "cuda:N"), threads, memory limit, max split
+  std::optional<DType> dtype;  // weights/activations; default F16 on cuda, F32 elsewhere
+  int64_t max_batch = 16;      // most sentences per acoustic step, chunks per vocoder step
+  size_t max_queue = 256;      // requests admitted and not finished; beyond that admit() → 503
+  int64_t chunk_frames = 64;   // vocoder chunk, in mel frames
+  // Admitted → finished; past it the job fails (504 ApiError).
+  std::chrono::milliseconds request_timeout{300000};
+  // Load a voice on first use; unload the least recently used idle one when memory is needed.
+  bool lazy_voices = false;
+  bool cuda_graphs = true;
+  // The memory budget for workspaces is the runtime's limit (or the device's memory) minus the
+  // weights and the persistent graph arenas; on CPU a RAM budget.
+};
+
+class EngineService final : public server::SpeechService {
+ public:
+  // Opens the runtime, loads the voices (unless lazy), starts the device thread. Throws
+  // voxd::InputError with an actionable message (no voice, a bad directory, two voices of one
+  // name, a bad runtime option).
+  explicit EngineService(const EngineConfig& config);
+  // Cancels what runs and joins the device thread.
+  ~EngineService() override;
+  EngineService(const EngineService&) = delete;
+  EngineService& operator=(const EngineService&) = delete;
+
+  std::vector<std::string> models() const override;
+  std::vector<server::VoiceInfo> voices() const override;
+  server::Readiness readiness() const override;
+  std::string memory_summary_text() const override;
+  nlohmann::json memory_summary_json() const override;
+  void collect_metrics(server::MetricsRegistry& registry) override;
+  std::unique_ptr<server::SpeechJob> admit(const server::SpeechRequest& request) override;
+
+  // Refuses new requests from now on (admit() → 503 "server is shutting down"), waits up to
+  // `grace` for admitted requests to finish, cancels the rest; returns how many it cancelled.
+  size_t drain(std::chrono::steady_clock::duration grace);
+
+  struct IdleMemory {
+    bool idle = false;
+    uint64_t unexplained_bytes = 0;
+    std::string summary;
+  };
+  // For the leak watchdog: whether no request is admitted, and (when idle) the allocated bytes
+  // beyond weights and persistent graph arenas (0 unless something leaks), with the memory
+  // summary text.
+  IdleMemory idle_memory() const;
+
+  DeviceRuntime& runtime();
+
+ private:
+  std::unique_ptr<DeviceRuntime> runtime_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+}  // namespace voxd::scheduler
