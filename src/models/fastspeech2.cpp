@@ -55,7 +55,8 @@ struct FftBlockWeights {
   NormWeights ffn_norm;
 };
 
-// VariancePredictor: (conv -> ReLU -> LayerNorm) twice -> linear to one value per row.
+// VariancePredictor: (conv -> ReLU -> LayerNorm) twice -> linear to one value per row (the
+// output head, in the stream dtype).
 struct PredictorWeights {
   ConvWeights conv1, conv2;
   NormWeights norm1, norm2;
@@ -71,8 +72,11 @@ struct VarianceWeights {
 
 }  // namespace
 
+// Matrix weights (attention, feed-forward and predictor convs, mel_linear, postnet) are in the
+// policy's compute dtype; norms, embedding and position tables and the predictors' output heads
+// in its stream dtype.
 struct FastSpeech2::Weights {
-  DType dtype = DType::F32;
+  PrecisionPolicy precision;
   int64_t n_symbols = 0;
   int64_t n_speakers = 1;
   Tensor src_word_emb;      // [n_symbols, hidden]
@@ -121,17 +125,20 @@ Tensor feed_forward(Context& ctx, const Tensor& x, const FeedForwardWeights& w) 
   return ops::transpose(ctx, h, 1, 2);
 }
 
-// FFTBlock.forward: rows t >= lengths[b] are zeroed after each sublayer.
+// FFTBlock.forward of x [B, T, C] in the stream dtype: the sublayers run in the compute dtype, the
+// residual sums and norms in the stream dtype; rows t >= lengths[b] are zeroed after each
+// sublayer.
 Tensor fft_block(Context& ctx, const Tensor& x, const FftBlockWeights& w,
-                 const std::vector<int64_t>& lengths) {
+                 const std::vector<int64_t>& lengths, const PrecisionPolicy& precision) {
   AttentionParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(w.attention.head_dim));
   params.key_lengths = lengths;
-  Tensor h = self_attention(ctx, x, w.attention, params);
+  Tensor h = precision.to_stream(
+      ctx, self_attention(ctx, precision.to_compute(ctx, x), w.attention, params));
   ops::add_(ctx, h, x);
   h = ops::layer_norm(ctx, h, w.attention_norm.gamma, w.attention_norm.beta, kLayerNormEps);
   ops::zero_beyond_lengths(ctx, h, lengths);
-  Tensor out = feed_forward(ctx, h, w.ffn);
+  Tensor out = precision.to_stream(ctx, feed_forward(ctx, precision.to_compute(ctx, h), w.ffn));
   ops::add_(ctx, out, h);
   out = ops::layer_norm(ctx, out, w.ffn_norm.gamma, w.ffn_norm.beta, kLayerNormEps);
   ops::zero_beyond_lengths(ctx, out, lengths);
@@ -165,34 +172,83 @@ void add_positions(Context& ctx, Tensor& x, const Tensor& parameter, int64_t max
   }
 }
 
-// VariancePredictor.forward of x [B, T, C] -> [B, T], zero at rows t >= lengths[b].
+// VariancePredictor.forward of x [B, T, C] (stream dtype) -> [B, T] in the stream dtype, zero at
+// rows t >= lengths[b]. The convs run in the compute dtype, the norms and the output head in
+// the stream dtype.
 Tensor predict(Context& ctx, const Tensor& x, const PredictorWeights& w,
-               const std::vector<int64_t>& lengths) {
+               const std::vector<int64_t>& lengths, const PrecisionPolicy& precision) {
   Tensor out;
   {
-    Tensor h = conv_rows(ctx, x, w.conv1);
+    Tensor h = conv_rows(ctx, precision.to_compute(ctx, x), w.conv1);
     ops::relu_(ctx, h);
-    h = ops::layer_norm(ctx, h, w.norm1.gamma, w.norm1.beta, kLayerNormEps);
-    h = conv_rows(ctx, h, w.conv2);
+    h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm1.gamma, w.norm1.beta,
+                        kLayerNormEps);
+    h = conv_rows(ctx, precision.to_compute(ctx, h), w.conv2);
     ops::relu_(ctx, h);
-    h = ops::layer_norm(ctx, h, w.norm2.gamma, w.norm2.beta, kLayerNormEps);
+    h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm2.gamma, w.norm2.beta,
+                        kLayerNormEps);
     out = ops::linear(ctx, h, w.linear.weight, w.linear.bias);
   }
   ops::zero_beyond_lengths(ctx, out, lengths);
   return out.reshape({x.size(0), x.size(1)});
 }
 
-// get_pitch_embedding / get_energy_embedding without targets: the prediction times `control`,
-// and x += table[bucketize(prediction, bins)] on every row. Returns the prediction.
-Tensor add_variance(Context& ctx, Tensor& x, const VarianceWeights& w,
-                    const std::vector<int64_t>& lengths, float control) {
-  Tensor prediction = ops::scale(ctx, predict(ctx, x, w.predictor, lengths), control);
-  {
-    const Tensor as_f32 =
-        prediction.dtype() == DType::F32 ? prediction : ops::to_device(ctx, prediction, DType::F32);
-    ops::add_(ctx, x, ops::embedding(ctx, ops::bucketize(ctx, as_f32, w.bins), w.table));
+// One pitch or energy step's results.
+struct VarianceResult {
+  Tensor prediction;  // [B, T], times the control, in the stream dtype
+  Tensor buckets;     // [B, T] I64: the embedding rows added to x
+};
+
+// get_pitch_embedding / get_energy_embedding: the prediction times `control`, and x +=
+// table[bucketize(values, bins)] on every row, padded rows included, where values are the
+// prediction or, when `forced` (F32 [B, T]) is defined, the forced values (as the original's
+// targets).
+VarianceResult add_variance(Context& ctx, Tensor& x, const VarianceWeights& w,
+                            const std::vector<int64_t>& lengths, float control,
+                            const PrecisionPolicy& precision, const Tensor& forced) {
+  VarianceResult result;
+  result.prediction = ops::scale(ctx, predict(ctx, x, w.predictor, lengths, precision), control);
+  const Tensor values = forced.defined() ? forced
+                        : result.prediction.dtype() == DType::F32
+                            ? result.prediction
+                            : ops::to_device(ctx, result.prediction, DType::F32);
+  result.buckets = ops::bucketize(ctx, values, w.bins);
+  ops::add_(ctx, x, ops::embedding(ctx, result.buckets, w.table));
+  return result;
+}
+
+// The forced `feature` values as an F32 [B, rows] tensor on ctx's device (0 at padded rows, as
+// the prediction is there), or an undefined tensor when `forced` is empty. Throws
+// voxd::InputError naming the list or value when there is not one list per sequence, a list is
+// not lengths[b] long (`unit`: what a value stands for), or a value is not finite.
+Tensor forced_feature(Context& ctx, const std::vector<std::vector<float>>& forced,
+                      const std::vector<int64_t>& lengths, int64_t rows, const char* feature,
+                      const char* unit) {
+  if (forced.empty()) return Tensor();
+  const std::string what = "FastSpeech2: ";
+  if (forced.size() != lengths.size()) {
+    throw InputError(what + std::to_string(forced.size()) + " forced " + feature + " lists for " +
+                     std::to_string(lengths.size()) + " sequences");
   }
-  return prediction;
+  std::vector<float> padded(static_cast<size_t>(static_cast<int64_t>(lengths.size()) * rows), 0.0f);
+  for (size_t b = 0; b < forced.size(); ++b) {
+    const std::vector<float>& values = forced[b];
+    if (static_cast<int64_t>(values.size()) != lengths[b]) {
+      throw InputError(what + std::to_string(values.size()) + " forced " + feature +
+                       " values for sequence " + std::to_string(b) + " of " +
+                       std::to_string(lengths[b]) + " " + unit);
+    }
+    for (size_t t = 0; t < values.size(); ++t) {
+      if (!std::isfinite(values[t])) {
+        throw InputError(what + "forced " + feature + " value " + std::to_string(values[t]) +
+                         " at position " + std::to_string(t) + " of sequence " + std::to_string(b) +
+                         " is not finite");
+      }
+    }
+    std::copy(values.begin(), values.end(), padded.begin() + static_cast<int64_t>(b) * rows);
+  }
+  return ops::to_device(
+      ctx, Tensor::from_vector({static_cast<int64_t>(lengths.size()), rows}, padded), DType::F32);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -256,24 +312,29 @@ void require_positive(int64_t value, const std::string& where, const std::string
 // ---------------------------------------------------------------------------------------------
 // Loading.
 
-// One model's loader: the source, the device context and the compute dtype.
+// One model's loader: the source, the device context and the precision policy. Matrix weights
+// load in its compute dtype, the others in its stream dtype.
 struct Loader {
   Context& ctx;
   const WeightSource& source;
-  DType dtype;
+  PrecisionPolicy precision;
 
-  Tensor param(const std::string& name, const Shape& shape) const {
+  Tensor param(const std::string& name, const Shape& shape, DType dtype) const {
     return load_parameter(ctx, source, name, shape, dtype);
   }
-  LinearWeights linear(const std::string& prefix, int64_t out, int64_t in) const {
-    return {param(prefix + ".weight", {out, in}), param(prefix + ".bias", {out})};
+  // A matrix op's weights, or the stream-dtype output head of a predictor.
+  LinearWeights linear(const std::string& prefix, int64_t out, int64_t in, DType dtype) const {
+    return {param(prefix + ".weight", {out, in}, dtype), param(prefix + ".bias", {out}, dtype)};
   }
   ConvWeights conv(const std::string& prefix, int64_t out, int64_t in, int64_t kernel,
                    int64_t padding) const {
-    return {param(prefix + ".weight", {out, in, kernel}), param(prefix + ".bias", {out}), padding};
+    const DType dtype = precision.compute;
+    return {param(prefix + ".weight", {out, in, kernel}, dtype),
+            param(prefix + ".bias", {out}, dtype), padding};
   }
   NormWeights norm(const std::string& prefix, int64_t width) const {
-    return {param(prefix + ".weight", {width}), param(prefix + ".bias", {width})};
+    const DType dtype = precision.stream;
+    return {param(prefix + ".weight", {width}, dtype), param(prefix + ".bias", {width}, dtype)};
   }
   // Shape of `name`, which must exist and have `rank` dimensions.
   Shape shape_of(const std::string& name, size_t rank, const char* expected) const {
@@ -291,10 +352,10 @@ struct Loader {
     const int64_t head_dim = hidden / heads;
     const int64_t inner = heads * head_dim;
     const std::string attn = prefix + ".slf_attn";
-    w.attention.q = linear(attn + ".w_qs", inner, hidden);
-    w.attention.k = linear(attn + ".w_ks", inner, hidden);
-    w.attention.v = linear(attn + ".w_vs", inner, hidden);
-    w.attention.fc = linear(attn + ".fc", hidden, inner);
+    w.attention.q = linear(attn + ".w_qs", inner, hidden, precision.compute);
+    w.attention.k = linear(attn + ".w_ks", inner, hidden, precision.compute);
+    w.attention.v = linear(attn + ".w_vs", inner, hidden, precision.compute);
+    w.attention.fc = linear(attn + ".fc", hidden, inner, precision.compute);
     w.attention.heads = heads;
     w.attention.head_dim = head_dim;
     w.attention_norm = norm(attn + ".layer_norm", hidden);
@@ -315,7 +376,7 @@ struct Loader {
     w.norm1 = norm(layers + ".layer_norm_1", f);
     w.conv2 = conv(layers + ".conv1d_2.conv", f, f, k, 1);  // padding=1 in the original
     w.norm2 = norm(layers + ".layer_norm_2", f);
-    w.linear = linear(prefix + ".linear_layer", 1, f);
+    w.linear = linear(prefix + ".linear_layer", 1, f, precision.stream);
     return w;
   }
 
@@ -333,7 +394,8 @@ struct Loader {
       }
     }
     w.bins = ops::to_device(ctx, bins, DType::F32);
-    w.table = param("variance_adaptor." + name + "_embedding.weight", {c.n_bins, c.encoder_hidden});
+    w.table = param("variance_adaptor." + name + "_embedding.weight", {c.n_bins, c.encoder_hidden},
+                    precision.stream);
     return w;
   }
 
@@ -365,6 +427,7 @@ struct Loader {
       }
       folded_b[so] = static_cast<float>((static_cast<double>(bias[so]) - mean[so]) * s + beta[so]);
     }
+    const DType dtype = precision.compute;
     return {ops::to_device(ctx, Tensor::from_vector({out, in, kernel}, folded_w), dtype),
             ops::to_device(ctx, Tensor::from_vector({out}, folded_b), dtype), (kernel - 1) / 2};
   }
@@ -529,15 +592,18 @@ void FastSpeech2Config::validate(const std::string& where) const {
 FastSpeech2 FastSpeech2::load(Context& ctx, const FastSpeech2Config& config,
                               const WeightSource& weights, DType dtype) {
   config.validate("FastSpeech2 config");
-  const Loader l{ctx, weights, dtype};
+  const PrecisionPolicy precision = PrecisionPolicy::for_weights(dtype);
+  const Loader l{ctx, weights, precision};
+  const DType stream = precision.stream;
   auto w = std::make_shared<Weights>();
-  w->dtype = dtype;
+  w->precision = precision;
   const int64_t hidden = config.encoder_hidden;
 
   const std::string emb_name = "encoder.src_word_emb.weight";
   w->n_symbols = l.shape_of(emb_name, 2, "[n_symbols, encoder_hidden]")[0];
-  w->src_word_emb = l.param(emb_name, {w->n_symbols, hidden});
-  w->encoder_position = l.param("encoder.position_enc", {1, config.max_seq_len + 1, hidden});
+  w->src_word_emb = l.param(emb_name, {w->n_symbols, hidden}, stream);
+  w->encoder_position =
+      l.param("encoder.position_enc", {1, config.max_seq_len + 1, hidden}, stream);
   for (int64_t i = 0; i < config.encoder_layers; ++i) {
     w->encoder.push_back(l.fft_block("encoder.layer_stack." + std::to_string(i), hidden,
                                      config.encoder_heads, config));
@@ -546,18 +612,18 @@ FastSpeech2 FastSpeech2::load(Context& ctx, const FastSpeech2Config& config,
     const std::string name = "speaker_emb.weight";
     w->n_speakers = config.n_speakers > 0 ? config.n_speakers
                                           : l.shape_of(name, 2, "[n_speakers, encoder_hidden]")[0];
-    w->speaker_emb = l.param(name, {w->n_speakers, hidden});
+    w->speaker_emb = l.param(name, {w->n_speakers, hidden}, stream);
   }
   w->duration = l.predictor("variance_adaptor.duration_predictor", config);
   w->pitch = l.variance("pitch", config);
   w->energy = l.variance("energy", config);
   const int64_t dec = config.decoder_hidden;
-  w->decoder_position = l.param("decoder.position_enc", {1, config.max_seq_len + 1, dec});
+  w->decoder_position = l.param("decoder.position_enc", {1, config.max_seq_len + 1, dec}, stream);
   for (int64_t i = 0; i < config.decoder_layers; ++i) {
     w->decoder.push_back(
         l.fft_block("decoder.layer_stack." + std::to_string(i), dec, config.decoder_heads, config));
   }
-  w->mel_linear = l.linear("mel_linear", config.n_mels, dec);
+  w->mel_linear = l.linear("mel_linear", config.n_mels, dec, precision.compute);
   w->postnet = l.postnet(config.n_mels);
   return FastSpeech2(config, std::move(w));
 }
@@ -570,18 +636,20 @@ int64_t FastSpeech2::n_speakers() const {
   return weights_->n_speakers;
 }
 
-AcousticOutput FastSpeech2::forward(
-    Context& ctx, const std::vector<std::vector<int64_t>>& ids,
-    const std::vector<int64_t>& speakers, const SynthesisControls& controls,
-    FastSpeech2Debug* debug, const std::vector<std::vector<int64_t>>& forced_durations) const {
-  return decode(ctx, encode(ctx, ids, speakers, controls, debug, forced_durations), controls,
-                debug);
+AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
+                                    const std::vector<int64_t>& speakers,
+                                    const SynthesisControls& controls, FastSpeech2Debug* debug,
+                                    const std::vector<std::vector<int64_t>>& forced_durations,
+                                    const ForcedFeatures& forced_features) const {
+  return decode(ctx, encode(ctx, ids, speakers, controls, debug, forced_durations, forced_features),
+                controls, debug, forced_features);
 }
 
-AcousticEncoding FastSpeech2::encode(
-    Context& ctx, const std::vector<std::vector<int64_t>>& ids,
-    const std::vector<int64_t>& speakers, const SynthesisControls& controls,
-    FastSpeech2Debug* debug, const std::vector<std::vector<int64_t>>& forced_durations) const {
+AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
+                                     const std::vector<int64_t>& speakers,
+                                     const SynthesisControls& controls, FastSpeech2Debug* debug,
+                                     const std::vector<std::vector<int64_t>>& forced_durations,
+                                     const ForcedFeatures& forced_features) const {
   const Weights& w = *weights_;
   const FastSpeech2Config& c = config_;
   const auto batch = static_cast<int64_t>(ids.size());
@@ -643,7 +711,9 @@ AcousticEncoding FastSpeech2::encode(
     x = ops::embedding(ctx, Tensor::from_vector({batch, max_src}, padded), w.src_word_emb);
   }
   add_positions(ctx, x, w.encoder_position, c.max_seq_len);
-  for (const FftBlockWeights& layer : w.encoder) x = fft_block(ctx, x, layer, src_lens);
+  for (const FftBlockWeights& layer : w.encoder) {
+    x = fft_block(ctx, x, layer, src_lens, w.precision);
+  }
   if (w.speaker_emb.defined()) {
     std::vector<int64_t> ids_per_row = speakers;
     ids_per_row.resize(static_cast<size_t>(batch), 0);
@@ -652,13 +722,17 @@ AcousticEncoding FastSpeech2::encode(
   }
 
   // Variance adaptor: durations, phoneme-level features, length regulator, frame-level features.
-  const Tensor log_d = predict(ctx, x, w.duration, src_lens);
-  Tensor pitch, energy;
+  const Tensor log_d = predict(ctx, x, w.duration, src_lens, w.precision);
+  VarianceResult pitch, energy;
   if (c.pitch_feature_level == FeatureLevel::Phoneme) {
-    pitch = add_variance(ctx, x, w.pitch, src_lens, controls.pitch_scale);
+    const Tensor forced =
+        forced_feature(ctx, forced_features.pitch, src_lens, max_src, "pitch", "symbols");
+    pitch = add_variance(ctx, x, w.pitch, src_lens, controls.pitch_scale, w.precision, forced);
   }
   if (c.energy_feature_level == FeatureLevel::Phoneme) {
-    energy = add_variance(ctx, x, w.energy, src_lens, controls.pitch_scale);
+    const Tensor forced =
+        forced_feature(ctx, forced_features.energy, src_lens, max_src, "energy", "symbols");
+    energy = add_variance(ctx, x, w.energy, src_lens, controls.pitch_scale, w.precision, forced);
   }
 
   AcousticEncoding result;
@@ -697,8 +771,10 @@ AcousticEncoding FastSpeech2::encode(
   if (debug) {
     debug->log_durations = log_d;
     debug->rounded_durations = rounded;
-    debug->pitch = pitch;
-    debug->energy = energy;
+    debug->pitch = pitch.prediction;
+    debug->pitch_buckets = pitch.buckets;
+    debug->energy = energy.prediction;
+    debug->energy_buckets = energy.buckets;
   }
   result.hidden = x;
   result.src_lengths = src_lens;
@@ -706,8 +782,8 @@ AcousticEncoding FastSpeech2::encode(
 }
 
 AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encoding,
-                                   const SynthesisControls& controls,
-                                   FastSpeech2Debug* debug) const {
+                                   const SynthesisControls& controls, FastSpeech2Debug* debug,
+                                   const ForcedFeatures& forced_features) const {
   const Weights& w = *weights_;
   const FastSpeech2Config& c = config_;
   const Tensor& hidden = encoding.hidden;
@@ -731,25 +807,41 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   const std::vector<int64_t>& mel_lens = result.mel_lengths;
   const int64_t max_mel = *std::max_element(mel_lens.begin(), mel_lens.end());
   if (max_mel == 0) {
-    result.mel = ops::zeros(ctx, {batch, 0, c.n_mels}, w.dtype);
+    result.mel = ops::zeros(ctx, {batch, 0, c.n_mels}, w.precision.stream);
     if (debug) debug->mel_before_postnet = result.mel;
     return result;
   }
 
   Tensor x = ops::length_regulate(ctx, hidden, result.durations);
   if (c.pitch_feature_level == FeatureLevel::Frame) {
-    Tensor pitch = add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale);
-    if (debug) debug->pitch = pitch;
+    const Tensor forced =
+        forced_feature(ctx, forced_features.pitch, mel_lens, max_mel, "pitch", "frames");
+    const VarianceResult pitch =
+        add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale, w.precision, forced);
+    if (debug) {
+      debug->pitch = pitch.prediction;
+      debug->pitch_buckets = pitch.buckets;
+    }
   }
   if (c.energy_feature_level == FeatureLevel::Frame) {
-    Tensor energy = add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale);
-    if (debug) debug->energy = energy;
+    const Tensor forced =
+        forced_feature(ctx, forced_features.energy, mel_lens, max_mel, "energy", "frames");
+    const VarianceResult energy =
+        add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale, w.precision, forced);
+    if (debug) {
+      debug->energy = energy.prediction;
+      debug->energy_buckets = energy.buckets;
+    }
   }
 
-  // Decoder, mel_linear, postnet.
+  // Decoder, mel_linear, postnet: the matrix work in the compute dtype, the mel and the postnet's
+  // residual sum in the stream dtype.
   add_positions(ctx, x, w.decoder_position, c.max_seq_len);
-  for (const FftBlockWeights& layer : w.decoder) x = fft_block(ctx, x, layer, mel_lens);
-  Tensor mel = ops::linear(ctx, x, w.mel_linear.weight, w.mel_linear.bias);
+  for (const FftBlockWeights& layer : w.decoder) {
+    x = fft_block(ctx, x, layer, mel_lens, w.precision);
+  }
+  Tensor mel =
+      ops::linear(ctx, w.precision.to_compute(ctx, x), w.mel_linear.weight, w.mel_linear.bias);
   x = Tensor();
   Tensor post;
   {
@@ -759,8 +851,9 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
       h = ops::conv1d(ctx, h, conv.weight, conv.bias, {.padding = conv.padding});
       if (i + 1 < w.postnet.size()) h = ops::tanh(ctx, h);
     }
-    post = ops::transpose(ctx, h, 1, 2);
+    post = w.precision.to_stream(ctx, ops::transpose(ctx, h, 1, 2));
   }
+  mel = w.precision.to_stream(ctx, mel);
   ops::add_(ctx, post, mel);
   if (debug) debug->mel_before_postnet = mel;
   result.mel = post;

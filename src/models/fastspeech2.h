@@ -93,6 +93,16 @@ struct FastSpeech2Config {
   void validate(const std::string& where) const;
 };
 
+// Values that replace the variance adaptor's pitch and energy predictions as what bucketize
+// reads, as ming024's pitch and energy targets do: one list per sequence, of one value per input
+// symbol for a phoneme-level feature or one per frame (the sequence's mel length) for a
+// frame-level one. An empty field leaves that feature predicted. The control does not apply to
+// forced values.
+struct ForcedFeatures {
+  std::vector<std::vector<float>> pitch;
+  std::vector<std::vector<float>> energy;
+};
+
 // ming024's synthesize.py controls: d_control, p_control, e_control.
 struct SynthesisControls {
   float duration_scale = 1.0f;
@@ -102,8 +112,9 @@ struct SynthesisControls {
 
 // What forward returns for a batch of B sequences.
 struct AcousticOutput {
-  // [B, T_mel, n_mels] postnet output on the context's device, T_mel = max(mel_lengths). Frames
-  // past a sequence's length are padding (not zeroed, as in the original).
+  // [B, T_mel, n_mels] postnet output on the context's device, T_mel = max(mel_lengths), in the
+  // weights' dtype, F32 for BF16 (PrecisionPolicy's stream dtype). Frames past a
+  // sequence's length are padding (not zeroed, as in the original).
   Tensor mel;
   std::vector<int64_t> mel_lengths;
   // Frames per input symbol (the length regulator's int() of the rounded durations, or the
@@ -114,8 +125,8 @@ struct AcousticOutput {
 // What FastSpeech2::encode hands to FastSpeech2::decode: the first step's results, from which
 // the second step's shape [B, T_mel] is known.
 struct AcousticEncoding {
-  // [B, T, hidden] on the context's device: the encoder output with the speaker and the
-  // phoneme-level pitch and energy embeddings added.
+  // [B, T, hidden] on the context's device in the mel's dtype: the encoder output with the
+  // speaker and the phoneme-level pitch and energy embeddings added.
   Tensor hidden;
   std::vector<int64_t> src_lengths;
   // Frames per input symbol, and their sum per sequence, as AcousticOutput reports them.
@@ -123,12 +134,19 @@ struct AcousticEncoding {
   std::vector<int64_t> mel_lengths;
 };
 
-// Intermediate results forward keeps when asked for them (tests, analysis).
+// Intermediate results forward keeps when asked for them (tests, analysis), in the mel's dtype
+// (the buckets in I64).
 struct FastSpeech2Debug {
   Tensor mel_before_postnet;  // [B, T_mel, n_mels]
   Tensor log_durations;       // [B, T], 0 at padded rows
-  Tensor pitch;               // [B, T] or [B, T_mel] by feature level, after the control
-  Tensor energy;              // likewise
+  // Predictions, [B, T] or [B, T_mel] by feature level, after the control; predicted even when
+  // forced values replace them.
+  Tensor pitch;
+  Tensor energy;
+  // The embedding rows added for pitch and energy (bucketize of the prediction, or of the
+  // forced values), shaped like the predictions.
+  Tensor pitch_buckets;
+  Tensor energy_buckets;
   // clamp(round(exp(log_d) − 1) · duration_scale, 0) per input symbol, before int().
   std::vector<std::vector<float>> rounded_durations;
 };
@@ -140,8 +158,9 @@ class FastSpeech2 {
   // Reads ming024's state-dict names from `weights` (encoder.*, variance_adaptor.*, decoder.*,
   // mel_linear.*, postnet.convolutions.N.{0.conv,1}.*, speaker_emb.weight), checks each shape
   // against `config` (vocabulary, speaker count and postnet size are taken from the weights),
-  // folds BatchNorm into the postnet convs and moves everything to ctx's device in `dtype` (the
-  // bins stay F32). A missing or misshapen tensor throws voxd::Error naming it.
+  // folds BatchNorm into the postnet convs and moves everything to ctx's device in the dtypes
+  // PrecisionPolicy::for_weights(dtype) gives (the bins stay F32). A missing or misshapen tensor
+  // throws voxd::Error naming it.
   static FastSpeech2 load(Context& ctx, const FastSpeech2Config& config,
                           const WeightSource& weights, DType dtype = DType::F32);
 
@@ -157,25 +176,35 @@ class FastSpeech2 {
   // they differ. Uses: duration control (durations from an aligner or an editor), and comparing
   // frame-level outputs across precisions with the same frames. A list of the wrong count or
   // length, or a negative count, throws voxd::InputError naming it.
+  //
+  // `forced_features` likewise replaces what pitch and energy bucketize reads (see
+  // ForcedFeatures); the predictors still run and debug keeps their predictions, while debug's
+  // buckets are those of the forced values. Uses: pitch and energy control from outside, and
+  // comparing outputs across precisions with the same embedding rows. A list of the wrong count
+  // or length, or a value that is not finite, throws voxd::InputError naming it.
   AcousticOutput forward(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
                          const std::vector<int64_t>& speakers, const SynthesisControls& controls,
                          FastSpeech2Debug* debug = nullptr,
-                         const std::vector<std::vector<int64_t>>& forced_durations = {}) const;
+                         const std::vector<std::vector<int64_t>>& forced_durations = {},
+                         const ForcedFeatures& forced_features = {}) const;
 
   // forward() in two steps, so each can run in its own workspace arena: encode runs the encoder,
   // the duration predictor and the phoneme-level variance at (B, T) and reads the durations back
   // to the host (debug receives log_durations, rounded_durations and the phoneme-level pitch and
   // energy); decode runs the length regulator, the frame-level variance, the decoder and the
   // postnet at (B, T, T_mel) (debug receives the frame-level pitch and energy and
-  // mel_before_postnet). Arguments and errors as forward's; decode(encode(...)) is forward.
+  // mel_before_postnet). Each uses the forced features of its level. Arguments and errors as
+  // forward's; decode(encode(...)) is forward.
   AcousticEncoding encode(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
                           const std::vector<int64_t>& speakers, const SynthesisControls& controls,
                           FastSpeech2Debug* debug = nullptr,
-                          const std::vector<std::vector<int64_t>>& forced_durations = {}) const;
+                          const std::vector<std::vector<int64_t>>& forced_durations = {},
+                          const ForcedFeatures& forced_features = {}) const;
   // `encoding.hidden` may live in another allocator than ctx's (it is only read). Throws
   // voxd::Error for an encoding of the wrong width or with lists of the wrong count.
   AcousticOutput decode(Context& ctx, const AcousticEncoding& encoding,
-                        const SynthesisControls& controls, FastSpeech2Debug* debug = nullptr) const;
+                        const SynthesisControls& controls, FastSpeech2Debug* debug = nullptr,
+                        const ForcedFeatures& forced_features = {}) const;
 
   const FastSpeech2Config& config() const { return config_; }
   // Rows of encoder.src_word_emb (the original's len(symbols) + 1).

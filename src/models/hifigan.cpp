@@ -267,11 +267,14 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
   config.validate(weights.describe() + " (vocoder config)");
   HifiGan model;
   model.config_ = config;
+  model.precision_ = PrecisionPolicy::for_weights(dtype);
   const auto make_conv = [&](const std::string& prefix, const Shape& shape, int64_t out_channels,
                              int64_t stride, int64_t padding, int64_t dilation) {
     Conv c;
-    c.weight = ops::to_device(ctx, load_folded_weight(weights, prefix, shape), dtype);
-    c.bias = load_parameter(ctx, weights, prefix + ".bias", {out_channels}, dtype);
+    c.weight =
+        ops::to_device(ctx, load_folded_weight(weights, prefix, shape), model.precision_.compute);
+    c.bias =
+        load_parameter(ctx, weights, prefix + ".bias", {out_channels}, model.precision_.compute);
     c.stride = stride;
     c.padding = padding;
     c.dilation = dilation;
@@ -321,14 +324,16 @@ Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x) {
   return ops::conv1d(ctx, x, c.weight, c.bias, params);
 }
 
-Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) {
+Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) const {
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
   for (size_t m = 0; m < block.dilated.size(); ++m) {
-    Tensor xt = conv(ctx, block.dilated[m], ops::leaky_relu(ctx, out, kLreluSlope));
+    Tensor xt = conv(ctx, block.dilated[m],
+                     precision_.to_compute(ctx, ops::leaky_relu(ctx, out, kLreluSlope)));
     if (!block.plain.empty()) {
       ops::leaky_relu_(ctx, xt, kLreluSlope);
       xt = conv(ctx, block.plain[m], xt);
     }
+    xt = precision_.to_stream(ctx, xt);
     ops::add_(ctx, xt, out);
     out = std::move(xt);
   }
@@ -340,14 +345,21 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     throw Error("HifiGan::forward: mel has shape " + mel.shape_string() + ", expected [B, " +
                 std::to_string(config_.num_mels) + ", T] with T >= 1");
   }
-  Tensor x = conv(ctx, conv_pre_, mel);
+  if (!is_floating(mel.dtype())) {
+    throw Error("HifiGan::forward: mel has dtype " + std::string(dtype_name(mel.dtype())) +
+                ", expected a floating dtype");
+  }
+  // The convs run in the compute dtype; the stage sums and the activations between convs in the
+  // stream dtype.
+  Tensor x = precision_.to_stream(ctx, conv(ctx, conv_pre_, precision_.to_compute(ctx, mel)));
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   for (size_t i = 0; i < ups_.size(); ++i) {
     ops::leaky_relu_(ctx, x, kLreluSlope);
     ConvTranspose1dParams params;
     params.stride = ups_[i].stride;
     params.padding = ups_[i].padding;
-    x = ops::conv_transpose1d(ctx, x, ups_[i].weight, ups_[i].bias, params);
+    x = precision_.to_stream(ctx, ops::conv_transpose1d(ctx, precision_.to_compute(ctx, x),
+                                                        ups_[i].weight, ups_[i].bias, params));
     Tensor sum;
     for (size_t j = 0; j < num_kernels; ++j) {
       Tensor y = resblock(ctx, resblocks_[i * num_kernels + j], x);
@@ -361,7 +373,8 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     x = ops::scale(ctx, sum, 1.0f / static_cast<float>(num_kernels));
   }
   ops::leaky_relu_(ctx, x, kFinalSlope);
-  x = ops::tanh(ctx, conv(ctx, conv_post_, x));
+  x = ops::tanh(ctx,
+                precision_.to_stream(ctx, conv(ctx, conv_post_, precision_.to_compute(ctx, x))));
   return x.reshape({x.size(0), x.size(2)});
 }
 

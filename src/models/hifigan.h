@@ -13,6 +13,9 @@
 // Resblock convs pad by get_padding(k, d) = (k·d − d)/2, so they keep the length.
 // Every conv carries weight norm (dim 0): weight = g · v / ‖v‖ with the norm over all dims but
 // the first, i.e. per output channel for Conv1d and per input channel for ConvTranspose1d.
+// Precision (PrecisionPolicy): the convs and their weights in the compute dtype; the activations
+// between them (leaky ReLU, resblock residual sums, the stage mean, tanh) and the audio in the
+// stream dtype.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@
 
 #include "core/ops.h"
 #include "core/weights.h"
+#include "models/weight_loading.h"
 
 namespace voxd {
 
@@ -71,18 +75,20 @@ class HifiGan {
   // Reads the parameters from `weights` by the original's state-dict names (conv_pre.*,
   // ups.N.*, resblocks.N.convs1/convs2/convs.M.*, conv_post.*), each either as weight_g +
   // weight_v (folded here, on the host) or as a folded .weight, plus .bias; checks every shape
-  // against `config` and moves them to ctx's device in `dtype`. Other tensors are ignored; a
-  // missing or misshapen one throws voxd::Error naming it.
+  // against `config` and moves them to ctx's device in PrecisionPolicy::for_weights(dtype)'s
+  // compute dtype. Other tensors are ignored; a missing or misshapen one throws voxd::Error
+  // naming it.
   static HifiGan load(Context& ctx, const HifiGanConfig& config, const WeightSource& weights,
                       DType dtype = DType::F32);
 
-  // mel [B, num_mels, T] (T ≥ 1) on ctx's device -> audio [B, output_length(T)] in [−1, 1]. The
-  // original returns [B, 1, T·hop]; the channel dimension is dropped here.
+  // mel [B, num_mels, T] (T ≥ 1) on ctx's device, any floating dtype (converted to dtype()
+  // first) -> audio [B, output_length(T)] in [−1, 1] in the stream dtype (the weights' dtype,
+  // F32 for BF16). The original returns [B, 1, T·hop]; the channel dimension is dropped here.
   Tensor forward(Context& ctx, const Tensor& mel) const;
 
   const HifiGanConfig& config() const { return config_; }
-  // The parameters' dtype, which forward()'s mel must have too.
-  DType dtype() const { return conv_pre_.weight.dtype(); }
+  // The convs' dtype, in which forward() takes a mel without converting it.
+  DType dtype() const { return precision_.compute; }
 
  private:
   struct Conv {
@@ -99,9 +105,11 @@ class HifiGan {
   };
 
   static Tensor conv(Context& ctx, const Conv& c, const Tensor& x);
-  static Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x);
+  // x and the result in the stream dtype.
+  Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x) const;
 
   HifiGanConfig config_;
+  PrecisionPolicy precision_;
   Conv conv_pre_;
   std::vector<Conv> ups_;
   std::vector<ResBlock> resblocks_;  // index stage · num_kernels + j

@@ -4,6 +4,22 @@
 
 namespace voxd {
 
+PrecisionPolicy PrecisionPolicy::for_weights(DType dtype) {
+  if (!is_floating(dtype)) {
+    throw Error("models: weights cannot be loaded as " + std::string(dtype_name(dtype)) +
+                "; use F32, F16 or BF16");
+  }
+  return {dtype, dtype == DType::BF16 ? DType::F32 : dtype};
+}
+
+Tensor PrecisionPolicy::to_compute(Context& ctx, const Tensor& x) const {
+  return x.dtype() == compute ? x : ops::to_device(ctx, x, compute);
+}
+
+Tensor PrecisionPolicy::to_stream(Context& ctx, const Tensor& x) const {
+  return x.dtype() == stream ? x : ops::to_device(ctx, x, stream);
+}
+
 Tensor load_host_parameter(const WeightSource& source, const std::string& name,
                            const Shape& expected) {
   if (!source.contains(name)) {

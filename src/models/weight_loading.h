@@ -1,5 +1,6 @@
 // Helpers models use to take parameters from a WeightSource onto the compute device, checking
-// each tensor's shape against what the model's configuration expects.
+// each tensor's shape against what the model's configuration expects, and the precision policy
+// that decides, from the weights' dtype, which dtype each parameter and activation has.
 #pragma once
 
 #include <string>
@@ -8,6 +9,29 @@
 #include "core/weights.h"
 
 namespace voxd {
+
+// Which dtype a model's tensors have, chosen at load time from the dtype the weights were asked
+// in (PyTorch autocast's split for bfloat16):
+//   compute  matrix work: linear, conv1d, conv_transpose1d and attention, their weights, inputs
+//            and outputs (the backend accumulates in F32 and rounds the output once);
+//   stream   everything else: the residual stream and the sums carried between layers, layer
+//            norms and their parameters, embedding and position tables, element-wise ops, the
+//            variance predictors' output heads (what bucketize and the duration rounding read)
+//            and the models' final outputs.
+// F32 and F16 run in one dtype (stream == compute, so no cast is ever made). BF16 keeps 8
+// mantissa bits, too few for sums carried across layers or for values compared with bin
+// boundaries, so under BF16 the stream is F32.
+struct PrecisionPolicy {
+  DType compute = DType::F32;
+  DType stream = DType::F32;
+
+  // The policy for weights loaded in `dtype` (a floating dtype).
+  static PrecisionPolicy for_weights(DType dtype);
+  // x in the compute dtype: x itself when it has it, else a contiguous copy on ctx's device.
+  Tensor to_compute(Context& ctx, const Tensor& x) const;
+  // x in the stream dtype: x itself when it has it, else a contiguous copy on ctx's device.
+  Tensor to_stream(Context& ctx, const Tensor& x) const;
+};
 
 // The tensor `name` from `source`, checked to have `expected` shape, converted to `dtype` on
 // ctx's device. Throws voxd::Error naming the source, the tensor, the expected and the found

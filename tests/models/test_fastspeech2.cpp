@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -402,6 +403,181 @@ TEST(FastSpeech2ForcedDurations, BadListsThrowInputError) {
   // All zero: an empty mel, as with predicted durations that truncate to zero.
   const AcousticOutput out = model.forward(dev.ctx, {{5, 6, 7}}, {}, {}, nullptr, {{0, 0, 0}});
   EXPECT_EQ(out.mel.shape(), (Shape{1, 0, 80}));
+}
+
+// --- forced pitch and energy -------------------------------------------------------------------
+
+// Rows [b, 0, lengths[b]) of a padded [B, R] host tensor, one list per sequence.
+std::vector<std::vector<float>> unpad(const Tensor& padded, const std::vector<int64_t>& lengths) {
+  const std::vector<float> flat = padded.to_float_vector();
+  std::vector<std::vector<float>> rows;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const auto row = flat.begin() + static_cast<int64_t>(b) * padded.size(1);
+    rows.emplace_back(row, row + lengths[b]);
+  }
+  return rows;
+}
+
+// The sequences' lengths at a feature's level: symbols or frames.
+std::vector<int64_t> feature_lengths(FeatureLevel level, const Inputs& in,
+                                     const AcousticOutput& out) {
+  if (level == FeatureLevel::Frame) return out.mel_lengths;
+  std::vector<int64_t> lengths;
+  for (const auto& seq : in.ids) lengths.push_back(static_cast<int64_t>(seq.size()));
+  return lengths;
+}
+
+// A value torch.bucketize(·, bins) puts into `bucket` (0 .. bins.size()): below the first
+// boundary, between two, or above the last.
+float value_in_bucket(const std::vector<float>& bins, int64_t bucket) {
+  const auto i = static_cast<size_t>(bucket);
+  if (i == 0) return bins.front() - 1.0f;
+  if (i == bins.size()) return bins.back() + 1.0f;
+  return 0.5f * (bins[i - 1] + bins[i]);
+}
+
+// `buckets` (I64 [B, R]) unpadded, each index replaced by value_in_bucket(bins, f(index)).
+std::vector<std::vector<float>> values_in_buckets(const Tensor& buckets,
+                                                  const std::vector<int64_t>& lengths,
+                                                  const std::vector<float>& bins,
+                                                  const std::function<int64_t(int64_t)>& f) {
+  const std::vector<int64_t> flat = buckets.to_int_vector();
+  std::vector<std::vector<float>> rows(lengths.size());
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    for (int64_t t = 0; t < lengths[b]; ++t) {
+      const int64_t index =
+          flat[static_cast<size_t>(static_cast<int64_t>(b) * buckets.size(1) + t)];
+      rows[b].push_back(value_in_bucket(bins, f(index)));
+    }
+  }
+  return rows;
+}
+
+// One fixture's model, inputs and unforced forward on the reference backend.
+struct ForcingCase {
+  Runner dev{"reference"};
+  FastSpeech2Config config;
+  std::map<std::string, Tensor> state;
+  FastSpeech2 model;
+  Inputs in;
+  FastSpeech2Debug debug;
+  AcousticOutput out;
+
+  explicit ForcingCase(const std::string& fixture)
+      : config(read_config(fixture)),
+        state(read_state(fixture)),
+        model(FastSpeech2::load(dev.ctx, config, TensorMapSource(state, fixture))),
+        in(read_inputs(*SafetensorsFile::open(kFixtures + fixture + "/io.safetensors"))),
+        out(model.forward(dev.ctx, in.ids, in.speakers, in.controls, &debug)) {}
+
+  std::vector<float> bins(const std::string& feature) const {
+    return state.at("variance_adaptor." + feature + "_bins").to_float_vector();
+  }
+  std::vector<int64_t> pitch_lengths() const {
+    return feature_lengths(config.pitch_feature_level, in, out);
+  }
+  std::vector<int64_t> energy_lengths() const {
+    return feature_lengths(config.energy_feature_level, in, out);
+  }
+  AcousticOutput forward(const ForcedFeatures& forced, FastSpeech2Debug* forced_debug) const {
+    Context ctx = dev.ctx;
+    return model.forward(ctx, in.ids, in.speakers, in.controls, forced_debug, {}, forced);
+  }
+};
+
+// Forcing the values the model predicts itself, or any values in the same bins, gives the
+// unforced output to the bit: the forced values reach the model only through bucketize. Every
+// fixture: phoneme- and frame-level features, linear and log bins, controls, a batch.
+TEST(FastSpeech2ForcedFeatures, ValuesInThePredictedBinsGiveTheSameOutput) {
+  for (const std::string& fixture : kCases) {
+    const ForcingCase c(fixture);
+    const std::vector<ForcedFeatures> same_bins = {
+        {unpad(c.debug.pitch, c.pitch_lengths()), unpad(c.debug.energy, c.energy_lengths())},
+        {values_in_buckets(c.debug.pitch_buckets, c.pitch_lengths(), c.bins("pitch"),
+                           [](int64_t i) { return i; }),
+         values_in_buckets(c.debug.energy_buckets, c.energy_lengths(), c.bins("energy"),
+                           [](int64_t i) { return i; })}};
+    EXPECT_NE(same_bins[1].pitch, same_bins[0].pitch) << fixture;
+    EXPECT_NE(same_bins[1].energy, same_bins[0].energy) << fixture;
+    for (const ForcedFeatures& forced : same_bins) {
+      FastSpeech2Debug debug;
+      const AcousticOutput out = c.forward(forced, &debug);
+      EXPECT_EQ(out.durations, c.out.durations) << fixture;
+      EXPECT_EQ(out.mel.to_float_vector(), c.out.mel.to_float_vector()) << fixture;
+      EXPECT_EQ(debug.pitch.to_float_vector(), c.debug.pitch.to_float_vector()) << fixture;
+      EXPECT_EQ(debug.energy.to_float_vector(), c.debug.energy.to_float_vector()) << fixture;
+      EXPECT_EQ(debug.pitch_buckets.to_int_vector(), c.debug.pitch_buckets.to_int_vector());
+      EXPECT_EQ(debug.energy_buckets.to_int_vector(), c.debug.energy_buckets.to_int_vector());
+    }
+  }
+}
+
+// Forcing values in other bins changes exactly the embedding rows: the forced feature's buckets
+// are those of the forced values, its prediction (and, for energy, pitch's) is unchanged, and the
+// mel changes. In these fixtures pitch is added before energy, so forcing pitch may move the
+// energy prediction, while forcing energy leaves both predictions as they were.
+TEST(FastSpeech2ForcedFeatures, ValuesInOtherBinsChangeTheEmbeddingRows) {
+  for (const std::string fixture : {"batch", "multi_frame_log"}) {
+    const ForcingCase c(fixture);
+    for (const std::string feature : {"pitch", "energy"}) {
+      const bool pitch = feature == "pitch";
+      const std::vector<float> bins = c.bins(feature);
+      const auto next_bin = [&](int64_t i) {
+        return (i + 1) % static_cast<int64_t>(bins.size() + 1);
+      };
+      const std::vector<int64_t> lengths = pitch ? c.pitch_lengths() : c.energy_lengths();
+      const Tensor& own_buckets = pitch ? c.debug.pitch_buckets : c.debug.energy_buckets;
+      ForcedFeatures forced;
+      (pitch ? forced.pitch : forced.energy) =
+          values_in_buckets(own_buckets, lengths, bins, next_bin);
+      FastSpeech2Debug debug;
+      const AcousticOutput out = c.forward(forced, &debug);
+      const Tensor& buckets = pitch ? debug.pitch_buckets : debug.energy_buckets;
+      const std::vector<int64_t> want = own_buckets.to_int_vector();
+      const std::vector<int64_t> got = buckets.to_int_vector();
+      ASSERT_EQ(got.size(), want.size()) << fixture << " " << feature;
+      for (size_t b = 0; b < lengths.size(); ++b) {
+        for (int64_t t = 0; t < lengths[b]; ++t) {
+          const auto at = static_cast<size_t>(static_cast<int64_t>(b) * buckets.size(1) + t);
+          EXPECT_EQ(got[at], next_bin(want[at])) << fixture << " " << feature << " " << b;
+        }
+      }
+      EXPECT_EQ(debug.pitch.to_float_vector(), c.debug.pitch.to_float_vector()) << fixture;
+      if (!pitch) {
+        EXPECT_EQ(debug.energy.to_float_vector(), c.debug.energy.to_float_vector()) << fixture;
+      }
+      EXPECT_EQ(out.durations, c.out.durations) << fixture;
+      EXPECT_GT(max_abs_diff(out.mel, c.out.mel), 1e-3f) << fixture << " " << feature;
+    }
+  }
+}
+
+TEST(FastSpeech2ForcedFeatures, BadListsThrowInputError) {
+  const ForcingCase c("batch");  // pitch per symbol, energy per frame; two sequences
+  const std::vector<std::vector<float>> pitch = unpad(c.debug.pitch, c.pitch_lengths());
+  const std::vector<std::vector<float>> energy = unpad(c.debug.energy, c.energy_lengths());
+  const auto expect_error = [&](const ForcedFeatures& forced, const std::string& needle) {
+    try {
+      c.forward(forced, nullptr);
+      FAIL() << "expected an InputError mentioning " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{pitch[0]}, {}}, "1 forced pitch lists for 2 sequences");
+  std::vector<std::vector<float>> short_pitch = pitch;
+  short_pitch[1].pop_back();
+  expect_error({short_pitch, {}}, std::to_string(pitch[1].size() - 1) +
+                                      " forced pitch values for sequence 1 of " +
+                                      std::to_string(pitch[1].size()) + " symbols");
+  std::vector<std::vector<float>> long_energy = energy;
+  long_energy[0].push_back(1.0f);
+  expect_error({{}, long_energy}, std::to_string(energy[0].size() + 1) +
+                                      " forced energy values for sequence 0 of " +
+                                      std::to_string(energy[0].size()) + " frames");
+  std::vector<std::vector<float>> nan_pitch = pitch;
+  nan_pitch[1][0] = NAN;
+  expect_error({nan_pitch, {}}, "forced pitch value nan at position 0 of sequence 1");
 }
 
 // encode then decode is forward, to the bit, on every fixture (frame- and phoneme-level
