@@ -4,11 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -17,6 +20,7 @@
 #include "server/api_error.h"
 #include "server/audio_encoder.h"
 #include "server/connection_queue.h"
+#include "server/logging.h"
 
 namespace voxd::server {
 namespace {
@@ -32,9 +36,43 @@ constexpr const char* kSpeechPath = "/v1/audio/speech";
 constexpr size_t kLibraryUriLimit = 8192;
 constexpr size_t kLibraryFormBodyLimit = 8192;
 
-// Each request's start, for the latency histogram: a connection's requests run on one thread.
-thread_local Clock::time_point t_request_start;
-thread_local bool t_request_started = false;
+// The request being handled on this thread (a connection's requests run on one thread, its
+// streamed response included), for the latency histogram and the access log.
+struct RequestState {
+  bool started = false;
+  Clock::time_point start;
+  std::string id;
+  json fields = json::object();  // added to the access log line (voice, chars, ttfa_ms, ...)
+};
+thread_local RequestState t_request;
+
+// "<8 hex digits of this process>-<counter>": unique within a run, different across restarts.
+std::string new_request_id() {
+  static const std::string prefix = [] {
+    std::random_device device;
+    char text[16];
+    std::snprintf(text, sizeof text, "%08x", device());
+    return std::string(text);
+  }();
+  static std::atomic<uint64_t> next{1};
+  return prefix + "-" + std::to_string(next.fetch_add(1));
+}
+
+// A client's X-Request-Id when it is short and printable, else a new one.
+std::string request_id(const Request& req) {
+  const std::string given = req.get_header_value("X-Request-Id");
+  const bool usable =
+      !given.empty() && given.size() <= 64 &&
+      std::all_of(given.begin(), given.end(), [](char c) { return c > ' ' && c < 127; });
+  return usable ? given : new_request_id();
+}
+
+// The characters (Unicode code points) of valid UTF-8 text.
+size_t code_points(const std::string& text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -165,26 +203,55 @@ class HttpApi::Impl {
 
   const HttpConfig& config() const { return config_; }
 
-  // Cancels every running job and any started from now on.
-  void cancel_all() {
+  // From now on requests are answered 503 shutting_down (see HttpApi::stop_accepting).
+  void start_draining() { draining_.store(true); }
+
+  // Waits up to `grace` for every speech request to end; true when they all did.
+  bool wait_for_speech(Clock::duration grace) {
+    std::unique_lock lock(running_mutex_);
+    return speech_ended_.wait_for(lock, grace, [this] { return running_.empty(); });
+  }
+
+  // Cancels every running job and any started from now on; returns how many were running.
+  size_t cancel_all() {
     std::lock_guard lock(running_mutex_);
     stopping_ = true;
     for (CancelToken* token : running_) token->cancel();
+    return running_.size();
+  }
+
+  size_t speech_in_progress() const {
+    std::lock_guard lock(running_mutex_);
+    return running_.size();
   }
 
  private:
   using Handler = std::function<void(const Request&, Response&)>;
 
-  // A job being streamed; lives as long as cpp-httplib holds the response's content provider.
-  struct Stream {
-    Impl* api = nullptr;
+  // One speech request from its parsing to the end of its response; registered for
+  // cancellation while it lives. A streamed one lives as long as cpp-httplib holds the
+  // response's content provider.
+  struct SpeechCall {
+    explicit SpeechCall(Impl& owner) : api(owner) { api.register_job(cancel); }
+    ~SpeechCall() { api.unregister(cancel); }
+    SpeechCall(const SpeechCall&) = delete;
+    SpeechCall& operator=(const SpeechCall&) = delete;
+
+    Impl& api;
     std::unique_ptr<SpeechJob> job;
     std::unique_ptr<AudioEncoder> encoder;
     CancelToken cancel;
-    Clock::time_point started;
+    Clock::time_point started = Clock::now();
     bool first_audio = true;
+    double ttfa_s = 0.0;
+    double audio_s = 0.0;
 
-    ~Stream() { api->unregister(cancel); }
+    // ttfa_ms, audio_s and `outcome` for the access log line.
+    void log_outcome(const std::string& outcome) const {
+      if (!first_audio) t_request.fields["ttfa_ms"] = std::round(ttfa_s * 10000.0) / 10.0;
+      t_request.fields["audio_s"] = std::round(audio_s * 1000.0) / 1000.0;
+      t_request.fields["outcome"] = outcome;
+    }
   };
 
   void install();
@@ -199,13 +266,10 @@ class HttpApi::Impl {
   std::string route_label(const std::string& path) const;
 
   void speech(const Request& req, Response& res);
-  void stream_speech(Response& res, std::shared_ptr<Stream> stream, AudioFormat format);
-  void file_speech(Response& res, std::unique_ptr<SpeechJob> job,
-                   std::unique_ptr<AudioEncoder> encoder, AudioFormat format,
-                   Clock::time_point started);
+  void stream_speech(Response& res, std::shared_ptr<SpeechCall> call, AudioFormat format);
+  void file_speech(Response& res, SpeechCall& call, AudioFormat format);
   void count_speech(const std::string& outcome);
-  void count_audio(size_t samples, int64_t sample_rate, bool& first_audio,
-                   Clock::time_point started);
+  void count_audio(size_t samples, int64_t sample_rate, SpeechCall& call);
 
   void register_job(CancelToken& token) {
     std::lock_guard lock(running_mutex_);
@@ -213,8 +277,11 @@ class HttpApi::Impl {
     if (stopping_) token.cancel();
   }
   void unregister(CancelToken& token) {
-    std::lock_guard lock(running_mutex_);
-    running_.erase(&token);
+    {
+      std::lock_guard lock(running_mutex_);
+      running_.erase(&token);
+    }
+    speech_ended_.notify_all();
   }
 
   const HttpConfig config_;
@@ -222,9 +289,11 @@ class HttpApi::Impl {
   MetricsRegistry& metrics_;
   ConnectionCounts connections_;
   std::map<std::string, std::set<std::string>> methods_;  // path -> methods it answers
-  std::mutex running_mutex_;
+  mutable std::mutex running_mutex_;
+  std::condition_variable speech_ended_;
   std::set<CancelToken*> running_;
   bool stopping_ = false;
+  std::atomic<bool> draining_{false};
 };
 
 void HttpApi::Impl::install() {
@@ -245,9 +314,9 @@ void HttpApi::Impl::install() {
   server.set_keep_alive_max_count(100);
   server.set_tcp_nodelay(true);
 
-  server.set_pre_routing_handler([](const Request&, Response&) {
-    t_request_start = Clock::now();
-    t_request_started = true;
+  server.set_pre_routing_handler([](const Request& req, Response& res) {
+    t_request = RequestState{true, Clock::now(), request_id(req), json::object()};
+    res.set_header("X-Request-Id", t_request.id);
     return HandlerResponse::Unhandled;
   });
   server.set_error_handler(httplib::Server::HandlerWithResponse(
@@ -260,12 +329,18 @@ void HttpApi::Impl::install() {
       what = ex.what();
     } catch (...) {
     }
-    spdlog::error("{} {}: {}", req.method, shown_path(req.path), what);
+    log_event(spdlog::level::err, "request failed",
+              {{"id", t_request.id},
+               {"method", req.method},
+               {"path", shown_path(req.path)},
+               {"error", what}});
     send_error(res, error(500, "internal error while handling the request; see the server log",
                           "server_error"));
   });
-  server.set_post_routing_handler(
-      [this](const Request& req, Response& res) { add_cors_headers(req, res); });
+  server.set_post_routing_handler([this](const Request& req, Response& res) {
+    add_cors_headers(req, res);
+    if (draining_.load()) res.set_header("Connection", "close");
+  });
   server.set_logger([this](const Request& req, const Response& res) { log_request(req, res); });
 
   add_route("POST", kSpeechPath, true,
@@ -274,7 +349,8 @@ void HttpApi::Impl::install() {
     send_json(res, 200, {{"status", "ok"}});
   });
   add_route("GET", "/readyz", true, [this](const Request&, Response& res) {
-    const Readiness r = service_.readiness();
+    const Readiness r =
+        draining_.load() ? Readiness{false, "the server is shutting down"} : service_.readiness();
     if (r.ready) {
       send_json(res, 200, {{"status", "ready"}});
     } else {
@@ -308,6 +384,10 @@ void HttpApi::Impl::install() {
         "voxd_http_connections_rejected_total",
         "Connections answered 503 because max_connections + max_waiting_connections were in use.");
     rejected.inc(static_cast<double>(connections_.rejected.load()) - rejected.value());
+    metrics_
+        .gauge("voxd_speech_requests_in_progress",
+               "Speech requests being handled: parsed, admitted, producing or sending audio.")
+        .set(static_cast<double>(speech_in_progress()));
     res.set_content(metrics_.render(), std::string(kMetricsContentType));
   });
   add_route("GET", "/debug/memory", true, [this](const Request& req, Response& res) {
@@ -325,8 +405,9 @@ void HttpApi::Impl::install() {
 void HttpApi::Impl::add_route(const std::string& method, const std::string& path, bool needs_key,
                               Handler handler) {
   methods_[path].insert(method);
-  auto guarded = [this, needs_key, handler = std::move(handler)](const Request& req,
-                                                                 Response& res) {
+  const bool always_answers = path == "/healthz" || path == "/readyz";
+  auto guarded = [this, needs_key, always_answers, handler = std::move(handler)](const Request& req,
+                                                                                 Response& res) {
     try {
       if (ConnectionQueue::rejecting()) {
         ApiError e =
@@ -337,6 +418,12 @@ void HttpApi::Impl::add_route(const std::string& method, const std::string& path
                   "server_error", "overloaded");
         e.retry_after_s = 1;
         res.set_header("Connection", "close");
+        throw e;
+      }
+      if (draining_.load() && !always_answers) {
+        ApiError e = error(503, "the server is shutting down; retry on another instance",
+                           "server_error", "shutting_down");
+        e.retry_after_s = 1;
         throw e;
       }
       size_t header_bytes = 0;
@@ -472,16 +559,24 @@ void HttpApi::Impl::log_request(const Request& req, const Response& res) {
       .counter("voxd_http_requests_total", "HTTP requests by route and status code.",
                {{"route", route}, {"code", std::to_string(res.status)}})
       .inc();
-  if (t_request_started) {
-    const double seconds = seconds_since(t_request_start);
-    t_request_started = false;
+  json fields = {{"id", t_request.started ? t_request.id : new_request_id()},
+                 {"method", req.method},
+                 {"path", shown_path(req.path)},
+                 {"status", res.status}};
+  if (t_request.started) {
+    const double seconds = seconds_since(t_request.start);
     metrics_
         .histogram("voxd_http_request_duration_seconds",
                    "Time from a request's headers to the end of its response.",
                    default_latency_buckets(), {{"route", route}})
         .observe(seconds);
-    spdlog::debug("{} {} {} {:.3f} s", req.method, shown_path(req.path), res.status, seconds);
+    fields["duration_ms"] = std::round(seconds * 10000.0) / 10.0;
+    for (const auto& [key, value] : t_request.fields.items()) fields[key] = value;
   }
+  t_request = RequestState{};
+  // Probes and scrapes come every few seconds: only at debug level.
+  const bool routine = route == "/healthz" || route == "/readyz" || route == "/metrics";
+  log_event(routine ? spdlog::level::debug : spdlog::level::info, "request", fields);
 }
 
 void HttpApi::Impl::count_speech(const std::string& outcome) {
@@ -493,23 +588,23 @@ void HttpApi::Impl::count_speech(const std::string& outcome) {
       .inc();
 }
 
-void HttpApi::Impl::count_audio(size_t samples, int64_t sample_rate, bool& first_audio,
-                                Clock::time_point started) {
-  if (first_audio) {
-    first_audio = false;
+void HttpApi::Impl::count_audio(size_t samples, int64_t sample_rate, SpeechCall& call) {
+  if (call.first_audio) {
+    call.first_audio = false;
+    call.ttfa_s = seconds_since(call.started);
     metrics_
         .histogram("voxd_speech_time_to_first_audio_seconds",
                    "Time from a speech request's arrival to its first audio.",
                    default_latency_buckets())
-        .observe(seconds_since(started));
+        .observe(call.ttfa_s);
   }
-  metrics_.counter("voxd_speech_audio_seconds_total", "Seconds of audio produced.")
-      .inc(static_cast<double>(samples) / static_cast<double>(sample_rate));
+  const double seconds = static_cast<double>(samples) / static_cast<double>(sample_rate);
+  call.audio_s += seconds;
+  metrics_.counter("voxd_speech_audio_seconds_total", "Seconds of audio produced.").inc(seconds);
 }
 
 void HttpApi::Impl::speech(const Request& req, Response& res) {
-  const Clock::time_point started = Clock::now();
-  std::unique_ptr<SpeechJob> job;
+  auto call = std::make_shared<SpeechCall>(*this);
   SpeechRequest request;
   try {
     SpeechPolicy policy;
@@ -517,97 +612,94 @@ void HttpApi::Impl::speech(const Request& req, Response& res) {
     for (const VoiceInfo& v : service_.voices()) policy.voices.push_back(v.id);
     policy.max_input_chars = config_.max_input_chars;
     request = parse_speech_request(req.body, policy);
-    job = service_.admit(request);
+    t_request.fields["voice"] = request.voice;
+    t_request.fields["chars"] = code_points(request.input);
+    t_request.fields["format"] = std::string(format_name(request.response_format));
+    t_request.fields["stream"] = request.stream;
+    call->job = service_.admit(request);
   } catch (const ApiError& e) {
     count_speech(e.status == 503 || e.status == 429 ? "rejected"
                  : e.status < 500                   ? "client_error"
                                                     : "failed");
+    if (e.code) t_request.fields["error"] = *e.code;
     throw;
   } catch (const std::exception&) {
     count_speech("failed");
     throw;  // the exception handler answers 500 and logs it
   }
-  std::unique_ptr<AudioEncoder> encoder;
   try {
-    encoder = make_audio_encoder(request.response_format, job->sample_rate(),
-                                 request.stream ? EncoderMode::kStream : EncoderMode::kWholeFile);
+    call->encoder =
+        make_audio_encoder(request.response_format, call->job->sample_rate(),
+                           request.stream ? EncoderMode::kStream : EncoderMode::kWholeFile);
   } catch (const Error& e) {
     count_speech("failed");
     spdlog::error("speech: {}", e.what());
     throw error(500, std::string("cannot encode this voice's audio: ") + e.what(), "server_error");
   }
-  res.set_header("X-Sample-Rate", std::to_string(encoder->output_sample_rate()));
-  if (!request.stream) {
-    file_speech(res, std::move(job), std::move(encoder), request.response_format, started);
-    return;
+  res.set_header("X-Sample-Rate", std::to_string(call->encoder->output_sample_rate()));
+  if (request.stream) {
+    stream_speech(res, std::move(call), request.response_format);
+  } else {
+    file_speech(res, *call, request.response_format);
   }
-  auto stream = std::make_shared<Stream>();
-  stream->api = this;
-  stream->job = std::move(job);
-  stream->encoder = std::move(encoder);
-  stream->started = started;
-  register_job(stream->cancel);
-  stream_speech(res, std::move(stream), request.response_format);
 }
 
-void HttpApi::Impl::stream_speech(Response& res, std::shared_ptr<Stream> stream,
+void HttpApi::Impl::stream_speech(Response& res, std::shared_ptr<SpeechCall> call,
                                   AudioFormat format) {
   res.set_chunked_content_provider(
-      std::string(content_type(format)), [this, stream](size_t, httplib::DataSink& sink) {
-        const int64_t rate = stream->job->sample_rate();
-        ChunkedSink out(*stream->encoder, sink, stream->cancel, [&](size_t samples) {
-          count_audio(samples, rate, stream->first_audio, stream->started);
-        });
+      std::string(content_type(format)), [this, call](size_t, httplib::DataSink& sink) {
+        const int64_t rate = call->job->sample_rate();
+        ChunkedSink out(*call->encoder, sink, call->cancel,
+                        [&](size_t samples) { count_audio(samples, rate, *call); });
+        std::string outcome = "cancelled";
         try {
-          stream->job->run(out, stream->cancel);
-          stream->job.reset();  // releases the admission before the client sees the end
-          if (!stream->cancel.cancelled() && out.finish()) {
+          call->job->run(out, call->cancel);
+          call->job.reset();  // releases the admission before the client sees the end
+          if (!call->cancel.cancelled() && out.finish()) {
             count_speech("ok");
+            call->log_outcome("ok");
             return true;
           }
-          count_speech("cancelled");
         } catch (const std::exception& e) {
-          spdlog::warn("speech stream cut off: {}", e.what());
-          count_speech("failed");
+          spdlog::warn("speech stream {} cut off: {}", t_request.id, e.what());
+          outcome = "failed";
         } catch (const ApiError& e) {
-          spdlog::warn("speech stream cut off: {}", e.message);
-          count_speech("failed");
+          spdlog::warn("speech stream {} cut off: {}", t_request.id, e.message);
+          outcome = "failed";
         }
-        stream->job.reset();
-        stream->cancel.cancel();
+        count_speech(outcome);
+        call->log_outcome(outcome);
+        call->job.reset();
+        call->cancel.cancel();
         return false;  // cpp-httplib closes the connection without ending the chunked body
       });
 }
 
-void HttpApi::Impl::file_speech(Response& res, std::unique_ptr<SpeechJob> job,
-                                std::unique_ptr<AudioEncoder> encoder, AudioFormat format,
-                                Clock::time_point started) {
-  CancelToken cancel;
-  register_job(cancel);
-  struct Unregister {
-    Impl* api;
-    CancelToken& token;
-    ~Unregister() { api->unregister(token); }
-  } unregister{this, cancel};
-  const int64_t rate = job->sample_rate();
-  bool first_audio = true;
-  FileSink out(*encoder, cancel,
-               [&](size_t samples) { count_audio(samples, rate, first_audio, started); });
+void HttpApi::Impl::file_speech(Response& res, SpeechCall& call, AudioFormat format) {
+  const int64_t rate = call.job->sample_rate();
+  FileSink out(*call.encoder, call.cancel,
+               [&](size_t samples) { count_audio(samples, rate, call); });
   try {
-    job->run(out, cancel);
-    job.reset();  // releases the admission before the file is sent
-    if (cancel.cancelled()) {
+    call.job->run(out, call.cancel);
+    call.job.reset();  // releases the admission before the file is sent
+    if (call.cancel.cancelled()) {
       count_speech("cancelled");
+      call.log_outcome("cancelled");
       throw error(503, "the server is stopping", "server_error", "shutting_down");
     }
     res.set_content(out.finish(), std::string(content_type(format)));
     count_speech("ok");
+    call.log_outcome("ok");
   } catch (const ApiError& e) {
-    if (e.code != "shutting_down") count_speech(e.status < 500 ? "client_error" : "failed");
+    if (e.code != "shutting_down") {
+      count_speech(e.status < 500 ? "client_error" : "failed");
+      call.log_outcome(e.status < 500 ? "client_error" : "failed");
+    }
     throw;
   } catch (const std::exception& e) {
     count_speech("failed");
-    spdlog::error("speech failed: {}", e.what());
+    call.log_outcome("failed");
+    spdlog::error("speech {} failed: {}", t_request.id, e.what());
     throw error(500, std::string("speech synthesis failed: ") + e.what(), "server_error");
   }
 }
@@ -637,13 +729,31 @@ void HttpApi::start() {
   // cpp-httplib's stop() does nothing until the accept loop has begun, so a stop() right after
   // start() would leave it running: wait for it (it begins at once).
   while (!impl_->server.is_running()) std::this_thread::yield();
+  listening_.store(true);
+}
+
+void HttpApi::stop_accepting() {
+  impl_->start_draining();
+  // cpp-httplib's stop() closes the listening socket; connections end after their current
+  // request, and listen_after_bind() returns once they all have.
+  if (listening_.exchange(false)) impl_->server.stop();
+}
+
+size_t HttpApi::shutdown(std::chrono::steady_clock::duration grace) {
+  if (!thread_.joinable()) return 0;
+  stop_accepting();
+  impl_->wait_for_speech(grace);
+  const size_t cancelled = impl_->cancel_all();
+  thread_.join();
+  return cancelled;
 }
 
 void HttpApi::stop() {
-  if (!thread_.joinable()) return;
-  impl_->cancel_all();
-  impl_->server.stop();
-  thread_.join();
+  shutdown(std::chrono::steady_clock::duration::zero());
+}
+
+size_t HttpApi::speech_in_progress() const {
+  return impl_->speech_in_progress();
 }
 
 }  // namespace voxd::server

@@ -4,10 +4,12 @@
 //   GET  /metrics            the MetricsRegistry, with the HTTP layer's own metrics
 //   GET  /healthz            always 200 while the process serves; needs no API key
 // with bearer-token authentication, limits on body, headers, input and connections, CORS only
-// for configured origins, and OpenAI-style error bodies for every 4xx and 5xx.
-// docs/server.md describes the API.
+// for configured origins, OpenAI-style error bodies for every 4xx and 5xx, an access log line per
+// request (server/logging.h) and a graceful shutdown. docs/server.md describes the API.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -50,14 +52,25 @@ class HttpApi {
   void start();
   // The bound port (the chosen one when HttpConfig::port is 0); 0 before start().
   int port() const { return port_; }
-  // Stops accepting, cancels the speech being produced (streams are cut off) and waits for the
-  // connections to close. Safe to call twice.
+  // Stops accepting connections (the listening socket closes). Requests that still arrive on
+  // open connections are answered 503 `shutting_down`, GET /readyz 503, GET /healthz 200; the
+  // speech in progress goes on. Safe to call twice, and before start().
+  void stop_accepting();
+  // stop_accepting(), then waits up to `grace` for the speech in progress to end, cancels what
+  // is left (streams are cut off) and waits for the connections to close (an idle keep-alive
+  // connection closes within HttpConfig::keep_alive_timeout_s). Returns how many speech requests
+  // were cancelled. Safe to call twice.
+  size_t shutdown(std::chrono::steady_clock::duration grace);
+  // shutdown() without a grace: cancels the speech in progress at once.
   void stop();
+  // Speech requests being handled now: parsed, admitted, producing or sending audio.
+  size_t speech_in_progress() const;
 
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
+  std::atomic<bool> listening_{false};
   std::thread thread_;
 };
 

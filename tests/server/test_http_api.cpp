@@ -579,6 +579,90 @@ TEST_F(HttpApiTest, StopCancelsRunningStreams) {
   EXPECT_FALSE(streaming.get());  // cut off
 }
 
+TEST_F(HttpApiTest, ShutdownLetsSpeechInProgressFinishWithinTheGrace) {
+  start();
+  auto streaming =
+      std::async(std::launch::async, [&] { return post(speech("pcm", true, "gate").dump()); });
+  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 1; }));
+  EXPECT_EQ(api_->speech_in_progress(), 1u);
+  auto cancelled = std::async(std::launch::async, [&] { return api_->shutdown(kEventTimeout); });
+  // No new connections once the listening socket is closed.
+  for (int attempt = 0;; ++attempt) {
+    const int fd = connect_to(api_->port());
+    if (fd < 0) break;
+    close(fd);
+    ASSERT_LT(attempt, 6000) << "the server kept accepting connections";
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(cancelled.wait_for(0s), std::future_status::timeout);  // still waiting for the stream
+  service_.log.update([&] { service_.log.gate_open = true; });
+  const auto res = streaming.get();
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body.size(), 2u * kRate);
+  EXPECT_EQ(cancelled.get(), 0u);
+  EXPECT_EQ(service_.log.cancelled, 0);
+  EXPECT_EQ(api_->speech_in_progress(), 0u);
+}
+
+TEST_F(HttpApiTest, ShutdownCancelsWhatOutlivesTheGrace) {
+  start();
+  auto streaming =
+      std::async(std::launch::async, [&] { return post(speech("pcm", true, "endless").dump()); });
+  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 1; }));
+  EXPECT_EQ(api_->shutdown(50ms), 1u);
+  EXPECT_EQ(service_.log.cancelled, 1);
+  EXPECT_FALSE(streaming.get());        // cut off
+  EXPECT_EQ(api_->shutdown(50ms), 0u);  // a second call does nothing
+}
+
+TEST_F(HttpApiTest, WhileDrainingOpenConnectionsServeNoNewRequest) {
+  start();
+  const int fd = connect_to(api_->port());
+  ASSERT_GE(fd, 0);
+  // Sends a request on the kept-alive connection; returns the answer, empty when it was closed.
+  const auto request = [&](const std::string& path) {
+    const std::string text = "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                             std::string(kKey) + "\r\n\r\n";
+    std::string answer;
+    if (send(fd, text.data(), text.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) {
+      return answer;
+    }
+    char buffer[4096];
+    while (answer.find('}') == std::string::npos) {
+      const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      answer.append(buffer, static_cast<size_t>(n));
+    }
+    return answer;
+  };
+  EXPECT_TRUE(request("/v1/models").starts_with("HTTP/1.1 200"));
+  api_->stop_accepting();
+  // cpp-httplib closes idle connections once the listener is closed; a request that gets in
+  // before that is refused.
+  const std::string answer = request("/v1/models");
+  if (!answer.empty()) {
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 503")) << answer;
+    EXPECT_NE(answer.find("shutting_down"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  }
+  close(fd);
+  api_->stop();
+}
+
+TEST_F(HttpApiTest, RequestIdsAreEchoedOrMade) {
+  start();
+  const auto given = get("/v1/models", {{"Authorization", std::string("Bearer ") + kKey},
+                                        {"X-Request-Id", "client-id-42"}});
+  ASSERT_TRUE(given);
+  EXPECT_EQ(given->get_header_value("X-Request-Id"), "client-id-42");
+  const auto first = get("/v1/models");
+  const auto second = get("/v1/models");
+  ASSERT_TRUE(first && second);
+  EXPECT_FALSE(first->get_header_value("X-Request-Id").empty());
+  EXPECT_NE(first->get_header_value("X-Request-Id"), second->get_header_value("X-Request-Id"));
+}
+
 TEST_F(HttpApiTest, JsonEndpoints) {
   start();
   auto res = get("/v1/models");
