@@ -152,4 +152,54 @@ Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& mo
   return audio;
 }
 
+AcousticEncoding run_acoustic_encoder_step(Backend& backend, Allocator& upstream,
+                                           const FastSpeech2& model,
+                                           const std::vector<std::vector<int64_t>>& ids,
+                                           const std::vector<int64_t>& speakers,
+                                           const SynthesisControls& controls,
+                                           uint64_t planned_bytes, StepMemory* memory) {
+  Context keep(backend, upstream);
+  AcousticEncoding encoding;
+  const uint64_t high_water = run_in_workspace(backend, upstream, planned_bytes, [&](Context& ctx) {
+    encoding = encoder_step(ctx, keep, model, ids, speakers, controls, {});
+  });
+  if (memory) *memory = {planned_bytes, high_water};
+  return encoding;
+}
+
+AcousticOutput run_acoustic_decoder_step(Backend& backend, Allocator& upstream,
+                                         const FastSpeech2& model, const AcousticEncoding& encoding,
+                                         const SynthesisControls& controls, uint64_t planned_bytes,
+                                         StepMemory* memory) {
+  AcousticOutput out;
+  const uint64_t high_water = run_in_workspace(backend, upstream, planned_bytes, [&](Context& ctx) {
+    out = decoder_step(ctx, model, encoding, controls);
+  });
+  if (memory) *memory = {planned_bytes, high_water};
+  return out;
+}
+
+Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& model,
+                        const Tensor& mel, uint64_t planned_bytes, StepMemory* memory) {
+  Tensor audio;
+  const uint64_t high_water = run_in_workspace(backend, upstream, planned_bytes, [&](Context& ctx) {
+    audio = vocoder_step(ctx, model, mel);
+  });
+  if (memory) *memory = {planned_bytes, high_water};
+  return audio;
+}
+
+AcousticEncoding select_sequences(const AcousticEncoding& encoding, size_t first, size_t count) {
+  VOXD_CHECK(first + count <= encoding.mel_lengths.size(),
+             "select_sequences past the end of the encoding");
+  const auto begin = static_cast<std::ptrdiff_t>(first);
+  const auto end = static_cast<std::ptrdiff_t>(first + count);
+  AcousticEncoding out;
+  out.hidden = encoding.hidden.narrow(0, static_cast<int64_t>(first), static_cast<int64_t>(count));
+  out.src_lengths.assign(encoding.src_lengths.begin() + begin, encoding.src_lengths.begin() + end);
+  out.durations.assign(encoding.durations.begin() + begin, encoding.durations.begin() + end);
+  out.mel_lengths.assign(encoding.mel_lengths.begin() + begin, encoding.mel_lengths.begin() + end);
+  return out;
+}
+
 }  // namespace voxd

@@ -74,4 +74,32 @@ AcousticOutput run_acoustic_steps(Backend& backend, Allocator& upstream, const F
 Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& model,
                         const Tensor& mel, StepMemory* memory = nullptr);
 
+// The same steps for a caller that plans by shape before it runs (a scheduler admitting work
+// within a memory budget, with plans cached by shape): each runs in an arena of `planned_bytes`,
+// the plan of its shape, and throws voxd::Error when the step needs more.
+
+// The acoustic encoder step at (ids.size(), longest sequence) in an arena of
+// plan_acoustic(...).encoder_bytes; the encoding's hidden states, plan_acoustic's hidden_bytes,
+// go to `upstream`. Arguments and errors as FastSpeech2::encode.
+AcousticEncoding run_acoustic_encoder_step(Backend& backend, Allocator& upstream,
+                                           const FastSpeech2& model,
+                                           const std::vector<std::vector<int64_t>>& ids,
+                                           const std::vector<int64_t>& speakers,
+                                           const SynthesisControls& controls,
+                                           uint64_t planned_bytes, StepMemory* memory = nullptr);
+// The acoustic decoder step on `encoding` (of any batch cut from an encoder step's) in an arena of
+// plan_acoustic(...).decoder_bytes for its (batch, phonemes, longest mel); the mel comes back on
+// the host (F32).
+AcousticOutput run_acoustic_decoder_step(Backend& backend, Allocator& upstream,
+                                         const FastSpeech2& model, const AcousticEncoding& encoding,
+                                         const SynthesisControls& controls, uint64_t planned_bytes,
+                                         StepMemory* memory = nullptr);
+// HiFiGAN on a host mel [C, num_mels, F] in an arena of plan_vocoder(C, F).
+Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& model,
+                        const Tensor& mel, uint64_t planned_bytes, StepMemory* memory = nullptr);
+
+// The encoding of sequences [first, first + count) of `encoding`: its hidden states a view of
+// the same memory.
+AcousticEncoding select_sequences(const AcousticEncoding& encoding, size_t first, size_t count);
+
 }  // namespace voxd

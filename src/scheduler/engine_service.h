@@ -19,6 +19,9 @@
 namespace voxd::scheduler {
 
 class Scheduler;
+class VoicePool;
+struct SchedulerLoad;
+struct StepCounts;
 
 struct EngineConfig {
   std::vector<std::string> voice_dirs;  // voice directories; a voice's id is its config "name"
@@ -70,9 +73,19 @@ class EngineService final : public server::SpeechService {
   IdleMemory idle_memory() const;
 
   DeviceRuntime& runtime();
+  // What the scheduler holds now (streams' buffered audio and mel), and its step counts by kind
+  // ("acoustic", "vocoder"): for tests and the monitor.
+  SchedulerLoad load() const;
+  StepCounts step_counts(const std::string& kind) const;
+  // Names of the voices whose models are on the device now.
+  std::vector<std::string> loaded_voices() const;
 
  private:
+  EngineConfig config_;
   std::unique_ptr<DeviceRuntime> runtime_;
+  std::unique_ptr<VoicePool> voices_;
+  // Workspace bytes the smallest step of a loaded voice needs (one vocoder chunk), for readiness.
+  uint64_t smallest_step_bytes_ = 0;
   std::unique_ptr<Scheduler> scheduler_;
 };
 

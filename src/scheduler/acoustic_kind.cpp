@@ -1,0 +1,166 @@
+#include "scheduler/acoustic_kind.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/memory_summary.h"
+#include "scheduler/voice_pool.h"
+
+namespace voxd::scheduler {
+namespace {
+
+// Plans are small; a server meets a few thousand shapes. Past this the cache starts over.
+constexpr size_t kMaxPlans = 20000;
+
+struct Candidate {
+  std::shared_ptr<Stream> stream;
+  Urgency urgency;
+  double ahead;
+};
+
+int64_t phonemes_of(const Stream& stream) {
+  return static_cast<int64_t>(stream.sentences.front().size());
+}
+
+}  // namespace
+
+Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+                            const Pacing& pacing, Clock::time_point now) {
+  std::vector<Candidate> candidates;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    if (!stream->running() || stream->sentences.empty()) continue;
+    if (stream->held_mel_frames() > stream->lookahead_frames) continue;
+    const double ahead = stream->seconds_ahead(now);
+    Urgency urgency = Urgency::kAhead;
+    if (!stream->first_audio) {
+      urgency = Urgency::kFirstAudio;
+    } else if (ahead < pacing.starving_below_s && stream->peek_chunk(0) == nullptr) {
+      urgency = Urgency::kStarving;
+    }
+    candidates.push_back({stream, urgency, ahead});
+  }
+  Batch batch;
+  if (candidates.empty()) return batch;
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.urgency != b.urgency) return a.urgency < b.urgency;
+    if (a.ahead != b.ahead) return a.ahead < b.ahead;
+    return a.stream->admitted < b.stream->admitted;
+  });
+  const Stream& lead = *candidates.front().stream;
+  batch.urgency = candidates.front().urgency;
+  batch.seconds_ahead = candidates.front().ahead;
+  batch.voice = lead.voice;
+  const int64_t phonemes = phonemes_of(lead);
+  for (const Candidate& c : candidates) {
+    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    if (c.stream->voice == lead.voice && c.stream->speed == lead.speed &&
+        phonemes_of(*c.stream) == phonemes) {
+      batch.items.push_back(c.stream);
+    }
+  }
+  return batch;
+}
+
+const AcousticPlan& AcousticKind::plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
+                                       int64_t frames) {
+  const auto key = std::make_tuple(&voice, batch, phonemes, frames);
+  auto at = plans_.find(key);
+  if (at != plans_.end()) return at->second;
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+  const AcousticPlan made =
+      plan_acoustic(runtime_.backend(), voice.voice->acoustic(), batch, phonemes, frames);
+  return plans_.emplace(key, made).first->second;
+}
+
+uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
+  // The encoder's plan does not depend on the frames; the decoder's is checked once they are
+  // known.
+  const AcousticPlan& p =
+      plan(*batch.voice, static_cast<int64_t>(size), phonemes_of(*batch.items.front()), 1);
+  return MemoryBudget::footprint(p.encoder_bytes, p.hidden_bytes);
+}
+
+server::ApiError AcousticKind::too_big(const Batch& batch, uint64_t footprint,
+                                       uint64_t available) const {
+  server::ApiError error = server::ApiError::invalid_request(
+      "a sentence of " + std::to_string(phonemes_of(*batch.items.front())) + " phonemes needs " +
+          format_bytes(footprint) + " of device memory for the acoustic model, more than the " +
+          format_bytes(available) +
+          " this server has for one step; split it into shorter sentences",
+      "input", "sentence_too_long");
+  error.status = 413;
+  return error;
+}
+
+StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
+  const VoiceEntry& entry = *batch.voice;
+  const size_t n = batch.items.size();
+  std::vector<std::vector<int64_t>> ids;
+  ids.reserve(n);
+  for (const auto& stream : batch.items) ids.push_back(stream->sentences.front());
+  SynthesisControls controls;
+  controls.duration_scale = 1.0f / batch.items.front()->speed;
+  const AcousticPlan& encoder =
+      plan(entry, static_cast<int64_t>(n), static_cast<int64_t>(ids.front().size()), 1);
+  const uint64_t carried = encoder.hidden_bytes;
+
+  StepOutput out;
+  out.audio.resize(n);
+  out.errors.resize(n);
+  {
+    const AcousticEncoding encoding =
+        run_acoustic_encoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
+                                  ids, {}, controls, encoder.encoder_bytes);
+    for (size_t first = 0; first < n;) {
+      size_t end = first + 1;
+      while (end < n && encoding.mel_lengths[end] == encoding.mel_lengths[first]) ++end;
+      decode(batch, encoding, controls, first, end - first, carried, budget, out);
+      first = end;
+    }
+  }
+  for (const auto& stream : batch.items) stream->sentences.pop_front();
+  return out;
+}
+
+void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
+                          const SynthesisControls& controls, size_t first, size_t count,
+                          uint64_t carried, MemoryBudget& budget, StepOutput& out) {
+  const VoiceEntry& entry = *batch.voice;
+  const int64_t frames = encoding.mel_lengths[first];
+  if (frames == 0) return;  // nothing to say: the sentence makes no audio, as in Synthesizer
+  const int64_t phonemes = encoding.hidden.size(1);
+  const uint64_t bytes = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder_bytes;
+  if (!budget.fits(MemoryBudget::footprint(bytes))) {
+    if (count > 1) {
+      for (size_t i = first; i < first + count; ++i) {
+        decode(batch, encoding, controls, i, 1, carried, budget, out);
+      }
+      return;
+    }
+    server::ApiError error = server::ApiError::invalid_request(
+        "a sentence of " + std::to_string(phonemes) + " phonemes and " + std::to_string(frames) +
+            " mel frames needs " + format_bytes(MemoryBudget::footprint(bytes, carried)) +
+            " of device memory for the acoustic decoder, more than the " +
+            format_bytes(budget.available() + MemoryBudget::footprint(0, carried)) +
+            " this server has for one step; split it into shorter sentences",
+        "input", "sentence_too_long");
+    error.status = 413;
+    out.errors[first] = std::make_exception_ptr(error);
+    return;
+  }
+  const AcousticOutput decoded =
+      run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
+                                select_sequences(encoding, first, count), controls, bytes);
+  for (size_t i = 0; i < count; ++i) {
+    // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker copies.
+    const Tensor mel =
+        decoded.mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, frames).transpose(0, 1);
+    Stream& stream = *batch.items[first + i];
+    VocoderChunker chunker(entry.config.vocoder, chunk_frames_);
+    chunker.append(mel);
+    chunker.finish();
+    stream.chunkers.push_back(std::move(chunker));
+  }
+}
+
+}  // namespace voxd::scheduler

@@ -1,0 +1,50 @@
+// The acoustic model's steps: FastSpeech2 over the next sentence of several streams of one voice
+// and speed, in two planned arenas (encoder, then decoder once the durations are known). Each
+// sentence's mel goes into a VocoderChunker of its stream.
+//
+// Batching never changes a sentence's audio: FastSpeech2 lets padding leak into the end of a
+// shorter sequence (its variance predictors' convs see padded rows, its postnet padded frames;
+// fastspeech2.h), so the encoder batches only sentences of equal phoneme count and the decoder
+// only runs of equal mel length. Once the model masks its padding, `similar` can widen to a
+// band of lengths.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "models/workspace_steps.h"
+#include "scheduler/step_kind.h"
+
+namespace voxd::scheduler {
+
+class AcousticKind final : public StepKind {
+ public:
+  // Sentences' mel cut into vocoder chunks of `chunk_frames`.
+  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames)
+      : runtime_(runtime), chunk_frames_(chunk_frames) {}
+
+  const char* name() const override { return "acoustic"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override;
+  uint64_t footprint(const Batch& batch, size_t size) override;
+  server::ApiError too_big(const Batch& batch, uint64_t footprint,
+                           uint64_t available) const override;
+  StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+
+ private:
+  // The plan of `voice`'s acoustic steps at (batch, phonemes, frames), cached.
+  const AcousticPlan& plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
+                           int64_t frames);
+  // Decodes sequences [first, first + count) of `encoding`, each sentence's mel into its
+  // stream's chunkers; a sequence whose decoder does not fit even alone fails its item.
+  void decode(const Batch& batch, const AcousticEncoding& encoding,
+              const SynthesisControls& controls, size_t first, size_t count, uint64_t carried,
+              MemoryBudget& budget, StepOutput& out);
+
+  DeviceRuntime& runtime_;
+  int64_t chunk_frames_;
+  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan> plans_;
+};
+
+}  // namespace voxd::scheduler

@@ -1,0 +1,219 @@
+#include "scheduler/engine_service.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/error.h"
+#include "models/workspace_steps.h"
+#include "scheduler/memory_budget.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/voice_pool.h"
+
+namespace voxd::scheduler {
+namespace {
+
+using server::ApiError;
+
+// One admitted request: its stream in the scheduler, released when the job goes.
+class EngineJob final : public server::SpeechJob {
+ public:
+  EngineJob(Scheduler& scheduler, std::shared_ptr<Stream> stream)
+      : scheduler_(scheduler), stream_(std::move(stream)) {}
+  ~EngineJob() override { scheduler_.release(*stream_); }
+  EngineJob(const EngineJob&) = delete;
+  EngineJob& operator=(const EngineJob&) = delete;
+
+  int64_t sample_rate() const override { return stream_->sample_rate; }
+  void run(server::SpeechSink& sink, const server::CancelToken& cancel) override {
+    scheduler_.run(*stream_, sink, cancel);
+  }
+
+ private:
+  Scheduler& scheduler_;
+  std::shared_ptr<Stream> stream_;
+};
+
+// eSpeak's "en-us" as BCP 47: "en-US".
+std::string bcp47(std::string language) {
+  const size_t dash = language.find('-');
+  if (dash == std::string::npos) return language;
+  std::transform(language.begin() + static_cast<std::ptrdiff_t>(dash), language.end(),
+                 language.begin() + static_cast<std::ptrdiff_t>(dash),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return language;
+}
+
+SchedulerOptions scheduler_options(const EngineConfig& config) {
+  SchedulerOptions options;
+  options.max_batch = config.max_batch;
+  options.max_queue = config.max_queue;
+  options.chunk_frames = config.chunk_frames;
+  options.request_timeout = config.request_timeout;
+  options.cuda_graphs = config.cuda_graphs;
+  return options;
+}
+
+}  // namespace
+
+EngineService::EngineService(const EngineConfig& config)
+    : config_(config), runtime_(std::make_unique<DeviceRuntime>(config.runtime)) {
+  if (config.chunk_frames < 1) {
+    throw InputError("chunk_frames must be at least 1 mel frame, got " +
+                     std::to_string(config.chunk_frames));
+  }
+  const DType dtype = config.dtype.value_or(runtime_->device().is_cpu() ? DType::F32 : DType::F16);
+  voices_ = std::make_unique<VoicePool>(*runtime_, config.voice_dirs, dtype, config.lazy_voices);
+  for (const auto& entry : voices_->entries()) {
+    if (!entry->voice) continue;
+    const int64_t frames = config.chunk_frames + 2 * entry->config.vocoder.receptive_field_frames();
+    smallest_step_bytes_ = std::max(smallest_step_bytes_,
+                                    MemoryBudget::footprint(plan_vocoder(
+                                        runtime_->backend(), entry->voice->vocoder(), 1, frames)));
+  }
+  scheduler_ = std::make_unique<Scheduler>(*runtime_, *voices_, scheduler_options(config));
+}
+
+EngineService::~EngineService() {
+  scheduler_.reset();
+  voices_.reset();
+}
+
+std::vector<std::string> EngineService::models() const {
+  return {"voxd", "tts-1", "tts-1-hd"};
+}
+
+std::vector<server::VoiceInfo> EngineService::voices() const {
+  std::vector<server::VoiceInfo> out;
+  for (const auto& entry : voices_->entries()) {
+    out.push_back({entry->config.name, entry->config.sample_rate, bcp47(entry->config.language)});
+  }
+  return out;
+}
+
+server::Readiness EngineService::readiness() const {
+  if (scheduler_->draining()) return {false, "the server is shutting down"};
+  if (!voices_->lazy()) {
+    for (const auto& entry : voices_->entries()) {
+      if (!entry->loaded.load()) return {false, "voice '" + entry->config.name + "' is not loaded"};
+    }
+  }
+  const uint64_t budget = scheduler_->budget_bytes();
+  if (budget < smallest_step_bytes_) {
+    return {false, "memory headroom " + format_bytes(budget) + " is below the " +
+                       format_bytes(smallest_step_bytes_) + " one vocoder chunk needs"};
+  }
+  return {true, ""};
+}
+
+std::string EngineService::memory_summary_text() const {
+  return runtime_->memory_summary();
+}
+
+nlohmann::json EngineService::memory_summary_json() const {
+  return runtime_->memory_summary_json();
+}
+
+void EngineService::collect_metrics(server::MetricsRegistry& registry) {
+  scheduler_->bind_metrics(registry);
+  const SchedulerLoad now = scheduler_->load();
+  registry.gauge("voxd_engine_queue_depth", "Speech requests admitted and not finished.")
+      .set(static_cast<double>(now.admitted));
+  registry.gauge("voxd_engine_active_streams", "Streams the scheduler is making audio for.")
+      .set(static_cast<double>(now.streams.size()));
+  double buffered = 0.0;
+  for (const auto& stream : now.streams) buffered += static_cast<double>(stream.buffered_samples);
+  registry
+      .gauge("voxd_engine_buffered_samples",
+             "Audio samples made and waiting for their clients, all streams together.")
+      .set(buffered);
+  const MemoryBreakdown memory = runtime_->breakdown();
+  const std::pair<const char*, uint64_t> kinds[] = {{"weights", memory.weights},
+                                                    {"workspace", memory.workspace},
+                                                    {"cache", memory.cached},
+                                                    {"free", memory.free},
+                                                    {"total", memory.total}};
+  for (const auto& [kind, bytes] : kinds) {
+    registry
+        .gauge("voxd_engine_memory_bytes",
+               "Device memory by kind: weights, workspace (activations, graphs), cache (reserved, "
+               "not allocated), free and total.",
+               {{"kind", kind}})
+        .set(static_cast<double>(bytes));
+  }
+  registry.gauge("voxd_engine_graph_bytes", "Device memory the recorded vocoder graphs hold.")
+      .set(static_cast<double>(voices_->graph_bytes()));
+  registry
+      .gauge("voxd_engine_workspace_budget_bytes",
+             "Device memory a step may take now, within the limit.")
+      .set(static_cast<double>(scheduler_->budget_bytes()));
+  registry.gauge("voxd_engine_voices_loaded", "Voices whose models are on the device.")
+      .set(static_cast<double>(loaded_voices().size()));
+  if (const std::optional<DeviceReading> reading = runtime_->device_reading();
+      reading && reading->available) {
+    registry.gauge("voxd_gpu_memory_bytes", "NVML: the GPU's memory.", {{"kind", "used"}})
+        .set(static_cast<double>(reading->used_bytes));
+    registry.gauge("voxd_gpu_memory_bytes", "NVML: the GPU's memory.", {{"kind", "total"}})
+        .set(static_cast<double>(reading->total_bytes));
+    if (reading->gpu_utilization) {
+      registry
+          .gauge("voxd_gpu_utilization_percent",
+                 "NVML: percent of the last sample period in which a kernel ran.")
+          .set(static_cast<double>(*reading->gpu_utilization));
+    }
+  }
+}
+
+std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequest& request) {
+  VoiceEntry* voice = voices_->find(request.voice);
+  if (voice == nullptr) {
+    throw ApiError::invalid_request("voice '" + request.voice + "' is not one of this server's",
+                                    "voice", "voice_not_found");
+  }
+  // Refused before the text is processed, when the queue is full already.
+  if (std::optional<ApiError> refusal = scheduler_->refusal()) throw *refusal;
+  std::vector<text::Sentence> sentences;
+  try {
+    sentences = voice->front_end.process(request.input);
+  } catch (const InputError& e) {
+    throw ApiError::invalid_request(e.what(), "input", "nothing_to_pronounce");
+  }
+  return std::make_unique<EngineJob>(
+      *scheduler_, scheduler_->admit(*voice, std::move(sentences), request.speed));
+}
+
+size_t EngineService::drain(std::chrono::steady_clock::duration grace) {
+  return scheduler_->drain(grace);
+}
+
+EngineService::IdleMemory EngineService::idle_memory() const {
+  IdleMemory out;
+  out.idle = scheduler_->idle();
+  if (!out.idle) return out;
+  const MemoryBreakdown memory = runtime_->breakdown();
+  const uint64_t graphs = voices_->graph_bytes();
+  out.unexplained_bytes = memory.workspace > graphs ? memory.workspace - graphs : 0;
+  out.summary = runtime_->memory_summary();
+  return out;
+}
+
+DeviceRuntime& EngineService::runtime() {
+  return *runtime_;
+}
+
+SchedulerLoad EngineService::load() const {
+  return scheduler_->load();
+}
+
+StepCounts EngineService::step_counts(const std::string& kind) const {
+  return scheduler_->counts(kind);
+}
+
+std::vector<std::string> EngineService::loaded_voices() const {
+  std::vector<std::string> out;
+  for (const auto& entry : voices_->entries()) {
+    if (entry->loaded.load()) out.push_back(entry->config.name);
+  }
+  return out;
+}
+
+}  // namespace voxd::scheduler

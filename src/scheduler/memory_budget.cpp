@@ -1,0 +1,43 @@
+#include "scheduler/memory_budget.h"
+
+#include "core/caching_allocator.h"
+
+namespace voxd::scheduler {
+namespace {
+
+uint64_t reserved_size(uint64_t bytes) {
+  if (bytes == 0) return 0;
+  const uint64_t rounding = CachingAllocator::kLargeRounding;
+  return (bytes + rounding - 1) / rounding * rounding;
+}
+
+}  // namespace
+
+uint64_t MemoryBudget::available() const {
+  const AllocatorStats stats = runtime_.allocator().stats();
+  // Cached bytes in segments wholly free, which the allocator gives back before it reserves
+  // more; free blocks in segments still in use (inactive split) serve only what fits them.
+  const uint64_t held = stats.allocated_bytes + stats.inactive_split_bytes;
+  const uint64_t releasable = stats.reserved_bytes > held ? stats.reserved_bytes - held : 0;
+  if (runtime_.limit_bytes() != CachingAllocatorOptions::kNone) {
+    return runtime_.limit_bytes() > held ? runtime_.limit_bytes() - held : 0;
+  }
+  return runtime_.breakdown().free + releasable;
+}
+
+bool MemoryBudget::fits(uint64_t footprint) {
+  if (footprint == 0) return true;
+  if (footprint > available()) return false;
+  const uint64_t limit = runtime_.limit_bytes();
+  if (limit != CachingAllocatorOptions::kNone &&
+      runtime_.allocator().stats().reserved_bytes + footprint > limit) {
+    runtime_.release_cached();
+  }
+  return true;
+}
+
+uint64_t MemoryBudget::footprint(uint64_t workspace, uint64_t carried) {
+  return reserved_size(workspace) + reserved_size(carried);
+}
+
+}  // namespace voxd::scheduler

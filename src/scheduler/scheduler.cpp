@@ -1,0 +1,504 @@
+#include "scheduler/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "core/memory_summary.h"
+#include "scheduler/acoustic_kind.h"
+#include "scheduler/vocoder_kind.h"
+
+namespace voxd::scheduler {
+namespace {
+
+using server::ApiError;
+
+// How often a waiting connection thread looks at its client, and the device thread at deadlines.
+constexpr auto kPoll = std::chrono::milliseconds(100);
+
+ApiError shutting_down() {
+  ApiError error;
+  error.status = 503;
+  error.type = "server_error";
+  error.code = "shutting_down";
+  error.message = "the server is shutting down";
+  return error;
+}
+
+ApiError timed_out(std::chrono::milliseconds timeout) {
+  ApiError error;
+  error.status = 504;
+  error.type = "server_error";
+  error.code = "timeout";
+  error.message = "the request took longer than the server's request timeout of " +
+                  std::to_string(timeout.count()) + " ms; send less text or try again later";
+  return error;
+}
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+const std::vector<double>& batch_buckets() {
+  static const std::vector<double> buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  return buckets;
+}
+
+const std::vector<double>& step_buckets() {
+  static const std::vector<double> buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                              0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
+  return buckets;
+}
+
+const std::vector<double>& rtf_buckets() {
+  static const std::vector<double> buckets = {0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
+  return buckets;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions options)
+    : runtime_(runtime), voices_(voices), options_(options), budget_(runtime) {
+  if (options_.max_batch < 1) {
+    throw InputError("max_batch must be at least 1, got " + std::to_string(options_.max_batch));
+  }
+  if (options_.max_queue < 1) throw InputError("max_queue must be at least 1");
+  if (options_.chunk_frames < 1) {
+    throw InputError("chunk_frames must be at least 1 mel frame, got " +
+                     std::to_string(options_.chunk_frames));
+  }
+  if (options_.request_timeout.count() < 1) {
+    throw InputError("the request timeout must be at least 1 ms");
+  }
+  pacing_.max_batch = options_.max_batch;
+  pacing_.starving_below_s = options_.starving_below_s;
+  // The vocoder first: at equal urgency, audio from mel already made comes before more mel.
+  kinds_.push_back(std::make_unique<VocoderKind>(runtime_, voices_, options_.chunk_frames,
+                                                 options_.cuda_graphs));
+  kinds_.push_back(std::make_unique<AcousticKind>(runtime_, options_.chunk_frames));
+  budget_bytes_.store(budget_.available());
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    for (const auto& stream : streams_) {
+      if (stream->running()) fail(*stream, std::make_exception_ptr(shutting_down()));
+    }
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<Stream> Scheduler::admit(VoiceEntry& voice, std::vector<text::Sentence> sentences,
+                                         float speed) {
+  VOXD_CHECK(!sentences.empty(), "admit needs at least one sentence");
+  auto stream = std::make_shared<Stream>();
+  stream->voice = &voice;
+  stream->speed = speed;
+  for (text::Sentence& sentence : sentences) stream->sentences.push_back(std::move(sentence.ids));
+  const HifiGanConfig& vocoder = voice.config.vocoder;
+  const int64_t hop = vocoder.hop_length();
+  stream->sample_rate = voice.config.sample_rate;
+  stream->lookahead_frames = options_.chunk_frames + 2 * vocoder.receptive_field_frames();
+  stream->max_buffered_samples =
+      options_.buffered_chunks * (options_.chunk_frames * hop + vocoder.output_length(1) - hop);
+  stream->pending_sentences = static_cast<int64_t>(stream->sentences.size());
+
+  std::unique_lock lock(mutex_);
+  if (std::optional<ApiError> refusal = refusal_locked()) {
+    if (refusal->code == "queue_full") {
+      if (server::MetricsRegistry* metrics = metrics_.load()) {
+        metrics
+            ->counter("voxd_engine_rejected_total", "Requests refused because the queue was full.")
+            .inc();
+      }
+    }
+    throw *refusal;
+  }
+  stream->id = next_id_++;
+  stream->admitted = Clock::now();
+  stream->deadline = stream->admitted + options_.request_timeout;
+  ++admitted_;
+  ++voice.streams;
+  streams_.push_back(stream);
+  lock.unlock();
+  work_.notify_one();
+  return stream;
+}
+
+std::optional<ApiError> Scheduler::refusal() const {
+  std::lock_guard lock(mutex_);
+  return refusal_locked();
+}
+
+std::optional<ApiError> Scheduler::refusal_locked() const {
+  if (draining_.load() || stopping_) return shutting_down();
+  if (admitted_ < options_.max_queue) return std::nullopt;
+  ApiError error;
+  error.status = 503;
+  error.type = "server_error";
+  error.code = "queue_full";
+  error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_)), 1, 60);
+  error.message = "the server is busy: " + std::to_string(admitted_) +
+                  " requests are admitted, its limit; retry after " +
+                  std::to_string(*error.retry_after_s) + " s";
+  return error;
+}
+
+void Scheduler::run(Stream& stream, server::SpeechSink& sink, const server::CancelToken& cancel) {
+  std::unique_lock lock(mutex_);
+  const auto cancel_stream = [&] {
+    if (stream.running()) {
+      stream.state = Stream::State::kCancelled;
+      stream.audio.clear();
+      stream.buffered_samples = 0;
+      work_.notify_one();
+    }
+  };
+  for (;;) {
+    if (stream.state == Stream::State::kFailed) std::rethrow_exception(stream.error);
+    if (stream.state != Stream::State::kRunning) return;
+    if (cancel.cancelled()) {
+      cancel_stream();
+      return;
+    }
+    if (!stream.audio.empty()) {
+      std::deque<std::vector<float>> taken;
+      taken.swap(stream.audio);
+      stream.buffered_samples = 0;
+      work_.notify_one();
+      lock.unlock();
+      bool connected = true;
+      for (const std::vector<float>& audio : taken) {
+        if (!sink.write(audio)) {
+          connected = false;
+          break;
+        }
+      }
+      lock.lock();
+      if (!connected) {
+        cancel_stream();
+        return;
+      }
+      continue;
+    }
+    if (stream.finished_making) {
+      stream.state = Stream::State::kDone;
+      work_.notify_one();
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= stream.deadline) {
+      fail(stream, std::make_exception_ptr(timed_out(options_.request_timeout)));
+      continue;
+    }
+    if (stream.wake.wait_until(lock, std::min(stream.deadline, now + kPoll)) ==
+        std::cv_status::timeout) {
+      lock.unlock();
+      const bool connected = sink.connected();
+      lock.lock();
+      if (!connected) cancel_stream();
+    }
+  }
+}
+
+void Scheduler::release(Stream& stream) {
+  {
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    if (stream.running()) {
+      stream.state = Stream::State::kCancelled;
+      stream.audio.clear();
+      stream.buffered_samples = 0;
+    }
+    if (stream.state == Stream::State::kDone) record_finished(stream, now);
+    --admitted_;
+    mean_request_s_ = 0.9 * mean_request_s_ + 0.1 * seconds_between(stream.admitted, now);
+  }
+  finished_.notify_all();
+  work_.notify_one();
+}
+
+size_t Scheduler::drain(std::chrono::steady_clock::duration grace) {
+  std::unique_lock lock(mutex_);
+  draining_.store(true);
+  finished_.wait_for(lock, grace, [this] { return admitted_ == 0; });
+  size_t failed = 0;
+  for (const auto& stream : streams_) {
+    if (stream->running()) {
+      fail(*stream, std::make_exception_ptr(shutting_down()));
+      ++failed;
+    }
+  }
+  lock.unlock();
+  work_.notify_one();
+  return failed;
+}
+
+size_t Scheduler::admitted() const {
+  std::lock_guard lock(mutex_);
+  return admitted_;
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard lock(mutex_);
+  return admitted_ == 0 && streams_.empty() && !step_running_;
+}
+
+SchedulerLoad Scheduler::load() const {
+  std::lock_guard lock(mutex_);
+  SchedulerLoad load;
+  load.admitted = admitted_;
+  load.step_running = step_running_;
+  for (const auto& stream : streams_) {
+    load.streams.push_back({stream->id, stream->buffered_samples, stream->max_buffered_samples,
+                            stream->mel_frames, stream->largest_sentence_frames,
+                            stream->lookahead_frames, stream->pending_sentences});
+  }
+  return load;
+}
+
+StepCounts Scheduler::counts(const std::string& kind) const {
+  std::lock_guard lock(mutex_);
+  const auto at = counts_.find(kind);
+  return at == counts_.end() ? StepCounts{} : at->second;
+}
+
+void Scheduler::bind_metrics(server::MetricsRegistry& registry) {
+  server::MetricsRegistry* none = nullptr;
+  metrics_.compare_exchange_strong(none, &registry);
+}
+
+void Scheduler::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    reap(now);
+    if (stopping_) break;
+    StepKind* chosen = nullptr;
+    Batch best;
+    for (const auto& kind : kinds_) {
+      Batch batch = kind->propose(streams_, pacing_, now);
+      if (batch.items.empty()) continue;
+      if (chosen == nullptr || batch.urgency < best.urgency) {
+        chosen = kind.get();
+        best = std::move(batch);
+      }
+    }
+    if (chosen == nullptr) {
+      work_.wait_for(lock, kPoll);
+      continue;
+    }
+    step_running_ = true;
+    lock.unlock();
+    StepOutput output;
+    std::exception_ptr error;
+    bool shrunk = false;
+    const Clock::time_point started = Clock::now();
+    try {
+      output = execute(*chosen, best, shrunk);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const double seconds = seconds_between(started, Clock::now());
+    const uint64_t available = budget_.available();
+    lock.lock();
+    step_running_ = false;
+    budget_bytes_.store(available);
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        spdlog::warn("{} step of {} items failed: {}", chosen->name(), best.items.size(), e.what());
+      } catch (...) {
+        spdlog::warn("{} step of {} items failed", chosen->name(), best.items.size());
+      }
+      for (const auto& stream : best.items) fail(*stream, error);
+      if (server::MetricsRegistry* metrics = metrics_.load()) {
+        metrics
+            ->counter("voxd_engine_step_failures_total", "Steps that threw, by kind.",
+                      {{"kind", chosen->name()}})
+            .inc();
+      }
+    } else {
+      deliver(*chosen, best, output);
+      record_step(*chosen, best.items.size(), seconds, shrunk);
+    }
+  }
+  for (const auto& stream : streams_) {
+    if (stream->running()) fail(*stream, std::make_exception_ptr(shutting_down()));
+  }
+}
+
+void Scheduler::reap(Clock::time_point now) {
+  std::erase_if(streams_, [&](const std::shared_ptr<Stream>& stream) {
+    if (stream->running() && now >= stream->deadline) {
+      fail(*stream, std::make_exception_ptr(timed_out(options_.request_timeout)));
+    }
+    if (stream->running()) return false;
+    --stream->voice->streams;
+    stream->sentences.clear();
+    stream->chunkers.clear();
+    stream->ready.clear();
+    stream->audio.clear();
+    stream->buffered_samples = 0;
+    stream->mel_frames = 0;
+    return true;
+  });
+}
+
+StepOutput Scheduler::execute(StepKind& kind, Batch& batch, bool& shrunk) {
+  VoiceEntry& voice = *batch.voice;
+  ensure_loaded(voice);
+  voice.last_used = Clock::now();
+  size_t size = batch.items.size();
+  for (;;) {
+    const uint64_t footprint = kind.footprint(batch, size);
+    if (budget_.fits(footprint)) break;
+    if (size > 1) {
+      size = (size + 1) / 2;
+      shrunk = true;
+      continue;
+    }
+    if (voices_.lazy() && unload_idle_voice(&voice)) continue;
+    StepOutput out;
+    out.audio.resize(1);
+    out.errors.push_back(
+        std::make_exception_ptr(kind.too_big(batch, footprint, budget_.available())));
+    batch.items.resize(1);
+    return out;
+  }
+  batch.items.resize(size);
+  return kind.run(batch, budget_);
+}
+
+void Scheduler::ensure_loaded(VoiceEntry& voice) {
+  while (!voice.voice) {
+    try {
+      voices_.load(voice);
+    } catch (const InputError&) {
+      throw;
+    } catch (const Error& e) {
+      if (unload_idle_voice(&voice)) continue;
+      ApiError error;
+      error.status = 503;
+      error.type = "server_error";
+      error.code = "insufficient_memory";
+      error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_)), 1, 60);
+      error.message = "voice '" + voice.config.name + "' cannot be loaded now: " + e.what();
+      throw error;
+    }
+  }
+}
+
+bool Scheduler::unload_idle_voice(const VoiceEntry* keep) {
+  VoiceEntry* victim = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& entry : voices_.entries()) {
+      if (entry.get() == keep || !entry->voice || entry->streams > 0) continue;
+      if (victim == nullptr || entry->last_used < victim->last_used) victim = entry.get();
+    }
+  }
+  if (victim == nullptr) return false;
+  voices_.unload(*victim);
+  runtime_.release_cached();
+  if (server::MetricsRegistry* metrics = metrics_.load()) {
+    metrics->counter("voxd_engine_voice_unloads_total", "Idle voices unloaded to free memory.")
+        .inc();
+  }
+  return true;
+}
+
+void Scheduler::deliver(const StepKind&, const Batch& batch, StepOutput& output) {
+  const Clock::time_point now = Clock::now();
+  std::set<Stream*> touched;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    Stream& stream = *batch.items[i];
+    touched.insert(&stream);
+    if (i < output.errors.size() && output.errors[i]) {
+      fail(stream, output.errors[i]);
+      continue;
+    }
+    if (!stream.running() || i >= output.audio.size() || output.audio[i].empty()) continue;
+    std::vector<float>& audio = output.audio[i];
+    const auto samples = static_cast<int64_t>(audio.size());
+    stream.produced_samples += samples;
+    stream.buffered_samples += samples;
+    stream.audio.push_back(std::move(audio));
+    if (!stream.first_audio) stream.first_audio = now;
+  }
+  for (Stream* stream : touched) {
+    update_mirrors(*stream);
+    stream->wake.notify_all();
+  }
+}
+
+void Scheduler::fail(Stream& stream, std::exception_ptr error) {
+  if (!stream.running()) return;
+  stream.state = Stream::State::kFailed;
+  stream.error = std::move(error);
+  stream.audio.clear();
+  stream.buffered_samples = 0;
+  stream.wake.notify_all();
+  work_.notify_one();
+}
+
+void Scheduler::update_mirrors(Stream& stream) {
+  stream.mel_frames = stream.held_mel_frames();
+  stream.pending_sentences = static_cast<int64_t>(stream.sentences.size());
+  for (const VocoderChunker& chunker : stream.chunkers) {
+    stream.largest_sentence_frames =
+        std::max(stream.largest_sentence_frames, chunker.frames_appended());
+  }
+  const bool chunked = std::all_of(stream.chunkers.begin(), stream.chunkers.end(),
+                                   [](const VocoderChunker& c) { return c.done(); });
+  if (stream.running() && stream.sentences.empty() && stream.ready.empty() && chunked) {
+    stream.finished_making = true;
+  }
+}
+
+void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk) {
+  StepCounts& counts = counts_[kind.name()];
+  ++counts.steps;
+  if (shrunk) ++counts.shrunk;
+  counts.largest_batch = std::max(counts.largest_batch, static_cast<int64_t>(batch));
+  server::MetricsRegistry* metrics = metrics_.load();
+  if (metrics == nullptr) return;
+  const server::Labels labels = {{"kind", kind.name()}};
+  metrics
+      ->histogram("voxd_engine_batch_size", "Items per step (sentences or chunks), by kind.",
+                  batch_buckets(), labels)
+      .observe(static_cast<double>(batch));
+  metrics
+      ->histogram("voxd_engine_step_seconds", "Time of one model step, by kind.", step_buckets(),
+                  labels)
+      .observe(seconds);
+  if (shrunk) {
+    metrics
+        ->counter("voxd_engine_batches_shrunk_total",
+                  "Batches made smaller to fit the memory budget, by kind.", labels)
+        .inc();
+  }
+}
+
+void Scheduler::record_finished(const Stream& stream, Clock::time_point now) {
+  server::MetricsRegistry* metrics = metrics_.load();
+  if (metrics == nullptr || stream.produced_samples == 0) return;
+  const double audio_s =
+      static_cast<double>(stream.produced_samples) / static_cast<double>(stream.sample_rate);
+  metrics
+      ->histogram("voxd_engine_real_time_factor",
+                  "Per finished request: time from admission to its last audio over the audio's "
+                  "duration.",
+                  rtf_buckets())
+      .observe(seconds_between(stream.admitted, now) / audio_s);
+}
+
+}  // namespace voxd::scheduler

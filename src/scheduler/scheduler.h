@@ -1,0 +1,153 @@
+// The one place that decides what runs next on the device. A single device thread does all model
+// work (contexts and backends are not thread-safe); connection threads only wait for their
+// stream's audio and write it. Each iteration the thread drops streams that ended, asks each
+// StepKind (acoustic, vocoder; an autoregressive decoder later) for its most urgent batch, picks
+// the most urgent of those (a playing stream about to run dry, then a stream's first audio, then
+// filling buffers; on ties the kind registered first), shrinks it until its planned workspace
+// fits the memory budget, runs it and hands the audio to the streams (docs/scheduler.md).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "scheduler/memory_budget.h"
+#include "scheduler/step_kind.h"
+#include "scheduler/stream.h"
+#include "scheduler/voice_pool.h"
+#include "server/metrics.h"
+#include "server/speech_service.h"
+#include "text/frontend.h"
+
+namespace voxd::scheduler {
+
+struct SchedulerOptions {
+  int64_t max_batch = 16;
+  size_t max_queue = 256;
+  int64_t chunk_frames = 64;
+  std::chrono::milliseconds request_timeout{300000};
+  bool cuda_graphs = true;
+  // Vocoder chunks of audio a stream may have waiting for its client before it gets no more
+  // work.
+  int64_t buffered_chunks = 4;
+  double starving_below_s = 1.0;
+};
+
+// What the scheduler holds now, for tests, metrics and the monitor.
+struct SchedulerLoad {
+  struct StreamLoad {
+    uint64_t id = 0;
+    int64_t buffered_samples = 0;      // audio waiting for the client
+    int64_t max_buffered_samples = 0;  // the stream's back-pressure bound
+    int64_t mel_frames = 0;            // mel held for the vocoder
+    int64_t largest_sentence_frames = 0;
+    int64_t lookahead_frames = 0;
+    int64_t pending_sentences = 0;
+  };
+  size_t admitted = 0;  // requests admitted and not finished
+  bool step_running = false;
+  std::vector<StreamLoad> streams;
+};
+
+// Counts since start, by step kind.
+struct StepCounts {
+  uint64_t steps = 0;
+  uint64_t shrunk = 0;  // batches made smaller to fit the memory budget
+  int64_t largest_batch = 0;
+};
+
+class Scheduler {
+ public:
+  // Starts the device thread over `voices` on `runtime` (both must outlive the scheduler).
+  Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions options);
+  // Fails what is still admitted ("server is shutting down") and joins the device thread.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Any thread: admits `sentences` (at least one) for `voice` at `speed` or throws ApiError 503
+  // with retry_after_s when max_queue requests are admitted or the scheduler is draining.
+  std::shared_ptr<Stream> admit(VoiceEntry& voice, std::vector<text::Sentence> sentences,
+                                float speed);
+  // Any thread: the error admit() would throw now for a full queue or a draining scheduler.
+  std::optional<server::ApiError> refusal() const;
+  // The connection thread: writes the stream's audio into `sink` as it is made and returns when
+  // all of it is written, or once `cancel` trips or the sink's client is gone. Rethrows the
+  // stream's failure (ApiError 504 past its deadline, 503 when the server stops, 413 for a
+  // sentence that does not fit memory, or the step's exception).
+  void run(Stream& stream, server::SpeechSink& sink, const server::CancelToken& cancel);
+  // The stream's job is gone: its queue slot is free; unfinished work is cancelled.
+  void release(Stream& stream);
+
+  // Refuses admission from now on, waits up to `grace` for admitted requests to finish, then fails
+  // the rest with 503; returns how many it failed.
+  size_t drain(std::chrono::steady_clock::duration grace);
+  bool draining() const { return draining_.load(); }
+
+  // Requests admitted and not finished.
+  size_t admitted() const;
+  // Whether nothing is admitted, held or running: allocated memory should be weights and graphs.
+  bool idle() const;
+  SchedulerLoad load() const;
+  StepCounts counts(const std::string& kind) const;
+  // Bytes a step may take now (MemoryBudget::available), as of the last step or start.
+  uint64_t budget_bytes() const { return budget_bytes_.load(); }
+
+  // Records step and request metrics in `registry` from now on (the first one given stays).
+  void bind_metrics(server::MetricsRegistry& registry);
+
+ private:
+  void loop();
+  // Device thread, under the lock: drops streams that ended or passed their deadline.
+  void reap(Clock::time_point now);
+  // Device thread, without the lock: admission by memory, then the step. Cuts `batch` to the
+  // items run and returns what the step made; `shrunk` tells whether the batch was cut to fit.
+  StepOutput execute(StepKind& kind, Batch& batch, bool& shrunk);
+  // Device thread: makes `voice`'s models loaded, unloading idle voices when memory is short.
+  void ensure_loaded(VoiceEntry& voice);
+  // Device thread: unloads the least recently used loaded voice with no stream other than
+  // `keep`; false when there is none.
+  bool unload_idle_voice(const VoiceEntry* keep);
+  std::optional<server::ApiError> refusal_locked() const;
+  // Under the lock: hands a step's output to its streams.
+  void deliver(const StepKind& kind, const Batch& batch, StepOutput& output);
+  // Under the lock: ends `stream` with `error` (and wakes its connection thread).
+  void fail(Stream& stream, std::exception_ptr error);
+  void update_mirrors(Stream& stream);
+  void record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk);
+  void record_finished(const Stream& stream, Clock::time_point now);
+
+  DeviceRuntime& runtime_;
+  VoicePool& voices_;
+  const SchedulerOptions options_;
+  Pacing pacing_;
+  MemoryBudget budget_;
+  std::vector<std::unique_ptr<StepKind>> kinds_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;      // the device thread waits on it
+  std::condition_variable finished_;  // drain waits on it
+  std::vector<std::shared_ptr<Stream>> streams_;
+  size_t admitted_ = 0;
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  bool step_running_ = false;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> budget_bytes_{0};
+  double mean_request_s_ = 1.0;  // for Retry-After
+  std::map<std::string, StepCounts> counts_;
+
+  std::atomic<server::MetricsRegistry*> metrics_{nullptr};
+  std::thread thread_;
+};
+
+}  // namespace voxd::scheduler

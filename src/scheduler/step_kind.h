@@ -1,0 +1,79 @@
+// The plug-in point of the scheduler: a StepKind is one kind of model step (a FastSpeech2
+// forward over sentences, a HiFiGAN forward over mel chunks; later an autoregressive decoder step
+// over one token per stream with a per-stream KV cache). Each iteration of the device thread asks
+// every kind for the batch it would run next (propose), picks the most urgent one, shrinks it
+// until its planned memory fits the budget (footprint), and runs it (run). A kind keeps its
+// per-stream state in the streams and its plans cached by shape; the scheduler does admission,
+// priorities, delivery of audio and failure handling for all kinds alike (docs/scheduler.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "scheduler/memory_budget.h"
+#include "scheduler/stream.h"
+#include "server/api_error.h"
+
+namespace voxd::scheduler {
+
+struct VoiceEntry;
+
+// How urgent work is; lower runs first.
+enum class Urgency {
+  kStarving = 0,    // a playing stream is about to run out of audio
+  kFirstAudio = 1,  // a stream has not played yet (time to first audio)
+  kAhead = 2,       // the stream is ahead of real-time playback: filling its buffer
+};
+
+// What the scheduler's policy gives the kinds to decide urgency and back-pressure.
+struct Pacing {
+  int64_t max_batch = 16;
+  // A playing stream less than this far ahead of real-time playback is starving.
+  double starving_below_s = 1.0;
+};
+
+// Work a StepKind proposes: units of work of one voice and one shape, most urgent first. A unit
+// is one stream's next piece of this kind's work (a sentence, a chunk, a token); a stream may
+// have several consecutive units in a batch, in its own order, and keeping any prefix of `items`
+// must be a valid smaller batch.
+struct Batch {
+  Urgency urgency = Urgency::kAhead;  // of the first item
+  double seconds_ahead = 0.0;         // of the first item's stream (ties go to the lowest)
+  VoiceEntry* voice = nullptr;
+  std::vector<std::shared_ptr<Stream>> items;
+};
+
+// What a step made: audio per item (empty vectors for kinds that make none) and the items that
+// failed on their own (the rest of the batch carries on).
+struct StepOutput {
+  std::vector<std::vector<float>> audio;
+  std::vector<std::exception_ptr> errors;
+};
+
+class StepKind {
+ public:
+  virtual ~StepKind() = default;
+  // "acoustic", "vocoder": the label of this kind's metrics.
+  virtual const char* name() const = 0;
+  // Device thread, under the scheduler's lock: the batch this kind would run next from the
+  // running streams, at most pacing.max_batch items; empty when none wants this kind of work.
+  // May stage work within a stream's device-thread fields but consumes nothing.
+  virtual Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                        Clock::time_point now) = 0;
+  // Device thread: bytes the step for the first `size` items of `batch` takes from the
+  // allocator (MemoryBudget::footprint of its plan; plans are cached by shape). The voice is
+  // loaded.
+  virtual uint64_t footprint(const Batch& batch, size_t size) = 0;
+  // The error for a batch of one whose footprint is more than the `available` bytes.
+  virtual server::ApiError too_big(const Batch& batch, uint64_t footprint,
+                                   uint64_t available) const = 0;
+  // Device thread, without the lock: runs `batch` in planned arenas, advancing the streams'
+  // device-thread state. Throwing fails every request in the batch.
+  virtual StepOutput run(const Batch& batch, MemoryBudget& budget) = 0;
+};
+
+}  // namespace voxd::scheduler

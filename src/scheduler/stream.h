@@ -1,0 +1,72 @@
+// One admitted request as the scheduler sees it: the sentences still to go through the acoustic
+// model, the mel waiting for the vocoder, and the audio made and not yet taken by the connection
+// thread. The connection thread and the device thread share it through the Scheduler's mutex;
+// the fields marked "device thread" are touched by the device thread alone.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "pipeline/vocoder_chunker.h"
+
+namespace voxd::scheduler {
+
+struct VoiceEntry;
+
+using Clock = std::chrono::steady_clock;
+
+struct Stream {
+  enum class State { kRunning, kDone, kFailed, kCancelled };
+
+  // Fixed at admission.
+  uint64_t id = 0;
+  VoiceEntry* voice = nullptr;
+  float speed = 1.0f;
+  Clock::time_point admitted;
+  Clock::time_point deadline;
+  int64_t sample_rate = 0;
+  // The acoustic model takes a stream's next sentence only while it holds at most this many mel
+  // frames (about one vocoder chunk with its context), so mel held stays under one sentence
+  // plus this.
+  int64_t lookahead_frames = 0;
+  // The vocoder makes no more audio for the stream while this much is waiting for the client.
+  int64_t max_buffered_samples = 0;
+
+  // Device thread: sentences (symbol ids) not yet through the acoustic model, in order.
+  std::deque<std::vector<int64_t>> sentences;
+  // Device thread: each sentence's mel, cut into vocoder chunks, oldest sentence first.
+  std::deque<VocoderChunker> chunkers;
+  // Device thread: chunks taken from the chunkers and not yet vocoded, in stream order.
+  std::deque<MelChunk> ready;
+
+  // Under the scheduler's mutex.
+  State state = State::kRunning;
+  std::exception_ptr error;              // why, when kFailed
+  std::deque<std::vector<float>> audio;  // made, not yet taken by the connection thread
+  int64_t buffered_samples = 0;          // in `audio`
+  int64_t produced_samples = 0;          // ever made
+  std::optional<Clock::time_point> first_audio;
+  int64_t mel_frames = 0;               // mel held: chunkers' retained frames and ready chunks
+  int64_t pending_sentences = 0;        // sentences.size()
+  int64_t largest_sentence_frames = 0;  // of the sentences through the acoustic model so far
+  bool finished_making = false;         // every sentence vocoded: `audio` is all there will be
+  std::condition_variable wake;         // the connection thread waits on it
+
+  bool running() const { return state == State::kRunning; }
+  // Seconds of audio made beyond what a listener who started at the first audio has heard by
+  // `now`: how far ahead of real-time playback the stream is (0 before its first audio).
+  double seconds_ahead(Clock::time_point now) const;
+  // The next chunk to vocode, taken from the chunkers as needed (device thread); null when the
+  // stream has none now. `index` counts from the oldest ready chunk.
+  const MelChunk* peek_chunk(size_t index);
+  // Mel frames the device thread holds for this stream now.
+  int64_t held_mel_frames() const;
+};
+
+}  // namespace voxd::scheduler

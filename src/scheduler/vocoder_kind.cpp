@@ -1,0 +1,175 @@
+#include "scheduler/vocoder_kind.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "core/memory_summary.h"
+#include "models/workspace_steps.h"
+#include "scheduler/voice_pool.h"
+
+namespace voxd::scheduler {
+namespace {
+
+constexpr size_t kMaxPlans = 4096;
+
+struct Candidate {
+  std::shared_ptr<Stream> stream;
+  Urgency urgency;
+  double ahead;
+  int64_t room;      // samples the stream's buffer still takes
+  size_t taken = 0;  // its chunks in the batch so far
+};
+
+// The position of each item's chunk among its stream's ready chunks: how many earlier items
+// are of the same stream.
+std::vector<size_t> chunk_indices(const Batch& batch) {
+  std::map<const Stream*, size_t> seen;
+  std::vector<size_t> indices;
+  indices.reserve(batch.items.size());
+  for (const auto& stream : batch.items) indices.push_back(seen[stream.get()]++);
+  return indices;
+}
+
+}  // namespace
+
+Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+                           const Pacing& pacing, Clock::time_point now) {
+  std::vector<Candidate> candidates;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    if (!stream->running()) continue;
+    const MelChunk* chunk = stream->peek_chunk(0);
+    if (chunk == nullptr) continue;
+    const int64_t room = stream->max_buffered_samples - stream->buffered_samples;
+    if (chunk->samples > room) continue;
+    const double ahead = stream->seconds_ahead(now);
+    const Urgency urgency = !stream->first_audio              ? Urgency::kFirstAudio
+                            : ahead < pacing.starving_below_s ? Urgency::kStarving
+                                                              : Urgency::kAhead;
+    candidates.push_back({stream, urgency, ahead, room});
+  }
+  Batch batch;
+  if (candidates.empty()) return batch;
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.urgency != b.urgency) return a.urgency < b.urgency;
+    if (a.ahead != b.ahead) return a.ahead < b.ahead;
+    return a.stream->admitted < b.stream->admitted;
+  });
+  batch.urgency = candidates.front().urgency;
+  batch.seconds_ahead = candidates.front().ahead;
+  batch.voice = candidates.front().stream->voice;
+  const int64_t frames = candidates.front().stream->peek_chunk(0)->mel.size(1);
+  // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before
+  // any gets a second, and every prefix of the batch keeps each stream's chunks in order.
+  const auto full = [&] { return static_cast<int64_t>(batch.items.size()) >= pacing.max_batch; };
+  for (size_t pass = 0; !full(); ++pass) {
+    bool added = false;
+    for (Candidate& c : candidates) {
+      if (full()) break;
+      if (c.taken != pass || c.stream->voice != batch.voice) continue;
+      const MelChunk* chunk = c.stream->peek_chunk(pass);
+      if (chunk == nullptr || chunk->mel.size(1) != frames || chunk->samples > c.room) continue;
+      batch.items.push_back(c.stream);
+      c.room -= chunk->samples;
+      ++c.taken;
+      added = true;
+    }
+    if (!added) break;
+  }
+  return batch;
+}
+
+int64_t VocoderKind::frames_of(const Batch& batch) {
+  return batch.items.front()->ready.front().mel.size(1);
+}
+
+bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
+  return cuda_graphs_ && runtime_.backend().can_capture() &&
+         frames == chunk_frames_ + 2 * voice.config.vocoder.receptive_field_frames();
+}
+
+uint64_t VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
+  const auto key = std::make_tuple(&voice, chunks, frames);
+  auto at = plans_.find(key);
+  if (at != plans_.end()) return at->second;
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+  const uint64_t bytes = plan_vocoder(runtime_.backend(), voice.voice->vocoder(), chunks, frames);
+  return plans_.emplace(key, bytes).first->second;
+}
+
+uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
+  const VoiceEntry& voice = *batch.voice;
+  const int64_t frames = frames_of(batch);
+  const auto chunks = static_cast<int64_t>(size);
+  // A recorded graph keeps its arena: replaying it takes nothing more; recording it takes its
+  // plan for good.
+  if (use_graphs(voice, frames) && voice.graph_batches.contains(chunks)) return 0;
+  return MemoryBudget::footprint(plan(voice, chunks, frames));
+}
+
+server::ApiError VocoderKind::too_big(const Batch& batch, uint64_t footprint,
+                                      uint64_t available) const {
+  server::ApiError error;
+  error.status = 503;
+  error.type = "server_error";
+  error.code = "insufficient_memory";
+  error.retry_after_s = 1;
+  error.message = "one vocoder chunk of " + std::to_string(frames_of(batch)) +
+                  " mel frames needs " + format_bytes(footprint) +
+                  " of device memory, more than the " + format_bytes(available) +
+                  " this server has for one step; start it with more memory or smaller "
+                  "--chunk-frames";
+  return error;
+}
+
+StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
+  VoiceEntry& voice = *batch.voice;
+  const HifiGan& vocoder = voice.voice->vocoder();
+  const int64_t n_mels = vocoder.config().num_mels;
+  const int64_t frames = frames_of(batch);
+  const auto chunks = static_cast<int64_t>(batch.items.size());
+  const std::vector<size_t> indices = chunk_indices(batch);
+
+  Tensor mel = Tensor::empty({chunks, n_mels, frames}, DType::F32);
+  const size_t chunk_values = static_cast<size_t>(n_mels * frames);
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const Tensor& given = batch.items[i]->ready[indices[i]].mel;
+    std::memcpy(mel.data<float>() + i * chunk_values, given.data<float>(),
+                chunk_values * sizeof(float));
+  }
+  Tensor audio;
+  if (use_graphs(voice, frames)) {
+    if (!voice.graphs)
+      voice.graphs = std::make_unique<VocoderGraphs>(runtime_.context(), vocoder, frames);
+    audio = voice.graphs->run(mel);
+    voice.graph_batches.insert(chunks);
+    voices_.update_graph_bytes();
+  } else {
+    audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
+                             plan(voice, chunks, frames));
+  }
+
+  StepOutput out;
+  out.audio.resize(batch.items.size());
+  out.errors.resize(batch.items.size());
+  const int64_t out_samples = audio.size(1);
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const MelChunk& chunk = batch.items[i]->ready[indices[i]];
+    const float* row =
+        audio.data<float>() + static_cast<int64_t>(i) * out_samples + chunk.skip_samples;
+    out.audio[i].assign(row, row + chunk.samples);
+  }
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (indices[i] == 0) {
+      Stream& stream = *batch.items[i];
+      const size_t taken =
+          static_cast<size_t>(std::count(batch.items.begin(), batch.items.end(), batch.items[i]));
+      stream.ready.erase(stream.ready.begin(),
+                         stream.ready.begin() + static_cast<std::ptrdiff_t>(taken));
+    }
+  }
+  return out;
+}
+
+}  // namespace voxd::scheduler

@@ -1,0 +1,49 @@
+// The vocoder's steps: HiFiGAN over mel chunks of many streams of one voice at once, all of one
+// shape (interior chunks share one, so streams in full flow batch together), in one planned arena
+// or, where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
+// only while the audio waiting for its client has room for them (back-pressure).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "scheduler/step_kind.h"
+
+namespace voxd::scheduler {
+
+class VoicePool;
+
+class VocoderKind final : public StepKind {
+ public:
+  // `cuda_graphs`: run interior chunks through recorded graphs where the backend can.
+  VocoderKind(DeviceRuntime& runtime, VoicePool& voices, int64_t chunk_frames, bool cuda_graphs)
+      : runtime_(runtime),
+        voices_(voices),
+        chunk_frames_(chunk_frames),
+        cuda_graphs_(cuda_graphs) {}
+
+  const char* name() const override { return "vocoder"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override;
+  uint64_t footprint(const Batch& batch, size_t size) override;
+  server::ApiError too_big(const Batch& batch, uint64_t footprint,
+                           uint64_t available) const override;
+  StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+
+ private:
+  // The mel frames of the batch's chunks.
+  static int64_t frames_of(const Batch& batch);
+  // Whether chunks of `frames` of `voice` run through recorded graphs.
+  bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
+  // plan_vocoder of `voice` at (chunks, frames), cached.
+  uint64_t plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
+
+  DeviceRuntime& runtime_;
+  VoicePool& voices_;
+  int64_t chunk_frames_;
+  bool cuda_graphs_;
+  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t>, uint64_t> plans_;
+};
+
+}  // namespace voxd::scheduler
