@@ -268,28 +268,27 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
   HifiGan model;
   model.config_ = config;
   model.precision_ = PrecisionPolicy::for_weights(dtype);
+  const PrecisionPolicy& precision = model.precision_;
   const auto make_conv = [&](const std::string& prefix, const Shape& shape, int64_t out_channels,
-                             int64_t stride, int64_t padding, int64_t dilation) {
+                             int64_t stride, int64_t padding, int64_t dilation, DType dtype) {
     Conv c;
-    c.weight =
-        ops::to_device(ctx, load_folded_weight(weights, prefix, shape), model.precision_.compute);
-    c.bias =
-        load_parameter(ctx, weights, prefix + ".bias", {out_channels}, model.precision_.compute);
+    c.weight = ops::to_device(ctx, load_folded_weight(weights, prefix, shape), dtype);
+    c.bias = load_parameter(ctx, weights, prefix + ".bias", {out_channels}, dtype);
     c.stride = stride;
     c.padding = padding;
     c.dilation = dilation;
     return c;
   };
   const int64_t c0 = config.upsample_initial_channel;
-  model.conv_pre_ =
-      make_conv("conv_pre", {c0, config.num_mels, kOuterKernel}, c0, 1, kOuterPadding, 1);
+  model.conv_pre_ = make_conv("conv_pre", {c0, config.num_mels, kOuterKernel}, c0, 1, kOuterPadding,
+                              1, precision.stream);
   for (int64_t i = 0; i < config.num_upsamples(); ++i) {
     const int64_t u = config.upsample_rates[static_cast<size_t>(i)];
     const int64_t k = config.upsample_kernel_sizes[static_cast<size_t>(i)];
     const int64_t cin = config.channels(i);
     const int64_t cout = config.channels(i + 1);
-    model.ups_.push_back(
-        make_conv("ups." + std::to_string(i), {cin, cout, k}, cout, u, (k - u) / 2, 1));
+    model.ups_.push_back(make_conv("ups." + std::to_string(i), {cin, cout, k}, cout, u, (k - u) / 2,
+                                   1, precision.compute));
     for (int64_t j = 0; j < config.num_kernels(); ++j) {
       const std::string prefix = "resblocks." + std::to_string(i * config.num_kernels() + j);
       const int64_t rk = config.resblock_kernel_sizes[static_cast<size_t>(j)];
@@ -301,10 +300,10 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
       for (size_t m = 0; m < dilations_used(config.resblock); ++m) {
         const int64_t d = dilations[m];
         block.dilated.push_back(make_conv(prefix + dilated_name + std::to_string(m), shape, cout, 1,
-                                          get_padding(rk, d), d));
+                                          get_padding(rk, d), d, precision.compute));
         if (config.resblock == 1) {
           block.plain.push_back(make_conv(prefix + ".convs2." + std::to_string(m), shape, cout, 1,
-                                          get_padding(rk, 1), 1));
+                                          get_padding(rk, 1), 1, precision.compute));
         }
       }
       model.resblocks_.push_back(std::move(block));
@@ -312,7 +311,7 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
   }
   model.conv_post_ =
       make_conv("conv_post", {1, config.channels(config.num_upsamples()), kOuterKernel}, 1, 1,
-                kOuterPadding, 1);
+                kOuterPadding, 1, precision.stream);
   return model;
 }
 
@@ -349,9 +348,9 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     throw Error("HifiGan::forward: mel has dtype " + std::string(dtype_name(mel.dtype())) +
                 ", expected a floating dtype");
   }
-  // The convs run in the compute dtype; the stage sums and the activations between convs in the
-  // stream dtype.
-  Tensor x = precision_.to_stream(ctx, conv(ctx, conv_pre_, precision_.to_compute(ctx, mel)));
+  // conv_pre and conv_post run in the stream dtype, the other convs in the compute dtype; the
+  // stage sums and the activations between convs are in the stream dtype.
+  Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel));
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   for (size_t i = 0; i < ups_.size(); ++i) {
     ops::leaky_relu_(ctx, x, kLreluSlope);
@@ -373,8 +372,7 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     x = ops::scale(ctx, sum, 1.0f / static_cast<float>(num_kernels));
   }
   ops::leaky_relu_(ctx, x, kFinalSlope);
-  x = ops::tanh(ctx,
-                precision_.to_stream(ctx, conv(ctx, conv_post_, precision_.to_compute(ctx, x))));
+  x = ops::tanh(ctx, conv(ctx, conv_post_, x));
   return x.reshape({x.size(0), x.size(2)});
 }
 

@@ -13,9 +13,10 @@
 // Resblock convs pad by get_padding(k, d) = (k·d − d)/2, so they keep the length.
 // Every conv carries weight norm (dim 0): weight = g · v / ‖v‖ with the norm over all dims but
 // the first, i.e. per output channel for Conv1d and per input channel for ConvTranspose1d.
-// Precision (PrecisionPolicy): the convs and their weights in the compute dtype; the activations
-// between them (leaky ReLU, resblock residual sums, the stage mean, tanh) and the audio in the
-// stream dtype.
+// Precision (PrecisionPolicy): the upsampling and resblock convs and their weights in the compute
+// dtype; the model's edge convs (conv_pre, which reads the mel, and conv_post, which writes the
+// audio; 0.3 % of V1's multiply-adds), the activations between convs (leaky ReLU, resblock
+// residual sums, the stage mean, tanh) and the audio in the stream dtype.
 #pragma once
 
 #include <cstdint>
@@ -75,19 +76,19 @@ class HifiGan {
   // Reads the parameters from `weights` by the original's state-dict names (conv_pre.*,
   // ups.N.*, resblocks.N.convs1/convs2/convs.M.*, conv_post.*), each either as weight_g +
   // weight_v (folded here, on the host) or as a folded .weight, plus .bias; checks every shape
-  // against `config` and moves them to ctx's device in PrecisionPolicy::for_weights(dtype)'s
-  // compute dtype. Other tensors are ignored; a missing or misshapen one throws voxd::Error
-  // naming it.
+  // against `config` and moves them to ctx's device in the dtypes PrecisionPolicy::for_weights(
+  // dtype) gives. Other tensors are ignored; a missing or misshapen one throws voxd::Error naming
+  // it.
   static HifiGan load(Context& ctx, const HifiGanConfig& config, const WeightSource& weights,
                       DType dtype = DType::F32);
 
-  // mel [B, num_mels, T] (T ≥ 1) on ctx's device, any floating dtype (converted to dtype()
-  // first) -> audio [B, output_length(T)] in [−1, 1] in the stream dtype (the weights' dtype,
+  // mel [B, num_mels, T] (T ≥ 1) on ctx's device, in any floating dtype (converted as conv_pre
+  // needs) -> audio [B, output_length(T)] in [−1, 1], in the stream dtype (the weights' dtype,
   // F32 for BF16). The original returns [B, 1, T·hop]; the channel dimension is dropped here.
   Tensor forward(Context& ctx, const Tensor& mel) const;
 
   const HifiGanConfig& config() const { return config_; }
-  // The convs' dtype, in which forward() takes a mel without converting it.
+  // The dtype the weights were loaded in (PrecisionPolicy's compute dtype).
   DType dtype() const { return precision_.compute; }
 
  private:

@@ -16,8 +16,9 @@ namespace voxd {
 //            and outputs (the backend accumulates in F32 and rounds the output once);
 //   stream   everything else: the residual stream and the sums carried between layers, layer
 //            norms and their parameters, embedding and position tables, element-wise ops, the
-//            variance predictors' output heads (what bucketize and the duration rounding read)
-//            and the models' final outputs.
+//            models' final outputs, and a few small matrix layers whose rounding would reach an
+//            output undiluted: the variance predictors' output heads (what bucketize and the
+//            duration rounding read) and HiFiGAN's edge convs (conv_pre, conv_post).
 // F32 and F16 run in one dtype (stream == compute, so no cast is ever made). BF16 keeps 8
 // mantissa bits, too few for sums carried across layers or for values compared with bin
 // boundaries, so under BF16 the stream is F32.
