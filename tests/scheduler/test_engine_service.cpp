@@ -1,0 +1,511 @@
+// EngineService on the CPU backend with the bundled en-demo voice: audio through the scheduler
+// equals Synthesizer's and each request's alone, however requests are batched or the memory
+// budget cuts batches; overload, cancel, timeout and drain leave the service serving and its
+// workspace memory at zero; lazy voices unload the least recently used one when memory is short;
+// a 100,000-character request holds bounded audio and mel while its client reads slowly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/registry.h"
+#include "core/caching_allocator.h"
+#include "core/error.h"
+#include "models/voice.h"
+#include "pipeline/synthesizer.h"
+#include "scheduler/engine_service.h"
+#include "scheduler/scheduler.h"
+#include "server/api_error.h"
+
+namespace voxd::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+using server::ApiError;
+
+const std::string kDemoVoice = std::string(VOXD_SOURCE_DIR) + "/voices/en-demo";
+// One CPU thread: OpenMP threads spinning at barriers slow down badly on a busy machine, and these
+// tests compare audio, not speed.
+constexpr int kThreads = 1;
+constexpr int64_t kChunkFrames = 64;
+constexpr float kTolerance = 1e-4f;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+const std::vector<std::string> kTexts = {
+    "Hello there.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Good morning! How are you today?",
+    "Numbers like 42 and 7 are read aloud.",
+    "She sells sea shells by the sea shore.",
+    "A short one.",
+    "Please call me back when you can.",
+    "The rain in Spain stays mainly in the plain.",
+    "Hello there.",
+    "We will meet at noon by the old bridge.",
+    "Coffee first, then the news.",
+    "The quick brown fox jumps over the lazy dog.",
+    "It is a truth universally acknowledged.",
+    "Stop. Look. Listen.",
+    "Seven ducks swam across the pond.",
+    "Thank you for waiting.",
+};
+// One sentence long enough for several interior vocoder chunks.
+const std::string kLongSentence =
+    "The travellers walked slowly along the dusty road that led from the old mill by the river "
+    "towards the distant hills.";
+
+EngineConfig demo_config() {
+  EngineConfig config;
+  config.voice_dirs = {kDemoVoice};
+  config.runtime.backend = "cpu";
+  config.runtime.threads = kThreads;
+  config.chunk_frames = kChunkFrames;
+  return config;
+}
+
+server::SpeechRequest request(const std::string& text, const std::string& voice = "en-demo") {
+  server::SpeechRequest r;
+  r.model = "voxd";
+  r.input = text;
+  r.voice = voice;
+  return r;
+}
+
+// Keeps every sample; can stop after a number of writes (the client going away).
+class CollectingSink final : public server::SpeechSink {
+ public:
+  explicit CollectingSink(server::CancelToken* cancel = nullptr, size_t stop_after = SIZE_MAX)
+      : cancel_(cancel), stop_after_(stop_after) {}
+  bool write(std::span<const float> samples) override {
+    audio.insert(audio.end(), samples.begin(), samples.end());
+    if (++writes >= stop_after_) {
+      if (cancel_) cancel_->cancel();
+      return false;
+    }
+    return true;
+  }
+  bool connected() override { return !(cancel_ && cancel_->cancelled()); }
+
+  std::vector<float> audio;
+  size_t writes = 0;
+
+ private:
+  server::CancelToken* cancel_;
+  size_t stop_after_;
+};
+
+std::vector<float> speak(EngineService& service, const server::SpeechRequest& r) {
+  std::unique_ptr<server::SpeechJob> job = service.admit(r);
+  CollectingSink sink;
+  server::CancelToken cancel;
+  job->run(sink, cancel);
+  return sink.audio;
+}
+
+// What Synthesizer makes for `text` with the same voice and chunking.
+std::vector<float> synthesize(const std::string& text) {
+  std::unique_ptr<Backend> backend = make_backend("cpu", kThreads);
+  Context ctx(*backend, host_allocator());
+  std::unique_ptr<Voice> voice = Voice::load(ctx, kDemoVoice);
+  Synthesizer synthesizer(ctx, *voice);
+  SynthesisOptions options;
+  options.chunk_frames = kChunkFrames;
+  std::vector<float> audio;
+  synthesizer.synthesize_text(text, options, [&](const float* samples, size_t count) {
+    audio.insert(audio.end(), samples, samples + count);
+  });
+  return audio;
+}
+
+void expect_same_audio(const std::vector<float>& expected, const std::vector<float>& actual,
+                       const std::string& what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  ASSERT_FALSE(expected.empty()) << what;
+  float worst = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    worst = std::max(worst, std::abs(expected[i] - actual[i]));
+  }
+  EXPECT_LT(worst, kTolerance) << what;
+}
+
+void expect_valid_audio(const std::vector<float>& audio) {
+  ASSERT_FALSE(audio.empty());
+  for (float s : audio) ASSERT_TRUE(std::isfinite(s));
+}
+
+// Waits (bounded) until the service has nothing admitted, held or running.
+void wait_idle(const EngineService& service) {
+  for (int i = 0; i < 500 && !service.idle_memory().idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(service.idle_memory().idle);
+}
+
+void expect_workspace_free(EngineService& service) {
+  wait_idle(service);
+  const EngineService::IdleMemory idle = service.idle_memory();
+  EXPECT_EQ(idle.unexplained_bytes, 0u) << idle.summary;
+  EXPECT_EQ(service.runtime().allocator().stats().allocated_bytes,
+            service.runtime().weights_bytes());
+}
+
+ApiError admit_error(EngineService& service, const server::SpeechRequest& r) {
+  try {
+    (void)service.admit(r);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "admit() did not refuse";
+  return {};
+}
+
+// The bytes the allocator holds once en-demo is loaded, and a limit `extra` above it.
+uint64_t reserved_with_weights() {
+  EngineService service(demo_config());
+  return service.runtime().allocator().stats().reserved_bytes;
+}
+
+TEST(EngineService, OneRequestEqualsSynthesizer) {
+  // Two sentences, the second with interior chunks.
+  const std::string text = "Hello there. " + kTexts[1];
+  const std::vector<float> expected = synthesize(text);
+  EngineService service(demo_config());
+  expect_same_audio(expected, speak(service, request(text)), text);
+  expect_workspace_free(service);
+}
+
+TEST(EngineService, ConcurrentRequestsEqualEachServedAlone) {
+  EngineService service(demo_config());
+  std::vector<std::vector<float>> alone;
+  for (const std::string& text : kTexts) alone.push_back(speak(service, request(text)));
+
+  std::vector<std::vector<float>> together(kTexts.size());
+  std::vector<std::thread> threads;
+  std::barrier start(static_cast<std::ptrdiff_t>(kTexts.size()));
+  for (size_t i = 0; i < kTexts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      together[i] = speak(service, request(kTexts[i]));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < kTexts.size(); ++i) expect_same_audio(alone[i], together[i], kTexts[i]);
+  EXPECT_GT(service.step_counts("vocoder").largest_batch, 1);
+  expect_workspace_free(service);
+}
+
+TEST(EngineService, FullQueueAnswers503WithRetryAfterAndServesTheAccepted) {
+  EngineConfig config = demo_config();
+  config.max_queue = 2;
+  EngineService service(config);
+  constexpr size_t kClients = 6;
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs(kClients);
+  std::vector<std::optional<ApiError>> refused(kClients);
+  std::vector<std::vector<float>> audio(kClients);
+  std::barrier admitted(static_cast<std::ptrdiff_t>(kClients));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        jobs[i] = service.admit(request(kTexts[i]));
+      } catch (const ApiError& e) {
+        refused[i] = e;
+      }
+      admitted.arrive_and_wait();  // every client asks while the accepted ones are queued
+      if (jobs[i]) {
+        CollectingSink sink;
+        server::CancelToken cancel;
+        jobs[i]->run(sink, cancel);
+        jobs[i].reset();
+        audio[i] = sink.audio;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  size_t accepted = 0;
+  for (size_t i = 0; i < kClients; ++i) {
+    if (refused[i]) {
+      EXPECT_EQ(refused[i]->status, 503);
+      ASSERT_TRUE(refused[i]->retry_after_s.has_value());
+      EXPECT_GT(*refused[i]->retry_after_s, 0);
+    } else {
+      ++accepted;
+      expect_valid_audio(audio[i]);
+    }
+  }
+  EXPECT_EQ(accepted, config.max_queue);
+  expect_valid_audio(speak(service, request("After the rush.")));
+}
+
+TEST(EngineService, NothingToPronounceIs400BeforeAnyAudio) {
+  EngineService service(demo_config());
+  const ApiError error = admit_error(service, request("... !!! ..."));
+  EXPECT_EQ(error.status, 400);
+  EXPECT_EQ(error.param, "input");
+}
+
+TEST(EngineService, CancelMidStreamFreesTheWorkspaceAndKeepsServing) {
+  EngineService service(demo_config());
+  std::string text;
+  for (int i = 0; i < 6; ++i) text += kLongSentence + " ";
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(text));
+  server::CancelToken cancel;
+  CollectingSink sink(&cancel, 2);
+  job->run(sink, cancel);
+  EXPECT_EQ(sink.writes, 2u);
+  const int64_t steps = static_cast<int64_t>(service.step_counts("vocoder").steps);
+  job.reset();
+  expect_workspace_free(service);
+  EXPECT_TRUE(service.load().streams.empty());
+  // The cancelled stream made at most its buffer's worth more after the client left.
+  EXPECT_LE(static_cast<int64_t>(service.step_counts("vocoder").steps), steps + 4);
+  expect_valid_audio(speak(service, request("Still here.")));
+}
+
+TEST(EngineService, RequestPastItsTimeoutFailsWith504) {
+  EngineConfig config = demo_config();
+  config.request_timeout = std::chrono::milliseconds(1);
+  EngineService service(config);
+  std::string text;
+  for (int i = 0; i < 4; ++i) text += kLongSentence + " ";
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(text));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CollectingSink sink;
+  server::CancelToken cancel;
+  try {
+    job->run(sink, cancel);
+    ADD_FAILURE() << "run() finished a request past its timeout";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 504);
+  }
+  job.reset();
+  expect_workspace_free(service);
+}
+
+TEST(EngineService, DrainFinishesInFlightWorkAndRefusesNewRequests) {
+  EngineService service(demo_config());
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  jobs.push_back(service.admit(request(kTexts[1])));
+  jobs.push_back(service.admit(request(kTexts[2])));
+  std::vector<std::vector<float>> audio(jobs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      CollectingSink sink;
+      server::CancelToken cancel;
+      jobs[i]->run(sink, cancel);
+      jobs[i].reset();
+      audio[i] = sink.audio;
+    });
+  }
+  EXPECT_EQ(service.drain(std::chrono::minutes(2)), 0u);
+  for (std::thread& t : threads) t.join();
+  for (const auto& a : audio) expect_valid_audio(a);
+  const ApiError error = admit_error(service, request("Too late."));
+  EXPECT_EQ(error.status, 503);
+  EXPECT_FALSE(service.readiness().ready);
+}
+
+TEST(EngineService, DrainCancelsWhatOutlastsTheGrace) {
+  EngineService service(demo_config());
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(kLongSentence));
+  EXPECT_EQ(service.drain(std::chrono::milliseconds(0)), 1u);
+  CollectingSink sink;
+  server::CancelToken cancel;
+  try {
+    job->run(sink, cancel);
+    ADD_FAILURE() << "run() went on after drain cancelled it";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 503);
+  }
+  job.reset();
+  expect_workspace_free(service);
+}
+
+TEST(EngineService, BudgetTooSmallForABatchShrinksItAndKeepsTheAudio) {
+  std::vector<std::vector<float>> alone;
+  const std::vector<std::string> texts = {kLongSentence, kTexts[1], kLongSentence, kTexts[7]};
+  {
+    EngineService roomy(demo_config());
+    for (const std::string& text : texts) alone.push_back(speak(roomy, request(text)));
+  }
+  // Room for two interior vocoder chunks at once (6 MiB on en-demo), not four (12 MiB).
+  EngineConfig config = demo_config();
+  config.runtime.memory_limit = MemoryAmount::bytes(reserved_with_weights() + 7 * kMiB);
+  EngineService service(config);
+  std::vector<std::vector<float>> together(texts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    threads.emplace_back([&, i] { together[i] = speak(service, request(texts[i])); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < texts.size(); ++i) expect_same_audio(alone[i], together[i], texts[i]);
+  EXPECT_GT(service.step_counts("vocoder").shrunk, 0u);
+  EXPECT_LE(service.runtime().allocator().stats().peak_reserved_bytes,
+            service.runtime().limit_bytes());
+  expect_workspace_free(service);
+}
+
+TEST(EngineService, SentenceTooBigForTheBudgetFailsAloneWithAClearError) {
+  std::string huge =
+      "In the beginning of the long and winding afternoon the travellers walked slowly along the "
+      "dusty road that led from the old mill by the river towards the distant hills, talking "
+      "about the harvest, the weather, the price of bread in the market town and the stories "
+      "their grandparents had told them about the great storm that had flooded the valley";
+  EngineConfig config = demo_config();
+  config.runtime.memory_limit = MemoryAmount::bytes(reserved_with_weights() + 7 * kMiB);
+  EngineService service(config);
+  std::vector<float> small_audio;
+  std::thread small([&] { small_audio = speak(service, request(kTexts[2])); });
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(huge));
+  CollectingSink sink;
+  server::CancelToken cancel;
+  try {
+    job->run(sink, cancel);
+    ADD_FAILURE() << "a sentence beyond the memory budget was synthesized";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 413);
+    EXPECT_EQ(e.code, "sentence_too_long");
+    EXPECT_NE(e.message.find("split it into shorter sentences"), std::string::npos) << e.message;
+  }
+  job.reset();
+  small.join();
+  expect_valid_audio(small_audio);
+  expect_valid_audio(speak(service, request("Short sentences still work.")));
+  expect_workspace_free(service);
+}
+
+// A copy of en-demo named `name` in `root`.
+std::string copy_voice(const fs::path& root, const std::string& name) {
+  const fs::path dir = root / name;
+  fs::create_directories(dir);
+  for (const auto& file : fs::directory_iterator(kDemoVoice)) {
+    fs::copy_file(file.path(), dir / file.path().filename(), fs::copy_options::overwrite_existing);
+  }
+  nlohmann::json config;
+  std::ifstream(dir / "config.json") >> config;
+  config["name"] = name;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir.string();
+}
+
+TEST(EngineService, LazyVoicesLoadOnFirstUseAndUnloadTheLeastRecentlyUsed) {
+  const fs::path root = fs::temp_directory_path() / ("voxd-lazy-" + std::to_string(::getpid()));
+  EngineConfig config = demo_config();
+  config.voice_dirs = {copy_voice(root, "demo-a"), copy_voice(root, "demo-b")};
+  config.lazy_voices = true;
+  // One voice's weights and its steps fit; two voices' weights do not.
+  config.runtime.memory_limit = MemoryAmount::bytes(reserved_with_weights() + 12 * kMiB);
+  {
+    EngineService service(config);
+    EXPECT_TRUE(service.loaded_voices().empty());
+    EXPECT_TRUE(service.readiness().ready) << service.readiness().reason;
+    EXPECT_EQ(service.voices().size(), 2u);
+
+    const std::vector<float> a = speak(service, request(kTexts[1], "demo-a"));
+    EXPECT_EQ(service.loaded_voices(), std::vector<std::string>{"demo-a"});
+    const std::vector<float> b = speak(service, request(kTexts[1], "demo-b"));
+    EXPECT_EQ(service.loaded_voices(), std::vector<std::string>{"demo-b"});
+    expect_same_audio(a, b, "the same voice under two names");
+    expect_same_audio(a, speak(service, request(kTexts[1], "demo-a")), "demo-a loaded again");
+    EXPECT_EQ(service.loaded_voices(), std::vector<std::string>{"demo-a"});
+    expect_workspace_free(service);
+  }
+  fs::remove_all(root);
+}
+
+// Reads slowly and checks, at every write, that the stream's held audio and mel stay within
+// bounds that do not grow with the text.
+class SlowReader final : public server::SpeechSink {
+ public:
+  SlowReader(EngineService& service, server::CancelToken& cancel, size_t stop_after)
+      : service_(service), cancel_(cancel), stop_after_(stop_after) {}
+  bool write(std::span<const float> samples) override {
+    samples_ += samples.size();
+    // The first few times, wait (bounded) until the scheduler stops filling this stream's
+    // buffer: back-pressure holds it at the bound while the client does not read.
+    if (writes < kFillWaits) {
+      for (int i = 0; i < 500 && !buffer_full(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_TRUE(buffer_full());
+    }
+    for (const SchedulerLoad::StreamLoad& s : service_.load().streams) {
+      EXPECT_LE(s.buffered_samples, s.max_buffered_samples);
+      EXPECT_LE(s.mel_frames, s.largest_sentence_frames + 6 * s.lookahead_frames);
+      most_buffered = std::max(most_buffered, s.buffered_samples);
+      most_mel = std::max(most_mel, s.mel_frames);
+      pending = s.pending_sentences;
+    }
+    if (++writes >= stop_after_) {
+      cancel_.cancel();
+      return false;
+    }
+    return true;
+  }
+  bool connected() override { return !cancel_.cancelled(); }
+
+  size_t writes = 0;
+  int64_t most_buffered = 0;
+  int64_t most_mel = 0;
+  int64_t pending = 0;
+
+ private:
+  static constexpr size_t kFillWaits = 3;
+
+  // Whether the stream's buffer has no room for another full chunk.
+  bool buffer_full() const {
+    for (const SchedulerLoad::StreamLoad& s : service_.load().streams) {
+      const int64_t chunk = s.max_buffered_samples / 4;
+      if (s.buffered_samples + chunk > s.max_buffered_samples) return true;
+    }
+    return false;
+  }
+
+  EngineService& service_;
+  server::CancelToken& cancel_;
+  size_t stop_after_;
+  size_t samples_ = 0;
+};
+
+TEST(EngineService, HundredThousandCharactersHoldBoundedAudioAndMel) {
+  std::string text;
+  while (text.size() < 100000) text += kLongSentence + " Then they rested. ";
+  EngineService service(demo_config());
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(text));
+  server::CancelToken cancel;
+  SlowReader reader(service, cancel, 20);
+  job->run(reader, cancel);
+  EXPECT_EQ(reader.writes, 20u);
+  EXPECT_GT(reader.most_buffered, 0);
+  EXPECT_GT(reader.most_mel, 0);
+  EXPECT_GT(reader.pending, 500);  // most of the text is still text
+  job.reset();
+  expect_workspace_free(service);
+}
+
+TEST(EngineService, BadConfigurationsAreRefusedWithActionableMessages) {
+  EngineConfig config = demo_config();
+  config.voice_dirs = {};
+  EXPECT_THROW(EngineService{config}, InputError);
+  config.voice_dirs = {kDemoVoice, kDemoVoice};
+  try {
+    EngineService service(config);
+    ADD_FAILURE() << "two voices of one name were accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("name"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace voxd::scheduler
