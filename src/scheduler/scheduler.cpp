@@ -111,16 +111,7 @@ std::shared_ptr<Stream> Scheduler::admit(VoiceEntry& voice, std::vector<text::Se
   stream->pending_sentences = static_cast<int64_t>(stream->sentences.size());
 
   std::unique_lock lock(mutex_);
-  if (std::optional<ApiError> refusal = refusal_locked()) {
-    if (refusal->code == "queue_full") {
-      if (server::MetricsRegistry* metrics = metrics_.load()) {
-        metrics
-            ->counter("voxd_engine_rejected_total", "Requests refused because the queue was full.")
-            .inc();
-      }
-    }
-    throw *refusal;
-  }
+  if (std::optional<ApiError> refusal = refusal_locked()) throw *refusal;
   stream->id = next_id_++;
   stream->admitted = Clock::now();
   stream->deadline = stream->admitted + options_.request_timeout;
@@ -228,7 +219,9 @@ void Scheduler::release(Stream& stream) {
 size_t Scheduler::drain(std::chrono::steady_clock::duration grace) {
   std::unique_lock lock(mutex_);
   draining_.store(true);
-  finished_.wait_for(lock, grace, [this] { return admitted_ == 0; });
+  // A day is "forever" here, and keeps now + grace from overflowing.
+  const auto wait = std::min<std::chrono::steady_clock::duration>(grace, std::chrono::hours(24));
+  finished_.wait_for(lock, wait, [this] { return admitted_ == 0; });
   size_t failed = 0;
   for (const auto& stream : streams_) {
     if (stream->running()) {
@@ -283,13 +276,20 @@ void Scheduler::loop() {
     if (stopping_) break;
     StepKind* chosen = nullptr;
     Batch best;
-    for (const auto& kind : kinds_) {
-      Batch batch = kind->propose(streams_, pacing_, now);
-      if (batch.items.empty()) continue;
-      if (chosen == nullptr || batch.urgency < best.urgency) {
-        chosen = kind.get();
-        best = std::move(batch);
+    try {
+      for (const auto& kind : kinds_) {
+        Batch batch = kind->propose(streams_, pacing_, now);
+        if (batch.items.empty()) continue;
+        if (chosen == nullptr || batch.urgency < best.urgency) {
+          chosen = kind.get();
+          best = std::move(batch);
+        }
       }
+    } catch (const std::exception& e) {
+      // A stream's state broke its kind's rules: end every stream rather than the thread.
+      spdlog::error("the scheduler could not choose a step: {}", e.what());
+      for (const auto& stream : streams_) fail(*stream, std::current_exception());
+      continue;
     }
     if (chosen == nullptr) {
       work_.wait_for(lock, kPoll);

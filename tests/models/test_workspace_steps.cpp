@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "core/caching_allocator.h"
 #include "core/error.h"
+#include "core/memory_source.h"
 #include "core/safetensors.h"
 #include "core/workspace_arena.h"
 #include "models/voice.h"
@@ -131,6 +133,47 @@ TEST(AcousticSteps, RunInTheirPlannedArenasWithTheUnplannedResult) {
 }
 
 // Frame-level pitch and energy, several speakers and forced durations take the same path.
+// The steps as a scheduler runs them: planned by shape (plan_acoustic) before the durations are
+// known, each run in an arena of that plan, the decoder on one sequence of the encoder's batch.
+// Sequences of equal length need no padding, so each one's mel is its mel alone.
+TEST(AcousticSteps, PlannedByShapeTheyRunInThoseArenasWithTheSameResult) {
+  const auto backend = make_backend("cpu", 1);
+  Context load(*backend, host_allocator());
+  const auto voice = Voice::load(load, kDemoVoice);
+  const FastSpeech2& model = voice->acoustic();
+  const std::vector<std::vector<int64_t>> ids = {{12, 40, 7, 51, 9, 33}, {5, 6, 7, 8, 9, 10}};
+  const SynthesisControls controls{};
+  const auto phonemes = static_cast<int64_t>(ids[0].size());
+  const AcousticPlan encoder = plan_acoustic(*backend, model, 2, phonemes, 1);
+
+  HostMemorySource source;
+  CachingAllocator upstream(source);
+  {
+    StepMemory memory;
+    const AcousticEncoding encoding = run_acoustic_encoder_step(
+        *backend, upstream, model, ids, {}, controls, encoder.encoder_bytes, &memory);
+    EXPECT_EQ(memory.high_water_bytes, memory.planned_bytes);
+    EXPECT_GE(upstream.stats().allocated_bytes, encoder.hidden_bytes);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const AcousticOutput want =
+          run_acoustic_steps(*backend, host_allocator(), model, {ids[i]}, {}, controls);
+      const int64_t frames = encoding.mel_lengths[i];
+      ASSERT_EQ(want.mel_lengths, std::vector<int64_t>{frames});
+      const uint64_t bytes = plan_acoustic(*backend, model, 1, phonemes, frames).decoder_bytes;
+      const AcousticOutput out = run_acoustic_decoder_step(
+          *backend, upstream, model, select_sequences(encoding, i, 1), controls, bytes, &memory);
+      EXPECT_EQ(memory.high_water_bytes, memory.planned_bytes);
+      EXPECT_EQ(out.mel_lengths, want.mel_lengths);
+      const std::vector<float> got = out.mel.to_float_vector();
+      const std::vector<float> expected = want.mel.to_float_vector();
+      ASSERT_EQ(got.size(), expected.size());
+      for (size_t v = 0; v < got.size(); ++v) ASSERT_NEAR(got[v], expected[v], 1e-4f) << v;
+    }
+    EXPECT_THROW(select_sequences(encoding, 1, 2), Error);
+  }
+  EXPECT_EQ(upstream.stats().allocated_bytes, 0u);
+}
+
 TEST(AcousticSteps, FrameLevelFixtureWithSpeakersAndForcedDurations) {
   const auto backend = make_backend("reference");
   Context load(*backend, host_allocator());

@@ -204,6 +204,28 @@ TEST(EngineService, ConcurrentRequestsEqualEachServedAlone) {
   expect_workspace_free(service);
 }
 
+TEST(EngineService, SentencesOfOneLengthShareAnAcousticStep) {
+  EngineService service(demo_config());
+  const std::vector<float> alone = speak(service, request(kTexts[1]));
+  // Admitted back to back: the device thread is busy with the first while the rest arrive.
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (int i = 0; i < 4; ++i) jobs.push_back(service.admit(request(kTexts[1])));
+  std::vector<std::vector<float>> audio(jobs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      CollectingSink sink;
+      server::CancelToken cancel;
+      jobs[i]->run(sink, cancel);
+      jobs[i].reset();
+      audio[i] = sink.audio;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& a : audio) expect_same_audio(alone, a, kTexts[1]);
+  EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
+}
+
 TEST(EngineService, FullQueueAnswers503WithRetryAfterAndServesTheAccepted) {
   EngineConfig config = demo_config();
   config.max_queue = 2;
