@@ -12,7 +12,10 @@ DEB_PACKAGES := build-essential cmake pkg-config git \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev
 
-.PHONY: all deps build test test-asan run bench format clean
+HOST ?= 127.0.0.1
+PORT ?= 8080
+
+.PHONY: all deps build test test-asan run hello bench format clean
 
 all: build
 
@@ -40,7 +43,17 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ctest -LE gpu --output-on-failure -j $(JOBS)
 
+# Serves $(VOICE) on http://$(HOST):$(PORT) (on the GPU when there is one, else the CPU) until
+# Ctrl-C; `voxd serve --help` and docs/server.md list the settings.
 run: build
+	@echo "voxd serve on http://$(HOST):$(PORT); try (in another terminal):"
+	@echo "  curl -sS http://$(HOST):$(PORT)/v1/audio/speech -H 'Content-Type: application/json' \\"
+	@echo "    -d '{\"model\": \"tts-1\", \"input\": \"Hello from voxd.\", \"voice\": \"$(notdir $(VOICE))\", \"response_format\": \"wav\"}' -o hello.wav"
+	@echo "  $(BUILD_DIR)/src/cli/voxd monitor --url http://$(HOST):$(PORT)"
+	$(BUILD_DIR)/src/cli/voxd serve --voice $(VOICE) --host $(HOST) --port $(PORT)
+
+# Speaks a sentence with $(VOICE) to out/hello.wav, no server.
+hello: build
 	@mkdir -p out
 	$(BUILD_DIR)/src/cli/voxd --log-level info synth --voice $(VOICE) --text "$(TEXT)" --out out/hello.wav
 	@echo "wrote out/hello.wav"

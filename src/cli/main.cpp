@@ -1,4 +1,5 @@
-// voxd command line: synthesize text or ids to audio, vocode a mel, list voices.
+// voxd command line: synthesize text or ids to audio, vocode a mel, list voices, plan memory,
+// serve speech over HTTP and watch a running server.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,8 @@
 
 #include "backends/runtime.h"
 #include "cli/mem_command.h"
+#include "cli/monitor_command.h"
+#include "cli/serve_command.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
 #include "core/npy.h"
@@ -228,8 +231,9 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--mel-out", synth.mel_out, "Also save the mel as .npy [n_mels, T]");
   synth_cmd
       ->add_option("--chunk-frames", synth.chunk_frames,
-                   "Vocode in chunks of this many mel frames (plus the vocoder's receptive field as context), "
-      "so memory does not grow with the sentence; 0: each sentence at once")
+                   "Vocode in chunks of this many mel frames (plus the vocoder's receptive field "
+                   "as context), "
+                   "so memory does not grow with the sentence; 0: each sentence at once")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   synth_cmd->add_flag("--memory-summary", synth.memory_summary,
@@ -244,8 +248,9 @@ int main(int argc, char** argv) {
   vocode_cmd->add_option("--out", vocode.out, "Output audio file")->capture_default_str();
   vocode_cmd
       ->add_option("--chunk-frames", vocode.chunk_frames,
-                   "Vocode in chunks of this many mel frames (plus the vocoder's receptive field as context), "
-      "so memory does not grow with the sentence; 0: each sentence at once")
+                   "Vocode in chunks of this many mel frames (plus the vocoder's receptive field "
+                   "as context), "
+                   "so memory does not grow with the sentence; 0: each sentence at once")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   vocode_cmd->add_flag("--memory-summary", vocode.memory_summary,
@@ -257,10 +262,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   voxd::add_mem_command(app);
+  voxd::ServeCommand serve(app);
+  voxd::add_monitor_command(app);
 
   if (auto command = unknown_command(app, argc, argv)) {
     std::cerr << "voxd: unknown command '" << *command
-              << "' (commands: synth, vocode, voices, mem; see voxd --help)\n";
+              << "' (commands: synth, vocode, voices, mem, serve, monitor; see voxd --help)\n";
     return 2;
   }
   try {
@@ -280,6 +287,7 @@ int main(int argc, char** argv) {
   try {
     if (*synth_cmd) return run_synth(global, synth);
     if (*vocode_cmd) return run_vocode(global, vocode);
+    if (serve.selected()) return serve.run(app);
     return run_voices(voices_root);
   } catch (const voxd::Error& e) {
     std::cerr << "voxd: error: " << e.what() << "\n";

@@ -42,7 +42,8 @@ struct RequestState {
   bool started = false;
   Clock::time_point start;
   std::string id;
-  json fields = json::object();  // added to the access log line (voice, chars, ttfa_ms, ...)
+  // Added to the access log line (voice, chars, ttfa_ms, ...), in this order.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 thread_local RequestState t_request;
 
@@ -315,7 +316,7 @@ void HttpApi::Impl::install() {
   server.set_tcp_nodelay(true);
 
   server.set_pre_routing_handler([](const Request& req, Response& res) {
-    t_request = RequestState{true, Clock::now(), request_id(req), json::object()};
+    t_request = RequestState{true, Clock::now(), request_id(req), {}};
     res.set_header("X-Request-Id", t_request.id);
     return HandlerResponse::Unhandled;
   });
@@ -559,10 +560,10 @@ void HttpApi::Impl::log_request(const Request& req, const Response& res) {
       .counter("voxd_http_requests_total", "HTTP requests by route and status code.",
                {{"route", route}, {"code", std::to_string(res.status)}})
       .inc();
-  json fields = {{"id", t_request.started ? t_request.id : new_request_id()},
-                 {"method", req.method},
-                 {"path", shown_path(req.path)},
-                 {"status", res.status}};
+  nlohmann::ordered_json fields = {{"id", t_request.started ? t_request.id : new_request_id()},
+                                   {"method", req.method},
+                                   {"path", shown_path(req.path)},
+                                   {"status", res.status}};
   if (t_request.started) {
     const double seconds = seconds_since(t_request.start);
     metrics_

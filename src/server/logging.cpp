@@ -13,7 +13,7 @@
 namespace voxd::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The fields of the line being logged on this thread (spdlog formats on the caller's thread).
 thread_local const json* t_fields = nullptr;

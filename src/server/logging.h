@@ -19,9 +19,9 @@ LogFormat parse_log_format(std::string_view name);
 // Sets the default logger's format; lines logged from now on follow it.
 void configure_logging(LogFormat format);
 
-// One line at `level`: `message`, then `fields` (an object) as key=value pairs in text, or as
-// members beside "msg" in JSON. Does nothing when the level is disabled.
+// One line at `level`: `message`, then `fields` (an object, in its order) as key=value pairs in
+// text, or as members after "msg" in JSON. Does nothing when the level is disabled.
 void log_event(spdlog::level::level_enum level, std::string_view message,
-               const nlohmann::json& fields);
+               const nlohmann::ordered_json& fields);
 
 }  // namespace voxd::server

@@ -1,0 +1,268 @@
+#include "cli/monitor_command.h"
+
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+#include "core/memory_summary.h"
+#include "server/prometheus_text.h"
+
+namespace voxd {
+namespace {
+
+using nlohmann::json;
+using server::Buckets;
+using server::Scrape;
+using Clock = std::chrono::steady_clock;
+
+struct MonitorOptions {
+  std::string url = "http://127.0.0.1:8080";
+  std::string api_key;
+  double interval_s = 1.0;
+  bool once = false;
+};
+
+// What one look at the server saw.
+struct Reading {
+  Clock::time_point time;
+  json memory;
+  Scrape metrics;
+};
+
+class Server {
+ public:
+  explicit Server(const MonitorOptions& options) : options_(options), client_(options.url) {
+    if (!client_.is_valid()) {
+      throw InputError("--url " + options.url + " is not an http://host:port address");
+    }
+    client_.set_connection_timeout(5);
+    client_.set_read_timeout(10);
+    if (!options.api_key.empty()) client_.set_bearer_token_auth(options.api_key);
+  }
+
+  Reading read() {
+    Reading reading;
+    reading.time = Clock::now();
+    reading.memory = json::parse(get("/debug/memory?format=json"), nullptr, false);
+    if (reading.memory.is_discarded() || !reading.memory.is_object()) {
+      throw Error(options_.url + "/debug/memory?format=json did not answer a JSON object");
+    }
+    reading.metrics = server::parse_prometheus_text(get("/metrics"));
+    return reading;
+  }
+
+ private:
+  std::string get(const std::string& path) {
+    const auto res = client_.Get(path.c_str());
+    if (!res) {
+      throw Error("cannot reach " + options_.url + path + ": " + httplib::to_string(res.error()));
+    }
+    if (res->status != 200) {
+      std::string message = res->body;
+      const json body = json::parse(res->body, nullptr, false);
+      if (body.is_object() && body.contains("error") && body["error"].contains("message")) {
+        message = body["error"]["message"].get<std::string>();
+      }
+      throw Error(options_.url + path + " answered " + std::to_string(res->status) + ": " +
+                  message + (res->status == 401 ? " (give the key with --api-key)" : ""));
+    }
+    return res->body;
+  }
+
+  const MonitorOptions& options_;
+  httplib::Client client_;
+};
+
+std::string bytes_of(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_number()) return "-";
+  return format_bytes(object[key].get<uint64_t>());
+}
+
+std::string fixed(std::optional<double> value, int decimals, const std::string& unit = "") {
+  if (!value || !std::isfinite(*value)) return "-";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, *value);
+  return text + unit;
+}
+
+std::optional<double> per_second(const Reading& now, const Reading* before, const std::string& name,
+                                 const server::Labels& match = {}) {
+  if (before == nullptr) return std::nullopt;
+  const auto a = now.metrics.sum(name, match);
+  const auto b = before->metrics.sum(name, match);
+  const double seconds = std::chrono::duration<double>(now.time - before->time).count();
+  if (!a || seconds <= 0) return std::nullopt;
+  const double delta = *a - b.value_or(0.0);
+  return delta >= 0 ? delta / seconds : *a / seconds;
+}
+
+// A histogram's observations since `before` when there were any, else all of them; `recent` says
+// which.
+std::optional<Buckets> window(const Reading& now, const Reading* before, const std::string& name,
+                              const server::Labels& match, bool& recent) {
+  const auto all = now.metrics.histogram(name, match);
+  recent = false;
+  if (!all) return std::nullopt;
+  if (before != nullptr) {
+    if (const auto earlier = before->metrics.histogram(name, match)) {
+      const Buckets delta = server::buckets_since(*all, *earlier);
+      if (delta.count > 0) {
+        recent = true;
+        return delta;
+      }
+    }
+  }
+  return all;
+}
+
+std::string quantiles(const std::optional<Buckets>& buckets, double scale, int decimals,
+                      const std::string& unit) {
+  if (!buckets || buckets->count <= 0) return "-";
+  const auto scaled = [&](double q) {
+    const auto v = server::histogram_quantile(q, *buckets);
+    return fixed(v ? std::optional<double>(*v * scale) : std::nullopt, decimals, unit);
+  };
+  return "p50 " + scaled(0.5) + "  p95 " + scaled(0.95);
+}
+
+std::string mean(const std::optional<Buckets>& buckets) {
+  if (!buckets || buckets->count <= 0) return "-";
+  return fixed(buckets->sum / buckets->count, 1);
+}
+
+std::string local_time() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+std::string frame(const MonitorOptions& options, const Reading& now, const Reading* before) {
+  std::ostringstream out;
+  const json& memory = now.memory;
+  const json breakdown = memory.value("breakdown", json::object());
+  const json stats = memory.value("stats", json::object());
+  const Scrape& m = now.metrics;
+  out << "voxd monitor  " << options.url << "  " << local_time() << "  (every "
+      << fixed(options.interval_s, 1) << " s)\n\n";
+  out << "device      " << memory.value("device", std::string("?")) << "   voices loaded "
+      << fixed(m.sum("voxd_engine_voices_loaded"), 0) << "\n";
+  out << "memory      weights " << bytes_of(breakdown, "weights") << "   workspace "
+      << bytes_of(breakdown, "workspace") << "   cache " << bytes_of(breakdown, "cached")
+      << "   free " << bytes_of(breakdown, "free") << "   total " << bytes_of(breakdown, "total")
+      << "\n";
+  out << "allocator   allocated " << bytes_of(stats, "allocated_bytes") << " (peak "
+      << bytes_of(stats, "peak_allocated_bytes") << ")   reserved "
+      << bytes_of(stats, "reserved_bytes") << " (peak " << bytes_of(stats, "peak_reserved_bytes")
+      << ")\n";
+  const json reading = memory.value("device_reading", json());
+  if (reading.is_object() && reading.value("available", false)) {
+    out << "GPU         " << reading.value("name", std::string("?")) << "   used "
+        << bytes_of(reading, "used_bytes") << " of " << bytes_of(reading, "total_bytes");
+    if (reading.contains("gpu_utilization") && reading["gpu_utilization"].is_number()) {
+      out << "   utilisation " << reading["gpu_utilization"].get<int>() << " %";
+    }
+    out << "   (" << reading.value("source", std::string("NVML")) << ")\n";
+  } else if (reading.is_object()) {
+    out << "GPU         no reading: " << reading.value("reason", std::string("-")) << "\n";
+  }
+  const auto leak = m.sum("voxd_memory_leak_bytes");
+  if (leak && *leak > 0) {
+    out << "LEAK        " << format_bytes(static_cast<uint64_t>(*leak))
+        << " allocated while idle (see the server log)\n";
+  }
+  out << "\n";
+  out << "requests/s  " << fixed(per_second(now, before, "voxd_speech_requests_total"), 1)
+      << "   ok " << fixed(m.sum("voxd_speech_requests_total", {{"outcome", "ok"}}).value_or(0), 0)
+      << "   rejected "
+      << fixed(m.sum("voxd_speech_requests_total", {{"outcome", "rejected"}}).value_or(0), 0)
+      << "   cancelled "
+      << fixed(m.sum("voxd_speech_requests_total", {{"outcome", "cancelled"}}).value_or(0), 0)
+      << "   failed "
+      << fixed(m.sum("voxd_speech_requests_total", {{"outcome", "failed"}}).value_or(0), 0)
+      << "   client errors "
+      << fixed(m.sum("voxd_speech_requests_total", {{"outcome", "client_error"}}).value_or(0), 0)
+      << "\n";
+  out << "streams     active " << fixed(m.sum("voxd_engine_active_streams"), 0) << "   in progress "
+      << fixed(m.sum("voxd_speech_requests_in_progress"), 0) << "   queue depth "
+      << fixed(m.sum("voxd_engine_queue_depth"), 0) << "   connections "
+      << fixed(m.sum("voxd_http_connections", {{"state", "active"}}), 0) << "\n";
+  out << "audio       " << fixed(per_second(now, before, "voxd_speech_audio_seconds_total"), 2)
+      << " s of audio per s   total " << fixed(m.sum("voxd_speech_audio_seconds_total"), 1)
+      << " s\n";
+  bool recent = false;
+  const auto acoustic =
+      window(now, before, "voxd_engine_batch_size", {{"kind", "acoustic"}}, recent);
+  const auto vocoder = window(now, before, "voxd_engine_batch_size", {{"kind", "vocoder"}}, recent);
+  out << "batch size  acoustic mean " << mean(acoustic) << "   vocoder mean " << mean(vocoder)
+      << "\n";
+  const auto ttfa = window(now, before, "voxd_speech_time_to_first_audio_seconds", {}, recent);
+  out << "TTFA        " << quantiles(ttfa, 1000.0, 0, " ms")
+      << (recent ? "   (last interval)" : "   (all time)") << "\n";
+  const auto rtf = window(now, before, "voxd_engine_real_time_factor", {}, recent);
+  out << "RTF         " << quantiles(rtf, 1.0, 3, "")
+      << (recent ? "   (last interval)" : "   (all time)") << "\n";
+  return out.str();
+}
+
+int run_monitor(const MonitorOptions& options) {
+  Server server(options);
+  const auto interval = std::chrono::duration<double>(options.interval_s);
+  std::optional<Reading> before;
+  // Rates need two readings: the first frame comes one interval after the first look.
+  before = server.read();
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  for (;;) {
+    std::this_thread::sleep_for(interval);
+    Reading now = server.read();
+    const std::string text = frame(options, now, &*before);
+    if (terminal && !options.once) std::cout << "\x1b[H\x1b[2J";  // home, clear
+    std::cout << text << std::flush;
+    if (options.once) return 0;
+    before = std::move(now);
+  }
+}
+
+}  // namespace
+
+void add_monitor_command(CLI::App& app) {
+  auto options = std::make_shared<MonitorOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "monitor", "Watch a running voxd serve: memory by kind and load, refreshed every second");
+  cmd->add_option("--url", options->url, "The server's address")
+      ->envname("VOXD_URL")
+      ->capture_default_str();
+  cmd->add_option("--api-key", options->api_key, "Bearer token, when the server requires one")
+      ->envname("VOXD_API_KEY");
+  cmd->add_option("--interval", options->interval_s, "Seconds between frames")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  cmd->add_flag("--once", options->once, "Print one frame (after one interval) and exit");
+  cmd->callback([options] {
+    int code = 0;
+    try {
+      code = run_monitor(*options);
+    } catch (const std::exception& e) {
+      std::cerr << "voxd: error: " << e.what() << "\n";
+      code = 1;
+    }
+    std::cout.flush();
+    std::exit(code);
+  });
+}
+
+}  // namespace voxd

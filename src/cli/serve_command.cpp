@@ -1,0 +1,464 @@
+#include "cli/serve_command.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/memory_limit.h"
+#include "scheduler/engine_service.h"
+#include "server/http_api.h"
+#include "server/leak_watchdog.h"
+#include "server/logging.h"
+#include "server/metrics.h"
+#include "server/periodic_task.h"
+#ifdef VOXD_HAVE_CUDA
+#include "backends/cuda/cuda_check.h"
+#endif
+
+namespace voxd {
+
+using Clock = std::chrono::steady_clock;
+
+struct ServeCommand::Settings {
+  std::vector<std::string> voices;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string device;  // empty: cuda when there is a CUDA device, else cpu
+  int threads = 0;
+  std::string dtype;  // empty: f16 on cuda, f32 elsewhere
+  std::optional<std::string> gpu_memory_limit;
+  std::optional<std::string> max_split_size;
+  int64_t max_batch = 16;
+  size_t max_queue = 256;
+  int64_t chunk_frames = 64;
+  double request_timeout_s = 300;
+  bool lazy = false;
+  bool no_cuda_graphs = false;
+  std::vector<std::string> api_keys;
+  std::optional<std::string> api_key_file;
+  std::vector<std::string> cors_origins;
+  size_t max_body_bytes = server::HttpConfig{}.max_body_bytes;
+  size_t max_header_bytes = server::HttpConfig{}.max_header_bytes;
+  size_t max_input_chars = server::HttpConfig{}.max_input_chars;
+  size_t max_connections = server::HttpConfig{}.max_connections;
+  size_t max_waiting_connections = server::HttpConfig{}.max_waiting_connections;
+  double grace_period_s = 30;
+  std::string log_format = "text";
+  std::string log_level = "info";
+  double leak_check_interval_s = 10;
+  double release_cached_after_s = 60;
+  std::optional<std::string> config;
+  bool print_config = false;
+};
+
+namespace {
+
+// Adds `--name` with VOXD_NAME as its variable.
+template <typename T>
+CLI::Option* add_setting(CLI::App& command, const std::string& name, T& value,
+                         const std::string& help) {
+  std::string env = "VOXD_" + name;
+  std::transform(env.begin(), env.end(), env.begin(),
+                 [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
+  return command.add_option("--" + name, value, help)->envname(env);
+}
+
+CLI::Option* add_switch(CLI::App& command, const std::string& name, bool& value,
+                        const std::string& help) {
+  std::string env = "VOXD_" + name;
+  std::transform(env.begin(), env.end(), env.begin(),
+                 [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
+  return command.add_flag("--" + name, value, help)->envname(env);
+}
+
+// Gives the options of `command` that neither a flag nor a variable set the values of the config
+// file at `path` (TOML or INI: `port = 8080`, `voice = ["a", "b"]`, keys are the long flags
+// without their dashes, `_` or `-` between words, at the top or in a [serve] section).
+void apply_config_file(CLI::App& command, const std::string& path) {
+  std::vector<CLI::ConfigItem> items;
+  CLI::ConfigTOML reader;
+  try {
+    items = reader.from_file(path);
+  } catch (const CLI::ParseError& e) {
+    throw InputError("cannot read the config file " + path + ": " + e.what());
+  }
+  for (const CLI::ConfigItem& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // a section's start or end
+    const bool in_section = !item.parents.empty();
+    if (in_section && (item.parents.size() != 1 || item.parents[0] != "serve")) {
+      throw InputError("config file " + path + ": unknown section '" + item.fullname() +
+                       "' (put settings at the top or under [serve])");
+    }
+    std::string name = item.name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* option = command.get_option_no_throw("--" + name);
+    if (option == nullptr || name == "config" || name == "help") {
+      throw InputError("config file " + path + ": unknown setting '" + item.name +
+                       "' (settings are voxd serve's long flags without the dashes, e.g. "
+                       "port = 8080; see voxd serve --help)");
+    }
+    // Set by a flag or a variable, or an empty list (the default).
+    if (option->count() > 0 || item.inputs.empty()) continue;
+    try {
+      if (option->get_expected_min() == 0) {
+        option->add_result(option->get_flag_value(name, reader.to_flag(item)));
+      } else {
+        option->add_result(item.inputs);
+      }
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      throw InputError("config file " + path + ": setting '" + item.name + "': " + e.what());
+    }
+  }
+}
+
+// Seconds since `start`, to the millisecond, for log lines.
+double seconds_since(Clock::time_point start) {
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  return static_cast<double>(millis.count()) / 1000.0;
+}
+
+std::chrono::milliseconds to_millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+std::string default_device() {
+#ifdef VOXD_HAVE_CUDA
+  try {
+    cuda::require_device(0);
+    return "cuda";
+  } catch (const Error&) {
+  }
+#endif
+  return "cpu";
+}
+
+// The first SIGTERM or SIGINT, written to a pipe by the handler; a second one ends the process
+// at once. A handler (not sigwait) because any thread may receive the signal, OpenBLAS's
+// threads included, which start before main() and so cannot inherit a blocked mask.
+std::atomic<int> g_shutdown_signal{0};
+int g_signal_pipe[2] = {-1, -1};
+
+void on_shutdown_signal(int signal_number) {
+  if (g_shutdown_signal.exchange(signal_number) != 0) _exit(128 + signal_number);
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t written = write(g_signal_pipe[1], &byte, 1);
+}
+
+void watch_shutdown_signals() {
+  if (pipe(g_signal_pipe) != 0) throw Error("cannot create the signal pipe");
+  struct sigaction action {};
+  action.sa_handler = on_shutdown_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// Blocks until the first SIGTERM or SIGINT; returns it.
+int wait_for_shutdown_signal() {
+  char byte = 0;
+  while (read(g_signal_pipe[0], &byte, 1) != 1) {
+  }
+  return g_shutdown_signal.load();
+}
+
+// Lines of `path` that are neither blank nor comments (#), trimmed.
+std::vector<std::string> read_key_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot read --api-key-file " + path);
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos || line[start] == '#') continue;
+    const size_t end = line.find_last_not_of(" \t\r");
+    keys.push_back(line.substr(start, end - start + 1));
+  }
+  if (keys.empty()) throw InputError("--api-key-file " + path + " holds no key");
+  return keys;
+}
+
+// ["a", "b"]: a TOML array of strings.
+std::string toml_list(const std::vector<std::string>& values) {
+  std::string text = "[";
+  for (const std::string& value : values) {
+    text += (text.size() > 1 ? ", " : "") + nlohmann::json(value).dump();
+  }
+  return text + "]";
+}
+
+}  // namespace
+
+ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>()) {
+  Settings& s = *settings_;
+  CLI::App& c = *app.add_subcommand(
+      "serve",
+      "Serve speech over HTTP (OpenAI's /v1/audio/speech; docs/server.md). Settings: flag > "
+      "VOXD_<FLAG> variable > --config file > default");
+  command_ = &c;
+  add_setting(c, "voice", s.voices,
+              "Voice directory to serve (repeat for more; its id is its name)")
+      ->delimiter(',');
+  add_setting(c, "host", s.host, "Address to listen on")->capture_default_str();
+  add_setting(c, "port", s.port, "Port to listen on (0: any free port, logged at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  add_setting(c, "device", s.device, "cpu, cuda or cuda:N (default: cuda when there is a GPU)");
+  add_setting(c, "threads", s.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  add_setting(c, "dtype", s.dtype, "f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  add_setting(c, "gpu-memory-limit", s.gpu_memory_limit,
+              "Most memory the server may reserve on the device: bytes, 8GiB, or a fraction "
+              "such as 0.5");
+  add_setting(c, "max-split-size", s.max_split_size,
+              "Cached blocks this large are never split (PyTorch's max_split_size_mb)");
+  add_setting(c, "max-batch", s.max_batch,
+              "Most sentences per acoustic step, chunks per vocoder step")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  add_setting(c, "max-queue", s.max_queue,
+              "Requests admitted and not finished; beyond that 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  add_setting(c, "chunk-frames", s.chunk_frames, "Vocoder chunk in mel frames")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_setting(c, "request-timeout", s.request_timeout_s,
+              "Seconds from admission to the last audio; past it the request fails (504)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_switch(c, "lazy", s.lazy,
+             "Load each voice on first use; unload idle ones when memory is needed");
+  add_switch(c, "no-cuda-graphs", s.no_cuda_graphs, "Vocode without CUDA graphs");
+  add_setting(c, "api-key", s.api_keys,
+              "Accept this bearer token (repeat for more); with none, no authentication")
+      ->delimiter(',');
+  add_setting(c, "api-key-file", s.api_key_file, "File of accepted keys, one a line (# comments)");
+  add_setting(c, "cors-origin", s.cors_origins,
+              "Origin a browser may call from (repeat; * for any); none: CORS off")
+      ->delimiter(',');
+  add_setting(c, "max-body-bytes", s.max_body_bytes, "Largest request body (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_setting(c, "max-header-bytes", s.max_header_bytes, "Largest request headers (431 beyond)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_setting(c, "max-input-chars", s.max_input_chars,
+              "Longest `input`, in characters (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_setting(c, "max-connections", s.max_connections,
+              "Connections served at once (one thread each)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_setting(c, "max-waiting-connections", s.max_waiting_connections,
+              "Connections waiting for a thread; beyond that 503")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_setting(c, "grace-period", s.grace_period_s,
+              "Seconds in-flight requests get to finish after SIGTERM/SIGINT")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_setting(c, "log-format", s.log_format, "text, or json (one object per line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  add_setting(c, "log-level", s.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  add_setting(c, "leak-check-interval", s.leak_check_interval_s,
+              "Seconds between the leak watchdog's checks (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_setting(c, "release-cached-after", s.release_cached_after_s,
+              "Give cached device memory unused this many seconds back (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_setting(c, "config", s.config, "TOML or INI file of settings (keys: the flags' names)");
+  c.add_flag("--print-config", s.print_config,
+             "Print the settings in effect (as a config file) and exit");
+}
+
+ServeCommand::~ServeCommand() = default;
+
+bool ServeCommand::selected() const {
+  return command_->parsed();
+}
+
+int ServeCommand::run(const CLI::App& app) {
+  Settings& s = *settings_;
+  if (s.config) apply_config_file(*command_, *s.config);
+  // serve's own settings first, then the global flags, then the defaults.
+  const auto given = [&](const char* name) { return command_->get_option(name)->count() > 0; };
+  const auto global = [&](const char* name) -> const CLI::Option* {
+    const CLI::Option* option = app.get_option(name);
+    return option->count() > 0 ? option : nullptr;
+  };
+  if (!given("--device")) {
+    s.device = global("--backend") ? global("--backend")->as<std::string>() : default_device();
+  }
+  if (!given("--threads") && global("--threads")) s.threads = global("--threads")->as<int>();
+  if (!given("--log-level") && global("--log-level")) {
+    s.log_level = global("--log-level")->as<std::string>();
+  }
+  if (!given("--gpu-memory-limit") && global("--gpu-memory-limit")) {
+    s.gpu_memory_limit = global("--gpu-memory-limit")->as<std::string>();
+  }
+  if (!given("--max-split-size") && global("--max-split-size")) {
+    s.max_split_size = global("--max-split-size")->as<std::string>();
+  }
+  const bool on_cuda = s.device.rfind("cuda", 0) == 0;
+  if (s.dtype.empty()) s.dtype = on_cuda ? "f16" : "f32";
+
+  if (s.print_config) {
+    std::ostringstream out;
+    out << "voice = " << toml_list(s.voices) << "\n"
+        << "host = " << nlohmann::json(s.host).dump() << "\nport = " << s.port << "\n"
+        << "device = " << nlohmann::json(s.device).dump() << "\nthreads = " << s.threads << "\n"
+        << "dtype = " << nlohmann::json(s.dtype).dump() << "\n";
+    if (s.gpu_memory_limit)
+      out << "gpu-memory-limit = " << nlohmann::json(*s.gpu_memory_limit).dump() << "\n";
+    if (s.max_split_size)
+      out << "max-split-size = " << nlohmann::json(*s.max_split_size).dump() << "\n";
+    out << "max-batch = " << s.max_batch << "\nmax-queue = " << s.max_queue
+        << "\nchunk-frames = " << s.chunk_frames << "\nrequest-timeout = " << s.request_timeout_s
+        << "\nlazy = " << (s.lazy ? "true" : "false")
+        << "\nno-cuda-graphs = " << (s.no_cuda_graphs ? "true" : "false") << "\n";
+    if (!s.api_keys.empty()) out << "# api-key: " << s.api_keys.size() << " key(s), not shown\n";
+    if (s.api_key_file) out << "api-key-file = " << nlohmann::json(*s.api_key_file).dump() << "\n";
+    out << "cors-origin = " << toml_list(s.cors_origins) << "\n"
+        << "max-body-bytes = " << s.max_body_bytes << "\nmax-header-bytes = " << s.max_header_bytes
+        << "\nmax-input-chars = " << s.max_input_chars
+        << "\nmax-connections = " << s.max_connections
+        << "\nmax-waiting-connections = " << s.max_waiting_connections
+        << "\ngrace-period = " << s.grace_period_s
+        << "\nlog-format = " << nlohmann::json(s.log_format).dump()
+        << "\nlog-level = " << nlohmann::json(s.log_level).dump()
+        << "\nleak-check-interval = " << s.leak_check_interval_s
+        << "\nrelease-cached-after = " << s.release_cached_after_s << "\n";
+    std::cout << out.str();
+    return 0;
+  }
+
+  if (s.voices.empty()) {
+    throw InputError(
+        "voxd serve needs at least one --voice DIR (or VOXD_VOICE, or voice = [...] "
+        "in the config file)");
+  }
+  server::configure_logging(server::parse_log_format(s.log_format));
+  spdlog::set_level(spdlog::level::from_str(s.log_level));
+
+  scheduler::EngineConfig engine_config;
+  engine_config.voice_dirs = s.voices;
+  engine_config.runtime.backend = s.device;
+  engine_config.runtime.threads = s.threads;
+  if (s.gpu_memory_limit) {
+    engine_config.runtime.memory_limit =
+        MemoryAmount::parse(*s.gpu_memory_limit, "--gpu-memory-limit (or VOXD_GPU_MEMORY_LIMIT)");
+  }
+  if (s.max_split_size) {
+    engine_config.runtime.max_split_size =
+        MemoryAmount::parse(*s.max_split_size, "--max-split-size (or VOXD_MAX_SPLIT_SIZE)");
+  }
+  DType dtype = DType::F32;
+  parse_dtype(s.dtype, &dtype);
+  engine_config.dtype = dtype;
+  engine_config.max_batch = s.max_batch;
+  engine_config.max_queue = s.max_queue;
+  engine_config.chunk_frames = s.chunk_frames;
+  engine_config.request_timeout = to_millis(s.request_timeout_s);
+  engine_config.lazy_voices = s.lazy;
+  engine_config.cuda_graphs = !s.no_cuda_graphs;
+
+  server::HttpConfig http_config;
+  http_config.host = s.host;
+  http_config.port = s.port;
+  http_config.api_keys = s.api_keys;
+  if (s.api_key_file) {
+    for (std::string& key : read_key_file(*s.api_key_file)) {
+      http_config.api_keys.push_back(std::move(key));
+    }
+  }
+  http_config.cors_origins = s.cors_origins;
+  http_config.max_body_bytes = s.max_body_bytes;
+  http_config.max_header_bytes = s.max_header_bytes;
+  http_config.max_input_chars = s.max_input_chars;
+  http_config.max_connections = s.max_connections;
+  http_config.max_waiting_connections = s.max_waiting_connections;
+
+  watch_shutdown_signals();
+  const auto load_start = Clock::now();
+  scheduler::EngineService engine(engine_config);
+  server::MetricsRegistry metrics;
+  server::HttpApi http(http_config, engine, metrics);
+  http.start();
+  std::vector<std::string> voice_ids;
+  for (const server::VoiceInfo& voice : engine.voices()) voice_ids.push_back(voice.id);
+  server::log_event(spdlog::level::info, "listening",
+                    {{"url", "http://" + s.host + ":" + std::to_string(http.port())},
+                     {"device", s.device},
+                     {"dtype", s.dtype},
+                     {"voices", voice_ids},
+                     {"auth", !http_config.api_keys.empty()},
+                     {"startup_s", seconds_since(load_start)}});
+
+  std::optional<server::LeakWatchdog> watchdog;
+  std::optional<server::PeriodicTask> leak_checks;
+  if (s.leak_check_interval_s > 0) {
+    watchdog.emplace(
+        [&engine] {
+          const scheduler::EngineService::IdleMemory memory = engine.idle_memory();
+          return server::IdleMemoryReading{memory.idle, memory.unexplained_bytes, memory.summary};
+        },
+        metrics);
+    leak_checks.emplace("leak watchdog", to_millis(s.leak_check_interval_s),
+                        [&watchdog] { watchdog->check(); });
+  }
+  std::optional<server::PeriodicTask> cache_release;
+  if (s.release_cached_after_s > 0) {
+    const auto idle = to_millis(s.release_cached_after_s);
+    cache_release.emplace(
+        "cache release", std::max(idle / 4, std::chrono::milliseconds(1000)), [&engine, idle] {
+          const uint64_t bytes = engine.runtime().release_cached_idle(idle);
+          if (bytes > 0) {
+            server::log_event(spdlog::level::debug, "released idle cache", {{"bytes", bytes}});
+          }
+        });
+  }
+
+  const int signal_number = wait_for_shutdown_signal();
+  server::log_event(spdlog::level::info, "shutting down",
+                    {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
+                     {"grace_s", s.grace_period_s},
+                     {"in_progress", http.speech_in_progress()}});
+  const auto drain_start = Clock::now();
+  const auto grace = to_millis(s.grace_period_s);
+  http.stop_accepting();
+  const size_t cancelled = engine.drain(grace);
+  // What the engine finished may still be on its way to the clients.
+  const auto spent =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - drain_start);
+  const size_t cut_off = http.shutdown(std::max(grace - spent, std::chrono::milliseconds(1000)));
+  cache_release.reset();
+  leak_checks.reset();
+  server::log_event(
+      spdlog::level::info, "stopped",
+      {{"cancelled", cancelled}, {"cut_off", cut_off}, {"drain_s", seconds_since(drain_start)}});
+  return 0;
+}
+
+}  // namespace voxd

@@ -1,0 +1,560 @@
+"""End-to-end tests of `voxd serve`: a real server process on 127.0.0.1 (CPU, voices/en-demo).
+
+Bad input and overload as issue 5 lists them, streaming, concurrency, authentication, memory
+back at its baseline, graceful shutdown on SIGTERM, JSON logs, `voxd monitor --once` and the
+precedence of flags, VOXD_* variables and the config file.
+
+Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve.py` with VOXD_BIN set to the
+built binary; standard library only. Waits for events have generous bounds and pass as soon as
+the event happens.
+"""
+import http.client
+import io
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import wave
+from array import array
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
+VOICE = os.path.join(ROOT, "voices", "en-demo")
+KEY = "sk-e2e-key"
+FILE_KEY = "sk-e2e-from-file"
+MAX_INPUT_CHARS = 2000
+EVENT_TIMEOUT = 120  # seconds a test waits for something that should happen
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+LONG_TEXT = " ".join(
+    [
+        "This is a longer text, so that the server has a while to speak it.",
+        "It has several sentences, each of them streamed as soon as it is ready.",
+        "Numbers such as 42 and 1999 are read out in words.",
+        "The last sentence ends here, after quite a lot of speech.",
+    ]
+)
+# Batched with other requests, a request's samples may differ from the same request served alone
+# by float rounding (batched matrix products sum in another order): a few steps of 16-bit PCM.
+PCM_TOLERANCE = 8
+
+
+def speech_body(text=SENTENCE, fmt="wav", stream=True, **extra):
+    body = {"model": "tts-1", "input": text, "voice": "en-demo", "response_format": fmt}
+    body["stream"] = stream
+    body.update(extra)
+    return json.dumps(body).encode()
+
+
+def wav_frames(data):
+    """The 16-bit mono samples of a WAV (streamed WAVs have 0xFFFFFFFF sizes)."""
+    if len(data) < 44 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise AssertionError(f"not a WAV file ({len(data)} bytes)")
+    if data[4:8] == b"\xff\xff\xff\xff":
+        data = data[:4] + (len(data) - 8).to_bytes(4, "little") + data[8:40] + (
+            len(data) - 44
+        ).to_bytes(4, "little") + data[44:]
+    with wave.open(io.BytesIO(data), "rb") as w:
+        if (w.getnchannels(), w.getsampwidth(), w.getframerate()) != (1, 2, 22050):
+            raise AssertionError("unexpected WAV layout")
+        return w.readframes(w.getnframes())
+
+
+class Server:
+    """A `voxd serve` process on a free port, its log (JSON lines) in a temporary file."""
+
+    def __init__(self, *args, env=None):
+        self.log_file = tempfile.NamedTemporaryFile(prefix="voxd-serve-", suffix=".log", delete=False)
+        command = [VOXD, "serve", "--voice", VOICE, "--device", "cpu", "--threads", "2",
+                   "--port", "0", "--log-format", "json", "--max-input-chars", str(MAX_INPUT_CHARS),
+                   *args]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self.log_file,
+                                        env={**os.environ, **(env or {})})
+        self.port = None
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while self.port is None:
+            for line in self.log_lines():
+                if line.get("msg") == "listening":
+                    self.port = int(line["url"].rsplit(":", 1)[1])
+            if self.process.poll() is not None:
+                raise AssertionError(f"voxd serve exited with {self.process.returncode}:\n{self.log_text()}")
+            if time.monotonic() > deadline:
+                self.process.kill()
+                raise AssertionError("voxd serve did not start listening:\n" + self.log_text())
+            time.sleep(0.05)
+
+    def log_text(self):
+        with open(self.log_file.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def log_lines(self):
+        """Every complete log line, parsed (each must be a JSON object)."""
+        text = self.log_text()
+        return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+    def connection(self, timeout=EVENT_TIMEOUT):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, key=KEY):
+        """(status, headers as a dict with lower-case names, body bytes)."""
+        conn = self.connection()
+        all_headers = {"Content-Type": "application/json"}
+        if key is not None:
+            all_headers["Authorization"] = "Bearer " + key
+        all_headers.update(headers or {})
+        try:
+            conn.request(method, path, body=body, headers=all_headers)
+            res = conn.getresponse()
+            return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
+        finally:
+            conn.close()
+
+    def memory(self):
+        status, _, body = self.request("GET", "/debug/memory?format=json")
+        if status != 200:
+            raise AssertionError(f"/debug/memory answered {status}")
+        return json.loads(body)
+
+    def allocated(self):
+        return self.memory()["stats"]["allocated_bytes"]
+
+    def metric(self, name, labels=""):
+        status, _, body = self.request("GET", "/metrics")
+        if status != 200:
+            raise AssertionError(f"/metrics answered {status}")
+        prefix = name + (("{" + labels + "}") if labels else "") + " "
+        for line in body.decode().splitlines():
+            if line.startswith(prefix):
+                return float(line[len(prefix):])
+        return 0.0
+
+    def wait_for(self, predicate, what):
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=EVENT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError("voxd serve did not exit after " + signal.Signals(sig).name)
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.log_file.close()
+        os.unlink(self.log_file.name)
+
+
+class ServeTest(unittest.TestCase):
+    """Tests sharing one server (with API keys, a queue large enough for 16 clients)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="voxd-serve-")
+        key_file = os.path.join(cls.tmp, "keys")
+        with open(key_file, "w") as f:
+            f.write("# keys of the e2e test\n\n  " + FILE_KEY + "  \n")
+        cls.server = Server("--api-key", KEY, "--api-key-file", key_file, "--max-queue", "64")
+        # Warm up, then take the baseline: allocated memory of an idle server.
+        status, _, _ = cls.server.request("POST", "/v1/audio/speech", speech_body(stream=False))
+        assert status == 200, status
+        cls.baseline = cls.server.allocated()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.server.close()
+        os.unlink(os.path.join(cls.tmp, "keys"))
+        os.rmdir(cls.tmp)
+
+    def assert_error(self, result, status, code=None):
+        got_status, headers, body = result
+        self.assertEqual(got_status, status, body[:300])
+        self.assertEqual(headers.get("content-type"), "application/json")
+        error = json.loads(body)["error"]
+        self.assertTrue(isinstance(error["message"], str) and error["message"])
+        self.assertIsInstance(error["type"], str)
+        self.assertIn("param", error)
+        self.assertIn("code", error)
+        if code is not None:
+            self.assertEqual(error["code"], code, error)
+        return error, headers
+
+    def assert_back_at_baseline(self):
+        self.server.wait_for(lambda: self.server.allocated() == self.baseline,
+                             f"allocated memory back at its baseline {self.baseline}")
+
+    def post(self, body, key=KEY, path="/v1/audio/speech"):
+        return self.server.request("POST", path, body, key=key)
+
+    def test_bad_input_gets_openai_errors_and_the_server_keeps_serving(self):
+        cases = [
+            (b"{not json", 400, "invalid_json"),
+            (b"[1, 2]", 400, "invalid_json"),
+            (json.dumps({"model": "tts-1", "input": 5, "voice": "en-demo"}).encode(), 400, "invalid_type"),
+            (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "en-demo", "speed": "fast"}).encode(),
+             400, "invalid_type"),
+            (speech_body(colour="blue"), 400, "unknown_parameter"),
+            (json.dumps({"model": "tts-1", "voice": "en-demo"}).encode(), 400, "missing_required_parameter"),
+            (speech_body(""), 400, "empty_input"),
+            (speech_body(" \t\n "), 400, "empty_input"),
+            (speech_body("a" * (MAX_INPUT_CHARS + 1)), 413, "input_too_long"),
+            (b'{"model": "tts-1", "input": "caf\xe9", "voice": "en-demo"}', 400, "invalid_utf8"),
+            (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "nobody"}).encode(), 400, "invalid_value"),
+            (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "../voices/en-demo"}).encode(), 400,
+             "invalid_value"),
+            (json.dumps({"model": "gpt-9", "input": "Hi.", "voice": "en-demo"}).encode(), 404, "model_not_found"),
+            (speech_body(fmt="aac"), 400, "unsupported_format"),
+            (speech_body(speed=10), 400, "invalid_value"),
+            (speech_body(speed=0.1), 400, "invalid_value"),
+        ]
+        for body, status, code in cases:
+            with self.subTest(body=body[:80]):
+                error, _ = self.assert_error(self.post(body), status, code)
+        self.assert_error(self.server.request("GET", "/v1/audio/speech"), 405, "method_not_allowed")
+        self.assert_error(self.server.request("DELETE", "/v1/models"), 405)
+        self.assert_error(self.post(speech_body(), path="/v1/audio/speak"), 404, "not_found")
+        self.assert_error(self.server.request("GET", "/nowhere"), 404, "not_found")
+        # Input exactly at the limit is accepted.
+        status, _, _ = self.post(speech_body(("Hi. " * MAX_INPUT_CHARS)[:MAX_INPUT_CHARS], fmt="pcm"))
+        self.assertEqual(status, 200)
+        status, _, body = self.post(speech_body())
+        self.assertEqual(status, 200)
+        self.assertGreater(len(wav_frames(body)), 0)
+
+    def test_random_malformed_requests_then_valid_ones(self):
+        rng = random.Random(5)
+        valid = speech_body("Hi.", fmt="pcm").decode()
+        values = [None, True, 0, -1, 1e308, "", "x" * 50, [], {}, [1, "a"], {"a": {"b": []}}]
+        fields = ["model", "input", "voice", "response_format", "speed", "stream", "stream_format",
+                  "instructions", "extra"]
+        statuses = {}
+        conn = None
+        for i in range(500):
+            kind = rng.randrange(5)
+            if kind == 0:  # truncated
+                body = valid[: rng.randrange(len(valid))].encode()
+            elif kind == 1:  # bytes changed
+                raw = bytearray(valid.encode())
+                for _ in range(rng.randint(1, 8)):
+                    raw[rng.randrange(len(raw))] = rng.randrange(256)
+                body = bytes(raw)
+            elif kind == 2:  # a field of a wrong type or value
+                obj = json.loads(valid)
+                obj[rng.choice(fields)] = rng.choice(values)
+                body = json.dumps(obj).encode()
+            elif kind == 3:  # random bytes
+                body = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            else:  # deep nesting
+                depth = rng.randint(10, 200)
+                body = ("[" * depth + "]" * depth).encode()
+            if conn is None:
+                conn = self.server.connection()
+            try:
+                conn.request("POST", "/v1/audio/speech", body=body,
+                             headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+                res = conn.getresponse()
+                res.read()
+                statuses[res.status] = statuses.get(res.status, 0) + 1
+                if res.will_close:
+                    conn.close()
+                    conn = None
+            except (http.client.HTTPException, OSError) as e:
+                self.fail(f"request {i} ({body[:60]!r}) broke the connection: {e}")
+        if conn is not None:
+            conn.close()
+        self.assertFalse([s for s in statuses if s >= 500 or s < 200], statuses)
+        self.assertGreater(sum(n for s, n in statuses.items() if 400 <= s < 500), 300, statuses)
+        # Garbage that is not HTTP at all, on raw sockets.
+        for garbage in (b"\x00\xff" * 100 + b"\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n",
+                        b"POST /v1/audio/speech HTTP/1.1\r\nContent-Length: -5\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
+                s.sendall(garbage)
+                s.recv(4096)
+        for text in ("First valid request.", "Second one.", "And a third."):
+            status, _, body = self.post(speech_body(text))
+            self.assertEqual(status, 200)
+            self.assertGreater(len(wav_frames(body)), 0)
+        self.assert_back_at_baseline()
+
+    def test_authentication(self):
+        self.assert_error(self.post(speech_body(), key=None), 401, "missing_api_key")
+        _, headers = self.assert_error(self.post(speech_body(), key="wrong"), 401, "invalid_api_key")
+        self.assertEqual(headers.get("www-authenticate"), "Bearer")
+        self.assert_error(self.server.request("GET", "/metrics", key=None), 401)
+        self.assert_error(self.server.request("GET", "/debug/memory", key=None), 401)
+        status, _, body = self.server.request("GET", "/healthz", key=None)
+        self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+        for key in (KEY, FILE_KEY):
+            status, _, body = self.server.request("GET", "/v1/voices", key=key)
+            self.assertEqual(status, 200)
+            self.assertEqual([v["id"] for v in json.loads(body)["data"]], ["en-demo"])
+
+    def test_streamed_and_whole_file_audio_agree(self):
+        status, headers, streamed = self.post(speech_body(fmt="wav", stream=True))
+        self.assertEqual(status, 200)
+        self.assertEqual(headers.get("transfer-encoding"), "chunked")
+        status, headers, whole = self.post(speech_body(fmt="wav", stream=False))
+        self.assertEqual(status, 200)
+        self.assertEqual(int(headers["content-length"]), len(whole))
+        self.assertEqual(wav_frames(streamed), wav_frames(whole))
+
+    def test_disconnect_mid_stream_cancels_and_releases_memory(self):
+        cancelled_before = self.server.metric("voxd_speech_requests_total", 'outcome="cancelled"')
+        conn = self.server.connection()
+        conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT * 4, fmt="pcm"),
+                     headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        res = conn.getresponse()
+        self.assertEqual(res.status, 200)
+        self.assertGreater(len(res.read(8192)), 0)
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        self.server.wait_for(
+            lambda: self.server.metric("voxd_speech_requests_total", 'outcome="cancelled"') > cancelled_before,
+            "the stream to be counted as cancelled")
+        self.assert_back_at_baseline()
+        status, _, _ = self.post(speech_body(fmt="pcm"))
+        self.assertEqual(status, 200)
+
+    def test_concurrent_clients_get_the_audio_each_gets_alone(self):
+        texts = ["One sentence for the first client.", "A second, different sentence.",
+                 "Twelve thousand and five.", "Short."]
+        alone = {}
+        for text in texts:
+            status, _, body = self.post(speech_body(text, fmt="pcm", stream=False))
+            self.assertEqual(status, 200)
+            alone[text] = body
+        results = [None] * 16
+        barrier = threading.Barrier(16)
+
+        def client(i):
+            barrier.wait()
+            results[i] = self.post(speech_body(texts[i % len(texts)], fmt="pcm", stream=i % 2 == 0))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(EVENT_TIMEOUT)
+        for i, result in enumerate(results):
+            with self.subTest(client=i):
+                self.assertIsNotNone(result)
+                status, _, body = result
+                self.assertEqual(status, 200, body[:200])
+                # Batched with others or alone, the same request gives the same audio.
+                got, want = array("h", body), array("h", alone[texts[i % len(texts)]])
+                self.assertEqual(len(got), len(want))
+                worst = max(abs(a - b) for a, b in zip(got, want))
+                self.assertLessEqual(worst, PCM_TOLERANCE)
+        self.assert_back_at_baseline()
+
+    def test_access_log_lines_are_json_with_request_fields(self):
+        request_id = "e2e-log-%d" % random.randrange(1 << 30)
+        status, headers, _ = self.server.request("POST", "/v1/audio/speech", speech_body("Logged."),
+                                                 headers={"X-Request-Id": request_id})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers.get("x-request-id"), request_id)
+
+        def access_line():
+            return [l for l in self.server.log_lines() if l.get("id") == request_id]
+
+        self.server.wait_for(access_line, "the request's access log line")
+        line = access_line()[0]
+        for field in ("time", "level", "msg"):
+            self.assertIn(field, line)
+        self.assertEqual(line["msg"], "request")
+        self.assertEqual(line["status"], 200)
+        self.assertEqual(line["voice"], "en-demo")
+        self.assertEqual(line["chars"], len("Logged."))
+        self.assertEqual(line["outcome"], "ok")
+        self.assertGreater(line["audio_s"], 0)
+        self.assertGreaterEqual(line["ttfa_ms"], 0)
+
+    def test_monitor_once_prints_the_breakdown(self):
+        result = subprocess.run([VOXD, "monitor", "--url", f"http://127.0.0.1:{self.server.port}",
+                                 "--api-key", KEY, "--once", "--interval", "0.2"],
+                                capture_output=True, text=True, timeout=EVENT_TIMEOUT)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        memory = self.server.memory()
+        weights_mib = memory["breakdown"]["weights"] / (1 << 20)
+        self.assertIn(f"weights {weights_mib:.2f} MiB", result.stdout)
+        for label in ("workspace", "cache", "free", "requests/s", "queue depth", "TTFA", "RTF"):
+            self.assertIn(label, result.stdout)
+        denied = subprocess.run([VOXD, "monitor", "--url", f"http://127.0.0.1:{self.server.port}",
+                                 "--once", "--interval", "0.1"],
+                                capture_output=True, text=True, timeout=EVENT_TIMEOUT)
+        self.assertEqual(denied.returncode, 1)
+        self.assertIn("401", denied.stderr)
+
+
+class OverloadTest(unittest.TestCase):
+    def test_more_clients_than_the_queue_holds(self):
+        server = Server("--max-queue", "2")
+        try:
+            clients = 12
+            results = [None] * clients
+            barrier = threading.Barrier(clients)
+
+            def client(i):
+                barrier.wait()
+                results[i] = server.request("POST", "/v1/audio/speech", speech_body(LONG_TEXT), key=None)
+
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(EVENT_TIMEOUT)
+            statuses = [r[0] for r in results]
+            self.assertTrue(set(statuses) <= {200, 503}, statuses)
+            self.assertIn(503, statuses)
+            self.assertIn(200, statuses)
+            for status, headers, body in results:
+                if status == 503:
+                    self.assertGreaterEqual(int(headers["retry-after"]), 1)
+                    self.assertIn("error", json.loads(body))
+                else:
+                    self.assertGreater(len(wav_frames(body)), 22050)
+            # Nothing lost: every request counted as ok or rejected.
+            ok = server.metric("voxd_speech_requests_total", 'outcome="ok"')
+            rejected = server.metric("voxd_speech_requests_total", 'outcome="rejected"')
+            self.assertEqual((ok, rejected), (statuses.count(200), statuses.count(503)))
+            self.assertEqual(server.request("GET", "/healthz")[0], 200)
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.close()
+
+
+class LifecycleTest(unittest.TestCase):
+    def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(self):
+        server = Server("--grace-period", "60")
+        try:
+            conn = server.connection()
+            conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT, fmt="wav"),
+                         headers={"Content-Type": "application/json"})
+            res = conn.getresponse()
+            self.assertEqual(res.status, 200)
+            first = res.read(64)
+            server.process.send_signal(signal.SIGTERM)
+            server.wait_for(lambda: any(l.get("msg") == "shutting down" for l in server.log_lines()),
+                            "the server to start shutting down")
+            # No new connections once it drains.
+            with self.assertRaises(OSError):
+                socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+            audio = wav_frames(first + res.read())  # complete: the chunked body ended properly
+            self.assertGreater(len(audio), 22050 * 2)
+            conn.close()
+            self.assertEqual(server.process.wait(timeout=EVENT_TIMEOUT), 0)
+            stopped = [l for l in server.log_lines() if l.get("msg") == "stopped"]
+            self.assertEqual(stopped[0]["cancelled"], 0)
+        finally:
+            server.stop()
+            server.close()
+
+    def test_a_second_signal_exits_at_once(self):
+        server = Server("--grace-period", "600")
+        try:
+            conn = server.connection()
+            conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT * 20, fmt="pcm"),
+                         headers={"Content-Type": "application/json"})
+            res = conn.getresponse()
+            res.read(64)  # in flight; the client reads no more, so the stream cannot finish
+            server.process.send_signal(signal.SIGINT)
+            server.wait_for(lambda: any(l.get("msg") == "shutting down" for l in server.log_lines()),
+                            "the server to start shutting down")
+            server.process.send_signal(signal.SIGINT)
+            self.assertEqual(server.process.wait(timeout=EVENT_TIMEOUT), 128 + signal.SIGINT)
+            conn.close()
+        finally:
+            server.close()
+
+
+class SettingsTest(unittest.TestCase):
+    """Flag > VOXD_* variable > config file > default, through --print-config (no server starts)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="voxd-settings-")
+
+    def tearDown(self):
+        for name in os.listdir(self.tmp):
+            os.unlink(os.path.join(self.tmp, name))
+        os.rmdir(self.tmp)
+
+    def settings(self, *args, env=None, config=None):
+        command = [VOXD, "serve", "--print-config", *args]
+        if config is not None:
+            path = os.path.join(self.tmp, "voxd.toml")
+            with open(path, "w") as f:
+                f.write(config)
+            command += ["--config", path]
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("VOXD_") or k == "VOXD_BIN"}
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                                env={**clean, **(env or {})})
+        return result
+
+    def parsed(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr)
+        values = {}
+        for line in result.stdout.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.split(" = ", 1)
+                values[key] = json.loads(value)  # TOML scalars and string arrays read as JSON
+        return values
+
+    def test_precedence(self):
+        config = ('voice = ["voices/en-demo"]\nport = 1111\nmax-batch = 3\nmax_queue = 7\n'
+                  'lazy = true\nlog-format = "json"\n')
+        values = self.parsed(self.settings("--port", "3333", env={"VOXD_PORT": "2222", "VOXD_MAX_BATCH": "5"},
+                                           config=config))
+        self.assertEqual(values["port"], 3333)  # flag over variable and file
+        self.assertEqual(values["max-batch"], 5)  # variable over file
+        self.assertEqual(values["max-queue"], 7)  # file over default (written with _)
+        self.assertEqual(values["lazy"], True)
+        self.assertEqual(values["log-format"], "json")
+        self.assertEqual(values["chunk-frames"], 64)  # default
+        self.assertEqual(values["voice"], ["voices/en-demo"])
+        self.assertEqual(values["device"], "cpu")
+        # Without the flag the variable wins; without both the file.
+        self.assertEqual(self.parsed(self.settings(env={"VOXD_PORT": "2222"}, config=config))["port"], 2222)
+        self.assertEqual(self.parsed(self.settings(config=config))["port"], 1111)
+        self.assertEqual(self.parsed(self.settings())["port"], 8080)
+
+    def test_serve_section_lists_and_printed_settings_read_back(self):
+        config = '[serve]\nvoice = ["a", "b"]\napi-key = ["k1"]\ncors-origin = ["https://x.example"]\n'
+        values = self.parsed(self.settings(config=config))
+        self.assertEqual(values["voice"], ["a", "b"])
+        self.assertEqual(values["cors-origin"], ["https://x.example"])
+        # What --print-config prints is a config file that gives the same settings.
+        first = self.settings("--max-batch", "9", "--voice", "v1", "--voice", "v2")
+        again = self.settings(config=first.stdout)
+        self.assertEqual(self.parsed(again), self.parsed(first))
+
+    def test_bad_settings_are_one_line_errors(self):
+        for config, fragment in [("colour = 1\n", "colour"), ("port = 99999\n", "port"),
+                                 ("[other]\nport = 1\n", "other"), ("port = [\n", "config")]:
+            with self.subTest(config=config):
+                result = self.settings(config=config)
+                self.assertEqual(result.returncode, 2, result.stdout)
+                self.assertIn(fragment, result.stderr)
+        result = self.settings(env={"VOXD_MAX_QUEUE": "zero"})
+        self.assertEqual(result.returncode, 2)
+        missing = subprocess.run([VOXD, "serve", "--port", "0"], capture_output=True, text=True, timeout=60,
+                                 env={k: v for k, v in os.environ.items() if k != "VOXD_VOICE"})
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("--voice", missing.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
