@@ -169,6 +169,9 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
     throw ApiError::invalid_request("voice '" + request.voice + "' is not one of this server's",
                                     "voice", "voice_not_found");
   }
+  if (!(request.speed >= server::kMinSpeed && request.speed <= server::kMaxSpeed)) {
+    throw ApiError::invalid_request("speed must be between 0.25 and 4.0", "speed");
+  }
   // Refused before the text is processed, when the queue is full already.
   if (std::optional<ApiError> refusal = scheduler_->refusal()) throw *refusal;
   std::vector<text::Sentence> sentences;

@@ -39,6 +39,7 @@ struct EngineConfig {
   // weights and the persistent graph arenas; on CPU a RAM budget.
 };
 
+// Jobs from admit() must be gone before the service is destroyed.
 class EngineService final : public server::SpeechService {
  public:
   // Opens the runtime, loads the voices (unless lazy), starts the device thread. Throws

@@ -113,13 +113,14 @@ std::vector<float> speak(EngineService& service, const server::SpeechRequest& r)
 }
 
 // What Synthesizer makes for `text` with the same voice and chunking.
-std::vector<float> synthesize(const std::string& text) {
+std::vector<float> synthesize(const std::string& text, float speed = 1.0f) {
   std::unique_ptr<Backend> backend = make_backend("cpu", kThreads);
   Context ctx(*backend, host_allocator());
   std::unique_ptr<Voice> voice = Voice::load(ctx, kDemoVoice);
   Synthesizer synthesizer(ctx, *voice);
   SynthesisOptions options;
   options.chunk_frames = kChunkFrames;
+  options.speed = speed;
   std::vector<float> audio;
   synthesizer.synthesize_text(text, options, [&](const float* samples, size_t count) {
     audio.insert(audio.end(), samples, samples + count);
@@ -179,8 +180,12 @@ TEST(EngineService, OneRequestEqualsSynthesizer) {
   // Two sentences, the second with interior chunks.
   const std::string text = "Hello there. " + kTexts[1];
   const std::vector<float> expected = synthesize(text);
+  const std::vector<float> faster = synthesize(kTexts[2], 1.5f);
   EngineService service(demo_config());
   expect_same_audio(expected, speak(service, request(text)), text);
+  server::SpeechRequest fast = request(kTexts[2]);
+  fast.speed = 1.5f;
+  expect_same_audio(faster, speak(service, fast), "at speed 1.5");
   expect_workspace_free(service);
 }
 
