@@ -26,6 +26,7 @@
 #include "scheduler/engine_service.h"
 #include "scheduler/scheduler.h"
 #include "server/api_error.h"
+#include "server/metrics.h"
 
 namespace voxd::scheduler {
 namespace {
@@ -519,6 +520,33 @@ TEST(EngineService, HundredThousandCharactersHoldBoundedAudioAndMel) {
   EXPECT_GT(reader.pending, 500);  // most of the text is still text
   job.reset();
   expect_workspace_free(service);
+}
+
+TEST(EngineService, MetricsFollowTheWorkAndTheMemory) {
+  EngineService service(demo_config());
+  EXPECT_TRUE(service.readiness().ready) << service.readiness().reason;
+  server::MetricsRegistry registry;
+  service.collect_metrics(registry);
+  expect_valid_audio(speak(service, request(kTexts[1])));
+  wait_idle(service);
+  service.collect_metrics(registry);
+  for (const char* kind : {"acoustic", "vocoder"}) {
+    const server::Histogram::Snapshot batches =
+        registry
+            .histogram("voxd_engine_batch_size", "", {1, 2, 4, 8, 16, 32, 64, 128, 256},
+                       {{"kind", kind}})
+            .snapshot();
+    EXPECT_EQ(batches.count, service.step_counts(kind).steps) << kind;
+    EXPECT_GT(batches.count, 0u) << kind;
+  }
+  EXPECT_EQ(registry.gauge("voxd_engine_memory_bytes", "", {{"kind", "weights"}}).value(),
+            static_cast<double>(service.runtime().weights_bytes()));
+  EXPECT_EQ(registry.gauge("voxd_engine_memory_bytes", "", {{"kind", "workspace"}}).value(), 0.0);
+  EXPECT_EQ(registry.gauge("voxd_engine_queue_depth", "").value(), 0.0);
+  EXPECT_EQ(registry.gauge("voxd_engine_voices_loaded", "").value(), 1.0);
+  const std::string text = registry.render();
+  EXPECT_NE(text.find("voxd_engine_step_seconds_count{kind=\"vocoder\"}"), std::string::npos);
+  EXPECT_NE(text.find("voxd_engine_real_time_factor_count 1"), std::string::npos) << text;
 }
 
 TEST(EngineService, BadConfigurationsAreRefusedWithActionableMessages) {
