@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/memory_summary.h"
@@ -382,9 +383,9 @@ void Scheduler::ensure_loaded(VoiceEntry& voice) {
   while (!voice.voice) {
     try {
       voices_.load(voice);
-    } catch (const InputError&) {
-      throw;
     } catch (const Error& e) {
+      // CachingAllocator's "out of memory: ..." (docs/memory.md); anything else is the voice's.
+      if (!std::string_view(e.what()).starts_with("out of memory")) throw;
       if (unload_idle_voice(&voice)) continue;
       ApiError error;
       error.status = 503;

@@ -452,6 +452,28 @@ TEST(EngineService, LazyVoicesLoadOnFirstUseAndUnloadTheLeastRecentlyUsed) {
   fs::remove_all(root);
 }
 
+TEST(EngineService, AStepThatThrowsFailsItsRequestsAndTheRestGoOn) {
+  const fs::path root = fs::temp_directory_path() / ("voxd-broken-" + std::to_string(::getpid()));
+  EngineConfig config = demo_config();
+  const std::string broken = copy_voice(root, "broken");
+  fs::resize_file(fs::path(broken) / "acoustic.safetensors", 100);
+  config.voice_dirs = {copy_voice(root, "demo-a"), broken};
+  config.lazy_voices = true;  // so the broken weights are read on the device thread, in a step
+  {
+    EngineService service(config);
+    std::unique_ptr<server::SpeechJob> job = service.admit(request(kTexts[1], "broken"));
+    CollectingSink sink;
+    server::CancelToken cancel;
+    EXPECT_THROW(job->run(sink, cancel), Error);
+    EXPECT_TRUE(sink.audio.empty());
+    job.reset();
+    expect_valid_audio(speak(service, request(kTexts[1], "demo-a")));
+    EXPECT_EQ(service.loaded_voices(), std::vector<std::string>{"demo-a"});
+    expect_workspace_free(service);
+  }
+  fs::remove_all(root);
+}
+
 // Reads slowly and checks, at every write, that the stream's held audio and mel stay within
 // bounds that do not grow with the text.
 class SlowReader final : public server::SpeechSink {
