@@ -36,7 +36,16 @@ VoicePool::VoicePool(DeviceRuntime& runtime, const std::vector<std::string>& dir
     entries_.push_back(std::move(entry));
   }
   if (!lazy) {
-    for (const auto& entry : entries_) load(*entry);
+    for (const auto& entry : entries_) {
+      try {
+        load(*entry);
+      } catch (const InputError&) {
+        throw;
+      } catch (const Error& e) {
+        throw InputError("voice '" + entry->config.name + "' (" + entry->config.directory +
+                         ") cannot be loaded: " + e.what());
+      }
+    }
   }
 }
 

@@ -460,6 +460,9 @@ TEST(EngineService, AStepThatThrowsFailsItsRequestsAndTheRestGoOn) {
   config.voice_dirs = {copy_voice(root, "demo-a"), broken};
   config.lazy_voices = true;  // so the broken weights are read on the device thread, in a step
   {
+    config.lazy_voices = false;
+    EXPECT_THROW(EngineService{config}, InputError);  // at start, a broken voice stops it
+    config.lazy_voices = true;
     EngineService service(config);
     std::unique_ptr<server::SpeechJob> job = service.admit(request(kTexts[1], "broken"));
     CollectingSink sink;
