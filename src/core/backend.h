@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ struct Conv1dParams {
   int64_t padding = 0;  // zeros on both sides
   int64_t dilation = 1;
   int64_t groups = 1;
+};
+
+// Work fused into a conv1d (ops::conv1d with a ConvFusion): the input goes through leaky_relu
+// first, and a residual is added to the output (HiFiGAN's resblock steps).
+struct ConvFusion {
+  std::optional<float> input_leaky_relu;  // the slope, when the input goes through leaky_relu
+  const Tensor* residual = nullptr;       // [B, Cout, Tout] in the output's dtype, or null
 };
 
 struct ConvTranspose1dParams {
@@ -111,6 +119,17 @@ class Backend {
   // Tout = (T + 2·padding − dilation·(K−1) − 1) / stride + 1, as torch.nn.functional.conv1d.
   virtual void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                       const Conv1dParams& params, const KernelScratch& scratch) = 0;
+  // Whether fused_conv1d() runs a conv1d of x and weight (contiguous) with `params` as one
+  // kernel; when not (the default), ops::conv1d runs the fused steps one by one.
+  virtual bool fuses_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/,
+                            const Conv1dParams& /*params*/) const {
+    return false;
+  }
+  // out = conv1d(leaky_relu(x) or x, weight) + bias + residual, as `fusion` says; only called
+  // when fuses_conv1d() is true. residual is contiguous, out does not alias x or residual.
+  virtual void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
+                            const KernelScratch& scratch);
   // x [B, Cin, T], weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T−1)·stride − 2·padding + dilation·(K−1) + output_padding + 1, as
   // torch.nn.functional.conv_transpose1d.

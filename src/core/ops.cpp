@@ -216,8 +216,11 @@ Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   return out.reshape(out_shape);
 }
 
-Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-              const Conv1dParams& params) {
+namespace {
+
+// Checks conv1d's arguments (throwing as the op does) and returns its output's time steps.
+int64_t conv1d_output_steps(Context& ctx, const Tensor& x, const Tensor& weight,
+                            const Conv1dParams& params) {
   const char* op = "conv1d";
   require_float_input(ctx, op, "x", x);
   require_float_input(ctx, op, "weight", weight);
@@ -249,11 +252,50 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
     fail(op, "input x " + x.shape_string() + " with padding " + std::to_string(params.padding) +
                  " is shorter than the dilated kernel (" + std::to_string(span) + " samples)");
   }
-  const int64_t tout = (padded - span) / params.stride + 1;
-  Tensor b = check_bias(ctx, op, bias, cout, x);
-  Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
+  return (padded - span) / params.stride + 1;
+}
+
+}  // namespace
+
+Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv1dParams& params) {
+  const int64_t tout = conv1d_output_steps(ctx, x, weight, params);
+  Tensor b = check_bias(ctx, "conv1d", bias, weight.size(0), x);
+  Tensor out = empty(ctx, {x.size(0), weight.size(0), tout}, x.dtype());
   ctx.backend().conv1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params, ctx.scratch());
   return out;
+}
+
+Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv1dParams& params, const ConvFusion& fusion) {
+  const char* op = "conv1d";
+  const int64_t tout = conv1d_output_steps(ctx, x, weight, params);
+  const Shape shape = {x.size(0), weight.size(0), tout};
+  if (fusion.residual != nullptr) {
+    const Tensor& residual = *fusion.residual;
+    require_float_input(ctx, op, "residual", residual);
+    require_same_dtype(op, "residual", residual, x);
+    if (residual.shape() != shape) {
+      fail(op, "residual " + residual.shape_string() + " does not match the output " +
+                   shape_to_string(shape));
+    }
+  }
+  Tensor b = check_bias(ctx, op, bias, weight.size(0), x);
+  const Tensor xc = contiguous(ctx, x);
+  const Tensor wc = contiguous(ctx, weight);
+  if (ctx.backend().fuses_conv1d(xc, wc, params)) {
+    const Tensor residual = fusion.residual ? contiguous(ctx, *fusion.residual) : Tensor();
+    ConvFusion fused = fusion;
+    fused.residual = fusion.residual ? &residual : nullptr;
+    Tensor out = empty(ctx, shape, x.dtype());
+    ctx.backend().fused_conv1d(xc, wc, b, fused, out, params, ctx.scratch());
+    return out;
+  }
+  Tensor y =
+      conv1d(ctx, fusion.input_leaky_relu ? leaky_relu(ctx, xc, *fusion.input_leaky_relu) : xc, wc,
+             b, params);
+  if (fusion.residual) add_(ctx, y, *fusion.residual);
+  return y;
 }
 
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -75,6 +75,10 @@ Tensor& add_(Context& ctx, Tensor& a, const Tensor& b);
 Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params);
+// conv1d(leaky_relu(x, slope) or x) + bias + residual, as `fusion` says, in one kernel where the
+// backend fuses it (Backend::fuses_conv1d), else step by step with the same result.
+Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv1dParams& params, const ConvFusion& fusion);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params);
 // Over the last dimension of x [..., C].

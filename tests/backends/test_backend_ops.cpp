@@ -161,6 +161,34 @@ TEST_F(BackendOps, Conv1d) {
   }
 }
 
+// conv1d with a ConvFusion is leaky_relu → conv1d → + residual, whatever the backend fuses.
+TEST_F(BackendOps, FusedConv1dIsLeakyReluConvPlusResidual) {
+  const Tensor x = random_tensor({2, 6, 37}, 1400);
+  const Tensor w = random_tensor({5, 6, 7}, 1401);
+  const Tensor b = random_tensor({5}, 1402);
+  const Conv1dParams p{1, 9, 3, 1};
+  const Tensor residual = random_tensor({2, 5, 37}, 1403);
+  for (Context* c : {&ref_ctx_, &cpu_ctx_}) {
+    Tensor expected = ops::conv1d(*c, ops::leaky_relu(*c, x, 0.1f), w, b, p);
+    ops::add_(*c, expected, residual);
+    expect_close(ops::conv1d(*c, x, w, b, p, ConvFusion{0.1f, &residual}), expected, 0.0,
+                 "leaky_relu and residual", false);
+    expect_close(ops::conv1d(*c, x, w, b, p, ConvFusion{}), ops::conv1d(*c, x, w, b, p), 0.0,
+                 "nothing fused", false);
+  }
+  check("fused conv1d", [&](Context& c) {
+    return ops::conv1d(c, x, w, b, p, ConvFusion{0.2f, &residual});
+  });
+  const Tensor wrong = random_tensor({2, 5, 36}, 1404);
+  try {
+    ops::conv1d(cpu_ctx_, x, w, b, p, ConvFusion{std::nullopt, &wrong});
+    ADD_FAILURE() << "conv1d accepted a residual of the wrong shape";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "conv1d: residual [2, 5, 36] does not match the output [2, 5, 37]");
+  }
+}
+
 TEST_F(BackendOps, ConvTranspose1d) {
   struct Case {
     ConvCase conv;
