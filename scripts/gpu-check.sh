@@ -123,7 +123,7 @@ check() {
   mkdir -p "$logs"
   export LD_LIBRARY_PATH="$DIST/lib:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export VOXD_SOURCE_DIR="$ROOT"
-  local status=0
+  local status=0 rc
   local -a rows=()
 
   echo "== 1. GPU"
@@ -143,6 +143,17 @@ check() {
     summary="$(grep -E 'tests passed, [0-9]+ tests failed' "$logs/ctest.log" | tail -1)"
     rows+=("gpu tests|${summary:-no summary (ctest exit $ctest_status)}")
     [[ $ctest_status -eq 0 ]] || status=1
+    # The convolution paths the default does not take everywhere (VOXD_CUDA_CONV).
+    if [[ -x "$DIST/bin/test_cuda_ops" ]]; then
+      local path
+      for path in cudnn im2col; do
+        VOXD_CUDA_CONV=$path "$DIST/bin/test_cuda_ops" --gtest_filter='*Conv*:*Strided*' \
+          >"$logs/conv-$path.log" 2>&1
+        rc=$?
+        rows+=("conv ops via $path|$(grep -oE '\[  (PASSED|FAILED)  \] [0-9]+' "$logs/conv-$path.log" | tr '\n' ' ')(exit $rc)")
+        [[ $rc -eq 0 ]] || status=1
+      done
+    fi
 
     if [[ "$mode" == quick ]]; then
       echo "== 5. summary (quick: no memcheck, no benchmarks)"
@@ -191,7 +202,7 @@ check() {
     python3 "$ROOT/tools/make_bench_voices.py" --out "$voices" >"$logs/bench-voices.log" 2>&1 ||
       { rows+=("bench voices|make_bench_voices.py failed (see bench-voices.log)"); status=1; }
   fi
-  local run rc
+  local run
   while IFS= read -r run; do
     [[ -n "$run" ]] || continue
     # shellcheck disable=SC2086  # run is an option list

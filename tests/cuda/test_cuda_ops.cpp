@@ -185,8 +185,14 @@ TEST_P(CudaOps, Conv1d) {
       {1, 6, 9, 1, 3, 1, 1, 1, 3, true},
       {1, 8, 256, 2100, 5, 1, 2, 2, 1, true},
       {2, 4, 4, 4500, 3, 2, 1, 1, 1, true},
-      // Columns of 64·7 rows × 40000 steps exceed one scratch chunk (2^24 elements).
+      // Columns of 64·7 rows × 40000 steps exceed one scratch chunk (2^24 elements); in F16
+      // and BF16 such long convolutions with stride 1 run as the implicit GEMM: one output
+      // channel tile of 32, channels not a multiple of 16, two channel tiles, dilation and
+      // padding, no padding, a batch.
       {1, 64, 8, 40000, 7, 1, 3, 1, 1, true},
+      {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
+      {1, 96, 20, 60000, 3, 1, 0, 3, 1, false},
+      {2, 32, 48, 30000, 9, 1, 4, 1, 1, true},
   };
   for (int64_t k = 1; k <= 16; ++k) cases.push_back({1, 3, 5, 29, k, 1, k / 2, 1, 1, true});
   uint32_t seed = 100;
@@ -197,6 +203,30 @@ TEST_P(CudaOps, Conv1d) {
     const Conv1dParams p{tc.stride, tc.padding, tc.dilation, tc.groups};
     check("conv1d " + describe(tc), {x, w, b},
           [&](Context& c, const Inputs& in) { return ops::conv1d(c, in[0], in[1], in[2], p); });
+  }
+}
+
+// leaky_relu → conv1d → + residual; in F16 and BF16 these long ones run as one fused kernel.
+TEST_P(CudaOps, FusedConv1d) {
+  const std::vector<ConvCase> cases = {
+      {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
+      {2, 32, 32, 30000, 3, 1, 1, 1, 1, true},
+      {1, 24, 16, 2000, 3, 1, 1, 1, 1, false},  // short: step by step
+  };
+  uint32_t seed = 250;
+  for (const ConvCase& tc : cases) {
+    const Tensor x = random_tensor({tc.batch, tc.cin, tc.t}, seed++);
+    const Tensor w = random_tensor({tc.cout, tc.cin, tc.k}, seed++);
+    const Tensor b = tc.bias ? random_tensor({tc.cout}, seed++) : Tensor();
+    const Conv1dParams p{tc.stride, tc.padding, tc.dilation, tc.groups};
+    const int64_t t_out = tc.t + 2 * tc.padding - tc.dilation * (tc.k - 1);
+    const Tensor residual = random_tensor({tc.batch, tc.cout, t_out}, seed++);
+    check("fused conv1d " + describe(tc), {x, w, b, residual}, [&](Context& c, const Inputs& in) {
+      return ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, &in[3]});
+    });
+    check("conv1d of leaky_relu " + describe(tc), {x, w, b}, [&](Context& c, const Inputs& in) {
+      return ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, nullptr});
+    });
   }
 }
 

@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cudnn_convolutions.h"
+#include "backends/cuda/implicit_gemm_conv.h"
 #include "backends/cuda/kernels.h"
 #include "core/error.h"
 
@@ -159,11 +163,13 @@ struct CudaBackend::Handles {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   std::unique_ptr<StagingRing> staging;
+  std::unique_ptr<cuda::CudnnConvolutions> cudnn;
 
   ~Handles() {
     cudaSetDevice(index);
     if (stream != nullptr) cudaStreamSynchronize(stream);
     staging.reset();
+    cudnn.reset();
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
@@ -260,13 +266,12 @@ struct Operand {
   int64_t batch_stride;
 };
 
-// Column-major C = op(A)·op(B) + beta·C for `batch` entries, accumulating in F32.
+// Column-major C = alpha·op(A)·op(B) + beta·C for `batch` entries, accumulating in F32.
 void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOperation_t tb,
           int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b, float beta, void* c,
-          cudaDataType c_type, int64_t ldc, int64_t c_stride, int64_t batch) {
+          cudaDataType c_type, int64_t ldc, int64_t c_stride, int64_t batch, float alpha = 1.0f) {
   VOXD_CHECK(k > 0, "gemm with an empty inner dimension");
   if (m == 0 || n == 0 || batch == 0) return;
-  const float alpha = 1.0f;
   VOXD_CUDA_CHECK(op, cublasGemmStridedBatchedEx(
                           handle, ta, tb, gemm_int(op, m), gemm_int(op, n), gemm_int(op, k), &alpha,
                           a.data, a.type, gemm_int(op, a.ld), a.batch_stride, b.data, b.type,
@@ -276,7 +281,26 @@ void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOpe
 
 }  // namespace
 
-CudaBackend::CudaBackend(int index) : index_(index), handles_(std::make_unique<Handles>()) {
+namespace {
+
+// VOXD_CUDA_CONV: how convolutions run — "auto" (the default: the own implicit-GEMM kernel for
+// long F16/BF16 sequences, cuBLAS gemms over im2col / col2im columns for the rest), "cudnn"
+// (cuDNN for every convolution) or "im2col" (columns for every convolution); the last two are
+// kept to compare against.
+CudaBackend::ConvolutionPath convolution_path() {
+  const char* value = std::getenv("VOXD_CUDA_CONV");
+  const std::string_view name = value == nullptr ? "" : value;
+  if (name.empty() || name == "auto") return CudaBackend::ConvolutionPath::kAuto;
+  if (name == "cudnn") return CudaBackend::ConvolutionPath::kCudnn;
+  if (name == "im2col") return CudaBackend::ConvolutionPath::kIm2col;
+  throw InputError("VOXD_CUDA_CONV is \"" + std::string(name) +
+                   "\"; expected \"auto\", \"cudnn\" or \"im2col\"");
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int index)
+    : index_(index), handles_(std::make_unique<Handles>()), convolution_path_(convolution_path()) {
   cuda::require_device(index);
   handles_->index = index;
   VOXD_CUDA_CHECK("open", cudaSetDevice(index));
@@ -286,9 +310,13 @@ CudaBackend::CudaBackend(int index) : index_(index), handles_(std::make_unique<H
   // No TF32: F32 gemms stay F32 (the 1e-4 parity with the reference depends on it).
   VOXD_CUDA_CHECK("open", cublasSetMathMode(handles_->cublas, CUBLAS_DEFAULT_MATH));
   handles_->staging = std::make_unique<StagingRing>("open");
+  if (convolution_path_ == ConvolutionPath::kCudnn) {
+    handles_->cudnn = std::make_unique<cuda::CudnnConvolutions>(handles_->stream);
+  }
 }
 
-CudaBackend::CudaBackend(int index, PlanOnly) : index_(index) {}
+CudaBackend::CudaBackend(int index, PlanOnly)
+    : index_(index), convolution_path_(convolution_path()) {}
 
 CudaBackend::~CudaBackend() = default;
 
@@ -391,8 +419,13 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
   if (n == 0) return;
   const bool plain = src.is_contiguous() && src.dtype() == dst.dtype();
   const bool download = !src.device().is_cpu() && dst.device().is_cpu();
-  // A download of strided or converted data is gathered on the device first.
-  const ScratchBuffer staged = take(scratch, download && !plain ? dst.nbytes() : 0, op);
+  const bool upload_converted = src.device().is_cpu() && !dst.device().is_cpu() &&
+                                src.is_contiguous() && src.dtype() != dst.dtype();
+  // A download of strided or converted data is gathered on the device first; an upload in
+  // another dtype goes up as it is and is converted there (weights: from the file's mapping to
+  // the device's dtype without a converted copy on the host).
+  const ScratchBuffer staged =
+      take(scratch, download && !plain ? dst.nbytes() : (upload_converted ? src.nbytes() : 0), op);
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -400,8 +433,12 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
     refuse_while_capturing(op, "a copy between host tensors (it runs now, not on replay)");
     Tensor converted = src.to_host_contiguous(dst.dtype());
     std::memcpy(dst.raw_data(), converted.raw_data(), dst.nbytes());
+  } else if (upload_converted) {
+    upload(staged.data(), src.raw_data(), src.nbytes(), op);
+    cuda::copy_strided(staged.data(), src.dtype(), make_layout(op, {n}, {1}), dst.raw_data(),
+                       dst.dtype(), n, stream, op);
   } else if (src.device().is_cpu()) {
-    // Strides and dtype resolved on the host, then one upload.
+    // Strides resolved on the host, then one upload.
     const Tensor contiguous = plain ? src : src.to_host_contiguous(dst.dtype());
     upload(dst.raw_data(), contiguous.raw_data(), dst.nbytes(), op);
   } else if (download) {
@@ -552,9 +589,27 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   }
   if (out.numel() == 0) return;
   const int64_t ckk = cin_g * k;
-  // A pointwise convolution multiplies x itself; others go through im2col columns, a chunk of
-  // output steps at a time.
+  // A pointwise convolution multiplies x itself; others go through cuDNN or im2col columns, a
+  // chunk of output steps at a time.
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
+  if (fuses_conv1d(x, weight, p)) {
+    fused_conv1d(x, weight, bias, ConvFusion{}, out, p, scratch);
+    return;
+  }
+  if (convolution_path_ == ConvolutionPath::kCudnn && !pointwise && ckk > 0 && t_in > 0) {
+    const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes, op);
+    if (scratch.planning()) return;
+    open(op);
+    const cuda::ConvolutionShape shape{dtype, false, batch,    cin,       t_in,       cout,
+                                       t_out, k,     p.stride, p.padding, p.dilation, p.groups};
+    // The algorithm is chosen first: timing it writes `out`.
+    handles_->cudnn->prepare(shape, x.raw_data(), weight.raw_data(), out.raw_data(),
+                             workspace.data(), op);
+    fill_bias(bias, {0, 1, 0}, out, handles_->stream, op);
+    handles_->cudnn->run(shape, x.raw_data(), weight.raw_data(), out.raw_data(), workspace.data(),
+                         op);
+    return;
+  }
   const int64_t chunk = pointwise || ckk == 0
                             ? std::min<int64_t>(t_out, INT_MAX)
                             : std::clamp<int64_t>(kScratchElements / (batch * ckk), 1,
@@ -589,6 +644,68 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   }
 }
 
+bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, const Conv1dParams& p) const {
+  // The implicit GEMM where im2col's columns would not fit one chunk (the vocoder's long
+  // sequences: K× the input through memory), im2col + cuBLAS for short ones, where cuBLAS's
+  // tiles fill the device better.
+  if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3 || weight.dim() != 3)
+    return false;
+  const int64_t k = weight.size(2);
+  const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
+  const bool long_columns = x.size(0) * weight.size(1) * k * x.size(2) > kScratchElements;
+  return !pointwise && long_columns && x.dtype() == weight.dtype() &&
+         cuda::implicit_gemm_conv1d_supported(x.dtype(), k, p.dilation, p.stride, p.groups);
+}
+
+void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                               const ConvFusion& fusion, Tensor& out, const Conv1dParams& p,
+                               const KernelScratch& scratch) {
+  const char* op = "conv1d";
+  require_float(op, "x", x, device());
+  const DType dtype = x.dtype();
+  require_float(op, "weight", weight, device(), dtype);
+  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
+  require_float(op, "out", out, device(), dtype);
+  const Tensor* residual = fusion.residual;
+  if (residual != nullptr) {
+    require_float(op, "residual", *residual, device(), dtype);
+    require_shape(op, "residual", *residual, out.shape());
+    if (!residual->is_contiguous())
+      fail(op, "residual " + residual->shape_string() + " is strided");
+  }
+  if (!fuses_conv1d(x, weight, p)) fail(op, "this convolution is not one the backend fuses");
+  const int64_t cout = weight.size(0);
+  const int64_t cin = x.size(1);
+  const int64_t k = weight.size(2);
+  require_shape(op, "out", out, {x.size(0), cout, out.size(2)});
+  const ScratchBuffer arranged =
+      take(scratch,
+           static_cast<size_t>(cuda::implicit_gemm_arranged_weight_elements(cout, cin, k)) *
+               dtype_size(dtype),
+           op);
+  if (scratch.planning()) return;
+  open(op);
+  cuda::ImplicitGemmConv args;
+  args.dtype = dtype;
+  args.x = x.raw_data();
+  args.weight = weight.raw_data();
+  args.arranged_weight = arranged.data();
+  args.bias = bias.defined() ? bias.raw_data() : nullptr;
+  args.residual = residual != nullptr ? residual->raw_data() : nullptr;
+  args.out = out.raw_data();
+  args.batch = x.size(0);
+  args.in_channels = cin;
+  args.in_steps = x.size(2);
+  args.out_channels = cout;
+  args.out_steps = out.size(2);
+  args.kernel = k;
+  args.padding = p.padding;
+  args.dilation = p.dilation;
+  args.input_leaky_relu = fusion.input_leaky_relu.has_value();
+  args.input_slope = fusion.input_leaky_relu.value_or(0.0f);
+  cuda::implicit_gemm_conv1d(args, handles_->stream, op);
+}
+
 void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    Tensor& out, const ConvTranspose1dParams& p,
                                    const KernelScratch& scratch) {
@@ -618,6 +735,20 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
   if (out.numel() == 0) return;
   const int64_t ck = cout_g * k;
   const bool gemms = cin_g > 0 && ck > 0 && t_in > 0;
+  if (convolution_path_ == ConvolutionPath::kCudnn && gemms) {
+    const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes, op);
+    if (scratch.planning()) return;
+    open(op);
+    const cuda::ConvolutionShape shape{dtype, true, batch,    cin,       t_in,       cout,
+                                       t_out, k,    p.stride, p.padding, p.dilation, p.groups};
+    // The algorithm is chosen first: timing it writes `out`.
+    handles_->cudnn->prepare(shape, x.raw_data(), weight.raw_data(), out.raw_data(),
+                             workspace.data(), op);
+    fill_bias(bias, {0, 1, 0}, out, handles_->stream, op);
+    handles_->cudnn->run(shape, x.raw_data(), weight.raw_data(), out.raw_data(), workspace.data(),
+                         op);
+    return;
+  }
   // F32 columns [batch, cout_g·k, chunk] = W_gᵀ · x for a chunk of input steps, then gathered
   // into the output (col2im) with one rounding to the output dtype.
   const int64_t chunk = gemms ? std::clamp<int64_t>(kScratchElements / (batch * ck), 1,
@@ -725,33 +856,55 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                    std::to_string(batch));
     }
   }
-  const int64_t rows = batch * q.size(1) * q.size(2);
+  const int64_t tq = q.size(1);
   const int64_t tk = k.size(1);
-  const int64_t in_flight =
-      std::max<int64_t>(1, std::min(rows, kScratchElements / std::max<int64_t>(tk, 1)));
-  const ScratchBuffer lengths = take(scratch, params.key_lengths.size() * sizeof(int64_t), op);
-  const ScratchBuffer offsets = take(scratch, params.query_offsets.size() * sizeof(int64_t), op);
-  const ScratchBuffer scores =
-      take(scratch, static_cast<size_t>(in_flight * tk) * sizeof(float), op);
+  const int64_t heads = q.size(2);
+  const int64_t dim = q.size(3);
+  const DType dtype = q.dtype();
+  if (out.numel() == 0) return;
+  // Per sequence and chunk of queries, all heads at once: scores = scale · q·kᵀ (F32), the
+  // masked softmax into probabilities (q's dtype), out = probabilities · v: three launches per
+  // sequence, the matrix work on tensor cores.
+  const int64_t queries =
+      std::clamp<int64_t>(kScratchElements / std::max<int64_t>(heads * tk, 1), 1, tq);
+  const size_t score_count = static_cast<size_t>(heads * queries * tk);
+  const ScratchBuffer scores = take(scratch, tk == 0 ? 0 : score_count * sizeof(float), op);
+  const ScratchBuffer probs =
+      take(scratch, tk == 0 || dtype == DType::F32 ? 0 : score_count * dtype_size(dtype), op);
+  const ScratchBuffer workspace = take(scratch, tk == 0 ? 0 : kCublasWorkspaceBytes, op);
   if (scratch.planning()) return;
   open(op);
-  upload(lengths.data(), params.key_lengths.data(), lengths.bytes(), op);
-  upload(offsets.data(), params.query_offsets.data(), offsets.bytes(), op);
-  cuda::AttentionArgs args{q.raw_data(),
-                           k.raw_data(),
-                           v.raw_data(),
-                           out.raw_data(),
-                           q.dtype(),
-                           batch,
-                           q.size(1),
-                           tk,
-                           q.size(2),
-                           q.size(3),
-                           params.scale,
-                           params.causal,
-                           params.key_lengths.empty() ? nullptr : lengths.as<int64_t>(),
-                           params.query_offsets.empty() ? nullptr : offsets.as<int64_t>()};
-  cuda::attention(args, scores.as<float>(), in_flight, handles_->stream, op);
+  cudaStream_t stream = handles_->stream;
+  const cudaDataType type = cuda_type(dtype);
+  const int64_t row = heads * dim;  // elements between time steps
+  const uint64_t nan_bits =
+      dtype == DType::F32 ? 0x7fc00000u : (dtype == DType::F16 ? 0x7e00u : 0x7fc0u);
+  if (workspace.bytes() > 0) use_gemm_workspace(workspace, op);
+  void* probabilities = dtype == DType::F32 ? scores.data() : probs.data();
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t key_length =
+        std::min(tk, params.key_lengths.empty() ? tk : std::max<int64_t>(params.key_lengths[b], 0));
+    const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
+    if (key_length == 0) {  // no key to attend to: NaN, as the host backends give
+      cuda::fill_pattern(element(out, b * tq * row), static_cast<int>(dtype_size(dtype)), nan_bits,
+                         tq * row, stream, op);
+      continue;
+    }
+    for (int64_t q0 = 0; q0 < tq; q0 += queries) {
+      const int64_t qc = std::min(queries, tq - q0);
+      // Column-major scoresᵀ [tk, qc] per head = k_hᵀ-as-stored · q_h (ld heads·dim).
+      gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, key_length, qc, dim,
+           {element(k, b * tk * row), type, row, dim},
+           {element(q, (b * tq + q0) * row), type, row, dim}, 0.0f, scores.data(), CUDA_R_32F, tk,
+           qc * tk, heads, params.scale);
+      cuda::masked_softmax(scores.as<float>(), probabilities, dtype, heads * qc, qc, tk, key_length,
+                           params.causal, offset + q0, stream, op);
+      // Column-major out_hᵀ [dim, qc] = v_hᵀ [dim, key_length] · probsᵀ [key_length, qc].
+      gemm(handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_N, dim, qc, key_length,
+           {element(v, b * tk * row), type, row, dim}, {probabilities, type, tk, qc * tk}, 0.0f,
+           element(out, (b * tq + q0) * row), type, row, dim, heads);
+    }
+  }
 }
 
 void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,

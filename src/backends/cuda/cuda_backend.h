@@ -1,16 +1,20 @@
 // The CUDA backend: every Backend kernel on one GPU, for F32, F16 and BF16 tensors (all floating
 // operands of a call share one dtype; math accumulates in F32). Work is queued on the backend's
 // own stream and runs asynchronously; synchronize() waits for it, and copies to the host wait
-// by themselves. Linear layers and convolutions are cuBLAS gemms (convolutions through im2col /
-// col2im columns); the other ops are the plain kernels in kernels.cu.
+// by themselves. Linear layers are cuBLAS gemms; F16/BF16 conv1d with stride 1 over long
+// sequences runs as an implicit GEMM on tensor cores (implicit_gemm_conv.h), the other
+// convolutions as cuBLAS gemms over im2col / col2im columns, pointwise ones as one gemm. The
+// environment variable VOXD_CUDA_CONV, read when a backend is made, selects "cudnn"
+// (cudnn_convolutions.h) or "im2col" for every convolution instead, to compare. Attention is two
+// batched gemms around a masked softmax; the other ops are the plain kernels in kernels.cu.
 //
 // Precision policy for F16 and BF16 (what this backend controls: the inside of one op).
 //   - Weights and activations are stored in the tensor's dtype; every op reads its half inputs,
-//     computes in F32 and rounds its output once: gemms (linear, conv1d, conv_transpose1d)
-//     accumulate in F32 (CUBLAS_COMPUTE_32F) onto the bias, so x·Wᵀ + b is rounded once; layer
-//     norm statistics, attention scores, softmax and the weighted sum of v are F32 in registers
-//     and scratch; conv_transpose1d's columns are F32 up to the one rounding in col2im;
-//     bucketize takes F32 only (models convert the prediction).
+//     computes in F32 and rounds its output once: gemms and convolutions (linear, conv1d,
+//     conv_transpose1d) accumulate in F32 (CUBLAS_COMPUTE_32F; cuDNN's F32 compute type) onto the
+//     bias, so x·Wᵀ + b is rounded once; layer norm statistics, attention scores and the softmax
+//     are F32, the attention probabilities are rounded to the dtype once before they weight v
+//     (in F32 accumulation); bucketize takes F32 only (models convert the prediction).
 //   - Not covered here: the rounding *between* ops, i.e. the dtype the model keeps its residual
 //     stream, layer-norm outputs and small predictor heads in. With every activation in BF16
 //     (8-bit mantissa) those roundings add up to ~1e-2 relative error over HiFiGAN v1 and to
@@ -20,13 +24,13 @@
 //     conv_transpose1d to accept an F32 x with half weights and the models to keep activations
 //     in F32; that is core/ops and models work, not this backend's.
 //
-// Scratch memory (im2col columns, attention scores, uploaded lengths, ids and rows, and cuBLAS's
-// workspace) comes from the call's KernelScratch, i.e. the context's allocator, for the duration
-// of one call, so a workspace plan counts it; cuBLAS is handed its workspace with
-// cublasSetWorkspace before every gemm and never allocates its own. Small host arrays (lengths,
-// ids, frame rows) and host tensors reach the device through a ring of pinned host memory with
-// cudaMemcpyAsync, without waiting for the stream; copies to the host wait. One thread at a time
-// may use a CudaBackend.
+// Scratch memory (cuDNN's and cuBLAS's workspaces, im2col columns, attention scores and
+// probabilities, uploaded lengths, ids and rows) comes from the call's KernelScratch, i.e. the
+// context's allocator, for the duration of one call, so a workspace plan counts it; cuBLAS is
+// handed its workspace with cublasSetWorkspace before every gemm and never allocates its own. Small
+// host arrays (lengths, ids, frame rows) and host tensors reach the device through a ring of pinned
+// host memory with cudaMemcpyAsync, without waiting for the stream; copies to the host wait. One
+// thread at a time may use a CudaBackend.
 //
 // capture() records work as a CUDA graph (stream capture on the backend's stream, thread-local
 // mode, so a cudaMalloc or synchronisation inside fails instead of corrupting the recording).
@@ -51,6 +55,8 @@ class CudaBackend final : public Backend {
   static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
   // Marks a backend made for planning only.
   struct PlanOnly {};
+  // How conv1d and conv_transpose1d run; see VOXD_CUDA_CONV in the file comment.
+  enum class ConvolutionPath { kAuto, kCudnn, kIm2col };
 
   // Opens device `index`; throws voxd::InputError when there is no such CUDA device ("no CUDA
   // device: cudaGetDeviceCount returned ...").
@@ -90,6 +96,12 @@ class CudaBackend final : public Backend {
               const KernelScratch& scratch) override;
   void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
               const Conv1dParams& params, const KernelScratch& scratch) override;
+  // True for F16/BF16 convolutions with stride 1 over long sequences (the implicit GEMM).
+  bool fuses_conv1d(const Tensor& x, const Tensor& weight,
+                    const Conv1dParams& params) const override;
+  void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
+                    const KernelScratch& scratch) override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
@@ -120,6 +132,8 @@ class CudaBackend final : public Backend {
 
   int index_;
   std::unique_ptr<Handles> handles_;
+  // How convolutions run (VOXD_CUDA_CONV, read when the backend is made).
+  ConvolutionPath convolution_path_ = ConvolutionPath::kAuto;
 };
 
 }  // namespace voxd

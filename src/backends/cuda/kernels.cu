@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_types.cuh"
 #include "backends/cuda/kernels.h"
 #include "core/error.h"
 
@@ -34,50 +35,6 @@ __device__ __forceinline__ int64_t global_index() {
 
 __device__ __forceinline__ int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
-__device__ __forceinline__ float to_float(float v) {
-  return v;
-}
-__device__ __forceinline__ float to_float(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-// Calls f(T{}) with T the device type of the floating dtype.
-template <typename F>
-void dispatch_float(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::F32:
-      f(float{});
-      return;
-    case DType::F16:
-      f(__half{});
-      return;
-    case DType::BF16:
-      f(__nv_bfloat16{});
-      return;
-    default:
-      throw Error(std::string(op) + ": dtype " + std::string(dtype_name(dtype)) +
-                  " is not F32, F16 or BF16");
-  }
 }
 
 __device__ int64_t offset_of(int64_t i, const Layout& layout) {
@@ -332,56 +289,36 @@ __global__ void bucketize_kernel(const float* x, int64_t count, const float* bou
 
 // One block per (batch, query, head) row: scores of the visible keys (a prefix [0, limit)) into
 // the block's slice of `scores`, softmax in F32, then the weighted sum of v.
+// Row r of scores [rows, tk] (query r % rows_per_head, i.e. first_query + that in the
+// sequence): probs = softmax over the visible keys (below key_length, and with `causal` at most
+// the query's own position), zeros for the other keys below key_length, NaN everywhere when no
+// key is visible. probs may be scores (T = float).
 template <typename T>
-__global__ void attention_kernel(AttentionArgs a, float* scores_all) {
+__global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t rows,
+                                      int64_t rows_per_head, int64_t tk, int64_t key_length,
+                                      bool causal, int64_t first_query) {
   __shared__ float shared[32];
-  const T* q = static_cast<const T*>(a.q);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  T* out = static_cast<T*>(a.out);
-  float* scores = scores_all + static_cast<int64_t>(blockIdx.x) * a.tk;
-  const int64_t rows = a.batch * a.tq * a.heads;
-  const int64_t row_stride = a.heads * a.dim;  // between consecutive time steps
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t h = r % a.heads;
-    const int64_t i = (r / a.heads) % a.tq;
-    const int64_t b = r / (a.heads * a.tq);
-    int64_t limit = a.key_lengths ? a.key_lengths[b] : a.tk;
-    if (a.causal) {
-      const int64_t last = (a.query_offsets ? a.query_offsets[b] : 0) + i;  // last visible key
+    int64_t limit = key_length;
+    if (causal) {
+      const int64_t last = first_query + r % rows_per_head;  // the last visible key
       limit = last < 0 ? 0 : (last + 1 < limit ? last + 1 : limit);
     }
-    T* o = out + r * a.dim;
+    const float* s = scores + r * tk;
+    T* p = probs + r * tk;
     if (limit <= 0) {
-      for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) o[d] = from_float<T>(NAN);
+      for (int64_t j = threadIdx.x; j < key_length; j += blockDim.x) p[j] = from_float<T>(NAN);
       continue;
     }
-    const T* qi = q + r * a.dim;
-    const T* kb = k + (b * a.tk * a.heads + h) * a.dim;
-    const T* vb = v + (b * a.tk * a.heads + h) * a.dim;
     float local_max = -INFINITY;
-    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
-      const T* kj = kb + j * row_stride;
-      float dot = 0;
-      for (int64_t d = 0; d < a.dim; ++d) dot += to_float(qi[d]) * to_float(kj[d]);
-      const float s = a.scale * dot;
-      scores[j] = s;
-      local_max = fmaxf(local_max, s);
-    }
+    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) local_max = fmaxf(local_max, s[j]);
     const float max_score = block_reduce<true>(local_max, shared);
     float local_sum = 0;
-    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
-      const float p = expf(scores[j] - max_score);
-      scores[j] = p;
-      local_sum += p;
+    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) local_sum += __expf(s[j] - max_score);
+    const float inv_sum = 1.0f / block_reduce<false>(local_sum, shared);
+    for (int64_t j = threadIdx.x; j < key_length; j += blockDim.x) {
+      p[j] = from_float<T>(j < limit ? __expf(s[j] - max_score) * inv_sum : 0.0f);
     }
-    const float total = block_reduce<false>(local_sum, shared);  // also orders the score writes
-    for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
-      float acc = 0;
-      for (int64_t j = 0; j < limit; ++j) acc += scores[j] * to_float(vb[j * row_stride + d]);
-      o[d] = from_float<T>(acc / total);
-    }
-    __syncthreads();  // scores are rewritten for the next row
   }
 }
 
@@ -526,14 +463,16 @@ void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n
   check_launch(op);
 }
 
-void attention(const AttentionArgs& args, float* scores, int64_t rows_in_flight,
-               cudaStream_t stream, const char* op) {
-  const int64_t rows = args.batch * args.tq * args.heads;
-  if (rows == 0 || args.dim == 0) return;
-  const int blocks = static_cast<int>(std::min<int64_t>(rows, rows_in_flight));
-  dispatch_float(args.dtype, op, [&](auto t) {
+void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
+                    int64_t rows_per_head, int64_t tk, int64_t key_length, bool causal,
+                    int64_t first_query, cudaStream_t stream, const char* op) {
+  if (rows == 0 || key_length == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
+  const int threads = key_length >= 256 ? 256 : (key_length >= 128 ? 128 : 64);
+  dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
-    attention_kernel<T><<<blocks, 128, 0, stream>>>(args, scores);
+    masked_softmax_kernel<T><<<blocks, threads, 0, stream>>>(
+        scores, static_cast<T*>(probs), rows, rows_per_head, tk, key_length, causal, first_query);
   });
   check_launch(op);
 }

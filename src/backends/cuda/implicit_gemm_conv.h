@@ -1,0 +1,53 @@
+// conv1d as an implicit GEMM on tensor cores, for F16 and BF16 with F32 accumulation: each block
+// computes a tile of output channels × 256 time steps of one sequence, loading the input
+// channels' time window (with its halo of dilation·(K − 1) steps) into shared memory once per 16
+// channels and multiplying it by every tap's weights from there (the weights rearranged first,
+// per call, so that blocks read them with 16-byte loads). No im2col columns are written, so the
+// input is read once per tile instead of K times through global memory; the bias, and
+// optionally a residual, are added in the epilogue, and a leaky ReLU can be applied to the input
+// as it is loaded (HiFiGAN's resblocks: conv(leaky_relu(x)) + x in one pass).
+// Internal to the CUDA backend.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace voxd::cuda {
+
+struct ImplicitGemmConv {
+  DType dtype = DType::F16;      // of x, weight, bias, residual and out
+  const void* x = nullptr;       // [batch, in_channels, in_steps]
+  const void* weight = nullptr;  // [out_channels, in_channels, kernel]
+  // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
+  // rearranged per 16 input channels and tap, so blocks load them with wide reads.
+  void* arranged_weight = nullptr;
+  const void* bias = nullptr;      // [out_channels] or null
+  const void* residual = nullptr;  // [batch, out_channels, out_steps] added to out, or null
+  void* out = nullptr;             // [batch, out_channels, out_steps]; may not alias x
+  int64_t batch = 0;
+  int64_t in_channels = 0;
+  int64_t in_steps = 0;
+  int64_t out_channels = 0;
+  int64_t out_steps = 0;
+  int64_t kernel = 0;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  // The input goes through leaky_relu with this slope as it is loaded, when set.
+  bool input_leaky_relu = false;
+  float input_slope = 0.0f;
+};
+
+// Whether implicit_gemm_conv1d() runs this convolution: stride 1, no groups, F16 or BF16, and a
+// kernel and halo that fit its shared memory.
+bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,
+                                    int64_t groups);
+// Elements of ImplicitGemmConv::arranged_weight.
+int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
+                                               int64_t kernel);
+// Queues the convolution on `stream`; throws voxd::Error naming `op` when the launch fails.
+void implicit_gemm_conv1d(const ImplicitGemmConv& args, cudaStream_t stream, const char* op);
+
+}  // namespace voxd::cuda
