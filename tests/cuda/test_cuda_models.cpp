@@ -181,7 +181,9 @@ TEST_P(FastSpeech2OnCuda, MatchesFixture) {
         count += bucket_of(bins, got[b][t]) != bucket_of(bins, want[b][t]);
       }
     }
-    if (dtype == DType::F32) EXPECT_EQ(count, 0) << name << " bucket flips";
+    if (dtype == DType::F32) {
+      EXPECT_EQ(count, 0) << name << " bucket flips";
+    }
     report += ", " + std::to_string(count) + " " + name + " buckets differ";
   };
   flips("pitch", debug.pitch, pitch, pitch_lens);
