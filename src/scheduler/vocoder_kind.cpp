@@ -22,6 +22,15 @@ struct Candidate {
   size_t taken = 0;  // its chunks in the batch so far
 };
 
+// Graphs are recorded for batches of powers of two only (a batch in between is padded with zero
+// chunks), so the graphs of one voice hold about twice the largest one's arena, not one arena per
+// batch size.
+int64_t graph_batch(int64_t chunks) {
+  int64_t padded = 1;
+  while (padded < chunks) padded *= 2;
+  return padded;
+}
+
 // The position of each item's chunk among its stream's ready chunks: how many earlier items
 // are of the same stream.
 std::vector<size_t> chunk_indices(const Batch& batch) {
@@ -104,7 +113,11 @@ uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
   const auto chunks = static_cast<int64_t>(size);
   // A recorded graph keeps its arena: replaying it takes nothing more; recording it takes its
   // plan for good.
-  if (use_graphs(voice, frames) && voice.graph_batches.contains(chunks)) return 0;
+  if (use_graphs(voice, frames)) {
+    const int64_t padded = graph_batch(chunks);
+    if (voice.graph_batches.contains(padded)) return 0;
+    return MemoryBudget::footprint(plan(voice, padded, frames));
+  }
   return MemoryBudget::footprint(plan(voice, chunks, frames));
 }
 
@@ -131,7 +144,9 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   const auto chunks = static_cast<int64_t>(batch.items.size());
   const std::vector<size_t> indices = chunk_indices(batch);
 
-  Tensor mel = Tensor::empty({chunks, n_mels, frames}, DType::F32);
+  const bool graphs = use_graphs(voice, frames);
+  const int64_t rows = graphs ? graph_batch(chunks) : chunks;
+  Tensor mel = Tensor::zeros({rows, n_mels, frames}, DType::F32);
   const size_t chunk_values = static_cast<size_t>(n_mels * frames);
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const Tensor& given = batch.items[i]->ready[indices[i]].mel;
@@ -139,11 +154,11 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
                 chunk_values * sizeof(float));
   }
   Tensor audio;
-  if (use_graphs(voice, frames)) {
+  if (graphs) {
     if (!voice.graphs)
       voice.graphs = std::make_unique<VocoderGraphs>(runtime_.context(), vocoder, frames);
     audio = voice.graphs->run(mel);
-    voice.graph_batches.insert(chunks);
+    voice.graph_batches.insert(rows);
     voices_.update_graph_bytes();
   } else {
     audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
