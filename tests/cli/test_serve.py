@@ -26,6 +26,8 @@ from array import array
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
 VOICE = os.path.join(ROOT, "voices", "en-demo")
+# The GPU machine runs the same suite with VOXD_TEST_DEVICE=cuda.
+DEVICE = os.environ.get("VOXD_TEST_DEVICE", "cpu")
 KEY = "sk-e2e-key"
 FILE_KEY = "sk-e2e-from-file"
 MAX_INPUT_CHARS = 2000
@@ -70,7 +72,7 @@ class Server:
 
     def __init__(self, *args, env=None):
         self.log_file = tempfile.NamedTemporaryFile(prefix="voxd-serve-", suffix=".log", delete=False)
-        command = [VOXD, "serve", "--voice", VOICE, "--device", "cpu", "--threads", "2",
+        command = [VOXD, "serve", "--voice", VOICE, "--device", DEVICE, "--threads", "2",
                    "--port", "0", "--log-format", "json", "--max-input-chars", str(MAX_INPUT_CHARS),
                    *args]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self.log_file,
@@ -228,12 +230,44 @@ class ServeTest(unittest.TestCase):
         self.assert_error(self.server.request("DELETE", "/v1/models"), 405)
         self.assert_error(self.post(speech_body(), path="/v1/audio/speak"), 404, "not_found")
         self.assert_error(self.server.request("GET", "/nowhere"), 404, "not_found")
-        # Input exactly at the limit is accepted.
-        status, _, _ = self.post(speech_body(("Hi. " * MAX_INPUT_CHARS)[:MAX_INPUT_CHARS], fmt="pcm"))
+        # Input exactly at the limit is accepted (one short sentence padded with spaces).
+        status, _, _ = self.post(speech_body("Hi." + " " * (MAX_INPUT_CHARS - 3), fmt="pcm"))
         self.assertEqual(status, 200)
         status, _, body = self.post(speech_body())
         self.assertEqual(status, 200)
         self.assertGreater(len(wav_frames(body)), 0)
+
+    @staticmethod
+    def could_be_valid(body):
+        """Whether `body` might be a valid request (then the random test makes another)."""
+        try:
+            obj = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return False
+        return (isinstance(obj, dict) and set(obj) <= {"model", "input", "voice", "response_format",
+                                                       "speed", "stream", "stream_format", "instructions"}
+                and isinstance(obj.get("input"), str) and obj["input"].strip() != ""
+                and obj.get("model") == "tts-1" and obj.get("voice") == "en-demo")
+
+    @staticmethod
+    def malformed(rng, valid, values, fields):
+        kind = rng.randrange(5)
+        if kind == 0:  # truncated
+            return valid[: rng.randrange(len(valid))].encode()
+        elif kind == 1:  # bytes changed
+            raw = bytearray(valid.encode())
+            for _ in range(rng.randint(1, 8)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+            return bytes(raw)
+        elif kind == 2:  # a field of a wrong type or value
+            obj = json.loads(valid)
+            obj[rng.choice(fields)] = rng.choice(values)
+            return json.dumps(obj).encode()
+        elif kind == 3:  # random bytes
+            return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+        else:  # deep nesting
+            depth = rng.randint(10, 200)
+            return ("[" * depth + "]" * depth).encode()
 
     def test_random_malformed_requests_then_valid_ones(self):
         rng = random.Random(5)
@@ -244,23 +278,9 @@ class ServeTest(unittest.TestCase):
         statuses = {}
         conn = None
         for i in range(500):
-            kind = rng.randrange(5)
-            if kind == 0:  # truncated
-                body = valid[: rng.randrange(len(valid))].encode()
-            elif kind == 1:  # bytes changed
-                raw = bytearray(valid.encode())
-                for _ in range(rng.randint(1, 8)):
-                    raw[rng.randrange(len(raw))] = rng.randrange(256)
-                body = bytes(raw)
-            elif kind == 2:  # a field of a wrong type or value
-                obj = json.loads(valid)
-                obj[rng.choice(fields)] = rng.choice(values)
-                body = json.dumps(obj).encode()
-            elif kind == 3:  # random bytes
-                body = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
-            else:  # deep nesting
-                depth = rng.randint(10, 200)
-                body = ("[" * depth + "]" * depth).encode()
+            body = valid.encode()
+            while self.could_be_valid(body):
+                body = self.malformed(rng, valid, values, fields)
             if conn is None:
                 conn = self.server.connection()
             try:
@@ -276,14 +296,12 @@ class ServeTest(unittest.TestCase):
                 self.fail(f"request {i} ({body[:60]!r}) broke the connection: {e}")
         if conn is not None:
             conn.close()
-        self.assertFalse([s for s in statuses if s >= 500 or s < 200], statuses)
-        self.assertGreater(sum(n for s, n in statuses.items() if 400 <= s < 500), 300, statuses)
+        self.assertEqual(sum(n for s, n in statuses.items() if 400 <= s < 500), 500, statuses)
         # Garbage that is not HTTP at all, on raw sockets.
-        for garbage in (b"\x00\xff" * 100 + b"\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n",
-                        b"POST /v1/audio/speech HTTP/1.1\r\nContent-Length: -5\r\n\r\n"):
+        for garbage in (b"\x00\xff" * 100 + b"\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n"):
             with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
                 s.sendall(garbage)
-                s.recv(4096)
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 400"))
         for text in ("First valid request.", "Second one.", "And a third."):
             status, _, body = self.post(speech_body(text))
             self.assertEqual(status, 200)
@@ -315,7 +333,7 @@ class ServeTest(unittest.TestCase):
     def test_disconnect_mid_stream_cancels_and_releases_memory(self):
         cancelled_before = self.server.metric("voxd_speech_requests_total", 'outcome="cancelled"')
         conn = self.server.connection()
-        conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT * 4, fmt="pcm"),
+        conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT * 2, fmt="pcm"),
                      headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
         res = conn.getresponse()
         self.assertEqual(res.status, 200)
@@ -330,8 +348,7 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(status, 200)
 
     def test_concurrent_clients_get_the_audio_each_gets_alone(self):
-        texts = ["One sentence for the first client.", "A second, different sentence.",
-                 "Twelve thousand and five.", "Short."]
+        texts = ["The first client.", "A second sentence.", "Twelve thousand and five.", "Short."]
         alone = {}
         for text in texts:
             status, _, body = self.post(speech_body(text, fmt="pcm", stream=False))
@@ -410,7 +427,8 @@ class OverloadTest(unittest.TestCase):
 
             def client(i):
                 barrier.wait()
-                results[i] = server.request("POST", "/v1/audio/speech", speech_body(LONG_TEXT), key=None)
+                results[i] = server.request("POST", "/v1/audio/speech", speech_body(SENTENCE + " " + SENTENCE),
+                                            key=None)
 
             threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
             for t in threads:
@@ -427,10 +445,12 @@ class OverloadTest(unittest.TestCase):
                     self.assertIn("error", json.loads(body))
                 else:
                     self.assertGreater(len(wav_frames(body)), 22050)
-            # Nothing lost: every request counted as ok or rejected.
-            ok = server.metric("voxd_speech_requests_total", 'outcome="ok"')
-            rejected = server.metric("voxd_speech_requests_total", 'outcome="rejected"')
-            self.assertEqual((ok, rejected), (statuses.count(200), statuses.count(503)))
+            # Nothing lost: every request counted as ok or rejected (once its response is sent,
+            # a moment after the client has it).
+            expected = (statuses.count(200), statuses.count(503))
+            server.wait_for(lambda: (server.metric("voxd_speech_requests_total", 'outcome="ok"'),
+                                     server.metric("voxd_speech_requests_total", 'outcome="rejected"'))
+                            == expected, f"the metrics to count {expected} ok and rejected requests")
             self.assertEqual(server.request("GET", "/healthz")[0], 200)
         finally:
             self.assertEqual(server.stop(), 0)
@@ -439,7 +459,7 @@ class OverloadTest(unittest.TestCase):
 
 class LifecycleTest(unittest.TestCase):
     def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(self):
-        server = Server("--grace-period", "60")
+        server = Server("--grace-period", "600")
         try:
             conn = server.connection()
             conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT, fmt="wav"),
@@ -450,6 +470,8 @@ class LifecycleTest(unittest.TestCase):
             server.process.send_signal(signal.SIGTERM)
             server.wait_for(lambda: any(l.get("msg") == "shutting down" for l in server.log_lines()),
                             "the server to start shutting down")
+            shutting_down = [l for l in server.log_lines() if l.get("msg") == "shutting down"][0]
+            self.assertEqual(shutting_down["in_progress"], 1)
             # No new connections once it drains.
             with self.assertRaises(OSError):
                 socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
@@ -458,7 +480,7 @@ class LifecycleTest(unittest.TestCase):
             conn.close()
             self.assertEqual(server.process.wait(timeout=EVENT_TIMEOUT), 0)
             stopped = [l for l in server.log_lines() if l.get("msg") == "stopped"]
-            self.assertEqual(stopped[0]["cancelled"], 0)
+            self.assertEqual((stopped[0]["cancelled"], stopped[0]["cut_off"]), (0, 0))
         finally:
             server.stop()
             server.close()
