@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -67,22 +68,24 @@ struct ServeCommand::Settings {
 
 namespace {
 
+// VOXD_MAX_QUEUE for "max-queue".
+std::string variable_name(const std::string& flag) {
+  std::string name = "VOXD_" + flag;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
+  return name;
+}
+
 // Adds `--name` with VOXD_NAME as its variable.
 template <typename T>
 CLI::Option* add_setting(CLI::App& command, const std::string& name, T& value,
                          const std::string& help) {
-  std::string env = "VOXD_" + name;
-  std::transform(env.begin(), env.end(), env.begin(),
-                 [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
-  return command.add_option("--" + name, value, help)->envname(env);
+  return command.add_option("--" + name, value, help)->envname(variable_name(name));
 }
 
 CLI::Option* add_switch(CLI::App& command, const std::string& name, bool& value,
                         const std::string& help) {
-  std::string env = "VOXD_" + name;
-  std::transform(env.begin(), env.end(), env.begin(),
-                 [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
-  return command.add_flag("--" + name, value, help)->envname(env);
+  return command.add_flag("--" + name, value, help)->envname(variable_name(name));
 }
 
 // Gives the options of `command` that neither a flag nor a variable set the values of the config

@@ -576,6 +576,10 @@ class SettingsTest(unittest.TestCase):
                                  env={k: v for k, v in os.environ.items() if k != "VOXD_VOICE"})
         self.assertEqual(missing.returncode, 2)
         self.assertIn("--voice", missing.stderr)
+        nowhere = subprocess.run([VOXD, "serve", "--voice", os.path.join(self.tmp, "nowhere"), "--port", "0"],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(nowhere.returncode, 2)
+        self.assertIn("nowhere", nowhere.stderr)
 
 
 if __name__ == "__main__":
