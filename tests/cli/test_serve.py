@@ -42,8 +42,10 @@ LONG_TEXT = " ".join(
     ]
 )
 # Batched with other requests, a request's samples may differ from the same request served alone
-# by float rounding (batched matrix products sum in another order): a few steps of 16-bit PCM.
-PCM_TOLERANCE = 8
+# by float rounding (batched matrix products sum in another order). On the CPU: at most one step
+# of 16-bit PCM, in well under 1 % of the samples.
+PCM_TOLERANCE = 2
+PCM_DIFFERING_FRACTION = 0.01
 
 
 def speech_body(text=SENTENCE, fmt="wav", stream=True, **extra):
@@ -374,8 +376,9 @@ class ServeTest(unittest.TestCase):
                 # Batched with others or alone, the same request gives the same audio.
                 got, want = array("h", body), array("h", alone[texts[i % len(texts)]])
                 self.assertEqual(len(got), len(want))
-                worst = max(abs(a - b) for a, b in zip(got, want))
-                self.assertLessEqual(worst, PCM_TOLERANCE)
+                self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
+                differing = sum(a != b for a, b in zip(got, want))
+                self.assertLessEqual(differing, PCM_DIFFERING_FRACTION * len(want))
         self.assert_back_at_baseline()
 
     def test_access_log_lines_are_json_with_request_fields(self):
