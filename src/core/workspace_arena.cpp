@@ -46,11 +46,16 @@ size_t WorkspaceArena::block_size(size_t bytes) {
 }
 
 size_t WorkspaceArena::take_offset(size_t size, size_t bytes) {
+  // Best fit: the smallest free range that holds the block (the lowest of equals), so a small
+  // block does not split a large hole a later large block could have used.
+  auto best = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < size) continue;
-    const size_t offset = it->first;
-    const size_t rest = it->second - size;
-    free_.erase(it);
+    if (it->second >= size && (best == free_.end() || it->second < best->second)) best = it;
+  }
+  if (best != free_.end()) {
+    const size_t offset = best->first;
+    const size_t rest = best->second - size;
+    free_.erase(best);
     if (rest > 0) free_.emplace(offset + size, rest);
     return offset;
   }

@@ -2,8 +2,8 @@
 // ggml's measure allocator. A planning arena has no memory: it hands out fake addresses and
 // records how far its blocks reach (the high-water mark). A running arena serves the same
 // requests from one block of that size, taken from an upstream allocator when it is made and
-// given back in one piece when it goes. Blocks are placed by first fit over offsets and coalesce
-// when freed, and placement depends only on the sequence of requests, so a step run with the
+// given back in one piece when it goes. Blocks are placed by best fit (the smallest free range
+// that holds them, else the end) and coalesce when freed, and placement depends only on the sequence of requests, so a step run with the
 // inputs it was planned for fits its plan exactly. One thread at a time.
 #pragma once
 

@@ -1,4 +1,4 @@
-// WorkspaceArena: first fit, coalescing, the high-water mark, the same offsets for the same
+// WorkspaceArena: best fit, coalescing, the high-water mark, the same offsets for the same
 // sequence in planning and running arenas, overflow, misuse; WorkspacePlan's totals and JSON.
 
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ class CountingAllocator final : public Allocator {
   size_t outstanding = 0;
 };
 
-TEST(WorkspaceArena, PlacesBlocksByFirstFitAndRoundsToTheAlignment) {
+TEST(WorkspaceArena, PlacesBlocksInFreeRangesAndRoundsToTheAlignment) {
   WorkspaceArena arena(Device::cpu());
   void* a = arena.allocate(1000);  // [0, 1024)
   void* b = arena.allocate(1);     // [1024, 1280)
@@ -50,7 +50,7 @@ TEST(WorkspaceArena, PlacesBlocksByFirstFitAndRoundsToTheAlignment) {
   EXPECT_EQ(arena.offset_of(c), 5 * A);
   EXPECT_EQ(arena.in_use(), 6 * A);
   arena.deallocate(a, 1000);
-  // The lowest free range that fits: 300 bytes (2 blocks) go to offset 0; 600 bytes (3 blocks)
+  // The free range that fits: 300 bytes (2 blocks) go to offset 0; 600 bytes (3 blocks)
   // do not fit the 2 blocks left there and go to the end; 1 byte fills the hole.
   void* d = arena.allocate(300);
   void* e = arena.allocate(600);
@@ -61,6 +61,26 @@ TEST(WorkspaceArena, PlacesBlocksByFirstFitAndRoundsToTheAlignment) {
   EXPECT_EQ(arena.high_water(), 9 * A);
   for (auto [p, n] : {std::pair{b, 1}, {c, 0}, {d, 300}, {e, 600}, {f, 1}}) {
     arena.deallocate(p, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(arena.in_use(), 0u);
+}
+
+TEST(WorkspaceArena, PutsABlockInTheSmallestRangeThatFits) {
+  WorkspaceArena arena(Device::cpu());
+  void* large = arena.allocate(4 * A);  // [0, 4A)
+  void* keep1 = arena.allocate(A);      // [4A, 5A)
+  void* small = arena.allocate(A);      // [5A, 6A)
+  void* keep2 = arena.allocate(A);      // [6A, 7A)
+  arena.deallocate(large, 4 * A);
+  arena.deallocate(small, A);
+  // One block goes to the 1-block hole, not the lower 4-block one, which then holds 4 blocks.
+  void* one = arena.allocate(A);
+  void* four = arena.allocate(4 * A);
+  EXPECT_EQ(arena.offset_of(one), 5 * A);
+  EXPECT_EQ(arena.offset_of(four), 0u);
+  EXPECT_EQ(arena.high_water(), 7 * A);
+  for (auto [p, n] : {std::pair{keep1, A}, {keep2, A}, {one, A}, {four, 4 * A}}) {
+    arena.deallocate(p, n);
   }
   EXPECT_EQ(arena.in_use(), 0u);
 }
