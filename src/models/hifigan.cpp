@@ -315,17 +315,26 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
   return model;
 }
 
-Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x) {
+Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion) {
   Conv1dParams params;
   params.stride = c.stride;
   params.padding = c.padding;
   params.dilation = c.dilation;
-  return ops::conv1d(ctx, x, c.weight, c.bias, params);
+  return ops::conv1d(ctx, x, c.weight, c.bias, params, fusion);
 }
 
 Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) const {
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
   for (size_t m = 0; m < block.dilated.size(); ++m) {
+    if (precision_.compute == precision_.stream) {
+      // leaky_relu → conv [→ leaky_relu → conv] → + out as convolutions with the activation
+      // and the residual fused, where the backend fuses them (one pass each instead of three).
+      const bool two_convs = !block.plain.empty();
+      Tensor xt = conv(ctx, block.dilated[m], out, {kLreluSlope, two_convs ? nullptr : &out});
+      if (two_convs) xt = conv(ctx, block.plain[m], xt, {kLreluSlope, &out});
+      out = std::move(xt);
+      continue;
+    }
     Tensor xt = conv(ctx, block.dilated[m],
                      precision_.to_compute(ctx, ops::leaky_relu(ctx, out, kLreluSlope)));
     if (!block.plain.empty()) {

@@ -105,7 +105,7 @@ class HifiGan {
     std::vector<Conv> plain;
   };
 
-  static Tensor conv(Context& ctx, const Conv& c, const Tensor& x);
+  static Tensor conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion = {});
   // x and the result in the stream dtype.
   Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x) const;
 
