@@ -171,7 +171,8 @@ class ServeTest(unittest.TestCase):
         key_file = os.path.join(cls.tmp, "keys")
         with open(key_file, "w") as f:
             f.write("# keys of the e2e test\n\n  " + FILE_KEY + "  \n")
-        cls.server = Server("--api-key", KEY, "--api-key-file", key_file, "--max-queue", "64")
+        cls.server = Server("--api-key", KEY, "--api-key-file", key_file, "--max-queue", "64",
+                            "--leak-check-interval", "0.25")
         # Warm up, then take the baseline: allocated memory of an idle server.
         status, _, _ = cls.server.request("POST", "/v1/audio/speech", speech_body(stream=False))
         assert status == 200, status
@@ -402,6 +403,17 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(line["outcome"], "ok")
         self.assertGreater(line["audio_s"], 0)
         self.assertGreaterEqual(line["ttfa_ms"], 0)
+
+    def test_leak_watchdog_finds_nothing_on_an_idle_server(self):
+        status, _, _ = self.post(speech_body(fmt="pcm"))
+        self.assertEqual(status, 200)
+        self.assert_back_at_baseline()
+        # It checks every 0.25 s: over three checks in a row while idle.
+        time.sleep(1.5)
+        self.assertIn("voxd_memory_leak_bytes 0\n", self.server.request("GET", "/metrics")[2].decode())
+        self.assertEqual(self.server.metric("voxd_memory_leaks_detected_total"), 0)
+        warnings = [l for l in self.server.log_lines() if l["msg"].startswith("memory allocated while idle")]
+        self.assertEqual(warnings, [])
 
     def test_monitor_once_prints_the_breakdown(self):
         result = subprocess.run([VOXD, "monitor", "--url", f"http://127.0.0.1:{self.server.port}",
