@@ -64,6 +64,12 @@ struct ServeCommand::Settings {
   double release_cached_after_s = 60;
   std::optional<std::string> config;
   bool print_config = false;
+
+  // The settings as a config file that gives them back (API keys left out).
+  std::string as_config_file() const;
+  scheduler::EngineConfig engine_config() const;
+  // Reads --api-key-file.
+  server::HttpConfig http_config() const;
 };
 
 namespace {
@@ -207,6 +213,77 @@ std::string toml_list(const std::vector<std::string>& values) {
 
 }  // namespace
 
+std::string ServeCommand::Settings::as_config_file() const {
+  std::ostringstream out;
+  out << "voice = " << toml_list(voices) << "\n"
+      << "host = " << nlohmann::json(host).dump() << "\nport = " << port << "\n"
+      << "device = " << nlohmann::json(device).dump() << "\nthreads = " << threads << "\n"
+      << "dtype = " << nlohmann::json(dtype).dump() << "\n";
+  if (gpu_memory_limit)
+    out << "gpu-memory-limit = " << nlohmann::json(*gpu_memory_limit).dump() << "\n";
+  if (max_split_size) out << "max-split-size = " << nlohmann::json(*max_split_size).dump() << "\n";
+  out << "max-batch = " << max_batch << "\nmax-queue = " << max_queue
+      << "\nchunk-frames = " << chunk_frames << "\nrequest-timeout = " << request_timeout_s
+      << "\nlazy = " << (lazy ? "true" : "false")
+      << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false") << "\n";
+  if (!api_keys.empty()) out << "# api-key: " << api_keys.size() << " key(s), not shown\n";
+  if (api_key_file) out << "api-key-file = " << nlohmann::json(*api_key_file).dump() << "\n";
+  out << "cors-origin = " << toml_list(cors_origins) << "\n"
+      << "max-body-bytes = " << max_body_bytes << "\nmax-header-bytes = " << max_header_bytes
+      << "\nmax-input-chars = " << max_input_chars << "\nmax-connections = " << max_connections
+      << "\nmax-waiting-connections = " << max_waiting_connections
+      << "\ngrace-period = " << grace_period_s
+      << "\nlog-format = " << nlohmann::json(log_format).dump()
+      << "\nlog-level = " << nlohmann::json(log_level).dump()
+      << "\nleak-check-interval = " << leak_check_interval_s
+      << "\nrelease-cached-after = " << release_cached_after_s << "\n";
+  return out.str();
+}
+
+scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
+  scheduler::EngineConfig config;
+  config.voice_dirs = voices;
+  config.runtime.backend = device;
+  config.runtime.threads = threads;
+  if (gpu_memory_limit) {
+    config.runtime.memory_limit =
+        MemoryAmount::parse(*gpu_memory_limit, "--gpu-memory-limit (or VOXD_GPU_MEMORY_LIMIT)");
+  }
+  if (max_split_size) {
+    config.runtime.max_split_size =
+        MemoryAmount::parse(*max_split_size, "--max-split-size (or VOXD_MAX_SPLIT_SIZE)");
+  }
+  DType parsed = DType::F32;
+  parse_dtype(dtype, &parsed);  // --dtype admits only names parse_dtype knows
+  config.dtype = parsed;
+  config.max_batch = max_batch;
+  config.max_queue = max_queue;
+  config.chunk_frames = chunk_frames;
+  config.request_timeout = to_millis(request_timeout_s);
+  config.lazy_voices = lazy;
+  config.cuda_graphs = !no_cuda_graphs;
+  return config;
+}
+
+server::HttpConfig ServeCommand::Settings::http_config() const {
+  server::HttpConfig config;
+  config.host = host;
+  config.port = port;
+  config.api_keys = api_keys;
+  if (api_key_file) {
+    for (std::string& key : read_key_file(*api_key_file)) {
+      config.api_keys.push_back(std::move(key));
+    }
+  }
+  config.cors_origins = cors_origins;
+  config.max_body_bytes = max_body_bytes;
+  config.max_header_bytes = max_header_bytes;
+  config.max_input_chars = max_input_chars;
+  config.max_connections = max_connections;
+  config.max_waiting_connections = max_waiting_connections;
+  return config;
+}
+
 ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>()) {
   Settings& s = *settings_;
   CLI::App& c = *app.add_subcommand(
@@ -328,32 +405,7 @@ int ServeCommand::run(const CLI::App& app) {
   if (s.dtype.empty()) s.dtype = on_cuda ? "f16" : "f32";
 
   if (s.print_config) {
-    std::ostringstream out;
-    out << "voice = " << toml_list(s.voices) << "\n"
-        << "host = " << nlohmann::json(s.host).dump() << "\nport = " << s.port << "\n"
-        << "device = " << nlohmann::json(s.device).dump() << "\nthreads = " << s.threads << "\n"
-        << "dtype = " << nlohmann::json(s.dtype).dump() << "\n";
-    if (s.gpu_memory_limit)
-      out << "gpu-memory-limit = " << nlohmann::json(*s.gpu_memory_limit).dump() << "\n";
-    if (s.max_split_size)
-      out << "max-split-size = " << nlohmann::json(*s.max_split_size).dump() << "\n";
-    out << "max-batch = " << s.max_batch << "\nmax-queue = " << s.max_queue
-        << "\nchunk-frames = " << s.chunk_frames << "\nrequest-timeout = " << s.request_timeout_s
-        << "\nlazy = " << (s.lazy ? "true" : "false")
-        << "\nno-cuda-graphs = " << (s.no_cuda_graphs ? "true" : "false") << "\n";
-    if (!s.api_keys.empty()) out << "# api-key: " << s.api_keys.size() << " key(s), not shown\n";
-    if (s.api_key_file) out << "api-key-file = " << nlohmann::json(*s.api_key_file).dump() << "\n";
-    out << "cors-origin = " << toml_list(s.cors_origins) << "\n"
-        << "max-body-bytes = " << s.max_body_bytes << "\nmax-header-bytes = " << s.max_header_bytes
-        << "\nmax-input-chars = " << s.max_input_chars
-        << "\nmax-connections = " << s.max_connections
-        << "\nmax-waiting-connections = " << s.max_waiting_connections
-        << "\ngrace-period = " << s.grace_period_s
-        << "\nlog-format = " << nlohmann::json(s.log_format).dump()
-        << "\nlog-level = " << nlohmann::json(s.log_level).dump()
-        << "\nleak-check-interval = " << s.leak_check_interval_s
-        << "\nrelease-cached-after = " << s.release_cached_after_s << "\n";
-    std::cout << out.str();
+    std::cout << s.as_config_file();
     return 0;
   }
 
@@ -365,47 +417,10 @@ int ServeCommand::run(const CLI::App& app) {
   server::configure_logging(server::parse_log_format(s.log_format));
   spdlog::set_level(spdlog::level::from_str(s.log_level));
 
-  scheduler::EngineConfig engine_config;
-  engine_config.voice_dirs = s.voices;
-  engine_config.runtime.backend = s.device;
-  engine_config.runtime.threads = s.threads;
-  if (s.gpu_memory_limit) {
-    engine_config.runtime.memory_limit =
-        MemoryAmount::parse(*s.gpu_memory_limit, "--gpu-memory-limit (or VOXD_GPU_MEMORY_LIMIT)");
-  }
-  if (s.max_split_size) {
-    engine_config.runtime.max_split_size =
-        MemoryAmount::parse(*s.max_split_size, "--max-split-size (or VOXD_MAX_SPLIT_SIZE)");
-  }
-  DType dtype = DType::F32;
-  parse_dtype(s.dtype, &dtype);
-  engine_config.dtype = dtype;
-  engine_config.max_batch = s.max_batch;
-  engine_config.max_queue = s.max_queue;
-  engine_config.chunk_frames = s.chunk_frames;
-  engine_config.request_timeout = to_millis(s.request_timeout_s);
-  engine_config.lazy_voices = s.lazy;
-  engine_config.cuda_graphs = !s.no_cuda_graphs;
-
-  server::HttpConfig http_config;
-  http_config.host = s.host;
-  http_config.port = s.port;
-  http_config.api_keys = s.api_keys;
-  if (s.api_key_file) {
-    for (std::string& key : read_key_file(*s.api_key_file)) {
-      http_config.api_keys.push_back(std::move(key));
-    }
-  }
-  http_config.cors_origins = s.cors_origins;
-  http_config.max_body_bytes = s.max_body_bytes;
-  http_config.max_header_bytes = s.max_header_bytes;
-  http_config.max_input_chars = s.max_input_chars;
-  http_config.max_connections = s.max_connections;
-  http_config.max_waiting_connections = s.max_waiting_connections;
-
   watch_shutdown_signals();
   const auto load_start = Clock::now();
-  scheduler::EngineService engine(engine_config);
+  const server::HttpConfig http_config = s.http_config();
+  scheduler::EngineService engine(s.engine_config());
   server::MetricsRegistry metrics;
   server::HttpApi http(http_config, engine, metrics);
   http.start();
