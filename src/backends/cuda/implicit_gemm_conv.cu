@@ -12,10 +12,10 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTile = 16;         // wmma's m = n = k
-constexpr int kBlockSteps = 128;  // output time steps per block, 32 per warp
+constexpr int kBlockSteps = 256;  // output time steps per block, 32 per warp
 constexpr size_t kMaxSharedBytes = 48 << 10;
 
 // Shared memory of one block: the input window [rows][16 channels], every tap's weights
