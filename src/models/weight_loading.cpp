@@ -20,8 +20,11 @@ Tensor PrecisionPolicy::to_stream(Context& ctx, const Tensor& x) const {
   return x.dtype() == stream ? x : ops::to_device(ctx, x, stream);
 }
 
-Tensor load_host_parameter(const WeightSource& source, const std::string& name,
-                           const Shape& expected) {
+namespace {
+
+// The tensor `name` from `source` as stored (a view of the file's mapping), checked.
+Tensor checked_parameter(const WeightSource& source, const std::string& name,
+                         const Shape& expected) {
   if (!source.contains(name)) {
     throw Error(source.describe() + ": missing tensor '" + name + "' (expected shape " +
                 shape_to_string(expected) + ")");
@@ -35,13 +38,22 @@ Tensor load_host_parameter(const WeightSource& source, const std::string& name,
     throw Error(source.describe() + ": tensor '" + name + "' has dtype " +
                 std::string(dtype_name(t.dtype())) + ", expected a floating type");
   }
+  return t;
+}
+
+}  // namespace
+
+Tensor load_host_parameter(const WeightSource& source, const std::string& name,
+                           const Shape& expected) {
+  Tensor t = checked_parameter(source, name, expected);
   return t.dtype() == DType::F32 ? t : t.to_host_contiguous(DType::F32);
 }
 
 Tensor load_parameter(Context& ctx, const WeightSource& source, const std::string& name,
                       const Shape& expected, DType dtype) {
-  Tensor host = load_host_parameter(source, name, expected);
-  return ops::to_device(ctx, host, dtype);
+  // Straight from the file's mapping to the device: the backend converts the stored dtype
+  // (on the device, for CUDA) instead of a converted copy being made on the host first.
+  return ops::to_device(ctx, checked_parameter(source, name, expected), dtype);
 }
 
 }  // namespace voxd
