@@ -8,7 +8,8 @@
 #       test binaries (they link core, the reference and CUDA backends and the models: cuBLAS,
 #       libstdc++ and glibc are all they load) and copies them to build-gpu/dist/bin/, with any
 #       shared library they need beyond glibc, libstdc++ and CUDA's in build-gpu/dist/lib/.
-#       Prints the size of build-gpu/dist (the carry limit is 64 MiB).
+#       Archives it as build-gpu/dist.tar.xz (what a run carries: the tree and the carry together
+#       must stay under 64 MiB) and prints both sizes.
 #
 #   scripts/gpu-check.sh [check]
 #       On the GPU machine, from the repository root (the working tree has tests/fixtures/).
@@ -36,7 +37,7 @@
 #       every step passed; the whole run stays under the run tool's 600 s.
 #
 # The device run, after `scripts/gpu-check.sh pack` here:
-#   run(command="scripts/gpu-check.sh", carry=["build-gpu/dist"], kind="nvidia-h200",
+#   run(command="scripts/gpu-check.sh", carry=["build-gpu/dist.tar.xz"], kind="nvidia-h200",
 #       timeout_s=600)
 set -uo pipefail
 
@@ -74,8 +75,11 @@ pack() {
     missing="$(LD_LIBRARY_PATH="$DIST/lib" ldd -r "$DIST"/bin/* "$DIST"/bench/* 2>&1 | grep -E 'not found|undefined' || true)"
     [[ -z "$missing" ]] || { echo "pack: the OpenBLAS stub lacks symbols: $missing"; exit 1; }
   fi
-  du -sh "$DIST"
-  echo "now: run(command=\"scripts/gpu-check.sh\", carry=[\"build-gpu/dist\"]) (or \"scripts/gpu-check.sh quick\")"
+  # The binaries (CUDA's static runtime and the kernels in each) are too big to carry beside the
+  # tree uncompressed: carry the archive, which check() unpacks.
+  tar -C "$BUILD" -cf - dist | xz -T0 -6 >"$BUILD/dist.tar.xz"
+  du -sh "$DIST" "$BUILD/dist.tar.xz"
+  echo "now: run(command=\"scripts/gpu-check.sh\", carry=[\"build-gpu/dist.tar.xz\"]) (or \"scripts/gpu-check.sh quick\")"
 }
 
 # Writes a CTestTestfile.cmake (in a fresh temporary folder, printed) with one test per gtest case
@@ -123,6 +127,11 @@ check() {
   mkdir -p "$logs"
   export LD_LIBRARY_PATH="$DIST/lib:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export VOXD_SOURCE_DIR="$ROOT"
+  # The carried archive replaces whatever dist/ an earlier call left on this machine.
+  if [[ -f "$BUILD/dist.tar.xz" ]]; then
+    rm -rf "$DIST"
+    xz -dc "$BUILD/dist.tar.xz" | tar -C "$BUILD" -xf -
+  fi
   local status=0 rc
   local -a rows=()
 
