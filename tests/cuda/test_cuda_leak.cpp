@@ -3,8 +3,10 @@
 // forced durations of 1–6 frames, run as the server runs it (acoustic encoder and decoder steps,
 // then the vocoder step, each in an arena of its planned size from the caching allocator).
 // After every call the allocator's allocated bytes must be back at the weights (no leak), and its
-// reserved bytes must stay within 5 % of the planned peak of the largest shape the calls can have
-// (no growth from caching one segment per arena size, no fragmentation).
+// reserved bytes must stay within 5 % of the largest plan of the calls so far (no growth from
+// caching one segment per arena size, no fragmentation). The largest plan is not the largest
+// shape's: mid-length sequences take im2col columns (up to 64 MiB) where longer ones take the
+// implicit GEMM, which needs none, so the plan of each call is what bounds it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,7 +61,7 @@ TEST(CudaLeak, TenThousandRandomCallsReturnToTheWeightsAndStayWithinThePlan) {
   constexpr int64_t kMaxBatch = 4;
   constexpr int64_t kMaxLength = 80;
   constexpr int64_t kMaxDuration = 6;
-  const uint64_t planned_peak =
+  const uint64_t largest_shape_plan =
       plan_voice(backend, *voice, weights,
                  AcousticShape{kMaxBatch, kMaxLength, kMaxLength * kMaxDuration},
                  VocoderShape{kMaxBatch, kMaxLength * kMaxDuration})
@@ -105,16 +107,16 @@ TEST(CudaLeak, TenThousandRandomCallsReturnToTheWeightsAndStayWithinThePlan) {
     const AllocatorStats stats = allocator.stats();
     ASSERT_EQ(stats.allocated_bytes, baseline) << "call " << call << " leaked";
     largest_reserved = std::max(largest_reserved, stats.reserved_bytes);
-    ASSERT_LE(largest_plan, planned_peak) << "call " << call;
-    ASSERT_LE(static_cast<double>(stats.reserved_bytes), 1.05 * static_cast<double>(planned_peak))
-        << "call " << call << ": reserved " << stats.reserved_bytes << " bytes, planned peak "
-        << planned_peak;
+    ASSERT_LE(static_cast<double>(stats.reserved_bytes), 1.05 * static_cast<double>(largest_plan))
+        << "call " << call << ": reserved " << stats.reserved_bytes << " bytes, largest plan "
+        << largest_plan;
   }
   std::printf(
-      "%d calls, %llu mel frames: planned peak %.1f MiB, largest call's plan %.1f MiB, largest "
-      "reserved %.1f MiB\n",
+      "%d calls, %llu mel frames: largest call's plan %.1f MiB (the largest shape's %.1f MiB), "
+      "largest reserved %.1f MiB\n",
       kCalls, static_cast<unsigned long long>(total_frames),
-      static_cast<double>(planned_peak) / (1 << 20), static_cast<double>(largest_plan) / (1 << 20),
+      static_cast<double>(largest_plan) / (1 << 20),
+      static_cast<double>(largest_shape_plan) / (1 << 20),
       static_cast<double>(largest_reserved) / (1 << 20));
 }
 
