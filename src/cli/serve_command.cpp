@@ -420,8 +420,9 @@ int ServeCommand::run(const CLI::App& app) {
   watch_shutdown_signals();
   const auto load_start = Clock::now();
   const server::HttpConfig http_config = s.http_config();
-  scheduler::EngineService engine(s.engine_config());
+  // Before the engine: its device thread records into the registry until the engine is gone.
   server::MetricsRegistry metrics;
+  scheduler::EngineService engine(s.engine_config());
   server::HttpApi http(http_config, engine, metrics);
   http.start();
   std::vector<std::string> voice_ids;
