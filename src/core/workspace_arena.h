@@ -35,7 +35,7 @@ class WorkspaceArena final : public Allocator {
   WorkspaceArena(const WorkspaceArena&) = delete;
   WorkspaceArena& operator=(const WorkspaceArena&) = delete;
 
-  // The lowest free range that fits, else the end of the used range. A running arena throws
+  // The smallest free range that fits (the lowest of equals), else the end of the used range. A running arena throws
   // voxd::Error when the block would end past its capacity: the step asked for other memory than
   // it did when it was planned.
   void* allocate(size_t bytes) override;
