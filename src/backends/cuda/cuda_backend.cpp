@@ -597,17 +597,8 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
     return;
   }
   if (convolution_path_ == ConvolutionPath::kCudnn && !pointwise && ckk > 0 && t_in > 0) {
-    const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes, op);
-    if (scratch.planning()) return;
-    open(op);
-    const cuda::ConvolutionShape shape{dtype, false, batch,    cin,       t_in,       cout,
-                                       t_out, k,     p.stride, p.padding, p.dilation, p.groups};
-    // The algorithm is chosen first: timing it writes `out`.
-    handles_->cudnn->prepare(shape, x.raw_data(), weight.raw_data(), out.raw_data(),
-                             workspace.data(), op);
-    fill_bias(bias, {0, 1, 0}, out, handles_->stream, op);
-    handles_->cudnn->run(shape, x.raw_data(), weight.raw_data(), out.raw_data(), workspace.data(),
-                         op);
+    cudnn_convolution(false, x, weight, bias, out, p.stride, p.padding, p.dilation, p.groups,
+                      scratch, op);
     return;
   }
   const int64_t chunk = pointwise || ckk == 0
@@ -642,6 +633,24 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
            element(out, g * cout_g * t_out + t0), type, t_out, cout * t_out, batch);
     }
   }
+}
+
+void CudaBackend::cudnn_convolution(bool transposed, const Tensor& x, const Tensor& weight,
+                                    const Tensor& bias, Tensor& out, int64_t stride,
+                                    int64_t padding, int64_t dilation, int64_t groups,
+                                    const KernelScratch& scratch, const char* op) {
+  const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes, op);
+  if (scratch.planning()) return;
+  open(op);
+  const cuda::ConvolutionShape shape{x.dtype(), transposed,  x.size(0),   x.size(1),
+                                     x.size(2), out.size(1), out.size(2), weight.size(2),
+                                     stride,    padding,     dilation,    groups};
+  // The algorithm is chosen first: timing it writes `out`.
+  handles_->cudnn->prepare(shape, x.raw_data(), weight.raw_data(), out.raw_data(), workspace.data(),
+                           op);
+  fill_bias(bias, {0, 1, 0}, out, handles_->stream, op);
+  handles_->cudnn->run(shape, x.raw_data(), weight.raw_data(), out.raw_data(), workspace.data(),
+                       op);
 }
 
 bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, const Conv1dParams& p) const {
@@ -736,17 +745,8 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
   const int64_t ck = cout_g * k;
   const bool gemms = cin_g > 0 && ck > 0 && t_in > 0;
   if (convolution_path_ == ConvolutionPath::kCudnn && gemms) {
-    const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes, op);
-    if (scratch.planning()) return;
-    open(op);
-    const cuda::ConvolutionShape shape{dtype, true, batch,    cin,       t_in,       cout,
-                                       t_out, k,    p.stride, p.padding, p.dilation, p.groups};
-    // The algorithm is chosen first: timing it writes `out`.
-    handles_->cudnn->prepare(shape, x.raw_data(), weight.raw_data(), out.raw_data(),
-                             workspace.data(), op);
-    fill_bias(bias, {0, 1, 0}, out, handles_->stream, op);
-    handles_->cudnn->run(shape, x.raw_data(), weight.raw_data(), out.raw_data(), workspace.data(),
-                         op);
+    cudnn_convolution(true, x, weight, bias, out, p.stride, p.padding, p.dilation, p.groups,
+                      scratch, op);
     return;
   }
   // F32 columns [batch, cout_g·k, chunk] = W_gᵀ · x for a chunk of input steps, then gathered

@@ -127,6 +127,11 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* data, size_t bytes, const char* op) const;
   // Throws, naming `op` and `what`, while the stream is recording a graph.
   void refuse_while_capturing(const char* op, const char* what) const;
+  // out = bias + the convolution (transposed or not) of x with weight, through cuDNN; shapes
+  // are checked by the caller.
+  void cudnn_convolution(bool transposed, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         Tensor& out, int64_t stride, int64_t padding, int64_t dilation,
+                         int64_t groups, const KernelScratch& scratch, const char* op);
   // Makes `workspace` cuBLAS's workspace for the gemms that follow.
   void use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const;
 
