@@ -8,7 +8,10 @@
 Every phoneme lasts 6 frames (the duration predictor's output layer is fixed), as in the PyTorch
 baseline of shared/REFERENCES.md: 120 phonemes give 720 frames, 8.36 s of 22.05 kHz audio.
 
-    /usr/bin/python3 tools/make_bench_voices.py --out /tmp/voxd-bench-voices
+    /usr/bin/python3 tools/make_bench_voices.py --out /tmp/voxd-bench-voices [--voices lj-v1]
+
+The voices use ming024's symbol table with phonemes "arpabet", so `voxd serve` and `voxd synth`
+speak text with them (eSpeak NG's phonemes mapped to ARPAbet, each looked up as "@" + phoneme).
 """
 import argparse
 import copy
@@ -37,13 +40,21 @@ HIFIGAN_V3 = dict(tv.TINY_HIFIGAN_JSON, resblock="2", upsample_rates=[8, 8, 4],
                   upsample_kernel_sizes=[16, 16, 8], upsample_initial_channel=256,
                   resblock_kernel_sizes=[3, 5, 7],
                   resblock_dilation_sizes=[[1, 2], [2, 6], [3, 12]])
+VOCODERS = {"lj-v1": HIFIGAN_V1, "lj-v2": HIFIGAN_V2, "lj-v3": HIFIGAN_V3}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--voices", default=",".join(VOCODERS),
+                        help="comma-separated names of the voices to make (default: all)")
     args = parser.parse_args()
-    for name, vocoder in (("lj-v1", HIFIGAN_V1), ("lj-v2", HIFIGAN_V2), ("lj-v3", HIFIGAN_V3)):
+    names = [n for n in args.voices.split(",") if n]
+    unknown = [n for n in names if n not in VOCODERS]
+    if unknown or not names:
+        parser.error(f"--voices: unknown {unknown}; known: {', '.join(VOCODERS)}")
+    for name in names:
+        vocoder = VOCODERS[name]
         with tempfile.TemporaryDirectory() as work:
             tv.make_voice(os.path.join(args.out, name), work, symbol_tables.MING024_SYMBOLS,
                           phonemes="arpabet", seed=7, name=name,
