@@ -1,12 +1,13 @@
-"""End-to-end tests of `voxd serve`: a real server process on 127.0.0.1 (CPU, voices/en-demo).
+"""End-to-end tests of `voxd serve`: a real server process on 127.0.0.1 (voices/en-demo).
 
 Bad input and overload as issue 5 lists them, streaming, concurrency, authentication, memory
 back at its baseline, graceful shutdown on SIGTERM, JSON logs, `voxd monitor --once` and the
 precedence of flags, VOXD_* variables and the config file.
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve.py` with VOXD_BIN set to the
-built binary; standard library only. Waits for events have generous bounds and pass as soon as
-the event happens.
+built binary (on the CPU); standard library only. Waits for events have generous bounds and pass
+as soon as the event happens. `scripts/gpu-check.sh serve` runs the same suite on the GPU machine
+with VOXD_TEST_DEVICE=cuda; the few checks that differ there say why where they differ.
 """
 import http.client
 import io
@@ -46,6 +47,13 @@ LONG_TEXT = " ".join(
 # of 16-bit PCM, in well under 1 % of the samples.
 PCM_TOLERANCE = 2
 PCM_DIFFERING_FRACTION = 0.01
+# On CUDA `voxd serve` computes in f16 (its default dtype there), replays vocoder graphs recorded
+# for power-of-two batches (a batch of 3 runs padded to 4) and may pick other kernels for other
+# batch sizes, so a request's audio differs from its audio in another batch by f16 rounding
+# (about 1e-3 of the signal) in most samples, not by one PCM step in a few. The bound is the one
+# tests/cuda/test_cuda_chunker.cpp puts on f16 audio vocoded in batched chunks against the whole
+# sentence at once: relative L2 error within 1e-2.
+CUDA_F16_RELATIVE_L2 = 1e-2
 
 
 def speech_body(text=SENTENCE, fmt="wav", stream=True, **extra):
@@ -53,6 +61,13 @@ def speech_body(text=SENTENCE, fmt="wav", stream=True, **extra):
     body["stream"] = stream
     body.update(extra)
     return json.dumps(body).encode()
+
+
+def relative_l2(got, want):
+    """||got - want|| / ||want|| of two sample arrays of one length."""
+    error = sum((a - b) * (a - b) for a, b in zip(got, want))
+    norm = sum(b * b for b in want)
+    return (error / norm) ** 0.5 if norm else float(error > 0)
 
 
 def wav_frames(data):
@@ -127,6 +142,18 @@ class Server:
     def allocated(self):
         return self.memory()["stats"]["allocated_bytes"]
 
+    def idle_allocated(self):
+        """Allocated device memory less what stays allocated by design once a request has run."""
+        allocated = self.allocated()
+        if DEVICE == "cuda":
+            # On CUDA the scheduler records a vocoder graph the first time it vocodes interior
+            # chunks at a new (power-of-two) batch size and keeps the graph's arena allocated
+            # (docs/scheduler.md): allocated memory grows by one arena per new batch size, which
+            # the engine reports as voxd_engine_graph_bytes and its leak watchdog leaves out too.
+            # On the CPU there are no graphs and allocated memory must return exactly.
+            allocated -= int(self.metric("voxd_engine_graph_bytes"))
+        return allocated
+
     def metric(self, name, labels=""):
         status, _, body = self.request("GET", "/metrics")
         if status != 200:
@@ -176,7 +203,7 @@ class ServeTest(unittest.TestCase):
         # Warm up, then take the baseline: allocated memory of an idle server.
         status, _, _ = cls.server.request("POST", "/v1/audio/speech", speech_body(stream=False))
         assert status == 200, status
-        cls.baseline = cls.server.allocated()
+        cls.baseline = cls.server.idle_allocated()
 
     @classmethod
     def tearDownClass(cls):
@@ -199,8 +226,27 @@ class ServeTest(unittest.TestCase):
         return error, headers
 
     def assert_back_at_baseline(self):
-        self.server.wait_for(lambda: self.server.allocated() == self.baseline,
+        self.server.wait_for(lambda: self.server.idle_allocated() == self.baseline,
                              f"allocated memory back at its baseline {self.baseline}")
+
+    def assert_same_audio(self, got_bytes, want_bytes, batched):
+        """16-bit samples of one request served twice: equal, or as close as batching leaves them
+        (`batched`: the two ran in batches of other sizes)."""
+        got, want = array("h", got_bytes), array("h", want_bytes)
+        self.assertEqual(len(got), len(want))
+        if DEVICE == "cuda":
+            # See CUDA_F16_RELATIVE_L2. Even a request alone need not run in the same batches
+            # twice there: a stream's ready chunks are vocoded together as far as its audio
+            # buffer has room, and the room depends on how far its connection thread has
+            # drained it. On the CPU a vocoder step takes far longer than that drain; at the
+            # GPU's speed the two race.
+            self.assertLessEqual(relative_l2(got, want), CUDA_F16_RELATIVE_L2)
+        elif batched:
+            self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
+            differing = sum(a != b for a, b in zip(got, want))
+            self.assertLessEqual(differing, PCM_DIFFERING_FRACTION * len(want))
+        else:
+            self.assertEqual(got, want)
 
     def post(self, body, key=KEY, path="/v1/audio/speech"):
         return self.server.request("POST", path, body, key=key)
@@ -331,7 +377,7 @@ class ServeTest(unittest.TestCase):
         status, headers, whole = self.post(speech_body(fmt="wav", stream=False))
         self.assertEqual(status, 200)
         self.assertEqual(int(headers["content-length"]), len(whole))
-        self.assertEqual(wav_frames(streamed), wav_frames(whole))
+        self.assert_same_audio(wav_frames(streamed), wav_frames(whole), batched=False)
 
     def test_disconnect_mid_stream_cancels_and_releases_memory(self):
         cancelled_before = self.server.metric("voxd_speech_requests_total", 'outcome="cancelled"')
@@ -375,11 +421,7 @@ class ServeTest(unittest.TestCase):
                 status, _, body = result
                 self.assertEqual(status, 200, body[:200])
                 # Batched with others or alone, the same request gives the same audio.
-                got, want = array("h", body), array("h", alone[texts[i % len(texts)]])
-                self.assertEqual(len(got), len(want))
-                self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
-                differing = sum(a != b for a, b in zip(got, want))
-                self.assertLessEqual(differing, PCM_DIFFERING_FRACTION * len(want))
+                self.assert_same_audio(body, alone[texts[i % len(texts)]], batched=True)
         self.assert_back_at_baseline()
 
     def test_access_log_lines_are_json_with_request_fields(self):
@@ -562,7 +604,9 @@ class SettingsTest(unittest.TestCase):
         self.assertEqual(values["log-format"], "json")
         self.assertEqual(values["chunk-frames"], 64)  # default
         self.assertEqual(values["voice"], ["voices/en-demo"])
-        self.assertEqual(values["device"], "cpu")
+        # The default device is cuda when voxd was built with CUDA and sees a GPU (the suite's
+        # run on the GPU machine), else cpu.
+        self.assertEqual(values["device"], "cuda" if DEVICE == "cuda" else "cpu")
         # Without the flag the variable wins; without both the file.
         self.assertEqual(self.parsed(self.settings(env={"VOXD_PORT": "2222"}, config=config))["port"], 2222)
         self.assertEqual(self.parsed(self.settings(config=config))["port"], 1111)
