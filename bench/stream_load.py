@@ -2,17 +2,31 @@
 """Concurrent streaming clients against a running `voxd serve`: time to first audio, errors, memory.
 
 Opens CLIENTS streaming POST /v1/audio/speech requests at once (asyncio, one connection each,
-standard library only), measures for each the time from sending the request to the first audio
-byte of the chunked body and to the end of the stream, and polls GET /debug/memory?format=json
-while they run for the largest device memory in use. Prints one table row per run.
+standard library only; --ramp spreads their starts over some seconds instead), measures for each
+the time from opening its connection to the first audio byte of the chunked body (time to first
+audio, TTFA) and to the end of the stream, and polls GET /debug/memory?format=json while they
+run. Prints one table row per round:
+
+  ok / errors        streams that got status 200 and audio / the rest; when there are errors a
+                     line after the row counts them by kind (HTTP status, or the exception: a
+                     refused or timed-out connection, a stream cut short)
+  peak reserved GiB  the server allocator's peak reserved bytes since it started
+                     (stats.peak_reserved_bytes, exact), or the largest reserved_bytes polled
+  peak device used   the largest NVML reading of the whole device's used memory polled every
+                     0.2 s (device_reading.used_bytes; "-" when the server has no reading)
+
+Exits 1 when any round had an error. It raises its own open-file limit to fit the connections.
 
     voxd serve --voice voices/en-demo --max-connections 1100 --max-queue 2048 &
     python3 bench/stream_load.py --url http://127.0.0.1:8080 --clients 1000 --rounds 1
 """
 import argparse
 import asyncio
+import collections
 import json
+import resource
 import statistics
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -25,8 +39,10 @@ TEXTS = [
 ]
 
 
-async def one_stream(host, port, path, body, api_key, timeout):
-    """Returns (status, ttfa_s, total_s, audio_bytes)."""
+async def one_stream(host, port, path, body, api_key, timeout, delay):
+    """Returns (status, ttfa_s, total_s, audio_bytes), after waiting `delay` seconds to start."""
+    if delay > 0:
+        await asyncio.sleep(delay)
     start = time.perf_counter()
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     headers = [
@@ -52,7 +68,7 @@ async def one_stream(host, port, path, body, api_key, timeout):
             if name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
                 chunked = True
         if status != 200 or not chunked:
-            await reader.read()
+            await asyncio.wait_for(reader.read(), timeout)
             return status, None, time.perf_counter() - start, 0
         ttfa = None
         audio = 0
@@ -70,26 +86,56 @@ async def one_stream(host, port, path, body, api_key, timeout):
         writer.close()
 
 
-def device_used_bytes(url, api_key):
+def memory_reading(url, api_key):
+    """(reserved, peak reserved, device used or None) from GET /debug/memory?format=json."""
     request = urllib.request.Request(url + "/debug/memory?format=json")
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
     with urllib.request.urlopen(request, timeout=5) as response:
         summary = json.load(response)
-    reading = summary.get("device_reading") or {}
-    return summary.get("stats", {}).get("reserved_bytes", 0), reading.get("used_bytes")
+    stats = summary.get("stats", {})
+    reading = summary.get("device_reading") or {}  # NVML; without a reading only "reason"
+    return (stats.get("reserved_bytes", 0), stats.get("peak_reserved_bytes", 0),
+            reading.get("used_bytes"))
+
+
+def note_memory(peaks, reading):
+    reserved, peak_reserved, used = reading
+    peaks["reserved"] = max(peaks.get("reserved", 0), reserved or 0, peak_reserved or 0)
+    if used is not None:
+        peaks["device_used"] = max(peaks.get("device_used", 0), used)
 
 
 async def poll_memory(url, api_key, stop, peaks):
     while not stop.is_set():
         try:
-            reserved, used = await asyncio.to_thread(device_used_bytes, url, api_key)
-            peaks["reserved"] = max(peaks.get("reserved", 0), reserved or 0)
-            if used is not None:
-                peaks["device_used"] = max(peaks.get("device_used", 0), used)
-        except OSError:
+            note_memory(peaks, await asyncio.to_thread(memory_reading, url, api_key))
+        except (OSError, ValueError):
+            peaks["poll_failures"] = peaks.get("poll_failures", 0) + 1
+        try:
+            await asyncio.wait_for(stop.wait(), 0.2)
+        except asyncio.TimeoutError:
             pass
-        await asyncio.sleep(0.2)
+
+
+def error_kind(result):
+    if isinstance(result, BaseException):
+        text = str(result).strip()
+        return type(result).__name__ + (f" ({text[:60]})" if text else "")
+    status, ttfa = result[0], result[1]
+    return f"HTTP {status}" if status != 200 else "no audio" if ttfa is None else None
+
+
+def raise_open_file_limit(connections):
+    """Lifts the soft limit on open files to fit `connections` sockets (up to the hard limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = connections + 64
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        if new < want:
+            print(f"warning: open files limited to {new} (hard limit); {connections} clients "
+                  f"need about {want}", file=sys.stderr)
 
 
 def percentile(values, q):
@@ -103,8 +149,9 @@ async def run(args):
     parsed = urllib.parse.urlparse(args.url)
     host, port = parsed.hostname, parsed.port or 80
     print("| clients | ok | errors | p50 TTFA ms | p95 TTFA ms | p95 total s | audio s | "
-          "peak reserved GiB | peak device used GiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "peak reserved GiB | peak device used GiB |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    failed = False
     for _ in range(args.rounds):
         stop = asyncio.Event()
         peaks = {}
@@ -115,13 +162,20 @@ async def run(args):
             for i in range(args.clients)
         ]
         results = await asyncio.gather(
-            *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout)
-              for body in bodies),
+            *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout,
+                         args.ramp * i / args.clients)
+              for i, body in enumerate(bodies)),
             return_exceptions=True)
         stop.set()
         await poller
-        ok = [r for r in results if not isinstance(r, BaseException) and r[0] == 200 and r[1]]
+        try:  # the allocator's exact peak, and one more reading after the last stream
+            note_memory(peaks, await asyncio.to_thread(memory_reading, args.url, args.api_key))
+        except (OSError, ValueError):
+            peaks["poll_failures"] = peaks.get("poll_failures", 0) + 1
+        kinds = collections.Counter(k for k in map(error_kind, results) if k is not None)
+        ok = [r for r in results if error_kind(r) is None]
         errors = len(results) - len(ok)
+        failed = failed or errors > 0
         ttfa = [r[1] * 1000 for r in ok]
         total = [r[2] for r in ok]
         audio_s = sum(r[3] for r in ok) / 2 / args.sample_rate  # 16-bit PCM
@@ -129,11 +183,18 @@ async def run(args):
         print(f"| {args.clients} | {len(ok)} | {errors} | {statistics.median(ttfa) if ttfa else float('nan'):.0f} | "
               f"{percentile(ttfa, 0.95):.0f} | {percentile(total, 0.95):.2f} | {audio_s:.1f} | "
               f"{peaks.get('reserved', 0) / 2**30:.2f} | "
-              f"{'-' if used is None else f'{used / 2**30:.2f}'} |")
-        if errors and args.verbose:
-            for r in results:
-                if isinstance(r, BaseException) or r[0] != 200:
-                    print("  error:", r)
+              f"{'-' if used is None else f'{used / 2**30:.2f}'} |", flush=True)
+        if errors:
+            print(f"  {args.clients} clients, errors by kind: "
+                  + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()), flush=True)
+            if args.verbose:
+                for r in results:
+                    if error_kind(r) is not None:
+                        print("  error:", repr(r))
+        if peaks.get("poll_failures"):
+            print(f"  {args.clients} clients: {peaks['poll_failures']} memory polls failed",
+                  flush=True)
+    return 1 if failed else 0
 
 
 def main():
@@ -143,10 +204,18 @@ def main():
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--sample-rate", type=int, default=22050)
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds each step of a stream (connect, a read) may take")
+    parser.add_argument("--ramp", type=float, default=0.0,
+                        help="spread the clients' starts evenly over this many seconds "
+                             "(default 0: all at once)")
     parser.add_argument("--api-key", default=None)
-    parser.add_argument("--verbose", action="store_true")
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--verbose", action="store_true", help="print every failed stream")
+    args = parser.parse_args()
+    if args.clients < 1 or args.rounds < 1:
+        parser.error("--clients and --rounds must be at least 1")
+    raise_open_file_limit(args.clients + 16)  # and the memory polls' connections
+    sys.exit(asyncio.run(run(args)))
 
 
 if __name__ == "__main__":
