@@ -184,26 +184,39 @@ __global__ void im2col_kernel(const T* x, int batch, int channels, int t_in, int
   }
 }
 
+// out[b, c0 + c, t] += Σ cols[b, c, tap, t_in − t0] over the taps that reach output step t from
+// an input step t_in in [t0, t0 + tc): with num = t + padding − tap·dilation, those where num is a
+// multiple of stride (t_in = num / stride). One (b, c) row per grid row, steps along x; with
+// dilation 1 only the taps ≡ t + padding (mod stride) are visited.
 template <typename T>
 __global__ void col2im_kernel(const float* cols, int64_t batch, int64_t cout_g, int64_t k,
                               int64_t t0, int64_t tc, int64_t stride, int64_t padding,
                               int64_t dilation, T* out, int64_t out_channels, int64_t c0,
                               int64_t t_out, int64_t t_lo, int64_t t_len) {
-  const int64_t n = batch * cout_g * t_len;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t t = t_lo + i % t_len;
-    const int64_t c = (i / t_len) % cout_g;
-    const int64_t b = i / (t_len * cout_g);
-    float acc = 0;
-    for (int64_t tap = 0; tap < k; ++tap) {
-      const int64_t num = t + padding - tap * dilation;
-      if (num < 0 || num % stride != 0) continue;
-      const int64_t tin = num / stride - t0;
-      if (tin < 0 || tin >= tc) continue;
-      acc += cols[((b * cout_g + c) * k + tap) * tc + tin];
+  for (int64_t row = blockIdx.y; row < batch * cout_g; row += gridDim.y) {
+    const int64_t b = row / cout_g;
+    const int64_t c = row % cout_g;
+    const float* col = cols + row * k * tc;
+    T* o = out + (b * out_channels + c0 + c) * t_out;
+    for (int64_t t = t_lo + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+         t < t_lo + t_len; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      float acc = 0;
+      const int64_t num = t + padding;
+      if (dilation == 1) {
+        int64_t tin = num / stride - t0;
+        for (int64_t tap = num % stride; tap < k; tap += stride, --tin) {
+          if (tin >= 0 && tin < tc) acc += col[tap * tc + tin];
+        }
+      } else {
+        for (int64_t tap = 0; tap < k; ++tap) {
+          const int64_t shifted = num - tap * dilation;
+          if (shifted < 0 || shifted % stride != 0) continue;
+          const int64_t tin = shifted / stride - t0;
+          if (tin >= 0 && tin < tc) acc += col[tap * tc + tin];
+        }
+      }
+      o[t] = from_float<T>(to_float(o[t]) + acc);
     }
-    T* o = out + (b * out_channels + c0 + c) * t_out + t;
-    *o = from_float<T>(to_float(*o) + acc);
   }
 }
 
@@ -409,13 +422,16 @@ void col2im_add(const float* cols, int64_t batch, int64_t cout_g, int64_t k, int
   const int64_t t_lo = std::max<int64_t>(0, t0 * stride - padding);
   const int64_t t_hi = std::min(t_out, (t0 + tc - 1) * stride - padding + (k - 1) * dilation + 1);
   if (t_hi <= t_lo) return;
-  const int64_t n = batch * cout_g * (t_hi - t_lo);
-  if (n == 0) return;
+  const int64_t rows = batch * cout_g;
+  if (rows == 0) return;
+  const dim3 grid(
+      static_cast<unsigned>(std::min<int64_t>((t_hi - t_lo + kThreads - 1) / kThreads, 1 << 20)),
+      static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
-    col2im_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        cols, batch, cout_g, k, t0, tc, stride, padding, dilation, static_cast<T*>(out),
-        out_channels, c0, t_out, t_lo, t_hi - t_lo);
+    col2im_kernel<<<grid, kThreads, 0, stream>>>(cols, batch, cout_g, k, t0, tc, stride, padding,
+                                                 dilation, static_cast<T*>(out), out_channels, c0,
+                                                 t_out, t_lo, t_hi - t_lo);
   });
   check_launch(op);
 }
