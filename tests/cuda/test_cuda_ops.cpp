@@ -191,8 +191,13 @@ TEST_P(CudaOps, Conv1d) {
       // padding, no padding, a batch.
       {1, 64, 8, 40000, 7, 1, 3, 1, 1, true},
       {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
-      {1, 96, 20, 60000, 3, 1, 0, 3, 1, false},
+      {1, 96, 20, 60003, 3, 1, 0, 3, 1, false},
       {2, 32, 48, 30000, 9, 1, 4, 1, 1, true},
+      // Channel tiles of 128 (one full, one partial), of 64 with a wide tap spread (HiFiGAN
+      // V3's K 7 at dilation 12), and one just past the chunk with the window's halo over 16.
+      {2, 128, 160, 30000, 5, 1, 2, 1, 1, true},
+      {1, 32, 64, 80000, 7, 1, 36, 12, 1, true},
+      {1, 48, 256, 50000, 7, 1, 9, 3, 1, false},
   };
   for (int64_t k = 1; k <= 16; ++k) cases.push_back({1, 3, 5, 29, k, 1, k / 2, 1, 1, true});
   uint32_t seed = 100;
@@ -210,7 +215,7 @@ TEST_P(CudaOps, Conv1d) {
 TEST_P(CudaOps, FusedConv1d) {
   const std::vector<ConvCase> cases = {
       {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
-      {2, 32, 32, 30000, 3, 1, 1, 1, 1, true},
+      {2, 32, 32, 30001, 3, 1, 1, 1, 1, true},
       {1, 24, 16, 2000, 3, 1, 1, 1, 1, false},  // short: step by step
   };
   uint32_t seed = 250;

@@ -692,6 +692,12 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
            static_cast<size_t>(cuda::implicit_gemm_arranged_weight_elements(cout, cin, k)) *
                dtype_size(dtype),
            op);
+  const ScratchBuffer transposed =
+      take(scratch,
+           static_cast<size_t>(cuda::implicit_gemm_transposed_input_elements(
+               x.size(0), cin, out.size(2), k, p.dilation)) *
+               dtype_size(dtype),
+           op);
   if (scratch.planning()) return;
   open(op);
   cuda::ImplicitGemmConv args;
@@ -699,6 +705,7 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
   args.x = x.raw_data();
   args.weight = weight.raw_data();
   args.arranged_weight = arranged.data();
+  args.transposed_input = transposed.data();
   args.bias = bias.defined() ? bias.raw_data() : nullptr;
   args.residual = residual != nullptr ? residual->raw_data() : nullptr;
   args.out = out.raw_data();

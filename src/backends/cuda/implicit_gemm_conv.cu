@@ -1,5 +1,3 @@
-#include <mma.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -10,123 +8,412 @@
 namespace voxd::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
+// Tensor-core tiles through mma.sync (m16n8k16) with ldmatrix operands.
+//
+// The input is first written time-major ([batch][row][channel], row = step + padding, zero
+// outside the sequence and past the last channel, leaky ReLU applied), so that a block's window
+// of 16 channels is rows of 32 contiguous bytes that cp.async copies straight into shared memory.
+// A block computes kBlockM output channels × kBlockSteps time steps of one sequence, in stages of
+// 16 input channels, double-buffered: while the warps multiply stage s from one half of shared
+// memory, stage s + 1's window and weights are copied into the other half; one barrier per
+// stage. Each warp owns 16·kWarpTilesM output channels × 8·kWarpTilesN steps.
+// The two 16-byte halves of a shared row swap places every four rows, so the eight rows an
+// ldmatrix phase reads fall in distinct banks wherever the dilated tap starts.
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16;         // wmma's m = n = k
-constexpr int kBlockSteps = 256;  // output time steps per block, 32 per warp
-constexpr size_t kMaxSharedBytes = 48 << 10;
+constexpr int kStageChannels = 16;
+constexpr int kRowBytes = kStageChannels * 2;
+constexpr int kBlockSteps = 128;
+constexpr int kMaxHalo = 128;  // rows of the window beyond the block's steps
+constexpr size_t kMaxDynamicShared = 200 << 10;
 
-// Shared memory of one block: the input window [rows][16 channels], every tap's weights
-// [kernel][block_channels][16 channels] and one 16 × 16 F32 staging tile per warp.
-size_t shared_bytes(int64_t kernel, int64_t halo, int block_channels) {
-  return static_cast<size_t>(kBlockSteps + halo) * kTile * 2 +
-         static_cast<size_t>(kernel) * block_channels * kTile * 2 +
-         static_cast<size_t>(kWarps) * kTile * kTile * sizeof(float);
+int64_t padded_channels(int64_t channels) {
+  return (channels + kStageChannels - 1) / kStageChannels * kStageChannels;
 }
 
-// Block (t tile, channel tile, sequence): out[b, co, t] = bias[co] + residual[b, co, t] +
-// Σ_ci Σ_k w[co, ci, k] · f(x[b, ci, t + k·dilation − padding]), f the optional leaky ReLU.
-// Warp w owns time steps [32w, 32w + 32) of the tile for all of its channels.
-template <typename T, int kBlockChannels>
-__global__ void __launch_bounds__(kThreads)
-    implicit_gemm_conv_kernel(ImplicitGemmConv a, int halo) {
-  constexpr int kChannelFrags = kBlockChannels / kTile;
-  constexpr int kStepFrags = kBlockSteps / kTile / kWarps;
+// Rows of the time-major input: every row any block reads.
+int64_t transposed_rows(int64_t out_steps, int64_t halo) {
+  return (out_steps + kBlockSteps - 1) / kBlockSteps * kBlockSteps + halo;
+}
+
+__device__ __forceinline__ int swizzled(int row, int half) {
+  return row * kRowBytes + ((half ^ ((row >> 2) & 1)) << 4);
+}
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// 16 bytes from global to shared memory, or 16 zero bytes when !valid (src is then not read).
+__device__ __forceinline__ void copy_async_16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void copy_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void copy_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+template <typename T>
+struct DevicePair;
+template <>
+struct DevicePair<__half> {
+  using type = __half2;
+};
+template <>
+struct DevicePair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+};
+
+template <typename T>
+__device__ __forceinline__ void mma_16x8x16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16x8x16<__half>(float (&c)[4], const uint32_t (&a)[4],
+                                                    uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                           uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// xt[b][row][c] = f(x[b][c][row − padding]) for every row and padded channel, zero outside the
+// sequence and past the last channel; f the optional leaky ReLU. 64 rows × 64 channels per
+// block through shared memory: reads along time, writes along channels.
+template <typename T>
+__global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels) {
+  __shared__ float tile[64][65];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 64;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 64;
+  const int64_t b = blockIdx.z;
+  const T* x = static_cast<const T*>(a.x) + b * a.in_channels * a.in_steps;
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+    const int r = i % 64;
+    const int c = i / 64;
+    const int64_t step = row0 + r - a.padding;
+    float v = 0.0f;
+    if (c0 + c < a.in_channels && step >= 0 && step < a.in_steps) {
+      v = to_float(x[(c0 + c) * a.in_steps + step]);
+      if (a.input_leaky_relu && v < 0.0f) v *= a.input_slope;
+    }
+    tile[c][r] = v;
+  }
+  __syncthreads();
+  T* xt = static_cast<T*>(a.transposed_input) + b * rows * channels;
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+    const int c = i % 64;
+    const int r = i / 64;
+    if (row0 + r < rows && c0 + c < channels) {
+      xt[(row0 + r) * channels + c0 + c] = from_float<T>(tile[c][r]);
+    }
+  }
+}
+
+// The same for inputs whose rows are whole 16-byte vectors (steps a multiple of 8, x aligned):
+// a block reads 64 steps × 64 channels as 16-byte vectors along time into a shared tile, and
+// writes them as 16-byte vectors along channels. Tile element (c, s) sits at
+// c·64 + ((s / 8) ⊕ (c / 8 mod 8))·8 + s mod 8, so both the row writes and the column reads of a
+// warp fall in distinct banks. The blocks of the last column (blockIdx.x = step tiles) write
+// the rows before and after the sequence, zeros.
+template <typename T>
+__global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels) {
+  __shared__ __align__(16) T tile[64 * 64];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 64;
+  const int64_t b = blockIdx.z;
+  T* xt = static_cast<T*>(a.transposed_input) + b * rows * channels;
+  const int64_t step_tiles = (a.in_steps + 63) / 64;
+  if (blockIdx.x == step_tiles) {
+    const int64_t tail = a.padding + a.in_steps;
+    const int64_t zero_rows = a.padding + (rows - tail);
+    for (int64_t i = threadIdx.x; i < zero_rows * 8; i += blockDim.x) {
+      const int64_t z = i / 8;
+      const int64_t c = c0 + (i % 8) * 8;
+      const int64_t row = z < a.padding ? z : tail + (z - a.padding);
+      if (c < channels) *reinterpret_cast<uint4*>(xt + row * channels + c) = make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
+  const int64_t s0 = static_cast<int64_t>(blockIdx.x) * 64;
+  const T* x = static_cast<const T*>(a.x) + b * a.in_channels * a.in_steps;
+  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+    const int j = i % 8;  // vector of steps 8j .. 8j + 7
+    const int c = i / 8;
+    union {
+      uint4 vector;
+      T e[8];
+    } v;
+    v.vector = make_uint4(0, 0, 0, 0);
+    if (c0 + c < a.in_channels && s0 + 8 * j < a.in_steps) {
+      v.vector = *reinterpret_cast<const uint4*>(x + (c0 + c) * a.in_steps + s0 + 8 * j);
+      if (a.input_leaky_relu) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float f = to_float(v.e[e]);
+          if (f < 0.0f) v.e[e] = from_float<T>(f * a.input_slope);
+        }
+      }
+    }
+    *reinterpret_cast<uint4*>(tile + c * 64 + ((j ^ ((c >> 3) & 7)) << 3)) = v.vector;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+    const int chunk = i % 8;  // channels 8·chunk .. 8·chunk + 7
+    const int step = i / 8;
+    if (s0 + step >= a.in_steps || c0 + 8 * chunk >= channels) continue;
+    union {
+      uint4 vector;
+      T e[8];
+    } v;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = 8 * chunk + e;
+      v.e[e] = tile[c * 64 + (((step >> 3) ^ ((c >> 3) & 7)) << 3) + (step & 7)];
+    }
+    *reinterpret_cast<uint4*>(xt + (a.padding + s0 + step) * channels + c0 + 8 * chunk) = v.vector;
+  }
+}
+
+template <int kWarpsM, int kWarpsN, int kWarpTilesM, int kWarpTilesN>
+struct MmaTiling {
+  static constexpr int kWarpRows = kWarpsM;  // warps along the channels
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kTilesM = kWarpTilesM;  // m16 tiles per warp
+  static constexpr int kTilesN = kWarpTilesN;  // n8 tiles per warp
+  static constexpr int kWarpM = 16 * kWarpTilesM;
+  static constexpr int kWarpN = 8 * kWarpTilesN;
+  static constexpr int kBlockM = kWarpsM * kWarpM;
+  static_assert(kWarpsN * kWarpN == kBlockSteps);
+};
+
+// Bytes of one pipeline stage: the window [rows][16 channels] (rounded to 128 bytes) and every
+// tap's weights [kernel][block_m][16 channels].
+size_t stage_bytes(int64_t kernel, int64_t halo, int block_m) {
+  const size_t window = (static_cast<size_t>(kBlockSteps + halo) * kRowBytes + 127) / 128 * 128;
+  return window + static_cast<size_t>(kernel) * block_m * kRowBytes;
+}
+
+template <typename T, typename Tiling>
+__global__ void __launch_bounds__(Tiling::kThreads)
+    mma_conv_kernel(ImplicitGemmConv a, int halo, int stage_stride, int64_t rows_total,
+                    int64_t channels) {
+  constexpr int kThreads = Tiling::kThreads;
+  constexpr int kBlockM = Tiling::kBlockM;
+  constexpr int kWarpTilesM = Tiling::kTilesM;
+  constexpr int kWarpTilesN = Tiling::kTilesN;
   extern __shared__ __align__(128) unsigned char shared[];
   const int rows = kBlockSteps + halo;
+  const int window_bytes = (rows * kRowBytes + 127) / 128 * 128;
   const int kernel = static_cast<int>(a.kernel);
   const int dilation = static_cast<int>(a.dilation);
-  T* window = reinterpret_cast<T*>(shared);  // [rows][16]: input step t0 − padding + row
-  T* taps = window + rows * kTile;           // [kernel][kBlockChannels][16]
-  float* staging = reinterpret_cast<float*>(taps + kernel * kBlockChannels * kTile);
-
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kBlockSteps;
-  const int64_t co0 = static_cast<int64_t>(blockIdx.y) * kBlockChannels;
+  const int64_t co0 = static_cast<int64_t>(blockIdx.y) * kBlockM;
   const int64_t b = blockIdx.z;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const T* x = static_cast<const T*>(a.x) + b * a.in_channels * a.in_steps;
-  const T* w = static_cast<const T*>(a.arranged_weight);
+  const int warp_m = warp % Tiling::kWarpRows;
+  const int warp_n = warp / Tiling::kWarpRows;
+  const T* xt = static_cast<const T*>(a.transposed_input) + (b * rows_total + t0) * channels;
+  const T* arranged = static_cast<const T*>(a.arranged_weight);
+  const int stages = static_cast<int>(channels / kStageChannels);
 
-  wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float> acc[kChannelFrags][kStepFrags];
-  for (auto& row : acc) {
-    for (auto& f : row) wmma::fill_fragment(f, 0.0f);
+  // Stage s into buffer `buffer`: the window's rows and every tap's kBlockM weight rows, two
+  // 16-byte halves each, zeros past the last output channel.
+  auto copy_stage = [&](int s, int buffer) {
+    unsigned char* window = shared + buffer * stage_stride;
+    const T* source_rows = xt + s * kStageChannels;
+    for (int i = threadIdx.x; i < rows * 2; i += kThreads) {
+      const int half = i & 1;
+      const int row = i >> 1;
+      copy_async_16(shared_address(window + swizzled(row, half)),
+                    source_rows + row * channels + half * 8, true);
+    }
+    const T* source = arranged + static_cast<int64_t>(s) * kernel * a.out_channels * kStageChannels;
+    unsigned char* taps = window + window_bytes;
+    for (int i = threadIdx.x; i < kernel * kBlockM * 2; i += kThreads) {
+      const int half = i & 1;
+      const int m = (i >> 1) % kBlockM;
+      const int k = (i >> 1) / kBlockM;
+      const bool valid = co0 + m < a.out_channels;
+      const T* src =
+          valid ? source + ((k * a.out_channels + co0 + m) * kStageChannels + half * 8) : arranged;
+      copy_async_16(shared_address(taps + k * kBlockM * kRowBytes + swizzled(m, half)), src, valid);
+    }
+    copy_async_commit();
+  };
+
+  float acc[kWarpTilesM][kWarpTilesN][4];
+#pragma unroll
+  for (int mi = 0; mi < kWarpTilesM; ++mi) {
+#pragma unroll
+    for (int nj = 0; nj < kWarpTilesN; ++nj) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][nj][e] = 0.0f;
+    }
   }
 
-  for (int64_t ci0 = 0; ci0 < a.in_channels; ci0 += kTile) {
-    // Time-fastest reads (coalesced); zeros outside the sequence and past the last channel.
-    for (int i = threadIdx.x; i < rows * kTile; i += kThreads) {
-      const int row = i % rows;
-      const int c = i / rows;
-      const int64_t step = t0 - a.padding + row;
-      const int64_t ci = ci0 + c;
-      float v = 0.0f;
-      if (step >= 0 && step < a.in_steps && ci < a.in_channels) {
-        v = to_float(x[ci * a.in_steps + step]);
-        if (a.input_leaky_relu && v < 0.0f) v *= a.input_slope;
-      }
-      window[row * kTile + c] = from_float<T>(v);
-    }
-    // The arranged weights hold each tap's rows [co][16 channels] of this channel step
-    // contiguously: 16-byte loads, zeros past the last output channel.
-    const T* step_taps = w + (ci0 / kTile) * kernel * a.out_channels * kTile;
-    constexpr int kVector = 16 / sizeof(T);  // elements per 16-byte load
-    for (int i = threadIdx.x; i < kernel * kBlockChannels * kTile / kVector; i += kThreads) {
-      const int e = i * kVector;
-      const int k = e / (kBlockChannels * kTile);
-      const int m = (e / kTile) % kBlockChannels;
-      const int c = e % kTile;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (co0 + m < a.out_channels) {
-        v = *reinterpret_cast<const uint4*>(step_taps + (k * a.out_channels + co0 + m) * kTile + c);
-      }
-      *reinterpret_cast<uint4*>(taps + (k * kBlockChannels + m) * kTile + c) = v;
-    }
-    __syncthreads();
+  copy_stage(0, 0);
+  copy_async_wait_all();
+  __syncthreads();
+
+  // ldmatrix lanes: A (16 rows × 16 channels as four 8 × 8 matrices) takes row lane % 16, half
+  // lane / 16; B (8 steps × 16 channels, two n-tiles per x4) takes step lane % 8 of n-tile
+  // (lane / 16), half (lane / 8) % 2.
+  const int a_row = warp_m * Tiling::kWarpM + (lane & 15);
+  const int a_half = lane >> 4;
+  const int b_step = warp_n * Tiling::kWarpN + ((lane >> 4) << 3) + (lane & 7);
+  const int b_half = (lane >> 3) & 1;
+  for (int s = 0; s < stages; ++s) {
+    const int buffer = s & 1;
+    const bool next = s + 1 < stages;
+    if (next) copy_stage(s + 1, buffer ^ 1);
+    const unsigned char* window = shared + buffer * stage_stride;
+    const unsigned char* taps = window + window_bytes;
     for (int k = 0; k < kernel; ++k) {
-      wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, T, wmma::row_major>
-          weights[kChannelFrags];
-      for (int mi = 0; mi < kChannelFrags; ++mi) {
-        wmma::load_matrix_sync(weights[mi], taps + (k * kBlockChannels + mi * kTile) * kTile,
-                               kTile);
+      uint32_t weights[kWarpTilesM][4];
+#pragma unroll
+      for (int mi = 0; mi < kWarpTilesM; ++mi) {
+        ldmatrix_x4(weights[mi], shared_address(taps + k * kBlockM * kRowBytes +
+                                                swizzled(a_row + mi * 16, a_half)));
       }
-      for (int ni = 0; ni < kStepFrags; ++ni) {
-        const int n0 = (warp * kStepFrags + ni) * kTile;
-        // Column n of this 16 × 16 input block is window row n0 + n + k·dilation: column-major
-        // with leading dimension 16, 32-byte aligned whatever the shift.
-        wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, T, wmma::col_major> inputs;
-        wmma::load_matrix_sync(inputs, window + (n0 + k * dilation) * kTile, kTile);
-        for (int mi = 0; mi < kChannelFrags; ++mi) {
-          wmma::mma_sync(acc[mi][ni], weights[mi], inputs, acc[mi][ni]);
+#pragma unroll
+      for (int pair = 0; pair < kWarpTilesN / 2; ++pair) {
+        uint32_t inputs[4];
+        ldmatrix_x4(inputs,
+                    shared_address(window + swizzled(b_step + pair * 16 + k * dilation, b_half)));
+#pragma unroll
+        for (int mi = 0; mi < kWarpTilesM; ++mi) {
+          mma_16x8x16<T>(acc[mi][2 * pair], weights[mi], inputs[0], inputs[1]);
+          mma_16x8x16<T>(acc[mi][2 * pair + 1], weights[mi], inputs[2], inputs[3]);
         }
       }
     }
+    if (next) copy_async_wait_all();
     __syncthreads();
   }
 
+  // Epilogue straight from the accumulators: element e of tile (mi, nj) is output channel
+  // row + 8·(e / 2), step column + e % 2; the pair of steps is written as one 32-bit store when
+  // aligned and inside the sequence.
   const T* bias = static_cast<const T*>(a.bias);
   const T* residual = static_cast<const T*>(a.residual);
   T* out = static_cast<T*>(a.out);
-  float* tile = staging + warp * kTile * kTile;
-  for (int mi = 0; mi < kChannelFrags; ++mi) {
-    for (int ni = 0; ni < kStepFrags; ++ni) {
-      wmma::store_matrix_sync(tile, acc[mi][ni], kTile, wmma::mem_row_major);
-      __syncwarp();
-      for (int e = lane; e < kTile * kTile; e += 32) {
-        const int64_t co = co0 + mi * kTile + e / kTile;
-        const int64_t t = t0 + (warp * kStepFrags + ni) * kTile + e % kTile;
-        if (co < a.out_channels && t < a.out_steps) {
-          const int64_t index = (b * a.out_channels + co) * a.out_steps + t;
-          float v = tile[e];
-          if (bias) v += to_float(bias[co]);
-          if (residual) v += to_float(residual[index]);
-          out[index] = from_float<T>(v);
+  using Pair = typename DevicePair<T>::type;
+#pragma unroll
+  for (int mi = 0; mi < kWarpTilesM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t co = co0 + warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
+      if (co >= a.out_channels) continue;
+      const float bias_value = bias ? to_float(bias[co]) : 0.0f;
+      const int64_t row_start = (b * a.out_channels + co) * a.out_steps;
+#pragma unroll
+      for (int nj = 0; nj < kWarpTilesN; ++nj) {
+        const int64_t t = t0 + warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
+        const int64_t index = row_start + t;
+        float v0 = acc[mi][nj][2 * h] + bias_value;
+        float v1 = acc[mi][nj][2 * h + 1] + bias_value;
+        if (t + 1 < a.out_steps && index % 2 == 0) {
+          if (residual) {
+            const Pair r = *reinterpret_cast<const Pair*>(residual + index);
+            v0 += to_float(r.x);
+            v1 += to_float(r.y);
+          }
+          Pair pair;
+          pair.x = from_float<T>(v0);
+          pair.y = from_float<T>(v1);
+          *reinterpret_cast<Pair*>(out + index) = pair;
+        } else {
+          if (t < a.out_steps) {
+            if (residual) v0 += to_float(residual[index]);
+            out[index] = from_float<T>(v0);
+          }
+          if (t + 1 < a.out_steps) {
+            if (residual) v1 += to_float(residual[index + 1]);
+            out[index + 1] = from_float<T>(v1);
+          }
         }
       }
-      __syncwarp();
     }
+  }
+}
+
+template <typename T, typename Tiling>
+void launch_mma(const ImplicitGemmConv& a, int halo, cudaStream_t stream, const char* op) {
+  const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
+  const size_t bytes = 2 * stage;
+  auto* kernel = mma_conv_kernel<T, Tiling>;
+  if (bytes > (48 << 10)) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)),
+          "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", op);
+  }
+  const dim3 grid(static_cast<unsigned>((a.out_steps + kBlockSteps - 1) / kBlockSteps),
+                  static_cast<unsigned>((a.out_channels + Tiling::kBlockM - 1) / Tiling::kBlockM),
+                  static_cast<unsigned>(a.batch));
+  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(a, halo, static_cast<int>(stage),
+                                                    transposed_rows(a.out_steps, halo),
+                                                    padded_channels(a.in_channels));
+  check(cudaGetLastError(), "implicit GEMM convolution launch", op);
+}
+
+using Tiles128 = MmaTiling<4, 2, 2, 8>;
+using Tiles64 = MmaTiling<2, 2, 2, 8>;
+using Tiles32 = MmaTiling<1, 4, 2, 4>;
+
+int multiprocessors() {
+  int device = 0;
+  int count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 1;
+  }
+  return count;
+}
+
+// Transposes the input, then runs the widest channel tile that still gives every multiprocessor
+// a block (wider tiles read the window fewer times per output); 32 channels when there are no
+// more.
+template <typename T>
+void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, const char* op) {
+  const int64_t rows = transposed_rows(a.out_steps, halo);
+  const int64_t channels = padded_channels(a.in_channels);
+  const dim3 transpose_grid(static_cast<unsigned>((rows + 63) / 64),
+                            static_cast<unsigned>((channels + 63) / 64),
+                            static_cast<unsigned>(a.batch));
+  if (a.in_steps % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0) {
+    const dim3 grid(static_cast<unsigned>((a.in_steps + 63) / 64 + 1),
+                    static_cast<unsigned>((channels + 63) / 64), static_cast<unsigned>(a.batch));
+    transpose_input_vector_kernel<T><<<grid, 256, 0, stream>>>(a, rows, channels);
+  } else {
+    transpose_input_kernel<T><<<transpose_grid, 256, 0, stream>>>(a, rows, channels);
+  }
+  check(cudaGetLastError(), "transpose_input_kernel launch", op);
+  const int64_t step_tiles = (a.out_steps + kBlockSteps - 1) / kBlockSteps * a.batch;
+  const int64_t blocks128 = step_tiles * ((a.out_channels + 127) / 128);
+  if (a.out_channels >= 128 && blocks128 >= multiprocessors() &&
+      2 * stage_bytes(a.kernel, halo, 128) <= kMaxDynamicShared) {
+    launch_mma<T, Tiles128>(a, halo, stream, op);
+  } else if (a.out_channels > 32) {
+    launch_mma<T, Tiles64>(a, halo, stream, op);
+  } else {
+    launch_mma<T, Tiles32>(a, halo, stream, op);
   }
 }
 
@@ -137,25 +424,14 @@ __global__ void arrange_weights_kernel(const T* weight, T* arranged, int64_t out
                                        int64_t in_channels, int64_t kernel, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % kTile;
-    const int64_t co = (i / kTile) % out_channels;
-    const int64_t k = (i / (kTile * out_channels)) % kernel;
-    const int64_t step = i / (kTile * out_channels * kernel);
-    const int64_t ci = step * kTile + c;
+    const int64_t c = i % kStageChannels;
+    const int64_t co = (i / kStageChannels) % out_channels;
+    const int64_t k = (i / (kStageChannels * out_channels)) % kernel;
+    const int64_t step = i / (kStageChannels * out_channels * kernel);
+    const int64_t ci = step * kStageChannels + c;
     arranged[i] =
         ci < in_channels ? weight[(co * in_channels + ci) * kernel + k] : from_float<T>(0.0f);
   }
-}
-
-template <typename T, int kBlockChannels>
-void launch(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
-  const int halo = static_cast<int>((a.kernel - 1) * a.dilation);
-  const size_t bytes = shared_bytes(a.kernel, halo, kBlockChannels);
-  const dim3 grid(static_cast<unsigned>((a.out_steps + kBlockSteps - 1) / kBlockSteps),
-                  static_cast<unsigned>((a.out_channels + kBlockChannels - 1) / kBlockChannels),
-                  static_cast<unsigned>(a.batch));
-  implicit_gemm_conv_kernel<T, kBlockChannels><<<grid, kThreads, bytes, stream>>>(a, halo);
-  check(cudaGetLastError(), "implicit_gemm_conv_kernel launch", op);
 }
 
 template <typename T>
@@ -166,18 +442,21 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
                                                         static_cast<T*>(a.arranged_weight),
                                                         a.out_channels, a.in_channels, a.kernel, n);
   check(cudaGetLastError(), "arrange_weights_kernel launch", op);
-  if (a.out_channels <= 32) {
-    launch<T, 32>(a, stream, op);
-  } else {
-    launch<T, 64>(a, stream, op);
-  }
+  launch_mma_for<T>(a, static_cast<int>((a.kernel - 1) * a.dilation), stream, op);
 }
 
 }  // namespace
 
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
                                                int64_t kernel) {
-  return (in_channels + kTile - 1) / kTile * kernel * out_channels * kTile;
+  return (in_channels + kStageChannels - 1) / kStageChannels * kernel * out_channels *
+         kStageChannels;
+}
+
+int64_t implicit_gemm_transposed_input_elements(int64_t batch, int64_t in_channels,
+                                                int64_t out_steps, int64_t kernel,
+                                                int64_t dilation) {
+  return batch * transposed_rows(out_steps, (kernel - 1) * dilation) * padded_channels(in_channels);
 }
 
 bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,
@@ -186,7 +465,8 @@ bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilatio
       dilation < 1 || kernel > 64 || dilation > 64) {
     return false;
   }
-  return shared_bytes(kernel, (kernel - 1) * dilation, 64) <= kMaxSharedBytes;
+  const int64_t halo = (kernel - 1) * dilation;
+  return halo <= kMaxHalo && 2 * stage_bytes(kernel, halo, 64) <= kMaxDynamicShared;
 }
 
 void implicit_gemm_conv1d(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {

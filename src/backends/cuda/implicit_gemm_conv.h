@@ -24,6 +24,9 @@ struct ImplicitGemmConv {
   // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
   // rearranged per 16 input channels and tap, so blocks load them with wide reads.
   void* arranged_weight = nullptr;
+  // Scratch of implicit_gemm_transposed_input_elements() elements, 16-byte aligned: the input
+  // time-major, padded and zero-filled, so blocks copy their windows with wide reads.
+  void* transposed_input = nullptr;
   const void* bias = nullptr;      // [out_channels] or null
   const void* residual = nullptr;  // [batch, out_channels, out_steps] added to out, or null
   void* out = nullptr;             // [batch, out_channels, out_steps]; may not alias x
@@ -47,6 +50,10 @@ bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilatio
 // Elements of ImplicitGemmConv::arranged_weight.
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
                                                int64_t kernel);
+// Elements of ImplicitGemmConv::transposed_input.
+int64_t implicit_gemm_transposed_input_elements(int64_t batch, int64_t in_channels,
+                                                int64_t out_steps, int64_t kernel,
+                                                int64_t dilation);
 // Queues the convolution on `stream`; throws voxd::Error naming `op` when the launch fails.
 void implicit_gemm_conv1d(const ImplicitGemmConv& args, cudaStream_t stream, const char* op);
 
