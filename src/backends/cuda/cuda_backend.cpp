@@ -204,6 +204,18 @@ void require_float(const char* op, const char* name, const Tensor& t, Device dev
   }
 }
 
+// The operands of linear and the convolutions: x floating point on `device`, weight, bias (when
+// defined) and out of x's dtype. Returns that dtype.
+DType require_weighted_operands(const char* op, const Tensor& x, const Tensor& weight,
+                                const Tensor& bias, const Tensor& out, Device device) {
+  require_float(op, "x", x, device);
+  const DType dtype = x.dtype();
+  require_float(op, "weight", weight, device, dtype);
+  if (bias.defined()) require_float(op, "bias", bias, device, dtype);
+  require_float(op, "out", out, device, dtype);
+  return dtype;
+}
+
 void require_shape(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   if (t.shape() != shape) {
     fail(op,
@@ -524,11 +536,7 @@ void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaS
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                          const KernelScratch& scratch) {
   const char* op = "linear";
-  require_float(op, "x", x, device());
-  const DType dtype = x.dtype();
-  require_float(op, "weight", weight, device(), dtype);
-  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
-  require_float(op, "out", out, device(), dtype);
+  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
   if (x.dim() != 2 || weight.dim() != 2 || weight.size(1) != x.size(1)) {
     fail(op, "x " + x.shape_string() + " and weight " + weight.shape_string() + " do not match");
   }
@@ -565,11 +573,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
 void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                          const Conv1dParams& p, const KernelScratch& scratch) {
   const char* op = "conv1d";
-  require_float(op, "x", x, device());
-  const DType dtype = x.dtype();
-  require_float(op, "weight", weight, device(), dtype);
-  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
-  require_float(op, "out", out, device(), dtype);
+  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
   if (x.dim() != 3 || weight.dim() != 3 || out.dim() != 3 || p.groups < 1) {
     fail(op, "x " + x.shape_string() + ", weight " + weight.shape_string() + ", out " +
                  out.shape_string() + " are not [B, Cin, T], [Cout, Cin/groups, K], [B, Cout, T]");
@@ -670,11 +674,7 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
                                const ConvFusion& fusion, Tensor& out, const Conv1dParams& p,
                                const KernelScratch& scratch) {
   const char* op = "conv1d";
-  require_float(op, "x", x, device());
-  const DType dtype = x.dtype();
-  require_float(op, "weight", weight, device(), dtype);
-  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
-  require_float(op, "out", out, device(), dtype);
+  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
   const Tensor* residual = fusion.residual;
   if (residual != nullptr) {
     require_float(op, "residual", *residual, device(), dtype);
@@ -726,11 +726,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
                                    Tensor& out, const ConvTranspose1dParams& p,
                                    const KernelScratch& scratch) {
   const char* op = "conv_transpose1d";
-  require_float(op, "x", x, device());
-  const DType dtype = x.dtype();
-  require_float(op, "weight", weight, device(), dtype);
-  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
-  require_float(op, "out", out, device(), dtype);
+  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
   if (x.dim() != 3 || weight.dim() != 3 || out.dim() != 3 || p.groups < 1) {
     fail(op, "x " + x.shape_string() + ", weight " + weight.shape_string() + ", out " +
                  out.shape_string() + " are not [B, Cin, T], [Cin, Cout/groups, K], [B, Cout, T]");
