@@ -163,6 +163,19 @@ ApiError admit_error(EngineService& service, const server::SpeechRequest& r) {
   return {};
 }
 
+// Runs an admitted job to its end, which must be an ApiError: returns it.
+ApiError run_error(server::SpeechJob& job, const std::string& what_went_wrong) {
+  CollectingSink sink;
+  server::CancelToken cancel;
+  try {
+    job.run(sink, cancel);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << what_went_wrong;
+  return {};
+}
+
 // The bytes the allocator holds once en-demo is loaded, and a limit `extra` above it.
 uint64_t reserved_with_weights() {
   EngineService service(demo_config());
@@ -300,14 +313,7 @@ TEST(EngineService, RequestPastItsTimeoutFailsWith504) {
   for (int i = 0; i < 4; ++i) text += kMediumSentence + " ";
   std::unique_ptr<server::SpeechJob> job = service.admit(request(text));
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  CollectingSink sink;
-  server::CancelToken cancel;
-  try {
-    job->run(sink, cancel);
-    ADD_FAILURE() << "run() finished a request past its timeout";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status, 504);
-  }
+  EXPECT_EQ(run_error(*job, "run() finished a request past its timeout").status, 504);
   job.reset();
   expect_workspace_free(service);
 }
@@ -340,14 +346,7 @@ TEST(EngineService, DrainCancelsWhatOutlastsTheGrace) {
   EngineService service(demo_config());
   std::unique_ptr<server::SpeechJob> job = service.admit(request(kMediumSentence));
   EXPECT_EQ(service.drain(std::chrono::milliseconds(0)), 1u);
-  CollectingSink sink;
-  server::CancelToken cancel;
-  try {
-    job->run(sink, cancel);
-    ADD_FAILURE() << "run() went on after drain cancelled it";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status, 503);
-  }
+  EXPECT_EQ(run_error(*job, "run() went on after drain cancelled it").status, 503);
   job.reset();
   expect_workspace_free(service);
 }
@@ -390,16 +389,10 @@ TEST(EngineService, SentenceTooBigForTheBudgetFailsAloneWithAClearError) {
   std::vector<float> small_audio;
   std::thread small([&] { small_audio = speak(service, request(kTexts[2])); });
   std::unique_ptr<server::SpeechJob> job = service.admit(request(huge));
-  CollectingSink sink;
-  server::CancelToken cancel;
-  try {
-    job->run(sink, cancel);
-    ADD_FAILURE() << "a sentence beyond the memory budget was synthesized";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status, 413);
-    EXPECT_EQ(e.code, "sentence_too_long");
-    EXPECT_NE(e.message.find("split it into shorter sentences"), std::string::npos) << e.message;
-  }
+  const ApiError e = run_error(*job, "a sentence beyond the memory budget was synthesized");
+  EXPECT_EQ(e.status, 413);
+  EXPECT_EQ(e.code, "sentence_too_long");
+  EXPECT_NE(e.message.find("split it into shorter sentences"), std::string::npos) << e.message;
   job.reset();
   small.join();
   expect_valid_audio(small_audio);
