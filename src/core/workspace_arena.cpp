@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <numeric>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -17,17 +19,22 @@ constexpr uintptr_t kFakeBase = uintptr_t{1} << 44;
 
 }  // namespace
 
+ArenaLayout::ArenaLayout(std::vector<Placement> placements, uint64_t bytes)
+    : placements_(std::make_shared<const std::vector<Placement>>(std::move(placements))),
+      bytes_(bytes) {}
+
 WorkspaceArena::WorkspaceArena(Device device)
     : device_(device), base_(reinterpret_cast<char*>(kFakeBase)) {}
 
-WorkspaceArena::WorkspaceArena(Allocator& upstream, size_t capacity)
+WorkspaceArena::WorkspaceArena(Allocator& upstream, ArenaLayout layout)
     : device_(upstream.device()),
       upstream_(&upstream),
-      capacity_(capacity),
-      base_(capacity > 0 ? static_cast<char*>(upstream.allocate(capacity)) : nullptr) {
-  stats_.reserved_bytes = capacity;
-  stats_.peak_reserved_bytes = capacity;
-  stats_.total_reserved_bytes = capacity;
+      capacity_(layout.bytes()),
+      base_(capacity_ > 0 ? static_cast<char*>(upstream.allocate(capacity_)) : nullptr),
+      layout_(std::move(layout)) {
+  stats_.reserved_bytes = capacity_;
+  stats_.peak_reserved_bytes = capacity_;
+  stats_.total_reserved_bytes = capacity_;
 }
 
 WorkspaceArena::~WorkspaceArena() {
@@ -45,38 +52,65 @@ size_t WorkspaceArena::block_size(size_t bytes) {
   return (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-size_t WorkspaceArena::take_offset(size_t size, size_t bytes) {
-  // Best fit: the smallest free range that holds the block (the lowest of equals), so a small
-  // block does not split a large hole a later large block could have used.
-  auto best = free_.end();
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second >= size && (best == free_.end() || it->second < best->second)) best = it;
+std::optional<size_t> WorkspaceArena::planned_offset(size_t size) const {
+  const size_t request = stats_.num_allocs;
+  if (diverged_ || request >= layout_.blocks() || layout_.block_size(request) != size) {
+    return std::nullopt;
   }
-  if (best != free_.end()) {
-    const size_t offset = best->first;
-    const size_t rest = best->second - size;
-    free_.erase(best);
-    if (rest > 0) free_.emplace(offset + size, rest);
-    return offset;
+  // Frees that came later than planned may still hold part of the range.
+  const size_t start = layout_.offset(request);
+  const auto next = live_.lower_bound(start);
+  if (next != live_.end() && next->first < start + size) return std::nullopt;
+  if (next != live_.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->first + prev->second.size > start) return std::nullopt;
   }
-  if (!planning() && top_ + size > capacity_) {
+  return start;
+}
+
+size_t WorkspaceArena::best_fit(size_t size, size_t bytes) {
+  // The free ranges are the gaps between live blocks. The smallest that holds the block (the
+  // lowest of equals), so a small block does not split a large hole a later large block could
+  // have used; else the end of the used range.
+  size_t end = 0;
+  size_t best = 0;
+  size_t best_size = SIZE_MAX;
+  for (const auto& [offset, block] : live_) {
+    const size_t gap = offset - end;
+    if (gap >= size && gap < best_size) {
+      best = end;
+      best_size = gap;
+    }
+    end = offset + block.size;
+  }
+  if (best_size != SIZE_MAX) return best;
+  if (!planning() && end + size > capacity_) {
     ++stats_.num_ooms;
     throw Error("workspace arena: a request of " + std::to_string(bytes) + " bytes would end at " +
-                std::to_string(top_ + size) + " bytes, past the arena's " +
+                std::to_string(end + size) + " bytes, past the arena's " +
                 std::to_string(capacity_) +
                 "; the step asked for other memory than when it was planned (plan it with the "
                 "same backend, dtype and input shapes it runs with)");
   }
-  const size_t offset = top_;
-  top_ += size;
-  high_water_ = std::max(high_water_, top_);
-  return offset;
+  return end;
 }
 
 void* WorkspaceArena::allocate(size_t bytes) {
   const size_t size = block_size(bytes);
-  const size_t offset = take_offset(size, bytes);
-  live_.emplace(offset, size);
+  const size_t request = stats_.num_allocs;
+  size_t offset = 0;
+  if (planning()) {
+    offset = best_fit(size, bytes);
+    requests_.push_back({size, offset, events_, kStillLive});
+  } else if (const std::optional<size_t> planned = planned_offset(size)) {
+    offset = *planned;
+  } else {
+    diverged_ = true;
+    offset = best_fit(size, bytes);
+  }
+  ++events_;
+  live_.emplace(offset, LiveBlock{size, request});
+  high_water_ = std::max(high_water_, offset + size);
   in_use_ += size;
   stats_.allocated_bytes = in_use_;
   stats_.active_bytes = in_use_;
@@ -97,10 +131,12 @@ void WorkspaceArena::deallocate(void* ptr, size_t bytes) {
   const size_t offset = offset_of(ptr);
   const auto it = live_.find(offset);
   const size_t size = block_size(bytes);
-  if (it->second != size) {
+  if (it->second.size != size) {
     throw Error("workspace arena: block at offset " + std::to_string(offset) + " holds " +
-                std::to_string(it->second) + " bytes, freed as " + std::to_string(bytes));
+                std::to_string(it->second.size) + " bytes, freed as " + std::to_string(bytes));
   }
+  if (planning()) requests_[it->second.request].freed = events_;
+  ++events_;
   live_.erase(it);
   in_use_ -= size;
   stats_.allocated_bytes = in_use_;
@@ -108,26 +144,6 @@ void WorkspaceArena::deallocate(void* ptr, size_t bytes) {
   stats_.requested_bytes -= std::min<uint64_t>(stats_.requested_bytes, bytes);
   ++stats_.num_frees;
   stats_.active_allocs = live_.size();
-
-  size_t start = offset;
-  size_t end = offset + size;
-  auto next = free_.lower_bound(offset);
-  if (next != free_.end() && next->first == end) {
-    end += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    const auto prev = std::prev(next);
-    if (prev->first + prev->second == start) {
-      start = prev->first;
-      free_.erase(prev);
-    }
-  }
-  if (end == top_) {
-    top_ = start;
-  } else {
-    free_.emplace(start, end - start);
-  }
 }
 
 size_t WorkspaceArena::offset_of(const void* ptr) const {
@@ -148,11 +164,59 @@ AllocatorStats WorkspaceArena::stats() const {
     s.peak_reserved_bytes = high_water_;
     s.total_reserved_bytes = high_water_;
   }
-  s.blocks = live_.size() + free_.size();
-  size_t largest = planning() ? 0 : capacity_ - top_;
-  for (const auto& [offset, size] : free_) largest = std::max(largest, size);
-  s.largest_free_block_bytes = largest;
+  size_t end = 0;
+  size_t gaps = 0;
+  size_t largest = 0;
+  for (const auto& [offset, block] : live_) {
+    if (offset > end) {
+      ++gaps;
+      largest = std::max(largest, offset - end);
+    }
+    end = offset + block.size;
+  }
+  s.blocks = live_.size() + gaps;
+  s.largest_free_block_bytes = planning() ? largest : std::max(largest, capacity_ - end);
   return s;
+}
+
+ArenaLayout WorkspaceArena::layout() const {
+  if (!planning()) return layout_;
+  ArenaLayout greedy = greedy_by_size();
+  if (greedy.bytes() <= high_water_) return greedy;
+  std::vector<ArenaLayout::Placement> as_placed;
+  as_placed.reserve(requests_.size());
+  for (const Request& r : requests_) as_placed.push_back({r.size, r.offset});
+  return ArenaLayout(std::move(as_placed), high_water_);
+}
+
+ArenaLayout WorkspaceArena::greedy_by_size() const {
+  const size_t n = requests_.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return requests_[a].size > requests_[b].size; });
+  std::vector<ArenaLayout::Placement> placements(n);
+  // The blocks placed so far, by offset.
+  std::vector<size_t> placed;
+  placed.reserve(n);
+  uint64_t bytes = 0;
+  for (const size_t i : order) {
+    const Request& r = requests_[i];
+    size_t offset = 0;
+    for (const size_t j : placed) {
+      const Request& other = requests_[j];
+      if (other.freed <= r.allocated || r.freed <= other.allocated)
+        continue;                                          // never live together
+      if (placements[j].offset >= offset + r.size) break;  // the gap below `other` holds it
+      offset = std::max(offset, placements[j].offset + other.size);
+    }
+    placements[i] = {r.size, offset};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), offset,
+                                   [&](size_t at, size_t j) { return at < placements[j].offset; }),
+                  i);
+    bytes = std::max<uint64_t>(bytes, offset + r.size);
+  }
+  return ArenaLayout(std::move(placements), bytes);
 }
 
 }  // namespace voxd

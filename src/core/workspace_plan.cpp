@@ -3,20 +3,18 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "core/workspace_arena.h"
-
 namespace voxd {
 
-uint64_t plan_workspace(Backend& backend, const WorkspaceStep& step) {
+ArenaLayout plan_workspace(Backend& backend, const WorkspaceStep& step) {
   WorkspaceArena arena(backend.device());
   Context ctx = Context::for_planning(backend, arena);
   step(ctx);
-  return arena.high_water();
+  return arena.layout();
 }
 
-uint64_t run_in_workspace(Backend& backend, Allocator& upstream, uint64_t bytes,
+uint64_t run_in_workspace(Backend& backend, Allocator& upstream, const ArenaLayout& plan,
                           const WorkspaceStep& step) {
-  WorkspaceArena arena(upstream, bytes);
+  WorkspaceArena arena(upstream, plan);
   Context ctx(backend, arena);
   step(ctx);
   return arena.high_water();

@@ -1,7 +1,8 @@
 // Memory known before it runs: a step (one forward of a model at one batch shape) is first run in
-// a planning context over a planning WorkspaceArena, which measures the bytes its activations and
-// kernel scratch need at once; then it runs in one arena of exactly that size, taken before the
-// step and given back after it in one piece. WorkspacePlan collects such measurements for the
+// a planning context over a planning WorkspaceArena, which records its activations' and kernel
+// scratch's requests and places them all (an ArenaLayout: where each block goes, and the bytes
+// that takes); then it runs in one arena of exactly that size that follows the layout, taken
+// before the step and given back after it in one piece. WorkspacePlan collects the sizes for the
 // steps of a voice (docs/memory.md).
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "core/workspace_arena.h"
 
 namespace voxd {
 
@@ -21,14 +23,15 @@ namespace voxd {
 using WorkspaceStep = std::function<void(Context& ctx)>;
 
 // Runs `step` in a planning context on `backend` over a fresh planning arena and returns the
-// arena's high-water mark: the bytes a running arena needs for the same step. No kernel runs, so
-// this needs no device.
-uint64_t plan_workspace(Backend& backend, const WorkspaceStep& step);
+// arena's layout: where a running arena places each of the step's blocks, and its size. No kernel
+// runs, so this needs no device.
+ArenaLayout plan_workspace(Backend& backend, const WorkspaceStep& step);
 
-// Runs `step` on `backend` in an arena of `bytes` taken from `upstream` and given back when the
-// step returns; returns the arena's high-water mark, which equals the plan when the step runs
-// with the inputs it was planned for. Throws voxd::Error when the step needs more than `bytes`.
-uint64_t run_in_workspace(Backend& backend, Allocator& upstream, uint64_t bytes,
+// Runs `step` on `backend` in an arena following `plan`, of plan.bytes() taken from `upstream`
+// and given back when the step returns; returns the arena's high-water mark, which equals
+// plan.bytes() when the step runs with the inputs it was planned for. Throws voxd::Error when the
+// step needs more than plan.bytes().
+uint64_t run_in_workspace(Backend& backend, Allocator& upstream, const ArenaLayout& plan,
                           const WorkspaceStep& step);
 
 // The planned memory of one step of a pipeline.

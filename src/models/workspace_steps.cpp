@@ -59,16 +59,16 @@ AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t b
   Context keep = Context::for_planning(backend, kept);
   AcousticEncoding encoding;
   AcousticPlan plan;
-  plan.encoder_bytes = plan_workspace(backend, [&](Context& ctx) {
+  plan.encoder = plan_workspace(backend, [&](Context& ctx) {
     encoding = encoder_step(ctx, keep, model, ids, {}, {}, forced);
   });
   plan.hidden_bytes = kept.in_use();
-  plan.decoder_bytes =
+  plan.decoder =
       plan_workspace(backend, [&](Context& ctx) { (void)decoder_step(ctx, model, encoding, {}); });
   return plan;
 }
 
-uint64_t plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames) {
+ArenaLayout plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames) {
   require_at_least_one(chunks, "the vocoder chunks");
   require_at_least_one(frames, "the mel frames per vocoder chunk");
   // A host mel with no memory behind it: planning never reads it.
@@ -93,16 +93,16 @@ WorkspacePlan plan_voice(Backend& backend, const Voice& voice, uint64_t weights_
     const AcousticPlan a = plan_acoustic(backend, voice.acoustic(), s.batch, s.phonemes, s.frames);
     const std::string shape =
         "batch " + std::to_string(s.batch) + " x " + std::to_string(s.phonemes) + " phonemes";
-    plan.stages.push_back({"acoustic encoder", shape, a.encoder_bytes, a.hidden_bytes});
+    plan.stages.push_back({"acoustic encoder", shape, a.encoder.bytes(), a.hidden_bytes});
     plan.stages.push_back({"acoustic decoder",
-                           shape + " -> " + std::to_string(s.frames) + " frames", a.decoder_bytes,
+                           shape + " -> " + std::to_string(s.frames) + " frames", a.decoder.bytes(),
                            a.hidden_bytes});
   }
   if (vocoder) {
     const VocoderShape& s = *vocoder;
     plan.stages.push_back(
         {"vocoder", std::to_string(s.chunks) + " chunks x " + std::to_string(s.frames) + " frames",
-         plan_vocoder(backend, voice.vocoder(), s.chunks, s.frames), 0});
+         plan_vocoder(backend, voice.vocoder(), s.chunks, s.frames).bytes(), 0});
   }
   return plan;
 }
@@ -113,43 +113,37 @@ AcousticOutput run_acoustic_steps(Backend& backend, Allocator& upstream, const F
                                   const SynthesisControls& controls,
                                   const std::vector<std::vector<int64_t>>& forced_durations,
                                   std::vector<StepMemory>* memory) {
-  AcousticEncoding encoding;
-  StepMemory encoder;
+  ArenaLayout encoder_plan;
   {
     WorkspaceArena kept(backend.device());
     Context keep = Context::for_planning(backend, kept);
-    encoder.planned_bytes = plan_workspace(backend, [&](Context& ctx) {
+    encoder_plan = plan_workspace(backend, [&](Context& ctx) {
       (void)encoder_step(ctx, keep, model, ids, speakers, controls, forced_durations);
     });
   }
+  AcousticEncoding encoding;
   Context keep(backend, upstream);
-  encoder.high_water_bytes =
-      run_in_workspace(backend, upstream, encoder.planned_bytes, [&](Context& ctx) {
+  const StepMemory encoder{
+      encoder_plan.bytes(), run_in_workspace(backend, upstream, encoder_plan, [&](Context& ctx) {
         encoding = encoder_step(ctx, keep, model, ids, speakers, controls, forced_durations);
-      });
+      })};
 
-  StepMemory decoder;
-  decoder.planned_bytes = plan_workspace(
+  const ArenaLayout decoder_plan = plan_workspace(
       backend, [&](Context& ctx) { (void)decoder_step(ctx, model, encoding, controls); });
   AcousticOutput out;
-  decoder.high_water_bytes =
-      run_in_workspace(backend, upstream, decoder.planned_bytes,
-                       [&](Context& ctx) { out = decoder_step(ctx, model, encoding, controls); });
+  const StepMemory decoder{decoder_plan.bytes(),
+                           run_in_workspace(backend, upstream, decoder_plan, [&](Context& ctx) {
+                             out = decoder_step(ctx, model, encoding, controls);
+                           })};
   if (memory) *memory = {encoder, decoder};
   return out;
 }
 
 Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& model,
                         const Tensor& mel, StepMemory* memory) {
-  StepMemory step;
-  step.planned_bytes =
+  const ArenaLayout plan =
       plan_workspace(backend, [&](Context& ctx) { (void)vocoder_step(ctx, model, mel); });
-  Tensor audio;
-  step.high_water_bytes =
-      run_in_workspace(backend, upstream, step.planned_bytes,
-                       [&](Context& ctx) { audio = vocoder_step(ctx, model, mel); });
-  if (memory) *memory = step;
-  return audio;
+  return run_vocoder_step(backend, upstream, model, mel, plan, memory);
 }
 
 AcousticEncoding run_acoustic_encoder_step(Backend& backend, Allocator& upstream,
@@ -157,35 +151,34 @@ AcousticEncoding run_acoustic_encoder_step(Backend& backend, Allocator& upstream
                                            const std::vector<std::vector<int64_t>>& ids,
                                            const std::vector<int64_t>& speakers,
                                            const SynthesisControls& controls,
-                                           uint64_t planned_bytes, StepMemory* memory) {
+                                           const ArenaLayout& plan, StepMemory* memory) {
   Context keep(backend, upstream);
   AcousticEncoding encoding;
-  const uint64_t high_water = run_in_workspace(backend, upstream, planned_bytes, [&](Context& ctx) {
+  const uint64_t high_water = run_in_workspace(backend, upstream, plan, [&](Context& ctx) {
     encoding = encoder_step(ctx, keep, model, ids, speakers, controls, {});
   });
-  if (memory) *memory = {planned_bytes, high_water};
+  if (memory) *memory = {plan.bytes(), high_water};
   return encoding;
 }
 
 AcousticOutput run_acoustic_decoder_step(Backend& backend, Allocator& upstream,
                                          const FastSpeech2& model, const AcousticEncoding& encoding,
-                                         const SynthesisControls& controls, uint64_t planned_bytes,
+                                         const SynthesisControls& controls, const ArenaLayout& plan,
                                          StepMemory* memory) {
   AcousticOutput out;
-  const uint64_t high_water = run_in_workspace(backend, upstream, planned_bytes, [&](Context& ctx) {
+  const uint64_t high_water = run_in_workspace(backend, upstream, plan, [&](Context& ctx) {
     out = decoder_step(ctx, model, encoding, controls);
   });
-  if (memory) *memory = {planned_bytes, high_water};
+  if (memory) *memory = {plan.bytes(), high_water};
   return out;
 }
 
 Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& model,
-                        const Tensor& mel, uint64_t planned_bytes, StepMemory* memory) {
+                        const Tensor& mel, const ArenaLayout& plan, StepMemory* memory) {
   Tensor audio;
-  const uint64_t high_water = run_in_workspace(backend, upstream, planned_bytes, [&](Context& ctx) {
-    audio = vocoder_step(ctx, model, mel);
-  });
-  if (memory) *memory = {planned_bytes, high_water};
+  const uint64_t high_water = run_in_workspace(
+      backend, upstream, plan, [&](Context& ctx) { audio = vocoder_step(ctx, model, mel); });
+  if (memory) *memory = {plan.bytes(), high_water};
   return audio;
 }
 

@@ -18,10 +18,10 @@ namespace voxd {
 
 // Planned memory of the acoustic model's two steps.
 struct AcousticPlan {
-  uint64_t encoder_bytes = 0;  // the encoder step's arena
+  ArenaLayout encoder;  // the encoder step's arena
   // The encoder's hidden states, moved out of its arena and kept until the decoder step is done.
   uint64_t hidden_bytes = 0;
-  uint64_t decoder_bytes = 0;  // the decoder step's arena
+  ArenaLayout decoder;  // the decoder step's arena
 };
 
 // FastSpeech2 for `batch` sequences padded to `phonemes` symbols that make `frames` mel frames
@@ -30,7 +30,7 @@ AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t b
                            int64_t phonemes, int64_t frames);
 // HiFiGAN on `chunks` mels of `frames` frames (uploaded from the host in the step, in the
 // parameters' dtype); each at least 1, else voxd::InputError naming it.
-uint64_t plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames);
+ArenaLayout plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames);
 
 struct AcousticShape {
   int64_t batch = 1;
@@ -75,28 +75,28 @@ Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& mo
                         const Tensor& mel, StepMemory* memory = nullptr);
 
 // The same steps for a caller that plans by shape before it runs (a scheduler admitting work
-// within a memory budget, with plans cached by shape): each runs in an arena of `planned_bytes`,
+// within a memory budget, with plans cached by shape): each runs in an arena following `plan`,
 // the plan of its shape, and throws voxd::Error when the step needs more.
 
-// The acoustic encoder step at (ids.size(), longest sequence) in an arena of
-// plan_acoustic(...).encoder_bytes; the encoding's hidden states, plan_acoustic's hidden_bytes,
-// go to `upstream`. Arguments and errors as FastSpeech2::encode.
+// The acoustic encoder step at (ids.size(), longest sequence) in an arena following
+// plan_acoustic(...).encoder; the encoding's hidden states, plan_acoustic's hidden_bytes, go to
+// `upstream`. Arguments and errors as FastSpeech2::encode.
 AcousticEncoding run_acoustic_encoder_step(Backend& backend, Allocator& upstream,
                                            const FastSpeech2& model,
                                            const std::vector<std::vector<int64_t>>& ids,
                                            const std::vector<int64_t>& speakers,
                                            const SynthesisControls& controls,
-                                           uint64_t planned_bytes, StepMemory* memory = nullptr);
-// The acoustic decoder step on `encoding` (of any batch cut from an encoder step's) in an arena of
-// plan_acoustic(...).decoder_bytes for its (batch, phonemes, longest mel); the mel comes back on
-// the host (F32).
+                                           const ArenaLayout& plan, StepMemory* memory = nullptr);
+// The acoustic decoder step on `encoding` (of any batch cut from an encoder step's) in an arena
+// following plan_acoustic(...).decoder for its (batch, phonemes, longest mel); the mel comes back
+// on the host (F32).
 AcousticOutput run_acoustic_decoder_step(Backend& backend, Allocator& upstream,
                                          const FastSpeech2& model, const AcousticEncoding& encoding,
-                                         const SynthesisControls& controls, uint64_t planned_bytes,
+                                         const SynthesisControls& controls, const ArenaLayout& plan,
                                          StepMemory* memory = nullptr);
-// HiFiGAN on a host mel [C, num_mels, F] in an arena of plan_vocoder(C, F).
+// HiFiGAN on a host mel [C, num_mels, F] in an arena following plan_vocoder(C, F).
 Tensor run_vocoder_step(Backend& backend, Allocator& upstream, const HifiGan& model,
-                        const Tensor& mel, uint64_t planned_bytes, StepMemory* memory = nullptr);
+                        const Tensor& mel, const ArenaLayout& plan, StepMemory* memory = nullptr);
 
 // The encoding of sequences [first, first + count) of `encoding`: its hidden states a view of
 // the same memory.

@@ -74,12 +74,12 @@ VocoderGraphs::Graph& VocoderGraphs::graph_for(int64_t batch) {
   Backend& backend = ctx_->backend();
   const Shape shape{batch, vocoder_->config().num_mels, frames_};
   const DType dtype = vocoder_->dtype();
-  const uint64_t bytes = plan_workspace(backend, [&](Context& plan) {
-    const Tensor input = ops::empty(plan, shape, dtype);
-    forward_f32(plan, *vocoder_, input);
+  const ArenaLayout plan = plan_workspace(backend, [&](Context& planning) {
+    const Tensor input = ops::empty(planning, shape, dtype);
+    forward_f32(planning, *vocoder_, input);
   });
   auto graph = std::make_unique<Graph>();
-  graph->arena = std::make_unique<WorkspaceArena>(ctx_->allocator(), bytes);
+  graph->arena = std::make_unique<WorkspaceArena>(ctx_->allocator(), plan);
   Context in_arena(backend, *graph->arena);
   graph->input = ops::empty(in_arena, shape, dtype);
   graph->work =

@@ -9,8 +9,9 @@
 namespace voxd::scheduler {
 namespace {
 
-// Plans are small; a server meets a few thousand shapes. Past this the cache starts over.
-constexpr size_t kMaxPlans = 20000;
+// A plan holds a placement per block of its two steps (a few KiB); a server meets a few thousand
+// shapes. Past this the cache starts over.
+constexpr size_t kMaxPlans = 4096;
 
 struct Candidate {
   std::shared_ptr<Stream> stream;
@@ -77,7 +78,7 @@ uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
   // known.
   const AcousticPlan& p =
       plan(*batch.voice, static_cast<int64_t>(size), phonemes_of(*batch.items.front()), 1);
-  return MemoryBudget::footprint(p.encoder_bytes, p.hidden_bytes);
+  return MemoryBudget::footprint(p.encoder.bytes(), p.hidden_bytes);
 }
 
 server::ApiError AcousticKind::too_big(const Batch& batch, uint64_t footprint,
@@ -110,7 +111,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   {
     const AcousticEncoding encoding =
         run_acoustic_encoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
-                                  ids, {}, controls, encoder.encoder_bytes);
+                                  ids, {}, controls, encoder.encoder);
     for (size_t first = 0; first < n;) {
       size_t end = first + 1;
       while (end < n && encoding.mel_lengths[end] == encoding.mel_lengths[first]) ++end;
@@ -129,7 +130,8 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
   const int64_t frames = encoding.mel_lengths[first];
   if (frames == 0) return;  // nothing to say: the sentence makes no audio, as in Synthesizer
   const int64_t phonemes = encoding.hidden.size(1);
-  const uint64_t bytes = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder_bytes;
+  const ArenaLayout decoder = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder;
+  const uint64_t bytes = decoder.bytes();
   if (!budget.fits(MemoryBudget::footprint(bytes))) {
     if (count > 1) {
       for (size_t i = first; i < first + count; ++i) {
@@ -150,7 +152,7 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
   }
   const AcousticOutput decoded =
       run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
-                                select_sequences(encoding, first, count), controls, bytes);
+                                select_sequences(encoding, first, count), controls, decoder);
   for (size_t i = 0; i < count; ++i) {
     // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker copies.
     const Tensor mel =

@@ -66,9 +66,10 @@ EngineService::EngineService(const EngineConfig& config)
   for (const auto& entry : voices_->entries()) {
     if (!entry->voice) continue;
     const int64_t frames = config.chunk_frames + 2 * entry->config.vocoder.receptive_field_frames();
-    smallest_step_bytes_ = std::max(smallest_step_bytes_,
-                                    MemoryBudget::footprint(plan_vocoder(
-                                        runtime_->backend(), entry->voice->vocoder(), 1, frames)));
+    smallest_step_bytes_ = std::max(
+        smallest_step_bytes_,
+        MemoryBudget::footprint(
+            plan_vocoder(runtime_->backend(), entry->voice->vocoder(), 1, frames).bytes()));
   }
   scheduler_ = std::make_unique<Scheduler>(*runtime_, *voices_, scheduler_options(config));
 }

@@ -98,13 +98,13 @@ bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
          frames == chunk_frames_ + 2 * voice.config.vocoder.receptive_field_frames();
 }
 
-uint64_t VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
+ArenaLayout VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
   const auto key = std::make_tuple(&voice, chunks, frames);
   auto at = plans_.find(key);
   if (at != plans_.end()) return at->second;
   if (plans_.size() >= kMaxPlans) plans_.clear();
-  const uint64_t bytes = plan_vocoder(runtime_.backend(), voice.voice->vocoder(), chunks, frames);
-  return plans_.emplace(key, bytes).first->second;
+  const ArenaLayout made = plan_vocoder(runtime_.backend(), voice.voice->vocoder(), chunks, frames);
+  return plans_.emplace(key, made).first->second;
 }
 
 uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
@@ -116,9 +116,9 @@ uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
   if (use_graphs(voice, frames)) {
     const int64_t padded = graph_batch(chunks);
     if (voice.graph_batches.contains(padded)) return 0;
-    return MemoryBudget::footprint(plan(voice, padded, frames));
+    return MemoryBudget::footprint(plan(voice, padded, frames).bytes());
   }
-  return MemoryBudget::footprint(plan(voice, chunks, frames));
+  return MemoryBudget::footprint(plan(voice, chunks, frames).bytes());
 }
 
 server::ApiError VocoderKind::too_big(const Batch& batch, uint64_t footprint,

@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "core/workspace_arena.h"
 #include "scheduler/step_kind.h"
 
 namespace voxd::scheduler {
@@ -37,13 +38,13 @@ class VocoderKind final : public StepKind {
   // Whether chunks of `frames` of `voice` run through recorded graphs.
   bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
   // plan_vocoder of `voice` at (chunks, frames), cached.
-  uint64_t plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
+  ArenaLayout plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
 
   DeviceRuntime& runtime_;
   VoicePool& voices_;
   int64_t chunk_frames_;
   bool cuda_graphs_;
-  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t>, uint64_t> plans_;
+  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
 };
 
 }  // namespace voxd::scheduler

@@ -1,9 +1,17 @@
-// WorkspaceArena: best fit, coalescing, the high-water mark, the same offsets for the same
-// sequence in planning and running arenas, overflow, misuse; WorkspacePlan's totals and JSON.
+// WorkspaceArena: best fit while planning, coalescing, the high-water mark; layouts placed with
+// the whole sequence known (within best fit's size, at least the live bytes, no overlap of blocks
+// live together); running arenas giving the planned offsets, and falling back to best fit
+// around the live blocks when the requests leave the layout; overflow, misuse; WorkspacePlan's
+// totals and JSON.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -150,42 +158,329 @@ std::vector<size_t> replay(WorkspaceArena& arena, uint32_t seed) {
   return offsets;
 }
 
-TEST(WorkspaceArena, SameSequenceGetsTheSameOffsetsAndFitsItsPlanExactly) {
+std::vector<size_t> offsets_of(const ArenaLayout& layout) {
+  std::vector<size_t> offsets;
+  for (size_t i = 0; i < layout.blocks(); ++i) offsets.push_back(layout.offset(i));
+  return offsets;
+}
+
+TEST(WorkspaceArena, RunningArenaGivesEveryRequestItsPlannedOffsetAndFitsThePlanExactly) {
   WorkspaceArena plan(Device::cpu());
-  const std::vector<size_t> planned = replay(plan, 7);
-  ASSERT_GT(plan.high_water(), 0u);
+  const std::vector<size_t> best_fit = replay(plan, 7);
+  const ArenaLayout layout = plan.layout();
+  ASSERT_EQ(layout.blocks(), best_fit.size());
+  EXPECT_LE(layout.bytes(), plan.high_water());
+  EXPECT_GE(layout.bytes(), plan.stats().peak_allocated_bytes);
+  EXPECT_NE(offsets_of(layout), best_fit);  // placed anew, not as best fit placed them
   CountingAllocator upstream;
   {
-    WorkspaceArena run(upstream, plan.high_water());
+    WorkspaceArena run(upstream, layout);
     EXPECT_FALSE(run.planning());
+    EXPECT_EQ(run.capacity(), layout.bytes());
     EXPECT_EQ(upstream.allocations, 1);
-    EXPECT_EQ(upstream.outstanding, plan.high_water());
-    EXPECT_EQ(replay(run, 7), planned);
-    EXPECT_EQ(run.high_water(), plan.high_water());
-    EXPECT_EQ(run.stats().reserved_bytes, plan.high_water());
+    EXPECT_EQ(upstream.outstanding, layout.bytes());
+    EXPECT_EQ(replay(run, 7), offsets_of(layout));
+    EXPECT_FALSE(run.diverged());
+    EXPECT_EQ(run.high_water(), layout.bytes());
+    EXPECT_EQ(run.stats().reserved_bytes, layout.bytes());
+    EXPECT_EQ(run.layout().offset(5), layout.offset(5));
   }
   // The block goes back in one piece when the arena goes.
   EXPECT_EQ(upstream.frees, 1);
   EXPECT_EQ(upstream.outstanding, 0u);
 }
 
-TEST(WorkspaceArena, RunningArenaThrowsWhenARequestDoesNotFit) {
+// Best fit, placing blocks as they come, leaves a hole that a later large block cannot use;
+// placed with the whole sequence known, the blocks need no more than the most bytes live at once.
+TEST(WorkspaceArena, LayoutReachesTheLiveBytesWhereBestFitFragments) {
+  WorkspaceArena plan(Device::cpu());
+  void* a = plan.allocate(A);  // best fit: [0, A)
+  void* b = plan.allocate(A);  // [A, 2A)
+  plan.deallocate(a, A);
+  void* c = plan.allocate(2 * A);  // the A-block hole is too small: [2A, 4A)
+  plan.deallocate(b, A);
+  void* d = plan.allocate(3 * A);  // the 2A-block hole too: [4A, 7A)
+  plan.deallocate(c, 2 * A);
+  plan.deallocate(d, 3 * A);
+  EXPECT_EQ(plan.high_water(), 7 * A);
+  EXPECT_EQ(plan.stats().peak_allocated_bytes, 5 * A);  // c and d
+
+  // Largest first: d at 0, c above it; a (never live with c or d) at 0; b, live with a and c,
+  // between them.
+  const ArenaLayout layout = plan.layout();
+  EXPECT_EQ(layout.bytes(), 5 * A);
+  EXPECT_EQ(offsets_of(layout), (std::vector<size_t>{0, A, 3 * A, 0}));
+  for (size_t i = 0; i < layout.blocks(); ++i) {
+    EXPECT_EQ(layout.block_size(i), (std::vector<size_t>{A, A, 2 * A, 3 * A})[i]) << i;
+  }
+
   CountingAllocator upstream;
-  WorkspaceArena arena(upstream, 4 * A);
-  void* a = arena.allocate(3 * A);
+  WorkspaceArena run(upstream, layout);
+  std::vector<size_t> got;
+  void* ra = run.allocate(A);
+  void* rb = run.allocate(A);
+  got.push_back(run.offset_of(ra));
+  got.push_back(run.offset_of(rb));
+  run.deallocate(ra, A);
+  void* rc = run.allocate(2 * A);
+  got.push_back(run.offset_of(rc));
+  run.deallocate(rb, A);
+  void* rd = run.allocate(3 * A);
+  got.push_back(run.offset_of(rd));
+  EXPECT_EQ(got, offsets_of(layout));
+  EXPECT_EQ(run.high_water(), 5 * A);
+  EXPECT_FALSE(run.diverged());
+  const AllocatorStats stats = run.stats();
+  EXPECT_EQ(stats.blocks, 2u);  // c and d, no free range between them
+  EXPECT_EQ(stats.largest_free_block_bytes, 0u);
+  run.deallocate(rc, 2 * A);
+  run.deallocate(rd, 3 * A);
+}
+
+// A random sequence: block sizes from a few classes (many equal), lifetimes of all lengths; the
+// requests with the step at which each was freed (SIZE_MAX: never).
+struct Trace {
+  std::vector<size_t> bytes;
+  std::vector<size_t> allocated;
+  std::vector<size_t> freed;
+};
+
+Trace record(WorkspaceArena& arena, uint32_t seed, int steps) {
+  std::mt19937 rng(seed);
+  const size_t classes[] = {1, 300, 4000, 20000, 65536, 200000, 1 << 20};
+  Trace trace;
+  std::vector<std::pair<void*, size_t>> live;  // pointer, request
+  for (int step = 0; step < steps; ++step) {
+    if (!live.empty() && rng() % 100 < 45) {
+      const size_t i = rng() % live.size();
+      const size_t request = live[i].second;
+      arena.deallocate(live[i].first, trace.bytes[request]);
+      trace.freed[request] = static_cast<size_t>(step);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    const size_t bytes = rng() % 4 == 0 ? rng() % 300000 : classes[rng() % std::size(classes)];
+    live.emplace_back(arena.allocate(bytes), trace.bytes.size());
+    trace.bytes.push_back(bytes);
+    trace.allocated.push_back(static_cast<size_t>(step));
+    trace.freed.push_back(SIZE_MAX);
+  }
+  for (const auto& [p, request] : live) arena.deallocate(p, trace.bytes[request]);
+  return trace;
+}
+
+TEST(WorkspaceArena, LayoutsOfRandomSequencesNeverOverlapLiveBlocksAndNeverLoseToBestFit) {
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    WorkspaceArena plan(Device::cpu());
+    const Trace trace = record(plan, seed, 200 + 60 * static_cast<int>(seed));
+    const ArenaLayout layout = plan.layout();
+    ASSERT_EQ(layout.blocks(), trace.bytes.size()) << seed;
+    EXPECT_GE(layout.bytes(), plan.stats().peak_allocated_bytes) << seed;
+    EXPECT_LE(layout.bytes(), plan.high_water()) << seed;
+    for (size_t i = 0; i < layout.blocks(); ++i) {
+      ASSERT_EQ(layout.block_size(i), (std::max<size_t>(trace.bytes[i], 1) + A - 1) / A * A);
+      ASSERT_EQ(layout.offset(i) % A, 0u);
+      ASSERT_LE(layout.offset(i) + layout.block_size(i), layout.bytes());
+      for (size_t j = 0; j < i; ++j) {
+        // Block j is allocated first; it is live with block i unless freed before i comes.
+        if (trace.freed[j] < trace.allocated[i]) continue;
+        const bool apart = layout.offset(i) + layout.block_size(i) <= layout.offset(j) ||
+                           layout.offset(j) + layout.block_size(j) <= layout.offset(i);
+        ASSERT_TRUE(apart) << "seed " << seed << ": blocks " << j << " and " << i;
+      }
+    }
+  }
+}
+
+// Layouts are made once per shape, before the step runs: thousands of blocks take milliseconds
+// (the placement is O(n^2); the bound leaves room for sanitizer builds).
+TEST(WorkspaceArena, LayoutOfThousandsOfBlocksIsQuick) {
+  WorkspaceArena plan(Device::cpu());
+  (void)record(plan, 99, 10000);
+  const auto start = std::chrono::steady_clock::now();
+  const ArenaLayout layout = plan.layout();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(layout.blocks(), 5000u);
+  EXPECT_LT(ms, 5000.0);
+  std::printf("layout of %zu blocks: %.1f ms, %.2f MiB (best fit %.2f MiB, live peak %.2f MiB)\n",
+              layout.blocks(), ms, static_cast<double>(layout.bytes()) / 1048576.0,
+              static_cast<double>(plan.high_water()) / 1048576.0,
+              static_cast<double>(plan.stats().peak_allocated_bytes) / 1048576.0);
+}
+
+// A layout can be made while blocks are live: they are live with every block after them.
+TEST(WorkspaceArena, BlocksStillLiveKeepTheirRangeToTheEnd) {
+  WorkspaceArena plan(Device::cpu());
+  void* kept = plan.allocate(A);
+  void* gone = plan.allocate(2 * A);
+  plan.deallocate(gone, 2 * A);
+  void* late = plan.allocate(2 * A);
+  const ArenaLayout layout = plan.layout();
+  EXPECT_EQ(layout.bytes(), 3 * A);
+  EXPECT_EQ(offsets_of(layout), (std::vector<size_t>{2 * A, 0, 0}));
+  plan.deallocate(kept, A);
+  plan.deallocate(late, 2 * A);
+  EXPECT_EQ(WorkspaceArena(Device::cpu()).layout().bytes(), 0u);
+}
+
+// When greedy by size loses to best fit, the layout is best fit's placement.
+TEST(WorkspaceArena, LayoutIsBestFitsPlacementWhereThatIsSmaller) {
+  WorkspaceArena plan(Device::cpu());
+  void* a = plan.allocate(5 * A);  // best fit: [0, 5A)
+  void* b = plan.allocate(5 * A);  // [5A, 10A)
+  plan.deallocate(a, 5 * A);
+  void* c = plan.allocate(4 * A);  // [0, 4A)
+  plan.deallocate(b, 5 * A);
+  void* d = plan.allocate(5 * A);  // [4A, 9A)
+  plan.deallocate(c, 4 * A);
+  plan.deallocate(d, 5 * A);
+  // Greedy by size puts a, b and d first (a at 0, b at 5A, d at 0), leaving c, live with b and
+  // d, only [10A, 14A).
+  const ArenaLayout layout = plan.layout();
+  EXPECT_EQ(plan.high_water(), 10 * A);
+  EXPECT_EQ(layout.bytes(), 10 * A);
+  EXPECT_EQ(offsets_of(layout), (std::vector<size_t>{0, 5 * A, 0, 4 * A}));
+}
+
+// A running arena whose requests leave the layout places them by best fit among the ranges free
+// at that moment, blocks placed by the layout and still live included.
+TEST(WorkspaceArena, ARequestOfAnotherSizeFallsBackToBestFitAroundTheLiveBlocks) {
+  WorkspaceArena plan(Device::cpu());
+  void* big = plan.allocate(4 * A);
+  void* small = plan.allocate(2 * A);
+  plan.deallocate(small, 2 * A);
+  plan.deallocate(big, 4 * A);
+  const ArenaLayout layout = plan.layout();
+  ASSERT_EQ(offsets_of(layout), (std::vector<size_t>{0, 4 * A}));
+
+  CountingAllocator upstream;
+  WorkspaceArena run(upstream, layout);
+  void* b = run.allocate(4 * A);
+  EXPECT_EQ(run.offset_of(b), 0u);
+  EXPECT_FALSE(run.diverged());
+  void* one = run.allocate(A);  // planned: 2A
+  EXPECT_TRUE(run.diverged());
+  EXPECT_EQ(run.offset_of(one), 4 * A);  // not 0: the planned block there is live
+  // Once off the layout, every request is placed by best fit, even one the layout would match.
+  run.deallocate(b, 4 * A);
+  void* two = run.allocate(2 * A);
+  EXPECT_EQ(run.offset_of(two), 0u);
+  void* three = run.allocate(2 * A);  // the hole between `two` and `one`
+  EXPECT_EQ(run.offset_of(three), 2 * A);
+  void* four = run.allocate(A);  // after `one`, the last range free
+  EXPECT_EQ(run.offset_of(four), 5 * A);
+  EXPECT_THROW(run.allocate(1), Error);
+  for (auto [p, n] : {std::pair{one, A}, {two, 2 * A}, {three, 2 * A}, {four, A}}) {
+    run.deallocate(p, n);
+  }
+}
+
+TEST(WorkspaceArena, MoreRequestsThanPlannedFallBackAndThrowWhenNothingFits) {
+  WorkspaceArena plan(Device::cpu());
+  void* a = plan.allocate(3 * A);
+  void* b = plan.allocate(A);
+  plan.deallocate(a, 3 * A);
+  plan.deallocate(b, A);
+  CountingAllocator upstream;
+  WorkspaceArena run(upstream, plan.layout());
+  ASSERT_EQ(run.capacity(), 4 * A);
+  void* ra = run.allocate(3 * A);
+  void* rb = run.allocate(A);
+  EXPECT_FALSE(run.diverged());
+  run.deallocate(rb, A);
+  // A third request: the range the second block had is free again.
+  void* extra = run.allocate(A);
+  EXPECT_TRUE(run.diverged());
+  EXPECT_EQ(run.offset_of(extra), 3 * A);
   try {
-    arena.allocate(2 * A);
+    run.allocate(A);
     ADD_FAILURE() << "a request past the capacity succeeded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("past the arena's 1024"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("planned"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(arena.stats().num_ooms, 1u);
-  // The failed request left nothing behind: the last block still fits.
-  void* b = arena.allocate(A);
-  EXPECT_EQ(arena.offset_of(b), 3 * A);
-  arena.deallocate(a, 3 * A);
-  arena.deallocate(b, A);
+  EXPECT_EQ(run.stats().num_ooms, 1u);
+  // The failed request left nothing behind: freeing makes room again.
+  run.deallocate(ra, 3 * A);
+  void* again = run.allocate(2 * A);
+  EXPECT_EQ(run.offset_of(again), 0u);
+  run.deallocate(again, 2 * A);
+  run.deallocate(extra, A);
+}
+
+// Blocks whose lifetimes were apart in the plan share a range; a block freed later than planned
+// still holds it, so the next request leaves the layout instead of overlapping it.
+TEST(WorkspaceArena, ABlockFreedLaterThanPlannedIsNotOverlapped) {
+  WorkspaceArena plan(Device::cpu());
+  void* x = plan.allocate(4 * A);
+  plan.deallocate(x, 4 * A);
+  void* a = plan.allocate(2 * A);
+  plan.deallocate(a, 2 * A);
+  void* b = plan.allocate(2 * A);
+  plan.deallocate(b, 2 * A);
+  const ArenaLayout layout = plan.layout();
+  ASSERT_EQ(offsets_of(layout), (std::vector<size_t>{0, 0, 0}));
+  ASSERT_EQ(layout.bytes(), 4 * A);
+
+  CountingAllocator upstream;
+  WorkspaceArena run(upstream, layout);
+  void* rx = run.allocate(4 * A);
+  run.deallocate(rx, 4 * A);
+  void* ra = run.allocate(2 * A);
+  void* rb = run.allocate(2 * A);  // `a` is still live
+  EXPECT_TRUE(run.diverged());
+  EXPECT_EQ(run.offset_of(ra), 0u);
+  EXPECT_EQ(run.offset_of(rb), 2 * A);
+  run.deallocate(ra, 2 * A);
+  run.deallocate(rb, 2 * A);
+}
+
+// Any sequence other than the planned one: no two live blocks ever overlap, and what does not fit
+// throws.
+TEST(WorkspaceArena, ADivergingRunNeverHandsOutOverlappingMemory) {
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    WorkspaceArena plan(Device::cpu());
+    (void)record(plan, seed, 400);
+    CountingAllocator upstream;
+    WorkspaceArena run(upstream, plan.layout());
+    std::mt19937 rng(seed + 100);
+    std::map<size_t, size_t> live;  // offset -> size
+    std::vector<std::pair<void*, size_t>> blocks;
+    int failed = 0;
+    for (int step = 0; step < 400; ++step) {
+      if (!blocks.empty() && rng() % 100 < 45) {
+        const size_t i = rng() % blocks.size();
+        live.erase(run.offset_of(blocks[i].first));
+        run.deallocate(blocks[i].first, blocks[i].second);
+        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      const size_t bytes = rng() % 200000;
+      void* p = nullptr;
+      try {
+        p = run.allocate(bytes);
+      } catch (const Error&) {
+        ++failed;
+        continue;
+      }
+      const size_t offset = run.offset_of(p);
+      const size_t size = (std::max<size_t>(bytes, 1) + A - 1) / A * A;
+      ASSERT_LE(offset + size, run.capacity());
+      const auto next = live.lower_bound(offset);
+      if (next != live.end()) {
+        ASSERT_LE(offset + size, next->first) << seed << " " << step;
+      }
+      if (next != live.begin()) {
+        ASSERT_LE(std::prev(next)->first + std::prev(next)->second, offset) << seed << " " << step;
+      }
+      live.emplace(offset, size);
+      blocks.emplace_back(p, bytes);
+    }
+    EXPECT_TRUE(run.diverged()) << seed;
+    EXPECT_EQ(run.stats().num_ooms, static_cast<uint64_t>(failed)) << seed;
+    for (const auto& [p, bytes] : blocks) run.deallocate(p, bytes);
+  }
 }
 
 TEST(WorkspaceArena, RejectsForeignPointersAndWrongSizes) {
@@ -200,8 +495,10 @@ TEST(WorkspaceArena, RejectsForeignPointersAndWrongSizes) {
 }
 
 TEST(WorkspaceArena, TensorsLiveInTheArena) {
+  WorkspaceArena plan(Device::cpu());
+  { const Tensor t = Tensor::empty({10, 10}, DType::F32, plan); }
   CountingAllocator upstream;
-  WorkspaceArena arena(upstream, 8 * A);
+  WorkspaceArena arena(upstream, plan.layout());
   {
     Tensor t = Tensor::empty({10, 10}, DType::F32, arena);
     t.data<float>()[99] = 1.5f;  // a running arena's memory is real
@@ -209,6 +506,7 @@ TEST(WorkspaceArena, TensorsLiveInTheArena) {
     EXPECT_EQ(t.to_float_vector()[99], 1.5f);
   }
   EXPECT_EQ(arena.in_use(), 0u);
+  EXPECT_FALSE(arena.diverged());
 }
 
 TEST(WorkspacePlan, TotalIsWeightsPlusTheLargestStepAndJsonSaysSo) {

@@ -220,9 +220,9 @@ TEST_P(VocoderPlanOnGpu, MeasuredPeakIsWithin5PercentOfThePlan) {
                            std::to_string(chunks) + " x " + std::to_string(frames);
   const HifiGan& model = demo_voice(dtype).vocoder();
   SamplingBackend backend(cuda());
-  const uint64_t plan = plan_vocoder(backend, model, chunks, frames);
+  const uint64_t plan = plan_vocoder(backend, model, chunks, frames).bytes();
   CudaBackend plan_only(0, CudaBackend::PlanOnly{});
-  EXPECT_EQ(plan_vocoder(plan_only, model, chunks, frames), plan) << what;
+  EXPECT_EQ(plan_vocoder(plan_only, model, chunks, frames).bytes(), plan) << what;
 
   const Tensor mel = test_mel(chunks, frames);
   {
@@ -240,7 +240,7 @@ TEST_P(VocoderPlanOnGpu, MeasuredPeakIsWithin5PercentOfThePlan) {
   expect_within_5_percent(upstream.stats().peak_allocated_bytes, plan, what + " allocator peak");
   expect_within_5_percent(device_delta, plan, what + " device used");
 
-  // Unplanned: every tensor and scratch buffer its own cudaMalloc; the arena's first fit may
+  // Unplanned: every tensor and scratch buffer its own cudaMalloc; the arena's placement may
   // waste a little over the bytes live at once, but not more than 5 %.
   CudaDeviceAllocator plain(0);
   {
@@ -278,11 +278,12 @@ TEST_P(AcousticPlanOnGpu, MeasuredPeakIsWithin5PercentOfThePlan) {
   const AcousticPlan plan = plan_acoustic(backend, model, batch, phonemes, frames);
   CudaBackend plan_only(0, CudaBackend::PlanOnly{});
   const AcousticPlan again = plan_acoustic(plan_only, model, batch, phonemes, frames);
-  EXPECT_EQ(again.encoder_bytes, plan.encoder_bytes) << what;
-  EXPECT_EQ(again.decoder_bytes, plan.decoder_bytes) << what;
+  EXPECT_EQ(again.encoder.bytes(), plan.encoder.bytes()) << what;
+  EXPECT_EQ(again.decoder.bytes(), plan.decoder.bytes()) << what;
   // The steps hold the hidden states besides their arenas: the encoder's arena and the states
   // moved out of it, then the states and the decoder's arena.
-  const uint64_t predicted = std::max(plan.encoder_bytes, plan.decoder_bytes) + plan.hidden_bytes;
+  const uint64_t predicted =
+      std::max(plan.encoder.bytes(), plan.decoder.bytes()) + plan.hidden_bytes;
 
   // Sequences of 1..phonemes symbols (the first the longest), with forced durations so that the
   // longest mel has exactly `frames` frames.
@@ -310,8 +311,8 @@ TEST_P(AcousticPlanOnGpu, MeasuredPeakIsWithin5PercentOfThePlan) {
       run_acoustic_steps(backend, upstream, model, ids, {}, {}, durations, &memory);
   const uint64_t device_delta = backend.stop();
   ASSERT_EQ(memory.size(), 2u);
-  EXPECT_EQ(memory[0].planned_bytes, plan.encoder_bytes) << what;
-  EXPECT_EQ(memory[1].planned_bytes, plan.decoder_bytes) << what;
+  EXPECT_EQ(memory[0].planned_bytes, plan.encoder.bytes()) << what;
+  EXPECT_EQ(memory[1].planned_bytes, plan.decoder.bytes()) << what;
   for (const StepMemory& step : memory) EXPECT_EQ(step.high_water_bytes, step.planned_bytes);
   EXPECT_EQ(out.mel.shape(), (Shape{batch, frames, 80})) << what;
   expect_within_5_percent(upstream.stats().peak_allocated_bytes, predicted,
