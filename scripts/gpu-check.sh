@@ -449,6 +449,19 @@ budget() {
   echo "$left"
 }
 
+# The process ids whose parent is $1 (from /proc: procps may be missing).
+children_of() {
+  local stat line ppid pid
+  for stat in /proc/[0-9]*/stat; do
+    line="$(cat "$stat" 2>/dev/null)" || continue
+    read -r _ ppid _ <<<"${line##*) }"  # after "pid (comm) ": state, then the parent's id
+    if [[ "$ppid" == "$1" ]]; then
+      pid="${stat#/proc/}"
+      echo "${pid%/stat}"
+    fi
+  done
+}
+
 # Runs "$@" in the background for at most $1 seconds; when time is up, ends its children first
 # (the servers a test started), then it. Returns its exit status, or 124 when time ran out.
 run_capped() {
@@ -459,11 +472,13 @@ run_capped() {
   local end=$((SECONDS + cap))
   while kill -0 "$pid" 2>/dev/null; do
     if ((SECONDS >= end)); then
-      pkill -TERM -P "$pid" 2>/dev/null
-      kill -TERM "$pid" 2>/dev/null
+      local children
+      children="$(children_of "$pid")"
+      # shellcheck disable=SC2086  # a list of ids
+      kill -TERM $children "$pid" 2>/dev/null
       sleep 5
-      pkill -KILL -P "$pid" 2>/dev/null
-      kill -KILL "$pid" 2>/dev/null
+      # shellcheck disable=SC2086
+      kill -KILL $children "$pid" 2>/dev/null
       wait "$pid" 2>/dev/null
       return 124
     fi
