@@ -201,6 +201,8 @@ class HttpApi::Impl {
   }
 
   httplib::Server server;
+  // The socket the server listens on, once bound (the last one set_socket_options saw).
+  std::atomic<socket_t> listening_socket{INVALID_SOCKET};
 
   const HttpConfig& config() const { return config_; }
 
@@ -304,9 +306,10 @@ void HttpApi::Impl::install() {
   };
   // cpp-httplib's default sets SO_REUSEPORT, with which a second server could bind the same port
   // and take some of its connections; SO_REUSEADDR alone still allows a quick restart.
-  server.set_socket_options([](socket_t sock) {
+  server.set_socket_options([this](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening_socket.store(sock);
   });
   server.set_payload_max_length(config_.max_body_bytes);
   server.set_read_timeout(config_.read_timeout_s);
@@ -726,6 +729,15 @@ void HttpApi::start() {
                 ": the address is not local or the port is in use (pick another with --port)");
   }
   port_ = port;
+  // cpp-httplib (0.11 in Debian 12) listens with a backlog of 5: a burst of clients connecting at
+  // once overflows it and waits out SYN retransmits (a second or more). Listening again on the
+  // bound socket raises the backlog to the system's maximum.
+  if (::listen(impl_->listening_socket.load(), SOMAXCONN) != 0) {
+    spdlog::warn(
+        "could not raise the listen backlog of {}:{} to {}; bursts of connections may "
+        "wait for retransmits",
+        config.host, port, SOMAXCONN);
+  }
   thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
   // cpp-httplib's stop() does nothing until the accept loop has begun, so a stop() right after
   // start() would leave it running: wait for it (it begins at once).
