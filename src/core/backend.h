@@ -43,10 +43,14 @@ struct Conv1dParams {
 };
 
 // Work fused into a conv1d (ops::conv1d with a ConvFusion): the input goes through leaky_relu
-// first, and a residual is added to the output (HiFiGAN's resblock steps).
+// first, and a residual is added to the output (HiFiGAN's resblock steps). With mixed
+// precision, x may have another floating dtype than the weights: the (activated) input is then
+// rounded to the weights' dtype, the products accumulate in F32, and the output has
+// output_dtype (x's dtype unless set).
 struct ConvFusion {
   std::optional<float> input_leaky_relu;  // the slope, when the input goes through leaky_relu
   const Tensor* residual = nullptr;       // [B, Cout, Tout] in the output's dtype, or null
+  std::optional<DType> output_dtype = std::nullopt;  // the output's dtype, when not x's
 };
 
 struct ConvTranspose1dParams {
@@ -119,14 +123,16 @@ class Backend {
   // Tout = (T + 2·padding − dilation·(K−1) − 1) / stride + 1, as torch.nn.functional.conv1d.
   virtual void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                       const Conv1dParams& params, const KernelScratch& scratch) = 0;
-  // Whether fused_conv1d() runs a conv1d of x and weight (contiguous) with `params` as one
-  // kernel; when not (the default), ops::conv1d runs the fused steps one by one.
-  virtual bool fuses_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/,
+  // Whether fused_conv1d() runs a conv1d of x and weight (contiguous; their dtypes may differ)
+  // with `params` into an output of `out_dtype` as one kernel; when not (the default),
+  // ops::conv1d runs the fused steps one by one.
+  virtual bool fuses_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/, DType /*out_dtype*/,
                             const Conv1dParams& /*params*/) const {
     return false;
   }
-  // out = conv1d(leaky_relu(x) or x, weight) + bias + residual, as `fusion` says; only called
-  // when fuses_conv1d() is true. residual is contiguous, out does not alias x or residual.
+  // out = conv1d(leaky_relu(x) or x, weight) + bias + residual, as `fusion` says (ConvFusion
+  // for mixed dtypes; bias has the weights' dtype, residual out's); only called when
+  // fuses_conv1d() is true. residual is contiguous, out does not alias x or residual.
   virtual void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
                             const KernelScratch& scratch);

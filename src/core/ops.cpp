@@ -53,11 +53,16 @@ void require_same_dtype(const char* op, const char* name, const Tensor& t, const
   }
 }
 
-// An optional bias [n] (undefined allowed), made contiguous.
-Tensor check_bias(Context& ctx, const char* op, const Tensor& bias, int64_t n, const Tensor& x) {
+// An optional bias [n] (undefined allowed) of the dtype of `ref` (named ref_name), made
+// contiguous.
+Tensor check_bias(Context& ctx, const char* op, const Tensor& bias, int64_t n, const Tensor& ref,
+                  const char* ref_name = "x") {
   if (!bias.defined()) return bias;
   require_float_input(ctx, op, "bias", bias);
-  require_same_dtype(op, "bias", bias, x);
+  if (bias.dtype() != ref.dtype()) {
+    fail(op, "bias has dtype " + std::string(dtype_name(bias.dtype())) + ", " + ref_name + " has " +
+                 std::string(dtype_name(ref.dtype())));
+  }
   if (bias.dim() != 1 || bias.size(0) != n) {
     fail(op, "bias " + bias.shape_string() + " should be [" + std::to_string(n) + "]");
   }
@@ -219,12 +224,12 @@ Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 namespace {
 
 // Checks conv1d's arguments (throwing as the op does) and returns its output's time steps.
+// Checks x and weight (floating point, of any dtypes) and params; returns the output steps.
 int64_t conv1d_output_steps(Context& ctx, const Tensor& x, const Tensor& weight,
                             const Conv1dParams& params) {
   const char* op = "conv1d";
   require_float_input(ctx, op, "x", x);
   require_float_input(ctx, op, "weight", weight);
-  require_same_dtype(op, "weight", weight, x);
   require_rank(op, "x", x, 3);
   require_rank(op, "weight", weight, 3);
   if (params.stride < 1 || params.dilation < 1 || params.padding < 0 || params.groups < 1) {
@@ -260,6 +265,7 @@ int64_t conv1d_output_steps(Context& ctx, const Tensor& x, const Tensor& weight,
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params) {
   const int64_t tout = conv1d_output_steps(ctx, x, weight, params);
+  require_same_dtype("conv1d", "weight", weight, x);
   Tensor b = check_bias(ctx, "conv1d", bias, weight.size(0), x);
   Tensor out = empty(ctx, {x.size(0), weight.size(0), tout}, x.dtype());
   ctx.backend().conv1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params, ctx.scratch());
@@ -271,29 +277,38 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   const char* op = "conv1d";
   const int64_t tout = conv1d_output_steps(ctx, x, weight, params);
   const Shape shape = {x.size(0), weight.size(0), tout};
+  const DType out_dtype = fusion.output_dtype.value_or(x.dtype());
+  if (!is_floating(out_dtype)) {
+    fail(op, "output dtype " + std::string(dtype_name(out_dtype)) + " is not F32, F16 or BF16");
+  }
   if (fusion.residual != nullptr) {
     const Tensor& residual = *fusion.residual;
     require_float_input(ctx, op, "residual", residual);
-    require_same_dtype(op, "residual", residual, x);
+    if (residual.dtype() != out_dtype) {
+      fail(op, "residual has dtype " + std::string(dtype_name(residual.dtype())) + ", the output " +
+                   std::string(dtype_name(out_dtype)));
+    }
     if (residual.shape() != shape) {
       fail(op, "residual " + residual.shape_string() + " does not match the output " +
                    shape_to_string(shape));
     }
   }
-  Tensor b = check_bias(ctx, op, bias, weight.size(0), x);
+  Tensor b = check_bias(ctx, op, bias, weight.size(0), weight, "weight");
   const Tensor xc = contiguous(ctx, x);
   const Tensor wc = contiguous(ctx, weight);
-  if (ctx.backend().fuses_conv1d(xc, wc, params)) {
+  if (ctx.backend().fuses_conv1d(xc, wc, out_dtype, params)) {
     const Tensor residual = fusion.residual ? contiguous(ctx, *fusion.residual) : Tensor();
     ConvFusion fused = fusion;
     fused.residual = fusion.residual ? &residual : nullptr;
-    Tensor out = empty(ctx, shape, x.dtype());
+    Tensor out = empty(ctx, shape, out_dtype);
     ctx.backend().fused_conv1d(xc, wc, b, fused, out, params, ctx.scratch());
     return out;
   }
-  Tensor y =
-      conv1d(ctx, fusion.input_leaky_relu ? leaky_relu(ctx, xc, *fusion.input_leaky_relu) : xc, wc,
-             b, params);
+  Tensor input = fusion.input_leaky_relu ? leaky_relu(ctx, xc, *fusion.input_leaky_relu) : xc;
+  if (input.dtype() != wc.dtype()) input = to_device(ctx, input, wc.dtype());
+  Tensor y = conv1d(ctx, input, wc, b, params);
+  input = Tensor();  // dead before the output's conversion is allocated
+  if (y.dtype() != out_dtype) y = to_device(ctx, y, out_dtype);
   if (fusion.residual) add_(ctx, y, *fusion.residual);
   return y;
 }

@@ -75,8 +75,10 @@ Tensor& add_(Context& ctx, Tensor& a, const Tensor& b);
 Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params);
-// conv1d(leaky_relu(x, slope) or x) + bias + residual, as `fusion` says, in one kernel where the
-// backend fuses it (Backend::fuses_conv1d), else step by step with the same result.
+// conv1d(leaky_relu(x, slope) or x) + bias + residual, as `fusion` says (ConvFusion: x may be of
+// another dtype than weight and bias, the output of output_dtype), in one kernel where the
+// backend fuses it (Backend::fuses_conv1d), else step by step: leaky_relu in x's dtype, a
+// conversion to the weights' dtype, conv1d, a conversion to the output dtype, + residual.
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params, const ConvFusion& fusion);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,

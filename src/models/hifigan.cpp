@@ -325,24 +325,16 @@ Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFus
 
 Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) const {
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
+  const bool two_convs = !block.plain.empty();
   for (size_t m = 0; m < block.dilated.size(); ++m) {
-    if (precision_.compute == precision_.stream) {
-      // leaky_relu → conv [→ leaky_relu → conv] → + out as convolutions with the activation
-      // and the residual fused, where the backend fuses them (one pass each instead of three).
-      const bool two_convs = !block.plain.empty();
-      Tensor xt = conv(ctx, block.dilated[m], out, {kLreluSlope, two_convs ? nullptr : &out});
-      if (two_convs) xt = conv(ctx, block.plain[m], xt, {kLreluSlope, &out});
-      out = std::move(xt);
-      continue;
-    }
-    Tensor xt = conv(ctx, block.dilated[m],
-                     precision_.to_compute(ctx, ops::leaky_relu(ctx, out, kLreluSlope)));
-    if (!block.plain.empty()) {
-      ops::leaky_relu_(ctx, xt, kLreluSlope);
-      xt = conv(ctx, block.plain[m], xt);
-    }
-    xt = precision_.to_stream(ctx, xt);
-    ops::add_(ctx, xt, out);
+    // leaky_relu → conv [→ leaky_relu → conv] → + out as convolutions with the activation and
+    // the residual fused, where the backend fuses them (one pass each instead of three). Under
+    // mixed precision the first conv reads the stream dtype, the last writes it, and what
+    // passes between two convs stays in the compute dtype.
+    Tensor xt = conv(ctx, block.dilated[m], out,
+                     {kLreluSlope, two_convs ? nullptr : &out,
+                      two_convs ? precision_.compute : precision_.stream});
+    if (two_convs) xt = conv(ctx, block.plain[m], xt, {kLreluSlope, &out, precision_.stream});
     out = std::move(xt);
   }
   return out;

@@ -189,6 +189,37 @@ TEST_F(BackendOps, FusedConv1dIsLeakyReluConvPlusResidual) {
   }
 }
 
+// Mixed precision (x, the weights and the output of different dtypes) runs on the CUDA backend
+// (test_cuda_ops: FusedConv1dAcrossDtypes); the host backends compute in F32, and every backend
+// checks the dtypes of such a call the same way first.
+TEST_F(BackendOps, FusedConv1dChecksTheDtypesAroundTheWeights) {
+  const Tensor x = random_tensor({2, 6, 37}, 1410);
+  const Tensor w = random_tensor({5, 6, 7}, 1411);
+  const Tensor b = random_tensor({5}, 1412);
+  const Tensor residual = random_tensor({2, 5, 37}, 1413);
+  const Conv1dParams p{1, 3, 1, 1};
+  for (Context* c : {&ref_ctx_, &cpu_ctx_}) {
+    expect_close(ops::conv1d(*c, x, w, b, p, ConvFusion{0.1f, &residual, DType::F32}),
+                 ops::conv1d(*c, x, w, b, p, ConvFusion{0.1f, &residual}), 0.0,
+                 "output dtype F32 = x's", false);
+    const auto expect_error = [&](const ConvFusion& fusion, const Tensor& bias,
+                                  const std::string& message) {
+      try {
+        ops::conv1d(*c, x, w, bias, p, fusion);
+        ADD_FAILURE() << "conv1d accepted a call that should fail with: " << message;
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), message);
+      }
+    };
+    expect_error(ConvFusion{0.1f, &residual, DType::BF16}, b,
+                 "conv1d: residual has dtype F32, the output BF16");
+    expect_error(ConvFusion{0.1f, nullptr, DType::F32}, ops::to_device(*c, b, DType::BF16),
+                 "conv1d: bias has dtype BF16, weight has F32");
+    expect_error(ConvFusion{0.1f, nullptr, DType::I32}, b,
+                 "conv1d: output dtype I32 is not F32, F16 or BF16");
+  }
+}
+
 TEST_F(BackendOps, ConvTranspose1d) {
   struct Case {
     ConvCase conv;

@@ -235,6 +235,37 @@ TEST_P(CudaOps, FusedConv1d) {
   }
 }
 
+// Mixed precision (HiFiGAN's BF16 resblocks): the first conv reads an F32 input and writes the
+// weights' dtype, the second reads that and writes F32 with an F32 residual. Long ones run in the
+// implicit GEMM (the second case's steps are not a multiple of 8: the scalar transpose), the
+// short one step by step.
+TEST_P(CudaOps, FusedConv1dAcrossDtypes) {
+  const std::vector<ConvCase> cases = {
+      {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
+      {1, 64, 32, 30001, 9, 1, 4, 1, 1, true},
+      {1, 24, 16, 2000, 3, 1, 1, 1, 1, true},
+  };
+  uint32_t seed = 270;
+  for (const ConvCase& tc : cases) {
+    const Tensor x = random_tensor({tc.batch, tc.cin, tc.t}, seed++);
+    const Tensor w = random_tensor({tc.cout, tc.cin, tc.k}, seed++);
+    const Tensor b = random_tensor({tc.cout}, seed++);
+    const Conv1dParams p{tc.stride, tc.padding, tc.dilation, tc.groups};
+    const int64_t t_out = tc.t + 2 * tc.padding - tc.dilation * (tc.k - 1);
+    const Tensor residual = random_tensor({tc.batch, tc.cout, t_out}, seed++);
+    check("F32 in " + describe(tc), {x, w, b}, [&](Context& c, const Inputs& in) {
+      const Tensor x32 = ops::to_device(c, in[0], DType::F32);
+      return ops::conv1d(c, x32, in[1], in[2], p, ConvFusion{0.1f, nullptr, in[1].dtype()});
+    });
+    check("F32 out " + describe(tc), {x, w, b, residual}, [&](Context& c, const Inputs& in) {
+      const Tensor r32 = ops::to_device(c, in[3], DType::F32);
+      const Tensor y = ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, &r32, DType::F32});
+      EXPECT_EQ(y.dtype(), DType::F32);
+      return ops::to_device(c, y, in[0].dtype());
+    });
+  }
+}
+
 TEST_P(CudaOps, ConvTranspose1d) {
   struct Case {
     ConvCase conv;

@@ -596,7 +596,7 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   // A pointwise convolution multiplies x itself; others go through cuDNN or im2col columns, a
   // chunk of output steps at a time.
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
-  if (fuses_conv1d(x, weight, p)) {
+  if (fuses_conv1d(x, weight, dtype, p)) {
     fused_conv1d(x, weight, bias, ConvFusion{}, out, p, scratch);
     return;
   }
@@ -657,32 +657,45 @@ void CudaBackend::cudnn_convolution(bool transposed, const Tensor& x, const Tens
                        op);
 }
 
-bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, const Conv1dParams& p) const {
+bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, DType out_dtype,
+                               const Conv1dParams& p) const {
   // The implicit GEMM where im2col's columns would not fit one chunk (the vocoder's long
   // sequences: K× the input through memory), im2col + cuBLAS for short ones, where cuBLAS's
-  // tiles fill the device better.
+  // tiles fill the device better. Under mixed precision x and out may be F32 around F16/BF16
+  // weights.
   if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3 || weight.dim() != 3)
     return false;
+  const DType dtype = weight.dtype();
+  const bool dtypes = (x.dtype() == dtype || x.dtype() == DType::F32) &&
+                      (out_dtype == dtype || out_dtype == DType::F32);
   const int64_t k = weight.size(2);
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
   const bool long_columns = x.size(0) * weight.size(1) * k * x.size(2) > kScratchElements;
-  return !pointwise && long_columns && x.dtype() == weight.dtype() &&
-         cuda::implicit_gemm_conv1d_supported(x.dtype(), k, p.dilation, p.stride, p.groups);
+  return !pointwise && long_columns && dtypes &&
+         cuda::implicit_gemm_conv1d_supported(dtype, k, p.dilation, p.stride, p.groups);
 }
 
 void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                const ConvFusion& fusion, Tensor& out, const Conv1dParams& p,
                                const KernelScratch& scratch) {
   const char* op = "conv1d";
-  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
+  require_float(op, "x", x, device());
+  const DType dtype = weight.dtype();
+  require_float(op, "weight", weight, device());
+  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
+  require_float(op, "out", out, device());
   const Tensor* residual = fusion.residual;
   if (residual != nullptr) {
-    require_float(op, "residual", *residual, device(), dtype);
+    require_float(op, "residual", *residual, device(), out.dtype());
     require_shape(op, "residual", *residual, out.shape());
     if (!residual->is_contiguous())
       fail(op, "residual " + residual->shape_string() + " is strided");
   }
-  if (!fuses_conv1d(x, weight, p)) fail(op, "this convolution is not one the backend fuses");
+  if (!fuses_conv1d(x, weight, out.dtype(), p)) {
+    fail(op, "this convolution (x " + std::string(dtype_name(x.dtype())) + ", weight " +
+                 std::string(dtype_name(dtype)) + ", out " + std::string(dtype_name(out.dtype())) +
+                 ") is not one the backend fuses");
+  }
   const int64_t cout = weight.size(0);
   const int64_t cin = x.size(1);
   const int64_t k = weight.size(2);
@@ -702,6 +715,8 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
   open(op);
   cuda::ImplicitGemmConv args;
   args.dtype = dtype;
+  args.input_dtype = x.dtype();
+  args.output_dtype = out.dtype();
   args.x = x.raw_data();
   args.weight = weight.raw_data();
   args.arranged_weight = arranged.data();

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_types.cuh"
@@ -64,6 +65,10 @@ __device__ __forceinline__ void copy_async_wait_all() {
 template <typename T>
 struct DevicePair;
 template <>
+struct DevicePair<float> {
+  using type = float2;
+};
+template <>
 struct DevicePair<__half> {
   using type = __half2;
 };
@@ -95,15 +100,16 @@ __device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&c)[4], const 
 }
 
 // xt[b][row][c] = f(x[b][c][row − padding]) for every row and padded channel, zero outside the
-// sequence and past the last channel; f the optional leaky ReLU. 64 rows × 64 channels per
-// block through shared memory: reads along time, writes along channels.
-template <typename T>
+// sequence and past the last channel; f the optional leaky ReLU, computed in F32 from x's dtype
+// Tin and rounded to the weights' dtype T. 64 rows × 64 channels per block through shared
+// memory: reads along time, writes along channels.
+template <typename T, typename Tin>
 __global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels) {
   __shared__ float tile[64][65];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 64;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 64;
   const int64_t b = blockIdx.z;
-  const T* x = static_cast<const T*>(a.x) + b * a.in_channels * a.in_steps;
+  const Tin* x = static_cast<const Tin*>(a.x) + b * a.in_channels * a.in_steps;
   for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
     const int r = i % 64;
     const int c = i / 64;
@@ -126,13 +132,32 @@ __global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t
   }
 }
 
+// Eight consecutive elements from a 16-byte aligned p, in F32.
+template <typename Tin>
+__device__ __forceinline__ void load_eight(const Tin* p, float (&f)[8]) {
+  if constexpr (sizeof(Tin) == 4) {
+    const float4 lo = reinterpret_cast<const float4*>(p)[0];
+    const float4 hi = reinterpret_cast<const float4*>(p)[1];
+    f[0] = lo.x, f[1] = lo.y, f[2] = lo.z, f[3] = lo.w;
+    f[4] = hi.x, f[5] = hi.y, f[6] = hi.z, f[7] = hi.w;
+  } else {
+    union {
+      uint4 vector;
+      Tin e[8];
+    } v;
+    v.vector = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = to_float(v.e[e]);
+  }
+}
+
 // The same for inputs whose rows are whole 16-byte vectors (steps a multiple of 8, x aligned):
 // a block reads 64 steps × 64 channels as 16-byte vectors along time into a shared tile, and
 // writes them as 16-byte vectors along channels. Tile element (c, s) sits at
 // c·64 + ((s / 8) ⊕ (c / 8 mod 8))·8 + s mod 8, so both the row writes and the column reads of a
 // warp fall in distinct banks. The blocks of the last column (blockIdx.x = step tiles) write
 // the rows before and after the sequence, zeros.
-template <typename T>
+template <typename T, typename Tin>
 __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels) {
   __shared__ __align__(16) T tile[64 * 64];
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 64;
@@ -151,7 +176,7 @@ __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, 
     return;
   }
   const int64_t s0 = static_cast<int64_t>(blockIdx.x) * 64;
-  const T* x = static_cast<const T*>(a.x) + b * a.in_channels * a.in_steps;
+  const Tin* x = static_cast<const Tin*>(a.x) + b * a.in_channels * a.in_steps;
   for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
     const int j = i % 8;  // vector of steps 8j .. 8j + 7
     const int c = i / 8;
@@ -161,13 +186,12 @@ __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, 
     } v;
     v.vector = make_uint4(0, 0, 0, 0);
     if (c0 + c < a.in_channels && s0 + 8 * j < a.in_steps) {
-      v.vector = *reinterpret_cast<const uint4*>(x + (c0 + c) * a.in_steps + s0 + 8 * j);
-      if (a.input_leaky_relu) {
+      float f[8];
+      load_eight(x + (c0 + c) * a.in_steps + s0 + 8 * j, f);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const float f = to_float(v.e[e]);
-          if (f < 0.0f) v.e[e] = from_float<T>(f * a.input_slope);
-        }
+      for (int e = 0; e < 8; ++e) {
+        if (a.input_leaky_relu && f[e] < 0.0f) f[e] *= a.input_slope;
+        v.e[e] = from_float<T>(f[e]);
       }
     }
     *reinterpret_cast<uint4*>(tile + c * 64 + ((j ^ ((c >> 3) & 7)) << 3)) = v.vector;
@@ -309,48 +333,55 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   }
 
   // Epilogue straight from the accumulators: element e of tile (mi, nj) is output channel
-  // row + 8·(e / 2), step column + e % 2; the pair of steps is written as one 32-bit store when
-  // aligned and inside the sequence.
+  // row + 8·(e / 2), step column + e % 2; the pair of steps is written as one paired store when
+  // aligned and inside the sequence. The output and residual have the type of `out`: T, or F32
+  // under mixed precision.
   const T* bias = static_cast<const T*>(a.bias);
-  const T* residual = static_cast<const T*>(a.residual);
-  T* out = static_cast<T*>(a.out);
-  using Pair = typename DevicePair<T>::type;
+  auto epilogue = [&](auto* out, const auto* residual) {
+    using Out = std::remove_pointer_t<decltype(out)>;
+    using Pair = typename DevicePair<Out>::type;
 #pragma unroll
-  for (int mi = 0; mi < kWarpTilesM; ++mi) {
+    for (int mi = 0; mi < kWarpTilesM; ++mi) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t co = co0 + warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
-      if (co >= a.out_channels) continue;
-      const float bias_value = bias ? to_float(bias[co]) : 0.0f;
-      const int64_t row_start = (b * a.out_channels + co) * a.out_steps;
+      for (int h = 0; h < 2; ++h) {
+        const int64_t co = co0 + warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
+        if (co >= a.out_channels) continue;
+        const float bias_value = bias ? to_float(bias[co]) : 0.0f;
+        const int64_t row_start = (b * a.out_channels + co) * a.out_steps;
 #pragma unroll
-      for (int nj = 0; nj < kWarpTilesN; ++nj) {
-        const int64_t t = t0 + warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
-        const int64_t index = row_start + t;
-        float v0 = acc[mi][nj][2 * h] + bias_value;
-        float v1 = acc[mi][nj][2 * h + 1] + bias_value;
-        if (t + 1 < a.out_steps && index % 2 == 0) {
-          if (residual) {
-            const Pair r = *reinterpret_cast<const Pair*>(residual + index);
-            v0 += to_float(r.x);
-            v1 += to_float(r.y);
-          }
-          Pair pair;
-          pair.x = from_float<T>(v0);
-          pair.y = from_float<T>(v1);
-          *reinterpret_cast<Pair*>(out + index) = pair;
-        } else {
-          if (t < a.out_steps) {
-            if (residual) v0 += to_float(residual[index]);
-            out[index] = from_float<T>(v0);
-          }
-          if (t + 1 < a.out_steps) {
-            if (residual) v1 += to_float(residual[index + 1]);
-            out[index + 1] = from_float<T>(v1);
+        for (int nj = 0; nj < kWarpTilesN; ++nj) {
+          const int64_t t = t0 + warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
+          const int64_t index = row_start + t;
+          float v0 = acc[mi][nj][2 * h] + bias_value;
+          float v1 = acc[mi][nj][2 * h + 1] + bias_value;
+          if (t + 1 < a.out_steps && index % 2 == 0) {
+            if (residual) {
+              const Pair r = *reinterpret_cast<const Pair*>(residual + index);
+              v0 += to_float(r.x);
+              v1 += to_float(r.y);
+            }
+            Pair pair;
+            pair.x = from_float<Out>(v0);
+            pair.y = from_float<Out>(v1);
+            *reinterpret_cast<Pair*>(out + index) = pair;
+          } else {
+            if (t < a.out_steps) {
+              if (residual) v0 += to_float(residual[index]);
+              out[index] = from_float<Out>(v0);
+            }
+            if (t + 1 < a.out_steps) {
+              if (residual) v1 += to_float(residual[index + 1]);
+              out[index + 1] = from_float<Out>(v1);
+            }
           }
         }
       }
     }
+  };
+  if (a.output_dtype == DType::F32) {
+    epilogue(static_cast<float*>(a.out), static_cast<const float*>(a.residual));
+  } else {
+    epilogue(static_cast<T*>(a.out), static_cast<const T*>(a.residual));
   }
 }
 
@@ -397,12 +428,22 @@ void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, co
   const dim3 transpose_grid(static_cast<unsigned>((rows + 63) / 64),
                             static_cast<unsigned>((channels + 63) / 64),
                             static_cast<unsigned>(a.batch));
-  if (a.in_steps % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0) {
-    const dim3 grid(static_cast<unsigned>((a.in_steps + 63) / 64 + 1),
-                    static_cast<unsigned>((channels + 63) / 64), static_cast<unsigned>(a.batch));
-    transpose_input_vector_kernel<T><<<grid, 256, 0, stream>>>(a, rows, channels);
+  const bool vectors = a.in_steps % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  const dim3 vector_grid(static_cast<unsigned>((a.in_steps + 63) / 64 + 1),
+                         static_cast<unsigned>((channels + 63) / 64),
+                         static_cast<unsigned>(a.batch));
+  auto transpose = [&](auto input) {
+    using Tin = decltype(input);
+    if (vectors) {
+      transpose_input_vector_kernel<T, Tin><<<vector_grid, 256, 0, stream>>>(a, rows, channels);
+    } else {
+      transpose_input_kernel<T, Tin><<<transpose_grid, 256, 0, stream>>>(a, rows, channels);
+    }
+  };
+  if (a.input_dtype == DType::F32) {
+    transpose(float{});
   } else {
-    transpose_input_kernel<T><<<transpose_grid, 256, 0, stream>>>(a, rows, channels);
+    transpose(T{});
   }
   check(cudaGetLastError(), "transpose_input_kernel launch", op);
   const int64_t step_tiles = (a.out_steps + kBlockSteps - 1) / kBlockSteps * a.batch;
@@ -474,6 +515,13 @@ void implicit_gemm_conv1d(const ImplicitGemmConv& a, cudaStream_t stream, const 
   if (a.batch > 65535) {
     throw Error(std::string("cuda: ") + op + ": batch " + std::to_string(a.batch) +
                 " exceeds the implicit-GEMM convolution's grid (65535)");
+  }
+  const auto around = [&](DType d) { return d == a.dtype || d == DType::F32; };
+  if (!around(a.input_dtype) || !around(a.output_dtype)) {
+    throw Error(std::string("cuda: ") + op + ": the implicit-GEMM convolution reads " +
+                std::string(dtype_name(a.input_dtype)) + " and writes " +
+                std::string(dtype_name(a.output_dtype)) + " around " +
+                std::string(dtype_name(a.dtype)) + " weights; it takes those or F32");
   }
   if (a.dtype == DType::F16) {
     launch_for<__half>(a, stream, op);

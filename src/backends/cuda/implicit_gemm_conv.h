@@ -18,9 +18,11 @@
 namespace voxd::cuda {
 
 struct ImplicitGemmConv {
-  DType dtype = DType::F16;      // of x, weight, bias, residual and out
-  const void* x = nullptr;       // [batch, in_channels, in_steps]
-  const void* weight = nullptr;  // [out_channels, in_channels, kernel]
+  DType dtype = DType::F16;         // of weight and bias: F16 or BF16, the products' dtype
+  DType input_dtype = DType::F16;   // of x: dtype or F32 (rounded to dtype as it is copied)
+  DType output_dtype = DType::F16;  // of out and residual: dtype or F32
+  const void* x = nullptr;          // [batch, in_channels, in_steps]
+  const void* weight = nullptr;     // [out_channels, in_channels, kernel]
   // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
   // rearranged per 16 input channels and tap, so blocks load them with wide reads.
   void* arranged_weight = nullptr;
