@@ -181,24 +181,33 @@ AllocatorStats WorkspaceArena::stats() const {
 
 ArenaLayout WorkspaceArena::layout() const {
   if (!planning()) return layout_;
-  ArenaLayout greedy = greedy_by_size();
-  if (greedy.bytes() <= high_water_) return greedy;
+  // Largest first. Equal sizes (common: a layer's temporaries) in order of first use, then again
+  // longest-lived first; each order wins on some steps (BF16 HiFiGAN at 8 x 300 frames: 3.5 %
+  // over the live bytes with the first, none with the second).
+  std::vector<size_t> order(requests_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return requests_[a].size > requests_[b].size; });
+  ArenaLayout best = place_in_order(order);
+  const auto lifetime = [&](size_t i) { return requests_[i].freed - requests_[i].allocated; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (requests_[a].size != requests_[b].size) return requests_[a].size > requests_[b].size;
+    return lifetime(a) > lifetime(b);
+  });
+  ArenaLayout longest_lived_first = place_in_order(order);
+  if (longest_lived_first.bytes() < best.bytes()) best = std::move(longest_lived_first);
+  if (best.bytes() <= high_water_) return best;
   std::vector<ArenaLayout::Placement> as_placed;
   as_placed.reserve(requests_.size());
   for (const Request& r : requests_) as_placed.push_back({r.size, r.offset});
   return ArenaLayout(std::move(as_placed), high_water_);
 }
 
-ArenaLayout WorkspaceArena::greedy_by_size() const {
-  const size_t n = requests_.size();
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return requests_[a].size > requests_[b].size; });
-  std::vector<ArenaLayout::Placement> placements(n);
+ArenaLayout WorkspaceArena::place_in_order(const std::vector<size_t>& order) const {
+  std::vector<ArenaLayout::Placement> placements(requests_.size());
   // The blocks placed so far, by offset.
   std::vector<size_t> placed;
-  placed.reserve(n);
+  placed.reserve(order.size());
   uint64_t bytes = 0;
   for (const size_t i : order) {
     const Request& r = requests_[i];

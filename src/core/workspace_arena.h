@@ -97,10 +97,11 @@ class WorkspaceArena final : public Allocator {
   bool diverged() const { return diverged_; }
 
   // Planning: the placement of every request so far, made with all of them known: blocks by
-  // size, largest first (earlier first among equals), each at the lowest offset clear of every
-  // block placed before it whose lifetime overlaps its own (TFLite's greedy-by-size planner);
-  // best fit's placement instead when that is smaller. Blocks still live count as live to the
-  // end. O(n^2) in the n requests. Running: the layout the arena follows.
+  // size, largest first, each at the lowest offset clear of every block placed before it whose
+  // lifetime overlaps its own (TFLite's greedy-by-size planner), equal sizes taken once in order
+  // of first use and once longest-lived first; the smaller of the two, or best fit's placement
+  // when that is smaller still. Blocks still live count as live to the end. O(n^2) in the n
+  // requests. Running: the layout the arena follows.
   ArenaLayout layout() const;
 
  private:
@@ -122,7 +123,8 @@ class WorkspaceArena final : public Allocator {
   // and that range is free; nullopt otherwise.
   std::optional<size_t> planned_offset(size_t size) const;
   size_t best_fit(size_t size, size_t bytes);
-  ArenaLayout greedy_by_size() const;
+  // Greedy placement of the requests in `order` (indices into requests_), as layout() describes.
+  ArenaLayout place_in_order(const std::vector<size_t>& order) const;
 
   Device device_;
   Allocator* upstream_ = nullptr;

@@ -324,22 +324,43 @@ TEST(WorkspaceArena, BlocksStillLiveKeepTheirRangeToTheEnd) {
   EXPECT_EQ(WorkspaceArena(Device::cpu()).layout().bytes(), 0u);
 }
 
+// Equal sizes are also placed longest-lived first, where that is smaller than in order of first
+// use: here first use leaves the last 2A block no gap (8A), longest-lived first reaches the live
+// bytes (7A).
+TEST(WorkspaceArena, LayoutAlsoPlacesEqualSizesLongestLivedFirst) {
+  WorkspaceArena plan(Device::cpu());
+  void* a = plan.allocate(3 * A);
+  void* b = plan.allocate(3 * A);
+  plan.deallocate(a, 3 * A);
+  void* c = plan.allocate(2 * A);
+  void* d = plan.allocate(2 * A);
+  plan.deallocate(b, 3 * A);
+  plan.deallocate(d, 2 * A);
+  plan.deallocate(c, 2 * A);
+  EXPECT_EQ(plan.high_water(), 8 * A);
+  EXPECT_EQ(plan.stats().peak_allocated_bytes, 7 * A);  // b, c and d
+  const ArenaLayout layout = plan.layout();
+  EXPECT_EQ(layout.bytes(), 7 * A);
+  // b (live longer than a) at 0, a above it; c (live longer than d) where a was, d above c.
+  EXPECT_EQ(offsets_of(layout), (std::vector<size_t>{3 * A, 0, 3 * A, 5 * A}));
+}
+
 // When greedy by size loses to best fit, the layout is best fit's placement.
 TEST(WorkspaceArena, LayoutIsBestFitsPlacementWhereThatIsSmaller) {
   WorkspaceArena plan(Device::cpu());
   void* a = plan.allocate(5 * A);  // best fit: [0, 5A)
-  void* b = plan.allocate(5 * A);  // [5A, 10A)
+  void* b = plan.allocate(4 * A);  // [5A, 9A)
   plan.deallocate(a, 5 * A);
   void* c = plan.allocate(4 * A);  // [0, 4A)
-  plan.deallocate(b, 5 * A);
+  plan.deallocate(b, 4 * A);
   void* d = plan.allocate(5 * A);  // [4A, 9A)
   plan.deallocate(c, 4 * A);
   plan.deallocate(d, 5 * A);
-  // Greedy by size puts a, b and d first (a at 0, b at 5A, d at 0), leaving c, live with b and
-  // d, only [10A, 14A).
+  // Greedy by size, in either order, puts a and d at 0 and b at 5A, leaving c, live with b and
+  // d, only [9A, 13A).
   const ArenaLayout layout = plan.layout();
-  EXPECT_EQ(plan.high_water(), 10 * A);
-  EXPECT_EQ(layout.bytes(), 10 * A);
+  EXPECT_EQ(plan.high_water(), 9 * A);
+  EXPECT_EQ(layout.bytes(), 9 * A);
   EXPECT_EQ(offsets_of(layout), (std::vector<size_t>{0, 5 * A, 0, 4 * A}));
 }
 
