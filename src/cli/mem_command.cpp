@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "cli/dtype_option.h"
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
@@ -39,12 +40,6 @@ struct MemOptions {
   std::optional<int64_t> chunks;
   bool json = false;
 };
-
-DType parse_dtype_option(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  return DType::BF16;  // the option only admits f32, f16 and bf16
-}
 
 // The backend a plan for --device is made with; CUDA plans use one that opens no device. Adds
 // what the plan assumes about it to `notes`.
@@ -135,7 +130,7 @@ CLI::Validator at_least_one() {
 }
 
 int run_mem(const MemOptions& options) {
-  const DType dtype = parse_dtype_option(options.dtype);
+  const DType dtype = parse_dtype_option(options.dtype, "--dtype");
   if (options.batch.has_value() != options.phonemes.has_value()) {
     throw InputError("--batch and --phonemes go together (the acoustic model's batch shape)");
   }

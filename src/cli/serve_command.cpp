@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/dtype_option.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
@@ -253,9 +254,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
     config.runtime.max_split_size =
         MemoryAmount::parse(*max_split_size, "--max-split-size (or VOXD_MAX_SPLIT_SIZE)");
   }
-  DType parsed = DType::F32;
-  parse_dtype(dtype, &parsed);  // --dtype admits only names parse_dtype knows
-  config.dtype = parsed;
+  config.dtype = parse_dtype_option(dtype, "--dtype (or VOXD_DTYPE)");
   config.max_batch = max_batch;
   config.max_queue = max_queue;
   config.chunk_frames = chunk_frames;
@@ -403,6 +402,10 @@ int ServeCommand::run(const CLI::App& app) {
   }
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
   if (s.dtype.empty()) s.dtype = on_cuda ? "f16" : "f32";
+  if (!on_cuda && s.dtype != "f32") {
+    throw InputError("--dtype " + s.dtype +
+                     " needs --device cuda: the CPU backend computes in f32");
+  }
 
   if (s.print_config) {
     std::cout << s.as_config_file();

@@ -639,6 +639,12 @@ class SettingsTest(unittest.TestCase):
                                  capture_output=True, text=True, timeout=60)
         self.assertEqual(nowhere.returncode, 2)
         self.assertIn("nowhere", nowhere.stderr)
+        # --dtype reaches the engine as the dtype it names (it once fell back to f32 unnoticed):
+        # half precision on the CPU backend is refused, naming the flag.
+        half_on_cpu = subprocess.run([VOXD, "serve", "--voice", VOICE, "--device", "cpu", "--dtype", "f16",
+                                      "--port", "0"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(half_on_cpu.returncode, 2, half_on_cpu.stderr)
+        self.assertIn("--dtype f16 needs --device cuda", half_on_cpu.stderr)
 
 
 if __name__ == "__main__":
