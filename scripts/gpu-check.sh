@@ -172,7 +172,7 @@ pack() {
   # PulseAudio, ALSA, X11, D-Bus and systemd behind it.
   if [[ -f "$DIST/lib/libpcaudio.so.0" ]]; then
     gcc -shared -fPIC -O2 -Wall -Wextra -Werror -Wl,-soname,libpcaudio.so.0 \
-      -o "$DIST/lib/libpcaudio.so.0" "$ROOT/scripts/gpu-pcaudio-stub.c"
+      -o "$DIST/lib/libpcaudio.so.0" "$ROOT/scripts/pcaudio-stub.c"
   fi
   local icudata
   for icudata in "$DIST"/lib/libicudata.so.*; do

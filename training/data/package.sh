@@ -43,7 +43,7 @@ gcc -shared -fPIC -Wl,-soname,libicudata.so.72 -o "$carry/lib/libicudata.so.72" 
   "$icu/icudt72l_dat.S"
 # libpcaudio would bring PulseAudio, ALSA, D-Bus and X11; voxd-dataset never plays audio.
 gcc -shared -fPIC -O2 -Wall -Wextra -Werror -Wl,-soname,libpcaudio.so.0 \
-  -o "$carry/lib/libpcaudio.so.0" "$root/training/data/pcaudio_stub.c"
+  -o "$carry/lib/libpcaudio.so.0" "$root/scripts/pcaudio-stub.c"
 # eSpeak NG data for en-us only: phoneme tables, intonation, the English dictionary, the voice.
 cp "$data"/{phontab,phonindex,phondata,intonations,en_dict} "$carry/espeak-ng-data/"
 cp "$data/lang/gmw/en-US" "$data/lang/gmw/en" "$carry/espeak-ng-data/lang/gmw/"

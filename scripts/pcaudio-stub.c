@@ -1,9 +1,10 @@
-/* Stands in for pcaudiolib (libpcaudio.so.0) in the voxd that scripts/gpu-check.sh carries to the
- * GPU machine. libespeak-ng links it for playing speech aloud, and through it PulseAudio, ALSA,
- * X11, D-Bus and systemd (about 2.5 MB compressed, past what the carry can spare). voxd only asks
- * eSpeak NG for phonemes, in AUDIO_OUTPUT_SYNCHRONOUS mode, and never plays anything; eSpeak NG
- * 1.51 still creates its audio device object at initialisation (create_audio_device_object), so
- * this stub answers "no device" there and refuses every other call without touching anything. */
+/* Stands in for pcaudiolib (libpcaudio.so.0) where voxd's binaries are carried to a machine
+ * without our packages: the GPU machine (scripts/gpu-check.sh pack) and the dataset carry
+ * (training/data/package.sh). libespeak-ng links it for playing speech aloud, and through it
+ * PulseAudio, ALSA, X11, D-Bus and systemd (about 2.5 MB compressed). voxd only asks eSpeak NG for
+ * phonemes and synthesises into memory (AUDIO_OUTPUT_SYNCHRONOUS), never playing anything; eSpeak
+ * NG 1.51 still creates its audio device object at initialisation (create_audio_device_object),
+ * so this stub answers "no device" there and refuses every other call without touching anything. */
 #include <stddef.h>
 #include <stdint.h>
 
