@@ -102,48 +102,6 @@ find_espeak_data() {
   done
 }
 
-# Replaces dist/lib/libicudata.so.NN, ICU's data (31 MB: every locale, converter and break rule),
-# by a library of the same name and symbol (icudtNN_dat) holding only the items voxd reads
-# (ICU_DATA_ITEMS, default nfkc.nrm: the NFKC normaliser of src/text/normalize.cpp; the character
-# properties it also asks for are built into libicuuc). Without icupkg (icu-devtools) the data
-# stays whole. pack_check's request goes through NFKC; an item missing there is an error
-# (U_FILE_ACCESS_ERROR), not a fallback.
-shrink_icu_data() {
-  local lib="$1"
-  local version="${lib##*.so.}"
-  if ! command -v icupkg >/dev/null; then
-    echo "pack: no icupkg (icu-devtools): ICU's data packed whole"
-    return
-  fi
-  local work value size addr off item
-  work="$(mktemp -d "${TMPDIR:-/tmp}/voxd-icu.XXXXXX")"
-  read -r value size < <(nm -D -S --defined-only "$lib" | awk -v s="icudt${version}_dat" '$4 == s {print $1, $2}') ||
-    { echo "pack: no icudt${version}_dat in $lib"; exit 1; }
-  read -r addr off < <(readelf -SW "$lib" | awk '{for (i = 1; i < NF; i++) if ($i == ".rodata") print $(i + 2), $(i + 3)}') ||
-    { echo "pack: no .rodata in $lib"; exit 1; }
-  # icupkg wants the package's own name (icudtNNl) as the file's.
-  mkdir -p "$work/whole" "$work/items"
-  dd if="$lib" of="$work/whole/icudt${version}l.dat" bs=4M iflag=skip_bytes,count_bytes status=none \
-    skip=$((16#$value - 16#$addr + 16#$off)) count=$((16#$size))
-  : >"$work/items.txt"
-  for item in ${ICU_DATA_ITEMS:-nfkc.nrm}; do echo "$item" >>"$work/items.txt"; done
-  icupkg -x "$work/items.txt" -d "$work/items" "$work/whole/icudt${version}l.dat"
-  icupkg -s "$work/items" -a "$work/items.txt" new "$work/icudt${version}l.dat"
-  cat >"$work/data.S" <<EOF
-    .section .rodata
-    .globl icudt${version}_dat
-    .type icudt${version}_dat, @object
-    .balign 16
-icudt${version}_dat:
-    .incbin "$work/icudt${version}l.dat"
-    .size icudt${version}_dat, . - icudt${version}_dat
-    .section .note.GNU-stack,"",@progbits
-EOF
-  gcc -shared -Wl,-soname,"$(basename "$lib")" -o "$lib" "$work/data.S"
-  echo "ICU data: $((16#$size)) bytes -> $(stat -c %s "$lib") ($(icupkg -l "$work/icudt${version}l.dat" | tr '\n' ' '))"
-  rm -rf "$work"
-}
-
 pack() {
   set -e
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOXD_CUDA=ON -DVOXD_BUILD_BENCH=ON
@@ -176,7 +134,15 @@ pack() {
   fi
   local icudata
   for icudata in "$DIST"/lib/libicudata.so.*; do
-    if [[ -f "$icudata" ]]; then shrink_icu_data "$icudata"; fi
+    # ICU_DATA_ITEMS: the items kept (default nfkc.nrm); pack_check's request goes through NFKC.
+    if [[ -f "$icudata" ]]; then
+      if command -v icupkg >/dev/null; then
+        # shellcheck disable=SC2086  # ICU_DATA_ITEMS is a list
+        "$ROOT/scripts/shrink-icu-data.sh" "$icudata" "$icudata" ${ICU_DATA_ITEMS:-}
+      else
+        echo "pack: no icupkg (icu-devtools): ICU's data packed whole"
+      fi
+    fi
   done
   # Drop what only the real libraries needed: keep what the binaries load from dist/lib now.
   local needed f

@@ -28,19 +28,10 @@ install -m 755 -s "$build/src/tools/voxd-dataset" "$carry/bin/voxd-dataset"
 for lib in libespeak-ng.so.1 libsonic.so.0 libicuuc.so.72; do
   cp -L "$libdir/$lib" "$carry/lib/$lib"
 done
-# ICU's data library is 31 MB; the text normaliser only reads its NFKC table (nfkc.nrm, 55 KB).
-# Rebuild libicudata.so.72 holding just that item (icupkg, genccode: Debian's icu-devtools), so
-# the carry and the tracked tree fit together in one device call.
-icu=$(mktemp -d /tmp/voxd-icu.XXXXXX)
-trap 'rm -rf "$icu"' EXIT
-objcopy -O binary --only-section=.rodata "$libdir/libicudata.so.72" "$icu/icudt72l.dat"
-mkdir -p "$icu/items" "$icu/package"
-icupkg -x nfkc.nrm -d "$icu/items" "$icu/icudt72l.dat"
-echo nfkc.nrm >"$icu/items.txt"
-icupkg -s "$icu/items" -a "$icu/items.txt" new "$icu/package/icudt72l.dat"
-genccode -q -e icudt72 -a gcc -d "$icu" "$icu/package/icudt72l.dat"
-gcc -shared -fPIC -Wl,-soname,libicudata.so.72 -o "$carry/lib/libicudata.so.72" \
-  "$icu/icudt72l_dat.S"
+# ICU's data library is 31 MB; the text normaliser only reads its NFKC table (nfkc.nrm, 55 KB):
+# a libicudata.so.72 holding just that item, so the carry and the tracked tree fit together in
+# one device call.
+"$root/scripts/shrink-icu-data.sh" "$libdir/libicudata.so.72" "$carry/lib/libicudata.so.72"
 # libpcaudio would bring PulseAudio, ALSA, D-Bus and X11; voxd-dataset never plays audio.
 gcc -shared -fPIC -O2 -Wall -Wextra -Werror -Wl,-soname,libpcaudio.so.0 \
   -o "$carry/lib/libpcaudio.so.0" "$root/scripts/pcaudio-stub.c"
