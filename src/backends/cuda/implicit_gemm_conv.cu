@@ -385,8 +385,10 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   }
 }
 
+// The convolution over the time-major input of `rows` rows × `channels` (padded) channels.
 template <typename T, typename Tiling>
-void launch_mma(const ImplicitGemmConv& a, int halo, cudaStream_t stream, const char* op) {
+void launch_mma(const ImplicitGemmConv& a, int halo, int64_t rows, int64_t channels,
+                cudaStream_t stream, const char* op) {
   const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
   const size_t bytes = 2 * stage;
   auto* kernel = mma_conv_kernel<T, Tiling>;
@@ -398,9 +400,8 @@ void launch_mma(const ImplicitGemmConv& a, int halo, cudaStream_t stream, const 
   const dim3 grid(static_cast<unsigned>((a.out_steps + kBlockSteps - 1) / kBlockSteps),
                   static_cast<unsigned>((a.out_channels + Tiling::kBlockM - 1) / Tiling::kBlockM),
                   static_cast<unsigned>(a.batch));
-  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(a, halo, static_cast<int>(stage),
-                                                    transposed_rows(a.out_steps, halo),
-                                                    padded_channels(a.in_channels));
+  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(a, halo, static_cast<int>(stage), rows,
+                                                    channels);
   check(cudaGetLastError(), "implicit GEMM convolution launch", op);
 }
 
@@ -450,11 +451,11 @@ void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, co
   const int64_t blocks128 = step_tiles * ((a.out_channels + 127) / 128);
   if (a.out_channels >= 128 && blocks128 >= multiprocessors() &&
       2 * stage_bytes(a.kernel, halo, 128) <= kMaxDynamicShared) {
-    launch_mma<T, Tiles128>(a, halo, stream, op);
+    launch_mma<T, Tiles128>(a, halo, rows, channels, stream, op);
   } else if (a.out_channels > 32) {
-    launch_mma<T, Tiles64>(a, halo, stream, op);
+    launch_mma<T, Tiles64>(a, halo, rows, channels, stream, op);
   } else {
-    launch_mma<T, Tiles32>(a, halo, stream, op);
+    launch_mma<T, Tiles32>(a, halo, rows, channels, stream, op);
   }
 }
 
