@@ -36,13 +36,24 @@ void VocoderChunker::append(const Tensor& mel) {
   }
   const int64_t frames = mel.size(1);
   if (frames == 0) return;
-  const Tensor host = mel.to_host_contiguous(DType::F32);
-  const float* values = host.data<float>();
   const size_t old_size = buffer_.size();
   buffer_.resize(old_size + static_cast<size_t>(frames * n_mels_));
   float* out = buffer_.data() + old_size;
-  for (int64_t t = 0; t < frames; ++t) {
-    for (int64_t c = 0; c < n_mels_; ++c) out[t * n_mels_ + c] = values[c * frames + t];
+  if (mel.strides()[0] == 1 && (frames == 1 || mel.strides()[1] == n_mels_)) {
+    // A view of time-major frames (the acoustic model's [T, n_mels] output, transposed): each
+    // frame's values are together, as in the buffer.
+    const auto* first = static_cast<const char*>(mel.raw_data());
+    const size_t frame_bytes = static_cast<size_t>(n_mels_) * dtype_size(mel.dtype());
+    for (int64_t t = 0; t < frames; ++t) {
+      convert_elements(first + static_cast<size_t>(t) * frame_bytes, mel.dtype(),
+                       out + t * n_mels_, DType::F32, static_cast<size_t>(n_mels_));
+    }
+  } else {
+    const Tensor host = mel.to_host_contiguous(DType::F32);
+    const float* values = host.data<float>();
+    for (int64_t t = 0; t < frames; ++t) {
+      for (int64_t c = 0; c < n_mels_; ++c) out[t * n_mels_ + c] = values[c * frames + t];
+    }
   }
   frames_appended_ += frames;
 }

@@ -336,6 +336,53 @@ TEST(VocoderChunker, RetainedFramesStayBoundedOnALongStream) {
   }
 }
 
+// The same frames appended as [n_mels, T] contiguous, as a transposed view of time-major
+// [T, n_mels] frames (how the acoustic model hands them over), in F16, and as a view with gaps
+// give the same chunks.
+TEST(VocoderChunker, EveryLayoutOfTheFramesGivesTheSameChunks) {
+  const HifiGanConfig config = read_config("v1");
+  const int64_t n_mels = config.num_mels;
+  const int64_t frames = 150;
+  // Frame t, channel c holds (t·3 + c) / 4: exact in F16 and F32.
+  std::vector<float> channel_major(static_cast<size_t>(n_mels * frames));
+  std::vector<float> time_major(channel_major.size());
+  std::vector<float> padded(static_cast<size_t>(n_mels * (frames + 5)), -1.0f);
+  for (int64_t c = 0; c < n_mels; ++c) {
+    for (int64_t t = 0; t < frames; ++t) {
+      const float value = static_cast<float>(t * 3 + c) / 4.0f;
+      channel_major[static_cast<size_t>(c * frames + t)] = value;
+      time_major[static_cast<size_t>(t * n_mels + c)] = value;
+      padded[static_cast<size_t>(c * (frames + 5) + 2 + t)] = value;
+    }
+  }
+  const Tensor contiguous = Tensor::from_vector({n_mels, frames}, channel_major);
+  const Tensor frames_first = Tensor::from_vector({frames, n_mels}, time_major);
+  const std::vector<Tensor> layouts = {
+      frames_first.transpose(0, 1),
+      frames_first.to_host_contiguous(DType::F16).transpose(0, 1),
+      Tensor::from_vector({n_mels, frames + 5}, padded).narrow(1, 2, frames),
+  };
+  const auto chunks_of = [&](const Tensor& mel) {
+    VocoderChunker chunker(config, 32);
+    // In two appends, so that a view's offset into its storage counts too.
+    chunker.append(mel.narrow(1, 0, 70));
+    chunker.append(mel.narrow(1, 70, frames - 70));
+    chunker.finish();
+    return chunker.take_chunks();
+  };
+  const std::vector<MelChunk> expected = chunks_of(contiguous);
+  ASSERT_GT(expected.size(), 2u);
+  for (size_t layout = 0; layout < layouts.size(); ++layout) {
+    SCOPED_TRACE("layout " + std::to_string(layout));
+    const std::vector<MelChunk> got = chunks_of(layouts[layout]);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first_frame, expected[i].first_frame);
+      EXPECT_EQ(got[i].mel.to_float_vector(), expected[i].mel.to_float_vector()) << "chunk " << i;
+    }
+  }
+}
+
 // A chunk is handed out as soon as its right context is complete, and not before: with frames
 // arriving one by one, chunk k (k ≥ 1) appears with frame k·chunk_frames + R.
 TEST(VocoderChunker, ChunkIsReadyOnceItsRightContextArrives) {
