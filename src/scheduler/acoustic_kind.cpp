@@ -5,6 +5,7 @@
 
 #include "core/memory_summary.h"
 #include "scheduler/voice_pool.h"
+#include "server/logging.h"
 
 namespace voxd::scheduler {
 namespace {
@@ -108,17 +109,28 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   StepOutput out;
   out.audio.resize(n);
   out.errors.resize(n);
+  const Clock::time_point started = Clock::now();
+  size_t decodes = 0;
+  Clock::time_point encoded;
   {
     const AcousticEncoding encoding =
         run_acoustic_encoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
                                   ids, {}, controls, encoder.encoder);
+    encoded = Clock::now();
     for (size_t first = 0; first < n;) {
       size_t end = first + 1;
       while (end < n && encoding.mel_lengths[end] == encoding.mel_lengths[first]) ++end;
       decode(batch, encoding, controls, first, end - first, carried, budget, out);
+      ++decodes;
       first = end;
     }
   }
+  server::log_event(spdlog::level::debug, "acoustic step",
+                    {{"sentences", n},
+                     {"phonemes", ids.front().size()},
+                     {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
+                     {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()},
+                     {"decodes", decodes}});
   for (const auto& stream : batch.items) stream->sentences.pop_front();
   return out;
 }

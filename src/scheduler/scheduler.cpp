@@ -11,6 +11,7 @@
 #include "core/memory_summary.h"
 #include "scheduler/acoustic_kind.h"
 #include "scheduler/vocoder_kind.h"
+#include "server/logging.h"
 
 namespace voxd::scheduler {
 namespace {
@@ -300,16 +301,25 @@ void Scheduler::loop() {
     lock.unlock();
     StepOutput output;
     std::exception_ptr error;
-    bool shrunk = false;
+    Admission admission;
+    const size_t proposed = best.items.size();
     const Clock::time_point started = Clock::now();
     try {
-      output = execute(*chosen, best, shrunk);
+      output = execute(*chosen, best, admission);
     } catch (...) {
       error = std::current_exception();
     }
     const double seconds = seconds_between(started, Clock::now());
     const uint64_t available = budget_.available();
     lock.lock();
+    server::log_event(spdlog::level::debug, "step",
+                      {{"kind", chosen->name()},
+                       {"urgency", urgency_name(best.urgency)},
+                       {"proposed", proposed},
+                       {"items", best.items.size()},
+                       {"admission_s", admission.seconds},
+                       {"seconds", seconds},
+                       {"streams", streams_.size()}});
     step_running_ = false;
     budget_bytes_.store(available);
     if (error) {
@@ -329,7 +339,7 @@ void Scheduler::loop() {
       }
     } else {
       deliver(*chosen, best, output);
-      record_step(*chosen, best.items.size(), seconds, shrunk);
+      record_step(*chosen, best.items.size(), seconds, admission.shrunk);
     }
   }
   for (const auto& stream : streams_) {
@@ -354,7 +364,8 @@ void Scheduler::reap(Clock::time_point now) {
   });
 }
 
-StepOutput Scheduler::execute(StepKind& kind, Batch& batch, bool& shrunk) {
+StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission) {
+  const Clock::time_point started = Clock::now();
   VoiceEntry& voice = *batch.voice;
   ensure_loaded(voice);
   voice.last_used = Clock::now();
@@ -364,7 +375,7 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, bool& shrunk) {
     if (budget_.fits(footprint)) break;
     if (size > 1) {
       size = (size + 1) / 2;
-      shrunk = true;
+      admission.shrunk = true;
       continue;
     }
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
@@ -376,6 +387,7 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, bool& shrunk) {
     return out;
   }
   batch.items.resize(size);
+  admission.seconds = seconds_between(started, Clock::now());
   return kind.run(batch, budget_);
 }
 

@@ -109,9 +109,14 @@ class Scheduler {
   void loop();
   // Device thread, under the lock: drops streams that ended or passed their deadline.
   void reap(Clock::time_point now);
+  // What execute() did besides running the step.
+  struct Admission {
+    bool shrunk = false;   // the batch was cut to fit the memory budget
+    double seconds = 0.0;  // loading the voice and planning the step's memory
+  };
   // Device thread, without the lock: admission by memory, then the step. Cuts `batch` to the
-  // items run and returns what the step made; `shrunk` tells whether the batch was cut to fit.
-  StepOutput execute(StepKind& kind, Batch& batch, bool& shrunk);
+  // items run and returns what the step made.
+  StepOutput execute(StepKind& kind, Batch& batch, Admission& admission);
   // Device thread: makes `voice`'s models loaded, unloading idle voices when memory is short.
   void ensure_loaded(VoiceEntry& voice);
   // Device thread: unloads the least recently used loaded voice with no stream other than

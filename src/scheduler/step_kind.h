@@ -29,6 +29,19 @@ enum class Urgency {
   kAhead = 2,       // the stream is ahead of real-time playback: filling its buffer
 };
 
+// "starving", "first_audio", "ahead": for logs.
+inline const char* urgency_name(Urgency urgency) {
+  switch (urgency) {
+    case Urgency::kStarving:
+      return "starving";
+    case Urgency::kFirstAudio:
+      return "first_audio";
+    case Urgency::kAhead:
+      return "ahead";
+  }
+  return "?";
+}
+
 // What the scheduler's policy gives the kinds to decide urgency and back-pressure.
 struct Pacing {
   int64_t max_batch = 16;
