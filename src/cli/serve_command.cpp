@@ -47,6 +47,7 @@ struct ServeCommand::Settings {
   int64_t max_batch = 16;
   size_t max_queue = 256;
   int64_t chunk_frames = 64;
+  int64_t first_chunk_frames = 32;
   double request_timeout_s = 300;
   bool lazy = false;
   bool no_cuda_graphs = false;
@@ -224,8 +225,8 @@ std::string ServeCommand::Settings::as_config_file() const {
     out << "gpu-memory-limit = " << nlohmann::json(*gpu_memory_limit).dump() << "\n";
   if (max_split_size) out << "max-split-size = " << nlohmann::json(*max_split_size).dump() << "\n";
   out << "max-batch = " << max_batch << "\nmax-queue = " << max_queue
-      << "\nchunk-frames = " << chunk_frames << "\nrequest-timeout = " << request_timeout_s
-      << "\nlazy = " << (lazy ? "true" : "false")
+      << "\nchunk-frames = " << chunk_frames << "\nfirst-chunk-frames = " << first_chunk_frames
+      << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
       << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false") << "\n";
   if (!api_keys.empty()) out << "# api-key: " << api_keys.size() << " key(s), not shown\n";
   if (api_key_file) out << "api-key-file = " << nlohmann::json(*api_key_file).dump() << "\n";
@@ -258,6 +259,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.max_batch = max_batch;
   config.max_queue = max_queue;
   config.chunk_frames = chunk_frames;
+  config.first_chunk_frames = std::min(first_chunk_frames, chunk_frames);
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
@@ -315,6 +317,11 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   add_setting(c, "chunk-frames", s.chunk_frames, "Vocoder chunk in mel frames")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_setting(c, "first-chunk-frames", s.first_chunk_frames,
+              "A stream's first vocoder chunk in mel frames (at most --chunk-frames): less work "
+              "before the first audio")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add_setting(c, "request-timeout", s.request_timeout_s,

@@ -10,17 +10,27 @@
 
 namespace voxd {
 
-VocoderChunker::VocoderChunker(const HifiGanConfig& config, int64_t chunk_frames)
+VocoderChunker::VocoderChunker(const HifiGanConfig& config, int64_t chunk_frames,
+                               int64_t first_chunk_frames)
     : n_mels_(config.num_mels),
       hop_(config.hop_length()),
       tail_samples_(config.output_length(1) - config.hop_length()),
       chunk_frames_(chunk_frames),
+      first_chunk_frames_(first_chunk_frames == 0 ? chunk_frames : first_chunk_frames),
       context_frames_(config.receptive_field_frames()) {
   if (chunk_frames < 1) {
     throw InputError("chunk_frames must be at least 1 mel frame per vocoder chunk, got " +
                      std::to_string(chunk_frames) +
                      " (to vocode a whole sequence at once, do not use a VocoderChunker)");
   }
+  if (first_chunk_frames_ < 1 || first_chunk_frames_ > chunk_frames) {
+    throw InputError("the first chunk's frames must be between 1 and chunk_frames (" +
+                     std::to_string(chunk_frames) + "), got " + std::to_string(first_chunk_frames));
+  }
+}
+
+int64_t VocoderChunker::next_chunk_frames() const {
+  return next_own_frame_ == 0 ? first_chunk_frames_ : chunk_frames_;
 }
 
 void VocoderChunker::append(const Tensor& mel) {
@@ -45,8 +55,8 @@ void VocoderChunker::append(const Tensor& mel) {
     const auto* first = static_cast<const char*>(mel.raw_data());
     const size_t frame_bytes = static_cast<size_t>(n_mels_) * dtype_size(mel.dtype());
     for (int64_t t = 0; t < frames; ++t) {
-      convert_elements(first + static_cast<size_t>(t) * frame_bytes, mel.dtype(),
-                       out + t * n_mels_, DType::F32, static_cast<size_t>(n_mels_));
+      convert_elements(first + static_cast<size_t>(t) * frame_bytes, mel.dtype(), out + t * n_mels_,
+                       DType::F32, static_cast<size_t>(n_mels_));
     }
   } else {
     const Tensor host = mel.to_host_contiguous(DType::F32);
@@ -64,7 +74,7 @@ void VocoderChunker::finish() {
 
 bool VocoderChunker::has_chunk() const {
   if (next_own_frame_ >= frames_appended_) return false;
-  return finished_ || frames_appended_ >= next_own_frame_ + chunk_frames_ + context_frames_;
+  return finished_ || frames_appended_ >= next_own_frame_ + next_chunk_frames() + context_frames_;
 }
 
 MelChunk VocoderChunker::next_chunk() {
@@ -75,7 +85,7 @@ MelChunk VocoderChunker::next_chunk() {
   }
   MelChunk chunk;
   chunk.own_first = next_own_frame_;
-  const int64_t own_end = std::min(next_own_frame_ + chunk_frames_, frames_appended_);
+  const int64_t own_end = std::min(next_own_frame_ + next_chunk_frames(), frames_appended_);
   chunk.own_frames = own_end - chunk.own_first;
   chunk.first_frame = std::max<int64_t>(0, chunk.own_first - context_frames_);
   const int64_t end = std::min(own_end + context_frames_, frames_appended_);

@@ -38,9 +38,10 @@ struct MelChunk {
 // Not thread-safe; one per stream.
 class VocoderChunker {
  public:
-  // Chunks of `chunk_frames` (≥ 1) own frames for a vocoder of `config`; throws voxd::InputError
-  // for chunk_frames < 1.
-  VocoderChunker(const HifiGanConfig& config, int64_t chunk_frames);
+  // Chunks of `chunk_frames` (≥ 1) own frames for a vocoder of `config`, the stream's first one of
+  // `first_chunk_frames` (1 ≤ first ≤ chunk_frames; 0: chunk_frames), so that a stream's first
+  // audio comes from less work; throws voxd::InputError for sizes outside those bounds.
+  VocoderChunker(const HifiGanConfig& config, int64_t chunk_frames, int64_t first_chunk_frames = 0);
 
   // Appends host frames mel [n_mels, T] (T ≥ 0, any float dtype, any strides); throws
   // voxd::InputError for another shape and voxd::Error after finish() or for a device tensor.
@@ -60,6 +61,7 @@ class VocoderChunker {
   bool done() const;
 
   int64_t chunk_frames() const { return chunk_frames_; }
+  int64_t first_chunk_frames() const { return first_chunk_frames_; }
   // R: frames of context each side of a chunk.
   int64_t context_frames() const { return context_frames_; }
   // Frames appended so far.
@@ -75,10 +77,13 @@ class VocoderChunker {
   int64_t hop_;
   int64_t tail_samples_;  // output_length(T) − T·hop, the same for every T
   int64_t chunk_frames_;
+  int64_t first_chunk_frames_;
   int64_t context_frames_;
   int64_t frames_appended_ = 0;
   int64_t next_own_frame_ = 0;  // first frame whose audio no chunk has yielded yet
   bool finished_ = false;
+  // Own frames of the next chunk.
+  int64_t next_chunk_frames() const;
   // Frames [buffer_first_, frames_appended_), time-major: frame t's n_mels values together.
   int64_t buffer_first_ = 0;
   std::vector<float> buffer_;

@@ -16,8 +16,7 @@ constexpr size_t kMaxPlans = 4096;
 
 struct Candidate {
   std::shared_ptr<Stream> stream;
-  Urgency urgency;
-  double ahead;
+  double slack;
 };
 
 int64_t phonemes_of(const Stream& stream) {
@@ -32,25 +31,21 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   for (const std::shared_ptr<Stream>& stream : streams) {
     if (!stream->running() || stream->sentences.empty()) continue;
     if (stream->held_mel_frames() > stream->lookahead_frames) continue;
-    const double ahead = stream->seconds_ahead(now);
-    Urgency urgency = Urgency::kAhead;
-    if (!stream->first_audio) {
-      urgency = Urgency::kFirstAudio;
-    } else if (ahead < pacing.starving_below_s && stream->peek_chunk(0) == nullptr) {
-      urgency = Urgency::kStarving;
-    }
-    candidates.push_back({stream, urgency, ahead});
+    // The mel a stream holds is audio on its way: its next sentence is needed that much later.
+    const double held_s = static_cast<double>(stream->held_mel_frames() *
+                                              stream->voice->config.vocoder.hop_length()) /
+                          static_cast<double>(stream->sample_rate);
+    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s) + held_s});
   }
   Batch batch;
   if (candidates.empty()) return batch;
   std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    if (a.urgency != b.urgency) return a.urgency < b.urgency;
-    if (a.ahead != b.ahead) return a.ahead < b.ahead;
+    if (a.slack != b.slack) return a.slack < b.slack;
     return a.stream->admitted < b.stream->admitted;
   });
   const Stream& lead = *candidates.front().stream;
-  batch.urgency = candidates.front().urgency;
-  batch.seconds_ahead = candidates.front().ahead;
+  batch.urgency = urgency_of(lead, pacing, now);
+  batch.slack_s = candidates.front().slack;
   batch.voice = lead.voice;
   const int64_t phonemes = phonemes_of(lead);
   for (const Candidate& c : candidates) {
@@ -170,7 +165,10 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
     const Tensor mel =
         decoded.mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, frames).transpose(0, 1);
     Stream& stream = *batch.items[first + i];
-    VocoderChunker chunker(entry.config.vocoder, chunk_frames_);
+    const bool first_sentence =
+        stream.produced_samples == 0 && stream.chunkers.empty() && stream.ready.empty();
+    VocoderChunker chunker(entry.config.vocoder, chunk_frames_,
+                           first_sentence ? first_chunk_frames_ : chunk_frames_);
     chunker.append(mel);
     chunker.finish();
     stream.chunkers.push_back(std::move(chunker));

@@ -20,9 +20,10 @@ namespace voxd::scheduler {
 
 class AcousticKind final : public StepKind {
  public:
-  // Sentences' mel cut into vocoder chunks of `chunk_frames`.
-  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames)
-      : runtime_(runtime), chunk_frames_(chunk_frames) {}
+  // Sentences' mel cut into vocoder chunks of `chunk_frames`, a stream's very first chunk of
+  // `first_chunk_frames`.
+  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames)
+      : runtime_(runtime), chunk_frames_(chunk_frames), first_chunk_frames_(first_chunk_frames) {}
 
   const char* name() const override { return "acoustic"; }
   Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
@@ -44,6 +45,7 @@ class AcousticKind final : public StepKind {
 
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
+  int64_t first_chunk_frames_;
   std::map<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan> plans_;
 };
 

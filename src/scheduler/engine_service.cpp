@@ -48,6 +48,7 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   options.max_batch = config.max_batch;
   options.max_queue = config.max_queue;
   options.chunk_frames = config.chunk_frames;
+  options.first_chunk_frames = std::min(config.first_chunk_frames, config.chunk_frames);
   options.request_timeout = config.request_timeout;
   options.cuda_graphs = config.cuda_graphs;
   return options;

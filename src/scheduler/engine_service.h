@@ -30,6 +30,9 @@ struct EngineConfig {
   int64_t max_batch = 16;      // most sentences per acoustic step, chunks per vocoder step
   size_t max_queue = 256;      // requests admitted and not finished; beyond that admit() → 503
   int64_t chunk_frames = 64;   // vocoder chunk, in mel frames
+  // A stream's first vocoder chunk, in mel frames (more than chunk_frames means chunk_frames):
+  // its first audio comes from less work.
+  int64_t first_chunk_frames = 32;
   // Admitted → finished; past it the job fails (504 ApiError).
   std::chrono::milliseconds request_timeout{300000};
   // Load a voice on first use; unload the least recently used idle one when memory is needed.

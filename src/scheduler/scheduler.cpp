@@ -72,15 +72,22 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
     throw InputError("chunk_frames must be at least 1 mel frame, got " +
                      std::to_string(options_.chunk_frames));
   }
+  if (options_.first_chunk_frames < 1 || options_.first_chunk_frames > options_.chunk_frames) {
+    throw InputError("first_chunk_frames must be between 1 and chunk_frames (" +
+                     std::to_string(options_.chunk_frames) + "), got " +
+                     std::to_string(options_.first_chunk_frames));
+  }
   if (options_.request_timeout.count() < 1) {
     throw InputError("the request timeout must be at least 1 ms");
   }
   pacing_.max_batch = options_.max_batch;
   pacing_.starving_below_s = options_.starving_below_s;
+  pacing_.first_audio_due_s = options_.first_audio_due_s;
   // The vocoder first: at equal urgency, audio from mel already made comes before more mel.
   kinds_.push_back(std::make_unique<VocoderKind>(runtime_, voices_, options_.chunk_frames,
                                                  options_.cuda_graphs));
-  kinds_.push_back(std::make_unique<AcousticKind>(runtime_, options_.chunk_frames));
+  kinds_.push_back(
+      std::make_unique<AcousticKind>(runtime_, options_.chunk_frames, options_.first_chunk_frames));
   budget_bytes_.store(budget_.available());
   thread_ = std::thread([this] { loop(); });
 }
@@ -282,7 +289,7 @@ void Scheduler::loop() {
       for (const auto& kind : kinds_) {
         Batch batch = kind->propose(streams_, pacing_, now);
         if (batch.items.empty()) continue;
-        if (chosen == nullptr || batch.urgency < best.urgency) {
+        if (chosen == nullptr || batch.slack_s < best.slack_s) {
           chosen = kind.get();
           best = std::move(batch);
         }

@@ -2,9 +2,10 @@
 // work (contexts and backends are not thread-safe); connection threads only wait for their
 // stream's audio and write it. Each iteration the thread drops streams that ended, asks each
 // StepKind (acoustic, vocoder; an autoregressive decoder later) for its most urgent batch, picks
-// the most urgent of those (a playing stream about to run dry, then a stream's first audio, then
-// filling buffers; on ties the kind registered first), shrinks it until its planned workspace
-// fits the memory budget, runs it and hands the audio to the streams (docs/scheduler.md).
+// the most urgent of those (earliest deadline first: the least slack before a stream keeps its
+// listener waiting, whether for its first audio or because playback caught up; on ties the kind
+// registered first), shrinks it until its planned workspace fits the memory budget, runs it and
+// hands the audio to the streams (docs/scheduler.md).
 #pragma once
 
 #include <atomic>
@@ -34,12 +35,16 @@ struct SchedulerOptions {
   int64_t max_batch = 16;
   size_t max_queue = 256;
   int64_t chunk_frames = 64;
+  // A stream's first vocoder chunk (1..chunk_frames): less work before its first audio.
+  int64_t first_chunk_frames = 32;
   std::chrono::milliseconds request_timeout{300000};
   bool cuda_graphs = true;
   // Vocoder chunks of audio a stream may have waiting for its client before it gets no more
   // work.
   int64_t buffered_chunks = 4;
   double starving_below_s = 1.0;
+  // A new request's first audio is due this long after admission (Pacing::first_audio_due_s).
+  double first_audio_due_s = 0.2;
 };
 
 // What the scheduler holds now, for tests, metrics and the monitor.

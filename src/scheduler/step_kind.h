@@ -22,9 +22,9 @@ namespace voxd::scheduler {
 
 struct VoiceEntry;
 
-// How urgent work is; lower runs first.
+// What a stream's work is for, in logs and metrics; the order of work is by slack (Batch).
 enum class Urgency {
-  kStarving = 0,    // a playing stream is about to run out of audio
+  kStarving = 0,    // a playing stream is less than Pacing::starving_below_s ahead of playback
   kFirstAudio = 1,  // a stream has not played yet (time to first audio)
   kAhead = 2,       // the stream is ahead of real-time playback: filling its buffer
 };
@@ -42,20 +42,31 @@ inline const char* urgency_name(Urgency urgency) {
   return "?";
 }
 
-// What the scheduler's policy gives the kinds to decide urgency and back-pressure.
+// What the scheduler's policy gives the kinds to order work and apply back-pressure.
 struct Pacing {
   int64_t max_batch = 16;
-  // A playing stream less than this far ahead of real-time playback is starving.
+  // A new stream's first audio is due this long after admission (its deadline among the playing
+  // streams' next audio).
+  double first_audio_due_s = 0.2;
+  // A playing stream less than this far ahead of real-time playback is labelled starving.
   double starving_below_s = 1.0;
 };
 
-// Work a StepKind proposes: units of work of one voice and one shape, most urgent first. A unit
+// The label of `stream`'s work now.
+inline Urgency urgency_of(const Stream& stream, const Pacing& pacing, Clock::time_point now) {
+  if (!stream.first_audio) return Urgency::kFirstAudio;
+  return stream.seconds_ahead(now) < pacing.starving_below_s ? Urgency::kStarving : Urgency::kAhead;
+}
+
+// Work a StepKind proposes: units of work of one voice and one shape, least slack first. A unit
 // is one stream's next piece of this kind's work (a sentence, a chunk, a token); a stream may
 // have several consecutive units in a batch, in its own order, and keeping any prefix of `items`
 // must be a valid smaller batch.
 struct Batch {
   Urgency urgency = Urgency::kAhead;  // of the first item
-  double seconds_ahead = 0.0;         // of the first item's stream (ties go to the lowest)
+  // Of the first item: seconds until its stream keeps a listener waiting (Stream::slack, plus the
+  // audio already on its way for kinds that feed another). The batch with the least runs.
+  double slack_s = 0.0;
   VoiceEntry* voice = nullptr;
   std::vector<std::shared_ptr<Stream>> items;
 };

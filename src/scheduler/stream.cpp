@@ -9,6 +9,11 @@ double Stream::seconds_ahead(Clock::time_point now) const {
   return made - heard;
 }
 
+double Stream::slack(Clock::time_point now, double first_audio_due_s) const {
+  if (first_audio) return seconds_ahead(now);
+  return first_audio_due_s - std::chrono::duration<double>(now - admitted).count();
+}
+
 const MelChunk* Stream::peek_chunk(size_t index) {
   while (ready.size() <= index) {
     while (!chunkers.empty() && chunkers.front().done()) chunkers.pop_front();

@@ -62,6 +62,10 @@ struct Stream {
   // Seconds of audio made beyond what a listener who started at the first audio has heard by
   // `now`: how far ahead of real-time playback the stream is (0 before its first audio).
   double seconds_ahead(Clock::time_point now) const;
+  // Seconds until the stream keeps its listener waiting, the key of earliest-deadline-first
+  // scheduling: before the first audio, until that is due (`first_audio_due_s` after admission;
+  // negative once overdue); after it, seconds_ahead().
+  double slack(Clock::time_point now, double first_audio_due_s) const;
   // The next chunk to vocode, taken from the chunkers as needed (device thread); null when the
   // stream has none now. `index` counts from the oldest ready chunk.
   const MelChunk* peek_chunk(size_t index);

@@ -16,8 +16,7 @@ constexpr size_t kMaxPlans = 4096;
 
 struct Candidate {
   std::shared_ptr<Stream> stream;
-  Urgency urgency;
-  double ahead;
+  double slack;
   int64_t room;      // samples the stream's buffer still takes
   size_t taken = 0;  // its chunks in the batch so far
 };
@@ -52,21 +51,16 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     if (chunk == nullptr) continue;
     const int64_t room = stream->max_buffered_samples - stream->buffered_samples;
     if (chunk->samples > room) continue;
-    const double ahead = stream->seconds_ahead(now);
-    const Urgency urgency = !stream->first_audio              ? Urgency::kFirstAudio
-                            : ahead < pacing.starving_below_s ? Urgency::kStarving
-                                                              : Urgency::kAhead;
-    candidates.push_back({stream, urgency, ahead, room});
+    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s), room});
   }
   Batch batch;
   if (candidates.empty()) return batch;
   std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    if (a.urgency != b.urgency) return a.urgency < b.urgency;
-    if (a.ahead != b.ahead) return a.ahead < b.ahead;
+    if (a.slack != b.slack) return a.slack < b.slack;
     return a.stream->admitted < b.stream->admitted;
   });
-  batch.urgency = candidates.front().urgency;
-  batch.seconds_ahead = candidates.front().ahead;
+  batch.urgency = urgency_of(*candidates.front().stream, pacing, now);
+  batch.slack_s = candidates.front().slack;
   batch.voice = candidates.front().stream->voice;
   const int64_t frames = candidates.front().stream->peek_chunk(0)->mel.size(1);
   // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before

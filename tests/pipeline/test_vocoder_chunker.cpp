@@ -166,6 +166,37 @@ TEST_P(ChunkedVocoding, EqualsUnchunkedAudio) {
   }
 }
 
+// A smaller first chunk (for a stream's first audio) tiles the stream the same way and gives the
+// same audio.
+TEST_P(ChunkedVocoding, ASmallerFirstChunkGivesTheSameAudio) {
+  Vocoder v(GetParam().fixture, GetParam().backend);
+  const int64_t r = v.config.receptive_field_frames();
+  const int64_t frames = 3 * r + 5;
+  const Tensor mel = random_mel({v.config.num_mels, frames}, 11);
+  const std::vector<float> want = v.unchunked(mel);
+  const int64_t chunk_frames = r + 4;
+  for (int64_t first : {int64_t{1}, r / 2, chunk_frames}) {
+    SCOPED_TRACE("first chunk " + std::to_string(first));
+    VocoderChunker chunker(v.config, chunk_frames, first);
+    EXPECT_EQ(chunker.first_chunk_frames(), first);
+    std::vector<MelChunk> all;
+    std::vector<float> got;
+    feed(chunker, mel, {4, 0, 9, 2}, [&](const std::vector<MelChunk>& chunks) {
+      for (const std::vector<float>& audio : vocode_chunks(v.ctx, v.model, chunks)) {
+        got.insert(got.end(), audio.begin(), audio.end());
+      }
+      all.insert(all.end(), chunks.begin(), chunks.end());
+    });
+    EXPECT_TRUE(chunker.done());
+    expect_tiling(all, frames, chunk_frames, r, v.config.hop_length());
+    ASSERT_FALSE(all.empty());
+    EXPECT_EQ(all.front().own_frames, first);
+    for (size_t i = 1; i + 1 < all.size(); ++i) EXPECT_EQ(all[i].own_frames, chunk_frames);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(max_abs_diff(got, want), kTolerance);
+  }
+}
+
 // R frames of context on each side reproduce a frame's audio; R / 2 frames change it by far more
 // than the tolerance, so the comparisons above would catch a chunker that cut too little context.
 // (R − 1 frames change it too, structurally, but with these random weights the farthest frames
@@ -493,6 +524,14 @@ TEST(VocoderChunker, BadSettingsAreRefused) {
     const std::string m = error_message<InputError>([&] { VocoderChunker chunker(config, bad); });
     EXPECT_NE(m.find("chunk_frames must be at least 1"), std::string::npos) << m;
     EXPECT_NE(m.find("got " + std::to_string(bad)), std::string::npos) << m;
+  }
+  for (int64_t bad : {-1, 9}) {
+    const std::string m =
+        error_message<InputError>([&] { VocoderChunker chunker(config, 8, bad); });
+    EXPECT_NE(m.find("first chunk's frames must be between 1 and chunk_frames (8), got " +
+                     std::to_string(bad)),
+              std::string::npos)
+        << m;
   }
 
   VocoderChunker chunker(config, 8);

@@ -195,6 +195,27 @@ TEST(EngineService, OneRequestEqualsSynthesizer) {
   expect_workspace_free(service);
 }
 
+// A stream's first audio is its first chunk, made smaller than the rest (first_chunk_frames), and
+// the whole stream is still Synthesizer's audio.
+TEST(EngineService, AStreamsFirstAudioIsTheSmallerFirstChunk) {
+  EngineConfig config = demo_config();
+  config.first_chunk_frames = 8;
+  EngineService service(config);
+  std::unique_ptr<Backend> backend = make_backend("cpu", kThreads);
+  Context ctx(*backend, host_allocator());
+  const int64_t hop = Voice::load(ctx, kDemoVoice)->vocoder().config().hop_length();
+
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(kMediumSentence));
+  server::CancelToken cancel;
+  CollectingSink first_write(&cancel, 1);
+  job->run(first_write, cancel);
+  EXPECT_EQ(static_cast<int64_t>(first_write.audio.size()), 8 * hop);
+  job.reset();
+  expect_same_audio(synthesize(kMediumSentence), speak(service, request(kMediumSentence)),
+                    kMediumSentence);
+  expect_workspace_free(service);
+}
+
 TEST(EngineService, ConcurrentRequestsEqualEachServedAlone) {
   EngineService service(demo_config(32));
   std::vector<std::vector<float>> alone;
