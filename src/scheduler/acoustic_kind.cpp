@@ -130,6 +130,23 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   return out;
 }
 
+void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budget) {
+  constexpr int64_t kSymbols = 16;
+  const FastSpeech2& model = voice.voice->acoustic();
+  const std::vector<std::vector<int64_t>> ids = {
+      std::vector<int64_t>(kSymbols, std::min<int64_t>(1, model.n_symbols() - 1))};
+  const AcousticPlan& encoder = plan(voice, 1, kSymbols, 1);
+  if (!budget.fits(MemoryBudget::footprint(encoder.encoder.bytes(), encoder.hidden_bytes))) return;
+  const AcousticEncoding encoding = run_acoustic_encoder_step(
+      runtime_.backend(), runtime_.allocator(), model, ids, {}, {}, encoder.encoder);
+  const int64_t frames = encoding.mel_lengths.front();
+  if (frames == 0) return;
+  const ArenaLayout decoder = plan(voice, 1, kSymbols, frames).decoder;
+  if (!budget.fits(MemoryBudget::footprint(decoder.bytes()))) return;
+  (void)run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), model, encoding, {},
+                                  decoder);
+}
+
 void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
                           const SynthesisControls& controls, size_t first, size_t count,
                           uint64_t carried, MemoryBudget& budget, StepOutput& out) {

@@ -32,6 +32,8 @@ class AcousticKind final : public StepKind {
   server::ApiError too_big(const Batch& batch, uint64_t footprint,
                            uint64_t available) const override;
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+  // Runs the encoder and decoder once on a sentence of 16 symbols.
+  void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
   // The plan of `voice`'s acoustic steps at (batch, phonemes, frames), cached.

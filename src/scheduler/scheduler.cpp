@@ -84,11 +84,11 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
   pacing_.starving_below_s = options_.starving_below_s;
   pacing_.first_audio_due_s = options_.first_audio_due_s;
   // The vocoder first: at equal urgency, audio from mel already made comes before more mel.
-  kinds_.push_back(std::make_unique<VocoderKind>(runtime_, voices_, options_.chunk_frames,
-                                                 options_.cuda_graphs));
+  kinds_.push_back(std::make_unique<VocoderKind>(
+      runtime_, voices_, options_.chunk_frames, options_.first_chunk_frames, options_.cuda_graphs));
   kinds_.push_back(
       std::make_unique<AcousticKind>(runtime_, options_.chunk_frames, options_.first_chunk_frames));
-  budget_bytes_.store(budget_.available());
+  warm_up();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -275,6 +275,25 @@ StepCounts Scheduler::counts(const std::string& kind) const {
 void Scheduler::bind_metrics(server::MetricsRegistry& registry) {
   server::MetricsRegistry* none = nullptr;
   metrics_.compare_exchange_strong(none, &registry);
+}
+
+void Scheduler::warm_up() {
+  const Clock::time_point started = Clock::now();
+  for (const auto& entry : voices_.entries()) {
+    if (!entry->voice) continue;
+    for (const auto& kind : kinds_) {
+      try {
+        kind->warm_up(*entry, pacing_, budget_);
+      } catch (const std::exception& e) {
+        spdlog::warn("warming up the {} steps of voice '{}' failed: {}", kind->name(),
+                     entry->config.name, e.what());
+      }
+    }
+  }
+  budget_bytes_.store(budget_.available());
+  server::log_event(spdlog::level::info, "warmed up",
+                    {{"seconds", seconds_between(started, Clock::now())},
+                     {"graph_bytes", voices_.graph_bytes()}});
 }
 
 void Scheduler::loop() {

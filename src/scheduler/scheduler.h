@@ -72,7 +72,9 @@ struct StepCounts {
 
 class Scheduler {
  public:
-  // Starts the device thread over `voices` on `runtime` (both must outlive the scheduler).
+  // Warms the steps up for the loaded voices (StepKind::warm_up: kernels loaded, graphs recorded
+  // before any request), then starts the device thread over `voices` on `runtime` (both must
+  // outlive the scheduler).
   Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions options);
   // Fails what is still admitted ("server is shutting down") and joins the device thread.
   ~Scheduler();
@@ -112,6 +114,8 @@ class Scheduler {
 
  private:
   void loop();
+  // Before the device thread starts: every kind's warm_up for every loaded voice.
+  void warm_up();
   // Device thread, under the lock: drops streams that ended or passed their deadline.
   void reap(Clock::time_point now);
   // What execute() did besides running the step.

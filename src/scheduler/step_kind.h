@@ -98,6 +98,10 @@ class StepKind {
   // Device thread, without the lock: runs `batch` in planned arenas, advancing the streams'
   // device-thread state. Throwing fails every request in the batch.
   virtual StepOutput run(const Batch& batch, MemoryBudget& budget) = 0;
+  // Device thread, before the first request: runs this kind's steps for `voice` (loaded) once on
+  // made-up input within `budget`, so that one-time costs (loading kernels, recording graphs) are
+  // not paid by a client. Throwing is logged and ignored.
+  virtual void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) = 0;
 };
 
 }  // namespace voxd::scheduler

@@ -181,4 +181,27 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   return out;
 }
 
+void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
+  const HifiGan& vocoder = voice.voice->vocoder();
+  const int64_t n_mels = vocoder.config().num_mels;
+  const int64_t context = vocoder.config().receptive_field_frames();
+  const int64_t first_frames = first_chunk_frames_ + context;
+  if (budget.fits(MemoryBudget::footprint(plan(voice, 1, first_frames).bytes()))) {
+    (void)run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder,
+                           Tensor::zeros({1, n_mels, first_frames}, DType::F32),
+                           plan(voice, 1, first_frames));
+  }
+  const int64_t frames = chunk_frames_ + 2 * context;
+  if (!use_graphs(voice, frames)) return;
+  for (int64_t rows = 1; rows <= graph_batch(pacing.max_batch); rows *= 2) {
+    if (voice.graph_batches.contains(rows)) continue;
+    if (!budget.fits(MemoryBudget::footprint(plan(voice, rows, frames).bytes()))) break;
+    if (!voice.graphs)
+      voice.graphs = std::make_unique<VocoderGraphs>(runtime_.context(), vocoder, frames);
+    (void)voice.graphs->run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
+    voice.graph_batches.insert(rows);
+  }
+  voices_.update_graph_bytes();
+}
+
 }  // namespace voxd::scheduler

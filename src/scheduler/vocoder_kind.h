@@ -18,10 +18,13 @@ class VoicePool;
 class VocoderKind final : public StepKind {
  public:
   // `cuda_graphs`: run interior chunks through recorded graphs where the backend can.
-  VocoderKind(DeviceRuntime& runtime, VoicePool& voices, int64_t chunk_frames, bool cuda_graphs)
+  // A stream's first chunk has `first_chunk_frames` (for warm_up).
+  VocoderKind(DeviceRuntime& runtime, VoicePool& voices, int64_t chunk_frames,
+              int64_t first_chunk_frames, bool cuda_graphs)
       : runtime_(runtime),
         voices_(voices),
         chunk_frames_(chunk_frames),
+        first_chunk_frames_(first_chunk_frames),
         cuda_graphs_(cuda_graphs) {}
 
   const char* name() const override { return "vocoder"; }
@@ -31,6 +34,9 @@ class VocoderKind final : public StepKind {
   server::ApiError too_big(const Batch& batch, uint64_t footprint,
                            uint64_t available) const override;
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+  // Records the graphs of every batch size a step may take (powers of two up to max_batch) while
+  // the budget allows, and runs a stream's first chunk shape once.
+  void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
   // The mel frames of the batch's chunks.
@@ -43,6 +49,7 @@ class VocoderKind final : public StepKind {
   DeviceRuntime& runtime_;
   VoicePool& voices_;
   int64_t chunk_frames_;
+  int64_t first_chunk_frames_;
   bool cuda_graphs_;
   std::map<std::tuple<const VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
 };
