@@ -14,6 +14,7 @@ run. Prints one table row per round:
                      (stats.peak_reserved_bytes, exact), or the largest reserved_bytes polled
   peak device used   the largest NVML reading of the whole device's used memory polled every
                      0.2 s (device_reading.used_bytes; "-" when the server has no reading)
+  most streams at once  the most streams open at the same time (from each one's start and end)
 
 Exits 1 when any round had an error. It raises its own open-file limit to fit the connections.
 
@@ -138,6 +139,17 @@ def raise_open_file_limit(connections):
                   f"need about {want}", file=sys.stderr)
 
 
+def max_overlap(intervals):
+    """The most (start, end) intervals open at one time."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals],
+                    key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, change in events:
+        now += change
+        most = max(most, now)
+    return most
+
+
 def percentile(values, q):
     if not values:
         return float("nan")
@@ -149,8 +161,8 @@ async def run(args):
     parsed = urllib.parse.urlparse(args.url)
     host, port = parsed.hostname, parsed.port or 80
     print("| clients | ok | errors | p50 TTFA ms | p95 TTFA ms | p95 total s | audio s | "
-          "peak reserved GiB | peak device used GiB |", flush=True)
-    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+          "peak reserved GiB | peak device used GiB | most streams at once |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     failed = False
     for _ in range(args.rounds):
         stop = asyncio.Event()
@@ -158,7 +170,8 @@ async def run(args):
         poller = asyncio.create_task(poll_memory(args.url, args.api_key, stop, peaks))
         bodies = [
             json.dumps({"model": "tts-1", "voice": args.voice, "response_format": "pcm",
-                        "input": TEXTS[i % len(TEXTS)]}).encode()
+                        "input": " ".join(TEXTS[(i + k) % len(TEXTS)]
+                                          for k in range(args.sentences))}).encode()
             for i in range(args.clients)
         ]
         results = await asyncio.gather(
@@ -177,13 +190,16 @@ async def run(args):
         errors = len(results) - len(ok)
         failed = failed or errors > 0
         ttfa = [r[1] * 1000 for r in ok]
+        starts = [args.ramp * i / args.clients for i in range(args.clients)]
+        most_at_once = max_overlap([(starts[i], starts[i] + r[2])
+                                    for i, r in enumerate(results) if error_kind(r) is None])
         total = [r[2] for r in ok]
         audio_s = sum(r[3] for r in ok) / 2 / args.sample_rate  # 16-bit PCM
         used = peaks.get("device_used")
         print(f"| {args.clients} | {len(ok)} | {errors} | {statistics.median(ttfa) if ttfa else float('nan'):.0f} | "
               f"{percentile(ttfa, 0.95):.0f} | {percentile(total, 0.95):.2f} | {audio_s:.1f} | "
               f"{peaks.get('reserved', 0) / 2**30:.2f} | "
-              f"{'-' if used is None else f'{used / 2**30:.2f}'} |", flush=True)
+              f"{'-' if used is None else f'{used / 2**30:.2f}'} | {most_at_once} |", flush=True)
         if errors:
             print(f"  {args.clients} clients, errors by kind: "
                   + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()), flush=True)
@@ -209,6 +225,9 @@ def main():
     parser.add_argument("--ramp", type=float, default=0.0,
                         help="spread the clients' starts evenly over this many seconds "
                              "(default 0: all at once)")
+    parser.add_argument("--sentences", type=int, default=1,
+                        help="sentences per request (the texts in turn): longer streams, so that "
+                             "ramped clients overlap")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--verbose", action="store_true", help="print every failed stream")
     args = parser.parse_args()

@@ -56,7 +56,8 @@
 #          SERVE_ARGS (default: --max-connections 1100 --max-queue 2048 --max-batch 64
 #          --gpu-memory-limit 8GiB; one thread per connection, so max-connections must exceed the
 #          clients), waits for /readyz, runs bench/stream_load.py once per line of LOAD_RUNS
-#          (default: 1 client as a warm-up, 100, 1000 at once, and 1000 started over 1 s) with
+#          (default: 1 client, 100, 1000 at once, and 1000 of four sentences each (about 11 s of
+#          audio) started over 5 s, so that all are open at once) with
 #          the listen queue's overflows counted around each, then SIGTERMs the server and wants
 #          exit status 0; logs serve-load.log (the server's, JSON lines) and load.log;
 #       4. a summary table: the suite's result, each load row, the server's exit status, and the
@@ -593,7 +594,7 @@ serve() {
       done <<<"${LOAD_RUNS:-"--clients 1
 --clients 100
 --clients 1000
---clients 1000 --ramp 1"}"
+--clients 1000 --sentences 4 --ramp 5"}"
       rm -f "$out"
       http_get "$url/debug/memory?format=json" >"$logs/memory-after-load.json" &&
         python3 -c 'import json, sys
