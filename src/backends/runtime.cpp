@@ -71,11 +71,12 @@ uint64_t resolve_max_split_size(const std::optional<MemoryAmount>& size, uint64_
 
 }  // namespace
 
-// Forwards to the caching allocator and counts the blocks it hands out, so weights show apart
-// from activations while one limit covers both.
-class DeviceRuntime::WeightsAllocator final : public Allocator {
+// Forwards to the caching allocator and counts the blocks it hands out (at their size, which may
+// exceed the request when a cached block is reused unsplit), so that weights and persistent
+// buffers show apart from activations while one limit covers them all.
+class DeviceRuntime::CountingAllocator final : public Allocator {
  public:
-  explicit WeightsAllocator(CachingAllocator& inner) : inner_(inner) {}
+  explicit CountingAllocator(CachingAllocator& inner) : inner_(inner) {}
 
   void* allocate(size_t bytes) override {
     void* ptr = inner_.allocate(bytes);
@@ -118,8 +119,10 @@ DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
           *source_,
           CachingAllocatorOptions{
               .limit = limit_, .max_split_size = max_split_size_, .release_before_reserve = true})),
-      weights_allocator_(std::make_unique<WeightsAllocator>(*allocator_)),
+      weights_allocator_(std::make_unique<CountingAllocator>(*allocator_)),
+      persistent_allocator_(std::make_unique<CountingAllocator>(*allocator_)),
       weights_context_(*backend_, *weights_allocator_),
+      persistent_context_(*backend_, *persistent_allocator_),
       context_(*backend_, *allocator_) {
 #ifdef VOXD_HAVE_CUDA
   if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(source_.get())) {
@@ -133,6 +136,10 @@ DeviceRuntime::~DeviceRuntime() = default;
 
 uint64_t DeviceRuntime::weights_bytes() const {
   return weights_allocator_->stats().allocated_bytes;
+}
+
+uint64_t DeviceRuntime::persistent_bytes() const {
+  return persistent_allocator_->stats().allocated_bytes;
 }
 
 MemoryBreakdown DeviceRuntime::breakdown() const {

@@ -50,14 +50,20 @@ class DeviceRuntime {
   Context& weights_context() { return weights_context_; }
   // For running models: activations and workspaces.
   Context& context() { return context_; }
-  // The allocator behind both contexts.
+  // For buffers kept from one request to the next (the recorded vocoder graphs' arenas): they
+  // count apart, at the size of the blocks they take, so that an idle runtime holds exactly
+  // weights_bytes() + persistent_bytes().
+  Context& persistent_context() { return persistent_context_; }
+  // The allocator behind the contexts.
   CachingAllocator& allocator() { return *allocator_; }
   // The limit and max_split_size in bytes (UINT64_MAX: none).
   uint64_t limit_bytes() const { return limit_; }
   uint64_t max_split_size() const { return max_split_size_; }
 
-  // Bytes of the tensors allocated through weights_context() and still alive.
+  // Bytes of the blocks allocated through weights_context() and still alive.
   uint64_t weights_bytes() const;
+  // Bytes of the blocks allocated through persistent_context() and still alive.
+  uint64_t persistent_bytes() const;
   // Weights, workspaces (allocated minus weights), cache (reserved minus allocated), and the
   // device's free and total memory (cudaMemGetInfo; physical memory on the host).
   MemoryBreakdown breakdown() const;
@@ -77,7 +83,7 @@ class DeviceRuntime {
   }
 
  private:
-  class WeightsAllocator;
+  class CountingAllocator;
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<MemorySource> source_;
@@ -85,10 +91,12 @@ class DeviceRuntime {
   uint64_t limit_ = CachingAllocatorOptions::kNone;
   uint64_t max_split_size_ = CachingAllocatorOptions::kNone;
   std::unique_ptr<CachingAllocator> allocator_;
-  std::unique_ptr<WeightsAllocator> weights_allocator_;
+  std::unique_ptr<CountingAllocator> weights_allocator_;
+  std::unique_ptr<CountingAllocator> persistent_allocator_;
   std::unique_ptr<NvmlReader> nvml_;
   std::string pci_bus_id_;  // of a CUDA device, to find it in NVML
   Context weights_context_;
+  Context persistent_context_;
   Context context_;
 };
 

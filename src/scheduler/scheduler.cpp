@@ -85,7 +85,7 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
   pacing_.first_audio_due_s = options_.first_audio_due_s;
   // The vocoder first: at equal urgency, audio from mel already made comes before more mel.
   kinds_.push_back(std::make_unique<VocoderKind>(
-      runtime_, voices_, options_.chunk_frames, options_.first_chunk_frames, options_.cuda_graphs));
+      runtime_, options_.chunk_frames, options_.first_chunk_frames, options_.cuda_graphs));
   kinds_.push_back(
       std::make_unique<AcousticKind>(runtime_, options_.chunk_frames, options_.first_chunk_frames));
   warm_up();

@@ -150,10 +150,10 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   Tensor audio;
   if (graphs) {
     if (!voice.graphs)
-      voice.graphs = std::make_unique<VocoderGraphs>(runtime_.context(), vocoder, frames);
+      voice.graphs =
+          std::make_unique<VocoderGraphs>(runtime_.persistent_context(), vocoder, frames);
     audio = voice.graphs->run(mel);
     voice.graph_batches.insert(rows);
-    voices_.update_graph_bytes();
   } else {
     audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
                              plan(voice, chunks, frames));
@@ -197,11 +197,11 @@ void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget&
     if (voice.graph_batches.contains(rows)) continue;
     if (!budget.fits(MemoryBudget::footprint(plan(voice, rows, frames).bytes()))) break;
     if (!voice.graphs)
-      voice.graphs = std::make_unique<VocoderGraphs>(runtime_.context(), vocoder, frames);
+      voice.graphs =
+          std::make_unique<VocoderGraphs>(runtime_.persistent_context(), vocoder, frames);
     (void)voice.graphs->run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
     voice.graph_batches.insert(rows);
   }
-  voices_.update_graph_bytes();
 }
 
 }  // namespace voxd::scheduler

@@ -13,16 +13,13 @@
 
 namespace voxd::scheduler {
 
-class VoicePool;
-
 class VocoderKind final : public StepKind {
  public:
-  // `cuda_graphs`: run interior chunks through recorded graphs where the backend can.
-  // A stream's first chunk has `first_chunk_frames` (for warm_up).
-  VocoderKind(DeviceRuntime& runtime, VoicePool& voices, int64_t chunk_frames,
-              int64_t first_chunk_frames, bool cuda_graphs)
+  // `cuda_graphs`: run interior chunks through recorded graphs (in the runtime's persistent
+  // context) where the backend can. A stream's first chunk has `first_chunk_frames` (for warm_up).
+  VocoderKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames,
+              bool cuda_graphs)
       : runtime_(runtime),
-        voices_(voices),
         chunk_frames_(chunk_frames),
         first_chunk_frames_(first_chunk_frames),
         cuda_graphs_(cuda_graphs) {}
@@ -47,7 +44,6 @@ class VocoderKind final : public StepKind {
   ArenaLayout plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
 
   DeviceRuntime& runtime_;
-  VoicePool& voices_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
   bool cuda_graphs_;

@@ -75,16 +75,7 @@ void VoicePool::unload(VoiceEntry& entry) {
   entry.graph_batches.clear();
   entry.voice.reset();
   entry.loaded.store(false);
-  update_graph_bytes();
   spdlog::info("voice '{}' unloaded", entry.config.name);
-}
-
-void VoicePool::update_graph_bytes() {
-  uint64_t bytes = 0;
-  for (const auto& entry : entries_) {
-    if (entry->graphs) bytes += entry->graphs->bytes();
-  }
-  graph_bytes_.store(bytes, std::memory_order_relaxed);
 }
 
 }  // namespace voxd::scheduler

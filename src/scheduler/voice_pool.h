@@ -60,17 +60,15 @@ class VoicePool {
   void load(VoiceEntry& entry);
   // Device thread: gives `entry`'s models and graphs back.
   void unload(VoiceEntry& entry);
-  // Device bytes the vocoder graphs of every voice hold (any thread).
-  uint64_t graph_bytes() const { return graph_bytes_.load(std::memory_order_relaxed); }
-  // Device thread: brings graph_bytes() up to date after graphs were recorded or dropped.
-  void update_graph_bytes();
+  // Device bytes the vocoder graphs of every voice hold (any thread): they are recorded in the
+  // runtime's persistent context.
+  uint64_t graph_bytes() const { return runtime_.persistent_bytes(); }
 
  private:
   DeviceRuntime& runtime_;
   DType dtype_;
   bool lazy_;
   std::vector<std::unique_ptr<VoiceEntry>> entries_;
-  std::atomic<uint64_t> graph_bytes_{0};
 };
 
 }  // namespace voxd::scheduler

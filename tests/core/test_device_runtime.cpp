@@ -93,6 +93,24 @@ TEST(DeviceRuntime, RunsAVoiceAndShowsWeightsApartFromWorkspaces) {
   EXPECT_FALSE(j.contains("device_reading"));
 }
 
+// Persistent buffers (recorded graphs' arenas) count at the size of the block they take: a
+// request that reuses a cached block less than 1 MiB larger gets the whole block, unsplit, and
+// the difference must not look like workspace left behind (the leak watchdog's arithmetic).
+TEST(DeviceRuntime, PersistentBuffersCountAtTheirBlocksSize) {
+  DeviceRuntime runtime(RuntimeOptions{});
+  { const Tensor scratch = ops::empty(runtime.context(), {static_cast<int64_t>(MiB)}); }  // 4 MiB
+  const uint64_t weights = runtime.weights_bytes();
+  {
+    const Tensor kept = ops::empty(runtime.persistent_context(), {800 * 1024});  // 3.125 MiB
+    EXPECT_EQ(runtime.persistent_bytes(), 4 * MiB);  // the cached 4 MiB block, unsplit
+    const MemoryBreakdown b = runtime.breakdown();
+    EXPECT_EQ(b.workspace, runtime.persistent_bytes());
+    EXPECT_EQ(runtime.allocator().stats().allocated_bytes, weights + runtime.persistent_bytes());
+  }
+  EXPECT_EQ(runtime.persistent_bytes(), 0u);
+  EXPECT_EQ(runtime.breakdown().workspace, 0u);
+}
+
 TEST(DeviceRuntime, TheLimitHoldsAndFailsCleanly) {
   DeviceRuntime runtime(RuntimeOptions{.memory_limit = MemoryAmount::bytes(8 * MiB)});
   EXPECT_EQ(runtime.limit_bytes(), 8 * MiB);

@@ -93,7 +93,7 @@ TEST_F(StepOrder, VocoderTakesTheEarliestDeadlineFirst) {
   const auto older = stream(0.05, std::nullopt);
   const std::vector<std::shared_ptr<Stream>> streams = {comfortable, newer, running_dry, older};
   for (const auto& s : streams) with_chunks(*s, 3);
-  VocoderKind kind(runtime_, voices_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+  VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
   Pacing pacing;
   pacing.max_batch = 4;
   const Batch batch = kind.propose(streams, pacing, now_);
