@@ -176,13 +176,15 @@ void add_positions(Context& ctx, Tensor& x, const Tensor& parameter, int64_t max
 // rows t >= lengths[b]. The convs run in the compute dtype, the norms and the output head in
 // the stream dtype.
 Tensor predict(Context& ctx, const Tensor& x, const PredictorWeights& w,
-               const std::vector<int64_t>& lengths, const PrecisionPolicy& precision) {
+               const std::vector<int64_t>& lengths, const PrecisionPolicy& precision,
+               bool mask_padding) {
   Tensor out;
   {
     Tensor h = conv_rows(ctx, precision.to_compute(ctx, x), w.conv1);
     ops::relu_(ctx, h);
     h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm1.gamma, w.norm1.beta,
                         kLayerNormEps);
+    if (mask_padding) ops::zero_beyond_lengths(ctx, h, lengths);
     h = conv_rows(ctx, precision.to_compute(ctx, h), w.conv2);
     ops::relu_(ctx, h);
     h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm2.gamma, w.norm2.beta,
@@ -205,15 +207,18 @@ struct VarianceResult {
 // targets).
 VarianceResult add_variance(Context& ctx, Tensor& x, const VarianceWeights& w,
                             const std::vector<int64_t>& lengths, float control,
-                            const PrecisionPolicy& precision, const Tensor& forced) {
+                            const PrecisionPolicy& precision, const Tensor& forced,
+                            bool mask_padding) {
   VarianceResult result;
-  result.prediction = ops::scale(ctx, predict(ctx, x, w.predictor, lengths, precision), control);
+  result.prediction =
+      ops::scale(ctx, predict(ctx, x, w.predictor, lengths, precision, mask_padding), control);
   const Tensor values = forced.defined() ? forced
                         : result.prediction.dtype() == DType::F32
                             ? result.prediction
                             : ops::to_device(ctx, result.prediction, DType::F32);
   result.buckets = ops::bucketize(ctx, values, w.bins);
   ops::add_(ctx, x, ops::embedding(ctx, result.buckets, w.table));
+  if (mask_padding) ops::zero_beyond_lengths(ctx, x, lengths);
   return result;
 }
 
@@ -719,20 +724,23 @@ AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector
     ids_per_row.resize(static_cast<size_t>(batch), 0);
     ops::add_(ctx, x,
               ops::embedding(ctx, Tensor::from_vector({batch, 1}, ids_per_row), w.speaker_emb));
+    if (controls.mask_padding) ops::zero_beyond_lengths(ctx, x, src_lens);
   }
 
   // Variance adaptor: durations, phoneme-level features, length regulator, frame-level features.
-  const Tensor log_d = predict(ctx, x, w.duration, src_lens, w.precision);
+  const Tensor log_d = predict(ctx, x, w.duration, src_lens, w.precision, controls.mask_padding);
   VarianceResult pitch, energy;
   if (c.pitch_feature_level == FeatureLevel::Phoneme) {
     const Tensor forced =
         forced_feature(ctx, forced_features.pitch, src_lens, max_src, "pitch", "symbols");
-    pitch = add_variance(ctx, x, w.pitch, src_lens, controls.pitch_scale, w.precision, forced);
+    pitch = add_variance(ctx, x, w.pitch, src_lens, controls.pitch_scale, w.precision, forced,
+                         controls.mask_padding);
   }
   if (c.energy_feature_level == FeatureLevel::Phoneme) {
     const Tensor forced =
         forced_feature(ctx, forced_features.energy, src_lens, max_src, "energy", "symbols");
-    energy = add_variance(ctx, x, w.energy, src_lens, controls.pitch_scale, w.precision, forced);
+    energy = add_variance(ctx, x, w.energy, src_lens, controls.pitch_scale, w.precision, forced,
+                          controls.mask_padding);
   }
 
   AcousticEncoding result;
@@ -816,8 +824,8 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   if (c.pitch_feature_level == FeatureLevel::Frame) {
     const Tensor forced =
         forced_feature(ctx, forced_features.pitch, mel_lens, max_mel, "pitch", "frames");
-    const VarianceResult pitch =
-        add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale, w.precision, forced);
+    const VarianceResult pitch = add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale,
+                                              w.precision, forced, controls.mask_padding);
     if (debug) {
       debug->pitch = pitch.prediction;
       debug->pitch_buckets = pitch.buckets;
@@ -826,8 +834,8 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   if (c.energy_feature_level == FeatureLevel::Frame) {
     const Tensor forced =
         forced_feature(ctx, forced_features.energy, mel_lens, max_mel, "energy", "frames");
-    const VarianceResult energy =
-        add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale, w.precision, forced);
+    const VarianceResult energy = add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale,
+                                               w.precision, forced, controls.mask_padding);
     if (debug) {
       debug->energy = energy.prediction;
       debug->energy_buckets = energy.buckets;
@@ -843,13 +851,30 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   Tensor mel =
       ops::linear(ctx, w.precision.to_compute(ctx, x), w.mel_linear.weight, w.mel_linear.bias);
   x = Tensor();
+  // With mask_padding the postnet's convs see zeros past each length, as they do alone; its
+  // activations [B, C, T] are masked as B·C rows of T steps.
+  std::vector<int64_t> channel_lengths;
+  if (controls.mask_padding) ops::zero_beyond_lengths(ctx, mel, mel_lens);
   Tensor post;
   {
     Tensor h = ops::transpose(ctx, mel, 1, 2);
     for (size_t i = 0; i < w.postnet.size(); ++i) {
       const ConvWeights& conv = w.postnet[i];
       h = ops::conv1d(ctx, h, conv.weight, conv.bias, {.padding = conv.padding});
-      if (i + 1 < w.postnet.size()) h = ops::tanh(ctx, h);
+      if (i + 1 < w.postnet.size()) {
+        h = ops::tanh(ctx, h);
+        if (controls.mask_padding) {
+          const int64_t channels = h.size(1);
+          if (channel_lengths.size() != static_cast<size_t>(batch * channels)) {
+            channel_lengths.clear();
+            for (const int64_t length : mel_lens) {
+              channel_lengths.insert(channel_lengths.end(), static_cast<size_t>(channels), length);
+            }
+          }
+          Tensor rows = h.reshape({batch * channels, h.size(2), 1});
+          ops::zero_beyond_lengths(ctx, rows, channel_lengths);
+        }
+      }
     }
     post = w.precision.to_stream(ctx, ops::transpose(ctx, h, 1, 2));
   }

@@ -108,6 +108,11 @@ struct SynthesisControls {
   float duration_scale = 1.0f;
   float pitch_scale = 1.0f;
   float energy_scale = 1.0f;  // ignored, as in the original (energy uses pitch_scale)
+  // Zero the rows past each sequence's length between all layers, so that every sequence of a
+  // padded batch gets the output it gets alone. The original lets the padding reach the last
+  // frames of a batch's shorter sequences (its variance predictors' second convs, the predictor
+  // after a variance embedding and the postnet see padded rows); false reproduces that.
+  bool mask_padding = false;
 };
 
 // What forward returns for a batch of B sequences.

@@ -44,7 +44,7 @@ Tensor vocoder_step(Context& ctx, const HifiGan& model, const Tensor& mel) {
 }  // namespace
 
 AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t batch,
-                           int64_t phonemes, int64_t frames) {
+                           int64_t phonemes, int64_t frames, bool mask_padding) {
   require_at_least_one(batch, "the batch size");
   require_at_least_one(phonemes, "the phonemes per sequence");
   require_at_least_one(frames, "the mel frames per sequence");
@@ -59,12 +59,14 @@ AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t b
   Context keep = Context::for_planning(backend, kept);
   AcousticEncoding encoding;
   AcousticPlan plan;
+  SynthesisControls controls;
+  controls.mask_padding = mask_padding;
   plan.encoder = plan_workspace(backend, [&](Context& ctx) {
-    encoding = encoder_step(ctx, keep, model, ids, {}, {}, forced);
+    encoding = encoder_step(ctx, keep, model, ids, {}, controls, forced);
   });
   plan.hidden_bytes = kept.in_use();
-  plan.decoder =
-      plan_workspace(backend, [&](Context& ctx) { (void)decoder_step(ctx, model, encoding, {}); });
+  plan.decoder = plan_workspace(
+      backend, [&](Context& ctx) { (void)decoder_step(ctx, model, encoding, controls); });
   return plan;
 }
 

@@ -25,9 +25,10 @@ struct AcousticPlan {
 };
 
 // FastSpeech2 for `batch` sequences padded to `phonemes` symbols that make `frames` mel frames
-// (the longest sequence's); each at least 1, else voxd::InputError naming it.
+// (the longest sequence's); each at least 1, else voxd::InputError naming it. `mask_padding`:
+// planned for steps run with SynthesisControls::mask_padding (its masks take scratch).
 AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t batch,
-                           int64_t phonemes, int64_t frames);
+                           int64_t phonemes, int64_t frames, bool mask_padding = false);
 // HiFiGAN on `chunks` mels of `frames` frames (uploaded from the host in the step, in the
 // parameters' dtype); each at least 1, else voxd::InputError naming it.
 ArenaLayout plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames);

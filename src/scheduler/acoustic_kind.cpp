@@ -19,8 +19,25 @@ struct Candidate {
   double slack;
 };
 
+// A sentence joins the lead's batch when their phoneme counts are within this factor of each
+// other (padding is masked, so a wider band costs time, not correctness).
+constexpr double kLengthBand = 1.25;
+
 int64_t phonemes_of(const Stream& stream) {
   return static_cast<int64_t>(stream.sentences.front().size());
+}
+
+// The longest next sentence of the batch's first `size` items.
+int64_t longest(const Batch& batch, size_t size) {
+  int64_t phonemes = 0;
+  for (size_t i = 0; i < size; ++i) phonemes = std::max(phonemes, phonemes_of(*batch.items[i]));
+  return phonemes;
+}
+
+// The longest mel of sequences [first, first + count) of `encoding`.
+int64_t longest_mel(const AcousticEncoding& encoding, size_t first, size_t count) {
+  const auto begin = encoding.mel_lengths.begin() + static_cast<std::ptrdiff_t>(first);
+  return *std::max_element(begin, begin + static_cast<std::ptrdiff_t>(count));
 }
 
 }  // namespace
@@ -47,11 +64,12 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   batch.urgency = urgency_of(lead, pacing, now);
   batch.slack_s = candidates.front().slack;
   batch.voice = lead.voice;
-  const int64_t phonemes = phonemes_of(lead);
+  const auto phonemes = static_cast<double>(phonemes_of(lead));
   for (const Candidate& c : candidates) {
     if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    const auto length = static_cast<double>(phonemes_of(*c.stream));
     if (c.stream->voice == lead.voice && c.stream->speed == lead.speed &&
-        phonemes_of(*c.stream) == phonemes) {
+        length <= phonemes * kLengthBand && length * kLengthBand >= phonemes) {
       batch.items.push_back(c.stream);
     }
   }
@@ -64,23 +82,22 @@ const AcousticPlan& AcousticKind::plan(const VoiceEntry& voice, int64_t batch, i
   auto at = plans_.find(key);
   if (at != plans_.end()) return at->second;
   if (plans_.size() >= kMaxPlans) plans_.clear();
-  const AcousticPlan made =
-      plan_acoustic(runtime_.backend(), voice.voice->acoustic(), batch, phonemes, frames);
+  const AcousticPlan made = plan_acoustic(runtime_.backend(), voice.voice->acoustic(), batch,
+                                          phonemes, frames, /*mask_padding=*/true);
   return plans_.emplace(key, made).first->second;
 }
 
 uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
   // The encoder's plan does not depend on the frames; the decoder's is checked once they are
   // known.
-  const AcousticPlan& p =
-      plan(*batch.voice, static_cast<int64_t>(size), phonemes_of(*batch.items.front()), 1);
+  const AcousticPlan& p = plan(*batch.voice, static_cast<int64_t>(size), longest(batch, size), 1);
   return MemoryBudget::footprint(p.encoder.bytes(), p.hidden_bytes);
 }
 
 server::ApiError AcousticKind::too_big(const Batch& batch, uint64_t footprint,
                                        uint64_t available) const {
   server::ApiError error = server::ApiError::invalid_request(
-      "a sentence of " + std::to_string(phonemes_of(*batch.items.front())) + " phonemes needs " +
+      "a sentence of " + std::to_string(longest(batch, 1)) + " phonemes needs " +
           format_bytes(footprint) + " of device memory for the acoustic model, more than the " +
           format_bytes(available) +
           " this server has for one step; split it into shorter sentences",
@@ -97,35 +114,27 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   for (const auto& stream : batch.items) ids.push_back(stream->sentences.front());
   SynthesisControls controls;
   controls.duration_scale = 1.0f / batch.items.front()->speed;
-  const AcousticPlan& encoder =
-      plan(entry, static_cast<int64_t>(n), static_cast<int64_t>(ids.front().size()), 1);
-  const uint64_t carried = encoder.hidden_bytes;
+  // Sentences of several lengths share the step: padding must not change anyone's audio.
+  controls.mask_padding = true;
+  const AcousticPlan& encoder = plan(entry, static_cast<int64_t>(n), longest(batch, n), 1);
 
   StepOutput out;
   out.audio.resize(n);
   out.errors.resize(n);
   const Clock::time_point started = Clock::now();
-  size_t decodes = 0;
   Clock::time_point encoded;
   {
     const AcousticEncoding encoding =
         run_acoustic_encoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
                                   ids, {}, controls, encoder.encoder);
     encoded = Clock::now();
-    for (size_t first = 0; first < n;) {
-      size_t end = first + 1;
-      while (end < n && encoding.mel_lengths[end] == encoding.mel_lengths[first]) ++end;
-      decode(batch, encoding, controls, first, end - first, carried, budget, out);
-      ++decodes;
-      first = end;
-    }
+    decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, budget, out);
   }
   server::log_event(spdlog::level::debug, "acoustic step",
                     {{"sentences", n},
-                     {"phonemes", ids.front().size()},
+                     {"phonemes", longest(batch, n)},
                      {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
-                     {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()},
-                     {"decodes", decodes}});
+                     {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()}});
   for (const auto& stream : batch.items) stream->sentences.pop_front();
   return out;
 }
@@ -137,22 +146,24 @@ void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budge
       std::vector<int64_t>(kSymbols, std::min<int64_t>(1, model.n_symbols() - 1))};
   const AcousticPlan& encoder = plan(voice, 1, kSymbols, 1);
   if (!budget.fits(MemoryBudget::footprint(encoder.encoder.bytes(), encoder.hidden_bytes))) return;
+  SynthesisControls controls;
+  controls.mask_padding = true;
   const AcousticEncoding encoding = run_acoustic_encoder_step(
-      runtime_.backend(), runtime_.allocator(), model, ids, {}, {}, encoder.encoder);
+      runtime_.backend(), runtime_.allocator(), model, ids, {}, controls, encoder.encoder);
   const int64_t frames = encoding.mel_lengths.front();
   if (frames == 0) return;
   const ArenaLayout decoder = plan(voice, 1, kSymbols, frames).decoder;
   if (!budget.fits(MemoryBudget::footprint(decoder.bytes()))) return;
-  (void)run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), model, encoding, {},
-                                  decoder);
+  (void)run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), model, encoding,
+                                  controls, decoder);
 }
 
 void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
                           const SynthesisControls& controls, size_t first, size_t count,
                           uint64_t carried, MemoryBudget& budget, StepOutput& out) {
   const VoiceEntry& entry = *batch.voice;
-  const int64_t frames = encoding.mel_lengths[first];
-  if (frames == 0) return;  // nothing to say: the sentence makes no audio, as in Synthesizer
+  const int64_t frames = longest_mel(encoding, first, count);
+  if (frames == 0) return;  // nothing to say: the sentences make no audio, as in Synthesizer
   const int64_t phonemes = encoding.hidden.size(1);
   const ArenaLayout decoder = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder;
   const uint64_t bytes = decoder.bytes();
@@ -164,8 +175,9 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
       return;
     }
     server::ApiError error = server::ApiError::invalid_request(
-        "a sentence of " + std::to_string(phonemes) + " phonemes and " + std::to_string(frames) +
-            " mel frames needs " + format_bytes(MemoryBudget::footprint(bytes, carried)) +
+        "a sentence of " + std::to_string(encoding.src_lengths[first]) + " phonemes and " +
+            std::to_string(frames) + " mel frames needs " +
+            format_bytes(MemoryBudget::footprint(bytes, carried)) +
             " of device memory for the acoustic decoder, more than the " +
             format_bytes(budget.available() + MemoryBudget::footprint(0, carried)) +
             " this server has for one step; split it into shorter sentences",
@@ -178,9 +190,11 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
       run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), entry.voice->acoustic(),
                                 select_sequences(encoding, first, count), controls, decoder);
   for (size_t i = 0; i < count; ++i) {
+    const int64_t own_frames = encoding.mel_lengths[first + i];
+    if (own_frames == 0) continue;
     // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker copies.
     const Tensor mel =
-        decoded.mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, frames).transpose(0, 1);
+        decoded.mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, own_frames).transpose(0, 1);
     Stream& stream = *batch.items[first + i];
     const bool first_sentence =
         stream.produced_samples == 0 && stream.chunkers.empty() && stream.ready.empty();

@@ -2,11 +2,10 @@
 // and speed, in two planned arenas (encoder, then decoder once the durations are known). Each
 // sentence's mel goes into a VocoderChunker of its stream.
 //
-// Batching never changes a sentence's audio: FastSpeech2 lets padding leak into the end of a
-// shorter sequence (its variance predictors' convs see padded rows, its postnet padded frames;
-// fastspeech2.h), so the encoder batches only sentences of equal phoneme count and the decoder
-// only runs of equal mel length. Once the model masks its padding, `similar` can widen to a
-// band of lengths.
+// Batching never changes a sentence's audio: the steps run with SynthesisControls::mask_padding
+// (the original FastSpeech2 lets padding leak into the end of a shorter sequence), so a batch
+// takes sentences within a band of lengths (the longest at most 1.25 times the lead's, the
+// shortest at least the lead's over 1.25), padded to the longest, and decodes them together.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +38,9 @@ class AcousticKind final : public StepKind {
   // The plan of `voice`'s acoustic steps at (batch, phonemes, frames), cached.
   const AcousticPlan& plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
                            int64_t frames);
-  // Decodes sequences [first, first + count) of `encoding`, each sentence's mel into its
-  // stream's chunkers; a sequence whose decoder does not fit even alone fails its item.
+  // Decodes sequences [first, first + count) of `encoding` (padded to the longest mel), each
+  // sentence's mel into its stream's chunkers; when they do not fit together, one by one, and a
+  // sequence whose decoder does not fit even alone fails its item.
   void decode(const Batch& batch, const AcousticEncoding& encoding,
               const SynthesisControls& controls, size_t first, size_t count, uint64_t carried,
               MemoryBudget& budget, StepOutput& out);

@@ -583,6 +583,53 @@ TEST(FastSpeech2ForcedFeatures, BadListsThrowInputError) {
 // encode then decode is forward, to the bit, on every fixture (frame- and phoneme-level
 // features, one and several speakers), with the encoder's hidden states handed over through
 // another allocator; decode names a malformed encoding.
+// With mask_padding, each sequence of a batch of several lengths gets the mel (and durations)
+// it gets alone; without it (the original's behaviour) padding reaches a shorter sequence's
+// output, so the masks are what makes ragged batches safe for a server.
+TEST(FastSpeech2Batching, MaskedPaddingGivesEachSequenceItsOwnOutput) {
+  Runner dev("cpu");
+  for (const std::string fixture : {"batch", "multi_frame_log", "controls"}) {
+    SCOPED_TRACE(fixture);
+    auto weights = SafetensorsFile::open(kFixtures + fixture + "/acoustic.safetensors");
+    auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
+    const FastSpeech2 model = FastSpeech2::load(dev.ctx, read_config(fixture), *weights);
+    Inputs in = read_inputs(*io);
+    const std::vector<int64_t>& longest = in.ids.front();
+    ASSERT_GE(longest.size(), 8u);
+    std::vector<std::vector<int64_t>> ids;
+    for (const size_t length : {longest.size(), longest.size() * 3 / 4, longest.size() / 2}) {
+      ids.emplace_back(longest.begin(), longest.begin() + static_cast<std::ptrdiff_t>(length));
+    }
+    const std::vector<int64_t> speakers(ids.size(), in.speakers.front());
+    float unmasked_worst = 0.0f;
+    for (const bool mask : {true, false}) {
+      in.controls.mask_padding = mask;
+      const AcousticOutput batch = model.forward(dev.ctx, ids, speakers, in.controls);
+      for (size_t b = 0; b < ids.size(); ++b) {
+        const AcousticOutput alone = model.forward(dev.ctx, {ids[b]}, {speakers[b]}, in.controls);
+        const int64_t frames = alone.mel_lengths.front();
+        if (mask) {
+          EXPECT_EQ(batch.durations[b], alone.durations.front()) << "sequence " << b;
+          ASSERT_EQ(batch.mel_lengths[b], frames) << "sequence " << b;
+        }
+        if (batch.mel_lengths[b] != frames) {
+          unmasked_worst = INFINITY;
+          continue;
+        }
+        const float worst =
+            max_abs_diff(batch.mel.select(0, static_cast<int64_t>(b)).narrow(0, 0, frames),
+                         alone.mel.select(0, 0).narrow(0, 0, frames));
+        if (mask) {
+          EXPECT_LE(worst, 1e-5f) << "sequence " << b;
+        } else {
+          unmasked_worst = std::max(unmasked_worst, worst);
+        }
+      }
+    }
+    EXPECT_GT(unmasked_worst, 1e-3f) << "padding no longer reaches the unmasked outputs";
+  }
+}
+
 TEST(FastSpeech2Steps, EncodeThenDecodeIsForward) {
   Runner dev("cpu");
   for (const std::string& fixture : kCases) {

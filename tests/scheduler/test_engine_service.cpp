@@ -269,6 +269,34 @@ TEST(EngineService, SentencesOfOneLengthShareAnAcousticStep) {
   EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
 }
 
+// Sentences of different but similar lengths share an acoustic step, padded to the longest with
+// the padding masked: each stream's audio is still the one it gets alone.
+TEST(EngineService, SentencesOfSimilarLengthsShareAStepAndKeepTheirAudio) {
+  EngineService service(demo_config());
+  const std::vector<std::string> texts = {"Thank you for waiting.", "Good morning to you.",
+                                          "The rain has stopped.", "Please call me back."};
+  std::vector<std::vector<float>> alone;
+  for (const std::string& text : texts) alone.push_back(speak(service, request(text)));
+  const int64_t largest_before = service.step_counts("acoustic").largest_batch;
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (const std::string& text : texts) jobs.push_back(service.admit(request(text)));
+  std::vector<std::vector<float>> audio(jobs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      CollectingSink sink;
+      server::CancelToken cancel;
+      jobs[i]->run(sink, cancel);
+      jobs[i].reset();
+      audio[i] = sink.audio;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < texts.size(); ++i) expect_same_audio(alone[i], audio[i], texts[i]);
+  EXPECT_EQ(largest_before, 1);
+  EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
+}
+
 TEST(EngineService, FullQueueAnswers503WithRetryAfterAndServesTheAccepted) {
   EngineConfig config = demo_config();
   config.max_queue = 2;
