@@ -32,11 +32,21 @@ import time
 import urllib.parse
 import urllib.request
 
+# Sentences of varied lengths (4 to 17 words); client i asks for --sentences of them from the
+# i-th on, so neighbouring clients share some and the acoustic model sees mixed lengths.
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "Streaming speech arrives while the rest of the sentence is still being made.",
     "A server that knows its memory before it runs never runs out of it.",
     "It is ten thirty on the third of May, and the weather is fine.",
+    "Please hold.",
+    "Your order has shipped and should arrive on Thursday afternoon.",
+    "Turn left at the next light, then keep right for two miles until you see the bridge.",
+    "Thank you for calling.",
+    "The meeting moved to room four.",
+    "Seven hundred and twelve people signed up before noon, more than last year.",
+    "Good evening.",
+    "Remember to water the plants while I am away for the weekend.",
 ]
 
 
