@@ -93,6 +93,7 @@ MelChunk VocoderChunker::next_chunk() {
   chunk.skip_samples = (chunk.own_first - chunk.first_frame) * hop_;
   const bool last = finished_ && own_end == frames_appended_;
   chunk.samples = chunk.own_frames * hop_ + (last ? tail_samples_ : 0);
+  chunk.reaches_end = finished_ && end == frames_appended_;
 
   VOXD_CHECK(chunk.first_frame >= buffer_first_, "a needed frame was dropped");
   chunk.mel = Tensor::empty({n_mels_, frames}, DType::F32);

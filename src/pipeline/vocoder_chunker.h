@@ -32,6 +32,10 @@ struct MelChunk {
   // The chunk's own samples: own_frames·hop, plus, in a stream's last chunk, the samples
   // output_length() adds beyond frames·hop.
   int64_t samples = 0;
+  // Whether mel reaches the stream's end (less than R frames of right context). Otherwise its own
+  // samples depend on no frame past mel's last, so mel may be padded on the right with any frames
+  // (zeros) to batch it with longer chunks.
+  bool reaches_end = false;
 };
 
 // Cuts one stream of mel frames into MelChunks as soon as each chunk's right context is complete.

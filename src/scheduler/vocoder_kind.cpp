@@ -63,6 +63,11 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   batch.slack_s = candidates.front().slack;
   batch.voice = candidates.front().stream->voice;
   const int64_t frames = candidates.front().stream->peek_chunk(0)->mel.size(1);
+  // A chunk of `frames` joins, and so does a shorter one whose mel does not reach its stream's
+  // end: run() pads it on the right with zero frames, which leaves its own samples as they are.
+  const auto fits = [frames](const MelChunk& chunk) {
+    return chunk.mel.size(1) == frames || (!chunk.reaches_end && chunk.mel.size(1) < frames);
+  };
   // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before
   // any gets a second, and every prefix of the batch keeps each stream's chunks in order.
   const auto full = [&] { return static_cast<int64_t>(batch.items.size()) >= pacing.max_batch; };
@@ -72,7 +77,7 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
       if (full()) break;
       if (c.taken != pass || c.stream->voice != batch.voice) continue;
       const MelChunk* chunk = c.stream->peek_chunk(pass);
-      if (chunk == nullptr || chunk->mel.size(1) != frames || chunk->samples > c.room) continue;
+      if (chunk == nullptr || !fits(*chunk) || chunk->samples > c.room) continue;
       batch.items.push_back(c.stream);
       c.room -= chunk->samples;
       ++c.taken;
@@ -140,12 +145,16 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
 
   const bool graphs = use_graphs(voice, frames);
   const int64_t rows = graphs ? graph_batch(chunks) : chunks;
+  // Shorter chunks (propose() took only those that may be) are padded on the right with zeros.
   Tensor mel = Tensor::zeros({rows, n_mels, frames}, DType::F32);
-  const size_t chunk_values = static_cast<size_t>(n_mels * frames);
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const Tensor& given = batch.items[i]->ready[indices[i]].mel;
-    std::memcpy(mel.data<float>() + i * chunk_values, given.data<float>(),
-                chunk_values * sizeof(float));
+    const int64_t given_frames = given.size(1);
+    for (int64_t c = 0; c < n_mels; ++c) {
+      std::memcpy(mel.data<float>() + (static_cast<int64_t>(i) * n_mels + c) * frames,
+                  given.data<float>() + c * given_frames,
+                  static_cast<size_t>(given_frames) * sizeof(float));
+    }
   }
   Tensor audio;
   if (graphs) {

@@ -1,6 +1,7 @@
 // The vocoder's steps: HiFiGAN over mel chunks of many streams of one voice at once, all of one
-// shape (interior chunks share one, so streams in full flow batch together), in one planned arena
-// or, where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
+// shape (interior chunks share one, so streams in full flow batch together; shorter chunks that do
+// not reach their stream's end are padded on the right to join them), in one planned arena or,
+// where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
 // only while the audio waiting for its client has room for them (back-pressure).
 #pragma once
 

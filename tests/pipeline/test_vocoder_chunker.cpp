@@ -197,6 +197,50 @@ TEST_P(ChunkedVocoding, ASmallerFirstChunkGivesTheSameAudio) {
   }
 }
 
+// A chunk whose mel does not reach the stream's end may be padded on the right with zero frames
+// (to batch with longer chunks) and still yield its own samples; one that reaches the end may not.
+TEST_P(ChunkedVocoding, ChunksWithRightContextMayBePaddedOnTheRight) {
+  Vocoder v(GetParam().fixture, GetParam().backend);
+  const int64_t r = v.config.receptive_field_frames();
+  const int64_t frames = 4 * r + 3;
+  const Tensor mel = random_mel({v.config.num_mels, frames}, 13);
+  const std::vector<float> want = v.unchunked(mel);
+  VocoderChunker chunker(v.config, r, r / 2);
+  std::vector<MelChunk> chunks;
+  feed(chunker, mel, {frames}, [&](const std::vector<MelChunk>& ready) {
+    chunks.insert(chunks.end(), ready.begin(), ready.end());
+  });
+  ASSERT_GE(chunks.size(), 3u);
+  EXPECT_TRUE(chunks.back().reaches_end);
+  const int64_t pad = r + 5;
+  // The largest difference between a padded chunk's own samples and the unchunked audio.
+  const auto padded_error = [&](const MelChunk& chunk) {
+    Tensor padded = Tensor::zeros({v.config.num_mels, chunk.mel.size(1) + pad}, DType::F32);
+    const std::vector<float> values = chunk.mel.to_float_vector();
+    for (int64_t c = 0; c < v.config.num_mels; ++c) {
+      std::copy_n(values.begin() + c * chunk.mel.size(1), chunk.mel.size(1),
+                  padded.data<float>() + c * padded.size(1));
+    }
+    const std::vector<float> audio = v.unchunked(padded);
+    float worst = 0.0f;
+    for (int64_t i = 0; i < chunk.own_frames * v.config.hop_length(); ++i) {
+      const auto at = static_cast<size_t>(chunk.own_first * v.config.hop_length() + i);
+      worst =
+          std::max(worst, std::abs(audio[static_cast<size_t>(chunk.skip_samples + i)] - want[at]));
+    }
+    return worst;
+  };
+  int64_t padded_chunks = 0;
+  for (const MelChunk& chunk : chunks) {
+    EXPECT_EQ(chunk.reaches_end, chunk.first_frame + chunk.mel.size(1) == frames);
+    if (chunk.reaches_end) continue;
+    EXPECT_LE(padded_error(chunk), kTolerance) << "chunk at frame " << chunk.own_first;
+    ++padded_chunks;
+  }
+  EXPECT_GE(padded_chunks, 2);
+  EXPECT_GT(padded_error(chunks.back()), 10 * kTolerance) << "the last chunk may not be padded";
+}
+
 // R frames of context on each side reproduce a frame's audio; R / 2 frames change it by far more
 // than the tolerance, so the comparisons above would catch a chunker that cut too little context.
 // (R − 1 frames change it too, structurally, but with these random weights the farthest frames

@@ -103,6 +103,29 @@ TEST_F(StepOrder, VocoderTakesTheEarliestDeadlineFirst) {
   EXPECT_NEAR(batch.slack_s, 0.1, 1e-3);
 }
 
+// A shorter chunk joins a batch of longer ones (padded on the right) unless its mel reaches its
+// stream's end.
+TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
+  const auto lead = stream(3.0, 0.1);
+  const auto newcomer = stream(0.0, std::nullopt);
+  const auto ending = stream(3.0, 0.5);
+  with_chunks(*lead, 4);
+  with_chunks(*newcomer, 4);
+  with_chunks(*ending, 1);
+  ASSERT_NE(lead->peek_chunk(0), nullptr);
+  lead->ready.pop_front();  // its next chunk is an interior one, with context on both sides
+  const int64_t interior = lead->peek_chunk(0)->mel.size(1);
+  ASSERT_LT(newcomer->peek_chunk(0)->mel.size(1), interior);
+  ASSERT_FALSE(newcomer->peek_chunk(0)->reaches_end);
+  ASSERT_LT(ending->peek_chunk(0)->mel.size(1), interior);
+  ASSERT_TRUE(ending->peek_chunk(0)->reaches_end);
+  VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+  Pacing pacing;
+  pacing.max_batch = 2;
+  const Batch batch = kind.propose({lead, newcomer, ending}, pacing, now_);
+  EXPECT_EQ(ids(batch), (std::vector<uint64_t>{lead->id, newcomer->id}));
+}
+
 // The acoustic model serves a new stream's first sentence before the next sentence of a playing
 // stream, and of two playing streams equally far ahead, the one holding less mel first.
 TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
