@@ -880,47 +880,66 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const int64_t dim = q.size(3);
   const DType dtype = q.dtype();
   if (out.numel() == 0) return;
-  // Per sequence and chunk of queries, all heads at once: scores = scale · q·kᵀ (F32), the
-  // masked softmax into probabilities (q's dtype), out = probabilities · v: three launches per
-  // sequence, the matrix work on tensor cores.
-  const int64_t queries =
-      std::clamp<int64_t>(kScratchElements / std::max<int64_t>(heads * tk, 1), 1, tq);
-  const size_t score_count = static_cast<size_t>(heads * queries * tk);
+  // All sequences at once, per chunk of queries: per head, scores = scale · q·kᵀ (F32) over all
+  // tk keys as one gemm batched over the sequences, then one masked softmax for every row (each
+  // sequence's own key length; padded keys get probability 0), then per head out = probabilities
+  // · v batched the same way: 2·heads + 1 launches per chunk whatever the batch (a loop over the
+  // sequences made a batch of 64 short sentences launch-bound).
+  const int64_t queries = std::clamp<int64_t>(
+      kScratchElements / std::max<int64_t>(batch * heads * tk, 1), 1, std::max<int64_t>(tq, 1));
+  const size_t score_count = static_cast<size_t>(batch * heads * queries * tk);
   const ScratchBuffer scores = take(scratch, tk == 0 ? 0 : score_count * sizeof(float), op);
   const ScratchBuffer probs =
       take(scratch, tk == 0 || dtype == DType::F32 ? 0 : score_count * dtype_size(dtype), op);
   const ScratchBuffer workspace = take(scratch, tk == 0 ? 0 : kCublasWorkspaceBytes, op);
+  const ScratchBuffer lists = take(scratch, tk == 0 ? 0 : 2 * batch * sizeof(int64_t), op);
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
-  const cudaDataType type = cuda_type(dtype);
-  const int64_t row = heads * dim;  // elements between time steps
   const uint64_t nan_bits =
       dtype == DType::F32 ? 0x7fc00000u : (dtype == DType::F16 ? 0x7e00u : 0x7fc0u);
-  if (workspace.bytes() > 0) use_gemm_workspace(workspace, op);
-  void* probabilities = dtype == DType::F32 ? scores.data() : probs.data();
+  if (tk == 0) {  // no key to attend to: NaN, as the host backends give
+    cuda::fill_pattern(out.raw_data(), static_cast<int>(dtype_size(dtype)), nan_bits, out.numel(),
+                       stream, op);
+    return;
+  }
+  std::vector<int64_t> host_lists(static_cast<size_t>(2 * batch), 0);
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t key_length =
-        std::min(tk, params.key_lengths.empty() ? tk : std::max<int64_t>(params.key_lengths[b], 0));
-    const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
-    if (key_length == 0) {  // no key to attend to: NaN, as the host backends give
-      cuda::fill_pattern(element(out, b * tq * row), static_cast<int>(dtype_size(dtype)), nan_bits,
-                         tq * row, stream, op);
-      continue;
+    host_lists[static_cast<size_t>(b)] =
+        params.key_lengths.empty() ? tk : std::clamp<int64_t>(params.key_lengths[b], 0, tk);
+    if (!params.query_offsets.empty()) {
+      host_lists[static_cast<size_t>(batch + b)] = params.query_offsets[b];
     }
-    for (int64_t q0 = 0; q0 < tq; q0 += queries) {
-      const int64_t qc = std::min(queries, tq - q0);
-      // Column-major scoresᵀ [tk, qc] per head = k_hᵀ-as-stored · q_h (ld heads·dim).
-      gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, key_length, qc, dim,
-           {element(k, b * tk * row), type, row, dim},
-           {element(q, (b * tq + q0) * row), type, row, dim}, 0.0f, scores.data(), CUDA_R_32F, tk,
-           qc * tk, heads, params.scale);
-      cuda::masked_softmax(scores.as<float>(), probabilities, dtype, heads * qc, qc, tk, key_length,
-                           params.causal, offset + q0, stream, op);
-      // Column-major out_hᵀ [dim, qc] = v_hᵀ [dim, key_length] · probsᵀ [key_length, qc].
-      gemm(handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_N, dim, qc, key_length,
-           {element(v, b * tk * row), type, row, dim}, {probabilities, type, tk, qc * tk}, 0.0f,
-           element(out, (b * tq + q0) * row), type, row, dim, heads);
+  }
+  upload(lists.data(), host_lists.data(), lists.bytes(), op);
+  const int64_t* key_lengths = lists.as<int64_t>();
+  const int64_t* offsets = key_lengths + batch;
+  const cudaDataType type = cuda_type(dtype);
+  const int64_t row = heads * dim;  // elements between time steps
+  use_gemm_workspace(workspace, op);
+  void* probabilities = dtype == DType::F32 ? scores.data() : probs.data();
+  const size_t probability_bytes = dtype == DType::F32 ? sizeof(float) : dtype_size(dtype);
+  for (int64_t q0 = 0; q0 < tq; q0 += queries) {
+    const int64_t qc = std::min(queries, tq - q0);
+    // Scores and probabilities of sequence b, head h: [qc, tk] row-major at (b·heads + h)·qc·tk.
+    const int64_t per_sequence = heads * qc * tk;
+    for (int64_t h = 0; h < heads; ++h) {
+      // Column-major scoresᵀ [tk, qc] = k_hᵀ-as-stored · q_h (ld heads·dim), per sequence.
+      gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, tk, qc, dim,
+           {element(k, h * dim), type, row, tk * row},
+           {element(q, q0 * row + h * dim), type, row, tq * row}, 0.0f,
+           scores.as<float>() + h * qc * tk, CUDA_R_32F, tk, per_sequence, batch, params.scale);
+    }
+    cuda::masked_softmax(scores.as<float>(), probabilities, dtype, batch * heads * qc, heads * qc,
+                         qc, tk, key_lengths, offsets, params.causal, q0, stream, op);
+    for (int64_t h = 0; h < heads; ++h) {
+      // Column-major out_hᵀ [dim, qc] = v_hᵀ [dim, tk] · probsᵀ [tk, qc], per sequence.
+      gemm(
+          handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_N, dim, qc, tk,
+          {element(v, h * dim), type, row, tk * row},
+          {static_cast<char*>(probabilities) + static_cast<size_t>(h * qc * tk) * probability_bytes,
+           type, tk, per_sequence},
+          0.0f, element(out, q0 * row + h * dim), type, row, tq * row, batch);
     }
   }
 }

@@ -308,19 +308,22 @@ __global__ void bucketize_kernel(const float* x, int64_t count, const float* bou
 // key is visible. probs may be scores (T = float).
 template <typename T>
 __global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t rows,
-                                      int64_t rows_per_head, int64_t tk, int64_t key_length,
+                                      int64_t rows_per_sequence, int64_t rows_per_head, int64_t tk,
+                                      const int64_t* key_lengths, const int64_t* offsets,
                                       bool causal, int64_t first_query) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t sequence = r / rows_per_sequence;
+    const int64_t key_length = key_lengths[sequence];
     int64_t limit = key_length;
-    if (causal) {
-      const int64_t last = first_query + r % rows_per_head;  // the last visible key
+    if (causal) {  // the last visible key
+      const int64_t last = first_query + offsets[sequence] + r % rows_per_head;
       limit = last < 0 ? 0 : (last + 1 < limit ? last + 1 : limit);
     }
     const float* s = scores + r * tk;
     T* p = probs + r * tk;
     if (limit <= 0) {
-      for (int64_t j = threadIdx.x; j < key_length; j += blockDim.x) p[j] = from_float<T>(NAN);
+      for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) p[j] = from_float<T>(NAN);
       continue;
     }
     float local_max = -INFINITY;
@@ -329,7 +332,7 @@ __global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t row
     float local_sum = 0;
     for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) local_sum += __expf(s[j] - max_score);
     const float inv_sum = 1.0f / block_reduce<false>(local_sum, shared);
-    for (int64_t j = threadIdx.x; j < key_length; j += blockDim.x) {
+    for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
       p[j] = from_float<T>(j < limit ? __expf(s[j] - max_score) * inv_sum : 0.0f);
     }
   }
@@ -480,15 +483,17 @@ void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n
 }
 
 void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
-                    int64_t rows_per_head, int64_t tk, int64_t key_length, bool causal,
+                    int64_t rows_per_sequence, int64_t rows_per_head, int64_t tk,
+                    const int64_t* key_lengths, const int64_t* offsets, bool causal,
                     int64_t first_query, cudaStream_t stream, const char* op) {
-  if (rows == 0 || key_length == 0) return;
+  if (rows == 0 || tk == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
-  const int threads = key_length >= 256 ? 256 : (key_length >= 128 ? 128 : 64);
+  const int threads = tk >= 256 ? 256 : (tk >= 128 ? 128 : 64);
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
     masked_softmax_kernel<T><<<blocks, threads, 0, stream>>>(
-        scores, static_cast<T*>(probs), rows, rows_per_head, tk, key_length, causal, first_query);
+        scores, static_cast<T*>(probs), rows, rows_per_sequence, rows_per_head, tk, key_lengths,
+        offsets, causal, first_query);
   });
   check_launch(op);
 }

@@ -59,13 +59,15 @@ void zero_beyond_lengths(void* x, DType dtype, const int64_t* lengths, int64_t b
 void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n, int64_t* out,
                cudaStream_t stream, const char* op);
 
-// The softmax step of attention over scores [rows, tk] (F32; rows are rows_per_head queries of
-// each head, query i of a head being first_query + i in its sequence): probs [rows, tk] in
-// `dtype` (may be `scores` for F32) = softmax over the keys below key_length that the query may
-// see (with `causal`, those up to its own position), zeros for the other keys below key_length,
-// and NaN for those keys when the query sees none. Columns from key_length on are left alone.
+// The softmax step of attention over scores [rows, tk] (F32) of several sequences: rows
+// [s·rows_per_sequence, (s + 1)·rows_per_sequence) are sequence s's, rows_per_head queries of
+// each of its heads, query i of a head being first_query + offsets[s] + i in its sequence. probs
+// [rows, tk] in `dtype` (may be `scores` for F32) = softmax over the keys below key_lengths[s]
+// (device array) that the query may see (with `causal`, those up to its own position), zeros for
+// every other key up to tk, and NaN for every key when the query sees none.
 void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
-                    int64_t rows_per_head, int64_t tk, int64_t key_length, bool causal,
+                    int64_t rows_per_sequence, int64_t rows_per_head, int64_t tk,
+                    const int64_t* key_lengths, const int64_t* offsets, bool causal,
                     int64_t first_query, cudaStream_t stream, const char* op);
 
 }  // namespace voxd::cuda
