@@ -56,6 +56,16 @@ PCM_DIFFERING_FRACTION = 0.01
 CUDA_F16_RELATIVE_L2 = 1e-2
 
 
+def trickle(response):
+    """Reads `response` 16 KiB every 0.1 s (160 KiB/s: a few minutes of PCM take over a minute)
+    until it ends or its connection closes."""
+    try:
+        while response.read(16384):
+            time.sleep(0.1)
+    except (OSError, http.client.HTTPException):
+        pass
+
+
 def speech_body(text=SENTENCE, fmt="wav", stream=True, **extra):
     body = {"model": "tts-1", "input": text, "voice": "en-demo", "response_format": fmt}
     body["stream"] = stream
@@ -549,7 +559,11 @@ class LifecycleTest(unittest.TestCase):
             conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT * 20, fmt="pcm"),
                          headers={"Content-Type": "application/json"})
             res = conn.getresponse()
-            res.read(64)  # in flight; the client reads no more, so the stream cannot finish
+            res.read(64)  # in flight
+            # The client keeps reading, slowly: the stream can neither finish within the test nor
+            # be cut off by the server's 10 s write timeout, which let the drain end before the
+            # second signal on a loaded machine (a client that stops reading is cancelled).
+            threading.Thread(target=trickle, args=(res,), daemon=True).start()
             server.process.send_signal(signal.SIGINT)
             server.wait_for(lambda: any(l.get("msg") == "shutting down" for l in server.log_lines()),
                             "the server to start shutting down")
