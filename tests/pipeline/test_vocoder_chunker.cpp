@@ -11,6 +11,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/registry.h"
@@ -74,6 +75,11 @@ struct Vocoder {
         .to_float_vector();
   }
 
+  // Feeds host mel [n_mels, T] to `chunker` in `pieces` (see feed()) and vocodes the chunks as
+  // they become ready: the chunks, and their own audio concatenated.
+  std::pair<std::vector<MelChunk>, std::vector<float>> fed_and_vocoded(
+      VocoderChunker& chunker, const Tensor& mel, const std::vector<int64_t>& pieces);
+
   HifiGanConfig config;
   std::unique_ptr<Backend> backend;
   Context ctx;
@@ -94,6 +100,19 @@ void feed(VocoderChunker& chunker, const Tensor& mel, const std::vector<int64_t>
     if (offset == frames) chunker.finish();
     on_chunks(chunker.take_chunks());
   }
+}
+
+std::pair<std::vector<MelChunk>, std::vector<float>> Vocoder::fed_and_vocoded(
+    VocoderChunker& chunker, const Tensor& mel, const std::vector<int64_t>& pieces) {
+  std::vector<MelChunk> all;
+  std::vector<float> audio;
+  feed(chunker, mel, pieces, [&](const std::vector<MelChunk>& chunks) {
+    for (const std::vector<float>& own : vocode_chunks(ctx, model, chunks)) {
+      audio.insert(audio.end(), own.begin(), own.end());
+    }
+    all.insert(all.end(), chunks.begin(), chunks.end());
+  });
+  return {std::move(all), std::move(audio)};
 }
 
 // Checks that `chunks` (all of one stream of `frames` frames, in order) tile it: own frames
@@ -150,14 +169,7 @@ TEST_P(ChunkedVocoding, EqualsUnchunkedAudio) {
   for (int64_t chunk_frames : {int64_t{1}, r / 2, r + 3, frames - 1, frames + 10}) {
     SCOPED_TRACE("chunk_frames " + std::to_string(chunk_frames));
     VocoderChunker chunker(v.config, chunk_frames);
-    std::vector<MelChunk> all;
-    std::vector<float> got;
-    feed(chunker, mel, {5, 1, 0, 12, 3}, [&](const std::vector<MelChunk>& chunks) {
-      for (const std::vector<float>& audio : vocode_chunks(v.ctx, v.model, chunks)) {
-        got.insert(got.end(), audio.begin(), audio.end());
-      }
-      all.insert(all.end(), chunks.begin(), chunks.end());
-    });
+    const auto [all, got] = v.fed_and_vocoded(chunker, mel, {5, 1, 0, 12, 3});
     EXPECT_TRUE(chunker.done());
     expect_tiling(all, frames, chunk_frames, r, v.config.hop_length());
     EXPECT_EQ(all.size(), static_cast<size_t>((frames + chunk_frames - 1) / chunk_frames));
@@ -179,14 +191,7 @@ TEST_P(ChunkedVocoding, ASmallerFirstChunkGivesTheSameAudio) {
     SCOPED_TRACE("first chunk " + std::to_string(first));
     VocoderChunker chunker(v.config, chunk_frames, first);
     EXPECT_EQ(chunker.first_chunk_frames(), first);
-    std::vector<MelChunk> all;
-    std::vector<float> got;
-    feed(chunker, mel, {4, 0, 9, 2}, [&](const std::vector<MelChunk>& chunks) {
-      for (const std::vector<float>& audio : vocode_chunks(v.ctx, v.model, chunks)) {
-        got.insert(got.end(), audio.begin(), audio.end());
-      }
-      all.insert(all.end(), chunks.begin(), chunks.end());
-    });
+    const auto [all, got] = v.fed_and_vocoded(chunker, mel, {4, 0, 9, 2});
     EXPECT_TRUE(chunker.done());
     expect_tiling(all, frames, chunk_frames, r, v.config.hop_length());
     ASSERT_FALSE(all.empty());

@@ -104,6 +104,30 @@ std::vector<float> speak(EngineService& service, const server::SpeechRequest& r)
   return sink.audio;
 }
 
+// Runs each admitted job on a thread of its own, its audio into audio[i] (as many as jobs), the
+// job released when done; the caller joins the threads.
+std::vector<std::thread> start_all(std::vector<std::unique_ptr<server::SpeechJob>>& jobs,
+                                   std::vector<std::vector<float>>& audio) {
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    threads.emplace_back([&jobs, &audio, i] {
+      CollectingSink sink;
+      server::CancelToken cancel;
+      jobs[i]->run(sink, cancel);
+      jobs[i].reset();
+      audio[i] = sink.audio;
+    });
+  }
+  return threads;
+}
+
+// start_all, then waits for every job: each one's audio.
+std::vector<std::vector<float>> run_all(std::vector<std::unique_ptr<server::SpeechJob>>& jobs) {
+  std::vector<std::vector<float>> audio(jobs.size());
+  for (std::thread& t : start_all(jobs, audio)) t.join();
+  return audio;
+}
+
 // What Synthesizer makes for `text` with the same voice and chunking.
 std::vector<float> synthesize(const std::string& text, float speed = 1.0f) {
   std::unique_ptr<Backend> backend = make_backend("cpu", kThreads);
@@ -253,18 +277,7 @@ TEST(EngineService, SentencesOfOneLengthShareAnAcousticStep) {
   // Admitted back to back: the device thread is busy with the first while the rest arrive.
   std::vector<std::unique_ptr<server::SpeechJob>> jobs;
   for (int i = 0; i < 4; ++i) jobs.push_back(service.admit(request(kTexts[1])));
-  std::vector<std::vector<float>> audio(jobs.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    threads.emplace_back([&, i] {
-      CollectingSink sink;
-      server::CancelToken cancel;
-      jobs[i]->run(sink, cancel);
-      jobs[i].reset();
-      audio[i] = sink.audio;
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<std::vector<float>> audio = run_all(jobs);
   for (const auto& a : audio) expect_same_audio(alone, a, kTexts[1]);
   EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
 }
@@ -280,18 +293,7 @@ TEST(EngineService, SentencesOfSimilarLengthsShareAStepAndKeepTheirAudio) {
   const int64_t largest_before = service.step_counts("acoustic").largest_batch;
   std::vector<std::unique_ptr<server::SpeechJob>> jobs;
   for (const std::string& text : texts) jobs.push_back(service.admit(request(text)));
-  std::vector<std::vector<float>> audio(jobs.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    threads.emplace_back([&, i] {
-      CollectingSink sink;
-      server::CancelToken cancel;
-      jobs[i]->run(sink, cancel);
-      jobs[i].reset();
-      audio[i] = sink.audio;
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<std::vector<float>> audio = run_all(jobs);
   for (size_t i = 0; i < texts.size(); ++i) expect_same_audio(alone[i], audio[i], texts[i]);
   EXPECT_EQ(largest_before, 1);
   EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
@@ -384,16 +386,7 @@ TEST(EngineService, DrainFinishesInFlightWorkAndRefusesNewRequests) {
   jobs.push_back(service.admit(request(kTexts[1])));
   jobs.push_back(service.admit(request(kTexts[2])));
   std::vector<std::vector<float>> audio(jobs.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    threads.emplace_back([&, i] {
-      CollectingSink sink;
-      server::CancelToken cancel;
-      jobs[i]->run(sink, cancel);
-      jobs[i].reset();
-      audio[i] = sink.audio;
-    });
-  }
+  std::vector<std::thread> threads = start_all(jobs, audio);
   EXPECT_EQ(service.drain(std::chrono::minutes(2)), 0u);
   for (std::thread& t : threads) t.join();
   for (const auto& a : audio) expect_valid_audio(a);
