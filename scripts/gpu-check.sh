@@ -364,6 +364,12 @@ check() {
         [test_cuda_graphs]='-CaptureOnGpu.UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable')
       local log errors rc
       for t in "${TESTS[@]}"; do
+        # test_cuda_leak's 10,000 calls are for ctest alone (step 2): under the sanitizer they would
+        # run past the cap, and with every case filtered out the sanitizer fails the empty run.
+        if [[ "${filters[$t]}" == "-*" ]]; then
+          rows+=("memcheck $t|not run (step 2 ran it)")
+          continue
+        fi
         log="$logs/memcheck-$t.log"
         timeout "${MEMCHECK_TIMEOUT:-150}" "$sanitizer" --tool memcheck --leak-check full \
           --error-exitcode 99 "$DIST/bin/$t" --gtest_filter="${filters[$t]}" >"$log" 2>&1
