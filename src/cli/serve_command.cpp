@@ -259,7 +259,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.max_batch = max_batch;
   config.max_queue = max_queue;
   config.chunk_frames = chunk_frames;
-  config.first_chunk_frames = std::min(first_chunk_frames, chunk_frames);
+  config.first_chunk_frames = first_chunk_frames;
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;

@@ -47,10 +47,10 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   std::vector<Candidate> candidates;
   for (const std::shared_ptr<Stream>& stream : streams) {
     if (!stream->running() || stream->sentences.empty()) continue;
-    if (stream->held_mel_frames() > stream->lookahead_frames) continue;
+    const int64_t held = stream->held_mel_frames();
+    if (held > stream->lookahead_frames) continue;
     // The mel a stream holds is audio on its way: its next sentence is needed that much later.
-    const double held_s = static_cast<double>(stream->held_mel_frames() *
-                                              stream->voice->config.vocoder.hop_length()) /
+    const double held_s = static_cast<double>(held * stream->voice->config.vocoder.hop_length()) /
                           static_cast<double>(stream->sample_rate);
     candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s) + held_s});
   }
@@ -130,32 +130,28 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
     encoded = Clock::now();
     decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, budget, out);
   }
-  server::log_event(spdlog::level::debug, "acoustic step",
-                    {{"sentences", n},
-                     {"phonemes", longest(batch, n)},
-                     {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
-                     {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()}});
+  if (spdlog::should_log(spdlog::level::debug)) {
+    server::log_event(
+        spdlog::level::debug, "acoustic step",
+        {{"sentences", n},
+         {"phonemes", longest(batch, n)},
+         {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
+         {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()}});
+  }
   for (const auto& stream : batch.items) stream->sentences.pop_front();
   return out;
 }
 
 void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budget) {
-  constexpr int64_t kSymbols = 16;
-  const FastSpeech2& model = voice.voice->acoustic();
-  const std::vector<std::vector<int64_t>> ids = {
-      std::vector<int64_t>(kSymbols, std::min<int64_t>(1, model.n_symbols() - 1))};
-  const AcousticPlan& encoder = plan(voice, 1, kSymbols, 1);
-  if (!budget.fits(MemoryBudget::footprint(encoder.encoder.bytes(), encoder.hidden_bytes))) return;
-  SynthesisControls controls;
-  controls.mask_padding = true;
-  const AcousticEncoding encoding = run_acoustic_encoder_step(
-      runtime_.backend(), runtime_.allocator(), model, ids, {}, controls, encoder.encoder);
-  const int64_t frames = encoding.mel_lengths.front();
-  if (frames == 0) return;
-  const ArenaLayout decoder = plan(voice, 1, kSymbols, frames).decoder;
-  if (!budget.fits(MemoryBudget::footprint(decoder.bytes()))) return;
-  (void)run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), model, encoding,
-                                  controls, decoder);
+  // A step as run() takes it, for a made-up stream of one 16-symbol sentence.
+  auto stream = std::make_shared<Stream>();
+  stream->voice = &voice;
+  stream->sample_rate = voice.config.sample_rate;
+  stream->sentences.emplace_back(16, std::min<int64_t>(1, voice.voice->acoustic().n_symbols() - 1));
+  Batch batch;
+  batch.voice = &voice;
+  batch.items = {stream};
+  if (budget.fits(footprint(batch, 1))) (void)run(batch, budget);
 }
 
 void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,

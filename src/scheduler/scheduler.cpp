@@ -338,14 +338,16 @@ void Scheduler::loop() {
     const double seconds = seconds_between(started, Clock::now());
     const uint64_t available = budget_.available();
     lock.lock();
-    server::log_event(spdlog::level::debug, "step",
-                      {{"kind", chosen->name()},
-                       {"urgency", urgency_name(best.urgency)},
-                       {"proposed", proposed},
-                       {"items", best.items.size()},
-                       {"admission_s", admission.seconds},
-                       {"seconds", seconds},
-                       {"streams", streams_.size()}});
+    if (spdlog::should_log(spdlog::level::debug)) {  // no fields built on the hot path otherwise
+      server::log_event(spdlog::level::debug, "step",
+                        {{"kind", chosen->name()},
+                         {"urgency", urgency_name(best.urgency)},
+                         {"proposed", proposed},
+                         {"items", best.items.size()},
+                         {"admission_s", admission.seconds},
+                         {"seconds", seconds},
+                         {"streams", streams_.size()}});
+    }
     step_running_ = false;
     budget_bytes_.store(available);
     if (error) {

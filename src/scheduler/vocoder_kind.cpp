@@ -97,6 +97,14 @@ bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
          frames == chunk_frames_ + 2 * voice.config.vocoder.receptive_field_frames();
 }
 
+VocoderGraphs& VocoderKind::graphs_of(VoiceEntry& voice, int64_t frames) {
+  if (!voice.graphs) {
+    voice.graphs = std::make_unique<VocoderGraphs>(runtime_.persistent_context(),
+                                                   voice.voice->vocoder(), frames);
+  }
+  return *voice.graphs;
+}
+
 ArenaLayout VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
   const auto key = std::make_tuple(&voice, chunks, frames);
   auto at = plans_.find(key);
@@ -158,10 +166,7 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   }
   Tensor audio;
   if (graphs) {
-    if (!voice.graphs)
-      voice.graphs =
-          std::make_unique<VocoderGraphs>(runtime_.persistent_context(), vocoder, frames);
-    audio = voice.graphs->run(mel);
+    audio = graphs_of(voice, frames).run(mel);
     voice.graph_batches.insert(rows);
   } else {
     audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
@@ -205,10 +210,7 @@ void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget&
   for (int64_t rows = 1; rows <= graph_batch(pacing.max_batch); rows *= 2) {
     if (voice.graph_batches.contains(rows)) continue;
     if (!budget.fits(MemoryBudget::footprint(plan(voice, rows, frames).bytes()))) break;
-    if (!voice.graphs)
-      voice.graphs =
-          std::make_unique<VocoderGraphs>(runtime_.persistent_context(), vocoder, frames);
-    (void)voice.graphs->run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
+    (void)graphs_of(voice, frames).run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
     voice.graph_batches.insert(rows);
   }
 }

@@ -41,6 +41,9 @@ class VocoderKind final : public StepKind {
   static int64_t frames_of(const Batch& batch);
   // Whether chunks of `frames` of `voice` run through recorded graphs.
   bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
+  // `voice`'s graphs for interior chunks of `frames`, made (in the runtime's persistent context)
+  // on first use.
+  VocoderGraphs& graphs_of(VoiceEntry& voice, int64_t frames);
   // plan_vocoder of `voice` at (chunks, frames), cached.
   ArenaLayout plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
 

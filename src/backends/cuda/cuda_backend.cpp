@@ -918,7 +918,6 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const int64_t row = heads * dim;  // elements between time steps
   use_gemm_workspace(workspace, op);
   void* probabilities = dtype == DType::F32 ? scores.data() : probs.data();
-  const size_t probability_bytes = dtype == DType::F32 ? sizeof(float) : dtype_size(dtype);
   for (int64_t q0 = 0; q0 < tq; q0 += queries) {
     const int64_t qc = std::min(queries, tq - q0);
     // Scores and probabilities of sequence b, head h: [qc, tk] row-major at (b·heads + h)·qc·tk.
@@ -937,7 +936,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
       gemm(
           handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_N, dim, qc, tk,
           {element(v, h * dim), type, row, tk * row},
-          {static_cast<char*>(probabilities) + static_cast<size_t>(h * qc * tk) * probability_bytes,
+          {static_cast<char*>(probabilities) + static_cast<size_t>(h * qc * tk) * dtype_size(dtype),
            type, tk, per_sequence},
           0.0f, element(out, q0 * row + h * dim), type, row, tq * row, batch);
     }
