@@ -1,8 +1,12 @@
 #include "cli/monitor_command.h"
 
-#include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -41,16 +45,80 @@ struct Reading {
   Scrape metrics;
 };
 
+// GET requests to one http://host:port server, a connection each, with timeouts.
+class HttpClient {
+ public:
+  // Throws InputError unless `url` is http://host or http://host:port (a trailing / is fine).
+  explicit HttpClient(const std::string& url) {
+    constexpr std::string_view kScheme = "http://";
+    std::string rest = url.starts_with(kScheme) ? url.substr(kScheme.size()) : "";
+    if (!rest.empty() && rest.back() == '/') rest.pop_back();
+    const size_t colon = rest.rfind(':');
+    host_ = colon == std::string::npos ? rest : rest.substr(0, colon);
+    port_ = colon == std::string::npos ? "80" : rest.substr(colon + 1);
+    const bool port_ok =
+        !port_.empty() && port_.size() <= 5 && std::all_of(port_.begin(), port_.end(), ::isdigit);
+    if (host_.empty() || rest.find('/') != std::string::npos || !port_ok) {
+      throw InputError("--url " + url + " is not an http://host:port address");
+    }
+  }
+
+  struct Response {
+    int status = 0;
+    std::string body;
+  };
+
+  // GET `path` with `bearer` as the API key (none when empty). Throws Error naming the reason
+  // when the server cannot be reached or does not answer within 10 s.
+  Response get(const std::string& path, const std::string& bearer) const {
+    namespace net = boost::asio;
+    namespace beast = boost::beast;
+    namespace http = beast::http;
+    net::io_context io;
+    net::ip::tcp::resolver resolver(io);
+    beast::tcp_stream stream(io);
+    beast::flat_buffer buffer;
+    http::request<http::empty_body> request{http::verb::get, path, 11};
+    request.set(http::field::host, host_);
+    request.set(http::field::connection, "close");
+    if (!bearer.empty()) request.set(http::field::authorization, "Bearer " + bearer);
+    http::response<http::string_body> response;
+    beast::error_code failure;
+    resolver.async_resolve(host_, port_, [&](beast::error_code ec, const auto& endpoints) {
+      if (ec) {
+        failure = ec;
+        return;
+      }
+      stream.expires_after(std::chrono::seconds(10));
+      stream.async_connect(endpoints, [&](beast::error_code connect_ec, const auto&) {
+        if (connect_ec) {
+          failure = connect_ec;
+          return;
+        }
+        http::async_write(stream, request, [&](beast::error_code write_ec, size_t) {
+          if (write_ec) {
+            failure = write_ec;
+            return;
+          }
+          http::async_read(stream, buffer, response,
+                           [&](beast::error_code read_ec, size_t) { failure = read_ec; });
+        });
+      });
+    });
+    io.run();
+    if (failure)
+      throw Error("cannot reach http://" + host_ + ":" + port_ + path + ": " + failure.message());
+    return {static_cast<int>(response.result_int()), std::move(response.body())};
+  }
+
+ private:
+  std::string host_;
+  std::string port_;
+};
+
 class Server {
  public:
-  explicit Server(const MonitorOptions& options) : options_(options), client_(options.url) {
-    if (!client_.is_valid()) {
-      throw InputError("--url " + options.url + " is not an http://host:port address");
-    }
-    client_.set_connection_timeout(5);
-    client_.set_read_timeout(10);
-    if (!options.api_key.empty()) client_.set_bearer_token_auth(options.api_key);
-  }
+  explicit Server(const MonitorOptions& options) : options_(options), client_(options.url) {}
 
   Reading read() {
     Reading reading;
@@ -65,24 +133,21 @@ class Server {
 
  private:
   std::string get(const std::string& path) {
-    const auto res = client_.Get(path.c_str());
-    if (!res) {
-      throw Error("cannot reach " + options_.url + path + ": " + httplib::to_string(res.error()));
-    }
-    if (res->status != 200) {
-      std::string message = res->body;
-      const json body = json::parse(res->body, nullptr, false);
+    const HttpClient::Response res = client_.get(path, options_.api_key);
+    if (res.status != 200) {
+      std::string message = res.body;
+      const json body = json::parse(res.body, nullptr, false);
       if (body.is_object() && body.contains("error") && body["error"].contains("message")) {
         message = body["error"]["message"].get<std::string>();
       }
-      throw Error(options_.url + path + " answered " + std::to_string(res->status) + ": " +
-                  message + (res->status == 401 ? " (give the key with --api-key)" : ""));
+      throw Error(options_.url + path + " answered " + std::to_string(res.status) + ": " + message +
+                  (res.status == 401 ? " (give the key with --api-key)" : ""));
     }
-    return res->body;
+    return res.body;
   }
 
   const MonitorOptions& options_;
-  httplib::Client client_;
+  HttpClient client_;
 };
 
 std::string bytes_of(const json& object, const char* key) {

@@ -58,7 +58,11 @@ struct ServeCommand::Settings {
   size_t max_header_bytes = server::HttpConfig{}.max_header_bytes;
   size_t max_input_chars = server::HttpConfig{}.max_input_chars;
   size_t max_connections = server::HttpConfig{}.max_connections;
-  size_t max_waiting_connections = server::HttpConfig{}.max_waiting_connections;
+  int http_threads = server::HttpConfig{}.threads;
+  double header_timeout_s = server::HttpConfig{}.header_timeout_s;
+  double read_timeout_s = server::HttpConfig{}.read_timeout_s;
+  double write_timeout_s = server::HttpConfig{}.write_timeout_s;
+  double keep_alive_timeout_s = server::HttpConfig{}.keep_alive_timeout_s;
   double grace_period_s = 30;
   std::string log_format = "text";
   std::string log_level = "info";
@@ -233,8 +237,9 @@ std::string ServeCommand::Settings::as_config_file() const {
   out << "cors-origin = " << toml_list(cors_origins) << "\n"
       << "max-body-bytes = " << max_body_bytes << "\nmax-header-bytes = " << max_header_bytes
       << "\nmax-input-chars = " << max_input_chars << "\nmax-connections = " << max_connections
-      << "\nmax-waiting-connections = " << max_waiting_connections
-      << "\ngrace-period = " << grace_period_s
+      << "\nhttp-threads = " << http_threads << "\nheader-timeout = " << header_timeout_s
+      << "\nread-timeout = " << read_timeout_s << "\nwrite-timeout = " << write_timeout_s
+      << "\nkeep-alive-timeout = " << keep_alive_timeout_s << "\ngrace-period = " << grace_period_s
       << "\nlog-format = " << nlohmann::json(log_format).dump()
       << "\nlog-level = " << nlohmann::json(log_level).dump()
       << "\nleak-check-interval = " << leak_check_interval_s
@@ -281,7 +286,11 @@ server::HttpConfig ServeCommand::Settings::http_config() const {
   config.max_header_bytes = max_header_bytes;
   config.max_input_chars = max_input_chars;
   config.max_connections = max_connections;
-  config.max_waiting_connections = max_waiting_connections;
+  config.threads = http_threads;
+  config.header_timeout_s = header_timeout_s;
+  config.read_timeout_s = read_timeout_s;
+  config.write_timeout_s = write_timeout_s;
+  config.keep_alive_timeout_s = keep_alive_timeout_s;
   return config;
 }
 
@@ -349,13 +358,29 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   add_setting(c, "max-connections", s.max_connections,
-              "Connections served at once (one thread each)")
+              "Connections open at once; beyond that 503 and closed")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  add_setting(c, "max-waiting-connections", s.max_waiting_connections,
-              "Connections waiting for a thread; beyond that 503")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  add_setting(c, "http-threads", s.http_threads,
+              "Threads serving every connection (0: min(4, cores))")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 256));
+  add_setting(c, "header-timeout", s.header_timeout_s,
+              "Seconds from a request's first byte to its last header; then 408 and closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
+  add_setting(c, "read-timeout", s.read_timeout_s,
+              "Seconds from a request's last header to the end of its body; then 408 and closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
+  add_setting(c, "write-timeout", s.write_timeout_s,
+              "Seconds one write may wait for a client that does not read; then it is cut off")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
+  add_setting(c, "keep-alive-timeout", s.keep_alive_timeout_s,
+              "Seconds an idle kept-alive connection stays open")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
   add_setting(c, "grace-period", s.grace_period_s,
               "Seconds in-flight requests get to finish after SIGTERM/SIGINT")
       ->capture_default_str()

@@ -24,9 +24,8 @@ class EngineJob final : public server::SpeechJob {
   EngineJob& operator=(const EngineJob&) = delete;
 
   int64_t sample_rate() const override { return stream_->sample_rate; }
-  void run(server::SpeechSink& sink, const server::CancelToken& cancel) override {
-    scheduler_.run(*stream_, sink, cancel);
-  }
+  void start(std::function<void()> wake) override { scheduler_.watch(*stream_, std::move(wake)); }
+  bool take(std::vector<float>& samples) override { return scheduler_.take(*stream_, samples); }
 
  private:
   Scheduler& scheduler_;
@@ -115,8 +114,11 @@ nlohmann::json EngineService::memory_summary_json() const {
   return runtime_->memory_summary_json();
 }
 
-void EngineService::collect_metrics(server::MetricsRegistry& registry) {
+void EngineService::bind_metrics(server::MetricsRegistry& registry) {
   scheduler_->bind_metrics(registry);
+}
+
+void EngineService::collect_metrics(server::MetricsRegistry& registry) {
   const SchedulerLoad now = scheduler_->load();
   registry.gauge("voxd_engine_queue_depth", "Speech requests admitted and not finished.")
       .set(static_cast<double>(now.admitted));

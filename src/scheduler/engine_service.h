@@ -59,6 +59,7 @@ class EngineService final : public server::SpeechService {
   server::Readiness readiness() const override;
   std::string memory_summary_text() const override;
   nlohmann::json memory_summary_json() const override;
+  void bind_metrics(server::MetricsRegistry& registry) override;
   void collect_metrics(server::MetricsRegistry& registry) override;
   std::unique_ptr<server::SpeechJob> admit(const server::SpeechRequest& request) override;
 

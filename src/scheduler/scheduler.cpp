@@ -18,7 +18,7 @@ namespace {
 
 using server::ApiError;
 
-// How often a waiting connection thread looks at its client, and the device thread at deadlines.
+// How often an idle device thread looks at the streams' deadlines.
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
 ApiError shutting_down() {
@@ -151,67 +151,33 @@ std::optional<ApiError> Scheduler::refusal_locked() const {
   return error;
 }
 
-void Scheduler::run(Stream& stream, server::SpeechSink& sink, const server::CancelToken& cancel) {
-  std::unique_lock lock(mutex_);
-  const auto cancel_stream = [&] {
-    if (stream.running()) {
-      stream.state = Stream::State::kCancelled;
-      stream.audio.clear();
-      stream.buffered_samples = 0;
-      work_.notify_one();
-    }
-  };
-  for (;;) {
-    if (stream.state == Stream::State::kFailed) std::rethrow_exception(stream.error);
-    if (stream.state != Stream::State::kRunning) return;
-    if (cancel.cancelled()) {
-      cancel_stream();
-      return;
-    }
-    if (!stream.audio.empty()) {
-      std::deque<std::vector<float>> taken;
-      taken.swap(stream.audio);
-      stream.buffered_samples = 0;
-      work_.notify_one();
-      lock.unlock();
-      bool connected = true;
-      for (const std::vector<float>& audio : taken) {
-        if (!sink.write(audio)) {
-          connected = false;
-          break;
-        }
-      }
-      lock.lock();
-      if (!connected) {
-        cancel_stream();
-        return;
-      }
-      continue;
-    }
-    if (stream.finished_making) {
-      stream.state = Stream::State::kDone;
-      work_.notify_one();
-      return;
-    }
-    const Clock::time_point now = Clock::now();
-    if (now >= stream.deadline) {
-      fail(stream, std::make_exception_ptr(timed_out(options_.request_timeout)));
-      continue;
-    }
-    if (stream.wake.wait_until(lock, std::min(stream.deadline, now + kPoll)) ==
-        std::cv_status::timeout) {
-      lock.unlock();
-      const bool connected = sink.connected();
-      lock.lock();
-      if (!connected) cancel_stream();
-    }
+void Scheduler::watch(Stream& stream, std::function<void()> wake) {
+  std::lock_guard lock(mutex_);
+  stream.wake = std::move(wake);
+}
+
+bool Scheduler::take(Stream& stream, std::vector<float>& samples) {
+  std::lock_guard lock(mutex_);
+  if (stream.state == Stream::State::kFailed) std::rethrow_exception(stream.error);
+  if (stream.state != Stream::State::kRunning) return true;
+  if (!stream.audio.empty()) {
+    const std::vector<float>& piece = stream.audio.front();
+    samples.insert(samples.end(), piece.begin(), piece.end());
+    stream.buffered_samples -= static_cast<int64_t>(piece.size());
+    stream.audio.pop_front();
+    work_.notify_one();  // room under the stream's back-pressure bound
   }
+  if (!stream.finished_making || !stream.audio.empty()) return false;
+  stream.state = Stream::State::kDone;
+  work_.notify_one();
+  return true;
 }
 
 void Scheduler::release(Stream& stream) {
   {
     std::lock_guard lock(mutex_);
     const Clock::time_point now = Clock::now();
+    stream.wake = nullptr;
     if (stream.running()) {
       stream.state = Stream::State::kCancelled;
       stream.audio.clear();
@@ -477,7 +443,7 @@ void Scheduler::deliver(const StepKind&, const Batch& batch, StepOutput& output)
   }
   for (Stream* stream : touched) {
     update_mirrors(*stream);
-    stream->wake.notify_all();
+    if (stream->wake) stream->wake();
   }
 }
 
@@ -487,7 +453,7 @@ void Scheduler::fail(Stream& stream, std::exception_ptr error) {
   stream.error = std::move(error);
   stream.audio.clear();
   stream.buffered_samples = 0;
-  stream.wake.notify_all();
+  if (stream.wake) stream.wake();
   work_.notify_one();
 }
 

@@ -1,11 +1,11 @@
 // The one place that decides what runs next on the device. A single device thread does all model
-// work (contexts and backends are not thread-safe); connection threads only wait for their
-// stream's audio and write it. Each iteration the thread drops streams that ended, asks each
-// StepKind (acoustic, vocoder; an autoregressive decoder later) for its most urgent batch, picks
-// the most urgent of those (earliest deadline first: the least slack before a stream keeps its
-// listener waiting, whether for its first audio or because playback caught up; on ties the kind
-// registered first), shrinks it until its planned workspace fits the memory budget, runs it and
-// hands the audio to the streams (docs/scheduler.md).
+// work (contexts and backends are not thread-safe); the HTTP layer's threads are woken when their
+// stream has audio and take it without blocking. Each iteration the thread drops streams that
+// ended, asks each StepKind (acoustic, vocoder; an autoregressive decoder later) for its most
+// urgent batch, picks the most urgent of those (earliest deadline first: the least slack before a
+// stream keeps its listener waiting, whether for its first audio or because playback caught up; on
+// ties the kind registered first), shrinks it until its planned workspace fits the memory budget,
+// runs it and hands the audio to the streams (docs/scheduler.md).
 #pragma once
 
 #include <atomic>
@@ -87,11 +87,14 @@ class Scheduler {
                                 float speed);
   // Any thread: the error admit() would throw now for a full queue or a draining scheduler.
   std::optional<server::ApiError> refusal() const;
-  // The connection thread: writes the stream's audio into `sink` as it is made and returns when
-  // all of it is written, or once `cancel` trips or the sink's client is gone. Rethrows the
-  // stream's failure (ApiError 504 past its deadline, 503 when the server stops, 413 for a
-  // sentence that does not fit memory, or the step's exception).
-  void run(Stream& stream, server::SpeechSink& sink, const server::CancelToken& cancel);
+  // Any thread: calls `wake` (under the scheduler's lock; it must only post work elsewhere)
+  // whenever take() may have news for `stream`: audio, its end, a failure.
+  void watch(Stream& stream, std::function<void()> wake);
+  // Any thread, never blocks: appends the oldest piece of the stream's audio not yet taken (one
+  // step's) to `samples` and returns true once the stream has ended and all of it is taken.
+  // Rethrows the stream's failure (ApiError 504 past its deadline, 503 when the server stops, 413
+  // for a sentence that does not fit memory, or the step's exception).
+  bool take(Stream& stream, std::vector<float>& samples);
   // The stream's job is gone: its queue slot is free; unfinished work is cancelled.
   void release(Stream& stream);
 
@@ -134,7 +137,7 @@ class Scheduler {
   std::optional<server::ApiError> refusal_locked() const;
   // Under the lock: hands a step's output to its streams.
   void deliver(const StepKind& kind, const Batch& batch, StepOutput& output);
-  // Under the lock: ends `stream` with `error` (and wakes its connection thread).
+  // Under the lock: ends `stream` with `error` (and wakes its watcher).
   void fail(Stream& stream, std::exception_ptr error);
   void update_mirrors(Stream& stream);
   void record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk);

@@ -1,14 +1,14 @@
 // One admitted request as the scheduler sees it: the sentences still to go through the acoustic
-// model, the mel waiting for the vocoder, and the audio made and not yet taken by the connection
-// thread. The connection thread and the device thread share it through the Scheduler's mutex;
-// the fields marked "device thread" are touched by the device thread alone.
+// model, the mel waiting for the vocoder, and the audio made and not yet taken by the HTTP layer.
+// The HTTP layer's threads and the device thread share it through the Scheduler's mutex; the
+// fields marked "device thread" are touched by the device thread alone.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -48,7 +48,7 @@ struct Stream {
   // Under the scheduler's mutex.
   State state = State::kRunning;
   std::exception_ptr error;              // why, when kFailed
-  std::deque<std::vector<float>> audio;  // made, not yet taken by the connection thread
+  std::deque<std::vector<float>> audio;  // made, not yet taken by the HTTP layer
   int64_t buffered_samples = 0;          // in `audio`
   int64_t produced_samples = 0;          // ever made
   std::optional<Clock::time_point> first_audio;
@@ -56,7 +56,9 @@ struct Stream {
   int64_t pending_sentences = 0;        // sentences.size()
   int64_t largest_sentence_frames = 0;  // of the sentences through the acoustic model so far
   bool finished_making = false;         // every sentence vocoded: `audio` is all there will be
-  std::condition_variable wake;         // the connection thread waits on it
+  // Called (under the mutex) when the stream has news for Scheduler::take: audio, its end, a
+  // failure. Empty before Scheduler::watch and after Scheduler::release.
+  std::function<void()> wake;
 
   bool running() const { return state == State::kRunning; }
   // Seconds of audio made beyond what a listener who started at the first audio has heard by

@@ -1,51 +1,59 @@
 #include "server/http_api.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <cmath>
 #include <condition_variable>
-#include <exception>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/audio_encoder.h"
-#include "server/connection_queue.h"
+#include "server/base64.h"
+#include "server/http_connection.h"
 #include "server/logging.h"
 
 namespace voxd::server {
 namespace {
 
+namespace net = boost::asio;
+using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
-using httplib::Request;
-using httplib::Response;
-using HandlerResponse = httplib::Server::HandlerResponse;
 using nlohmann::json;
+using tcp = net::ip::tcp;
 
-constexpr const char* kSpeechPath = "/v1/audio/speech";
-// cpp-httplib 0.11's own limits (compiled into the library).
-constexpr size_t kLibraryUriLimit = 8192;
-constexpr size_t kLibraryFormBodyLimit = 8192;
+constexpr std::string_view kSpeechPath = "/v1/audio/speech";
+constexpr std::string_view kModelPrefix = "/v1/models/";
+// Connections over max_connections are answered 503 by a small writer each; beyond this many at
+// once they are closed unanswered.
+constexpr size_t kMaxRejecting = 256;
+constexpr std::chrono::milliseconds kRejectTimeout{1000};
+// After the grace, how long cancelled replies get to send their ends, and how long the
+// connections get to close, before the threads are stopped regardless.
+constexpr std::chrono::milliseconds kCancelTime{1000};
+constexpr std::chrono::milliseconds kCloseTime{2000};
 
-// The request being handled on this thread (a connection's requests run on one thread, its
-// streamed response included), for the latency histogram and the access log.
-struct RequestState {
-  bool started = false;
-  Clock::time_point start;
-  std::string id;
-  // Added to the access log line (voice, chars, ttfa_ms, ...), in this order.
-  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
-};
-thread_local RequestState t_request;
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
+}
 
 // "<8 hex digits of this process>-<counter>": unique within a run, different across restarts.
 std::string new_request_id() {
@@ -59,9 +67,14 @@ std::string new_request_id() {
   return prefix + "-" + std::to_string(next.fetch_add(1));
 }
 
+std::string header_value(const RequestHead& head, std::string_view name) {
+  const auto at = head.find(name);
+  return at == head.end() ? std::string() : std::string(at->value());
+}
+
 // A client's X-Request-Id when it is short and printable, else a new one.
-std::string request_id(const Request& req) {
-  const std::string given = req.get_header_value("X-Request-Id");
+std::string request_id(const RequestHead& head) {
+  const std::string given = header_value(head, "X-Request-Id");
   const bool usable =
       !given.empty() && given.size() <= 64 &&
       std::all_of(given.begin(), given.end(), [](char c) { return c > ' ' && c < 127; });
@@ -83,15 +96,25 @@ std::string json_text(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-void send_json(Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(json_text(body), "application/json");
+HttpResponse json_response(http::status status, const json& body) {
+  HttpResponse res{status, 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = json_text(body);
+  return res;
 }
 
-void send_error(Response& res, const ApiError& error) {
-  send_json(res, error.status, error.body());
-  if (error.retry_after_s) res.set_header("Retry-After", std::to_string(*error.retry_after_s));
-  if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+HttpResponse text_response(std::string body, std::string_view content_type) {
+  HttpResponse res{http::status::ok, 11};
+  res.set(http::field::content_type, content_type);
+  res.body() = std::move(body);
+  return res;
+}
+
+HttpResponse error_response(const ApiError& error) {
+  HttpResponse res = json_response(static_cast<http::status>(error.status), error.body());
+  if (error.retry_after_s) res.set(http::field::retry_after, std::to_string(*error.retry_after_s));
+  if (error.status == 401) res.set(http::field::www_authenticate, "Bearer");
+  return res;
 }
 
 ApiError error(int status, std::string message, std::string type,
@@ -101,6 +124,13 @@ ApiError error(int status, std::string message, std::string type,
   e.message = std::move(message);
   e.type = std::move(type);
   e.code = std::move(code);
+  return e;
+}
+
+ApiError shutting_down() {
+  ApiError e = error(503, "the server is shutting down; retry on another instance", "server_error",
+                     "shutting_down");
+  e.retry_after_s = 1;
   return e;
 }
 
@@ -114,261 +144,773 @@ bool same_key(std::string_view given, std::string_view key) {
   return diff == 0;
 }
 
-// A request path as shown in messages: at most 200 bytes.
-std::string shown_path(const std::string& path) {
-  return path.size() <= 200 ? path : path.substr(0, 200) + "...";
+// A request path as shown in messages and logs: at most 200 bytes.
+std::string shown_path(std::string_view path) {
+  return path.size() <= 200 ? std::string(path) : std::string(path.substr(0, 200)) + "...";
 }
 
-// Sends a job's audio as chunks of a chunked response, encoding as it goes.
-class ChunkedSink final : public SpeechSink {
- public:
-  ChunkedSink(AudioEncoder& encoder, httplib::DataSink& sink, CancelToken& cancel,
-              std::function<void(size_t)> on_audio)
-      : encoder_(encoder), sink_(sink), cancel_(cancel), on_audio_(std::move(on_audio)) {}
+std::string_view path_of(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
 
-  bool write(std::span<const float> samples) override {
-    if (cancel_.cancelled()) return false;
-    if (samples.empty()) return true;
-    on_audio_(samples.size());
-    bytes_.clear();
-    encoder_.write(samples, bytes_);
-    // An empty write would end cpp-httplib's chunked stream.
-    if (!bytes_.empty() && !sink_.write(bytes_.data(), bytes_.size())) {
-      cancel_.cancel();
-      return false;
+// The value of `name` in a request target's query string ("" when absent).
+std::string query_value(std::string_view target, std::string_view name) {
+  const size_t question = target.find('?');
+  if (question == std::string_view::npos) return "";
+  std::string_view query = target.substr(question + 1);
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    if (pair.substr(0, pair.find('=')) == name && pair.size() > name.size()) {
+      return std::string(pair.substr(name.size() + 1));
     }
-    return true;
+    if (pair.size() == query.size()) break;
+    query.remove_prefix(pair.size() + 1);
   }
+  return "";
+}
 
-  bool connected() override {
-    if (!cancel_.cancelled() && !sink_.is_writable()) cancel_.cancel();
-    return !cancel_.cancelled();
-  }
+// The outcome of a speech request, as voxd_speech_requests_total counts it and the access log
+// shows it.
+std::string outcome_of(const ApiError& e) {
+  if (e.code == "shutting_down") return "cancelled";
+  if (e.status == 503 || e.status == 429) return "rejected";
+  return e.status < 500 ? "client_error" : "failed";
+}
 
-  // Sends the encoder's last bytes and the end of the stream; false when the client has gone.
-  bool finish() {
-    bytes_.clear();
-    encoder_.finish(bytes_);
-    if (!bytes_.empty() && !sink_.write(bytes_.data(), bytes_.size())) return false;
-    sink_.done();
-    return true;
-  }
+bool wants_events(const SpeechRequest&) {
+  return false;
+}
 
- private:
-  AudioEncoder& encoder_;
-  httplib::DataSink& sink_;
-  CancelToken& cancel_;
-  std::function<void(size_t)> on_audio_;
-  std::string bytes_;
-};
+bool has_instructions(const SpeechRequest&) {
+  return false;
+}
 
-// Collects a job's audio into one file.
-class FileSink final : public SpeechSink {
- public:
-  FileSink(AudioEncoder& encoder, const CancelToken& cancel, std::function<void(size_t)> on_audio)
-      : encoder_(encoder), cancel_(cancel), on_audio_(std::move(on_audio)) {}
-
-  bool write(std::span<const float> samples) override {
-    if (cancel_.cancelled()) return false;
-    if (samples.empty()) return true;
-    on_audio_(samples.size());
-    encoder_.write(samples, file_);
-    return true;
-  }
-
-  bool connected() override { return !cancel_.cancelled(); }
-
-  // The complete file.
-  std::string finish() {
-    encoder_.finish(file_);
-    return std::move(file_);
-  }
-
- private:
-  AudioEncoder& encoder_;
-  const CancelToken& cancel_;
-  std::function<void(size_t)> on_audio_;
-  std::string file_;
+// What the access log, the request metrics and the response headers need of one request.
+struct RequestInfo {
+  std::string id;
+  std::string method;
+  std::string path;   // as shown: at most 200 bytes
+  std::string route;  // the metrics label: a known route or "other"
+  std::string origin;
+  Clock::time_point start = Clock::now();
+  // Added to the access log line (voice, chars, ttfa_ms, ...), in this order.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 
 }  // namespace
 
-class HttpApi::Impl {
+class HttpApi::Impl final : public RequestHandler {
  public:
-  Impl(HttpConfig config, SpeechService& service, MetricsRegistry& metrics)
-      : config_(std::move(config)), service_(service), metrics_(metrics) {
-    install();
-  }
+  Impl(HttpConfig config, SpeechService& service, MetricsRegistry& metrics);
 
-  httplib::Server server;
-  // The socket the server listens on, once bound (the last one set_socket_options saw).
-  std::atomic<socket_t> listening_socket{INVALID_SOCKET};
-
-  const HttpConfig& config() const { return config_; }
-
-  // From now on requests are answered 503 shutting_down (see HttpApi::stop_accepting).
-  void start_draining() { draining_.store(true); }
-
-  // Waits up to `grace` for every speech request to end; true when they all did.
-  bool wait_for_speech(Clock::duration grace) {
-    std::unique_lock lock(running_mutex_);
-    return speech_ended_.wait_for(lock, grace, [this] { return running_.empty(); });
-  }
-
-  // Cancels every running job and any started from now on; returns how many were running.
-  size_t cancel_all() {
-    std::lock_guard lock(running_mutex_);
-    stopping_ = true;
-    for (CancelToken* token : running_) token->cancel();
-    return running_.size();
-  }
-
+  void start(int& port);
+  void stop_accepting();
+  size_t shutdown(Clock::duration grace);
   size_t speech_in_progress() const {
-    std::lock_guard lock(running_mutex_);
+    std::lock_guard lock(speech_mutex_);
     return running_.size();
+  }
+
+  std::shared_ptr<Reply> screen(const RequestHead& head) override;
+  std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake) override;
+  std::shared_ptr<Reply> unreadable(ReadFailure failure, const RequestHead* head) override;
+
+ private:
+  class LoggedReply;
+  class FixedReply;
+  class SpeechReply;
+
+  RequestInfo info_of(const RequestHead& head) const;
+  std::shared_ptr<Reply> fixed(RequestInfo info, HttpResponse response);
+  std::shared_ptr<Reply> refuse(RequestInfo info, const ApiError& e) {
+    return fixed(std::move(info), error_response(e));
+  }
+  // Routes and methods: the methods a path answers, empty for an unknown path.
+  std::set<std::string> methods_of(std::string_view path) const;
+  std::string route_label(std::string_view path) const;
+  bool origin_allowed(const std::string& origin) const;
+  void add_cors_headers(const RequestInfo& info, HttpResponse& res) const;
+  std::optional<ApiError> key_problem(const RequestHead& head) const;
+  HttpResponse preflight(const RequestInfo& info, const RequestHead& head) const;
+  HttpResponse answer_get(RequestInfo& info, const HttpRequest& request);
+  HttpResponse metrics_page();
+  json model_json(const std::string& id) const;
+  std::shared_ptr<Reply> speech(RequestInfo info, const HttpRequest& request,
+                                std::function<void()> wake);
+  void log_request(const RequestInfo& info, int status, bool delivered);
+  void count_speech(const std::string& outcome);
+
+  void accept();
+  void open_connection(tcp::socket socket);
+  void reject_connection(tcp::socket socket);
+  // Every open connection, for draining and aborting.
+  std::vector<std::shared_ptr<Connection>> connections();
+  void raise_open_file_limit() const;
+
+  // Speech replies in progress, for speech_in_progress(), the grace and cancellation.
+  void register_speech(SpeechReply* reply);
+  void unregister_speech(SpeechReply* reply);
+  size_t cancel_speech();
+
+  const HttpConfig config_;
+  const ConnectionLimits limits_;
+  SpeechService& service_;
+  MetricsRegistry& metrics_;
+  std::string overloaded_response_;  // the bytes a connection over the limit gets
+  std::atomic<bool> draining_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+
+  // Declared before the io_context, so that handlers destroyed with it (connections, replies)
+  // still find them.
+  std::mutex connections_mutex_;
+  std::condition_variable connections_closed_;
+  std::map<const Connection*, std::weak_ptr<Connection>> connections_;
+  std::atomic<size_t> rejecting_{0};
+  std::atomic<uint64_t> rejected_{0};
+  mutable std::mutex speech_mutex_;
+  std::condition_variable speech_ended_;
+  std::set<SpeechReply*> running_;
+  bool cancelling_ = false;
+
+  net::io_context io_;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
+  net::strand<net::io_context::executor_type> accept_strand_;
+  tcp::acceptor acceptor_;
+  net::steady_timer accept_retry_;
+  std::vector<std::thread> threads_;
+};
+
+// A reply that writes its request's access log line and metrics when it finishes, and puts the
+// request id and CORS headers on its response.
+class HttpApi::Impl::LoggedReply : public Reply {
+ public:
+  LoggedReply(Impl& api, RequestInfo info) : api_(api), info_(std::move(info)) {}
+
+  void finished(bool delivered) override {
+    if (logged_) return;
+    logged_ = true;
+    on_finished(delivered);
+    api_.log_request(info_, status_, delivered);
+  }
+
+ protected:
+  // Subclasses' own accounting, just before the log line.
+  virtual void on_finished(bool) {}
+  HttpResponse decorated(HttpResponse res) {
+    status_ = res.result_int();
+    res.set("X-Request-Id", info_.id);
+    api_.add_cors_headers(info_, res);
+    return res;
+  }
+
+  Impl& api_;
+  RequestInfo info_;
+  int status_ = 0;
+  bool logged_ = false;
+};
+
+// A response known at once.
+class HttpApi::Impl::FixedReply final : public LoggedReply {
+ public:
+  FixedReply(Impl& api, RequestInfo info, HttpResponse response)
+      : LoggedReply(api, std::move(info)), response_(decorated(std::move(response))) {}
+
+  ReplyStep next() override { return ReplyStep::respond(std::move(response_)); }
+
+ private:
+  HttpResponse response_;
+};
+
+// One speech request from admission to the end of its response: takes the job's audio as it is
+// made (woken by the engine), encodes it and hands it to the connection as a chunked body,
+// server-sent events, or one file at the end.
+class HttpApi::Impl::SpeechReply final : public LoggedReply {
+ public:
+  SpeechReply(Impl& api, RequestInfo info, const SpeechRequest& request,
+              std::unique_ptr<SpeechJob> job, std::unique_ptr<AudioEncoder> encoder)
+      : LoggedReply(api, std::move(info)),
+        job_(std::move(job)),
+        encoder_(std::move(encoder)),
+        format_(request.response_format),
+        mode_(wants_events(request) ? Mode::kEvents
+              : request.stream      ? Mode::kChunked
+                                    : Mode::kFile),
+        input_chars_(code_points(request.input)),
+        instructions_ignored_(has_instructions(request)) {
+    api_.register_speech(this);
+  }
+  ~SpeechReply() override { api_.unregister_speech(this); }
+
+  // Starts taking the job's audio; `wake` asks the connection to call next() again.
+  void start(std::function<void()> wake) {
+    {
+      std::lock_guard lock(wake_mutex_);
+      wake_ = wake;
+    }
+    job_->start(std::move(wake));
+  }
+
+  // The server is stopping: the reply ends at its next step (a stream cut off, a file 503).
+  void cancel() {
+    cancelled_.store(true);
+    std::lock_guard lock(wake_mutex_);
+    if (wake_) wake_();
+  }
+
+  ReplyStep next() override {
+    if (head_sent_ && (pending_done_ || !pending_.empty())) {
+      ReplyStep step;
+      step.kind = pending_done_ ? ReplyStep::Kind::kEnd : ReplyStep::Kind::kChunk;
+      step.bytes = std::move(pending_);
+      pending_.clear();
+      pending_done_ = false;
+      return step;
+    }
+    if (cancelled_.load()) return fail(shutting_down());
+    std::string bytes;
+    bool done = false;
+    // A piece at a time for a stream, until one gives bytes (a codec may hold a piece back);
+    // all there is for a file.
+    for (bool took = true; took && !done && (mode_ == Mode::kFile || bytes.empty());) {
+      std::vector<float> samples;
+      try {
+        done = job_->take(samples);
+      } catch (const ApiError& e) {
+        return fail(e);
+      } catch (const std::exception& e) {
+        spdlog::error("speech {} failed: {}", info_.id, e.what());
+        return fail(
+            error(500, std::string("speech synthesis failed: ") + e.what(), "server_error"));
+      }
+      took = !samples.empty();
+      try {
+        if (took) {
+          count_audio(samples.size());
+          encoder_->write(samples, bytes);
+        }
+        if (done) {
+          job_.reset();  // releases the admission before the client sees the end
+          encoder_->finish(bytes);
+        }
+      } catch (const std::exception& e) {
+        spdlog::error("speech {}: the encoder failed: {}", info_.id, e.what());
+        return fail(
+            error(500, std::string("encoding the audio failed: ") + e.what(), "server_error"));
+      }
+    }
+    if (done) outcome_ = "ok";
+    if (mode_ == Mode::kFile) {
+      file_ += bytes;
+      if (!done) return ReplyStep::wait();
+      HttpResponse res = audio_head();
+      res.body() = std::move(file_);
+      return ReplyStep::respond(decorated(std::move(res)));
+    }
+    if (mode_ == Mode::kEvents) {
+      if (!bytes.empty()) bytes = audio_event(bytes);
+      if (done) bytes += done_event();
+    }
+    if (bytes.empty() && !done) return ReplyStep::wait();
+    if (!head_sent_) {
+      // The head goes with the first audio, so that a request that fails before it gets its
+      // error's status rather than a 200 cut short.
+      head_sent_ = true;
+      pending_ = std::move(bytes);
+      pending_done_ = done;
+      ReplyStep step;
+      step.kind = ReplyStep::Kind::kHead;
+      step.response = decorated(audio_head());
+      return step;
+    }
+    ReplyStep step;
+    step.kind = done ? ReplyStep::Kind::kEnd : ReplyStep::Kind::kChunk;
+    step.bytes = std::move(bytes);
+    return step;
+  }
+
+ protected:
+  void on_finished(bool delivered) override {
+    job_.reset();
+    // Sent in full: what it planned to send; otherwise the client saw a cut: its own leaving or
+    // a server that stopped is "cancelled", a failure stays one.
+    const std::string outcome = delivered              ? outcome_.value_or("failed")
+                                : outcome_ == "failed" ? "failed"
+                                                       : "cancelled";
+    api_.count_speech(outcome);
+    if (!first_audio_) info_.fields["ttfa_ms"] = std::round(ttfa_s_ * 10000.0) / 10.0;
+    info_.fields["audio_s"] = std::round(audio_s_ * 1000.0) / 1000.0;
+    info_.fields["outcome"] = outcome;
   }
 
  private:
-  using Handler = std::function<void(const Request&, Response&)>;
+  enum class Mode { kChunked, kEvents, kFile };
 
-  // One speech request from its parsing to the end of its response; registered for
-  // cancellation while it lives. A streamed one lives as long as cpp-httplib holds the
-  // response's content provider.
-  struct SpeechCall {
-    explicit SpeechCall(Impl& owner) : api(owner) { api.register_job(cancel); }
-    ~SpeechCall() { api.unregister(cancel); }
-    SpeechCall(const SpeechCall&) = delete;
-    SpeechCall& operator=(const SpeechCall&) = delete;
-
-    Impl& api;
-    std::unique_ptr<SpeechJob> job;
-    std::unique_ptr<AudioEncoder> encoder;
-    CancelToken cancel;
-    Clock::time_point started = Clock::now();
-    bool first_audio = true;
-    double ttfa_s = 0.0;
-    double audio_s = 0.0;
-
-    // ttfa_ms, audio_s and `outcome` for the access log line.
-    void log_outcome(const std::string& outcome) const {
-      if (!first_audio) t_request.fields["ttfa_ms"] = std::round(ttfa_s * 10000.0) / 10.0;
-      t_request.fields["audio_s"] = std::round(audio_s * 1000.0) / 1000.0;
-      t_request.fields["outcome"] = outcome;
-    }
-  };
-
-  void install();
-  void add_route(const std::string& method, const std::string& path, bool needs_key,
-                 Handler handler);
-  HandlerResponse on_error(const Request& req, Response& res);
-  void add_cors_headers(const Request& req, Response& res) const;
-  bool origin_allowed(const std::string& origin) const;
-  void preflight(const Request& req, Response& res);
-  void check_key(const Request& req) const;
-  void log_request(const Request& req, const Response& res);
-  std::string route_label(const std::string& path) const;
-
-  void speech(const Request& req, Response& res);
-  void stream_speech(Response& res, std::shared_ptr<SpeechCall> call, AudioFormat format);
-  void file_speech(Response& res, SpeechCall& call, AudioFormat format);
-  void count_speech(const std::string& outcome);
-  void count_audio(size_t samples, int64_t sample_rate, SpeechCall& call);
-
-  void register_job(CancelToken& token) {
-    std::lock_guard lock(running_mutex_);
-    running_.insert(&token);
-    if (stopping_) token.cancel();
-  }
-  void unregister(CancelToken& token) {
-    {
-      std::lock_guard lock(running_mutex_);
-      running_.erase(&token);
-    }
-    speech_ended_.notify_all();
+  HttpResponse audio_head() const {
+    HttpResponse res{http::status::ok, 11};
+    res.set(http::field::content_type,
+            mode_ == Mode::kEvents ? std::string_view("text/event-stream") : content_type(format_));
+    if (mode_ == Mode::kEvents) res.set(http::field::cache_control, "no-cache");
+    res.set("X-Sample-Rate", std::to_string(encoder_->output_sample_rate()));
+    if (instructions_ignored_) res.set("X-Voxd-Instructions", "ignored");
+    return res;
   }
 
-  const HttpConfig config_;
-  SpeechService& service_;
-  MetricsRegistry& metrics_;
-  ConnectionCounts connections_;
-  std::map<std::string, std::set<std::string>> methods_;  // path -> methods it answers
-  mutable std::mutex running_mutex_;
-  std::condition_variable speech_ended_;
-  std::set<CancelToken*> running_;
-  bool stopping_ = false;
-  std::atomic<bool> draining_{false};
+  // What the client gets when the request fails: its error as the response before any audio,
+  // an error event in an event stream, a cut-off chunked body otherwise.
+  ReplyStep fail(const ApiError& e) {
+    job_.reset();
+    outcome_ = outcome_of(e);
+    if (e.code) info_.fields["error"] = *e.code;
+    if (mode_ == Mode::kFile || !head_sent_) {
+      return ReplyStep::respond(decorated(error_response(e)));
+    }
+    if (mode_ == Mode::kEvents) {
+      ReplyStep step;
+      step.kind = ReplyStep::Kind::kEnd;
+      step.bytes = std::move(pending_) +
+                   "data: " + json{{"type", "error"}, {"error", e.body()["error"]}}.dump() + "\n\n";
+      return step;
+    }
+    spdlog::warn("speech stream {} cut off: {}", info_.id, e.message);
+    ReplyStep step;
+    step.kind = ReplyStep::Kind::kCut;
+    return step;
+  }
+
+  static std::string audio_event(const std::string& bytes) {
+    return "data: {\"type\":\"speech.audio.delta\",\"audio\":\"" + base64_encode(bytes) + "\"}\n\n";
+  }
+
+  // OpenAI's usage block: voxd counts the input's characters as its tokens and each 20 ms of
+  // audio as an output token.
+  std::string done_event() const {
+    const auto input = static_cast<int64_t>(input_chars_);
+    const auto output = static_cast<int64_t>(std::ceil(audio_s_ * 50.0));
+    return "data: " +
+           json{{"type", "speech.audio.done"},
+                {"usage",
+                 {{"input_tokens", input},
+                  {"output_tokens", output},
+                  {"total_tokens", input + output}}}}
+               .dump() +
+           "\n\n";
+  }
+
+  void count_audio(size_t samples) {
+    if (first_audio_) {
+      first_audio_ = false;
+      ttfa_s_ = seconds_since(info_.start);
+      api_.metrics_
+          .histogram("voxd_speech_time_to_first_audio_seconds",
+                     "Time from a speech request's arrival to its first audio.",
+                     default_latency_buckets())
+          .observe(ttfa_s_);
+    }
+    const double seconds = static_cast<double>(samples) / static_cast<double>(job_->sample_rate());
+    audio_s_ += seconds;
+    api_.metrics_.counter("voxd_speech_audio_seconds_total", "Seconds of audio produced.")
+        .inc(seconds);
+  }
+
+  std::unique_ptr<SpeechJob> job_;
+  std::unique_ptr<AudioEncoder> encoder_;
+  const AudioFormat format_;
+  const Mode mode_;
+  const size_t input_chars_;
+  const bool instructions_ignored_;
+  std::mutex wake_mutex_;
+  std::function<void()> wake_;
+  std::atomic<bool> cancelled_{false};
+  bool head_sent_ = false;
+  std::string pending_;  // bytes made with the head, sent right after it
+  bool pending_done_ = false;
+  std::string file_;
+  std::optional<std::string> outcome_;
+  bool first_audio_ = true;
+  double ttfa_s_ = 0.0;
+  double audio_s_ = 0.0;
 };
 
-void HttpApi::Impl::install() {
-  server.new_task_queue = [this] {
-    return new ConnectionQueue(config_.max_connections, config_.max_waiting_connections,
-                               connections_);
-  };
-  // cpp-httplib's default sets SO_REUSEPORT, with which a second server could bind the same port
-  // and take some of its connections; SO_REUSEADDR alone still allows a quick restart.
-  server.set_socket_options([this](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listening_socket.store(sock);
-  });
-  server.set_payload_max_length(config_.max_body_bytes);
-  server.set_read_timeout(config_.read_timeout_s);
-  server.set_write_timeout(config_.write_timeout_s);
-  server.set_keep_alive_timeout(config_.keep_alive_timeout_s);
-  server.set_keep_alive_max_count(100);
-  server.set_tcp_nodelay(true);
+HttpApi::Impl::Impl(HttpConfig config, SpeechService& service, MetricsRegistry& metrics)
+    : config_(std::move(config)),
+      limits_{config_.max_header_bytes,
+              config_.max_body_bytes,
+              millis(config_.header_timeout_s),
+              millis(config_.read_timeout_s),
+              millis(config_.keep_alive_timeout_s),
+              millis(config_.write_timeout_s)},
+      service_(service),
+      metrics_(metrics),
+      accept_strand_(net::make_strand(io_)),
+      acceptor_(accept_strand_),
+      accept_retry_(accept_strand_) {
+  ApiError e = error(503,
+                     "the server is at its connection limit (" +
+                         std::to_string(config_.max_connections) + "); retry shortly",
+                     "server_error", "overloaded");
+  e.retry_after_s = 1;
+  HttpResponse res = error_response(e);
+  res.keep_alive(false);
+  res.prepare_payload();
+  std::ostringstream text;
+  text << res;
+  overloaded_response_ = text.str();
+  service_.bind_metrics(metrics_);
+}
 
-  server.set_pre_routing_handler([](const Request& req, Response& res) {
-    t_request = RequestState{true, Clock::now(), request_id(req), {}};
-    res.set_header("X-Request-Id", t_request.id);
-    return HandlerResponse::Unhandled;
-  });
-  server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const Request& req, Response& res) { return on_error(req, res); }));
-  server.set_exception_handler([](const Request& req, Response& res, std::exception_ptr e) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
+void HttpApi::Impl::start(int& port) {
+  VOXD_CHECK(!started_, "HttpApi::start called twice");
+  error_code ec;
+  const net::ip::address address = net::ip::make_address(config_.host, ec);
+  if (ec) {
+    throw Error("cannot listen on " + config_.host +
+                ": not an IP address (give --host as "
+                "127.0.0.1, 0.0.0.0 or ::)");
+  }
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(config_.port));
+  acceptor_.open(endpoint.protocol(), ec);
+  // SO_REUSEADDR allows a quick restart; no SO_REUSEPORT, with which a second server could
+  // take some of this one's connections.
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error_code ignored;
+    acceptor_.close(ignored);
+    throw Error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) + ": " +
+                ec.message() + " (pick another with --port)");
+  }
+  port = acceptor_.local_endpoint().port();
+  raise_open_file_limit();
+  started_ = true;
+  work_.emplace(io_.get_executor());
+  net::post(accept_strand_, [this] { accept(); });
+  const unsigned threads = config_.threads > 0
+                               ? static_cast<unsigned>(config_.threads)
+                               : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
+}
+
+void HttpApi::Impl::raise_open_file_limit() const {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(config_.max_connections) + kMaxRejecting + 256;
+  if (limit.rlim_cur >= wanted) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < wanted) {
+    spdlog::warn(
+        "open files are limited to {} (hard limit {}); fewer than the {} connections "
+        "--max-connections allows can be open at once",
+        limit.rlim_cur > before ? limit.rlim_cur : before, limit.rlim_max, config_.max_connections);
+  }
+}
+
+void HttpApi::Impl::accept() {
+  acceptor_.async_accept(net::make_strand(io_), [this](error_code ec, tcp::socket socket) {
+    if (!acceptor_.is_open()) return;
+    if (ec) {
+      // Out of file descriptors (or a passing network error): try again shortly rather than
+      // spin on the error.
+      spdlog::warn("accepting a connection failed: {}", ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(50));
+      accept_retry_.async_wait([this](error_code wait_error) {
+        if (!wait_error) accept();
+      });
+      return;
     }
-    log_event(spdlog::level::err, "request failed",
-              {{"id", t_request.id},
-               {"method", req.method},
-               {"path", shown_path(req.path)},
-               {"error", what}});
-    send_error(res, error(500, "internal error while handling the request; see the server log",
-                          "server_error"));
+    open_connection(std::move(socket));
+    accept();
   });
-  server.set_post_routing_handler([this](const Request& req, Response& res) {
-    add_cors_headers(req, res);
-    if (draining_.load()) res.set_header("Connection", "close");
-  });
-  server.set_logger([this](const Request& req, const Response& res) { log_request(req, res); });
+}
 
-  add_route("POST", kSpeechPath, true,
-            [this](const Request& req, Response& res) { speech(req, res); });
-  add_route("GET", "/healthz", false, [](const Request&, Response& res) {
-    send_json(res, 200, {{"status", "ok"}});
+void HttpApi::Impl::open_connection(tcp::socket socket) {
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(connections_mutex_);
+    if (connections_.size() >= config_.max_connections || draining_.load()) {
+      reject_connection(std::move(socket));
+      return;
+    }
+    connection = std::shared_ptr<Connection>(new Connection(std::move(socket), limits_, *this),
+                                             [this](Connection* c) {
+                                               {
+                                                 std::lock_guard erase_lock(connections_mutex_);
+                                                 connections_.erase(c);
+                                               }
+                                               delete c;
+                                               connections_closed_.notify_all();
+                                             });
+    connections_.emplace(connection.get(), connection);
+  }
+  connection->start();
+}
+
+void HttpApi::Impl::reject_connection(tcp::socket socket) {
+  rejected_.fetch_add(1);
+  if (rejecting_.load() >= kMaxRejecting) return;  // closed unanswered when `socket` goes
+  // Answered at once with the canned 503, then closed; a client that does not read it is cut
+  // off after kRejectTimeout.
+  struct Rejection {
+    explicit Rejection(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
+    tcp::socket socket;
+    net::steady_timer timer;
+  };
+  rejecting_.fetch_add(1);
+  auto rejection = std::make_shared<Rejection>(std::move(socket));
+  rejection->timer.expires_after(kRejectTimeout);
+  rejection->timer.async_wait([rejection](error_code ec) {
+    if (!ec) rejection->socket.close(ec);
   });
-  add_route("GET", "/readyz", true, [this](const Request&, Response& res) {
+  net::async_write(rejection->socket, net::buffer(overloaded_response_),
+                   [this, rejection](error_code ec, size_t) {
+                     rejection->timer.cancel();
+                     rejection->socket.shutdown(tcp::socket::shutdown_both, ec);
+                     rejection->socket.close(ec);
+                     rejecting_.fetch_sub(1);
+                   });
+}
+
+std::vector<std::shared_ptr<Connection>> HttpApi::Impl::connections() {
+  std::vector<std::weak_ptr<Connection>> weak;
+  {
+    std::lock_guard lock(connections_mutex_);
+    for (const auto& entry : connections_) weak.push_back(entry.second);
+  }
+  // Locked outside the mutex: the last reference to a connection may go here, and its deleter
+  // takes the mutex.
+  std::vector<std::shared_ptr<Connection>> open;
+  for (const auto& w : weak) {
+    if (auto c = w.lock()) open.push_back(std::move(c));
+  }
+  return open;
+}
+
+void HttpApi::Impl::stop_accepting() {
+  if (draining_.exchange(true) || !started_) return;
+  std::promise<void> closed;
+  net::post(accept_strand_, [this, &closed] {
+    error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  for (const auto& c : connections()) c->drain();
+}
+
+size_t HttpApi::Impl::shutdown(Clock::duration grace) {
+  if (!started_ || stopped_) return 0;
+  stopped_ = true;
+  stop_accepting();
+  {
+    std::unique_lock lock(speech_mutex_);
+    const auto wait = std::min<Clock::duration>(grace, std::chrono::hours(24));
+    speech_ended_.wait_for(lock, wait, [this] { return running_.empty(); });
+  }
+  const size_t cancelled = cancel_speech();
+  {
+    std::unique_lock lock(speech_mutex_);
+    speech_ended_.wait_for(lock, kCancelTime, [this] { return running_.empty(); });
+  }
+  for (const auto& c : connections()) c->abort();
+  {
+    std::unique_lock lock(connections_mutex_);
+    connections_closed_.wait_for(lock, kCloseTime, [this] { return connections_.empty(); });
+  }
+  // The threads end once no handler is left; connections that did not close by now are dropped
+  // with the io_context.
+  work_.reset();
+  io_.stop();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  io_.restart();
+  io_.poll();
+  return cancelled;
+}
+
+void HttpApi::Impl::register_speech(SpeechReply* reply) {
+  std::lock_guard lock(speech_mutex_);
+  running_.insert(reply);
+  if (cancelling_) reply->cancel();
+}
+
+void HttpApi::Impl::unregister_speech(SpeechReply* reply) {
+  {
+    std::lock_guard lock(speech_mutex_);
+    running_.erase(reply);
+  }
+  speech_ended_.notify_all();
+}
+
+size_t HttpApi::Impl::cancel_speech() {
+  std::lock_guard lock(speech_mutex_);
+  cancelling_ = true;
+  for (SpeechReply* reply : running_) reply->cancel();
+  return running_.size();
+}
+
+RequestInfo HttpApi::Impl::info_of(const RequestHead& head) const {
+  RequestInfo info;
+  info.id = request_id(head);
+  info.method = std::string(head.method_string());
+  const std::string_view path = path_of(head.target());
+  info.path = shown_path(path);
+  info.route = route_label(path);
+  info.origin = header_value(head, "Origin");
+  return info;
+}
+
+std::shared_ptr<Reply> HttpApi::Impl::fixed(RequestInfo info, HttpResponse response) {
+  return std::make_shared<FixedReply>(*this, std::move(info), std::move(response));
+}
+
+std::set<std::string> HttpApi::Impl::methods_of(std::string_view path) const {
+  if (path == kSpeechPath) return {"POST"};
+  if (path == "/healthz" || path == "/readyz" || path == "/v1/models" || path == "/v1/voices" ||
+      path == "/metrics" || path == "/debug/memory") {
+    return {"GET"};
+  }
+  if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) return {"GET"};
+  return {};
+}
+
+std::string HttpApi::Impl::route_label(std::string_view path) const {
+  if (methods_of(path).empty()) return "other";
+  if (path.starts_with(kModelPrefix)) return "/v1/models/{id}";
+  return std::string(path);
+}
+
+std::shared_ptr<Reply> HttpApi::Impl::screen(const RequestHead& head) {
+  const std::string_view path = path_of(head.target());
+  const std::set<std::string> methods = methods_of(path);
+  const std::string method(head.method_string());
+  if (methods.empty()) {
+    return refuse(info_of(head), error(404, "Invalid URL (" + method + " " + shown_path(path) + ")",
+                                       "invalid_request_error", "not_found"));
+  }
+  if (method == "OPTIONS" && !config_.cors_origins.empty()) {
+    RequestInfo info = info_of(head);
+    HttpResponse res = preflight(info, head);
+    return fixed(std::move(info), std::move(res));
+  }
+  if (!methods.contains(method)) {
+    std::string allow;
+    for (const std::string& m : methods) allow += (allow.empty() ? "" : ", ") + m;
+    HttpResponse res = error_response(error(
+        405, "Method " + method + " is not allowed on " + shown_path(path) + " (use " + allow + ")",
+        "invalid_request_error", "method_not_allowed"));
+    res.set(http::field::allow, allow);
+    return fixed(info_of(head), std::move(res));
+  }
+  const bool always_answers = path == "/healthz" || path == "/readyz";
+  if (draining_.load() && !always_answers) return refuse(info_of(head), shutting_down());
+  if (path != "/healthz") {
+    if (std::optional<ApiError> problem = key_problem(head)) return refuse(info_of(head), *problem);
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Reply> HttpApi::Impl::unreadable(ReadFailure failure, const RequestHead* head) {
+  RequestInfo info;
+  if (head != nullptr) {
+    info = info_of(*head);
+  } else {
+    info.id = new_request_id();
+    info.route = "other";
+  }
+  switch (failure) {
+    case ReadFailure::kHeadersTooLarge:
+      return refuse(std::move(info), error(431,
+                                           "the request line and headers are over the limit of " +
+                                               std::to_string(config_.max_header_bytes) + " bytes",
+                                           "invalid_request_error", "headers_too_large"));
+    case ReadFailure::kBodyTooLarge:
+      return refuse(std::move(info), error(413,
+                                           "the request body is over the limit of " +
+                                               std::to_string(config_.max_body_bytes) + " bytes",
+                                           "invalid_request_error", "request_too_large"));
+    case ReadFailure::kTimeout:
+      return refuse(std::move(info),
+                    error(408, "the request did not arrive in time; send it whole and promptly",
+                          "invalid_request_error", "request_timeout"));
+    case ReadFailure::kMalformed:
+      break;
+  }
+  return refuse(std::move(info),
+                error(400, "malformed HTTP request", "invalid_request_error", "bad_request"));
+}
+
+std::optional<ApiError> HttpApi::Impl::key_problem(const RequestHead& head) const {
+  if (config_.api_keys.empty()) return std::nullopt;
+  const std::string header = header_value(head, "Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header.empty()) {
+    return error(401,
+                 "You didn't provide an API key. Send it as a bearer token: "
+                 "'Authorization: Bearer YOUR_KEY'.",
+                 "invalid_request_error", "missing_api_key");
+  }
+  if (header.size() > kBearer.size() && header.starts_with(kBearer)) {
+    const std::string_view given = std::string_view(header).substr(kBearer.size());
+    bool ok = false;
+    for (const std::string& key : config_.api_keys) ok |= same_key(given, key);
+    if (ok) return std::nullopt;
+  }
+  return error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key");
+}
+
+std::shared_ptr<Reply> HttpApi::Impl::handle(HttpRequest request, std::function<void()> wake) {
+  RequestInfo info = info_of(request);
+  try {
+    if (path_of(request.target()) == kSpeechPath) {
+      return speech(std::move(info), request, std::move(wake));
+    }
+    HttpResponse res = answer_get(info, request);
+    return fixed(std::move(info), std::move(res));
+  } catch (const ApiError& e) {
+    return refuse(std::move(info), e);
+  } catch (const std::exception& e) {
+    log_event(spdlog::level::err, "request failed",
+              {{"id", info.id}, {"method", info.method}, {"path", info.path}, {"error", e.what()}});
+    return refuse(std::move(info),
+                  error(500, "internal error while handling the request; see the server log",
+                        "server_error"));
+  }
+}
+
+json HttpApi::Impl::model_json(const std::string& id) const {
+  return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "voxd"}};
+}
+
+HttpResponse HttpApi::Impl::answer_get(RequestInfo& info, const HttpRequest& request) {
+  const std::string_view path = path_of(request.target());
+  if (path == "/healthz") return json_response(http::status::ok, {{"status", "ok"}});
+  if (path == "/readyz") {
     const Readiness r =
         draining_.load() ? Readiness{false, "the server is shutting down"} : service_.readiness();
-    if (r.ready) {
-      send_json(res, 200, {{"status", "ready"}});
-    } else {
-      send_json(res, 503, {{"status", "not ready"}, {"reason", r.reason}});
-    }
-  });
-  add_route("GET", "/v1/models", true, [this](const Request&, Response& res) {
+    if (r.ready) return json_response(http::status::ok, {{"status", "ready"}});
+    return json_response(http::status::service_unavailable,
+                         {{"status", "not ready"}, {"reason", r.reason}});
+  }
+  if (path == "/v1/models") {
     json data = json::array();
-    for (const std::string& id : service_.models()) {
-      data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "voxd"}});
+    for (const std::string& id : service_.models()) data.push_back(model_json(id));
+    return json_response(http::status::ok, {{"object", "list"}, {"data", std::move(data)}});
+  }
+  if (path.starts_with(kModelPrefix)) {
+    const std::string id(path.substr(kModelPrefix.size()));
+    const std::vector<std::string> models = service_.models();
+    if (std::find(models.begin(), models.end(), id) == models.end()) {
+      ApiError e = error(404, "The model '" + shown_path(id) + "' does not exist",
+                         "invalid_request_error", "model_not_found");
+      e.param = "model";
+      throw e;
     }
-    send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
-  });
-  add_route("GET", "/v1/voices", true, [this](const Request&, Response& res) {
+    return json_response(http::status::ok, model_json(id));
+  }
+  if (path == "/v1/voices") {
     json data = json::array();
     for (const VoiceInfo& v : service_.voices()) {
       data.push_back({{"id", v.id},
@@ -376,143 +918,74 @@ void HttpApi::Impl::install() {
                       {"sample_rate", v.sample_rate},
                       {"language", v.language}});
     }
-    send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
-  });
-  add_route("GET", "/metrics", true, [this](const Request&, Response& res) {
-    service_.collect_metrics(metrics_);
-    metrics_.gauge("voxd_http_connections", "Connections by state.", {{"state", "active"}})
-        .set(static_cast<double>(connections_.active.load()));
-    metrics_.gauge("voxd_http_connections", "Connections by state.", {{"state", "waiting"}})
-        .set(static_cast<double>(connections_.waiting.load()));
-    Counter& rejected = metrics_.counter(
-        "voxd_http_connections_rejected_total",
-        "Connections answered 503 because max_connections + max_waiting_connections were in use.");
-    rejected.inc(static_cast<double>(connections_.rejected.load()) - rejected.value());
-    metrics_
-        .gauge("voxd_speech_requests_in_progress",
-               "Speech requests being handled: parsed, admitted, producing or sending audio.")
-        .set(static_cast<double>(speech_in_progress()));
-    res.set_content(metrics_.render(), std::string(kMetricsContentType));
-  });
-  add_route("GET", "/debug/memory", true, [this](const Request& req, Response& res) {
-    if (req.get_param_value("format") == "json") {
-      send_json(res, 200, service_.memory_summary_json());
-    } else {
-      res.set_content(service_.memory_summary_text(), "text/plain; charset=utf-8");
-    }
-  });
-  if (!config_.cors_origins.empty()) {
-    server.Options(".*", [this](const Request& req, Response& res) { preflight(req, res); });
+    return json_response(http::status::ok, {{"object", "list"}, {"data", std::move(data)}});
   }
+  if (path == "/metrics") return metrics_page();
+  if (path == "/debug/memory") {
+    if (query_value(request.target(), "format") == "json") {
+      return json_response(http::status::ok, service_.memory_summary_json());
+    }
+    return text_response(service_.memory_summary_text(), "text/plain; charset=utf-8");
+  }
+  info.route = "other";
+  throw error(404, "Invalid URL (" + info.method + " " + info.path + ")", "invalid_request_error",
+              "not_found");
 }
 
-void HttpApi::Impl::add_route(const std::string& method, const std::string& path, bool needs_key,
-                              Handler handler) {
-  methods_[path].insert(method);
-  const bool always_answers = path == "/healthz" || path == "/readyz";
-  auto guarded = [this, needs_key, always_answers, handler = std::move(handler)](const Request& req,
-                                                                                 Response& res) {
-    try {
-      if (ConnectionQueue::rejecting()) {
-        ApiError e =
-            error(503,
-                  "the server is at its connection limit (" +
-                      std::to_string(config_.max_connections) + " served, " +
-                      std::to_string(config_.max_waiting_connections) + " waiting); retry shortly",
-                  "server_error", "overloaded");
-        e.retry_after_s = 1;
-        res.set_header("Connection", "close");
-        throw e;
-      }
-      if (draining_.load() && !always_answers) {
-        ApiError e = error(503, "the server is shutting down; retry on another instance",
-                           "server_error", "shutting_down");
-        e.retry_after_s = 1;
-        throw e;
-      }
-      size_t header_bytes = 0;
-      for (const auto& [key, value] : req.headers) header_bytes += key.size() + value.size() + 4;
-      if (header_bytes > config_.max_header_bytes) {
-        throw error(431,
-                    "the request's headers are " + std::to_string(header_bytes) +
-                        " bytes; the limit is " + std::to_string(config_.max_header_bytes),
-                    "invalid_request_error", "headers_too_large");
-      }
-      if (needs_key) check_key(req);
-      handler(req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    }
-  };
-  if (method == "GET") {
-    server.Get(path, std::move(guarded));
-  } else {
-    server.Post(path, std::move(guarded));
-  }
+HttpResponse HttpApi::Impl::metrics_page() {
+  service_.collect_metrics(metrics_);
+  metrics_.gauge("voxd_http_connections", "Open HTTP connections.", {{"state", "active"}})
+      .set(static_cast<double>(connections().size()));
+  Counter& rejected =
+      metrics_.counter("voxd_http_connections_rejected_total",
+                       "Connections answered 503 and closed because max_connections were open.");
+  rejected.inc(static_cast<double>(rejected_.load()) - rejected.value());
+  metrics_
+      .gauge("voxd_speech_requests_in_progress",
+             "Speech requests being handled: parsed, admitted, producing or sending audio.")
+      .set(static_cast<double>(speech_in_progress()));
+  return text_response(metrics_.render(), kMetricsContentType);
 }
 
-void HttpApi::Impl::check_key(const Request& req) const {
-  if (config_.api_keys.empty()) return;
-  const std::string header = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (header.empty()) {
-    throw error(401,
-                "You didn't provide an API key. Send it as a bearer token: "
-                "'Authorization: Bearer YOUR_KEY'.",
-                "invalid_request_error", "missing_api_key");
+std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, const HttpRequest& request,
+                                             std::function<void()> wake) {
+  SpeechRequest parsed;
+  std::unique_ptr<SpeechJob> job;
+  try {
+    SpeechPolicy policy;
+    policy.models = service_.models();
+    for (const VoiceInfo& v : service_.voices()) policy.voices.push_back(v.id);
+    policy.max_input_chars = config_.max_input_chars;
+    parsed = parse_speech_request(request.body(), policy);
+    info.fields["voice"] = parsed.voice;
+    info.fields["chars"] = code_points(parsed.input);
+    info.fields["format"] = std::string(format_name(parsed.response_format));
+    info.fields["stream"] = parsed.stream;
+    job = service_.admit(parsed);
+  } catch (const ApiError& e) {
+    count_speech(outcome_of(e));
+    if (e.code) info.fields["error"] = *e.code;
+    return refuse(std::move(info), e);
+  } catch (const std::exception& e) {
+    count_speech("failed");
+    throw;  // handle() answers 500 and logs it
   }
-  if (header.size() > kBearer.size() && header.starts_with(kBearer)) {
-    const std::string_view given = std::string_view(header).substr(kBearer.size());
-    bool ok = false;
-    for (const std::string& key : config_.api_keys) ok |= same_key(given, key);
-    if (ok) return;
+  std::unique_ptr<AudioEncoder> encoder;
+  try {
+    encoder = make_audio_encoder(
+        parsed.response_format, job->sample_rate(),
+        parsed.stream || wants_events(parsed) ? EncoderMode::kStream : EncoderMode::kWholeFile);
+  } catch (const Error& e) {
+    count_speech("failed");
+    spdlog::error("speech: {}", e.what());
+    return refuse(
+        std::move(info),
+        error(500, std::string("cannot encode this voice's audio: ") + e.what(), "server_error"));
   }
-  throw error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key");
-}
-
-HandlerResponse HttpApi::Impl::on_error(const Request& req, Response& res) {
-  if (!res.body.empty()) return HandlerResponse::Unhandled;  // a handler's own error body
-  const auto known = methods_.find(req.path);
-  ApiError e;
-  if (ConnectionQueue::rejecting()) {
-    e = error(503, "the server is at its connection limit; retry shortly", "server_error",
-              "overloaded");
-    e.retry_after_s = 1;
-    res.set_header("Connection", "close");
-  } else if ((res.status == 404 || res.status == 400) && known != methods_.end() &&
-             !req.method.empty()) {
-    std::string allow;
-    for (const std::string& m : known->second) allow += (allow.empty() ? "" : ", ") + m;
-    res.set_header("Allow", allow);
-    e = error(405,
-              "Method " + req.method + " is not allowed on " + req.path + " (use " + allow + ")",
-              "invalid_request_error", "method_not_allowed");
-  } else if (res.status == 404) {
-    e = error(404, "Invalid URL (" + req.method + " " + shown_path(req.path) + ")",
-              "invalid_request_error", "not_found");
-  } else if (res.status == 413) {
-    if (req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
-      e = error(413,
-                "form-encoded bodies are limited to " + std::to_string(kLibraryFormBodyLimit) +
-                    " bytes; send the JSON with 'Content-Type: application/json'",
-                "invalid_request_error", "request_too_large");
-    } else {
-      e = error(413,
-                "the request body is over the limit of " + std::to_string(config_.max_body_bytes) +
-                    " bytes",
-                "invalid_request_error", "request_too_large");
-    }
-  } else if (res.status == 414) {
-    e = error(414, "the request URI is over " + std::to_string(kLibraryUriLimit) + " bytes",
-              "invalid_request_error", "uri_too_long");
-  } else if (res.status < 500) {
-    e = error(res.status, "malformed HTTP request (status " + std::to_string(res.status) + ")",
-              "invalid_request_error", "bad_request");
-  } else {
-    e = error(res.status, "internal error; see the server log", "server_error");
-  }
-  send_error(res, e);
-  return HandlerResponse::Handled;
+  auto reply = std::make_shared<SpeechReply>(*this, std::move(info), parsed, std::move(job),
+                                             std::move(encoder));
+  reply->start(std::move(wake));
+  return reply;
 }
 
 bool HttpApi::Impl::origin_allowed(const std::string& origin) const {
@@ -523,63 +996,52 @@ bool HttpApi::Impl::origin_allowed(const std::string& origin) const {
   return false;
 }
 
-void HttpApi::Impl::add_cors_headers(const Request& req, Response& res) const {
-  const std::string origin = req.get_header_value("Origin");
-  if (!origin_allowed(origin)) return;
+void HttpApi::Impl::add_cors_headers(const RequestInfo& info, HttpResponse& res) const {
+  if (!origin_allowed(info.origin)) return;
   const bool any = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), "*") !=
                    config_.cors_origins.end();
-  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
-  if (!any) res.set_header("Vary", "Origin");
-  res.set_header("Access-Control-Expose-Headers", "Retry-After, X-Sample-Rate");
+  res.set(http::field::access_control_allow_origin, any ? "*" : info.origin);
+  if (!any) res.set(http::field::vary, "Origin");
+  res.set(http::field::access_control_expose_headers,
+          "Retry-After, X-Sample-Rate, X-Request-Id, X-Voxd-Instructions");
 }
 
-void HttpApi::Impl::preflight(const Request& req, Response& res) {
-  const auto known = methods_.find(req.path);
-  if (known == methods_.end()) {
-    send_error(res, error(404, "Invalid URL (OPTIONS " + shown_path(req.path) + ")",
-                          "invalid_request_error", "not_found"));
-    return;
-  }
-  if (!origin_allowed(req.get_header_value("Origin"))) {
-    send_error(res, error(403, "cross-origin requests from this origin are not allowed",
-                          "invalid_request_error", "origin_not_allowed"));
-    return;
+HttpResponse HttpApi::Impl::preflight(const RequestInfo& info, const RequestHead& head) const {
+  const std::string_view path = path_of(head.target());
+  if (!origin_allowed(info.origin)) {
+    return error_response(error(403, "cross-origin requests from this origin are not allowed",
+                                "invalid_request_error", "origin_not_allowed"));
   }
   std::string allow = "OPTIONS";
-  for (const std::string& m : known->second) allow += ", " + m;
-  res.status = 204;
-  res.set_header("Access-Control-Allow-Methods", allow);
-  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-  res.set_header("Access-Control-Max-Age", "600");
+  for (const std::string& m : methods_of(path)) allow += ", " + m;
+  HttpResponse res{http::status::no_content, 11};
+  res.set(http::field::access_control_allow_methods, allow);
+  res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+  res.set(http::field::access_control_max_age, "600");
+  return res;
 }
 
-std::string HttpApi::Impl::route_label(const std::string& path) const {
-  return methods_.contains(path) ? path : "other";
-}
-
-void HttpApi::Impl::log_request(const Request& req, const Response& res) {
-  const std::string route = route_label(req.path);
+void HttpApi::Impl::log_request(const RequestInfo& info, int status, bool delivered) {
   metrics_
       .counter("voxd_http_requests_total", "HTTP requests by route and status code.",
-               {{"route", route}, {"code", std::to_string(res.status)}})
+               {{"route", info.route}, {"code", std::to_string(status)}})
       .inc();
-  nlohmann::ordered_json fields = {{"id", t_request.started ? t_request.id : new_request_id()},
-                                   {"method", req.method},
-                                   {"path", shown_path(req.path)},
-                                   {"status", res.status}};
-  if (t_request.started) {
-    const double seconds = seconds_since(t_request.start);
-    metrics_
-        .histogram("voxd_http_request_duration_seconds",
-                   "Time from a request's headers to the end of its response.",
-                   default_latency_buckets(), {{"route", route}})
-        .observe(seconds);
-    fields["duration_ms"] = std::round(seconds * 10000.0) / 10.0;
-    for (const auto& [key, value] : t_request.fields.items()) fields[key] = value;
-  }
-  t_request = RequestState{};
+  const double seconds = seconds_since(info.start);
+  metrics_
+      .histogram("voxd_http_request_duration_seconds",
+                 "Time from a request's headers to the end of its response.",
+                 default_latency_buckets(), {{"route", info.route}})
+      .observe(seconds);
+  nlohmann::ordered_json fields = {{"id", info.id},
+                                   {"method", info.method},
+                                   {"path", info.path},
+                                   {"status", status},
+                                   {"duration_ms", std::round(seconds * 10000.0) / 10.0}};
+  if (!delivered) fields["delivered"] = false;
+  for (const auto& [key, value] : info.fields.items()) fields[key] = value;
   // Probes and scrapes come every few seconds: only at debug level.
-  const bool routine = route == "/healthz" || route == "/readyz" || route == "/metrics";
+  const bool routine =
+      info.route == "/healthz" || info.route == "/readyz" || info.route == "/metrics";
   log_event(routine ? spdlog::level::debug : spdlog::level::info, "request", fields);
 }
 
@@ -592,122 +1054,6 @@ void HttpApi::Impl::count_speech(const std::string& outcome) {
       .inc();
 }
 
-void HttpApi::Impl::count_audio(size_t samples, int64_t sample_rate, SpeechCall& call) {
-  if (call.first_audio) {
-    call.first_audio = false;
-    call.ttfa_s = seconds_since(call.started);
-    metrics_
-        .histogram("voxd_speech_time_to_first_audio_seconds",
-                   "Time from a speech request's arrival to its first audio.",
-                   default_latency_buckets())
-        .observe(call.ttfa_s);
-  }
-  const double seconds = static_cast<double>(samples) / static_cast<double>(sample_rate);
-  call.audio_s += seconds;
-  metrics_.counter("voxd_speech_audio_seconds_total", "Seconds of audio produced.").inc(seconds);
-}
-
-void HttpApi::Impl::speech(const Request& req, Response& res) {
-  auto call = std::make_shared<SpeechCall>(*this);
-  SpeechRequest request;
-  try {
-    SpeechPolicy policy;
-    policy.models = service_.models();
-    for (const VoiceInfo& v : service_.voices()) policy.voices.push_back(v.id);
-    policy.max_input_chars = config_.max_input_chars;
-    request = parse_speech_request(req.body, policy);
-    t_request.fields["voice"] = request.voice;
-    t_request.fields["chars"] = code_points(request.input);
-    t_request.fields["format"] = std::string(format_name(request.response_format));
-    t_request.fields["stream"] = request.stream;
-    call->job = service_.admit(request);
-  } catch (const ApiError& e) {
-    count_speech(e.status == 503 || e.status == 429 ? "rejected"
-                 : e.status < 500                   ? "client_error"
-                                                    : "failed");
-    if (e.code) t_request.fields["error"] = *e.code;
-    throw;
-  } catch (const std::exception&) {
-    count_speech("failed");
-    throw;  // the exception handler answers 500 and logs it
-  }
-  try {
-    call->encoder =
-        make_audio_encoder(request.response_format, call->job->sample_rate(),
-                           request.stream ? EncoderMode::kStream : EncoderMode::kWholeFile);
-  } catch (const Error& e) {
-    count_speech("failed");
-    spdlog::error("speech: {}", e.what());
-    throw error(500, std::string("cannot encode this voice's audio: ") + e.what(), "server_error");
-  }
-  res.set_header("X-Sample-Rate", std::to_string(call->encoder->output_sample_rate()));
-  if (request.stream) {
-    stream_speech(res, std::move(call), request.response_format);
-  } else {
-    file_speech(res, *call, request.response_format);
-  }
-}
-
-void HttpApi::Impl::stream_speech(Response& res, std::shared_ptr<SpeechCall> call,
-                                  AudioFormat format) {
-  res.set_chunked_content_provider(
-      std::string(content_type(format)), [this, call](size_t, httplib::DataSink& sink) {
-        const int64_t rate = call->job->sample_rate();
-        ChunkedSink out(*call->encoder, sink, call->cancel,
-                        [&](size_t samples) { count_audio(samples, rate, *call); });
-        std::string outcome = "cancelled";
-        try {
-          call->job->run(out, call->cancel);
-          call->job.reset();  // releases the admission before the client sees the end
-          if (!call->cancel.cancelled() && out.finish()) {
-            count_speech("ok");
-            call->log_outcome("ok");
-            return true;
-          }
-        } catch (const std::exception& e) {
-          spdlog::warn("speech stream {} cut off: {}", t_request.id, e.what());
-          outcome = "failed";
-        } catch (const ApiError& e) {
-          spdlog::warn("speech stream {} cut off: {}", t_request.id, e.message);
-          outcome = "failed";
-        }
-        count_speech(outcome);
-        call->log_outcome(outcome);
-        call->job.reset();
-        call->cancel.cancel();
-        return false;  // cpp-httplib closes the connection without ending the chunked body
-      });
-}
-
-void HttpApi::Impl::file_speech(Response& res, SpeechCall& call, AudioFormat format) {
-  const int64_t rate = call.job->sample_rate();
-  FileSink out(*call.encoder, call.cancel,
-               [&](size_t samples) { count_audio(samples, rate, call); });
-  try {
-    call.job->run(out, call.cancel);
-    call.job.reset();  // releases the admission before the file is sent
-    if (call.cancel.cancelled()) {
-      count_speech("cancelled");
-      call.log_outcome("cancelled");
-      throw error(503, "the server is stopping", "server_error", "shutting_down");
-    }
-    res.set_content(out.finish(), std::string(content_type(format)));
-    count_speech("ok");
-    call.log_outcome("ok");
-  } catch (const ApiError& e) {
-    if (e.code != "shutting_down") {
-      count_speech(e.status < 500 ? "client_error" : "failed");
-      call.log_outcome(e.status < 500 ? "client_error" : "failed");
-    }
-    throw;
-  } catch (const std::exception& e) {
-    count_speech("failed");
-    call.log_outcome("failed");
-    spdlog::error("speech {} failed: {}", t_request.id, e.what());
-    throw error(500, std::string("speech synthesis failed: ") + e.what(), "server_error");
-  }
-}
-
 HttpApi::HttpApi(HttpConfig config, SpeechService& service, MetricsRegistry& metrics)
     : impl_(std::make_unique<Impl>(std::move(config), service, metrics)) {}
 
@@ -716,49 +1062,15 @@ HttpApi::~HttpApi() {
 }
 
 void HttpApi::start() {
-  VOXD_CHECK(!thread_.joinable(), "HttpApi::start called twice");
-  const HttpConfig& config = impl_->config();
-  int port = config.port;
-  if (port == 0) {
-    port = impl_->server.bind_to_any_port(config.host);
-  } else if (!impl_->server.bind_to_port(config.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    throw Error("cannot listen on " + config.host + ":" + std::to_string(config.port) +
-                ": the address is not local or the port is in use (pick another with --port)");
-  }
-  port_ = port;
-  // cpp-httplib (0.11 in Debian 12) listens with a backlog of 5: a burst of clients connecting at
-  // once overflows it and waits out SYN retransmits (a second or more). Listening again on the
-  // bound socket raises the backlog to the system's maximum.
-  if (::listen(impl_->listening_socket.load(), SOMAXCONN) != 0) {
-    spdlog::warn(
-        "could not raise the listen backlog of {}:{} to {}; bursts of connections may "
-        "wait for retransmits",
-        config.host, port, SOMAXCONN);
-  }
-  thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
-  // cpp-httplib's stop() does nothing until the accept loop has begun, so a stop() right after
-  // start() would leave it running: wait for it (it begins at once).
-  while (!impl_->server.is_running()) std::this_thread::yield();
-  listening_.store(true);
+  impl_->start(port_);
 }
 
 void HttpApi::stop_accepting() {
-  impl_->start_draining();
-  // cpp-httplib's stop() closes the listening socket; connections end after their current
-  // request, and listen_after_bind() returns once they all have.
-  if (listening_.exchange(false)) impl_->server.stop();
+  impl_->stop_accepting();
 }
 
 size_t HttpApi::shutdown(std::chrono::steady_clock::duration grace) {
-  if (!thread_.joinable()) return 0;
-  stop_accepting();
-  impl_->wait_for_speech(grace);
-  const size_t cancelled = impl_->cancel_all();
-  thread_.join();
-  return cancelled;
+  return impl_->shutdown(grace);
 }
 
 void HttpApi::stop() {

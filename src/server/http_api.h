@@ -1,19 +1,21 @@
-// voxd's HTTP API: owns a cpp-httplib server on its own thread and answers
-//   POST /v1/audio/speech   OpenAI's speech endpoint, streamed (chunked) or as one file
-//   GET  /v1/models, /v1/voices, /readyz, /debug/memory   from the SpeechService
+// voxd's HTTP API: an asynchronous HTTP/1.1 server on Boost.Beast (a few threads for any number
+// of connections and streams; server/http_connection.h reads and writes them) that answers
+//   POST /v1/audio/speech   OpenAI's speech endpoint, streamed (chunked), as server-sent events
+//                           or as one file
+//   GET  /v1/models, /v1/models/{id}, /v1/voices, /readyz, /debug/memory   from the
+//                           SpeechService
 //   GET  /metrics            the MetricsRegistry, with the HTTP layer's own metrics
 //   GET  /healthz            always 200 while the process serves; needs no API key
 // with bearer-token authentication, limits on body, headers, input and connections, CORS only
 // for configured origins, OpenAI-style error bodies for every 4xx and 5xx, an access log line per
-// request (server/logging.h) and a graceful shutdown. docs/server.md describes the API.
+// request (server/logging.h) and a graceful shutdown that keeps its grace whatever clients do.
+// docs/server.md describes the API.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "server/metrics.h"
@@ -28,14 +30,15 @@ struct HttpConfig {
   std::vector<std::string> api_keys;
   // Origins a browser may call from ("https://app.example"; "*" for any); empty: CORS off.
   std::vector<std::string> cors_origins;
-  size_t max_body_bytes = 2 << 20;       // larger bodies are answered 413
-  size_t max_header_bytes = 32 << 10;    // all header lines together; larger: 431
-  size_t max_input_chars = 100000;       // a request's `input`, in characters; more: 413
-  size_t max_connections = 64;           // served at once, one thread each
-  size_t max_waiting_connections = 256;  // accepted and waiting; beyond that 503
-  int read_timeout_s = 10;
-  int write_timeout_s = 10;
-  int keep_alive_timeout_s = 5;
+  size_t max_body_bytes = 2 << 20;     // larger bodies are answered 413
+  size_t max_header_bytes = 32 << 10;  // all header lines together; larger: 431
+  size_t max_input_chars = 100000;     // a request's `input`, in characters; more: 413
+  size_t max_connections = 4096;       // open at once; beyond that 503 and closed
+  int threads = 0;                     // serving all connections; 0: min(4, cores)
+  double header_timeout_s = 10;        // a request's first byte to its last header; then 408
+  double read_timeout_s = 10;          // its last header to the body's last byte; then 408
+  double write_timeout_s = 10;         // each write; a client that stops reading is cut off
+  double keep_alive_timeout_s = 5;     // an idle kept-alive connection closes after it
 };
 
 class HttpApi {
@@ -47,19 +50,21 @@ class HttpApi {
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
-  // Binds host:port and serves on a background thread; connections are accepted once it
-  // returns. Throws voxd::Error when the address cannot be bound (in use, not local).
+  // Binds host:port and serves on HttpConfig::threads background threads; connections are
+  // accepted once it returns. Raises the process's soft limit on open files to fit
+  // max_connections when it can. Throws voxd::Error when the address cannot be bound.
   void start();
   // The bound port (the chosen one when HttpConfig::port is 0); 0 before start().
   int port() const { return port_; }
   // Stops accepting connections (the listening socket closes). Requests that still arrive on
-  // open connections are answered 503 `shutting_down`, GET /readyz 503, GET /healthz 200; the
-  // speech in progress goes on. Safe to call twice, and before start().
+  // open connections are answered 503 `shutting_down` (and the connection closed), GET /readyz
+  // 503, GET /healthz 200; idle connections close; the speech in progress goes on. Safe to call
+  // twice, and before start().
   void stop_accepting();
   // stop_accepting(), then waits up to `grace` for the speech in progress to end, cancels what
-  // is left (streams are cut off) and waits for the connections to close (an idle keep-alive
-  // connection closes within HttpConfig::keep_alive_timeout_s). Returns how many speech requests
-  // were cancelled. Safe to call twice.
+  // is left (streams are cut off, whole files answered 503), closes every connection (whatever
+  // its client is doing) and stops the threads: it returns within about `grace` plus a second.
+  // Returns how many speech requests were cancelled. Safe to call twice.
   size_t shutdown(std::chrono::steady_clock::duration grace);
   // shutdown() without a grace: cancels the speech in progress at once.
   void stop();
@@ -70,8 +75,6 @@ class HttpApi {
   class Impl;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
-  std::atomic<bool> listening_{false};
-  std::thread thread_;
 };
 
 }  // namespace voxd::server

@@ -1,15 +1,13 @@
 // What the HTTP layer needs from the engine behind it: the models and voices it offers, whether
 // it is ready, its memory summary and metrics, and speech — admitted first (so overload and bad
-// text get a proper status before any audio is sent), then produced on the connection's thread
-// into a sink that encodes and sends it. The scheduler-backed service implements SpeechService;
-// the HTTP tests use a fake.
+// text get a proper status before any audio is sent), then taken as the engine makes it and
+// sent. The scheduler-backed service implements SpeechService; the HTTP tests use a fake.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -18,39 +16,26 @@
 
 namespace voxd::server {
 
-// Trips when the client has gone or the server is stopping; work checks it between steps.
-class CancelToken {
- public:
-  void cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
-  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
-
- private:
-  std::atomic<bool> cancelled_{false};
-};
-
-// Takes a job's audio, in order, and sends it on to the client.
-class SpeechSink {
- public:
-  virtual ~SpeechSink() = default;
-  // Encodes and sends `samples` (mono, at the job's sample_rate(), nominally in [-1, 1]).
-  // Returns false once the client has gone (the job's CancelToken has then tripped too): stop.
-  virtual bool write(std::span<const float> samples) = 0;
-  // Whether the client is still there (a cheap look at the connection); a job waiting for audio
-  // asks now and then and stops when it is false (the CancelToken has then tripped too). For a
-  // whole-file response the connection cannot be seen before the file is sent: true until then.
-  virtual bool connected() = 0;
-};
-
-// One admitted request. Destroying it releases what admission reserved (queue slot, memory).
+// One admitted request, producing audio on the engine's own threads; the HTTP layer takes the
+// audio as it comes without blocking, so a few threads serve any number of streams. Destroying
+// the job releases what admission reserved (queue slot, memory) and stops unfinished work: that
+// is how a client that goes away cancels its request.
 class SpeechJob {
  public:
   virtual ~SpeechJob() = default;
-  // The sample rate of the audio run() produces.
+  // The sample rate of the audio take() hands out.
   virtual int64_t sample_rate() const = 0;
-  // Produces the audio into `sink` on the calling thread, returning when all of it is written
-  // or soon after `cancel` trips. Throws ApiError or another exception when synthesis fails; a
-  // streamed response is then cut off, a whole-file response answered with the error.
-  virtual void run(SpeechSink& sink, const CancelToken& cancel) = 0;
+  // Starts watching the job: `wake` is called, from any thread, whenever take() may have
+  // something new (audio, the end, a failure). `wake` must return quickly and must not call
+  // back into the job (it runs under the engine's locks): post the take() elsewhere. Call once,
+  // then take() once: what happened before start() is not signalled.
+  virtual void start(std::function<void()> wake) = 0;
+  // Never blocks. Appends the oldest piece of audio not yet taken (what one engine step made for
+  // this request; mono, nominally in [-1, 1]) to `samples`, if there is one, and returns true
+  // once the request has ended and every piece has been taken. Throws ApiError (504 past the
+  // request timeout, 503 when the server stops, 413 for a sentence that does not fit memory)
+  // or the step's exception when synthesis failed.
+  virtual bool take(std::vector<float>& samples) = 0;
 };
 
 struct VoiceInfo {
@@ -77,6 +62,9 @@ class SpeechService {
   // The memory summary for GET /debug/memory, as text and as JSON (core/memory_summary.h).
   virtual std::string memory_summary_text() const = 0;
   virtual nlohmann::json memory_summary_json() const = 0;
+  // Records the service's counters and histograms in `registry` from now on (called once, before
+  // the first request), so that work done before the first scrape is counted.
+  virtual void bind_metrics(MetricsRegistry& registry) = 0;
   // Brings the service's gauges in `registry` up to date; called just before GET /metrics.
   virtual void collect_metrics(MetricsRegistry& registry) = 0;
   // Admits a parsed and validated request or throws ApiError: 503 with retry_after_s when the

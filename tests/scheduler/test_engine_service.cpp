@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "models/voice.h"
 #include "pipeline/synthesizer.h"
+#include "run_job.h"
 #include "scheduler/engine_service.h"
 #include "scheduler/scheduler.h"
 #include "server/api_error.h"
@@ -74,33 +75,25 @@ server::SpeechRequest request(const std::string& text, const std::string& voice 
 }
 
 // Keeps every sample; can stop after a number of writes (the client going away).
-class CollectingSink final : public server::SpeechSink {
+class CollectingSink final : public AudioReceiver {
  public:
-  explicit CollectingSink(server::CancelToken* cancel = nullptr, size_t stop_after = SIZE_MAX)
-      : cancel_(cancel), stop_after_(stop_after) {}
+  explicit CollectingSink(size_t stop_after = SIZE_MAX) : stop_after_(stop_after) {}
   bool write(std::span<const float> samples) override {
     audio.insert(audio.end(), samples.begin(), samples.end());
-    if (++writes >= stop_after_) {
-      if (cancel_) cancel_->cancel();
-      return false;
-    }
-    return true;
+    return ++writes < stop_after_;
   }
-  bool connected() override { return !(cancel_ && cancel_->cancelled()); }
 
   std::vector<float> audio;
   size_t writes = 0;
 
  private:
-  server::CancelToken* cancel_;
   size_t stop_after_;
 };
 
 std::vector<float> speak(EngineService& service, const server::SpeechRequest& r) {
   std::unique_ptr<server::SpeechJob> job = service.admit(r);
   CollectingSink sink;
-  server::CancelToken cancel;
-  job->run(sink, cancel);
+  run_job(*job, sink);
   return sink.audio;
 }
 
@@ -112,8 +105,7 @@ std::vector<std::thread> start_all(std::vector<std::unique_ptr<server::SpeechJob
   for (size_t i = 0; i < jobs.size(); ++i) {
     threads.emplace_back([&jobs, &audio, i] {
       CollectingSink sink;
-      server::CancelToken cancel;
-      jobs[i]->run(sink, cancel);
+      run_job(*jobs[i], sink);
       jobs[i].reset();
       audio[i] = sink.audio;
     });
@@ -190,9 +182,8 @@ ApiError admit_error(EngineService& service, const server::SpeechRequest& r) {
 // Runs an admitted job to its end, which must be an ApiError: returns it.
 ApiError run_error(server::SpeechJob& job, const std::string& what_went_wrong) {
   CollectingSink sink;
-  server::CancelToken cancel;
   try {
-    job.run(sink, cancel);
+    run_job(job, sink);
   } catch (const ApiError& e) {
     return e;
   }
@@ -241,9 +232,8 @@ TEST(EngineService, AStreamsFirstAudioIsTheSmallerFirstChunk) {
   const int64_t hop = Voice::load(ctx, kDemoVoice)->vocoder().config().hop_length();
 
   std::unique_ptr<server::SpeechJob> job = service.admit(request(kMediumSentence));
-  server::CancelToken cancel;
-  CollectingSink first_write(&cancel, 1);
-  job->run(first_write, cancel);
+  CollectingSink first_write(1);
+  run_job(*job, first_write);
   EXPECT_EQ(static_cast<int64_t>(first_write.audio.size()), 8 * hop);
   job.reset();
   expect_same_audio(synthesize(kMediumSentence), speak(service, request(kMediumSentence)),
@@ -319,8 +309,7 @@ TEST(EngineService, FullQueueAnswers503WithRetryAfterAndServesTheAccepted) {
       admitted.arrive_and_wait();  // every client asks while the accepted ones are queued
       if (jobs[i]) {
         CollectingSink sink;
-        server::CancelToken cancel;
-        jobs[i]->run(sink, cancel);
+        run_job(*jobs[i], sink);
         jobs[i].reset();
         audio[i] = sink.audio;
       }
@@ -354,9 +343,8 @@ TEST(EngineService, CancelMidStreamFreesTheWorkspaceAndKeepsServing) {
   std::string text;
   for (int i = 0; i < 6; ++i) text += kMediumSentence + " ";
   std::unique_ptr<server::SpeechJob> job = service.admit(request(text));
-  server::CancelToken cancel;
-  CollectingSink sink(&cancel, 2);
-  job->run(sink, cancel);
+  CollectingSink sink(2);
+  run_job(*job, sink);
   EXPECT_EQ(sink.writes, 2u);
   const int64_t steps = static_cast<int64_t>(service.step_counts("vocoder").steps);
   job.reset();
@@ -506,8 +494,7 @@ TEST(EngineService, AStepThatThrowsFailsItsRequestsAndTheRestGoOn) {
     EngineService service(config);
     std::unique_ptr<server::SpeechJob> job = service.admit(request(kTexts[1], "broken"));
     CollectingSink sink;
-    server::CancelToken cancel;
-    EXPECT_THROW(job->run(sink, cancel), Error);
+    EXPECT_THROW(run_job(*job, sink), Error);
     EXPECT_TRUE(sink.audio.empty());
     job.reset();
     expect_valid_audio(speak(service, request(kTexts[1], "demo-a")));
@@ -519,10 +506,10 @@ TEST(EngineService, AStepThatThrowsFailsItsRequestsAndTheRestGoOn) {
 
 // Reads slowly and checks, at every write, that the stream's held audio and mel stay within
 // bounds that do not grow with the text.
-class SlowReader final : public server::SpeechSink {
+class SlowReader final : public AudioReceiver {
  public:
-  SlowReader(EngineService& service, server::CancelToken& cancel, size_t stop_after)
-      : service_(service), cancel_(cancel), stop_after_(stop_after) {}
+  SlowReader(EngineService& service, size_t stop_after)
+      : service_(service), stop_after_(stop_after) {}
   bool write(std::span<const float> samples) override {
     samples_ += samples.size();
     // The first few times, wait (bounded) until the scheduler stops filling this stream's
@@ -540,13 +527,8 @@ class SlowReader final : public server::SpeechSink {
       most_mel = std::max(most_mel, s.mel_frames);
       pending = s.pending_sentences;
     }
-    if (++writes >= stop_after_) {
-      cancel_.cancel();
-      return false;
-    }
-    return true;
+    return ++writes < stop_after_;
   }
-  bool connected() override { return !cancel_.cancelled(); }
 
   size_t writes = 0;
   int64_t most_buffered = 0;
@@ -566,7 +548,6 @@ class SlowReader final : public server::SpeechSink {
   }
 
   EngineService& service_;
-  server::CancelToken& cancel_;
   size_t stop_after_;
   size_t samples_ = 0;
 };
@@ -576,9 +557,8 @@ TEST(EngineService, HundredThousandCharactersHoldBoundedAudioAndMel) {
   while (text.size() < 100000) text += kMediumSentence + " Then they rested. ";
   EngineService service(demo_config(16));
   std::unique_ptr<server::SpeechJob> job = service.admit(request(text));
-  server::CancelToken cancel;
-  SlowReader reader(service, cancel, 8);
-  job->run(reader, cancel);
+  SlowReader reader(service, 8);
+  run_job(*job, reader);
   EXPECT_EQ(reader.writes, 8u);
   EXPECT_GT(reader.most_buffered, 0);
   EXPECT_GT(reader.most_mel, 0);
@@ -591,7 +571,7 @@ TEST(EngineService, MetricsFollowTheWorkAndTheMemory) {
   EngineService service(demo_config());
   EXPECT_TRUE(service.readiness().ready) << service.readiness().reason;
   server::MetricsRegistry registry;
-  service.collect_metrics(registry);
+  service.bind_metrics(registry);
   expect_valid_audio(speak(service, request(kTexts[1])));
   wait_idle(service);
   service.collect_metrics(registry);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -65,48 +66,94 @@ struct JobLog {
   }
 };
 
-// Speaks a 440 Hz sine. The input chooses how: "endless" produces until cancelled (at most ten
-// minutes), "gate" waits for JobLog::gate_open first (or for the client to leave), "fail"
-// throws after some audio; anything else gives one second.
+// Speaks a 440 Hz sine on a thread of its own, as the engine does. The input chooses how:
+// "endless" produces until dropped (at most ten minutes), "gate" waits for JobLog::gate_open
+// first (or for the job to be dropped), "fail" fails after some audio; anything else gives one
+// second. A job dropped before its end counts as cancelled.
 class FakeJob final : public SpeechJob {
  public:
   FakeJob(std::string input, JobLog& log) : input_(std::move(input)), log_(log) {
     log_.update([&] { ++log_.alive; });
   }
   ~FakeJob() override {
+    bool finished = false;
+    {
+      std::lock_guard lock(mutex_);
+      dropped_ = true;
+      finished = finished_ || failed_;
+    }
+    room_.notify_all();
+    log_.update([&] {
+      if (!finished) ++log_.cancelled;
+    });  // and a gate wait ends
+    if (producer_.joinable()) producer_.join();
     log_.update([&] { --log_.alive; });
   }
 
   int64_t sample_rate() const override { return kRate; }
 
-  void run(SpeechSink& sink, const CancelToken& cancel) override {
-    log_.update([&] { ++log_.running; });
-    if (input_ == "gate") {
-      // Waits as a queued request does, looking at the connection now and then.
-      std::unique_lock lock(log_.mutex);
-      while (!log_.changed.wait_for(lock, 5ms, [&] { return log_.gate_open; })) {
-        lock.unlock();
-        const bool connected = sink.connected();
-        lock.lock();
-        if (!connected) break;
-      }
+  void start(std::function<void()> wake) override {
+    wake_ = std::move(wake);
+    producer_ = std::thread([this] { produce(); });
+  }
+
+  bool take(std::vector<float>& samples) override {
+    std::lock_guard lock(mutex_);
+    if (failed_ && pieces_.empty()) throw std::runtime_error("the fake vocoder broke");
+    if (!pieces_.empty()) {
+      samples.insert(samples.end(), pieces_.front().begin(), pieces_.front().end());
+      pieces_.pop_front();
+      room_.notify_all();
     }
-    const int64_t total = input_ == "endless" ? 600 * kRate : kRate;
-    std::vector<float> chunk;
-    for (int64_t start = 0; start < total; start += 2205) {
-      if (cancel.cancelled()) break;
-      if (input_ == "fail" && start > kRate / 2) throw std::runtime_error("the fake vocoder broke");
-      chunk.clear();
-      for (int64_t i = start; i < std::min(total, start + 2205); ++i) chunk.push_back(sine(i));
-      if (!sink.write(chunk)) break;
-    }
-    if (cancel.cancelled()) log_.update([&] { ++log_.cancelled; });
-    log_.update([&] { --log_.running; });
+    return finished_ && pieces_.empty();
   }
 
  private:
+  bool dropped() {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+
+  void produce() {
+    log_.update([&] { ++log_.running; });
+    if (input_ == "gate") {
+      std::unique_lock lock(log_.mutex);
+      log_.changed.wait(lock, [&] { return log_.gate_open || dropped(); });
+    }
+    const int64_t total = input_ == "endless" ? 600 * kRate : kRate;
+    for (int64_t start = 0; start < total && !dropped(); start += 2205) {
+      std::vector<float> piece;
+      for (int64_t i = start; i < std::min(total, start + 2205); ++i) piece.push_back(sine(i));
+      {
+        std::unique_lock lock(mutex_);
+        if (input_ == "fail" && start > kRate / 2) {
+          failed_ = true;
+          break;
+        }
+        // Back-pressure: at most eight pieces wait for the client.
+        room_.wait(lock, [&] { return pieces_.size() < 8 || dropped_; });
+        pieces_.push_back(std::move(piece));
+      }
+      wake_();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      finished_ = !dropped_ && !failed_;
+    }
+    wake_();
+    log_.update([&] { --log_.running; });
+  }
+
   std::string input_;
   JobLog& log_;
+  std::function<void()> wake_;
+  std::mutex mutex_;
+  std::condition_variable room_;
+  std::deque<std::vector<float>> pieces_;
+  bool failed_ = false;
+  bool finished_ = false;
+  bool dropped_ = false;
+  std::thread producer_;
 };
 
 class FakeService final : public SpeechService {
@@ -121,6 +168,9 @@ class FakeService final : public SpeechService {
   }
   std::string memory_summary_text() const override { return "fake memory summary\n"; }
   json memory_summary_json() const override { return {{"device", "cpu"}}; }
+  void bind_metrics(MetricsRegistry& registry) override {
+    registry.counter("voxd_fake_steps_total", "A counter the service keeps.").inc(0);
+  }
   void collect_metrics(MetricsRegistry& registry) override {
     registry.gauge("voxd_fake_queue_depth", "A gauge the service sets.").set(3);
   }
@@ -540,7 +590,6 @@ TEST_F(HttpApiTest, SynthesisFailureIs500ForAFileAndCutsAStreamOff) {
 TEST_F(HttpApiTest, ConnectionsOverTheLimitGet503) {
   HttpConfig config = test_config();
   config.max_connections = 1;
-  config.max_waiting_connections = 0;
   start(config);
   // The only worker is busy with a job waiting at the gate.
   auto first =
