@@ -181,11 +181,7 @@ int run_voices(const std::optional<std::string>& root) {
   }
   const std::vector<voxd::FoundVoice> voices = voxd::voices_on_search_path();
   if (voices.empty()) {
-    std::string looked;
-    for (const std::string& directory : voxd::voice_search_path()) {
-      looked += (looked.empty() ? "" : ", ") + directory;
-    }
-    throw voxd::InputError("no voices found in " + looked +
+    throw voxd::InputError("no voices found in " + voxd::describe_voice_search_path() +
                            " (set VOXD_VOICES, or give a directory: voxd voices DIR)");
   }
   for (const voxd::FoundVoice& voice : voices) print_voice(voice.name, voice.directory, true);

@@ -49,6 +49,16 @@ std::vector<std::string> voice_search_path() {
   return path;
 }
 
+std::string describe_voice_search_path() {
+  std::string description;
+  for (const std::string& root : voice_search_path()) {
+    std::error_code error;
+    description += (description.empty() ? "" : ", ") + root +
+                   (fs::is_directory(root, error) ? "" : " (missing)");
+  }
+  return description;
+}
+
 std::vector<FoundVoice> voices_on_search_path() {
   std::map<std::string, std::string> first_directory;
   for (const std::string& root : voice_search_path()) {
@@ -66,22 +76,17 @@ std::vector<FoundVoice> voices_on_search_path() {
 std::string resolve_voice(const std::string& voice) {
   std::error_code error;
   if (fs::exists(voice, error) || voice.find('/') != std::string::npos) return voice;
-  const std::vector<std::string> path = voice_search_path();
-  for (const std::string& root : path) {
+  for (const std::string& root : voice_search_path()) {
     const std::string directory = (fs::path(root) / voice).string();
     if (has_voice_config(directory)) return directory;
-  }
-  std::string looked;
-  for (const std::string& root : path) {
-    looked +=
-        (looked.empty() ? "" : ", ") + root + (fs::is_directory(root, error) ? "" : " (missing)");
   }
   std::string names;
   for (const FoundVoice& found : voices_on_search_path()) {
     names += (names.empty() ? "" : ", ") + found.name;
   }
   throw InputError(
-      "no voice directory or voice named '" + voice + "': looked in " + looked +
+      "no voice directory or voice named '" + voice + "': looked in " +
+      describe_voice_search_path() +
       " (set VOXD_VOICES to add directories); voices found: " + (names.empty() ? "none" : names));
 }
 

@@ -12,6 +12,9 @@ namespace voxd {
 // installed share/voxd/voices. Directories that do not exist are listed too.
 std::vector<std::string> voice_search_path();
 
+// The search path for messages: "a, b (missing), c".
+std::string describe_voice_search_path();
+
 struct FoundVoice {
   std::string name;
   std::string directory;
