@@ -10,16 +10,19 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/runtime.h"
+#include "cli/audio_output.h"
 #include "cli/mem_command.h"
 #include "cli/monitor_command.h"
+#include "cli/progress_line.h"
 #include "cli/serve_command.h"
+#include "cli/voice_search.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
 #include "core/npy.h"
 #include "models/voice.h"
-#include "pipeline/audio_file.h"
 #include "pipeline/synthesizer.h"
 #include "text/frontend.h"
 #include "text/ids.h"
@@ -45,6 +48,7 @@ struct SynthOptions {
   float pitch = 1.0f;
   float energy = 1.0f;
   std::string out = "out.wav";
+  std::optional<std::string> format;
   std::optional<std::string> mel_out;
   int64_t chunk_frames = 0;
   bool memory_summary = false;
@@ -54,6 +58,7 @@ struct VocodeOptions {
   std::string voice;
   std::string mel;
   std::string out = "out.wav";
+  std::optional<std::string> format;
   int64_t chunk_frames = 0;
   bool memory_summary = false;
 };
@@ -88,8 +93,9 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   voxd::DeviceRuntime runtime(runtime_options(global));
   voxd::Context& ctx = runtime.context();
   const auto load_start = Clock::now();
-  auto voice = voxd::Voice::load(runtime.weights_context(), options.voice);
-  spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, options.voice,
+  const std::string directory = voxd::resolve_voice(options.voice);
+  auto voice = voxd::Voice::load(runtime.weights_context(), directory);
+  spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, directory,
                seconds_since(load_start));
 
   voxd::SynthesisOptions synthesis;
@@ -99,11 +105,16 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   synthesis.energy = options.energy;
   synthesis.keep_mel = options.mel_out.has_value();
   synthesis.chunk_frames = options.chunk_frames;
+  voxd::ProgressLine progress;
+  synthesis.on_sentence = [&progress](const voxd::Utterance& so_far, int64_t total) {
+    progress.update(so_far.sentences, total,
+                    static_cast<double>(so_far.samples) / static_cast<double>(so_far.sample_rate));
+  };
 
   voxd::Synthesizer synthesizer(ctx, *voice);
-  voxd::AudioFileWriter writer(options.out, voice->config().sample_rate);
-  const voxd::AudioSink sink = [&writer](const float* samples, size_t count) {
-    writer.write(samples, count);
+  voxd::AudioOutput output(options.out, options.format, voice->config().sample_rate);
+  const voxd::AudioSink sink = [&output](const float* samples, size_t count) {
+    output.write(samples, count);
   };
   const auto start = Clock::now();
   voxd::Utterance utterance;
@@ -119,10 +130,11 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
     utterance = synthesizer.synthesize_text(text, synthesis, sink);
   }
   const double compute_seconds = seconds_since(start);
-  writer.commit();
+  progress.clear();
+  output.commit();
   if (options.mel_out) voxd::write_npy(*options.mel_out, utterance.mel);
   spdlog::info("{} sentence(s), {} mel frames", utterance.sentences, utterance.mel_frames);
-  report(options.out, utterance.samples, utterance.sample_rate, compute_seconds);
+  report(output.description(), utterance.samples, utterance.sample_rate, compute_seconds);
   if (options.memory_summary) std::cerr << runtime.memory_summary();
   return 0;
 }
@@ -130,36 +142,68 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
 int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
   voxd::DeviceRuntime runtime(runtime_options(global));
   voxd::Context& ctx = runtime.context();
-  auto voice = voxd::Voice::load(runtime.weights_context(), options.voice, voxd::DType::F32,
-                                 voxd::Voice::Parts::VocoderOnly);
+  auto voice = voxd::Voice::load(runtime.weights_context(), voxd::resolve_voice(options.voice),
+                                 voxd::DType::F32, voxd::Voice::Parts::VocoderOnly);
   const voxd::Tensor mel = voxd::read_npy(options.mel);
+  voxd::AudioOutput output(options.out, options.format, voice->config().sample_rate);
   const auto start = Clock::now();
   const std::vector<float> audio = voxd::vocode(ctx, *voice, mel, options.chunk_frames);
   const double compute_seconds = seconds_since(start);
-  voxd::write_audio_file(options.out, audio, voice->config().sample_rate);
-  report(options.out, static_cast<int64_t>(audio.size()), voice->config().sample_rate,
+  output.write(audio.data(), audio.size());
+  output.commit();
+  report(output.description(), static_cast<int64_t>(audio.size()), voice->config().sample_rate,
          compute_seconds);
   if (options.memory_summary) std::cerr << runtime.memory_summary();
   return 0;
 }
 
-int run_voices(const std::string& root) {
-  for (const std::string& name : voxd::find_voices(root)) {
-    const std::string directory = root + "/" + name;
-    try {
-      const voxd::VoiceConfig config = voxd::VoiceConfig::load(directory);
-      std::cout << name << "\t" << config.language << "\t" << config.sample_rate << " Hz\t"
-                << config.phonemes << "\t" << (config.speakers.empty() ? 1 : config.speakers.size())
-                << " speaker(s)\n";
-    } catch (const voxd::Error& e) {
-      std::cout << name << "\tbroken: " << e.what() << "\n";
-    }
+// One line of `voxd voices`: name, language, sample rate, phonemes, speakers, and the
+// directory when `with_directory`.
+void print_voice(const std::string& name, const std::string& directory, bool with_directory) {
+  try {
+    const voxd::VoiceConfig config = voxd::VoiceConfig::load(directory);
+    std::cout << name << "\t" << config.language << "\t" << config.sample_rate << " Hz\t"
+              << config.phonemes << "\t" << (config.speakers.empty() ? 1 : config.speakers.size())
+              << " speaker(s)";
+  } catch (const voxd::Error& e) {
+    std::cout << name << "\tbroken: " << e.what();
   }
+  std::cout << (with_directory ? "\t" + directory : "") << "\n";
+}
+
+// The voices in `root`, or every voice on the search path when `root` is not given.
+int run_voices(const std::optional<std::string>& root) {
+  if (root) {
+    for (const std::string& name : voxd::find_voices(*root)) {
+      print_voice(name, *root + "/" + name, false);
+    }
+    return 0;
+  }
+  const std::vector<voxd::FoundVoice> voices = voxd::voices_on_search_path();
+  if (voices.empty()) {
+    throw voxd::InputError("no voices found in " + voxd::describe_voice_search_path() +
+                           " (set VOXD_VOICES, or give a directory: voxd voices DIR)");
+  }
+  for (const voxd::FoundVoice& voice : voices) print_voice(voice.name, voice.directory, true);
   return 0;
 }
 
 void add_range_check(CLI::Option* option, double low, double high) {
   option->check(CLI::Range(low, high));
+}
+
+constexpr const char* kVoiceHelp =
+    "Voice directory, or the name of a voice on the search path (VOXD_VOICES, then the "
+    "repository's voices/, then the installed ones; see voxd voices)";
+constexpr const char* kOutHelp =
+    "Output audio file (.wav, .flac, .ogg, .mp3, .opus, .pcm), or - for standard output";
+
+void add_format_option(CLI::App& command, std::optional<std::string>& format) {
+  command
+      .add_option("--format", format,
+                  "Audio format: wav, flac, ogg, mp3, opus or pcm (raw 16-bit mono); default: "
+                  "the --out extension, wav for -")
+      ->check(CLI::IsMember({"wav", "flac", "ogg", "mp3", "opus", "pcm"}));
 }
 
 // The first word that is neither an option nor an option's value, if it names no command.
@@ -210,7 +254,7 @@ int main(int argc, char** argv) {
 
   SynthOptions synth;
   CLI::App* synth_cmd = app.add_subcommand("synth", "Synthesize text (or symbol ids) to audio");
-  synth_cmd->add_option("--voice", synth.voice, "Voice directory")->required();
+  synth_cmd->add_option("--voice", synth.voice, kVoiceHelp)->required();
   synth_cmd->add_option("--text", synth.text, "Text to speak (default: read standard input)");
   synth_cmd->add_option("--ids", synth.ids, "Symbol ids instead of text, e.g. \"12 5 7\"");
   synth_cmd->add_option("--speaker", synth.speaker, "Speaker name or id")->capture_default_str();
@@ -226,8 +270,8 @@ int main(int argc, char** argv) {
                                    "energy by --pitch instead, and so does voxd)")
                       ->capture_default_str(),
                   0.0, 4.0);
-  synth_cmd->add_option("--out", synth.out, "Output audio file (.wav, .flac, .ogg)")
-      ->capture_default_str();
+  synth_cmd->add_option("--out", synth.out, kOutHelp)->capture_default_str();
+  add_format_option(*synth_cmd, synth.format);
   synth_cmd->add_option("--mel-out", synth.mel_out, "Also save the mel as .npy [n_mels, T]");
   synth_cmd
       ->add_option("--chunk-frames", synth.chunk_frames,
@@ -241,11 +285,13 @@ int main(int argc, char** argv) {
 
   VocodeOptions vocode;
   CLI::App* vocode_cmd = app.add_subcommand("vocode", "Turn a mel spectrogram (.npy) into audio");
-  vocode_cmd->add_option("--voice", vocode.voice, "Voice directory (its vocoder is used)")
+  vocode_cmd
+      ->add_option("--voice", vocode.voice, std::string(kVoiceHelp) + " (its vocoder is used)")
       ->required();
   vocode_cmd->add_option("--mel", vocode.mel, "float32 .npy of shape [n_mels, T] or [1, n_mels, T]")
       ->required();
-  vocode_cmd->add_option("--out", vocode.out, "Output audio file")->capture_default_str();
+  vocode_cmd->add_option("--out", vocode.out, kOutHelp)->capture_default_str();
+  add_format_option(*vocode_cmd, vocode.format);
   vocode_cmd
       ->add_option("--chunk-frames", vocode.chunk_frames,
                    "Vocode in chunks of this many mel frames (plus the vocoder's receptive field "
@@ -256,10 +302,12 @@ int main(int argc, char** argv) {
   vocode_cmd->add_flag("--memory-summary", vocode.memory_summary,
                        "Print the memory summary (PyTorch's layout) to standard error at the end");
 
-  std::string voices_root = "voices";
-  CLI::App* voices_cmd = app.add_subcommand("voices", "List the voices in a directory");
-  voices_cmd->add_option("dir", voices_root, "Directory of voice directories")
-      ->capture_default_str();
+  std::optional<std::string> voices_root;
+  CLI::App* voices_cmd = app.add_subcommand(
+      "voices",
+      "List the voices on the search path (VOXD_VOICES, the repository's voices/, "
+      "the installed ones), or in a directory");
+  voices_cmd->add_option("dir", voices_root, "Directory of voice directories");
 
   voxd::add_mem_command(app);
   voxd::ServeCommand serve(app);

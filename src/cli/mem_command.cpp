@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "cli/dtype_option.h"
+#include "cli/voice_search.h"
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
@@ -168,7 +169,7 @@ int run_mem(const MemOptions& options) {
   const std::unique_ptr<Backend> backend = planning_backend(options, dtype, notes);
   WorkspaceArena weights(backend->device());
   Context load = Context::for_planning(*backend, weights);
-  const auto voice = Voice::load(load, options.voice, dtype,
+  const auto voice = Voice::load(load, resolve_voice(options.voice), dtype,
                                  acoustic ? Voice::Parts::All : Voice::Parts::VocoderOnly);
   const WorkspacePlan plan =
       plan_voice(*backend, *voice, weights.in_use(), acoustic_shape, vocoder_shape);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/dtype_option.h"
+#include "cli/voice_search.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
@@ -249,7 +250,7 @@ std::string ServeCommand::Settings::as_config_file() const {
 
 scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   scheduler::EngineConfig config;
-  config.voice_dirs = voices;
+  config.voice_dirs = resolve_voices(voices);
   config.runtime.backend = device;
   config.runtime.threads = threads;
   if (gpu_memory_limit) {

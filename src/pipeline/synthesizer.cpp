@@ -102,6 +102,7 @@ Utterance Synthesizer::synthesize_text(std::string_view text, const SynthesisOpt
   std::vector<Tensor> mels;
   for (const text::Sentence& sentence : sentences) {
     synthesize_sentence(sentence.ids, options, sink, out, mels);
+    if (options.on_sentence) options.on_sentence(out, static_cast<int64_t>(sentences.size()));
   }
   if (options.keep_mel) out.mel = concatenate_frames(mels, voice_.config().n_mels, out.mel_frames);
   return out;

@@ -17,6 +17,12 @@ namespace voxd {
 
 class VocoderGraphs;
 
+struct Utterance;
+
+// Called by Synthesizer::synthesize_text after each sentence with what has been synthesized so
+// far (so_far.sentences of `sentences_total`, so_far.samples of audio).
+using SentenceProgress = std::function<void(const Utterance& so_far, int64_t sentences_total)>;
+
 struct SynthesisOptions {
   int64_t speaker = 0;
   // Speaking rate: 2 is twice as fast (ming024's duration control is 1 / speed).
@@ -38,6 +44,8 @@ struct SynthesisOptions {
   // backends that cannot record graphs (cpu, reference). The graph keeps the vocoder's arena for
   // that shape on the device until the Synthesizer goes (Synthesizer::graph_bytes()).
   bool use_cuda_graphs = true;
+  // Told after each sentence of synthesize_text, e.g. for a progress line; may be empty.
+  SentenceProgress on_sentence;
 };
 
 // Receives audio as soon as it is synthesized: each sentence's, or each chunk's when

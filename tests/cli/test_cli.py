@@ -3,9 +3,13 @@
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_cli.py` with VOXD_BIN set to the
 built binary; needs numpy (Debian python3-numpy).
 """
+import ctypes
+import io
 import json
 import os
+import pty
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -18,7 +22,9 @@ VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "vox
 VOICES = os.path.join(ROOT, "tests", "fixtures", "voices")
 ARPABET_VOICE = os.path.join(VOICES, "tiny-arpabet")
 IPA_VOICE = os.path.join(VOICES, "tiny-ipa")
+REPO_VOICES = os.path.join(ROOT, "voices")
 HOP = 256
+MP3_FRAME = 576  # samples per MPEG-2 layer III frame (22.05 kHz)
 
 
 def run(*args, stdin=None):
@@ -211,6 +217,276 @@ class CliTest(unittest.TestCase):
             f.write(b"hello")
         self.assert_input_error(run("vocode", "--voice", ARPABET_VOICE, "--mel", notnpy,
                                     "--out", out), notnpy)
+
+
+class SfInfo(ctypes.Structure):
+    _fields_ = [("frames", ctypes.c_int64), ("samplerate", ctypes.c_int),
+                ("channels", ctypes.c_int), ("format", ctypes.c_int),
+                ("sections", ctypes.c_int), ("seekable", ctypes.c_int)]
+
+
+def decode_with_libsndfile(path):
+    """(sample rate, number of decoded samples) of an audio file, read to its end through
+    libsndfile (sox here has no MP3 or Opus)."""
+    lib = ctypes.CDLL("libsndfile.so.1")
+    lib.sf_open.restype = ctypes.c_void_p
+    lib.sf_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(SfInfo)]
+    lib.sf_readf_float.restype = ctypes.c_int64
+    lib.sf_readf_float.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    lib.sf_close.argtypes = [ctypes.c_void_p]
+    info = SfInfo()
+    handle = lib.sf_open(path.encode(), 0x10, ctypes.byref(info))  # SFM_READ
+    if not handle:
+        raise AssertionError(f"libsndfile cannot read {path}")
+    buffer = (ctypes.c_float * 4096)()
+    samples = 0
+    while (n := lib.sf_readf_float(handle, buffer, 4096)) > 0:
+        samples += n
+    lib.sf_close(handle)
+    return info.samplerate, samples
+
+
+def wav_samples(data):
+    """16-bit samples of a WAV held in `data` (a streamed WAV's sizes say "until the end")."""
+    with wave.open(io.BytesIO(data), "rb") as w:
+        return np.frombuffer(w.readframes(w.getnframes()), "<i2")
+
+
+def flac_samples(data):
+    decoded = subprocess.run(["sox", "-t", "flac", "-", "-t", "raw", "-e", "signed", "-b", "16",
+                              "-c", "1", "-"], input=data, capture_output=True, check=True)
+    return np.frombuffer(decoded.stdout, "<i2")
+
+
+class VoiceNamesAndOutputTest(unittest.TestCase):
+    """--voice by name on the search path, `voxd voices` without a directory, --out - and
+    --format, .mp3/.opus files, and the progress line."""
+
+    TEXT = "Hello there. This is a second sentence. And a third one to finish."
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="voxd-names-")
+        self.env = {k: v for k, v in os.environ.items() if k != "VOXD_VOICES"}
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def voxd(self, *args, env=None, text=True):
+        """voxd run from the temporary directory, not the repository root."""
+        return subprocess.run([VOXD, *args], capture_output=True, text=text, timeout=300,
+                              cwd=self.tmp, env={**self.env, **(env or {})})
+
+    def assert_one_line_error(self, result, *fragments):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+
+    def loaded_from(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if "loaded voice" in line]
+        self.assertEqual(len(lines), 1, result.stderr)
+        return lines[0]
+
+    def test_synth_by_name_from_another_directory(self):
+        out = self.path("hello.wav")
+        result = self.voxd("--log-level", "info", "synth", "--voice", "en-demo",
+                           "--text", "Hello.", "--out", "hello.wav")
+        self.assertIn(f"'en-demo' from {os.path.join(REPO_VOICES, 'en-demo')}",
+                      self.loaded_from(result))
+        frames, rate, _ = wav_info(out)
+        self.assertGreater(frames, 0)
+        self.assertEqual(rate, 22050)
+        mem = self.voxd("mem", "--voice", "en-demo", "--chunks", "1", "--frames", "10")
+        self.assertEqual(mem.returncode, 0, mem.stderr)
+        self.assertIn("voice 'en-demo'", mem.stdout)
+        mel = self.path("mel.npy")
+        np.save(mel, np.zeros((80, 12), dtype=np.float32))
+        vocoded = self.voxd("vocode", "--voice", "en-demo", "--mel", mel, "--out", "v.wav")
+        self.assertEqual(vocoded.returncode, 0, vocoded.stderr)
+        self.assertEqual(wav_info(self.path("v.wav"))[0], 12 * HOP)
+
+    def test_voxd_voices_directories_come_first(self):
+        # An en-demo in VOXD_VOICES (really tiny-arpabet) hides the repository's.
+        override = self.path("mine")
+        shutil.copytree(ARPABET_VOICE, os.path.join(override, "en-demo"))
+        env = {"VOXD_VOICES": f"{self.path('missing')}:{override}:{VOICES}"}
+        result = self.voxd("--log-level", "info", "synth", "--voice", "en-demo", "--text", "Hi.",
+                           "--out", "a.wav", env=env)
+        self.assertIn(f"'tiny-arpabet' from {os.path.join(override, 'en-demo')}",
+                      self.loaded_from(result))
+        result = self.voxd("--log-level", "info", "synth", "--voice", "tiny-ipa", "--text", "Hi.",
+                           "--out", "b.wav", env=env)
+        self.assertIn(f"from {IPA_VOICE}", self.loaded_from(result))
+
+    def test_a_path_wins_over_a_name(self):
+        shutil.copytree(ARPABET_VOICE, self.path("en-demo"))
+        result = self.voxd("--log-level", "info", "synth", "--voice", "en-demo", "--text", "Hi.",
+                           "--out", "a.wav")
+        self.assertIn("loaded voice 'tiny-arpabet' from en-demo", self.loaded_from(result))
+
+    def test_unknown_name_says_where_it_looked(self):
+        env = {"VOXD_VOICES": VOICES}
+        for command in (("synth", "--text", "hi"), ("mem", "--chunks", "1", "--frames", "4"),
+                        ("serve", "--port", "0")):
+            result = self.voxd(command[0], "--voice", "no-such-voice", *command[1:], env=env)
+            self.assert_one_line_error(result, "voice named 'no-such-voice'",
+                                       f"looked in {VOICES}, {REPO_VOICES}",
+                                       "voices found: en-demo, tiny-arpabet, tiny-ipa")
+
+    def test_serve_by_name(self):
+        server = subprocess.Popen([VOXD, "serve", "--voice", "tiny-ipa", "--port", "0",
+                                   "--device", "cpu", "--log-level", "info"], cwd=self.tmp,
+                                  env={**self.env, "VOXD_VOICES": VOICES}, text=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            lines = []
+            for line in server.stderr:
+                lines.append(line)
+                if "listening" in line:
+                    break
+            self.assertIn('voices=["tiny-ipa"]', lines[-1], "".join(lines))
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.communicate(timeout=60)
+
+    def test_voices_without_a_directory_lists_the_search_path(self):
+        result = self.voxd("voices", env={"VOXD_VOICES": VOICES})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        rows = [line.split("\t") for line in result.stdout.splitlines()]
+        self.assertEqual([row[0] for row in rows], ["en-demo", "tiny-arpabet", "tiny-ipa"])
+        for row in rows:
+            self.assertEqual(len(row), 6, row)
+            self.assertEqual(row[2], "22050 Hz")
+            self.assertTrue(os.path.isfile(os.path.join(row[5], "config.json")), row)
+        self.assertEqual(rows[0][1:], ["en-us", "22050 Hz", "espeak-ipa", "1 speaker(s)",
+                                       os.path.join(REPO_VOICES, "en-demo")])
+        self.assertEqual(rows[1][5], ARPABET_VOICE)
+        plain = subprocess.run([VOXD, "voices"], capture_output=True, text=True, timeout=60,
+                               cwd="/tmp", env=self.env)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertIn("en-demo\ten-us", plain.stdout)
+        listed = self.voxd("voices", VOICES)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertEqual([line.split("\t")[0] for line in listed.stdout.splitlines()],
+                         ["tiny-arpabet", "tiny-ipa"])
+
+    def synth_bytes(self, *args):
+        """voxd synth with its info log and memory summary on, which go to stderr."""
+        result = self.voxd("--log-level", "info", "synth", "--voice", "en-demo", "--text",
+                           self.TEXT, "--memory-summary", *args, text=False)
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        return result
+
+    def test_standard_output_holds_the_same_audio_as_a_file(self):
+        self.synth_bytes("--out", "file.wav")
+        with open(self.path("file.wav"), "rb") as f:
+            want = wav_samples(f.read())
+        self.assertGreater(len(want), HOP)
+        self.assertEqual(len(want) % HOP, 0)
+        wav = self.synth_bytes("--out", "-")
+        self.assertIn(b"wrote standard output", wav.stderr)  # the log went to stderr
+        self.assertIn(b"voxd memory summary", wav.stderr)
+        streamed = wav_samples(wav.stdout)
+        # Files go through libsndfile and standard output through the server's encoders, whose
+        # float to 16-bit rounding differs by at most one step.
+        self.assertEqual(len(streamed), len(want))
+        self.assertLessEqual(np.abs(streamed.astype(np.int32) - want).max(), 1)
+        pcm = self.synth_bytes("--out", "-", "--format", "pcm").stdout
+        np.testing.assert_array_equal(np.frombuffer(pcm, "<i2"), streamed)
+        flac = self.synth_bytes("--out", "-", "--format", "flac").stdout
+        np.testing.assert_array_equal(flac_samples(flac), streamed)
+        self.synth_bytes("--out", "file.flac")
+        with open(self.path("file.flac"), "rb") as f:
+            flac_file = flac_samples(f.read())
+        self.assertEqual(len(flac_file), len(want))
+        self.assertLessEqual(np.abs(flac_file.astype(np.int32) - streamed).max(), 1)
+        mp3 = self.synth_bytes("--out", "-", "--format", "mp3").stdout
+        streamed_mp3 = self.path("streamed.mp3")
+        with open(streamed_mp3, "wb") as f:
+            f.write(mp3)
+        self.synth_bytes("--out", "file.mp3")
+        rate, samples = decode_with_libsndfile(streamed_mp3)
+        self.assertEqual((rate, samples), decode_with_libsndfile(self.path("file.mp3")))
+        # MP3 decodes to whole frames, with the encoder's delay in front.
+        self.assertEqual(rate, 22050)
+        self.assertGreaterEqual(samples, len(want))
+        self.assertLessEqual(samples, len(want) + 4 * MP3_FRAME)
+
+    def test_vocode_to_standard_output(self):
+        mel = self.path("mel.npy")
+        np.save(mel, np.random.default_rng(2).uniform(-6, 1, (80, 30)).astype(np.float32))
+        result = self.voxd("vocode", "--voice", ARPABET_VOICE, "--mel", mel, "--out", "-",
+                           "--format", "pcm", text=False)
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertEqual(len(result.stdout), 30 * HOP * 2)
+
+    def test_mp3_and_opus_files(self):
+        self.synth_bytes("--out", "speech.wav")
+        samples = wav_info(self.path("speech.wav"))[0]
+        self.synth_bytes("--out", "speech.mp3")
+        self.synth_bytes("--out", "speech.opus")
+        with open(self.path("speech.mp3"), "rb") as f:
+            head = f.read(3)
+        self.assertTrue(head == b"ID3" or head[0] == 0xFF, head)
+        with open(self.path("speech.opus"), "rb") as f:
+            self.assertEqual(f.read(4), b"OggS")
+        rate, decoded = decode_with_libsndfile(self.path("speech.mp3"))
+        self.assertEqual(rate, 22050)
+        self.assertGreaterEqual(decoded, samples)
+        self.assertLessEqual(decoded, samples + 4 * MP3_FRAME)
+        # Opus has no 22.05 kHz: the encoder resamples to 24 kHz and the length follows.
+        rate, decoded = decode_with_libsndfile(self.path("speech.opus"))
+        self.assertEqual(rate, 24000)
+        self.assertAlmostEqual(decoded, samples * 24000 / 22050, delta=2)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["speech.mp3", "speech.opus", "speech.wav"])
+
+    def test_format_errors(self):
+        args = ("synth", "--voice", "en-demo", "--text", "hi")
+        self.assert_one_line_error(self.voxd(*args, "--out", "a.wav", "--format", "flac"),
+                                   "--format flac does not match --out 'a.wav'")
+        self.assert_one_line_error(self.voxd(*args, "--out", "-", "--format", "ogg"),
+                                   "ogg (Vorbis) cannot go to standard output")
+        self.assert_one_line_error(self.voxd(*args, "--out", "-", "--format", "aac"), "--format")
+        self.assert_one_line_error(self.voxd(*args, "--out", "speech"), "no extension")
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_no_progress_line_when_stderr_is_not_a_terminal(self):
+        result = self.voxd("synth", "--voice", "en-demo", "--text", self.TEXT, "--out", "a.wav")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr, "")
+
+    def test_progress_line_on_a_terminal(self):
+        controller, terminal = pty.openpty()
+        process = subprocess.Popen([VOXD, "synth", "--voice", "en-demo", "--text", self.TEXT,
+                                    "--out", "a.wav"], cwd=self.tmp, env=self.env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=terminal)
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(controller)
+        self.assertEqual(process.wait(timeout=300), 0, shown)
+        updates = [part for part in shown.split(b"\r") if part.strip()]
+        self.assertEqual([u.split(b",")[0] for u in updates],
+                         [b"voxd: sentence 1/3", b"voxd: sentence 2/3", b"voxd: sentence 3/3"])
+        seconds = [float(u.split(b", ")[1].split(b" ")[0]) for u in updates]
+        self.assertEqual(seconds, sorted(seconds))
+        self.assertGreater(seconds[0], 0)
+        # Cleared at the end: the last thing written is a blank line and a carriage return.
+        self.assertRegex(shown, rb"\r +\r$")
+        self.assertAlmostEqual(seconds[-1], wav_info(self.path("a.wav"))[0] / 22050, delta=0.05)
 
 
 class MemoryOptionsTest(unittest.TestCase):

@@ -1,6 +1,6 @@
 // Synthesizer and vocode() with SynthesisOptions::chunk_frames on the tiny test voice: chunked
 // audio reaches the sink chunk by chunk and equals the whole-sentence audio; bad values are
-// refused before any audio.
+// refused before any audio; on_sentence follows each sentence.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,6 +117,34 @@ TEST(ChunkedSynthesisDemoVoice, TextAudioEqualsWholeSentences) {
     EXPECT_LE(max_abs_diff(chunked.audio, whole.audio), kTolerance)
         << "chunk_frames " << chunk_frames;
   }
+}
+
+// SynthesisOptions::on_sentence is told after each sentence, once its audio is in the sink.
+TEST_F(ChunkedSynthesis, OnSentenceFollowsEachSentence) {
+  struct Call {
+    int64_t sentences, total, samples;
+    size_t sunk;
+  };
+  std::vector<Call> calls;
+  Recorded recorded;
+  SynthesisOptions options;
+  options.chunk_frames = 7;
+  options.on_sentence = [&](const Utterance& so_far, int64_t total) {
+    calls.push_back({so_far.sentences, total, so_far.samples, recorded.audio.size()});
+  };
+  const Utterance done = synthesizer_.synthesize_text(
+      "The first sentence. Then a second one. And the third.", options, recorded.sink());
+  ASSERT_EQ(done.sentences, 3);
+  ASSERT_EQ(calls.size(), 3u);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].sentences, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(calls[i].total, 3);
+    EXPECT_EQ(calls[i].samples, static_cast<int64_t>(calls[i].sunk));
+    if (i > 0) {
+      EXPECT_GT(calls[i].samples, calls[i - 1].samples);
+    }
+  }
+  EXPECT_EQ(calls.back().samples, done.samples);
 }
 
 TEST_F(ChunkedSynthesis, NegativeChunkFramesIsRefusedBeforeAnyAudio) {
