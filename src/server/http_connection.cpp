@@ -21,7 +21,7 @@ constexpr size_t kReadSize = 16 << 10;
 // client still sends for this long (or this much) before closing, so that the close does not
 // reset the connection under the response before the client has read it.
 constexpr std::chrono::milliseconds kLingerTime{2000};
-constexpr size_t kLingerBytes = 64 << 20;
+constexpr size_t kLingerBytes = 1 << 20;
 
 ReadFailure read_failure(const error_code& error) {
   if (error == http::error::header_limit || error == http::error::buffer_overflow) {

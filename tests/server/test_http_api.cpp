@@ -11,6 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -915,6 +919,318 @@ TEST_F(HttpApiTest, RandomMalformedRequestsThenValidOnes) {
   for (int i = 0; i < 5; ++i) expect_server_healthy();
   EXPECT_TRUE(service_.log.wait_for([&] { return service_.log.alive == 0; }));
   EXPECT_EQ(metrics_.render().find("code=\"5"), std::string::npos);
+}
+
+
+// A raw TCP client for the tests that must send exactly the bytes they choose, when they choose.
+class RawClient {
+ public:
+  explicit RawClient(int port) : fd_(connect_to(port)) {
+    timeval timeout{5, 0};
+    if (fd_ >= 0) setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  }
+  ~RawClient() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  bool connected() const { return fd_ >= 0; }
+  // False once the server has closed or reset the connection.
+  bool send_all(const std::string& bytes) {
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // Reads until `until` appears (or, when empty, until the server closes), at most 5 s of
+  // silence.
+  std::string read(const std::string& until = "") {
+    char buffer[4096];
+    while (until.empty() || received_.find(until) == std::string::npos) {
+      const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        closed_ = n == 0 || errno == ECONNRESET;
+        break;
+      }
+      received_.append(buffer, static_cast<size_t>(n));
+    }
+    return received_;
+  }
+  // Whether the server closed the connection (a read saw its end).
+  bool closed() const { return closed_; }
+
+ private:
+  int fd_;
+  std::string received_;
+  bool closed_ = false;
+};
+
+std::string authorized_get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+         "\r\n" + extra + "\r\n";
+}
+
+std::string speech_post(const std::string& body, const std::string& extra = "",
+                        const std::string& version = "HTTP/1.1") {
+  return "POST /v1/audio/speech " + version +
+         "\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer " +
+         std::string(kKey) + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+         extra + "\r\n" + body;
+}
+
+// How many times `needle` occurs in `text`.
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Slowloris: many clients trickling their headers a byte at a time neither hold the server up
+// (a normal client is answered within a second) nor their connections for longer than the
+// header deadline.
+TEST_F(HttpApiTest, TricklingClientsAreCutOffAndOthersAreServed) {
+  HttpConfig config = test_config();
+  config.threads = 2;
+  config.header_timeout_s = 1.5;
+  start(config);
+  constexpr int kTricklers = 100;
+  std::vector<std::unique_ptr<RawClient>> tricklers;
+  for (int i = 0; i < kTricklers; ++i) {
+    tricklers.push_back(std::make_unique<RawClient>(api_->port()));
+    ASSERT_TRUE(tricklers.back()->connected());
+  }
+  const std::string request = authorized_get("/healthz");
+  const auto started = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (size_t at = 0; at < request.size() && !stop.load(); ++at) {
+      for (auto& t : tricklers) t->send_all(request.substr(at, 1));
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  const auto asked = std::chrono::steady_clock::now();
+  const auto res = get("/healthz");
+  const auto answered_in = std::chrono::steady_clock::now() - asked;
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_LT(answered_in, 1s);
+  // Each trickler is answered 408 and closed once its headers' deadline has passed.
+  for (auto& t : tricklers) {
+    const std::string reply = t->read();
+    EXPECT_TRUE(t->closed());
+    if (!reply.empty()) {
+      EXPECT_TRUE(reply.starts_with("HTTP/1.1 408")) << reply;
+    }
+  }
+  const auto all_closed_after = std::chrono::steady_clock::now() - started;
+  stop.store(true);
+  trickle.join();
+  EXPECT_GE(all_closed_after, 1400ms);
+  EXPECT_LT(all_closed_after, 10s);
+  expect_server_healthy();
+}
+
+// A chunked body has no Content-Length to refuse it by: its size limit holds while it is read,
+// and the client is answered 413 long before it has sent what it meant to.
+TEST_F(HttpApiTest, AChunkedBodyOverTheLimitIsRefusedWhileItIsRead) {
+  start();  // 64 KiB bodies
+  RawClient client(api_->port());
+  ASSERT_TRUE(client.send_all("POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                              std::string(kKey) + "\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  const std::string piece(16 << 10, ' ');
+  size_t sent = 0;
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
+  // Up to 100 MiB; the server must stop it long before.
+  while (sent < (100u << 20) && client.send_all(size + piece + "\r\n")) sent += piece.size();
+  const std::string reply = client.read();
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 413")) << reply.substr(0, 300);
+  EXPECT_NE(reply.find("request_too_large"), std::string::npos);
+  EXPECT_LT(sent, 32u << 20);  // the kernel's buffers take some before the close is seen
+  expect_server_healthy();
+}
+
+// Without a key, a request is refused after its headers: the body is never read.
+TEST_F(HttpApiTest, AnUnauthenticatedBodyIsNotRead) {
+  start();
+  RawClient client(api_->port());
+  ASSERT_TRUE(client.send_all(
+      "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  const std::string reply = client.read("}");
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 401")) << reply;
+  EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+}
+
+TEST_F(HttpApiTest, AHeaderBlockOverTheLimitIsRefusedWhileItIsRead) {
+  start();  // 4 KiB of headers
+  RawClient client(api_->port());
+  ASSERT_TRUE(client.send_all("GET /healthz HTTP/1.1\r\nHost: x\r\n"));
+  size_t sent = 0;
+  const std::string line = "X-Padding: " + std::string(1000, 'p') + "\r\n";
+  while (sent < (100u << 20) && client.send_all(line)) sent += line.size();
+  const std::string reply = client.read();
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 431")) << reply.substr(0, 300);
+  EXPECT_LT(sent, 32u << 20);
+  expect_server_healthy();
+}
+
+// RFC 9112's pipelining: requests sent back to back on one connection are answered in order.
+TEST_F(HttpApiTest, PipelinedRequestsAreAnsweredInOrder) {
+  start();
+  RawClient client(api_->port());
+  const std::string body = speech("pcm", false).dump();
+  ASSERT_TRUE(client.send_all(authorized_get("/healthz") + speech_post(body) +
+                              authorized_get("/nothing") + authorized_get("/v1/models")));
+  const std::string replies = client.read("\"list\"}");
+  const size_t ok = replies.find("HTTP/1.1 200");
+  const size_t audio = replies.find("Content-Type: audio/pcm");
+  const size_t missing = replies.find("HTTP/1.1 404");
+  const size_t models = replies.find("\"list\"");
+  EXPECT_EQ(count_of(replies, "HTTP/1.1 "), 4u) << replies.substr(0, 2000);
+  EXPECT_LT(ok, audio);
+  EXPECT_LT(audio, missing);
+  EXPECT_LT(missing, models);
+  EXPECT_NE(models, std::string::npos);
+}
+
+TEST_F(HttpApiTest, MalformedFramingIs400) {
+  start();
+  const std::vector<std::string> requests = {
+      // Two different lengths: request smuggling's first step.
+      "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: "
+      "7\r\n\r\nhello",
+      "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+      "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n",
+  };
+  for (const std::string& request : requests) {
+    SCOPED_TRACE(request);
+    RawClient client(api_->port());
+    ASSERT_TRUE(client.send_all(request));
+    const std::string reply = client.read();
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 400")) << reply;
+    EXPECT_NE(reply.find("bad_request"), std::string::npos) << reply;
+  }
+  expect_server_healthy();
+}
+
+TEST_F(HttpApiTest, ExpectContinueGetsTheBodyRead) {
+  start();
+  RawClient client(api_->port());
+  const std::string body = speech("pcm", false).dump();
+  const std::string request = speech_post(body, "Expect: 100-continue\r\n");
+  ASSERT_TRUE(client.send_all(request.substr(0, request.size() - body.size())));
+  EXPECT_EQ(client.read("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(client.send_all(body));
+  const std::string reply = client.read("Content-Type: audio/pcm");
+  EXPECT_NE(reply.find("HTTP/1.1 200"), std::string::npos) << reply.substr(0, 300);
+}
+
+// HTTP/1.0 has no chunked encoding: a streamed body ends where the connection does.
+TEST_F(HttpApiTest, AnHttp10StreamEndsWithTheConnection) {
+  start();
+  RawClient client(api_->port());
+  ASSERT_TRUE(client.send_all(speech_post(speech("pcm", true).dump(), "", "HTTP/1.0")));
+  const std::string reply = client.read();
+  EXPECT_TRUE(client.closed());
+  const size_t body = reply.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  EXPECT_EQ(reply.find("chunked"), std::string::npos) << reply.substr(0, body);
+  EXPECT_EQ(reply.size() - body - 4, 2u * kRate);
+}
+
+// A client that leaves while its whole file is being made cancels the work, counted as such.
+TEST_F(HttpApiTest, AnAbandonedWholeFileRequestIsCancelled) {
+  start();
+  {
+    RawClient client(api_->port());
+    ASSERT_TRUE(client.send_all(speech_post(speech("wav", false, "gate").dump())));
+    ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 1; }));
+  }
+  EXPECT_TRUE(service_.log.wait_for([&] { return service_.log.cancelled == 1; }));
+  EXPECT_TRUE(metrics_show("voxd_speech_requests_total{outcome=\"cancelled\"} 1\n"));
+  EXPECT_EQ(metrics_.render().find("outcome=\"ok\""), std::string::npos);
+  expect_server_healthy();
+}
+
+// Requests the shutdown ends count as cancelled, whether streamed (cut off) or whole files
+// (answered 503 shutting_down), and the shutdown keeps its grace while a client trickles bytes.
+TEST_F(HttpApiTest, ShutdownKeepsItsGraceAndCountsWhatItEnds) {
+  start();
+  auto file = std::async(std::launch::async,
+                         [&] { return post(speech("wav", false, "gate").dump()); });
+  auto stream = std::async(std::launch::async,
+                           [&] { return post(speech("pcm", true, "endless").dump()); });
+  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 2; }));
+  RawClient trickler(api_->port());
+  ASSERT_TRUE(trickler.send_all("GET /healthz HTTP/1.1\r\n"));
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop.load() && trickler.send_all("X")) std::this_thread::sleep_for(50ms);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(api_->shutdown(300ms), 2u);
+  const auto took = std::chrono::steady_clock::now() - started;
+  stop.store(true);
+  trickle.join();
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 5s);
+  const auto file_res = file.get();
+  ASSERT_TRUE(file_res);
+  EXPECT_EQ(expect_error(file_res, 503)["code"], "shutting_down");
+  EXPECT_FALSE(stream.get());  // cut off
+  EXPECT_TRUE(metrics_show("voxd_speech_requests_total{outcome=\"cancelled\"} 2\n"));
+}
+
+// The connections over the limit are counted, and their 503 closes them without a Keep-Alive.
+TEST_F(HttpApiTest, RejectedConnectionsAreCountedAndClosed) {
+  HttpConfig config = test_config();
+  config.max_connections = 2;
+  start(config);
+  RawClient first(api_->port());
+  RawClient second(api_->port());
+  ASSERT_TRUE(first.send_all(authorized_get("/healthz")));
+  ASSERT_TRUE(second.send_all(authorized_get("/healthz")));
+  first.read("}");
+  second.read("}");
+  for (int i = 0; i < 3; ++i) {
+    RawClient over(api_->port());
+    const std::string reply = over.read();
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 503")) << reply;
+    EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+    EXPECT_EQ(reply.find("Keep-Alive"), std::string::npos) << reply;
+    EXPECT_NE(reply.find("Retry-After: 1"), std::string::npos) << reply;
+    EXPECT_TRUE(over.closed());
+  }
+  ASSERT_TRUE(first.send_all(authorized_get("/metrics")));
+  const std::string page = first.read("voxd_speech_requests_in_progress 0");
+  EXPECT_NE(page.find("voxd_http_connections_rejected_total 3\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("voxd_http_connections{state=\"active\"} 2\n"), std::string::npos);
+}
+
+// Two threads serve a thousand open connections, and each still answers.
+TEST_F(HttpApiTest, AFewThreadsServeAThousandConnections) {
+  HttpConfig config = test_config();
+  config.threads = 2;
+  config.keep_alive_timeout_s = 60;
+  start(config);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 1000; ++i) {
+    clients.push_back(std::make_unique<RawClient>(api_->port()));
+    ASSERT_TRUE(clients.back()->connected()) << i;
+  }
+  for (auto& c : clients) ASSERT_TRUE(c->send_all(authorized_get("/healthz")));
+  for (auto& c : clients) EXPECT_NE(c->read("}").find("HTTP/1.1 200"), std::string::npos);
+  const auto res = get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("voxd_http_connections{state=\"active\"} 1001\n"), std::string::npos);
+  expect_server_healthy();
+}
+
+// The service's own metrics are bound when the API is made, before any scrape.
+TEST_F(HttpApiTest, ServiceMetricsAreBoundBeforeTheFirstScrape) {
+  start();
+  EXPECT_NE(metrics_.render().find("voxd_fake_steps_total 0"), std::string::npos);
 }
 
 }  // namespace
