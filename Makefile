@@ -10,7 +10,8 @@ TEXT ?= Hello from voxd. This voice was trained on speech from eSpeak, and it ru
 DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
-	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev
+	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev \
+	libavcodec-dev libavutil-dev nodejs npm ffmpeg
 
 HOST ?= 127.0.0.1
 PORT ?= 8080
