@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -244,9 +245,11 @@ std::optional<int64_t> sample_rate_field(const json& value, AudioFormat format) 
         "'sample_rate' applies to pcm and wav only, not " + std::string(format_name(format)),
         "sample_rate", "unsupported_value");
   }
-  const std::string expected =
-      "\"native\" or a rate in Hz: 8000, 11025, 12000, 16000, 22050, "
-      "24000, 32000, 44100 or 48000";
+  std::string expected = "\"native\" or a rate in Hz: ";
+  const size_t rates = std::size(kSampleRates);
+  for (size_t i = 0; i < rates; ++i) {
+    expected += (i == 0 ? "" : i + 1 == rates ? " or " : ", ") + std::to_string(kSampleRates[i]);
+  }
   if (value.is_string()) {
     if (value.get<std::string>() == "native") return std::nullopt;
     throw ApiError::invalid_request(

@@ -267,6 +267,14 @@ TEST(SpeechRequest, PcmIsAt24kHzUnlessAskedOtherwise) {
   }
 }
 
+TEST(SpeechRequest, BadSampleRateListsTheRatesOffered) {
+  const ApiError e = error_for(with("sample_rate", 23000, "response_format", "pcm"));
+  EXPECT_NE(e.message.find("\"native\" or a rate in Hz: 8000, 11025, 12000, 16000, 22050, 24000, "
+                           "32000, 44100 or 48000, got 23000"),
+            std::string::npos)
+      << e.message;
+}
+
 TEST(SpeechRequest, NumberOverflowNamesTheField) {
   const ApiError e =
       error_for(R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "speed": 1e400})");
