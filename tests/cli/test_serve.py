@@ -278,8 +278,9 @@ class ServeTest(unittest.TestCase):
             (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "../voices/en-demo"}).encode(), 400,
              "invalid_value"),
             (json.dumps({"model": "gpt-9", "input": "Hi.", "voice": "en-demo"}).encode(), 404, "model_not_found"),
-            (speech_body(fmt="aac"), 400, "unsupported_format"),
+            (speech_body(fmt="wma"), 400, "unsupported_format"),
             (speech_body(speed=10), 400, "invalid_value"),
+            (b'{"model": "tts-1", "input": "Hi.", "voice": "en-demo", "speed": 1e400}', 400, "invalid_value"),
             (speech_body(speed=0.1), 400, "invalid_value"),
         ]
         for body, status, code in cases:
