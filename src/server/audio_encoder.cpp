@@ -37,9 +37,10 @@ constexpr int64_t kMaxSampleRate = 384000;
 // AAC's sampling frequencies, in the order of the ADTS header's sampling_frequency_index.
 constexpr std::array<int64_t, 13> kAacRates = {96000, 88200, 64000, 48000, 44100, 32000, 24000,
                                                22050, 16000, 12000, 11025, 8000,  7350};
-// AAC-LC's bit rate for mono speech: 64 kbit/s, less at low rates where the codec caps it.
+// AAC-LC's bit rate for mono speech: 64 kbit/s, at most 3 bits a sample (24 kbit/s at 8 kHz);
+// the codec itself takes at most 6 (6,144 bits a 1,024-sample frame) and warns beyond.
 constexpr int64_t kAacBitRate = 64000;
-constexpr int64_t kAacBitsPerSampleCap = 3;
+constexpr int64_t kAacMaxBitsPerSample = 3;
 
 void check_rate(AudioFormat format, int64_t sample_rate) {
   if (sample_rate <= 0 || sample_rate > kMaxSampleRate) {
@@ -410,7 +411,7 @@ class AacEncoder final : public AudioEncoder {
     context_->sample_fmt = AV_SAMPLE_FMT_FLTP;
     context_->sample_rate = static_cast<int>(sample_rate);
     context_->time_base = AVRational{1, static_cast<int>(sample_rate)};
-    context_->bit_rate = std::min(kAacBitRate, kAacBitsPerSampleCap * sample_rate);
+    context_->bit_rate = std::min(kAacBitRate, kAacMaxBitsPerSample * sample_rate);
     context_->profile = FF_PROFILE_AAC_LOW;
     av_channel_layout_default(&context_->ch_layout, 1);
     int status = avcodec_open2(context_, codec, nullptr);

@@ -37,7 +37,7 @@ def require(tool, package):
     return path
 
 
-def install_sdk(work):
+def install_sdk(work, npm):
     """Copies the SDK tests to `work` and runs `npm ci` there unless node_modules already holds
     what this package-lock.json pins."""
     os.makedirs(work, exist_ok=True)
@@ -48,7 +48,7 @@ def install_sdk(work):
     lock = os.path.join(work, "package-lock.json")
     if os.path.exists(installed_lock) and os.path.exists(stamp) and filecmp.cmp(stamp, lock, False):
         return
-    command = [require("npm", "npm"), "ci", "--prefer-offline", "--no-audit", "--no-fund",
+    command = [npm, "ci", "--prefer-offline", "--no-audit", "--no-fund",
                "--cache", os.path.join(work, "npm-cache")]
     result = subprocess.run(command, cwd=work)
     if result.returncode != 0:
@@ -95,8 +95,9 @@ def main():
         sys.exit(__doc__)
     work = os.path.abspath(sys.argv[1])
     node = require("node", "nodejs")
+    npm = require("npm", "npm")
     require("ffmpeg", "ffmpeg")
-    install_sdk(work)
+    install_sdk(work, npm)
     with tempfile.NamedTemporaryFile(prefix="voxd-openai-sdk-", suffix=".log") as log:
         process, url = start_server(log)
         try:
