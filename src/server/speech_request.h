@@ -53,7 +53,7 @@ struct SpeechPolicy {
 
 inline constexpr float kMinSpeed = 0.25f;
 inline constexpr float kMaxSpeed = 4.0f;
-// The longest `instructions` taken, in code points (OpenAI's limit).
+// The longest `instructions` taken, in code points (as long as OpenAI takes an `input`).
 inline constexpr size_t kMaxInstructionsChars = 4096;
 // The rate of pcm when the request does not choose one: OpenAI's.
 inline constexpr int64_t kOpenAiPcmRate = 24000;
