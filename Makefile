@@ -11,7 +11,7 @@ DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev \
-	libboost1.81-dev
+	libboost1.81-dev libavcodec-dev libavutil-dev ffmpeg
 
 HOST ?= 127.0.0.1
 PORT ?= 8080
@@ -20,8 +20,15 @@ PORT ?= 8080
 
 all: build
 
-# Installs only when a package is missing, so every target can depend on it cheaply.
+# Installs only when a package is missing, so every target can depend on it cheaply. Node.js and
+# npm (for the OpenAI SDK test) come from Debian unless a node with npm is already installed
+# (another distribution's nodejs conflicts with Debian's npm).
 deps:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "installing Debian packages: nodejs npm"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; \
+	fi
 	@if dpkg-query -W -f='$${Status}\n' $(DEB_PACKAGES) 2>/dev/null | grep -qv 'install ok installed' \
 	    || ! dpkg-query -W $(DEB_PACKAGES) >/dev/null 2>&1; then \
 	  echo "installing Debian packages: $(DEB_PACKAGES)"; \

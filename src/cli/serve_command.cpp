@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -28,6 +29,7 @@
 #include "server/logging.h"
 #include "server/metrics.h"
 #include "server/periodic_task.h"
+#include "server/speech_request.h"
 #ifdef VOXD_HAVE_CUDA
 #include "backends/cuda/cuda_check.h"
 #endif
@@ -38,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 struct ServeCommand::Settings {
   std::vector<std::string> voices;
+  std::vector<std::string> voice_aliases;  // ALIAS=VOICE
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string device;  // empty: cuda when there is a CUDA device, else cpu
@@ -223,6 +226,7 @@ std::string toml_list(const std::vector<std::string>& values) {
 std::string ServeCommand::Settings::as_config_file() const {
   std::ostringstream out;
   out << "voice = " << toml_list(voices) << "\n"
+      << "voice-alias = " << toml_list(voice_aliases) << "\n"
       << "host = " << nlohmann::json(host).dump() << "\nport = " << port << "\n"
       << "device = " << nlohmann::json(device).dump() << "\nthreads = " << threads << "\n"
       << "dtype = " << nlohmann::json(dtype).dump() << "\n";
@@ -304,6 +308,10 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
   command_ = &c;
   add_setting(c, "voice", s.voices,
               "Voice directory to serve (repeat for more; its id is its name)")
+      ->delimiter(',');
+  add_setting(c, "voice-alias", s.voice_aliases,
+              "ALIAS=VOICE: accept ALIAS as the name of a served voice, e.g. alloy=en-demo for "
+              "OpenAI's voice names (repeat for more)")
       ->delimiter(',');
   add_setting(c, "host", s.host, "Address to listen on")->capture_default_str();
   add_setting(c, "port", s.port, "Port to listen on (0: any free port, logged at start)")
@@ -455,19 +463,23 @@ int ServeCommand::run(const CLI::App& app) {
 
   watch_shutdown_signals();
   const auto load_start = Clock::now();
-  const server::HttpConfig http_config = s.http_config();
+  server::HttpConfig http_config = s.http_config();
   // Before the engine: its device thread records into the registry until the engine is gone.
   server::MetricsRegistry metrics;
   scheduler::EngineService engine(s.engine_config());
-  server::HttpApi http(http_config, engine, metrics);
-  http.start();
   std::vector<std::string> voice_ids;
   for (const server::VoiceInfo& voice : engine.voices()) voice_ids.push_back(voice.id);
+  const std::map<std::string, std::string> voice_aliases =
+      server::parse_voice_aliases(s.voice_aliases, voice_ids);
+  http_config.voice_aliases = voice_aliases;
+  server::HttpApi http(http_config, engine, metrics);
+  http.start();
   server::log_event(spdlog::level::info, "listening",
                     {{"url", "http://" + s.host + ":" + std::to_string(http.port())},
                      {"device", s.device},
                      {"dtype", s.dtype},
                      {"voices", voice_ids},
+                     {"voice_aliases", voice_aliases},
                      {"auth", !http_config.api_keys.empty()},
                      {"startup_s", seconds_since(load_start)}});
 

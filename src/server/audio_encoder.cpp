@@ -2,10 +2,21 @@
 
 #include <sndfile.h>
 
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/error.h>
+#include <libavutil/frame.h>
+#include <libavutil/log.h>
+}
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdarg>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -23,6 +34,13 @@ constexpr double kMp3Compression = 96.0 / 152.0;
 
 // The highest sample rate any encoder takes.
 constexpr int64_t kMaxSampleRate = 384000;
+// AAC's sampling frequencies, in the order of the ADTS header's sampling_frequency_index.
+constexpr std::array<int64_t, 13> kAacRates = {96000, 88200, 64000, 48000, 44100, 32000, 24000,
+                                               22050, 16000, 12000, 11025, 8000,  7350};
+// AAC-LC's bit rate for mono speech: 64 kbit/s, at most 3 bits a sample (24 kbit/s at 8 kHz);
+// the codec itself takes at most 6 (6,144 bits a 1,024-sample frame) and warns beyond.
+constexpr int64_t kAacBitRate = 64000;
+constexpr int64_t kAacMaxBitsPerSample = 3;
 
 void check_rate(AudioFormat format, int64_t sample_rate) {
   if (sample_rate <= 0 || sample_rate > kMaxSampleRate) {
@@ -337,6 +355,224 @@ class SndfileEncoder final : public AudioEncoder {
   std::vector<short> shorts_;
 };
 
+// The message of libav's error `code`.
+std::string av_error(int code) {
+  std::array<char, AV_ERROR_MAX_STRING_SIZE> text{};
+  av_strerror(code, text.data(), text.size());
+  return text.data();
+}
+
+// libav's warnings and errors as the server's log lines; its chatter (the AAC encoder's "Qavg"
+// line at the end of every stream, at info level) left out. Installed once, process-wide.
+void log_libav_through_spdlog() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    av_log_set_callback([](void* context, int level, const char* format, va_list args) {
+      if (level > AV_LOG_WARNING) return;
+      std::array<char, 1024> line{};
+      int print_prefix = 1;
+      av_log_format_line2(context, level, format, args, line.data(), line.size(), &print_prefix);
+      std::string text = line.data();
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      spdlog::log(level <= AV_LOG_ERROR ? spdlog::level::err : spdlog::level::warn, "libav: {}",
+                  text);
+    });
+  });
+}
+
+// The lowest AAC rate not below `rate` (the highest when `rate` is above them all).
+int64_t aac_rate(int64_t rate) {
+  for (auto it = kAacRates.rbegin(); it != kAacRates.rend(); ++it) {
+    if (*it >= rate) return *it;
+  }
+  return kAacRates.front();
+}
+
+// AAC-LC, mono, from libavcodec's native encoder, each packet in an ADTS frame (a 7-byte header
+// that makes the stream playable from any frame, with no container). `sample_rate` must be one
+// of kAacRates. The codec takes 1024 samples a frame: fewer are held until the next write().
+class AacEncoder final : public AudioEncoder {
+ public:
+  AacEncoder(int64_t sample_rate, EncoderMode mode) : mode_(mode), sample_rate_(sample_rate) {
+    const std::string what = "cannot encode aac at " + std::to_string(sample_rate) + " Hz";
+    const auto index = std::find(kAacRates.begin(), kAacRates.end(), sample_rate);
+    VOXD_CHECK(index != kAacRates.end(), what + ": not one of AAC's rates");
+    rate_index_ = static_cast<uint8_t>(index - kAacRates.begin());
+    log_libav_through_spdlog();
+    const AVCodec* codec = avcodec_find_encoder(AV_CODEC_ID_AAC);
+    if (codec == nullptr) throw Error(what + ": libavcodec has no AAC encoder");
+    context_ = avcodec_alloc_context3(codec);
+    frame_ = av_frame_alloc();
+    packet_ = av_packet_alloc();
+    if (context_ == nullptr || frame_ == nullptr || packet_ == nullptr) {
+      release();
+      throw Error(what + ": out of memory");
+    }
+    context_->sample_fmt = AV_SAMPLE_FMT_FLTP;
+    context_->sample_rate = static_cast<int>(sample_rate);
+    context_->time_base = AVRational{1, static_cast<int>(sample_rate)};
+    context_->bit_rate = std::min(kAacBitRate, kAacMaxBitsPerSample * sample_rate);
+    context_->profile = FF_PROFILE_AAC_LOW;
+    av_channel_layout_default(&context_->ch_layout, 1);
+    int status = avcodec_open2(context_, codec, nullptr);
+    if (status >= 0) {
+      frame_->format = AV_SAMPLE_FMT_FLTP;
+      frame_->sample_rate = context_->sample_rate;
+      frame_->nb_samples = context_->frame_size;
+      status = av_channel_layout_copy(&frame_->ch_layout, &context_->ch_layout);
+    }
+    if (status >= 0) status = av_frame_get_buffer(frame_, 0);
+    if (status < 0) {
+      release();
+      throw Error(what + ": " + av_error(status));
+    }
+    frame_size_ = static_cast<size_t>(context_->frame_size);
+    pending_.reserve(frame_size_);
+  }
+
+  ~AacEncoder() override { release(); }
+  AacEncoder(const AacEncoder&) = delete;
+  AacEncoder& operator=(const AacEncoder&) = delete;
+
+  void write(std::span<const float> samples, std::string& out) override {
+    VOXD_CHECK(!finished_, "write after finish");
+    std::string& sink = mode_ == EncoderMode::kStream ? out : held_;
+    for (float x : samples) {
+      pending_.push_back(clip(x));
+      if (pending_.size() == frame_size_) send_pending(sink);
+    }
+  }
+
+  void finish(std::string& out) override {
+    VOXD_CHECK(!finished_, "finish twice");
+    finished_ = true;
+    std::string& sink = mode_ == EncoderMode::kStream ? out : held_;
+    // A stream with no frame is no AAC file to decoders: one silent sample makes one.
+    if (samples_sent_ == 0 && pending_.empty()) pending_.push_back(0.0f);
+    if (!pending_.empty()) send_pending(sink);  // libavcodec pads a short last frame
+    send(nullptr, sink);
+    PcmEncoder::hand_over(held_, out);
+  }
+
+  size_t buffered_bytes() const override { return held_.size(); }
+  int64_t output_sample_rate() const override { return sample_rate_; }
+
+ private:
+  void release() {
+    av_packet_free(&packet_);
+    av_frame_free(&frame_);
+    avcodec_free_context(&context_);
+  }
+
+  void send_pending(std::string& sink) {
+    const int status = av_frame_make_writable(frame_);
+    if (status < 0) throw Error("encoding aac failed: " + av_error(status));
+    frame_->nb_samples = static_cast<int>(pending_.size());
+    frame_->pts = samples_sent_;
+    std::copy(pending_.begin(), pending_.end(), reinterpret_cast<float*>(frame_->data[0]));
+    samples_sent_ += static_cast<int64_t>(pending_.size());
+    pending_.clear();
+    send(frame_, sink);
+  }
+
+  // Sends `frame` (nullptr: the end) and appends every packet the codec has ready.
+  void send(const AVFrame* frame, std::string& sink) {
+    int status = avcodec_send_frame(context_, frame);
+    if (status < 0) throw Error("encoding aac failed: " + av_error(status));
+    for (;;) {
+      status = avcodec_receive_packet(context_, packet_);
+      if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return;
+      if (status < 0) throw Error("encoding aac failed: " + av_error(status));
+      append_adts(sink);
+      av_packet_unref(packet_);
+    }
+  }
+
+  // The packet in an ADTS frame: MPEG-4, no CRC, AAC-LC, one channel (ISO/IEC 14496-3, 1.A.2).
+  void append_adts(std::string& sink) const {
+    constexpr size_t kHeader = 7;
+    constexpr size_t kMaxFrame = (1 << 13) - 1;  // the 13-bit frame_length
+    const size_t length = kHeader + static_cast<size_t>(packet_->size);
+    VOXD_CHECK(length <= kMaxFrame, "an AAC packet too large for an ADTS frame");
+    constexpr uint8_t kProfileLc = 1;  // audio object type 2 (LC), less one
+    constexpr uint8_t kMono = 1;       // channel_configuration
+    const std::array<uint8_t, kHeader> header = {
+        0xFF,
+        0xF1,  // sync word, MPEG-4, layer 0, no CRC
+        static_cast<uint8_t>(kProfileLc << 6 | rate_index_ << 2 | kMono >> 2),
+        static_cast<uint8_t>((kMono & 3) << 6 | length >> 11),
+        static_cast<uint8_t>(length >> 3 & 0xFF),
+        static_cast<uint8_t>((length & 7) << 5 | 0x1F),  // and buffer fullness 0x7FF: VBR
+        0xFC,
+    };
+    sink.append(reinterpret_cast<const char*>(header.data()), header.size());
+    sink.append(reinterpret_cast<const char*>(packet_->data), static_cast<size_t>(packet_->size));
+  }
+
+  EncoderMode mode_;
+  int64_t sample_rate_;
+  uint8_t rate_index_ = 0;
+  AVCodecContext* context_ = nullptr;
+  AVFrame* frame_ = nullptr;
+  AVPacket* packet_ = nullptr;
+  size_t frame_size_ = 0;
+  std::vector<float> pending_;  // fewer than frame_size_ samples not yet sent to the codec
+  int64_t samples_sent_ = 0;
+  bool finished_ = false;
+  std::string held_;  // the file so far, in kWholeFile mode
+};
+
+// Resamples the input to `inner`'s rate before `inner` encodes it.
+class ResamplingEncoder final : public AudioEncoder {
+ public:
+  ResamplingEncoder(int64_t input_rate, std::unique_ptr<AudioEncoder> inner, int64_t inner_rate)
+      : resampler_(input_rate, inner_rate), inner_(std::move(inner)) {}
+
+  void write(std::span<const float> samples, std::string& out) override {
+    resampled_.clear();
+    resampler_.process(samples, resampled_);
+    inner_->write(resampled_, out);
+  }
+  void finish(std::string& out) override {
+    resampled_.clear();
+    resampler_.flush(resampled_);
+    inner_->write(resampled_, out);
+    inner_->finish(out);
+  }
+  size_t buffered_bytes() const override { return inner_->buffered_bytes(); }
+  int64_t output_sample_rate() const override { return inner_->output_sample_rate(); }
+
+ private:
+  Resampler resampler_;
+  std::unique_ptr<AudioEncoder> inner_;
+  std::vector<float> resampled_;
+};
+
+// An encoder for `format` taking audio at `sample_rate`, at that rate (or the one Opus and AAC
+// move it to).
+std::unique_ptr<AudioEncoder> make_encoder_at(AudioFormat format, int64_t sample_rate,
+                                              EncoderMode mode) {
+  switch (format) {
+    case AudioFormat::kPcm:
+    case AudioFormat::kWav:
+      check_rate(format, sample_rate);
+      if (format == AudioFormat::kPcm) return std::make_unique<PcmEncoder>(sample_rate, mode);
+      return std::make_unique<WavEncoder>(sample_rate, mode);
+    case AudioFormat::kAac: {
+      check_rate(format, sample_rate);
+      const int64_t rate = aac_rate(sample_rate);
+      auto encoder = std::make_unique<AacEncoder>(rate, mode);
+      if (rate == sample_rate) return encoder;
+      return std::make_unique<ResamplingEncoder>(sample_rate, std::move(encoder), rate);
+    }
+    case AudioFormat::kFlac:
+    case AudioFormat::kOpus:
+    case AudioFormat::kMp3:
+      return std::make_unique<SndfileEncoder>(format, sample_rate, mode);
+  }
+  throw Error("unknown audio format");
+}
+
 }  // namespace
 
 int16_t quantize_pcm16(float x) {
@@ -344,19 +580,15 @@ int16_t quantize_pcm16(float x) {
 }
 
 std::unique_ptr<AudioEncoder> make_audio_encoder(AudioFormat format, int64_t sample_rate,
-                                                 EncoderMode mode) {
-  switch (format) {
-    case AudioFormat::kPcm:
-    case AudioFormat::kWav:
-      check_rate(format, sample_rate);
-      if (format == AudioFormat::kPcm) return std::make_unique<PcmEncoder>(sample_rate, mode);
-      return std::make_unique<WavEncoder>(sample_rate, mode);
-    case AudioFormat::kFlac:
-    case AudioFormat::kOpus:
-    case AudioFormat::kMp3:
-      return std::make_unique<SndfileEncoder>(format, sample_rate, mode);
+                                                 EncoderMode mode,
+                                                 std::optional<int64_t> output_rate) {
+  if (!output_rate || *output_rate == sample_rate) {
+    return make_encoder_at(format, sample_rate, mode);
   }
-  throw Error("unknown audio format");
+  check_rate(format, sample_rate);
+  check_rate(format, *output_rate);
+  return std::make_unique<ResamplingEncoder>(
+      sample_rate, make_encoder_at(format, *output_rate, mode), *output_rate);
 }
 
 std::string encode_audio(AudioFormat format, std::span<const float> samples, int64_t sample_rate) {

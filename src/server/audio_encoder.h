@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -37,16 +38,20 @@ class AudioEncoder {
   // Encoded bytes held back inside the encoder (not counting the codec library's own fixed
   // buffers): bounded in kStream mode, the file so far in kWholeFile mode.
   virtual size_t buffered_bytes() const = 0;
-  // The sample rate of the encoded audio: the input's, except for Opus (see make_audio_encoder).
+  // The sample rate of the encoded audio (see make_audio_encoder).
   virtual int64_t output_sample_rate() const = 0;
 };
 
-// An encoder for `format` taking audio at `sample_rate`. pcm is raw 16-bit little-endian mono,
-// wav 16-bit PCM, flac 16-bit; opus is Ogg Opus, resampled to the lowest of Opus's rates (8, 12,
-// 16, 24, 48 kHz) not below `sample_rate` (22.05 kHz becomes 24 kHz); mp3 is MPEG-1/2 layer III
-// from LAME at the input's rate. Throws voxd::Error when the codec cannot take `sample_rate`.
+// An encoder for `format` taking audio at `sample_rate` and encoding it at `output_rate`
+// (resampled; nullopt: at `sample_rate`). pcm is raw 16-bit little-endian mono, wav 16-bit PCM,
+// flac 16-bit; opus is Ogg Opus, resampled to the lowest of Opus's rates (8, 12, 16, 24, 48 kHz)
+// not below the rate (22.05 kHz becomes 24 kHz); aac is AAC-LC in ADTS frames from libavcodec,
+// resampled to the lowest of AAC's rates (7.35 to 96 kHz, 22.05 kHz among them) not below the
+// rate; mp3 is MPEG-1/2 layer III from LAME. Throws voxd::Error when the codec cannot take the
+// rate.
 std::unique_ptr<AudioEncoder> make_audio_encoder(AudioFormat format, int64_t sample_rate,
-                                                 EncoderMode mode);
+                                                 EncoderMode mode,
+                                                 std::optional<int64_t> output_rate = std::nullopt);
 
 // The complete file for `samples` (kWholeFile mode).
 std::string encode_audio(AudioFormat format, std::span<const float> samples, int64_t sample_rate);

@@ -12,9 +12,10 @@ struct FormatRow {
   std::string_view content_type;
 };
 
-constexpr std::array<FormatRow, 5> kFormats = {{
+constexpr std::array<FormatRow, 6> kFormats = {{
     {AudioFormat::kMp3, "mp3", "audio/mpeg"},
     {AudioFormat::kOpus, "opus", "audio/ogg"},
+    {AudioFormat::kAac, "aac", "audio/aac"},
     {AudioFormat::kFlac, "flac", "audio/flac"},
     {AudioFormat::kWav, "wav", "audio/wav"},
     {AudioFormat::kPcm, "pcm", "audio/pcm"},

@@ -1,4 +1,4 @@
-// The audio formats the speech endpoint answers in (OpenAI's `response_format`, less aac).
+// The audio formats the speech endpoint answers in (OpenAI's `response_format`).
 #pragma once
 
 #include <optional>
@@ -6,14 +6,14 @@
 
 namespace voxd::server {
 
-enum class AudioFormat { kMp3, kOpus, kFlac, kWav, kPcm };
+enum class AudioFormat { kMp3, kOpus, kAac, kFlac, kWav, kPcm };
 
-// "mp3", "opus", "flac", "wav", "pcm".
+// "mp3", "opus", "aac", "flac", "wav", "pcm".
 std::string_view format_name(AudioFormat format);
 // The format named `name` (exact, lower case), or nullopt.
 std::optional<AudioFormat> parse_audio_format(std::string_view name);
-// The Content-Type of a response in `format`: audio/mpeg, audio/ogg, audio/flac, audio/wav,
-// audio/pcm.
+// The Content-Type of a response in `format`: audio/mpeg, audio/ogg, audio/aac, audio/flac,
+// audio/wav, audio/pcm.
 std::string_view content_type(AudioFormat format);
 
 }  // namespace voxd::server

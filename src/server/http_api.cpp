@@ -27,9 +27,9 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/audio_encoder.h"
-#include "server/base64.h"
 #include "server/http_connection.h"
 #include "server/logging.h"
+#include "server/sse_encoder.h"
 
 namespace voxd::server {
 namespace {
@@ -175,14 +175,6 @@ std::string outcome_of(const ApiError& e) {
   if (e.code == "shutting_down") return "cancelled";
   if (e.status == 503 || e.status == 429) return "rejected";
   return e.status < 500 ? "client_error" : "failed";
-}
-
-bool wants_events(const SpeechRequest&) {
-  return false;
-}
-
-bool has_instructions(const SpeechRequest&) {
-  return false;
 }
 
 // What the access log, the request metrics and the response headers need of one request.
@@ -333,11 +325,10 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
         job_(std::move(job)),
         encoder_(std::move(encoder)),
         format_(request.response_format),
-        mode_(wants_events(request) ? Mode::kEvents
-              : request.stream      ? Mode::kChunked
-                                    : Mode::kFile),
-        input_chars_(code_points(request.input)),
-        instructions_ignored_(has_instructions(request)) {
+        mode_(request.stream_format == StreamFormat::kSse ? Mode::kEvents
+              : request.stream                            ? Mode::kChunked
+                                                          : Mode::kFile),
+        instructions_ignored_(!request.instructions.empty()) {
     api_.register_speech(this);
   }
   ~SpeechReply() override { api_.unregister_speech(this); }
@@ -407,10 +398,6 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
       res.body() = std::move(file_);
       return ReplyStep::respond(decorated(std::move(res)));
     }
-    if (mode_ == Mode::kEvents) {
-      if (!bytes.empty()) bytes = audio_event(bytes);
-      if (done) bytes += done_event();
-    }
     if (bytes.empty() && !done) return ReplyStep::wait();
     if (!head_sent_) {
       // The head goes with the first audio, so that a request that fails before it gets its
@@ -449,10 +436,12 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
   HttpResponse audio_head() const {
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type,
-            mode_ == Mode::kEvents ? std::string_view("text/event-stream") : content_type(format_));
+            mode_ == Mode::kEvents ? kSseContentType : content_type(format_));
     if (mode_ == Mode::kEvents) res.set(http::field::cache_control, "no-cache");
     res.set("X-Sample-Rate", std::to_string(encoder_->output_sample_rate()));
-    if (instructions_ignored_) res.set("X-Voxd-Instructions", "ignored");
+    // voxd's voices cannot follow instructions: the field is accepted for OpenAI's clients and
+    // the response says it was not used.
+    if (instructions_ignored_) res.set("X-Ignored-Fields", "instructions");
     return res;
   }
 
@@ -478,25 +467,6 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
     return step;
   }
 
-  static std::string audio_event(const std::string& bytes) {
-    return "data: {\"type\":\"speech.audio.delta\",\"audio\":\"" + base64_encode(bytes) + "\"}\n\n";
-  }
-
-  // OpenAI's usage block: voxd counts the input's characters as its tokens and each 20 ms of
-  // audio as an output token.
-  std::string done_event() const {
-    const auto input = static_cast<int64_t>(input_chars_);
-    const auto output = static_cast<int64_t>(std::ceil(audio_s_ * 50.0));
-    return "data: " +
-           json{{"type", "speech.audio.done"},
-                {"usage",
-                 {{"input_tokens", input},
-                  {"output_tokens", output},
-                  {"total_tokens", input + output}}}}
-               .dump() +
-           "\n\n";
-  }
-
   void count_audio(size_t samples) {
     if (first_audio_) {
       first_audio_ = false;
@@ -517,7 +487,6 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
   std::unique_ptr<AudioEncoder> encoder_;
   const AudioFormat format_;
   const Mode mode_;
-  const size_t input_chars_;
   const bool instructions_ignored_;
   std::mutex wake_mutex_;
   std::function<void()> wake_;
@@ -955,6 +924,7 @@ std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, const HttpRequest
     SpeechPolicy policy;
     policy.models = service_.models();
     for (const VoiceInfo& v : service_.voices()) policy.voices.push_back(v.id);
+    policy.voice_aliases = config_.voice_aliases;
     policy.max_input_chars = config_.max_input_chars;
     parsed = parse_speech_request(request.body(), policy);
     info.fields["voice"] = parsed.voice;
@@ -972,9 +942,16 @@ std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, const HttpRequest
   }
   std::unique_ptr<AudioEncoder> encoder;
   try {
-    encoder = make_audio_encoder(
-        parsed.response_format, job->sample_rate(),
-        parsed.stream || wants_events(parsed) ? EncoderMode::kStream : EncoderMode::kWholeFile);
+    const bool events = parsed.stream_format == StreamFormat::kSse;
+    const int64_t rate = job->sample_rate();
+    encoder =
+        make_audio_encoder(parsed.response_format, rate,
+                           parsed.stream || events ? EncoderMode::kStream : EncoderMode::kWholeFile,
+                           parsed.sample_rate);
+    if (events) {
+      encoder = make_sse_encoder(std::move(encoder), rate,
+                                 static_cast<int64_t>(code_points(parsed.input)));
+    }
   } catch (const Error& e) {
     count_speech("failed");
     spdlog::error("speech: {}", e.what());
@@ -1003,7 +980,7 @@ void HttpApi::Impl::add_cors_headers(const RequestInfo& info, HttpResponse& res)
   res.set(http::field::access_control_allow_origin, any ? "*" : info.origin);
   if (!any) res.set(http::field::vary, "Origin");
   res.set(http::field::access_control_expose_headers,
-          "Retry-After, X-Sample-Rate, X-Request-Id, X-Voxd-Instructions");
+          "Retry-After, X-Sample-Rate, X-Request-Id, X-Ignored-Fields");
 }
 
 HttpResponse HttpApi::Impl::preflight(const RequestInfo& info, const RequestHead& head) const {

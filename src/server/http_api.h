@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ struct HttpConfig {
   int port = 8080;  // 0: any free port (HttpApi::port() says which)
   // Bearer tokens accepted in "Authorization: Bearer <key>"; empty: no authentication.
   std::vector<std::string> api_keys;
+  // Other names a request's `voice` may use (alias → served voice), e.g. OpenAI's "alloy".
+  std::map<std::string, std::string> voice_aliases;
   // Origins a browser may call from ("https://app.example"; "*" for any); empty: CORS off.
   std::vector<std::string> cors_origins;
   size_t max_body_bytes = 2 << 20;     // larger bodies are answered 413

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "core/error.h"
 #include "server/api_error.h"
 
 namespace voxd::server {
@@ -14,14 +16,17 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 8> kKnownFields = {
-    "model", "input",         "voice",        "response_format",
-    "speed", "stream_format", "instructions", "stream"};
+constexpr std::array<std::string_view, 9> kKnownFields = {
+    "model",         "input",        "voice",  "response_format", "speed",
+    "stream_format", "instructions", "stream", "sample_rate"};
 
 // Deeper JSON than any valid request has is refused while parsing, before it costs memory.
 constexpr int kMaxJsonDepth = 16;
 // Names and values quoted back in messages are cut to this many bytes.
 constexpr size_t kMaxQuoted = 64;
+// The bad token a JSON error quotes is cut to this many bytes, the whole message to kMaxMessage.
+constexpr size_t kMaxQuotedToken = 40;
+constexpr size_t kMaxMessage = 240;
 
 // Decodes the code point starting at text[i] (valid UTF-8 assumed) and advances i past it.
 uint32_t next_code_point(std::string_view text, size_t& i) {
@@ -55,10 +60,10 @@ bool is_space(uint32_t cp) {
   return cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
 }
 
-// `text` cut to kMaxQuoted bytes at a character boundary, with "..." when cut.
-std::string shown(std::string_view text) {
-  if (text.size() <= kMaxQuoted) return std::string(text);
-  size_t end = kMaxQuoted;
+// `text` cut to `limit` bytes at a character boundary, with "..." when cut.
+std::string shown(std::string_view text, size_t limit = kMaxQuoted) {
+  if (text.size() <= limit) return std::string(text);
+  size_t end = limit;
   while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) --end;
   return std::string(text.substr(0, end)) + "...";
 }
@@ -105,24 +110,64 @@ std::string string_field(const json& value, const std::string& field) {
   return value.get<std::string>();
 }
 
+// nlohmann's message without its "[json.exception...] " prefix, the token it quotes
+// ("last read: '...'", "parsing '...'") cut to kMaxQuotedToken bytes and the whole to kMaxMessage:
+// a 2 MB bad token must not come back as a 2 MB message.
+std::string bounded_json_message(std::string what) {
+  const size_t prefix = what.find("] ");
+  if (prefix != std::string::npos) what.erase(0, prefix + 2);
+  const size_t open = what.find('\'');
+  size_t close = what.rfind("'; expected");
+  if (close == std::string::npos || close <= open) close = what.rfind('\'');
+  if (open != std::string::npos && close > open) {
+    what = what.substr(0, open + 1) +
+           shown(std::string_view(what).substr(open + 1, close - open - 1), kMaxQuotedToken) +
+           what.substr(close);
+  }
+  return shown(what, kMaxMessage);
+}
+
 json parse_json(std::string_view body) {
-  const auto limit_depth = [](int depth, json::parse_event_t, json&) {
+  // The top-level field whose value is being parsed, to name it in errors; empty between fields.
+  std::string field;
+  const auto callback = [&field](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxJsonDepth) {
       throw ApiError::invalid_request(
           "malformed request: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
           std::nullopt, "invalid_json");
     }
+    if (depth == 1) {
+      if (event == json::parse_event_t::key) {
+        field = parsed.get<std::string>();
+      } else if (event != json::parse_event_t::object_start &&
+                 event != json::parse_event_t::array_start) {
+        field.clear();  // the field's value ended
+      }
+    }
     return true;
   };
   try {
-    return json::parse(body, limit_depth);
+    return json::parse(body, callback);
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const size_t prefix = what.find("] ");
-    if (prefix != std::string::npos) what.erase(0, prefix + 2);
-    throw ApiError::invalid_request("malformed JSON in the request body: " + what, std::nullopt,
-                                    "invalid_json");
+    const std::string where = field.empty() ? "" : " (in '" + shown(field) + "')";
+    throw ApiError::invalid_request(
+        "malformed JSON in the request body" + where + ": " + bounded_json_message(e.what()),
+        std::nullopt, "invalid_json");
+  } catch (const json::exception& e) {
+    // A value JSON allows but the parser cannot hold: 1e400, a number beyond a double's range.
+    std::optional<std::string> param;
+    if (!field.empty()) param = shown(field);
+    throw ApiError::invalid_request(
+        (param ? "'" + *param + "' cannot be read: " : "the request body cannot be read: ") +
+            bounded_json_message(e.what()),
+        param, "invalid_value");
   }
+}
+
+size_t count_code_points(std::string_view text) {
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++chars) next_code_point(text, i);
+  return chars;
 }
 
 void check_input(const std::string& input, size_t max_chars) {
@@ -154,6 +199,69 @@ void check_input(const std::string& input, size_t max_chars) {
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// `voice` as OpenAI's SDKs send it: a name, or {"id": name}.
+std::string voice_field(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (!value.is_object()) throw wrong_type("voice", "a string or an object {\"id\": ...}", value);
+  for (const auto& [key, unused] : value.items()) {
+    if (key != "id") {
+      throw ApiError::invalid_request(
+          "Unrecognized argument in 'voice': '" + shown(key) + "' (voice takes only 'id')", "voice",
+          "unknown_parameter");
+    }
+  }
+  const json* id = optional_field(value, "id");
+  if (id == nullptr) {
+    throw ApiError::invalid_request("Missing required parameter: 'voice.id'.", "voice",
+                                    "missing_required_parameter");
+  }
+  if (!id->is_string()) {
+    throw ApiError::invalid_request("'voice.id' must be a string, got " + type_name(*id), "voice",
+                                    "invalid_type");
+  }
+  return id->get<std::string>();
+}
+
+// The served voice `name` stands for: itself, or the voice it is an alias of.
+std::string resolve_voice(const std::string& name, const SpeechPolicy& policy) {
+  if (contains(policy.voices, name)) return name;
+  const auto alias = policy.voice_aliases.find(name);
+  if (alias != policy.voice_aliases.end() && contains(policy.voices, alias->second)) {
+    return alias->second;
+  }
+  std::vector<std::string> names = policy.voices;
+  for (const auto& [alias_name, voice] : policy.voice_aliases) names.push_back(alias_name);
+  throw ApiError::invalid_request(
+      "voice '" + shown(name) + "' is not available; available: " + join(names), "voice",
+      "invalid_value");
+}
+
+// voxd's `sample_rate` for `format`: "native" (nullopt) or one of kSampleRates.
+std::optional<int64_t> sample_rate_field(const json& value, AudioFormat format) {
+  if (format != AudioFormat::kPcm && format != AudioFormat::kWav) {
+    throw ApiError::invalid_request(
+        "'sample_rate' applies to pcm and wav only, not " + std::string(format_name(format)),
+        "sample_rate", "unsupported_value");
+  }
+  std::string expected = "\"native\" or a rate in Hz: ";
+  const size_t rates = std::size(kSampleRates);
+  for (size_t i = 0; i < rates; ++i) {
+    expected += (i == 0 ? "" : i + 1 == rates ? " or " : ", ") + std::to_string(kSampleRates[i]);
+  }
+  if (value.is_string()) {
+    if (value.get<std::string>() == "native") return std::nullopt;
+    throw ApiError::invalid_request(
+        "'sample_rate' must be " + expected + ", got '" + shown(value.get<std::string>()) + "'",
+        "sample_rate", "invalid_value");
+  }
+  if (!value.is_number_integer()) throw wrong_type("sample_rate", expected.c_str(), value);
+  for (int64_t rate : kSampleRates) {
+    if (value == rate) return rate;
+  }
+  throw ApiError::invalid_request("'sample_rate' must be " + expected + ", got " + value.dump(),
+                                  "sample_rate", "invalid_value");
 }
 
 }  // namespace
@@ -216,14 +324,15 @@ SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& po
   SpeechRequest request;
   request.model = string_field(required_field(parsed, "model"), "model");
   request.input = string_field(required_field(parsed, "input"), "input");
-  request.voice = string_field(required_field(parsed, "voice"), "voice");
+  request.voice = voice_field(required_field(parsed, "voice"));
 
   if (const json* value = optional_field(parsed, "response_format")) {
     const std::string name = string_field(*value, "response_format");
     const std::optional<AudioFormat> format = parse_audio_format(name);
     if (!format) {
       throw ApiError::invalid_request(
-          "response_format '" + shown(name) + "' is not supported; use mp3, opus, flac, wav or pcm",
+          "response_format '" + shown(name) +
+              "' is not supported; use mp3, opus, aac, flac, wav or pcm",
           "response_format", "unsupported_format");
     }
     request.response_format = *format;
@@ -240,28 +349,36 @@ SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& po
   if (const json* value = optional_field(parsed, "stream_format")) {
     const std::string name = string_field(*value, "stream_format");
     if (name == "sse") {
+      request.stream_format = StreamFormat::kSse;
+    } else if (name != "audio") {
       throw ApiError::invalid_request(
-          "stream_format 'sse' is not supported by voxd yet; use 'audio' (the default), which "
-          "streams the audio bytes with chunked transfer encoding",
-          "stream_format", "unsupported_value");
-    }
-    if (name != "audio") {
-      throw ApiError::invalid_request(
-          "stream_format '" + shown(name) + "' is not valid; use 'audio'", "stream_format",
+          "stream_format '" + shown(name) + "' is not valid; use 'audio' or 'sse'", "stream_format",
           "invalid_value");
     }
   }
   if (const json* value = optional_field(parsed, "instructions")) {
-    if (!string_field(*value, "instructions").empty()) {
-      throw ApiError::invalid_request(
-          "voxd's voices do not take 'instructions'; leave it out (the speaking rate is set "
-          "with 'speed')",
-          "instructions", "unsupported_value");
+    request.instructions = string_field(*value, "instructions");
+    const size_t chars = count_code_points(request.instructions);
+    if (chars > kMaxInstructionsChars) {
+      throw ApiError::invalid_request("'instructions' is " + std::to_string(chars) +
+                                          " characters long; the limit is " +
+                                          std::to_string(kMaxInstructionsChars),
+                                      "instructions", "invalid_value");
     }
   }
   if (const json* value = optional_field(parsed, "stream")) {
     if (!value->is_boolean()) throw wrong_type("stream", "a boolean", *value);
     request.stream = value->get<bool>();
+  }
+  if (request.stream_format == StreamFormat::kSse && !request.stream) {
+    throw ApiError::invalid_request(
+        "stream_format 'sse' streams events as the audio is made; it cannot be combined with "
+        "\"stream\": false (leave one of them out)",
+        "stream_format", "unsupported_value");
+  }
+  if (request.response_format == AudioFormat::kPcm) request.sample_rate = kOpenAiPcmRate;
+  if (const json* value = optional_field(parsed, "sample_rate")) {
+    request.sample_rate = sample_rate_field(*value, request.response_format);
   }
 
   if (!contains(policy.models, request.model)) {
@@ -273,12 +390,35 @@ SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& po
     throw error;
   }
   check_input(request.input, policy.max_input_chars);
-  if (!contains(policy.voices, request.voice)) {
-    throw ApiError::invalid_request(
-        "voice '" + shown(request.voice) + "' is not available; available: " + join(policy.voices),
-        "voice", "invalid_value");
-  }
+  request.voice = resolve_voice(request.voice, policy);
   return request;
+}
+
+std::map<std::string, std::string> parse_voice_aliases(const std::vector<std::string>& entries,
+                                                       const std::vector<std::string>& voices) {
+  std::map<std::string, std::string> aliases;
+  for (const std::string& entry : entries) {
+    const size_t equals = entry.find('=');
+    const std::string alias = entry.substr(0, equals);
+    const std::string voice = equals == std::string::npos ? "" : entry.substr(equals + 1);
+    if (alias.empty() || voice.empty()) {
+      throw InputError("--voice-alias '" + entry +
+                       "' must be ALIAS=VOICE, e.g. --voice-alias alloy=en-demo");
+    }
+    if (contains(voices, alias)) {
+      throw InputError("--voice-alias '" + entry + "': '" + alias +
+                       "' is already a voice's name; choose another alias");
+    }
+    if (!contains(voices, voice)) {
+      throw InputError("--voice-alias '" + entry + "': no voice '" + voice +
+                       "' is served; served: " + join(voices));
+    }
+    if (!aliases.emplace(alias, voice).second) {
+      throw InputError("--voice-alias '" + entry + "': the alias '" + alias +
+                       "' is given twice (as " + alias + "=" + aliases[alias] + " too)");
+    }
+  }
+  return aliases;
 }
 
 }  // namespace voxd::server

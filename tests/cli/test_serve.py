@@ -278,8 +278,9 @@ class ServeTest(unittest.TestCase):
             (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "../voices/en-demo"}).encode(), 400,
              "invalid_value"),
             (json.dumps({"model": "gpt-9", "input": "Hi.", "voice": "en-demo"}).encode(), 404, "model_not_found"),
-            (speech_body(fmt="aac"), 400, "unsupported_format"),
+            (speech_body(fmt="wma"), 400, "unsupported_format"),
             (speech_body(speed=10), 400, "invalid_value"),
+            (b'{"model": "tts-1", "input": "Hi.", "voice": "en-demo", "speed": 1e400}', 400, "invalid_value"),
             (speech_body(speed=0.1), 400, "invalid_value"),
         ]
         for body, status, code in cases:
@@ -659,6 +660,18 @@ class SettingsTest(unittest.TestCase):
                                       "--port", "0"], capture_output=True, text=True, timeout=60)
         self.assertEqual(half_on_cpu.returncode, 2, half_on_cpu.stderr)
         self.assertIn("--dtype f16 needs --device cuda", half_on_cpu.stderr)
+
+    def test_voice_aliases_are_listed_and_checked_at_startup(self):
+        values = self.parsed(self.settings("--voice-alias", "alloy=en-demo,echo=en-demo"))
+        self.assertEqual(values["voice-alias"], ["alloy=en-demo", "echo=en-demo"])
+        for alias, fragment in [("alloy=nova", "no voice 'nova' is served"),
+                                ("alloy", "must be ALIAS=VOICE"),
+                                ("en-demo=en-demo", "already a voice's name")]:
+            with self.subTest(alias=alias):
+                result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--device", "cpu", "--port", "0",
+                                         "--voice-alias", alias], capture_output=True, text=True, timeout=120)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(fragment, result.stderr)
 
 
 if __name__ == "__main__":

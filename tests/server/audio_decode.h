@@ -1,6 +1,9 @@
 // Decodes audio held in memory with libsndfile, for tests of what the server encodes.
 #pragma once
 
+extern "C" {
+#include <libavutil/base64.h>
+}
 #include <sndfile.h>
 
 #include <algorithm>
@@ -9,6 +12,15 @@
 #include <vector>
 
 namespace voxd::server::test {
+
+// The bytes that base64 `text` stands for (empty for text that is not base64).
+inline std::string base64_decode(const std::string& text) {
+  std::string bytes(text.size(), '\0');
+  const int n = av_base64_decode(reinterpret_cast<uint8_t*>(bytes.data()), text.c_str(),
+                                 static_cast<int>(bytes.size()));
+  bytes.resize(static_cast<size_t>(std::max(n, 0)));
+  return bytes;
+}
 
 struct Decoded {
   bool ok = false;

@@ -1,7 +1,8 @@
-// Audio encoders: what each format writes decodes (through libsndfile) to the input — exactly
-// after 16-bit quantisation for pcm, wav and flac, in duration and shape for opus and mp3 — in
-// streaming and whole-file mode, for audio fed in uneven chunks, for no audio at all, and for
-// long audio in many pieces with the encoder's memory bounded. Also the resampler behind opus.
+// Audio encoders: what each format writes decodes (through libsndfile, aac through libavcodec)
+// to the input — exactly after 16-bit quantisation for pcm, wav and flac, in duration and shape
+// for opus, mp3 and aac — in streaming and whole-file mode, for audio fed in uneven chunks, for no
+// audio at all, and for long audio in many pieces with the encoder's memory bounded; encoding at
+// another output rate. Also the resampler behind opus, aac and the output rate.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "aac_decode.h"
 #include "audio_decode.h"
 #include "core/error.h"
 #include "server/audio_encoder.h"
@@ -21,7 +23,9 @@ namespace voxd::server {
 namespace {
 
 using test::decode;
+using test::decode_aac;
 using test::Decoded;
+using test::DecodedAac;
 
 constexpr int64_t kRate = 22050;
 
@@ -309,13 +313,188 @@ TEST(AudioEncoder, WholeFileModeHoldsEverythingUntilTheEnd) {
 
 TEST(AudioEncoder, UnusableSampleRatesAreRefused) {
   for (AudioFormat format : {AudioFormat::kPcm, AudioFormat::kWav, AudioFormat::kFlac,
-                             AudioFormat::kOpus, AudioFormat::kMp3}) {
+                             AudioFormat::kOpus, AudioFormat::kMp3, AudioFormat::kAac}) {
     EXPECT_THROW(make_audio_encoder(format, 0, EncoderMode::kStream), Error);
     EXPECT_THROW(make_audio_encoder(format, -22050, EncoderMode::kStream), Error);
   }
   EXPECT_THROW(make_audio_encoder(AudioFormat::kMp3, 7000, EncoderMode::kStream), Error);
   EXPECT_THROW(make_audio_encoder(AudioFormat::kWav, 500000, EncoderMode::kStream), Error);
   EXPECT_NO_THROW(make_audio_encoder(AudioFormat::kMp3, 11025, EncoderMode::kStream));
+}
+
+std::vector<float> sine(size_t n, double frequency, int64_t rate, double amplitude = 0.5) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(amplitude * std::sin(2 * M_PI * frequency * static_cast<double>(i) /
+                                                   static_cast<double>(rate)));
+  }
+  return x;
+}
+
+// The frequency of a sine, from its zero crossings upwards over [begin, end).
+double sine_frequency(const std::vector<float>& x, size_t begin, size_t end, int64_t rate) {
+  std::vector<size_t> crossings;
+  for (size_t i = std::max<size_t>(begin, 1); i < end && i < x.size(); ++i) {
+    if (x[i - 1] < 0 && x[i] >= 0) crossings.push_back(i);
+  }
+  if (crossings.size() < 2) return 0;
+  return static_cast<double>(crossings.size() - 1) * static_cast<double>(rate) /
+         static_cast<double>(crossings.back() - crossings.front());
+}
+
+// The signal-to-noise ratio in dB of `decoded` against `reference` moved by `lag`, over the
+// middle half of the reference.
+double snr_db(const std::vector<float>& reference, const std::vector<float>& decoded, int lag) {
+  double signal = 0, noise = 0;
+  for (size_t i = reference.size() / 4; i < reference.size() * 3 / 4; ++i) {
+    const auto j = static_cast<int64_t>(i) + lag;
+    const double y =
+        j >= 0 && j < static_cast<int64_t>(decoded.size()) ? decoded[static_cast<size_t>(j)] : 0.0;
+    signal += reference[i] * reference[i];
+    noise += (y - reference[i]) * (y - reference[i]);
+  }
+  return 10 * std::log10(signal / (noise + 1e-30));
+}
+
+// libavcodec's AAC encoder starts with one frame of priming samples, which ADTS cannot mark, so
+// decoders play them: the audio comes 1024 samples late and ends in a padded last frame.
+constexpr int kAacDelay = 1024;
+constexpr size_t kAacFrame = 1024;
+
+class AacEncoder : public ::testing::TestWithParam<EncoderMode> {};
+
+TEST_P(AacEncoder, SineDecodesBackAtItsFrequencyAndLength) {
+  const std::vector<float> x = sine(kRate * 2, 1000.0, kRate);
+  auto encoder = make_audio_encoder(AudioFormat::kAac, kRate, GetParam());
+  EXPECT_EQ(encoder->output_sample_rate(), kRate);  // 22.05 kHz is one of AAC's rates
+  const std::string bytes = encode_in_chunks(*encoder, x, 11);
+  const DecodedAac d = decode_aac(bytes);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.rate, kRate);
+  EXPECT_EQ(d.channels, 1);
+  EXPECT_EQ(d.profile, FF_PROFILE_AAC_LOW);
+  EXPECT_GE(d.floats.size(), x.size() + kAacDelay);
+  EXPECT_LE(d.floats.size(), x.size() + kAacDelay + kAacFrame);
+  int lag = 0;
+  EXPECT_GT(best_correlation(x, d.floats, 1200, &lag), 0.99);
+  EXPECT_EQ(lag, kAacDelay);
+  EXPECT_NEAR(
+      sine_frequency(d.floats, kAacDelay + x.size() / 4, kAacDelay + x.size() * 3 / 4, kRate),
+      1000.0, 1.0);
+  EXPECT_GT(snr_db(x, d.floats, lag), 20.0);
+}
+
+TEST_P(AacEncoder, OtherRatesMoveUpToAnAacRate) {
+  for (auto [input, expected] : {std::pair<int64_t, int64_t>{16000, 16000},
+                                 {23000, 24000},
+                                 {44100, 44100},
+                                 {100000, 96000}}) {
+    SCOPED_TRACE(input);
+    const std::vector<float> x = sine(static_cast<size_t>(input), 440.0, input);
+    auto encoder = make_audio_encoder(AudioFormat::kAac, input, GetParam());
+    EXPECT_EQ(encoder->output_sample_rate(), expected);
+    const DecodedAac d = decode_aac(encode_in_chunks(*encoder, x, 3));
+    ASSERT_TRUE(d.ok) << d.error;
+    EXPECT_EQ(d.rate, expected);
+    const size_t samples = static_cast<size_t>(expected);  // one second
+    EXPECT_GE(d.floats.size(), samples + kAacDelay);
+    EXPECT_LE(d.floats.size(), samples + kAacDelay + kAacFrame + 1);
+    EXPECT_NEAR(sine_frequency(d.floats, samples / 4, samples * 3 / 4, expected), 440.0, 1.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, AacEncoder,
+                         ::testing::Values(EncoderMode::kStream, EncoderMode::kWholeFile));
+
+TEST(AacEncoderFrames, AdtsFramesChainToTheEndAndModesAgree) {
+  const std::vector<float> x = test_signal(kRate * 3);
+  const std::string streamed =
+      encode_in_chunks(*make_audio_encoder(AudioFormat::kAac, kRate, EncoderMode::kStream), x, 5);
+  EXPECT_EQ(streamed, encode_audio(AudioFormat::kAac, x, kRate));
+  size_t frames = 0;
+  for (size_t at = 0; at < streamed.size(); ++frames) {
+    ASSERT_LE(at + 7, streamed.size());
+    const auto byte = [&](size_t k) { return static_cast<uint8_t>(streamed[at + k]); };
+    ASSERT_EQ(byte(0), 0xFF) << at;
+    ASSERT_EQ(byte(1), 0xF1) << at;                   // MPEG-4, no CRC
+    EXPECT_EQ(byte(2) >> 6, 1);                       // AAC-LC
+    EXPECT_EQ(byte(2) >> 2 & 0xF, 7);                 // 22050 Hz
+    EXPECT_EQ((byte(2) & 1) << 2 | byte(3) >> 6, 1);  // mono
+    const size_t length = (byte(3) & 3u) << 11 | byte(4) << 3 | byte(5) >> 5;
+    ASSERT_GT(length, 7u);
+    at += length;
+    ASSERT_LE(at, streamed.size());
+  }
+  EXPECT_EQ(frames, (x.size() + kAacDelay + kAacFrame - 1) / kAacFrame);
+}
+
+TEST(AacEncoderFrames, NoAudioGivesADecodableSilentStream) {
+  for (EncoderMode mode : {EncoderMode::kStream, EncoderMode::kWholeFile}) {
+    auto encoder = make_audio_encoder(AudioFormat::kAac, kRate, mode);
+    std::string out;
+    encoder->finish(out);
+    const DecodedAac d = decode_aac(out);
+    ASSERT_TRUE(d.ok) << d.error;
+    EXPECT_GT(d.floats.size(), 0u);
+    EXPECT_LE(d.floats.size(), 2 * kAacFrame);
+    for (float v : d.floats) EXPECT_LT(std::abs(v), 1e-4f);
+  }
+}
+
+TEST(AacEncoderFrames, LongStreamsKeepMemoryBounded) {
+  const size_t total = static_cast<size_t>(120 * kRate);
+  const std::vector<float> piece = test_signal(kRate / 10);
+  auto encoder = make_audio_encoder(AudioFormat::kAac, kRate, EncoderMode::kStream);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<size_t> size(1, piece.size());
+  std::string bytes;
+  std::string chunk;
+  size_t max_buffered = 0;
+  size_t max_chunk = 0;
+  for (size_t fed = 0; fed < total;) {
+    const size_t n = std::min(size(rng), total - fed);
+    chunk.clear();
+    encoder->write(std::span(piece).first(n), chunk);
+    bytes += chunk;
+    fed += n;
+    max_buffered = std::max(max_buffered, encoder->buffered_bytes());
+    max_chunk = std::max(max_chunk, chunk.size());
+  }
+  encoder->finish(bytes);
+  EXPECT_EQ(max_buffered, 0u);
+  EXPECT_LT(max_chunk, 16u * 1024);  // each write hands out what its samples made
+  const DecodedAac d = decode_aac(bytes);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_NEAR(static_cast<double>(d.floats.size()) / kRate, 120.0, 0.15);
+}
+
+TEST(AudioEncoder, OutputRateResamples) {
+  const std::vector<float> x = sine(kRate, 1000.0, kRate);
+  for (EncoderMode mode : {EncoderMode::kStream, EncoderMode::kWholeFile}) {
+    auto pcm = make_audio_encoder(AudioFormat::kPcm, kRate, mode, 24000);
+    EXPECT_EQ(pcm->output_sample_rate(), 24000);
+    const std::string bytes = encode_in_chunks(*pcm, x, 2);
+    EXPECT_EQ(bytes.size(), 2u * 24000);  // one second at 24 kHz
+    const Decoded d = decode(bytes, false, 24000);
+    ASSERT_TRUE(d.ok) << d.error;
+    EXPECT_NEAR(sine_frequency(d.floats, 1000, 23000, 24000), 1000.0, 0.5);
+    EXPECT_GT(snr_db(sine(24000, 1000.0, 24000), d.floats, 0), 40.0);
+
+    auto wav = make_audio_encoder(AudioFormat::kWav, kRate, mode, 48000);
+    EXPECT_EQ(wav->output_sample_rate(), 48000);
+    const Decoded w = decode(encode_in_chunks(*wav, x, 4), false);
+    ASSERT_TRUE(w.ok) << w.error;
+    EXPECT_EQ(w.rate, 48000);
+    EXPECT_EQ(w.floats.size(), 48000u);
+  }
+  // The input's own rate, or none given, encodes as it comes.
+  EXPECT_EQ(make_audio_encoder(AudioFormat::kPcm, kRate, EncoderMode::kStream, kRate)
+                ->output_sample_rate(),
+            kRate);
+  EXPECT_EQ(
+      make_audio_encoder(AudioFormat::kPcm, kRate, EncoderMode::kStream)->output_sample_rate(),
+      kRate);
+  EXPECT_THROW(make_audio_encoder(AudioFormat::kPcm, kRate, EncoderMode::kStream, 0), Error);
 }
 
 TEST(Resampler, SineStaysASine) {

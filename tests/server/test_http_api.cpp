@@ -13,11 +13,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
-
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -248,13 +247,16 @@ class HttpApiTest : public ::testing::Test {
     return client().Get(path.c_str(), headers);
   }
 
+  // A request; pcm at the voice's own rate (the tests compare samples), not OpenAI's 24 kHz.
   static json speech(const std::string& format = "wav", bool stream = true,
                      const std::string& input = "Hello.") {
-    return {{"model", "tts-1"},
-            {"input", input},
-            {"voice", "en-demo"},
-            {"response_format", format},
-            {"stream", stream}};
+    json body = {{"model", "tts-1"},
+                 {"input", input},
+                 {"voice", "en-demo"},
+                 {"response_format", format},
+                 {"stream", stream}};
+    if (format == "pcm") body["sample_rate"] = "native";
+    return body;
   }
 
   // Checks `res` is an error with OpenAI's body and `status`; returns the error object.
@@ -420,17 +422,13 @@ TEST_F(HttpApiTest, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
        "invalid_value"},
       {"unknown model", json{{"model", "tts-9"}, {"input", "hi"}, {"voice", "alloy"}}.dump(), 404,
        "model_not_found"},
-      {"bad format", speech("aac").dump(), 400, "unsupported_format"},
+      {"bad format", speech("wma").dump(), 400, "unsupported_format"},
       {"speed too high",
        json{{"model", "tts-1"}, {"input", "hi"}, {"voice", "alloy"}, {"speed", 5}}.dump(), 400,
        "invalid_value"},
       {"speed too low",
        json{{"model", "tts-1"}, {"input", "hi"}, {"voice", "alloy"}, {"speed", 0.1}}.dump(), 400,
        "invalid_value"},
-      {"sse",
-       json{{"model", "tts-1"}, {"input", "hi"}, {"voice", "alloy"}, {"stream_format", "sse"}}
-           .dump(),
-       400, "unsupported_value"},
       {"nothing to pronounce (from the service)", speech("wav", true, "...").dump(), 400,
        "empty_input"},
   };
@@ -921,7 +919,6 @@ TEST_F(HttpApiTest, RandomMalformedRequestsThenValidOnes) {
   EXPECT_EQ(metrics_.render().find("code=\"5"), std::string::npos);
 }
 
-
 // A raw TCP client for the tests that must send exactly the bytes they choose, when they choose.
 class RawClient {
  public:
@@ -973,8 +970,8 @@ std::string speech_post(const std::string& body, const std::string& extra = "",
                         const std::string& version = "HTTP/1.1") {
   return "POST /v1/audio/speech " + version +
          "\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer " +
-         std::string(kKey) + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
-         extra + "\r\n" + body;
+         std::string(kKey) + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+         "\r\n" + body;
 }
 
 // How many times `needle` occurs in `text`.
@@ -1035,8 +1032,9 @@ TEST_F(HttpApiTest, TricklingClientsAreCutOffAndOthersAreServed) {
 TEST_F(HttpApiTest, AChunkedBodyOverTheLimitIsRefusedWhileItIsRead) {
   start();  // 64 KiB bodies
   RawClient client(api_->port());
-  ASSERT_TRUE(client.send_all("POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
-                              std::string(kKey) + "\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(
+      client.send_all("POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                      std::string(kKey) + "\r\nTransfer-Encoding: chunked\r\n\r\n"));
   const std::string piece(16 << 10, ' ');
   size_t sent = 0;
   char size[16];
@@ -1157,10 +1155,10 @@ TEST_F(HttpApiTest, AnAbandonedWholeFileRequestIsCancelled) {
 // (answered 503 shutting_down), and the shutdown keeps its grace while a client trickles bytes.
 TEST_F(HttpApiTest, ShutdownKeepsItsGraceAndCountsWhatItEnds) {
   start();
-  auto file = std::async(std::launch::async,
-                         [&] { return post(speech("wav", false, "gate").dump()); });
-  auto stream = std::async(std::launch::async,
-                           [&] { return post(speech("pcm", true, "endless").dump()); });
+  auto file =
+      std::async(std::launch::async, [&] { return post(speech("wav", false, "gate").dump()); });
+  auto stream =
+      std::async(std::launch::async, [&] { return post(speech("pcm", true, "endless").dump()); });
   ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 2; }));
   RawClient trickler(api_->port());
   ASSERT_TRUE(trickler.send_all("GET /healthz HTTP/1.1\r\n"));
@@ -1231,6 +1229,108 @@ TEST_F(HttpApiTest, AFewThreadsServeAThousandConnections) {
 TEST_F(HttpApiTest, ServiceMetricsAreBoundBeforeTheFirstScrape) {
   start();
   EXPECT_NE(metrics_.render().find("voxd_fake_steps_total 0"), std::string::npos);
+}
+
+// OpenAI's clients take pcm as 24 kHz: voxd resamples to it unless asked for the voice's rate,
+// and says the rate in X-Sample-Rate either way.
+TEST_F(HttpApiTest, PcmIsAt24kHzUnlessTheNativeRateIsAsked) {
+  start();
+  json body = speech("pcm", false);
+  body.erase("sample_rate");
+  const auto res = post(body.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("X-Sample-Rate"), "24000");
+  EXPECT_EQ(res->body.size(), 2u * 24000);
+  const auto native = post(speech("pcm", false).dump());
+  ASSERT_TRUE(native);
+  EXPECT_EQ(native->get_header_value("X-Sample-Rate"), std::to_string(kRate));
+}
+
+// stream_format "sse": OpenAI's events, the audio base64 in speech.audio.delta, then
+// speech.audio.done with the usage; the audio decodes to what the plain stream carries.
+TEST_F(HttpApiTest, ServerSentEventsCarryTheAudioAndTheUsage) {
+  start();
+  json body = speech("pcm", true);
+  body["stream_format"] = "sse";
+  const auto res = post(body.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  std::string audio;
+  json done;
+  size_t deltas = 0;
+  for (size_t at = 0; at < res->body.size();) {
+    const size_t end = res->body.find("\n\n", at);
+    ASSERT_NE(end, std::string::npos) << "an event without its blank line";
+    const std::string event = res->body.substr(at, end - at);
+    ASSERT_TRUE(event.starts_with("data: ")) << event;
+    const json data = json::parse(event.substr(6));
+    if (data["type"] == "speech.audio.delta") {
+      ++deltas;
+      audio += test::base64_decode(data["audio"].get<std::string>());
+    } else {
+      EXPECT_EQ(data["type"], "speech.audio.done");
+      done = data;
+    }
+    at = end + 2;
+  }
+  EXPECT_GT(deltas, 1u);
+  ASSERT_TRUE(done.is_object());
+  EXPECT_EQ(done["usage"]["input_tokens"], 6);    // "Hello."
+  EXPECT_EQ(done["usage"]["output_tokens"], 50);  // one second, 20 ms a token
+  const test::Decoded d = test::decode(audio, true, kRate);
+  EXPECT_EQ(d.shorts, expected_sine(kRate));
+}
+
+// A failure after the first event ends the event stream with an error event.
+TEST_F(HttpApiTest, AFailureInAnEventStreamIsAnErrorEvent) {
+  start();
+  json body = speech("pcm", true, "fail");
+  body["stream_format"] = "sse";
+  const auto res = post(body.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const size_t last = res->body.rfind("data: ");
+  ASSERT_NE(last, std::string::npos);
+  const json event = json::parse(res->body.substr(last + 6));
+  EXPECT_EQ(event["type"], "error");
+  EXPECT_EQ(event["error"]["type"], "server_error");
+}
+
+TEST_F(HttpApiTest, ModelsAreRetrievedById) {
+  start();
+  const auto res = get("/v1/models/tts-1");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["id"], "tts-1");
+  EXPECT_EQ(expect_error(get("/v1/models/tts-9"), 404)["code"], "model_not_found");
+  expect_error(get("/v1/models/tts-1", {}), 401);
+}
+
+TEST_F(HttpApiTest, InstructionsAreAcceptedAndSaidToBeIgnored) {
+  start();
+  json body = speech("wav", false);
+  body["instructions"] = "Speak cheerfully.";
+  const auto res = post(body.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("X-Ignored-Fields"), "instructions");
+  const auto plain = post(speech("wav", false).dump());
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->has_header("X-Ignored-Fields"));
+}
+
+TEST_F(HttpApiTest, VoiceAliasesNameServedVoices) {
+  HttpConfig config = test_config();
+  config.voice_aliases = {{"nova", "en-demo"}};
+  start(config);
+  json body = speech("pcm", false);
+  body["voice"] = "nova";
+  const auto res = post(body.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->body.size(), 2u * kRate);
 }
 
 }  // namespace

@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/speech_request.h"
 
@@ -18,6 +22,7 @@ SpeechPolicy policy() {
   SpeechPolicy p;
   p.models = {"tts-1", "voxd"};
   p.voices = {"en-demo", "alloy"};
+  p.voice_aliases = {{"nova", "en-demo"}};
   p.max_input_chars = 20;
   return p;
 }
@@ -41,9 +46,20 @@ ApiError error_for(const json& body) {
   return error_for(body.dump());
 }
 
+ApiError error_for(const char* body) {
+  return error_for(std::string(body));
+}
+
 json with(const std::string& field, const json& value) {
   json body = valid();
   body[field] = value;
+  return body;
+}
+
+json with(const std::string& field, const json& value, const std::string& other,
+          const json& other_value) {
+  json body = with(field, value);
+  body[other] = other_value;
   return body;
 }
 
@@ -61,6 +77,9 @@ TEST(SpeechRequest, ValidRequestGetsOpenAIDefaults) {
   EXPECT_EQ(r.response_format, AudioFormat::kMp3);
   EXPECT_FLOAT_EQ(r.speed, 1.0f);
   EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.stream_format, StreamFormat::kAudio);
+  EXPECT_EQ(r.instructions, "");
+  EXPECT_EQ(r.sample_rate, std::nullopt);  // mp3 at the voice's rate
 }
 
 TEST(SpeechRequest, EveryFieldIsRead) {
@@ -68,13 +87,14 @@ TEST(SpeechRequest, EveryFieldIsRead) {
   body["response_format"] = "flac";
   body["speed"] = 2.5;
   body["stream_format"] = "audio";
-  body["instructions"] = "";
+  body["instructions"] = "Speak slowly.";
   body["stream"] = false;
   const SpeechRequest r = parse_speech_request(body.dump(), policy());
   EXPECT_EQ(r.response_format, AudioFormat::kFlac);
   EXPECT_FLOAT_EQ(r.speed, 2.5f);
   EXPECT_FALSE(r.stream);
-  for (const char* name : {"mp3", "opus", "flac", "wav", "pcm"}) {
+  EXPECT_EQ(r.instructions, "Speak slowly.");
+  for (const char* name : {"mp3", "opus", "aac", "flac", "wav", "pcm"}) {
     EXPECT_EQ(
         format_name(
             parse_speech_request(with("response_format", name).dump(), policy()).response_format),
@@ -138,18 +158,45 @@ TEST(SpeechRequest, BadRequestsGetTheRightError) {
       {"white space input", with("input", " \t\n\u00a0\u3000").dump(), 400, "input", "empty_input"},
       {"NUL in input", with("input", std::string("a\0b", 3)).dump(), 400, "input", "invalid_value"},
       {"unknown model", with("model", "tts-2").dump(), 404, "model", "model_not_found"},
-      {"unknown voice", with("voice", "nova").dump(), 400, "voice", "invalid_value"},
+      {"unknown voice", with("voice", "shimmer").dump(), 400, "voice", "invalid_value"},
+      {"voice object without id", with("voice", json::object()).dump(), 400, "voice",
+       "missing_required_parameter"},
+      {"voice object with a number id", with("voice", {{"id", 7}}).dump(), 400, "voice",
+       "invalid_type"},
+      {"voice object with another key", with("voice", {{"id", "en-demo"}, {"name", "x"}}).dump(),
+       400, "voice", "unknown_parameter"},
+      {"voice a number", with("voice", 3).dump(), 400, "voice", "invalid_type"},
+      {"unknown voice object", with("voice", {{"id", "shimmer"}}).dump(), 400, "voice",
+       "invalid_value"},
       {"voice as a path", with("voice", "../voices/en-demo").dump(), 400, "voice", "invalid_value"},
-      {"aac", with("response_format", "aac").dump(), 400, "response_format", "unsupported_format"},
+      {"wma", with("response_format", "wma").dump(), 400, "response_format", "unsupported_format"},
       {"format in capitals", with("response_format", "MP3").dump(), 400, "response_format",
        "unsupported_format"},
       {"speed too low", with("speed", 0.2).dump(), 400, "speed", "invalid_value"},
       {"speed too high", with("speed", 4.01).dump(), 400, "speed", "invalid_value"},
-      {"sse", with("stream_format", "sse").dump(), 400, "stream_format", "unsupported_value"},
+      {"speed 1e400", R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "speed": 1e400})",
+       400, "speed", "invalid_value"},
       {"bad stream_format", with("stream_format", "video").dump(), 400, "stream_format",
        "invalid_value"},
-      {"instructions", with("instructions", "Speak slowly.").dump(), 400, "instructions",
+      {"stream_format a number", with("stream_format", 1).dump(), 400, "stream_format",
+       "invalid_type"},
+      {"sse with stream false", with("stream_format", "sse", "stream", false).dump(), 400,
+       "stream_format", "unsupported_value"},
+      {"instructions not a string", with("instructions", json::array()).dump(), 400, "instructions",
+       "invalid_type"},
+      {"instructions too long",
+       with("instructions", std::string(kMaxInstructionsChars + 1, 'a')).dump(), 400,
+       "instructions", "invalid_value"},
+      {"sample_rate for mp3", with("sample_rate", 24000).dump(), 400, "sample_rate",
        "unsupported_value"},
+      {"sample_rate not offered", with("sample_rate", 23000, "response_format", "pcm").dump(), 400,
+       "sample_rate", "invalid_value"},
+      {"sample_rate negative", with("sample_rate", -8000, "response_format", "wav").dump(), 400,
+       "sample_rate", "invalid_value"},
+      {"sample_rate a float", with("sample_rate", 24000.5, "response_format", "wav").dump(), 400,
+       "sample_rate", "invalid_type"},
+      {"sample_rate another word", with("sample_rate", "high", "response_format", "pcm").dump(),
+       400, "sample_rate", "invalid_value"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -162,31 +209,132 @@ TEST(SpeechRequest, BadRequestsGetTheRightError) {
   }
 }
 
-TEST(SpeechRequest, SseRejectionSaysWhatToUse) {
-  const ApiError e = error_for(with("stream_format", "sse"));
-  EXPECT_NE(e.message.find("'audio'"), std::string::npos) << e.message;
+TEST(SpeechRequest, SseIsCarried) {
+  EXPECT_EQ(parse_speech_request(with("stream_format", "sse").dump(), policy()).stream_format,
+            StreamFormat::kSse);
+  EXPECT_EQ(parse_speech_request(with("stream_format", "audio").dump(), policy()).stream_format,
+            StreamFormat::kAudio);
 }
 
-TEST(SpeechRequest, LongUnknownFieldNamesAreCutInMessages) {
-  const ApiError e = error_for(with(std::string(5000, 'x'), 1));
-  EXPECT_EQ(e.code, "unknown_parameter");
-  EXPECT_LT(e.message.size(), 200u);
+TEST(SpeechRequest, VoiceMayBeAnObjectWithAnId) {
+  EXPECT_EQ(parse_speech_request(with("voice", {{"id", "alloy"}}).dump(), policy()).voice, "alloy");
 }
 
-TEST(SpeechRequest, DeeplyNestedJsonIsRefusedWithoutRecursion) {
-  const std::string deep =
-      "{\"model\": " + std::string(500000, '[') + std::string(500000, ']') + "}";
-  EXPECT_EQ(error_for(deep).code, "invalid_json");
+TEST(SpeechRequest, AnAliasGivesItsVoice) {
+  EXPECT_EQ(parse_speech_request(with("voice", "nova").dump(), policy()).voice, "en-demo");
+  EXPECT_EQ(parse_speech_request(with("voice", {{"id", "nova"}}).dump(), policy()).voice,
+            "en-demo");
 }
 
-TEST(ApiError, BodyHasOpenAIsShape) {
-  ApiError e = ApiError::invalid_request("bad speed", "speed", "invalid_value");
-  EXPECT_EQ(e.body(), json::parse(R"({"error": {"message": "bad speed",
-      "type": "invalid_request_error", "param": "speed", "code": "invalid_value"}})"));
-  e.param.reset();
-  e.code.reset();
-  EXPECT_TRUE(e.body()["error"]["param"].is_null());
-  EXPECT_TRUE(e.body()["error"]["code"].is_null());
+TEST(SpeechRequest, UnknownVoiceListsVoicesAndAliases) {
+  const ApiError e = error_for(with("voice", "shimmer"));
+  EXPECT_NE(e.message.find("en-demo, alloy, nova"), std::string::npos) << e.message;
+}
+
+TEST(SpeechRequest, AliasOfAVoiceNotServedIsRefused) {
+  SpeechPolicy p = policy();
+  p.voice_aliases["echo"] = "gone";
+  try {
+    parse_speech_request(with("voice", "echo").dump(), p);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "voice");
+  }
+}
+
+TEST(SpeechRequest, InstructionsAtTheLimitAreKept) {
+  const std::string longest(kMaxInstructionsChars, 'a');
+  EXPECT_EQ(parse_speech_request(with("instructions", longest).dump(), policy()).instructions,
+            longest);
+}
+
+TEST(SpeechRequest, PcmIsAt24kHzUnlessAskedOtherwise) {
+  const json pcm = with("response_format", "pcm");
+  EXPECT_EQ(parse_speech_request(pcm.dump(), policy()).sample_rate, kOpenAiPcmRate);
+  json native = pcm;
+  native["sample_rate"] = "native";
+  EXPECT_EQ(parse_speech_request(native.dump(), policy()).sample_rate, std::nullopt);
+  json rate = pcm;
+  rate["sample_rate"] = 16000;
+  EXPECT_EQ(parse_speech_request(rate.dump(), policy()).sample_rate, 16000);
+  json wav = with("response_format", "wav");
+  EXPECT_EQ(parse_speech_request(wav.dump(), policy()).sample_rate, std::nullopt);
+  wav["sample_rate"] = 48000;
+  EXPECT_EQ(parse_speech_request(wav.dump(), policy()).sample_rate, 48000);
+  for (int64_t r : kSampleRates) {
+    wav["sample_rate"] = r;
+    EXPECT_EQ(parse_speech_request(wav.dump(), policy()).sample_rate, r);
+  }
+}
+
+TEST(SpeechRequest, BadSampleRateListsTheRatesOffered) {
+  const ApiError e = error_for(with("sample_rate", 23000, "response_format", "pcm"));
+  EXPECT_NE(e.message.find("\"native\" or a rate in Hz: 8000, 11025, 12000, 16000, 22050, 24000, "
+                           "32000, 44100 or 48000, got 23000"),
+            std::string::npos)
+      << e.message;
+}
+
+TEST(SpeechRequest, NumberOverflowNamesTheField) {
+  const ApiError e =
+      error_for(R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "speed": 1e400})");
+  EXPECT_EQ(e.param, "speed");
+  EXPECT_NE(e.message.find("'speed'"), std::string::npos) << e.message;
+  // A number that overflows after the field's value has ended names no field.
+  const ApiError at_top = error_for("1e400");
+  EXPECT_EQ(at_top.param, std::nullopt);
+  EXPECT_EQ(at_top.status, 400);
+}
+
+TEST(SpeechRequest, SyntaxErrorsNameTheFieldBeingRead) {
+  const ApiError e = error_for(R"({"model": "tts-1", "speed": tru})");
+  EXPECT_EQ(e.code, "invalid_json");
+  EXPECT_NE(e.message.find("(in 'speed')"), std::string::npos) << e.message;
+  const ApiError between = error_for(R"({"model": "tts-1", "speed": 1.5 x})");
+  EXPECT_EQ(between.code, "invalid_json");
+  EXPECT_EQ(between.message.find("(in '"), std::string::npos) << between.message;
+}
+
+TEST(SpeechRequest, ErrorsQuoteOnlyTheStartOfABadToken) {
+  const std::string huge(2 << 20, '7');
+  // A number too large for a double, one in exponent form, a string with a raw line feed.
+  for (const std::string& body :
+       {R"({"model": "tts-1", "speed": 1)" + huge + "}", R"({"model": 7)" + huge + "e99999}",
+        R"({"model": "tts-1", "input": ")" + huge + "\n\"}"}) {
+    const ApiError e = error_for(body);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_LE(e.message.size(), 320u) << e.message.substr(0, 400);
+    EXPECT_NE(e.message.find("777..."), std::string::npos) << e.message.substr(0, 400);
+  }
+}
+
+TEST(VoiceAliases, ParsedFromAliasEqualsVoice) {
+  const std::map<std::string, std::string> aliases =
+      parse_voice_aliases({"alloy=en-demo", "echo=de-demo"}, {"en-demo", "de-demo"});
+  EXPECT_EQ(aliases,
+            (std::map<std::string, std::string>{{"alloy", "en-demo"}, {"echo", "de-demo"}}));
+  EXPECT_TRUE(parse_voice_aliases({}, {"en-demo"}).empty());
+}
+
+TEST(VoiceAliases, BadEntriesAreInputErrorsNamingThem) {
+  const std::vector<std::string> voices = {"en-demo"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"alloy"}, "'alloy' must be ALIAS=VOICE"},
+      {{"=en-demo"}, "'=en-demo' must be ALIAS=VOICE"},
+      {{"alloy="}, "'alloy=' must be ALIAS=VOICE"},
+      {{"alloy=nova"}, "no voice 'nova' is served; served: en-demo"},
+      {{"en-demo=en-demo"}, "'en-demo' is already a voice's name"},
+      {{"alloy=en-demo", "alloy=en-demo"}, "the alias 'alloy' is given twice"},
+  };
+  for (const auto& [entries, expected] : cases) {
+    SCOPED_TRACE(expected);
+    try {
+      parse_voice_aliases(entries, voices);
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Utf8, FindsTheFirstInvalidByte) {
