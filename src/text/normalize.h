@@ -7,6 +7,10 @@
 
 namespace voxd::text {
 
+// InputError naming the byte offset of the first bad byte if `text` is not valid UTF-8, or if
+// it is longer than 2 GiB.
+void check_utf8(std::string_view text);
+
 // Unicode clean-up of UTF-8 `text`: NFKC folding, typographic quotes/dashes to ASCII, control
 // characters, emoji and other symbols dropped, whitespace runs collapsed to one space (to one
 // "\n" when they hold a line break), ends trimmed. InputError naming the byte offset if `text`
