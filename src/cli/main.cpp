@@ -14,6 +14,7 @@
 #include "backends/runtime.h"
 #include "cli/mem_command.h"
 #include "cli/monitor_command.h"
+#include "cli/phonemize_command.h"
 #include "cli/serve_command.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
@@ -262,12 +263,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   voxd::add_mem_command(app);
+  voxd::add_phonemize_command(app);
   voxd::ServeCommand serve(app);
   voxd::add_monitor_command(app);
 
   if (auto command = unknown_command(app, argc, argv)) {
-    std::cerr << "voxd: unknown command '" << *command
-              << "' (commands: synth, vocode, voices, mem, serve, monitor; see voxd --help)\n";
+    std::cerr
+        << "voxd: unknown command '" << *command
+        << "' (commands: synth, vocode, voices, mem, phonemize, serve, monitor; see voxd --help)\n";
     return 2;
   }
   try {
