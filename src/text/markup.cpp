@@ -204,11 +204,12 @@ std::string strip_markdown(std::string_view text) {
       line.remove_prefix(1);
       while (at(line, 0) == ' ') line.remove_prefix(1);
     }
+    const char marker = at(line, 0);
     const size_t hashes = run_length(line, 0, '#');
     if (hashes >= 1 && hashes <= 6 && (hashes == line.size() || line[hashes] == ' ')) {
       line.remove_prefix(hashes);
       while (!line.empty() && (line.back() == '#' || line.back() == ' ')) line.remove_suffix(1);
-    } else if ((first == '-' || first == '*' || first == '+') && at(line, 1) == ' ') {
+    } else if ((marker == '-' || marker == '*' || marker == '+') && at(line, 1) == ' ') {
       line.remove_prefix(2);
     } else {
       size_t digits = 0;
@@ -638,6 +639,11 @@ class MarkupParser {
     for (size_t k = j; k < s_.size(); ++k) {
       const char c = s_[k];
       if (quote != 0) {
+        // XML values hold no '<': stopping there keeps a run of broken tags linear.
+        if (c == '<') {
+          resume = k;
+          return std::nullopt;
+        }
         if (c == quote) quote = 0;
         if (c == '\n' && !ssml_document_) break;
         continue;

@@ -195,6 +195,7 @@ TEST(Markup, Markdown) {
   EXPECT_EQ(plain("  + plus item"), "plus item");
   EXPECT_EQ(plain("3) third"), "third");
   EXPECT_EQ(plain("> > nested quote"), "nested quote");
+  EXPECT_EQ(plain("> - quoted item"), "quoted item");
   EXPECT_EQ(plain("[link][ref] and more\n[ref]: https://example.com"), "link and more");
   EXPECT_EQ(plain("[not a link] (x)"), "[not a link] (x)");
   EXPECT_EQ(plain("~~~\nfenced with tildes\n~~~\nafter"), "after");
@@ -212,7 +213,8 @@ TEST(Markup, HostileInputStaysFast) {
        {std::string("["), std::string("[a]("), std::string("<a "), std::string("*"),
         std::string("`"), std::string("&#"), std::string("<!--"), std::string("<say-as>"),
         std::string("<prosody>"), std::string("</prosody>"), std::string("<break/>"),
-        std::string("\n```")}) {
+        std::string("\n```"), std::string("<speak><a b=\""), std::string("<a b='"),
+        std::string("<speak><a b=\"<")}) {
     std::string text;
     while (text.size() < 200 * 1024) text += unit;
     parse_markup(text, "en-us");
