@@ -316,9 +316,16 @@ class EnglishExpander {
       }
     }
     if (is_alpha(c) && word_start()) {
-      const size_t start = i_;
       if (!expand_abbreviation()) copy_word();
-      if (is_month_name(s_.substr(start, i_ - start))) read_day_after_month();
+      // "March" as written, or spoken for "Mar." (which left no period unless it ended a sentence).
+      if (is_month_name(std::string_view(out_).substr(out_.find_last_of(' ') + 1))) {
+        read_day_after_month();
+      }
+      return;
+    }
+    if (c == '-' && is_number_range()) {
+      emit_words("to");
+      ++i_;
       return;
     }
     if (const Currency* currency = currency_at(i_)) {
@@ -341,7 +348,8 @@ class EnglishExpander {
       expand_number();
       return;
     }
-    if (c == '.' && is_ascii_digit(at(i_ + 1)) && (i_ == 0 || !is_ascii_digit(s_[i_ - 1]))) {
+    // ".5"; and a second point in a number, as in versions: "1.2.3" → one point two point three.
+    if (c == '.' && is_ascii_digit(at(i_ + 1))) {
       ++i_;
       size_t j = i_;
       while (is_ascii_digit(at(j))) ++j;
@@ -352,7 +360,7 @@ class EnglishExpander {
     if (c == '.' && i_ > 0 && is_alpha(at(i_ + 1)) &&
         (is_alpha(s_[i_ - 1]) || is_ascii_digit(s_[i_ - 1]))) {
       emit_words("dot");  // "report.pdf", "Node.js"
-    } else if (c == '*' && between_numbers()) {
+    } else if (c == '*' && (between_numbers() || (at(i_ - 1) == ' ' && at(i_ + 1) == ' '))) {
       emit_words("times");
     } else if (c == '*' || c == '_') {
       emit_raw(' ');  // left over from Markdown, or snake_case
@@ -380,6 +388,20 @@ class EnglishExpander {
     }
     if (is_ascii_digit(c) || c == '+' || c == '(') return read_phone_number(s_, i_);
     return std::nullopt;
+  }
+
+  // True if the hyphen at i_ joins two whole numbers and nothing more ("3-2", "2020-2024"; not
+  // "1-2-3", "2024-03" with its leading zero, nor the minus of "5 -3").
+  bool is_number_range() const {
+    size_t left = i_;
+    while (left > 0 && is_ascii_digit(s_[left - 1])) --left;
+    size_t right = i_ + 1;
+    while (is_ascii_digit(at(right))) ++right;
+    if (left == i_ || right == i_ + 1 || s_[left] == '0' || s_[i_ + 1] == '0') return false;
+    const char before = left > 0 ? s_[left - 1] : ' ';
+    const char after = at(right);
+    return before != '-' && before != '.' && before != ',' && !is_word_byte(before) &&
+           after != '-' && after != '.' && after != ',' && !is_word_byte(after);
   }
 
   // True if the byte at i_ has a digit before and after it, spaces aside ("3 * 4").
@@ -630,6 +652,18 @@ class EnglishExpander {
     const Number n = parse_number();
     for (std::string_view scale : kScaleWords) {
       if (consume_suffix(scale, true)) {
+        emit_words(join({number_words(n), scale, currency.major_plural}));
+        return;
+      }
+    }
+    // "$5m", "€2bn", "$10k".
+    for (auto [written, scale] : {std::pair<std::string_view, std::string_view>{"k", "thousand"},
+                                  {"K", "thousand"},
+                                  {"m", "million"},
+                                  {"M", "million"},
+                                  {"bn", "billion"},
+                                  {"B", "billion"}}) {
+      if (consume_suffix(written, false)) {
         emit_words(join({number_words(n), scale, currency.major_plural}));
         return;
       }

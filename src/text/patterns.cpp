@@ -172,8 +172,11 @@ std::optional<Reading> read_date(std::string_view text, size_t start) {
   if (n2 == 0 || n2 > 2 || at(text, i2 + n2) != sep) return std::nullopt;
   const size_t i3 = i2 + n2 + 1;
   const size_t n3 = digit_run(text, i3, 5);
-  const size_t end = i3 + n3;
-  if (is_alpha(at(text, end)) || static_cast<unsigned char>(at(text, end)) >= 0x80) {
+  size_t end = i3 + n3;
+  // An ISO date with a time, "2024-03-05T10:30": the time is read after "at".
+  const bool time_follows = n1 == 4 && at(text, end) == 'T' && is_digit(at(text, end + 1));
+  if (!time_follows &&
+      (is_alpha(at(text, end)) || static_cast<unsigned char>(at(text, end)) >= 0x80)) {
     return std::nullopt;
   }
   const char after = at(text, end);
@@ -203,9 +206,13 @@ std::optional<Reading> read_date(std::string_view text, size_t start) {
   if (year < 1000 || month < 1 || month > 12 || day < 1 || day > days_in_month(month, year)) {
     return std::nullopt;
   }
-  return Reading{end - start, std::string(kMonths[static_cast<size_t>(month - 1)]) + " " +
-                                  ordinal_words(std::to_string(day)) + ", " +
-                                  year_words(year_digits)};
+  std::string words = std::string(kMonths[static_cast<size_t>(month - 1)]) + " " +
+                      ordinal_words(std::to_string(day)) + ", " + year_words(year_digits);
+  if (time_follows) {
+    words += " at";
+    ++end;
+  }
+  return Reading{end - start, words};
 }
 
 std::optional<Reading> read_phone_number(std::string_view text, size_t start) {
