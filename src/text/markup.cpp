@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "text/normalize.h"
 #include "text/numbers.h"
 #include "text/patterns.h"
 
@@ -109,11 +110,13 @@ std::optional<size_t> link_end(std::string_view s, size_t open) {
 std::string strip_inline_markdown(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  std::vector<std::pair<size_t, size_t>> link_ends;  // (position of ']', position after ')')
+  // The link being read: where its label's ']' is, and where its address ends. A label holds
+  // no '[', so links do not nest.
+  std::optional<std::pair<size_t, size_t>> link;
   for (size_t i = 0; i < s.size();) {
-    if (!link_ends.empty() && i == link_ends.back().first) {
-      i = link_ends.back().second;
-      link_ends.pop_back();
+    if (link && i == link->first) {
+      i = link->second;
+      link.reset();
       continue;
     }
     const char c = s[i];
@@ -129,9 +132,12 @@ std::string strip_inline_markdown(std::string_view s) {
         close = s.find(std::string(n, '`'), close + run_length(s, close, '`'));
       }
       if (close != std::string_view::npos) {
-        out += ' ';
-        out += s.substr(i + n, close - i - n);
-        out += ' ';
+        // Code is text: a '<' or '&' in it is escaped so that no tag or entity is made of it.
+        for (char ch : s.substr(i + n, close - i - n)) {
+          out += ch == '<'   ? std::string_view("&lt;")
+                 : ch == '&' ? "&amp;"
+                             : std::string_view(&ch, 1);
+        }
         i = close + n;
       } else {
         i += n;  // an unmatched backtick is not read
@@ -142,7 +148,7 @@ std::string strip_inline_markdown(std::string_view s) {
       const size_t open = c == '[' ? i : i + 1;
       if (const std::optional<size_t> end = link_end(s, open)) {
         const size_t label_end = s.find(']', open);
-        link_ends.emplace_back(label_end, *end);
+        link.emplace(label_end, *end);
         i = open + 1;
         continue;
       }
@@ -165,6 +171,17 @@ std::string strip_inline_markdown(std::string_view s) {
     ++i;
   }
   return out;
+}
+
+// "[id]: https://example.com "title"", which defines a reference link and is not read; "[Note]:
+// read this" is text.
+bool is_link_definition(std::string_view line) {
+  if (at(line, 0) != '[') return false;
+  const size_t close = line.find(']');
+  if (close == std::string_view::npos || at(line, close + 1) != ':') return false;
+  std::string_view target = trimmed(line.substr(close + 2));
+  target = target.substr(0, target.find(' '));
+  return target.find_first_of("/.#<") != std::string_view::npos;
 }
 
 // Markdown's block markup removed line by line: code blocks (fenced with ``` or ~~~, not read),
@@ -223,10 +240,7 @@ std::string strip_markdown(std::string_view text) {
         line[2] == ']') {
       line.remove_prefix(3);  // a task list's box
     }
-    if (at(line, 0) == '[') {
-      const size_t close = line.find(']');
-      if (close != std::string_view::npos && at(line, close + 1) == ':') continue;  // [id]: url
-    }
+    if (is_link_definition(line)) continue;
     std::string inline_text = strip_inline_markdown(line);
     if (at(line, 0) == '|') {
       if (inline_text.find_first_not_of("|-: ") == std::string::npos) continue;
@@ -776,10 +790,6 @@ bool is_ssml_document(std::string_view text) {
   const std::string_view t = trimmed(text);
   return starts_with_nocase(t, 0, "<?xml") ||
          (starts_with_nocase(t, 0, "<speak") && (is_space(at(t, 6)) || at(t, 6) == '>'));
-}
-
-bool is_english(const std::string& language) {
-  return language == "en" || language.rfind("en-", 0) == 0 || language.rfind("en_", 0) == 0;
 }
 
 }  // namespace

@@ -711,10 +711,6 @@ std::string collapse_spaces(const std::string& s) {
   return out;
 }
 
-bool is_english(const std::string& language) {
-  return language == "en" || language.rfind("en-", 0) == 0 || language.rfind("en_", 0) == 0;
-}
-
 }  // namespace
 
 void check_utf8(std::string_view text) {
@@ -779,6 +775,10 @@ std::string clean_unicode(std::string_view text) {
     }
   }
   return collapse_spaces(out);
+}
+
+bool is_english(const std::string& language) {
+  return language == "en" || language.rfind("en-", 0) == 0 || language.rfind("en_", 0) == 0;
 }
 
 std::string normalize(std::string_view text, const std::string& language) {

@@ -17,6 +17,9 @@ void check_utf8(std::string_view text);
 // is not valid UTF-8.
 std::string clean_unicode(std::string_view text);
 
+// True for "en" and "en-*" (or "en_*") languages, which get the English readings.
+bool is_english(const std::string& language);
+
 // clean_unicode, then, when `language` is English ("en" or "en-*"), numbers, currency,
 // percentages, times, ordinals, years, units and common abbreviations spelled out in words
 // ("Dr. Smith paid $5.50 on May 21st" → "doctor Smith paid five dollars fifty cents on May

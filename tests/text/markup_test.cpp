@@ -196,11 +196,13 @@ TEST(Markup, Markdown) {
   EXPECT_EQ(plain("3) third"), "third");
   EXPECT_EQ(plain("> > nested quote"), "nested quote");
   EXPECT_EQ(plain("> - quoted item"), "quoted item");
-  EXPECT_EQ(plain("[link][ref] and more\n[ref]: https://example.com"), "link and more");
+  EXPECT_EQ(plain("[link][ref] and more\n[ref]: https://example.com \"Title\""), "link and more");
+  EXPECT_EQ(plain("[Note]: read this"), "[Note]: read this");
   EXPECT_EQ(plain("[not a link] (x)"), "[not a link] (x)");
   EXPECT_EQ(plain("~~~\nfenced with tildes\n~~~\nafter"), "after");
   EXPECT_EQ(plain("```python\nprint(1)\n"), "");  // an unclosed fence runs to the end
   EXPECT_EQ(plain("use `a < b` here"), "use a < b here");
+  EXPECT_EQ(plain("(`<div>` and `&amp;`)"), "(<div> and &amp;)");
   EXPECT_EQ(plain("unmatched ` backtick"), "unmatched backtick");
   EXPECT_EQ(plain("Title\n====="), "Title");
   // An SSML document is not Markdown.
