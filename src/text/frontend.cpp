@@ -26,6 +26,24 @@ std::vector<Sentence> FrontEnd::process(std::string_view text) const {
   return analyze(text).sentences;
 }
 
+Sentence FrontEnd::phonemize(std::string text) const {
+  Sentence sentence;
+  sentence.phonemes = set_ == PhonemeSet::Arpabet ? phonemizer_.phonemize_arpabet(text, language_)
+                                                  : phonemizer_.phonemize_ipa(text, language_);
+  sentence.ids.reserve(sentence.phonemes.size());
+  for (const std::string& phoneme : sentence.phonemes) {
+    const std::optional<int64_t> id =
+        symbols_.id(set_ == PhonemeSet::Arpabet ? "@" + phoneme : phoneme);
+    if (id) {
+      sentence.ids.push_back(*id);
+    } else {
+      ++sentence.dropped;
+    }
+  }
+  sentence.text = std::move(text);
+  return sentence;
+}
+
 Analysis FrontEnd::analyze(std::string_view text) const {
   if (is_blank(text)) throw InputError("text is empty");
   check_utf8(text);
@@ -43,27 +61,12 @@ Analysis FrontEnd::analyze(std::string_view text) const {
     if (!analysis.normalized.empty() && !normalized_spans[k].empty()) analysis.normalized += '\n';
     analysis.normalized += normalized_spans[k];
     for (std::string& sentence_text : split_sentences(normalized_spans[k], kMaxSentenceBytes)) {
-      Sentence sentence;
+      Sentence sentence = phonemize(std::move(sentence_text));
       sentence.rate = spans[k].rate;
-      sentence.phonemes = set_ == PhonemeSet::Arpabet
-                              ? phonemizer_.phonemize_arpabet(sentence_text, language_)
-                              : phonemizer_.phonemize_ipa(sentence_text, language_);
-      sentence.ids.reserve(sentence.phonemes.size());
-      for (const std::string& phoneme : sentence.phonemes) {
-        const std::optional<int64_t> id =
-            symbols_.id(set_ == PhonemeSet::Arpabet ? "@" + phoneme : phoneme);
-        if (id) {
-          sentence.ids.push_back(*id);
-        } else {
-          ++sentence.dropped;
-        }
-      }
       dropped += sentence.dropped;
       const bool pronounceable =
           std::any_of(sentence.phonemes.begin(), sentence.phonemes.end(), is_phoneme);
-      if (sentence.ids.empty() || !pronounceable) continue;
-      sentence.text = std::move(sentence_text);
-      sentences.push_back(std::move(sentence));
+      if (!sentence.ids.empty() && pronounceable) sentences.push_back(std::move(sentence));
     }
     // A break ends its span's last sentence; one before any sentence has nothing to follow.
     if (!sentences.empty()) sentences.back().pause_after_ms += spans[k].pause_after_ms;

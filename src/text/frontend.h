@@ -56,6 +56,9 @@ class FrontEnd {
   const std::string& language() const { return language_; }
 
  private:
+  // One normalised sentence's phonemes and ids.
+  Sentence phonemize(std::string text) const;
+
   PhonemeSet set_;
   SymbolTable symbols_;
   std::string language_;
