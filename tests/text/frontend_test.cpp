@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -209,6 +210,123 @@ TEST(FrontEnd, HostileTextEndsQuicklyWithSentencesOrAnInputError) {
     }
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+// Random soup of markup, numbers, addresses and scripts: the front end either gives sentences or
+// an InputError, never another exception.
+TEST(FrontEnd, RandomMarkupSoupGivesSentencesOrAnInputError) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const std::vector<std::string> pieces = {"<",
+                                           ">",
+                                           "/",
+                                           "&",
+                                           "&amp;",
+                                           "&#",
+                                           ";",
+                                           "\"",
+                                           "'",
+                                           "=",
+                                           "#",
+                                           "*",
+                                           "**",
+                                           "_",
+                                           "`",
+                                           "```",
+                                           "~~",
+                                           "[",
+                                           "]",
+                                           "(",
+                                           ")",
+                                           "!",
+                                           ":",
+                                           "@",
+                                           ".",
+                                           ",",
+                                           "-",
+                                           "+",
+                                           "%",
+                                           "\n",
+                                           " ",
+                                           "  ",
+                                           "|",
+                                           "0",
+                                           "1",
+                                           "12",
+                                           "2024",
+                                           "555",
+                                           "a",
+                                           "Hello",
+                                           "ms",
+                                           "km",
+                                           "\u00B0C",
+                                           "\u00E9",
+                                           "\u4F60",
+                                           "<break time=\"",
+                                           "<break/>",
+                                           "500ms\"/>",
+                                           "<prosody rate=\"",
+                                           "slow\">",
+                                           "</prosody>",
+                                           "<say-as interpret-as=\"",
+                                           "date\">",
+                                           "characters\">",
+                                           "</say-as>",
+                                           "<sub alias=\"",
+                                           "</sub>",
+                                           "<speak>",
+                                           "</speak>",
+                                           "<!--",
+                                           "-->",
+                                           "<![CDATA[",
+                                           "]]>",
+                                           "https://",
+                                           "www.",
+                                           ".com",
+                                           "x@y.org",
+                                           "+1 ",
+                                           "(555) ",
+                                           "123-4567",
+                                           "2024-03-05",
+                                           "03/05/2024",
+                                           "$",
+                                           "\u20AC",
+                                           "<script>",
+                                           "</script>",
+                                           "<p>",
+                                           "- ",
+                                           "1. ",
+                                           "> ",
+                                           "\\"};
+  std::mt19937 rng(12);
+  int sentences = 0;
+  for (int round = 0; round < 1500; ++round) {
+    std::string text;
+    const int length = std::uniform_int_distribution<int>(1, 40)(rng);
+    for (int k = 0; k < length; ++k) {
+      text += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
+    }
+    const bool code =
+        text.find("<![CDATA[") != std::string::npos || text.find('`') != std::string::npos;
+    try {
+      for (const Sentence& s : frontend.process(text)) {
+        ++sentences;
+        EXPECT_FALSE(s.ids.empty()) << text;
+        EXPECT_GE(s.pause_after_ms, 0) << text;
+        EXPECT_GE(s.rate, 0.25f) << text;
+        EXPECT_LE(s.rate, 4.0f) << text;
+        // A tag is never read (inline code and CDATA are text, so they may hold one).
+        for (const char* attribute : {"time=", "interpret-as", "rate=", "alias="}) {
+          EXPECT_TRUE(code || s.text.find(attribute) == std::string::npos)
+              << s.text << " from: " << text;
+        }
+      }
+    } catch (const InputError&) {
+      // bad SSML values, foreign scripts, nothing to pronounce
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not an InputError: " << e.what() << " for: " << text;
+    }
+  }
+  EXPECT_GT(sentences, 500);
 }
 
 TEST(FrontEnd, ConcurrentUse) {
