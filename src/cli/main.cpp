@@ -16,6 +16,7 @@
 #include "cli/audio_output.h"
 #include "cli/mem_command.h"
 #include "cli/monitor_command.h"
+#include "cli/phonemize_command.h"
 #include "cli/progress_line.h"
 #include "cli/serve_command.h"
 #include "cli/voice_search.h"
@@ -310,12 +311,14 @@ int main(int argc, char** argv) {
   voices_cmd->add_option("dir", voices_root, "Directory of voice directories");
 
   voxd::add_mem_command(app);
+  voxd::add_phonemize_command(app);
   voxd::ServeCommand serve(app);
   voxd::add_monitor_command(app);
 
   if (auto command = unknown_command(app, argc, argv)) {
-    std::cerr << "voxd: unknown command '" << *command
-              << "' (commands: synth, vocode, voices, mem, serve, monitor; see voxd --help)\n";
+    std::cerr
+        << "voxd: unknown command '" << *command
+        << "' (commands: synth, vocode, voices, mem, phonemize, serve, monitor; see voxd --help)\n";
     return 2;
   }
   try {

@@ -68,6 +68,18 @@ int64_t vocode_in_chunks(Context& ctx, const HifiGan& vocoder, const Tensor& mel
   return samples;
 }
 
+// Hands `milliseconds` of silence to `sink`; returns the number of samples.
+int64_t emit_silence(int milliseconds, int64_t sample_rate, const AudioSink& sink) {
+  static constexpr size_t kBlock = 4096;
+  static const std::vector<float> zeros(kBlock, 0.0f);
+  const auto samples = static_cast<int64_t>(
+      std::llround(static_cast<double>(milliseconds) * static_cast<double>(sample_rate) / 1000.0));
+  for (int64_t left = samples; left > 0; left -= static_cast<int64_t>(kBlock)) {
+    sink(zeros.data(), static_cast<size_t>(std::min<int64_t>(left, kBlock)));
+  }
+  return samples;
+}
+
 }  // namespace
 
 Synthesizer::Synthesizer(Context& ctx, const Voice& voice)
@@ -101,7 +113,10 @@ Utterance Synthesizer::synthesize_text(std::string_view text, const SynthesisOpt
   out.sample_rate = voice_.config().sample_rate;
   std::vector<Tensor> mels;
   for (const text::Sentence& sentence : sentences) {
-    synthesize_sentence(sentence.ids, options, sink, out, mels);
+    synthesize_sentence(sentence.ids, options, sentence.rate, sink, out, mels);
+    if (sentence.pause_after_ms > 0) {
+      out.samples += emit_silence(sentence.pause_after_ms, out.sample_rate, sink);
+    }
     if (options.on_sentence) options.on_sentence(out, static_cast<int64_t>(sentences.size()));
   }
   if (options.keep_mel) out.mel = concatenate_frames(mels, voice_.config().n_mels, out.mel_frames);
@@ -116,16 +131,17 @@ Utterance Synthesizer::synthesize_ids(const std::vector<int64_t>& ids,
   Utterance out;
   out.sample_rate = voice_.config().sample_rate;
   std::vector<Tensor> mels;
-  synthesize_sentence(ids, options, sink, out, mels);
+  synthesize_sentence(ids, options, 1.0f, sink, out, mels);
   if (options.keep_mel) out.mel = concatenate_frames(mels, voice_.config().n_mels, out.mel_frames);
   return out;
 }
 
 void Synthesizer::synthesize_sentence(const std::vector<int64_t>& ids,
-                                      const SynthesisOptions& options, const AudioSink& sink,
-                                      Utterance& out, std::vector<Tensor>& mels) const {
+                                      const SynthesisOptions& options, float rate,
+                                      const AudioSink& sink, Utterance& out,
+                                      std::vector<Tensor>& mels) const {
   SynthesisControls controls;
-  controls.duration_scale = 1.0f / options.speed;
+  controls.duration_scale = 1.0f / (options.speed * rate);
   controls.pitch_scale = options.pitch;
   controls.energy_scale = options.energy;
   AcousticOutput acoustic = voice_.acoustic().forward(ctx_, {ids}, {options.speaker}, controls);

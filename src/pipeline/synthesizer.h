@@ -69,7 +69,9 @@ class Synthesizer {
   ~Synthesizer();
 
   // Normalises, splits and phonemises `text`, then synthesizes each sentence in turn, handing
-  // its audio to `sink`. Throws voxd::InputError for text with nothing to pronounce or options
+  // its audio to `sink`: each at options.speed times its Sentence::rate, followed by its
+  // Sentence::pause_after_ms of silence (in the audio only: Utterance::mel and mel_frames hold
+  // the speech frames). Throws voxd::InputError for text with nothing to pronounce or options
   // out of range (before any audio is produced).
   Utterance synthesize_text(std::string_view text, const SynthesisOptions& options,
                             const AudioSink& sink) const;
@@ -84,8 +86,10 @@ class Synthesizer {
   // The vocoder graphs for chunks of `chunk_frames`, made on first use; null when `options` or
   // the backend rule them out.
   VocoderGraphs* vocoder_graphs(const SynthesisOptions& options) const;
+  // `rate` multiplies options.speed for this sentence (text::Sentence::rate).
   void synthesize_sentence(const std::vector<int64_t>& ids, const SynthesisOptions& options,
-                           const AudioSink& sink, Utterance& out, std::vector<Tensor>& mels) const;
+                           float rate, const AudioSink& sink, Utterance& out,
+                           std::vector<Tensor>& mels) const;
 
   Context& ctx_;
   const Voice& voice_;

@@ -11,30 +11,12 @@
 
 #include "core/error.h"
 #include "text/numbers.h"
+#include "text/patterns.h"
 
 namespace voxd::text {
 namespace {
 
 // ---- Unicode clean-up -------------------------------------------------------------------------
-
-void check_utf8(std::string_view text) {
-  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw InputError("text is too long (" + std::to_string(text.size()) + " bytes)");
-  }
-  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
-  const auto length = static_cast<int32_t>(text.size());
-  for (int32_t i = 0; i < length;) {
-    const int32_t start = i;
-    UChar32 c = 0;
-    U8_NEXT(s, i, length, c);
-    if (c < 0) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      const uint8_t byte = s[start];
-      throw InputError(std::string("text is not valid UTF-8: byte 0x") + kHex[byte >> 4] +
-                       kHex[byte & 15] + " at byte offset " + std::to_string(start));
-    }
-  }
-}
 
 bool is_line_break(UChar32 c) {
   return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x85 || c == 0x2028 ||
@@ -190,9 +172,55 @@ struct Unit {
   std::string_view plural;
 };
 
+// Longer forms before their prefixes ("m/s" before "m": a unit must not be followed by a letter,
+// but "/" is not one).
 constexpr Unit kUnits[] = {
     {"km/h", "kilometer per hour", "kilometers per hour"},
+    {"m/s", "meter per second", "meters per second"},
+    {"MB/s", "megabyte per second", "megabytes per second"},
+    {"GB/s", "gigabyte per second", "gigabytes per second"},
+    {"km2", "square kilometer", "square kilometers"},
+    {"m2", "square meter", "square meters"},
+    {"cm2", "square centimeter", "square centimeters"},
+    {"m3", "cubic meter", "cubic meters"},
     {"km", "kilometer", "kilometers"},
+    {"m", "meter", "meters"},
+    {"mi", "mile", "miles"},
+    {"yd", "yard", "yards"},
+    {"g", "gram", "grams"},
+    {"mL", "milliliter", "milliliters"},
+    {"L", "liter", "liters"},
+    {"ms", "millisecond", "milliseconds"},
+    {"\u03BCs", "microsecond", "microseconds"},
+    {"ns", "nanosecond", "nanoseconds"},
+    {"sec", "second", "seconds"},
+    {"min", "minute", "minutes"},
+    {"hrs", "hour", "hours"},
+    {"hr", "hour", "hours"},
+    {"h", "hour", "hours"},
+    {"\u03BCm", "micrometer", "micrometers"},
+    {"nm", "nanometer", "nanometers"},
+    {"\u03BCg", "microgram", "micrograms"},
+    {"kWh", "kilowatt hour", "kilowatt hours"},
+    {"kW", "kilowatt", "kilowatts"},
+    {"MW", "megawatt", "megawatts"},
+    {"W", "watt", "watts"},
+    {"mAh", "milliamp hour", "milliamp hours"},
+    {"mA", "milliamp", "milliamps"},
+    {"V", "volt", "volts"},
+    {"kcal", "kilocalorie", "kilocalories"},
+    {"psi", "psi", "psi"},
+    {"dB", "decibel", "decibels"},
+    {"fps", "frame per second", "frames per second"},
+    {"px", "pixel", "pixels"},
+    {"kbps", "kilobit per second", "kilobits per second"},
+    {"Mbps", "megabit per second", "megabits per second"},
+    {"Gbps", "gigabit per second", "gigabits per second"},
+    {"KiB", "kibibyte", "kibibytes"},
+    {"MiB", "mebibyte", "mebibytes"},
+    {"GiB", "gibibyte", "gibibytes"},
+    {"TiB", "tebibyte", "tebibytes"},
+    {"PB", "petabyte", "petabytes"},
     {"kg", "kilogram", "kilograms"},
     {"cm", "centimeter", "centimeters"},
     {"mm", "millimeter", "millimeters"},
@@ -280,8 +308,24 @@ class EnglishExpander {
 
   void step() {
     const char c = s_[i_];
+    if (word_start()) {
+      if (const std::optional<Reading> form = read_form()) {
+        emit_words(form->words);
+        i_ += form->length;
+        return;
+      }
+    }
     if (is_alpha(c) && word_start()) {
       if (!expand_abbreviation()) copy_word();
+      // "March" as written, or spoken for "Mar." (which left no period unless it ended a sentence).
+      if (is_month_name(std::string_view(out_).substr(out_.find_last_of(' ') + 1))) {
+        read_day_after_month();
+      }
+      return;
+    }
+    if (c == '-' && is_number_range()) {
+      emit_words("to");
+      ++i_;
       return;
     }
     if (const Currency* currency = currency_at(i_)) {
@@ -304,7 +348,8 @@ class EnglishExpander {
       expand_number();
       return;
     }
-    if (c == '.' && is_ascii_digit(at(i_ + 1)) && (i_ == 0 || !is_ascii_digit(s_[i_ - 1]))) {
+    // ".5"; and a second point in a number, as in versions: "1.2.3" → one point two point three.
+    if (c == '.' && is_ascii_digit(at(i_ + 1))) {
       ++i_;
       size_t j = i_;
       while (is_ascii_digit(at(j))) ++j;
@@ -312,7 +357,14 @@ class EnglishExpander {
       i_ = j;
       return;
     }
-    if (c == '&') {
+    if (c == '.' && i_ > 0 && is_alpha(at(i_ + 1)) &&
+        (is_alpha(s_[i_ - 1]) || is_ascii_digit(s_[i_ - 1]))) {
+      emit_words("dot");  // "report.pdf", "Node.js"
+    } else if (c == '*' && (between_numbers() || (at(i_ - 1) == ' ' && at(i_ + 1) == ' '))) {
+      emit_words("times");
+    } else if (c == '*' || c == '_') {
+      emit_raw(' ');  // left over from Markdown, or snake_case
+    } else if (c == '&') {
       emit_words("and");
     } else if (c == '%') {
       emit_words("percent");
@@ -322,6 +374,66 @@ class EnglishExpander {
       emit_raw(c);
     }
     ++i_;
+  }
+
+  // A date, phone number, web or e-mail address at i_.
+  std::optional<Reading> read_form() const {
+    const char c = s_[i_];
+    if (is_alpha(c) || is_ascii_digit(c)) {
+      if (std::optional<Reading> email = read_email(s_, i_)) return email;
+      if (std::optional<Reading> url = read_url(s_, i_)) return url;
+    }
+    if (is_ascii_digit(c)) {
+      if (std::optional<Reading> date = read_date(s_, i_)) return date;
+    }
+    if (is_ascii_digit(c) || c == '+' || c == '(') return read_phone_number(s_, i_);
+    return std::nullopt;
+  }
+
+  // True if the hyphen at i_ joins two whole numbers and nothing more ("3-2", "2020-2024"; not
+  // "1-2-3", "2024-03" with its leading zero, nor the minus of "5 -3").
+  bool is_number_range() const {
+    size_t left = i_;
+    while (left > 0 && is_ascii_digit(s_[left - 1])) --left;
+    size_t right = i_ + 1;
+    while (is_ascii_digit(at(right))) ++right;
+    if (left == i_ || right == i_ + 1 || s_[left] == '0' || s_[i_ + 1] == '0') return false;
+    const char before = left > 0 ? s_[left - 1] : ' ';
+    const char after = at(right);
+    return before != '-' && before != '.' && before != ',' && !is_word_byte(before) &&
+           after != '-' && after != '.' && after != ',' && !is_word_byte(after);
+  }
+
+  // True if the byte at i_ has a digit before and after it, spaces aside ("3 * 4").
+  bool between_numbers() const {
+    size_t before = i_;
+    while (before > 0 && s_[before - 1] == ' ') --before;
+    size_t after = i_ + 1;
+    while (at(after) == ' ') ++after;
+    return before > 0 && is_ascii_digit(s_[before - 1]) && is_ascii_digit(at(after));
+  }
+
+  // After a month name: a day of the month is an ordinal ("March 5, 2024" → "March fifth,
+  // twenty twenty-four") when a year or the end of a clause follows it ("May 5 people" stays).
+  void read_day_after_month() {
+    if (at(i_) != ' ' || !is_ascii_digit(at(i_ + 1))) return;
+    size_t end = i_ + 1;
+    while (end - i_ <= 3 && is_ascii_digit(at(end))) ++end;
+    const std::string day(s_.substr(i_ + 1, end - i_ - 1));
+    if (day.size() > 2 || std::stoi(day) < 1 || std::stoi(day) > 31) return;
+    const char after = at(end);
+    const size_t year_at = end + (after == ',' ? 2 : 1);
+    const bool year_follows = (after == ' ' || (after == ',' && at(end + 1) == ' ')) &&
+                              is_ascii_digit(at(year_at)) && is_ascii_digit(at(year_at + 1)) &&
+                              is_ascii_digit(at(year_at + 2)) && is_ascii_digit(at(year_at + 3)) &&
+                              !is_word_byte(at(year_at + 4));
+    const bool clause_ends = after == '\0' || after == '\n' ||
+                             ((after == '.' || after == ',' || after == ';' || after == '!' ||
+                               after == '?' || after == ')') &&
+                              !is_ascii_digit(at(end + 1)));
+    if (!year_follows && !clause_ends) return;
+    emit_words(ordinal_words(day));
+    i_ = end;
   }
 
   void copy_word() {
@@ -339,6 +451,7 @@ class EnglishExpander {
     };
     static constexpr Dotted kDotted[] = {{"e.g.", "for example", false},
                                          {"i.e.", "that is", false},
+                                         {"ph.d.", "PhD", true},
                                          {"a.m.", "AM", true},
                                          {"p.m.", "PM", true}};
     for (const Dotted& d : kDotted) {
@@ -543,6 +656,18 @@ class EnglishExpander {
         return;
       }
     }
+    // "$5m", "€2bn", "$10k".
+    for (auto [written, scale] : {std::pair<std::string_view, std::string_view>{"k", "thousand"},
+                                  {"K", "thousand"},
+                                  {"m", "million"},
+                                  {"M", "million"},
+                                  {"bn", "billion"},
+                                  {"B", "billion"}}) {
+      if (consume_suffix(written, false)) {
+        emit_words(join({number_words(n), scale, currency.major_plural}));
+        return;
+      }
+    }
     if (n.fraction.size() > 2 || (n.decimal() && currency.minor_plural.empty())) {
       emit_words(join({number_words(n), currency.major_plural}));
       return;
@@ -586,11 +711,26 @@ std::string collapse_spaces(const std::string& s) {
   return out;
 }
 
-bool is_english(const std::string& language) {
-  return language == "en" || language.rfind("en-", 0) == 0 || language.rfind("en_", 0) == 0;
-}
-
 }  // namespace
+
+void check_utf8(std::string_view text) {
+  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw InputError("text is too long (" + std::to_string(text.size()) + " bytes)");
+  }
+  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
+  const auto length = static_cast<int32_t>(text.size());
+  for (int32_t i = 0; i < length;) {
+    const int32_t start = i;
+    UChar32 c = 0;
+    U8_NEXT(s, i, length, c);
+    if (c < 0) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const uint8_t byte = s[start];
+      throw InputError(std::string("text is not valid UTF-8: byte 0x") + kHex[byte >> 4] +
+                       kHex[byte & 15] + " at byte offset " + std::to_string(start));
+    }
+  }
+}
 
 std::string clean_unicode(std::string_view text) {
   check_utf8(text);
@@ -635,6 +775,10 @@ std::string clean_unicode(std::string_view text) {
     }
   }
   return collapse_spaces(out);
+}
+
+bool is_english(const std::string& language) {
+  return language == "en" || language.rfind("en-", 0) == 0 || language.rfind("en_", 0) == 0;
 }
 
 std::string normalize(std::string_view text, const std::string& language) {

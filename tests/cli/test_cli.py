@@ -132,7 +132,7 @@ class CliTest(unittest.TestCase):
         self.assertIn("tiny-ipa", names)
 
     def test_help_everywhere(self):
-        for args in ((), ("synth",), ("vocode",), ("voices",)):
+        for args in ((), ("synth",), ("vocode",), ("voices",), ("phonemize",)):
             result = run(*args, "--help")
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("--help", result.stdout)
@@ -667,6 +667,123 @@ class MemCommandTest(unittest.TestCase):
         self.assert_input_error(self.mem("--batch", "1", "--phonemes", "5",
                                          voice=os.path.join(VOICES, "no-such-voice")),
                                 "no-such-voice")
+
+
+EN_DEMO = os.path.join(ROOT, "voices", "en-demo")
+
+
+def zero_runs(samples):
+    """The length of the longest run of zero samples."""
+    longest = current = 0
+    for zero in samples == 0:
+        current = current + 1 if zero else 0
+        longest = max(longest, current)
+    return longest
+
+
+class TextFrontEndTest(unittest.TestCase):
+    """voxd phonemize, and SSML breaks and rates in voxd synth (docs/text-frontend.md)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="voxd-text-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def assert_input_error(self, result, fragment):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
+        self.assertIn(fragment, lines[0])
+
+    def symbols(self):
+        with open(os.path.join(EN_DEMO, "symbols.txt"), encoding="utf-8") as f:
+            return f.read().split("\n")
+
+    def test_phonemize_text(self):
+        result = run("phonemize", "--voice", EN_DEMO, "--text",
+                     "On 2024-03-05, call 555-123-4567. See *this*.")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = result.stdout
+        self.assertIn("voice: en-demo (language en-us, espeak-ipa phonemes)", out)
+        self.assertIn("normalized:\n  On March fifth, twenty twenty-four, call five five five, "
+                      "one two three, four five six seven. See this.\n", out)
+        self.assertIn("sentence 1: On March fifth, twenty twenty-four, call five five five, "
+                      "one two three, four five six seven.\n", out)
+        self.assertIn("sentence 2: See this.\n", out)
+        self.assertNotIn("sentence 3", out)
+        symbols = self.symbols()
+        phoneme_lines = [l.split(": ", 1)[1] for l in out.splitlines() if l.startswith("  phonemes: ")]
+        id_lines = [l.split(": ", 1)[1] for l in out.splitlines() if l.startswith("  ids: ")]
+        self.assertEqual(len(phoneme_lines), 2)
+        for phonemes, ids in zip(phoneme_lines, id_lines):
+            shown = [symbols[int(i)] for i in ids.split()]
+            self.assertEqual(" ".join("|" if p == " " else p for p in shown), phonemes)
+
+    def test_phonemize_json_with_ssml_reads_standard_input(self):
+        text = ('<speak>Hello <break time="500ms"/> world. '
+                '<prosody rate="slow">Slowly now.</prosody></speak>')
+        result = run("phonemize", "--voice", EN_DEMO, "--json", stdin=text)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        analysis = json.loads(result.stdout)
+        self.assertEqual(analysis["voice"], "en-demo")
+        self.assertEqual(analysis["normalized"], "Hello\nworld.\nSlowly now.")
+        sentences = analysis["sentences"]
+        self.assertEqual([s["text"] for s in sentences], ["Hello", "world.", "Slowly now."])
+        self.assertEqual([s["pause_after_ms"] for s in sentences], [500, 0, 0])
+        self.assertEqual([s["rate"] for s in sentences], [1.0, 1.0, 0.75])
+        symbols = self.symbols()
+        for s in sentences:
+            self.assertEqual(s["dropped"], 0)
+            self.assertEqual([symbols[i] for i in s["ids"]], s["phonemes"])
+
+    def test_phonemize_bad_input(self):
+        self.assert_input_error(run("phonemize", "--voice", EN_DEMO, "--text", "你好，世界"),
+                                "the text is in Han script (你), which voice language 'en-us' "
+                                "cannot speak")
+        self.assert_input_error(run("phonemize", "--voice", EN_DEMO, "--text",
+                                    'a <break time="soon"/> b'), '<break time="soon">')
+        self.assert_input_error(run("phonemize", "--voice", EN_DEMO, "--text", "  "), "empty")
+        self.assert_input_error(run("phonemize", "--voice", EN_DEMO, "--text", "<b></b>"),
+                                "nothing to pronounce")
+        missing = os.path.join(self.tmp, "no-voice")
+        self.assert_input_error(run("phonemize", "--voice", missing, "--text", "hi"), missing)
+        self.assert_input_error(run("phonemize", "--text", "hi"), "--voice")
+
+    def synth(self, text, *extra):
+        out = os.path.join(self.tmp, "out.wav")
+        mel = os.path.join(self.tmp, "mel.npy")
+        result = run("synth", "--voice", EN_DEMO, "--text", text, "--out", out, "--mel-out", mel,
+                     *extra)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with wave.open(out, "rb") as w:
+            samples = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+        return samples, np.load(mel).shape[1]
+
+    def test_synth_break_adds_its_silence(self):
+        plain, plain_frames = self.synth("One. Two.")
+        paused, paused_frames = self.synth('One. <break time="1s"/> Two.')
+        self.assertEqual(paused_frames, plain_frames)  # the same two sentences
+        self.assertLessEqual(abs(len(paused) - len(plain) - 22050), HOP)
+        self.assertGreaterEqual(zero_runs(paused), 22050)
+        self.assertLess(zero_runs(plain), 22050 // 4)
+        # The silence sits between the sentences: the audio before it is the first sentence's.
+        start = int(np.argmax(np.convolve(paused == 0, np.ones(22050), "valid") == 22050))
+        np.testing.assert_array_equal(paused[:start], plain[:start])
+
+    def test_synth_prosody_rate_applies_on_top_of_speed(self):
+        _, normal = self.synth("Speaking at one rate, then another.")
+        _, slow = self.synth('<prosody rate="x-slow">Speaking at one rate, then another.</prosody>')
+        _, slow_and_fast = self.synth(
+            '<prosody rate="50%">Speaking at one rate, then another.</prosody>', "--speed", "2")
+        self.assertAlmostEqual(slow / normal, 2.0, delta=0.15)
+        self.assertAlmostEqual(slow_and_fast / normal, 1.0, delta=0.1)
+
+    def test_synth_refuses_foreign_script(self):
+        out = os.path.join(self.tmp, "x.wav")
+        self.assert_input_error(run("synth", "--voice", EN_DEMO, "--text", "你好，世界", "--out", out),
+                                "Han script (你)")
+        self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":

@@ -170,6 +170,56 @@ TEST_F(ChunkedSynthesis, NegativeChunkFramesIsRefusedBeforeAnyAudio) {
   EXPECT_TRUE(sink.calls.empty());
 }
 
+// SSML's <break> and <prosody rate> as the front end hands them over (Sentence::pause_after_ms
+// and Sentence::rate).
+using MarkedUpSynthesis = ChunkedSynthesis;
+
+TEST_F(MarkedUpSynthesis, BreakIsSilenceBetweenTheSentences) {
+  Recorded first, plain;
+  synthesizer_.synthesize_text("One.", {}, first.sink());
+  synthesizer_.synthesize_text("One. Two.", {}, plain.sink());
+  for (int64_t chunk_frames : {0, 9}) {
+    SynthesisOptions options;
+    options.chunk_frames = chunk_frames;
+    Recorded paused;
+    const Utterance got =
+        synthesizer_.synthesize_text("One. <break time=\"250ms\"/> Two.", options, paused.sink());
+    const size_t head = first.audio.size();
+    const size_t silence = 5513;  // 250 ms at 22050 Hz, rounded
+    ASSERT_EQ(paused.audio.size(), plain.audio.size() + silence) << chunk_frames;
+    EXPECT_EQ(got.samples, static_cast<int64_t>(paused.audio.size()));
+    EXPECT_EQ(got.sentences, 2);
+    EXPECT_LE(max_abs_diff(std::vector<float>(paused.audio.begin(), paused.audio.begin() + head),
+                           first.audio),
+              kTolerance);
+    EXPECT_TRUE(std::all_of(paused.audio.begin() + head, paused.audio.begin() + head + silence,
+                            [](float x) { return x == 0.0f; }));
+    EXPECT_LE(
+        max_abs_diff(std::vector<float>(paused.audio.begin() + head + silence, paused.audio.end()),
+                     std::vector<float>(plain.audio.begin() + head, plain.audio.end())),
+        kTolerance);
+  }
+}
+
+TEST_F(MarkedUpSynthesis, ProsodyRateMultipliesSpeed) {
+  SynthesisOptions half_speed;
+  half_speed.speed = 0.5f;
+  Recorded slow_by_option, slow_by_markup, fast_and_slow, normal;
+  const Utterance a =
+      synthesizer_.synthesize_text("Hello there.", half_speed, slow_by_option.sink());
+  const Utterance b = synthesizer_.synthesize_text(
+      "<prosody rate=\"x-slow\">Hello there.</prosody>", {}, slow_by_markup.sink());
+  EXPECT_EQ(b.mel_frames, a.mel_frames);
+  EXPECT_LE(max_abs_diff(slow_by_markup.audio, slow_by_option.audio), kTolerance);
+  SynthesisOptions double_speed;
+  double_speed.speed = 2.0f;
+  const Utterance c = synthesizer_.synthesize_text("<prosody rate=\"50%\">Hello there.</prosody>",
+                                                   double_speed, fast_and_slow.sink());
+  const Utterance d = synthesizer_.synthesize_text("Hello there.", {}, normal.sink());
+  EXPECT_EQ(c.mel_frames, d.mel_frames);
+  EXPECT_GT(a.mel_frames, d.mel_frames);
+}
+
 TEST_F(ChunkedSynthesis, VocodeInChunksEqualsVocodeAtOnce) {
   const int64_t n_mels = voice_->config().n_mels;
   const int64_t frames = 47;

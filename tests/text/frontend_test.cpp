@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -114,11 +117,70 @@ TEST(FrontEnd, UnknownSymbolsAreDroppedAndCounted) {
   EXPECT_NE(error_of(none, "Hello").find("text has nothing to pronounce"), std::string::npos);
 }
 
-TEST(FrontEnd, MixedScripts) {
+TEST(FrontEnd, TextInAScriptTheVoiceCannotSpeakIsRefused) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols(), "en-us");
+  EXPECT_EQ(error_of(frontend, "\u4F60\u597D\uFF0C\u4E16\u754C"),
+            "the text is in Han script (\u4F60), which voice language 'en-us' cannot speak");
+  EXPECT_EQ(error_of(frontend, "\u041F\u0440\u0438\u0432\u0435\u0442, \u043C\u0438\u0440!"),
+            "the text is in Cyrillic script (\u041F), which voice language 'en-us' cannot speak");
+  for (const auto& [text, script] : std::vector<std::pair<std::string, std::string>>{
+           {"\u3053\u3093\u306B\u3061\u306F", "Hiragana script (\u3053)"},
+           {"\u30AB\u30BF\u30AB\u30CA", "Katakana script (\u30AB)"},
+           {"\uC548\uB155\uD558\uC138\uC694", "Hangul script (\uC548)"},
+           {"\u0645\u0631\u062D\u0628\u0627", "Arabic script (\u0645)"},
+           {"\u05E9\u05DC\u05D5\u05DD", "Hebrew script (\u05E9)"},
+           {"\u0E2A\u0E27\u0E31\u0E2A\u0E14\u0E35", "Thai script (\u0E2A)"}}) {
+    EXPECT_NE(error_of(frontend, text).find("the text is in " + script), std::string::npos)
+        << error_of(frontend, text);
+  }
+  // A few foreign letters in English text are refused too, counted, with what to do.
+  const std::string mixed = error_of(frontend, "Tokyo (\u6771\u4EAC) is the capital of Japan.");
+  EXPECT_NE(mixed.find("the text has 2 letters in Han script (\u6771)"), std::string::npos)
+      << mixed;
+  EXPECT_NE(mixed.find("<sub alias="), std::string::npos) << mixed;
+  // ... and a reading given with <sub> is spoken instead.
+  EXPECT_EQ(frontend.analyze("Tokyo (<sub alias=\"Tokyo\">\u6771\u4EAC</sub>) is big.").normalized,
+            "Tokyo (Tokyo) is big.");
+  // Latin letters beyond ASCII, and digits and symbols of no script, are fine.
+  EXPECT_EQ(frontend.process("Caf\u00E9 na\u00EFve \u00C6r\u00F8, 50 \u00B0C.").size(), 1u);
+  // A voice for another language takes its own script (and Latin).
+  const FrontEnd russian(PhonemeSet::EspeakIpa, ipa_symbols(), "ru");
+  EXPECT_EQ(russian.analyze("\u041F\u0440\u0438\u0432\u0435\u0442").normalized,
+            "\u041F\u0440\u0438\u0432\u0435\u0442");
+  EXPECT_NE(error_of(russian, "\u4F60\u597D").find("Han script"), std::string::npos);
+}
+
+TEST(FrontEnd, BreaksAndRatesReachTheSentences) {
   const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
-  const std::vector<Sentence> sentences = frontend.process("Hello \u4E16\u754C \u043C\u0438\u0440");
-  ASSERT_EQ(sentences.size(), 1u);
-  EXPECT_GT(sentences[0].ids.size(), 4u);
+  const std::vector<Sentence> sentences = frontend.process(
+      "<speak>One two <break time=\"750ms\"/> three. <prosody rate=\"slow\">Four five.</prosody>"
+      " Six.<break strength=\"strong\"/><break time=\"1s\"/></speak>");
+  ASSERT_EQ(sentences.size(), 4u);
+  EXPECT_EQ(sentences[0].text, "One two");  // the break ends the sentence there
+  EXPECT_EQ(sentences[0].pause_after_ms, 750);
+  EXPECT_EQ(sentences[1].text, "three.");
+  EXPECT_EQ(sentences[1].pause_after_ms, 0);
+  EXPECT_FLOAT_EQ(sentences[1].rate, 1.0f);
+  EXPECT_EQ(sentences[2].text, "Four five.");
+  EXPECT_FLOAT_EQ(sentences[2].rate, 0.75f);
+  EXPECT_EQ(sentences[3].text, "Six.");
+  EXPECT_FLOAT_EQ(sentences[3].rate, 1.0f);
+  EXPECT_EQ(sentences[3].pause_after_ms, 800 + 1000);  // breaks in a row add up
+  // A pause after a sentence that is skipped (nothing to pronounce) goes to the one before.
+  const std::vector<Sentence> skipped =
+      frontend.process("Hello. \U0001F600 <break time=\"300ms\"/>");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].pause_after_ms, 300);
+}
+
+TEST(FrontEnd, AnalyzeShowsTheNormalisedText) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const Analysis analysis = frontend.analyze("**Note:** call 555-123-4567 on 2024-03-05.");
+  EXPECT_EQ(analysis.normalized,
+            "Note: call five five five, one two three, four five six seven on March fifth, "
+            "twenty twenty-four.");
+  ASSERT_EQ(analysis.sentences.size(), 1u);
+  EXPECT_EQ(analysis.sentences[0].text, analysis.normalized);
 }
 
 TEST(FrontEnd, HundredKilobytesOfText) {
@@ -131,6 +193,140 @@ TEST(FrontEnd, HundredKilobytesOfText) {
     EXPECT_LE(s.text.size(), FrontEnd::kMaxSentenceBytes);
     EXPECT_FALSE(s.ids.empty());
   }
+}
+
+TEST(FrontEnd, HostileTextEndsQuicklyWithSentencesOrAnInputError) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string unit :
+       {"a.", "1-", "+1 ", "a@", "http://", "x.com/", "(5) ", "555-", "2024-03-", "<b>", "*_",
+        "&amp;", "<say-as interpret-as=\"date\">1/1/1</say-as>", "[x](y) "}) {
+    std::string text;
+    while (text.size() < 20 * 1024) text += unit;
+    try {
+      for (const Sentence& s : frontend.process(text)) EXPECT_FALSE(s.ids.empty()) << unit;
+    } catch (const InputError&) {
+      // nothing to pronounce is a fair answer for some of these
+    }
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+// Random soup of markup, numbers, addresses and scripts: the front end either gives sentences or
+// an InputError, never another exception.
+TEST(FrontEnd, RandomMarkupSoupGivesSentencesOrAnInputError) {
+  const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
+  const std::vector<std::string> pieces = {"<",
+                                           ">",
+                                           "/",
+                                           "&",
+                                           "&amp;",
+                                           "&#",
+                                           ";",
+                                           "\"",
+                                           "'",
+                                           "=",
+                                           "#",
+                                           "*",
+                                           "**",
+                                           "_",
+                                           "`",
+                                           "```",
+                                           "~~",
+                                           "[",
+                                           "]",
+                                           "(",
+                                           ")",
+                                           "!",
+                                           ":",
+                                           "@",
+                                           ".",
+                                           ",",
+                                           "-",
+                                           "+",
+                                           "%",
+                                           "\n",
+                                           " ",
+                                           "  ",
+                                           "|",
+                                           "0",
+                                           "1",
+                                           "12",
+                                           "2024",
+                                           "555",
+                                           "a",
+                                           "Hello",
+                                           "ms",
+                                           "km",
+                                           "\u00B0C",
+                                           "\u00E9",
+                                           "\u4F60",
+                                           "<break time=\"",
+                                           "<break/>",
+                                           "500ms\"/>",
+                                           "<prosody rate=\"",
+                                           "slow\">",
+                                           "</prosody>",
+                                           "<say-as interpret-as=\"",
+                                           "date\">",
+                                           "characters\">",
+                                           "</say-as>",
+                                           "<sub alias=\"",
+                                           "</sub>",
+                                           "<speak>",
+                                           "</speak>",
+                                           "<!--",
+                                           "-->",
+                                           "<![CDATA[",
+                                           "]]>",
+                                           "https://",
+                                           "www.",
+                                           ".com",
+                                           "x@y.org",
+                                           "+1 ",
+                                           "(555) ",
+                                           "123-4567",
+                                           "2024-03-05",
+                                           "03/05/2024",
+                                           "$",
+                                           "\u20AC",
+                                           "<script>",
+                                           "</script>",
+                                           "<p>",
+                                           "- ",
+                                           "1. ",
+                                           "> ",
+                                           "\\"};
+  std::mt19937 rng(12);
+  int sentences = 0;
+  for (int round = 0; round < 1500; ++round) {
+    std::string text;
+    const int length = std::uniform_int_distribution<int>(1, 40)(rng);
+    for (int k = 0; k < length; ++k) {
+      text += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
+    }
+    const bool code =
+        text.find("<![CDATA[") != std::string::npos || text.find('`') != std::string::npos;
+    try {
+      for (const Sentence& s : frontend.process(text)) {
+        ++sentences;
+        EXPECT_FALSE(s.ids.empty()) << text;
+        EXPECT_GE(s.pause_after_ms, 0) << text;
+        EXPECT_GE(s.rate, 0.25f) << text;
+        EXPECT_LE(s.rate, 4.0f) << text;
+        // A tag is never read (inline code and CDATA are text, so they may hold one).
+        for (const char* attribute : {"time=", "interpret-as", "rate=", "alias="}) {
+          EXPECT_TRUE(code || s.text.find(attribute) == std::string::npos)
+              << s.text << " from: " << text;
+        }
+      }
+    } catch (const InputError&) {
+      // bad SSML values, foreign scripts, nothing to pronounce
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not an InputError: " << e.what() << " for: " << text;
+    }
+  }
+  EXPECT_GT(sentences, 500);
 }
 
 TEST(FrontEnd, ConcurrentUse) {

@@ -195,6 +195,27 @@ TEST(Normalize, InvalidUtf8NamesTheOffset) {
   }
 }
 
+TEST(Normalize, FormsThatAreNotDatesOrPhoneNumbers) {
+  // Impossible dates, versions and addresses with more parts stay numbers.
+  for (const std::string text :
+       {"2023-02-29", "2024-13-01", "13/13/2024", "1.2.3.4", "3/4", "10.0.0.1", "2024-03-05-07"}) {
+    const std::string spoken = normalize(text);
+    for (const char* month : {"January", "February", "March", "April", "December"}) {
+      EXPECT_EQ(spoken.find(month), std::string::npos) << text << " → " << spoken;
+    }
+  }
+  // Digits separated by spaces alone are numbers, not a phone number.
+  EXPECT_EQ(normalize("555 123"), "five hundred fifty-five one hundred twenty-three");
+  // Ranges of years are not phone numbers.
+  EXPECT_EQ(normalize("1990-1995").find(','), std::string::npos);
+  // Too many digits for a phone number (E.164 has at most 15).
+  EXPECT_EQ(normalize("+1 234 567 890 123 456").find("plus one, two three four"),
+            std::string::npos);
+  // Words around a dot that is no web address are read with "dot"; plain sentence ends are not.
+  EXPECT_EQ(normalize("Node.js is fast. It is."), "Node dot js is fast. It is.");
+  EXPECT_EQ(normalize("Ph.D. student"), "PhD student");
+}
+
 TEST(Normalize, OtherLanguagesGetCleanUpOnly) {
   EXPECT_EQ(normalize("3 \u201EKatzen\u201C", "de"), "3 \"Katzen\"");
   EXPECT_EQ(normalize("3 cats", "en-us"), "three cats");
