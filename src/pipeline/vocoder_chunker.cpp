@@ -68,8 +68,10 @@ void VocoderChunker::append(const Tensor& mel) {
   frames_appended_ += frames;
 }
 
-void VocoderChunker::finish() {
+void VocoderChunker::finish(int64_t silence_after) {
+  VOXD_CHECK(silence_after >= 0, "a negative pause");
   finished_ = true;
+  silence_after_ = silence_after;
 }
 
 bool VocoderChunker::has_chunk() const {
@@ -93,6 +95,7 @@ MelChunk VocoderChunker::next_chunk() {
   chunk.skip_samples = (chunk.own_first - chunk.first_frame) * hop_;
   const bool last = finished_ && own_end == frames_appended_;
   chunk.samples = chunk.own_frames * hop_ + (last ? tail_samples_ : 0);
+  chunk.silence_after = last ? silence_after_ : 0;
   chunk.reaches_end = finished_ && end == frames_appended_;
 
   VOXD_CHECK(chunk.first_frame >= buffer_first_, "a needed frame was dropped");

@@ -32,6 +32,9 @@ struct MelChunk {
   // The chunk's own samples: own_frames·hop, plus, in a stream's last chunk, the samples
   // output_length() adds beyond frames·hop.
   int64_t samples = 0;
+  // Zero samples that follow the chunk's own (a stream's last chunk: the pause its text asked
+  // for, VocoderChunker::finish).
+  int64_t silence_after = 0;
   // Whether mel reaches the stream's end (less than R frames of right context). Otherwise its own
   // samples depend on no frame past mel's last, so mel may be padded on the right with any frames
   // (zeros) to batch it with longer chunks.
@@ -50,8 +53,9 @@ class VocoderChunker {
   // Appends host frames mel [n_mels, T] (T ≥ 0, any float dtype, any strides); throws
   // voxd::InputError for another shape and voxd::Error after finish() or for a device tensor.
   void append(const Tensor& mel);
-  // Marks the end of the stream: the remaining frames become chunks without right context.
-  void finish();
+  // Marks the end of the stream: the remaining frames become chunks without right context, the
+  // last of them followed by `silence_after` zero samples (a pause; 0: none).
+  void finish(int64_t silence_after = 0);
 
   // Whether next_chunk() has a chunk: a full chunk with its right context, or anything left once
   // the stream is finished.
@@ -86,6 +90,7 @@ class VocoderChunker {
   int64_t frames_appended_ = 0;
   int64_t next_own_frame_ = 0;  // first frame whose audio no chunk has yielded yet
   bool finished_ = false;
+  int64_t silence_after_ = 0;
   // Own frames of the next chunk.
   int64_t next_chunk_frames() const;
   // Frames [buffer_first_, frames_appended_), time-major: frame t's n_mels values together.

@@ -24,7 +24,12 @@ struct Candidate {
 constexpr double kLengthBand = 1.25;
 
 int64_t phonemes_of(const Stream& stream) {
-  return static_cast<int64_t>(stream.sentences.front().size());
+  return static_cast<int64_t>(stream.sentences.front().ids.size());
+}
+
+// The speaking rate of the stream's next sentence: the request's speed times the sentence's own.
+float rate_of(const Stream& stream) {
+  return stream.speed * stream.sentences.front().rate;
 }
 
 // The longest next sentence of the batch's first `size` items.
@@ -68,7 +73,7 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   for (const Candidate& c : candidates) {
     if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
     const auto length = static_cast<double>(phonemes_of(*c.stream));
-    if (c.stream->voice == lead.voice && c.stream->speed == lead.speed &&
+    if (c.stream->voice == lead.voice && rate_of(*c.stream) == rate_of(lead) &&
         length <= phonemes * kLengthBand && length * kLengthBand >= phonemes) {
       batch.items.push_back(c.stream);
     }
@@ -111,9 +116,9 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   const size_t n = batch.items.size();
   std::vector<std::vector<int64_t>> ids;
   ids.reserve(n);
-  for (const auto& stream : batch.items) ids.push_back(stream->sentences.front());
+  for (const auto& stream : batch.items) ids.push_back(stream->sentences.front().ids);
   SynthesisControls controls;
-  controls.duration_scale = 1.0f / batch.items.front()->speed;
+  controls.duration_scale = 1.0f / rate_of(*batch.items.front());
   // Sentences of several lengths share the step: padding must not change anyone's audio.
   controls.mask_padding = true;
   const AcousticPlan& encoder = plan(entry, static_cast<int64_t>(n), longest(batch, n), 1);
@@ -147,7 +152,8 @@ void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budge
   auto stream = std::make_shared<Stream>();
   stream->voice = &voice;
   stream->sample_rate = voice.config.sample_rate;
-  stream->sentences.emplace_back(16, std::min<int64_t>(1, voice.voice->acoustic().n_symbols() - 1));
+  stream->sentences.push_back(
+      {std::vector<int64_t>(16, std::min<int64_t>(1, voice.voice->acoustic().n_symbols() - 1))});
   Batch batch;
   batch.voice = &voice;
   batch.items = {stream};
@@ -197,7 +203,7 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
     VocoderChunker chunker(entry.config.vocoder, chunk_frames_,
                            first_sentence ? first_chunk_frames_ : chunk_frames_);
     chunker.append(mel);
-    chunker.finish();
+    chunker.finish(stream.sentences.front().pause_samples);
     stream.chunkers.push_back(std::move(chunker));
   }
 }

@@ -110,7 +110,11 @@ std::shared_ptr<Stream> Scheduler::admit(VoiceEntry& voice, std::vector<text::Se
   auto stream = std::make_shared<Stream>();
   stream->voice = &voice;
   stream->speed = speed;
-  for (text::Sentence& sentence : sentences) stream->sentences.push_back(std::move(sentence.ids));
+  for (text::Sentence& sentence : sentences) {
+    stream->sentences.push_back(
+        {std::move(sentence.ids), sentence.rate,
+         static_cast<int64_t>(sentence.pause_after_ms) * voice.config.sample_rate / 1000});
+  }
   const HifiGanConfig& vocoder = voice.config.vocoder;
   const int64_t hop = vocoder.hop_length();
   stream->sample_rate = voice.config.sample_rate;

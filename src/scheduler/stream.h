@@ -38,8 +38,15 @@ struct Stream {
   // The vocoder makes no more audio for the stream while this much is waiting for the client.
   int64_t max_buffered_samples = 0;
 
-  // Device thread: sentences (symbol ids) not yet through the acoustic model, in order.
-  std::deque<std::vector<int64_t>> sentences;
+  // A sentence as the acoustic model takes it: symbol ids, its rate (a multiplier of the stream's
+  // speed, from SSML's <prosody rate>) and the silence after its audio (SSML's <break>).
+  struct PendingSentence {
+    std::vector<int64_t> ids;
+    float rate = 1.0f;
+    int64_t pause_samples = 0;
+  };
+  // Device thread: sentences not yet through the acoustic model, in order.
+  std::deque<PendingSentence> sentences;
   // Device thread: each sentence's mel, cut into vocoder chunks, oldest sentence first.
   std::deque<VocoderChunker> chunkers;
   // Device thread: chunks taken from the chunkers and not yet vocoded, in stream order.

@@ -182,6 +182,7 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
     const float* row =
         audio.data<float>() + static_cast<int64_t>(i) * out_samples + chunk.skip_samples;
     out.audio[i].assign(row, row + chunk.samples);
+    out.audio[i].resize(out.audio[i].size() + static_cast<size_t>(chunk.silence_after), 0.0f);
   }
   for (size_t i = 0; i < batch.items.size(); ++i) {
     if (indices[i] == 0) {

@@ -221,6 +221,20 @@ TEST(EngineService, OneRequestEqualsSynthesizer) {
   expect_workspace_free(service);
 }
 
+// SSML's <break> and <prosody rate> reach the served audio as they reach Synthesizer's: the
+// pause as silence after its sentence, the rate on top of the request's speed.
+TEST(EngineService, BreaksAndRatesFromTheTextShapeTheAudioAsInSynthesizer) {
+  const std::string text = "<speak>Hello there.<break time=\"300ms\"/><prosody rate=\"slow\">" +
+                           kMediumSentence + "</prosody> The end.</speak>";
+  const std::vector<float> expected = synthesize(text);
+  const std::vector<float> plain = synthesize("Hello there. " + kMediumSentence + " The end.");
+  // 300 ms of silence and a slower middle sentence: longer than the plain text's audio.
+  ASSERT_GT(expected.size(), plain.size() + 300 * 22050 / 1000);
+  EngineService service(demo_config());
+  expect_same_audio(expected, speak(service, request(text)), "with a break and a rate");
+  expect_workspace_free(service);
+}
+
 // A stream's first audio is its first chunk, made smaller than the rest (first_chunk_frames), and
 // the whole stream is still Synthesizer's audio.
 TEST(EngineService, AStreamsFirstAudioIsTheSmallerFirstChunk) {
