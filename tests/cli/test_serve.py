@@ -1,8 +1,9 @@
 """End-to-end tests of `voxd serve`: a real server process on 127.0.0.1 (voices/en-demo).
 
 Bad input and overload as issue 5 lists them, streaming, concurrency, authentication, memory
-back at its baseline, graceful shutdown on SIGTERM, JSON logs, `voxd monitor --once` and the
-precedence of flags, VOXD_* variables and the config file.
+back at its baseline, graceful shutdown on SIGTERM, JSON logs, `voxd monitor --once`, the
+precedence of flags, VOXD_* variables and the config file, and hostile clients (issue 12:
+bodies and headers bounded while read, trickling clients, metrics from the first request).
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve.py` with VOXD_BIN set to the
 built binary (on the CPU); standard library only. Waits for events have generous bounds and pass
@@ -523,6 +524,141 @@ class OverloadTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
             server.close()
+
+
+def rss_bytes(pid):
+    """The resident memory of process `pid` (VmRSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def send_until_refused(sock, head, piece, limit):
+    """Sends `head`, then `piece` again and again until the server stops taking it or `limit`
+    bytes went; returns how many bytes of pieces were sent."""
+    sock.sendall(head)
+    sent = 0
+    try:
+        while sent < limit:
+            sock.sendall(piece)
+            sent += len(piece)
+    except OSError:
+        pass
+    return sent
+
+
+def read_reply(sock):
+    """Everything the server sends until it closes the connection (or 30 s of silence)."""
+    sock.settimeout(30)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except OSError:
+        pass
+    return data
+
+
+class FrontDoorTest(unittest.TestCase):
+    """What a hostile client or an unusual request does to a real server (issue 12): bodies and
+    headers bounded while they are read, trickling clients cut off, text in a script the voice
+    cannot speak refused, metrics counted from the first request."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--api-key", KEY, "--header-timeout", "2")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.server.close()
+        if code != 0:
+            raise AssertionError(f"voxd serve exited with {code} after SIGTERM")
+
+    def test_engine_metrics_count_the_work_before_the_first_scrape(self):
+        server = Server()
+        try:
+            for i in range(5):
+                status, _, _ = server.request("POST", "/v1/audio/speech",
+                                              speech_body(f"Request number {i}.", stream=False))
+                self.assertEqual(status, 200)
+            _, _, body = server.request("GET", "/metrics")
+            text = body.decode()
+            self.assertIn('voxd_engine_batch_size_count{kind="acoustic"}', text)
+            self.assertIn('voxd_engine_step_seconds_count{kind="vocoder"}', text)
+            self.assertIn("voxd_engine_real_time_factor_count 5\n", text)
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.close()
+
+    def test_a_chunked_body_over_the_limit_is_refused_while_it_is_read(self):
+        before = rss_bytes(self.server.process.pid)
+        piece = b"4000\r\n" + b" " * 0x4000 + b"\r\n"
+        for key, status in ((KEY, 413), (None, 401)):
+            with self.subTest(authenticated=key is not None):
+                auth = f"Authorization: Bearer {key}\r\n" if key else ""
+                head = ("POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n" + auth +
+                        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
+                    sent = send_until_refused(s, head.encode(), piece, 100 << 20)
+                    reply = read_reply(s)
+                self.assertTrue(reply.startswith(b"HTTP/1.1 %d" % status), reply[:200])
+                self.assertLess(sent, 32 << 20)
+        # The bodies were never held: the process did not grow by anything like them.
+        self.assertLess(rss_bytes(self.server.process.pid) - before, 16 << 20)
+        self.assertEqual(self.server.request("GET", "/healthz")[0], 200)
+
+    def test_a_header_block_over_the_limit_is_refused_while_it_is_read(self):
+        before = rss_bytes(self.server.process.pid)
+        line = b"X-Padding: " + b"p" * 4000 + b"\r\n"
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
+            sent = send_until_refused(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", line, 100 << 20)
+            reply = read_reply(s)
+        self.assertTrue(reply.startswith(b"HTTP/1.1 431"), reply[:200])
+        self.assertLess(sent, 32 << 20)
+        self.assertLess(rss_bytes(self.server.process.pid) - before, 16 << 20)
+
+    def test_trickling_clients_are_cut_off_and_others_are_served(self):
+        tricklers = [socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+                     for _ in range(100)]
+        try:
+            request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            stop = threading.Event()
+
+            def trickle_bytes():
+                for i in range(len(request)):
+                    if stop.is_set():
+                        return
+                    for t in tricklers:
+                        try:
+                            t.send(request[i:i + 1])
+                        except OSError:
+                            pass
+                    time.sleep(0.2)
+
+            thread = threading.Thread(target=trickle_bytes)
+            thread.start()
+            time.sleep(0.5)
+            started = time.monotonic()
+            self.assertEqual(self.server.request("GET", "/healthz", key=None)[0], 200)
+            self.assertLess(time.monotonic() - started, 1.0)
+            for t in tricklers:  # each closed at its headers' deadline (2 s), a 408 first
+                reply = read_reply(t)
+                self.assertTrue(reply == b"" or reply.startswith(b"HTTP/1.1 408"), reply[:100])
+            stop.set()
+            thread.join()
+        finally:
+            for t in tricklers:
+                t.close()
+
+    def test_text_in_a_script_the_voice_cannot_speak_is_refused(self):
+        status, _, body = self.server.request("POST", "/v1/audio/speech",
+                                              speech_body("你好，世界", stream=False))
+        self.assertEqual(status, 400, body[:300])
+        message = json.loads(body)["error"]["message"]
+        self.assertIn("Han", message)
 
 
 class LifecycleTest(unittest.TestCase):
