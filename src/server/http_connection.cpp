@@ -112,17 +112,18 @@ void Connection::read_next() {
     read_header();
     return;
   }
+  // An idle connection holds no buffer: it waits for the socket to become readable.
+  buffer_.shrink_to_fit();
   arm(read_timer_, first_request_ ? limits_.header_timeout : limits_.idle_timeout);
-  socket_.async_read_some(buffer_.prepare(kReadSize),
-                          [self = shared_from_this()](error_code error, size_t n) {
-                            self->buffer_.commit(n);
-                            if (self->state_ != State::kIdle) return;
-                            if (error) {
-                              self->close();  // gone, or idle past its timeout
-                              return;
-                            }
-                            self->read_header();
-                          });
+  socket_.async_wait(net::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](error_code error) {
+                       if (self->state_ != State::kIdle) return;
+                       if (error) {
+                         self->close();  // idle past its timeout, or closed
+                         return;
+                       }
+                       self->read_header();  // the client's close, too, is read there
+                     });
 }
 
 void Connection::read_header() {

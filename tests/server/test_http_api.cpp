@@ -624,7 +624,8 @@ TEST_F(HttpApiTest, StopCancelsRunningStreams) {
   start();
   auto streaming =
       std::async(std::launch::async, [&] { return post(speech("pcm", true, "endless").dump()); });
-  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 1; }));
+  // Once its first audio is taken, its head is on its way: a stop can only cut it off.
+  ASSERT_TRUE(metrics_show("voxd_speech_time_to_first_audio_seconds_count 1\n"));
   api_->stop();
   EXPECT_EQ(service_.log.cancelled, 1);
   EXPECT_FALSE(streaming.get());  // cut off
@@ -660,7 +661,7 @@ TEST_F(HttpApiTest, ShutdownCancelsWhatOutlivesTheGrace) {
   start();
   auto streaming =
       std::async(std::launch::async, [&] { return post(speech("pcm", true, "endless").dump()); });
-  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 1; }));
+  ASSERT_TRUE(metrics_show("voxd_speech_time_to_first_audio_seconds_count 1\n"));
   EXPECT_EQ(api_->shutdown(50ms), 1u);
   EXPECT_EQ(service_.log.cancelled, 1);
   EXPECT_FALSE(streaming.get());        // cut off
@@ -1160,6 +1161,7 @@ TEST_F(HttpApiTest, ShutdownKeepsItsGraceAndCountsWhatItEnds) {
   auto stream =
       std::async(std::launch::async, [&] { return post(speech("pcm", true, "endless").dump()); });
   ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 2; }));
+  ASSERT_TRUE(metrics_show("voxd_speech_time_to_first_audio_seconds_count 1\n"));  // the stream's
   RawClient trickler(api_->port());
   ASSERT_TRUE(trickler.send_all("GET /healthz HTTP/1.1\r\n"));
   std::atomic<bool> stop{false};
