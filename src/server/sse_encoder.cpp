@@ -1,31 +1,13 @@
 #include "server/sse_encoder.h"
 
-extern "C" {
-#include <libavutil/base64.h>
-}
-
-#include <algorithm>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "core/error.h"
+#include "server/base64.h"
 
 namespace voxd::server {
 namespace {
-
-// Bytes base64-encoded per call: a multiple of 3, so the pieces join into one base64 string.
-constexpr size_t kBase64Piece = 3 << 14;
-
-void append_base64(std::string_view bytes, std::string& out) {
-  std::vector<char> text(AV_BASE64_SIZE(kBase64Piece));
-  for (size_t start = 0; start < bytes.size(); start += kBase64Piece) {
-    const size_t n = std::min(kBase64Piece, bytes.size() - start);
-    av_base64_encode(text.data(), static_cast<int>(text.size()),
-                     reinterpret_cast<const uint8_t*>(bytes.data() + start), static_cast<int>(n));
-    out += text.data();
-  }
-}
 
 class SseEncoder final : public AudioEncoder {
  public:

@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-extern "C" {}
-
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -46,7 +44,8 @@ std::vector<json> events(const std::string& stream) {
 }
 
 TEST(SseEncoder, DeltasCarryExactlyTheEncodedAudioThenDoneGivesTheUsage) {
-  // Chunks around the encoder's base64 piece (48 KiB of bytes) and some that make nothing.
+  // Chunks of every remainder modulo base64's 3 bytes, of 48 KiB and more, and some that make
+  // nothing.
   const std::vector<size_t> chunks = {0, 1, 4410, 0, 30000, 24576, 7};
   for (AudioFormat format : {AudioFormat::kPcm, AudioFormat::kWav, AudioFormat::kAac}) {
     SCOPED_TRACE(format_name(format));
