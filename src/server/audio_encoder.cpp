@@ -2,6 +2,7 @@
 
 #include <sndfile.h>
 
+#ifdef VOXD_HAVE_LIBAV
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavutil/channel_layout.h>
@@ -11,12 +12,14 @@ extern "C" {
 }
 #include <spdlog/spdlog.h>
 
+#include <cstdarg>
+#include <mutex>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdarg>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -34,13 +37,6 @@ constexpr double kMp3Compression = 96.0 / 152.0;
 
 // The highest sample rate any encoder takes.
 constexpr int64_t kMaxSampleRate = 384000;
-// AAC's sampling frequencies, in the order of the ADTS header's sampling_frequency_index.
-constexpr std::array<int64_t, 13> kAacRates = {96000, 88200, 64000, 48000, 44100, 32000, 24000,
-                                               22050, 16000, 12000, 11025, 8000,  7350};
-// AAC-LC's bit rate for mono speech: 64 kbit/s, at most 3 bits a sample (24 kbit/s at 8 kHz);
-// the codec itself takes at most 6 (6,144 bits a 1,024-sample frame) and warns beyond.
-constexpr int64_t kAacBitRate = 64000;
-constexpr int64_t kAacMaxBitsPerSample = 3;
 
 void check_rate(AudioFormat format, int64_t sample_rate) {
   if (sample_rate <= 0 || sample_rate > kMaxSampleRate) {
@@ -355,6 +351,15 @@ class SndfileEncoder final : public AudioEncoder {
   std::vector<short> shorts_;
 };
 
+#ifdef VOXD_HAVE_LIBAV
+// AAC's sampling frequencies, in the order of the ADTS header's sampling_frequency_index.
+constexpr std::array<int64_t, 13> kAacRates = {96000, 88200, 64000, 48000, 44100, 32000, 24000,
+                                               22050, 16000, 12000, 11025, 8000,  7350};
+// AAC-LC's bit rate for mono speech: 64 kbit/s, at most 3 bits a sample (24 kbit/s at 8 kHz);
+// the codec itself takes at most 6 (6,144 bits a 1,024-sample frame) and warns beyond.
+constexpr int64_t kAacBitRate = 64000;
+constexpr int64_t kAacMaxBitsPerSample = 3;
+
 // The message of libav's error `code`.
 std::string av_error(int code) {
   std::array<char, AV_ERROR_MAX_STRING_SIZE> text{};
@@ -521,6 +526,7 @@ class AacEncoder final : public AudioEncoder {
   bool finished_ = false;
   std::string held_;  // the file so far, in kWholeFile mode
 };
+#endif  // VOXD_HAVE_LIBAV
 
 // Resamples the input to `inner`'s rate before `inner` encodes it.
 class ResamplingEncoder final : public AudioEncoder {
@@ -559,11 +565,17 @@ std::unique_ptr<AudioEncoder> make_encoder_at(AudioFormat format, int64_t sample
       if (format == AudioFormat::kPcm) return std::make_unique<PcmEncoder>(sample_rate, mode);
       return std::make_unique<WavEncoder>(sample_rate, mode);
     case AudioFormat::kAac: {
+#ifdef VOXD_HAVE_LIBAV
       check_rate(format, sample_rate);
       const int64_t rate = aac_rate(sample_rate);
       auto encoder = std::make_unique<AacEncoder>(rate, mode);
       if (rate == sample_rate) return encoder;
       return std::make_unique<ResamplingEncoder>(sample_rate, std::move(encoder), rate);
+#else
+      throw Error(
+          "cannot encode aac: this voxd was built without libavcodec (VOXD_WITH_LIBAV=OFF); use "
+          "mp3, opus, flac, wav or pcm");
+#endif
     }
     case AudioFormat::kFlac:
     case AudioFormat::kOpus:
@@ -574,6 +586,16 @@ std::unique_ptr<AudioEncoder> make_encoder_at(AudioFormat format, int64_t sample
 }
 
 }  // namespace
+
+std::optional<std::string_view> missing_codec_library(AudioFormat format) {
+#ifdef VOXD_HAVE_LIBAV
+  constexpr bool kHaveLibav = true;
+#else
+  constexpr bool kHaveLibav = false;
+#endif
+  if (format == AudioFormat::kAac && !kHaveLibav) return "libavcodec";
+  return std::nullopt;
+}
 
 int16_t quantize_pcm16(float x) {
   return static_cast<int16_t>(std::lrint(clip(x) * 32767.0f));

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "server/audio_format.h"
 
@@ -48,10 +49,15 @@ class AudioEncoder {
 // not below the rate (22.05 kHz becomes 24 kHz); aac is AAC-LC in ADTS frames from libavcodec,
 // resampled to the lowest of AAC's rates (7.35 to 96 kHz, 22.05 kHz among them) not below the
 // rate; mp3 is MPEG-1/2 layer III from LAME. Throws voxd::Error when the codec cannot take the
-// rate.
+// rate, or when this build lacks the format's codec (see missing_codec_library).
 std::unique_ptr<AudioEncoder> make_audio_encoder(AudioFormat format, int64_t sample_rate,
                                                  EncoderMode mode,
                                                  std::optional<int64_t> output_rate = std::nullopt);
+
+// The codec library this build lacks for `format`, or nullopt when make_audio_encoder encodes
+// it: "libavcodec" for aac in a build configured with VOXD_WITH_LIBAV=OFF (which leaves out
+// FFmpeg's libraries and the codecs they load).
+std::optional<std::string_view> missing_codec_library(AudioFormat format);
 
 // The complete file for `samples` (kWholeFile mode).
 std::string encode_audio(AudioFormat format, std::span<const float> samples, int64_t sample_rate);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/audio_encoder.h"
 
 namespace voxd::server {
 namespace {
@@ -197,6 +198,20 @@ void check_input(const std::string& input, size_t max_chars) {
   }
 }
 
+// The formats this build encodes, for messages: "mp3, opus, aac, flac, wav or pcm".
+std::string encodable_formats() {
+  std::vector<std::string_view> names;
+  for (AudioFormat format : kAudioFormats) {
+    if (!missing_codec_library(format)) names.push_back(format_name(format));
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -331,9 +346,15 @@ SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& po
     const std::optional<AudioFormat> format = parse_audio_format(name);
     if (!format) {
       throw ApiError::invalid_request(
-          "response_format '" + shown(name) +
-              "' is not supported; use mp3, opus, aac, flac, wav or pcm",
+          "response_format '" + shown(name) + "' is not supported; use " + encodable_formats(),
           "response_format", "unsupported_format");
+    }
+    if (const std::optional<std::string_view> library = missing_codec_library(*format)) {
+      throw ApiError::invalid_request("response_format '" + name +
+                                          "' is not supported: this server was built without " +
+                                          std::string(*library) + "; " + name +
+                                          " is not available (use " + encodable_formats() + ")",
+                                      "response_format", "unsupported_format");
     }
     request.response_format = *format;
   }

@@ -64,10 +64,10 @@ inline constexpr int64_t kSampleRates[] = {8000,  11025, 12000, 16000, 22050,
 
 // Parses a request body. Throws ApiError: 400 for a body that is not UTF-8 or not a JSON object,
 // a number out of range, an unknown field, a field of the wrong type, a missing or blank input,
-// an unknown voice, an unsupported format or stream_format, speed out of range, instructions too
-// long, a sample_rate not in kSampleRates or for another format than pcm and wav, or
-// "stream_format": "sse" with "stream": false; 404 for an unknown model; 413 for input over the
-// limit.
+// an unknown voice, an unsupported format or stream_format, a format this build cannot encode
+// (aac without libavcodec: missing_codec_library), speed out of range, instructions too long, a
+// sample_rate not in kSampleRates or for another format than pcm and wav, or "stream_format":
+// "sse" with "stream": false; 404 for an unknown model; 413 for input over the limit.
 SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& policy);
 
 // The aliases given as "alias=voice" (`voxd serve --voice-alias`). Throws InputError naming

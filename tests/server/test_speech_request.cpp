@@ -94,12 +94,34 @@ TEST(SpeechRequest, EveryFieldIsRead) {
   EXPECT_FLOAT_EQ(r.speed, 2.5f);
   EXPECT_FALSE(r.stream);
   EXPECT_EQ(r.instructions, "Speak slowly.");
-  for (const char* name : {"mp3", "opus", "aac", "flac", "wav", "pcm"}) {
+  for (const char* name : {"mp3", "opus", "flac", "wav", "pcm"}) {
     EXPECT_EQ(
         format_name(
             parse_speech_request(with("response_format", name).dump(), policy()).response_format),
         name);
   }
+}
+
+// aac needs libavcodec: taken when this build has it, else refused (400, not a failure later).
+TEST(SpeechRequest, AacIsTakenExactlyWhenTheBuildHasLibavcodec) {
+#ifdef VOXD_HAVE_LIBAV
+  EXPECT_EQ(parse_speech_request(with("response_format", "aac").dump(), policy()).response_format,
+            AudioFormat::kAac);
+  EXPECT_NE(
+      error_for(with("response_format", "wma")).message.find("mp3, opus, aac, flac, wav or pcm"),
+      std::string::npos);
+#else
+  const ApiError e = error_for(with("response_format", "aac"));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_EQ(e.code, "unsupported_format");
+  EXPECT_NE(e.message.find("this server was built without libavcodec; aac is not available"),
+            std::string::npos)
+      << e.message;
+  EXPECT_NE(e.message.find("use mp3, opus, flac, wav or pcm"), std::string::npos) << e.message;
+  EXPECT_NE(error_for(with("response_format", "wma")).message.find("mp3, opus, flac, wav or pcm"),
+            std::string::npos);
+#endif
 }
 
 TEST(SpeechRequest, NullOptionalFieldsTakeTheirDefaults) {

@@ -45,9 +45,13 @@ std::vector<json> events(const std::string& stream) {
 
 TEST(SseEncoder, DeltasCarryExactlyTheEncodedAudioThenDoneGivesTheUsage) {
   // Chunks of every remainder modulo base64's 3 bytes, of 48 KiB and more, and some that make
-  // nothing.
+  // nothing; aac (when this build has libavcodec) holds samples back and makes bytes later.
   const std::vector<size_t> chunks = {0, 1, 4410, 0, 30000, 24576, 7};
-  for (AudioFormat format : {AudioFormat::kPcm, AudioFormat::kWav, AudioFormat::kAac}) {
+  std::vector<AudioFormat> formats = {AudioFormat::kPcm, AudioFormat::kWav};
+#ifdef VOXD_HAVE_LIBAV
+  formats.push_back(AudioFormat::kAac);
+#endif
+  for (AudioFormat format : formats) {
     SCOPED_TRACE(format_name(format));
     auto plain = make_audio_encoder(format, kRate, EncoderMode::kStream);
     auto sse = make_sse_encoder(make_audio_encoder(format, kRate, EncoderMode::kStream), kRate, 12);
