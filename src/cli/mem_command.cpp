@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "cli/command_exit.h"
 #include "cli/dtype_option.h"
 #include "cli/voice_search.h"
 #include "core/error.h"
@@ -215,20 +216,7 @@ void add_mem_command(CLI::App& app) {
                   "Mel chunks per vocoder run (default: the acoustic batch, vocoded whole)")
       ->check(at_least_one());
   cmd->add_flag("--json", options->json, "Print the plan as JSON");
-  cmd->callback([options] {
-    int code = 0;
-    try {
-      code = run_mem(*options);
-    } catch (const Error& e) {
-      std::cerr << "voxd: error: " << e.what() << "\n";
-      code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "voxd: internal error: " << e.what() << "\n";
-      code = 1;
-    }
-    std::cout.flush();
-    std::exit(code);
-  });
+  cmd->callback([options] { exit_after([&] { return run_mem(*options); }); });
 }
 
 }  // namespace voxd

@@ -9,8 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "core/error.h"
+#include "cli/command_exit.h"
 #include "cli/voice_search.h"
+#include "core/error.h"
 #include "models/voice.h"
 #include "text/frontend.h"
 
@@ -106,25 +107,12 @@ void add_phonemize_command(CLI::App& app) {
       "phonemize",
       "Print what the text front end makes of a text: the normalised text, the sentences "
       "(with pauses and rates from SSML), their phonemes and symbol ids");
-  cmd->add_option("--voice", options->voice, "Voice directory or name (only its config and symbols are read)")
+  cmd->add_option("--voice", options->voice,
+                  "Voice directory or name (only its config and symbols are read)")
       ->required();
   cmd->add_option("--text", options->text, "Text to analyse (default: read standard input)");
   cmd->add_flag("--json", options->json, "Print the analysis as JSON");
-  cmd->callback([options] {
-    int code = 0;
-    try {
-      code = run_phonemize(*options);
-    } catch (const Error& e) {
-      std::cerr << "voxd: error: " << e.what() << "\n";
-      code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "voxd: internal error: " << e.what() << "\n";
-      code = 1;
-    }
-    std::cout.flush();
-    std::fflush(stdout);
-    std::exit(code);
-  });
+  cmd->callback([options] { exit_after([&] { return run_phonemize(*options); }); });
 }
 
 }  // namespace voxd

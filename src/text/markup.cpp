@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "text/ascii.h"
 #include "text/normalize.h"
 #include "text/numbers.h"
 #include "text/patterns.h"
@@ -16,27 +17,18 @@
 namespace voxd::text {
 namespace {
 
+using ascii::at;
+using ascii::is_alpha;
+using ascii::is_digit;
+using ascii::is_space;
+using ascii::lower;
+
 // How far a Markdown link's "]" or ")" is looked for, so that text full of "[" stays linear.
 constexpr size_t kMaxLinkBytes = 2000;
 
-char at(std::string_view s, size_t i) {
-  return i < s.size() ? s[i] : '\0';
-}
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-bool is_alpha(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 // Letters, digits and every byte of a non-ASCII character count as word characters.
 bool is_word(char c) {
   return is_alpha(c) || is_digit(c) || static_cast<unsigned char>(c) >= 0x80;
-}
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
 std::string lowered(std::string_view s) {
   std::string out(s);

@@ -10,11 +10,16 @@
 #include <optional>
 
 #include "core/error.h"
+#include "text/ascii.h"
 #include "text/numbers.h"
 #include "text/patterns.h"
 
 namespace voxd::text {
 namespace {
+
+using ascii::is_alpha;
+using ascii::is_upper;
+using ascii::lower;
 
 // ---- Unicode clean-up -------------------------------------------------------------------------
 
@@ -81,10 +86,6 @@ Drop drop_kind(UChar32 c) {
   }
 }
 
-bool is_ascii_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
 // The non-empty parts joined with single spaces.
 std::string join(std::initializer_list<std::string_view> parts) {
   std::string out;
@@ -98,17 +99,8 @@ std::string join(std::initializer_list<std::string_view> parts) {
 
 // ---- English expansion ------------------------------------------------------------------------
 
-bool is_alpha(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-bool is_upper(char c) {
-  return c >= 'A' && c <= 'Z';
-}
 bool is_word_byte(char c) {
-  return is_alpha(c) || is_ascii_digit(c) || static_cast<unsigned char>(c) >= 0x80;
-}
-char lower(char c) {
-  return is_upper(c) ? static_cast<char>(c - 'A' + 'a') : c;
+  return is_alpha(c) || ascii::is_digit(c) || static_cast<unsigned char>(c) >= 0x80;
 }
 
 struct Abbreviation {
@@ -330,13 +322,13 @@ class EnglishExpander {
     }
     if (const Currency* currency = currency_at(i_)) {
       const size_t j = i_ + currency->symbol.size();
-      if (is_ascii_digit(at(j))) {
+      if (ascii::is_digit(at(j))) {
         i_ = j;
         expand_currency(*currency);
         return;
       }
     }
-    if (c == '-' && is_ascii_digit(at(i_ + 1)) &&
+    if (c == '-' && ascii::is_digit(at(i_ + 1)) &&
         (i_ == 0 || s_[i_ - 1] == ' ' || s_[i_ - 1] == '\n' || s_[i_ - 1] == '(' ||
          s_[i_ - 1] == '"')) {
       ++i_;
@@ -344,21 +336,21 @@ class EnglishExpander {
       expand_number();
       return;
     }
-    if (is_ascii_digit(c)) {
+    if (ascii::is_digit(c)) {
       expand_number();
       return;
     }
     // ".5"; and a second point in a number, as in versions: "1.2.3" → one point two point three.
-    if (c == '.' && is_ascii_digit(at(i_ + 1))) {
+    if (c == '.' && ascii::is_digit(at(i_ + 1))) {
       ++i_;
       size_t j = i_;
-      while (is_ascii_digit(at(j))) ++j;
+      while (ascii::is_digit(at(j))) ++j;
       emit_words(join({"point", digit_words(s_.substr(i_, j - i_))}));
       i_ = j;
       return;
     }
     if (c == '.' && i_ > 0 && is_alpha(at(i_ + 1)) &&
-        (is_alpha(s_[i_ - 1]) || is_ascii_digit(s_[i_ - 1]))) {
+        (is_alpha(s_[i_ - 1]) || ascii::is_digit(s_[i_ - 1]))) {
       emit_words("dot");  // "report.pdf", "Node.js"
     } else if (c == '*' && (between_numbers() || (at(i_ - 1) == ' ' && at(i_ + 1) == ' '))) {
       emit_words("times");
@@ -368,7 +360,7 @@ class EnglishExpander {
       emit_words("and");
     } else if (c == '%') {
       emit_words("percent");
-    } else if (c == '#' && is_ascii_digit(at(i_ + 1))) {
+    } else if (c == '#' && ascii::is_digit(at(i_ + 1))) {
       emit_words("number");
     } else {
       emit_raw(c);
@@ -379,14 +371,14 @@ class EnglishExpander {
   // A date, phone number, web or e-mail address at i_.
   std::optional<Reading> read_form() const {
     const char c = s_[i_];
-    if (is_alpha(c) || is_ascii_digit(c)) {
+    if (is_alpha(c) || ascii::is_digit(c)) {
       if (std::optional<Reading> email = read_email(s_, i_)) return email;
       if (std::optional<Reading> url = read_url(s_, i_)) return url;
     }
-    if (is_ascii_digit(c)) {
+    if (ascii::is_digit(c)) {
       if (std::optional<Reading> date = read_date(s_, i_)) return date;
     }
-    if (is_ascii_digit(c) || c == '+' || c == '(') return read_phone_number(s_, i_);
+    if (ascii::is_digit(c) || c == '+' || c == '(') return read_phone_number(s_, i_);
     return std::nullopt;
   }
 
@@ -394,9 +386,9 @@ class EnglishExpander {
   // "1-2-3", "2024-03" with its leading zero, nor the minus of "5 -3").
   bool is_number_range() const {
     size_t left = i_;
-    while (left > 0 && is_ascii_digit(s_[left - 1])) --left;
+    while (left > 0 && ascii::is_digit(s_[left - 1])) --left;
     size_t right = i_ + 1;
-    while (is_ascii_digit(at(right))) ++right;
+    while (ascii::is_digit(at(right))) ++right;
     if (left == i_ || right == i_ + 1 || s_[left] == '0' || s_[i_ + 1] == '0') return false;
     const char before = left > 0 ? s_[left - 1] : ' ';
     const char after = at(right);
@@ -410,27 +402,27 @@ class EnglishExpander {
     while (before > 0 && s_[before - 1] == ' ') --before;
     size_t after = i_ + 1;
     while (at(after) == ' ') ++after;
-    return before > 0 && is_ascii_digit(s_[before - 1]) && is_ascii_digit(at(after));
+    return before > 0 && ascii::is_digit(s_[before - 1]) && ascii::is_digit(at(after));
   }
 
   // After a month name: a day of the month is an ordinal ("March 5, 2024" → "March fifth,
   // twenty twenty-four") when a year or the end of a clause follows it ("May 5 people" stays).
   void read_day_after_month() {
-    if (at(i_) != ' ' || !is_ascii_digit(at(i_ + 1))) return;
+    if (at(i_) != ' ' || !ascii::is_digit(at(i_ + 1))) return;
     size_t end = i_ + 1;
-    while (end - i_ <= 3 && is_ascii_digit(at(end))) ++end;
+    while (end - i_ <= 3 && ascii::is_digit(at(end))) ++end;
     const std::string day(s_.substr(i_ + 1, end - i_ - 1));
     if (day.size() > 2 || std::stoi(day) < 1 || std::stoi(day) > 31) return;
     const char after = at(end);
     const size_t year_at = end + (after == ',' ? 2 : 1);
     const bool year_follows = (after == ' ' || (after == ',' && at(end + 1) == ' ')) &&
-                              is_ascii_digit(at(year_at)) && is_ascii_digit(at(year_at + 1)) &&
-                              is_ascii_digit(at(year_at + 2)) && is_ascii_digit(at(year_at + 3)) &&
-                              !is_word_byte(at(year_at + 4));
+                              ascii::is_digit(at(year_at)) && ascii::is_digit(at(year_at + 1)) &&
+                              ascii::is_digit(at(year_at + 2)) &&
+                              ascii::is_digit(at(year_at + 3)) && !is_word_byte(at(year_at + 4));
     const bool clause_ends = after == '\0' || after == '\n' ||
                              ((after == '.' || after == ',' || after == ';' || after == '!' ||
                                after == '?' || after == ')') &&
-                              !is_ascii_digit(at(end + 1)));
+                              !ascii::is_digit(at(end + 1)));
     if (!year_follows && !clause_ends) return;
     emit_words(ordinal_words(day));
     i_ = end;
@@ -470,7 +462,7 @@ class EnglishExpander {
     const std::string_view word = s_.substr(i_, end - i_);
     if (end - i_ == 1 && is_alpha(at(end + 1)) && at(end + 2) == '.') return expand_acronym();
     if (word == "No" &&
-        (is_ascii_digit(at(end + 1)) || (at(end + 1) == ' ' && is_ascii_digit(at(end + 2))))) {
+        (ascii::is_digit(at(end + 1)) || (at(end + 1) == ' ' && ascii::is_digit(at(end + 2))))) {
       emit_words("number");
       i_ = end + 1;
       return true;
@@ -521,18 +513,18 @@ class EnglishExpander {
   Number parse_number() {
     Number n;
     size_t j = i_;
-    while (is_ascii_digit(at(j))) n.integer += s_[j++];
+    while (ascii::is_digit(at(j))) n.integer += s_[j++];
     if (n.integer.size() <= 3) {
-      while (at(j) == ',' && is_ascii_digit(at(j + 1)) && is_ascii_digit(at(j + 2)) &&
-             is_ascii_digit(at(j + 3)) && !is_ascii_digit(at(j + 4))) {
+      while (at(j) == ',' && ascii::is_digit(at(j + 1)) && ascii::is_digit(at(j + 2)) &&
+             ascii::is_digit(at(j + 3)) && !ascii::is_digit(at(j + 4))) {
         n.integer.append(s_.substr(j + 1, 3));
         n.grouped = true;
         j += 4;
       }
     }
-    if (at(j) == '.' && is_ascii_digit(at(j + 1))) {
+    if (at(j) == '.' && ascii::is_digit(at(j + 1))) {
       ++j;
-      while (is_ascii_digit(at(j))) n.fraction += s_[j++];
+      while (ascii::is_digit(at(j))) n.fraction += s_[j++];
     }
     i_ = j;
     return n;
@@ -587,8 +579,8 @@ class EnglishExpander {
     const Number n = parse_number();
     const bool plain = !n.grouped && !n.decimal();
     // Time: H:MM or HH:MM.
-    if (plain && n.integer.size() <= 2 && at(i_) == ':' && is_ascii_digit(at(i_ + 1)) &&
-        is_ascii_digit(at(i_ + 2)) && !is_ascii_digit(at(i_ + 3)) && at(i_ + 3) != ':') {
+    if (plain && n.integer.size() <= 2 && at(i_) == ':' && ascii::is_digit(at(i_ + 1)) &&
+        ascii::is_digit(at(i_ + 2)) && !ascii::is_digit(at(i_ + 3)) && at(i_ + 3) != ':') {
       const int hour = std::stoi(n.integer);
       const int minute = (at(i_ + 1) - '0') * 10 + (at(i_ + 2) - '0');
       if (hour <= 23 && minute <= 59) {
@@ -759,7 +751,7 @@ std::string clean_unicode(std::string_view text) {
     } else if (c == '\t' || u_isUWhiteSpace(c)) {
       if (pending == Pending::None) pending = Pending::Space;
     } else if (std::optional<std::string_view> ascii = ascii_replacement(c)) {
-      if (c == 0x2013 && !out.empty() && is_ascii_digit(out.back()) && pending == Pending::None &&
+      if (c == 0x2013 && !out.empty() && ascii::is_digit(out.back()) && pending == Pending::None &&
           i < folded.length() && u_isdigit(folded.char32At(i))) {
         emit(" to ");
       } else {

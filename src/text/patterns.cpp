@@ -5,10 +5,17 @@
 #include <cctype>
 #include <vector>
 
+#include "text/ascii.h"
 #include "text/numbers.h"
 
 namespace voxd::text {
 namespace {
+
+using ascii::at;
+using ascii::is_alnum;
+using ascii::is_alpha;
+using ascii::is_digit;
+using ascii::lower;
 
 constexpr std::array<std::string_view, 12> kMonths{"January",   "February", "March",    "April",
                                                    "May",       "June",     "July",     "August",
@@ -24,21 +31,6 @@ constexpr std::string_view kTopLevelDomains[] = {
 constexpr size_t kMaxHost = 253;
 constexpr size_t kMaxLocalPart = 64;
 
-char at(std::string_view s, size_t i) {
-  return i < s.size() ? s[i] : '\0';
-}
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-bool is_alpha(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-bool is_alnum(char c) {
-  return is_digit(c) || is_alpha(c);
-}
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
 bool starts_with_nocase(std::string_view s, size_t i, std::string_view prefix) {
   if (s.size() - std::min(i, s.size()) < prefix.size()) return false;
   for (size_t k = 0; k < prefix.size(); ++k) {

@@ -9,9 +9,12 @@
 #include <utility>
 
 #include "core/error.h"
+#include "text/ascii.h"
 
 namespace voxd::text {
 namespace {
+
+using ascii::is_space;
 
 // eSpeak separates phonemes with this character (bits 8-23 of the phoneme mode); it never
 // occurs in phoneme names.
@@ -76,10 +79,6 @@ std::vector<Word> espeak_words(const std::string& clause, const std::string& lan
     }
   }
   return words;
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
 }
 
 // Maps a character that ends a clause to its punctuation token; nullopt for other characters.

@@ -1,13 +1,13 @@
 #include "text/sentences.h"
 
 #include "core/error.h"
+#include "text/ascii.h"
 
 namespace voxd::text {
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
-}
+using ascii::is_space;
+
 bool is_terminal(char c) {
   return c == '.' || c == '!' || c == '?';
 }

@@ -48,7 +48,7 @@ class StepOrder : public ::testing::Test {
   }
 
   // Gives `s` a sentence for the acoustic model, or mel for `chunks` interior vocoder chunks.
-  void with_sentence(Stream& s) { s.sentences.push_back({1, 2, 3}); }
+  void with_sentence(Stream& s) { s.sentences.push_back({{1, 2, 3}}); }
   void with_chunks(Stream& s, int64_t chunks) {
     VocoderChunker chunker(voice_.config.vocoder, kChunkFrames);
     chunker.append(
