@@ -53,8 +53,8 @@
 #       voxd, LD_LIBRARY_PATH on dist/lib and ESPEAK_DATA_PATH on dist/share:
 #       1. nvidia-smi summary;
 #       2. the end-to-end suite tests/cli/test_serve.py (python3 -m unittest -v) with
-#          VOXD_BIN=dist/bin/voxd, VOXD_TEST_DEVICE=cuda and VOXD_TEST_NO_AAC=1 (the packed voxd
-#          has no libavcodec, so the suite skips its aac case and says so), log serve-e2e.log;
+#          VOXD_BIN=dist/bin/voxd and VOXD_TEST_DEVICE=cuda (the suite asks for no aac, which
+#          the packed voxd, built without libavcodec, refuses), log serve-e2e.log;
 #       3. load: makes the lj-v1 bench voice if missing (FastSpeech2 at LJSpeech size + HiFiGAN
 #          V1, tools/make_bench_voices.py), starts `voxd serve --device cuda` on it with
 #          SERVE_ARGS (default: --max-connections 1100 --max-queue 2048 --max-batch 64
@@ -63,7 +63,9 @@
 #          waits for /readyz, runs bench/stream_load.py once per line of LOAD_RUNS
 #          (default: 1 client, 100, 1000 at once, and 1000 of four sentences each (about 11 s of
 #          audio) started over 5 s, so that all are open at once) with
-#          the listen queue's overflows counted around each, then SIGTERMs the server and wants
+#          the listen queue's overflows counted around each (with IDLE_CONNECTIONS=N, N idle
+#          keep-alive connections from bench/idle_connections.py held open meanwhile, for
+#          IDLE_HOLD seconds, 240 by default), then SIGTERMs the server and wants
 #          exit status 0; logs serve-load.log (the server's, JSON lines) and load.log;
 #       4. a summary table: the suite's result, each load row, the server's exit status, and the
 #          issue's target for 1,000 streams (p95 TTFA <= 200 ms, peak memory <= 8 GiB, no
@@ -529,7 +531,7 @@ serve() {
     status=1
   else
     cap="$(budget "${E2E_TIMEOUT:-240}" 240)"
-    (cd "$ROOT" && VOXD_BIN="$voxd" VOXD_TEST_DEVICE=cuda VOXD_TEST_NO_AAC=1 run_capped "$cap" \
+    (cd "$ROOT" && VOXD_BIN="$voxd" VOXD_TEST_DEVICE=cuda run_capped "$cap" \
       python3 -m unittest -v tests/cli/test_serve.py) >"$logs/serve-e2e.log" 2>&1
     rc=$?
     tail -n 40 "$logs/serve-e2e.log"
@@ -578,7 +580,20 @@ serve() {
       rows+=("load server|not ready (see serve-load.log)")
       status=1
     else
-      local run row before after overflows out round=0
+      local run row before after overflows out round=0 idle="" idle_out=""
+      if ((${IDLE_CONNECTIONS:-0} > 0)); then
+        # Idle keep-alive connections held open through every load round (the server needs a
+        # --keep-alive-timeout longer than the rounds and --max-connections above them).
+        idle_out="$logs/idle-connections.log"
+        python3 "$ROOT/bench/idle_connections.py" --url "$url" --pid "$server" \
+          --connections "$IDLE_CONNECTIONS" --hold "${IDLE_HOLD:-240}" >"$idle_out" 2>&1 &
+        idle=$!
+        end=$((SECONDS + 60))
+        while ((SECONDS < end)) && kill -0 "$idle" 2>/dev/null && ! grep -q '^opened' "$idle_out"; do
+          sleep 0.5
+        done
+        head -n 1 "$idle_out"
+      fi
       out="$(mktemp "${TMPDIR:-/tmp}/voxd-load.XXXXXX")"
       while IFS= read -r run; do
         [[ -n "$run" ]] || continue
@@ -609,6 +624,14 @@ serve() {
 --clients 1000
 --clients 1000 --sentences 4 --ramp 5"}"
       rm -f "$out"
+      if [[ -n "$idle" ]]; then
+        wait "$idle"
+        rc=$?
+        cat "$idle_out"
+        row="$(grep -E '^\| [0-9]' "$idle_out" | tail -1)"
+        rows+=("idle connections|${row:-no table row} exit $rc")
+        [[ $rc -eq 0 ]] || status=1
+      fi
       http_get "$url/debug/memory?format=json" >"$logs/memory-after-load.json" &&
         python3 -c 'import json, sys
 m = json.load(open(sys.argv[1])); s = m["stats"]; r = m.get("device_reading") or {}

@@ -1208,6 +1208,25 @@ TEST_F(HttpApiTest, RejectedConnectionsAreCountedAndClosed) {
   EXPECT_NE(page.find("voxd_http_connections{state=\"active\"} 2\n"), std::string::npos);
 }
 
+// Clients over the limit that never read their 503 hold up no one else's: 150 more are each
+// answered at once.
+TEST_F(HttpApiTest, SlowRejectedClientsDelayNoOtherRejection) {
+  HttpConfig config = test_config();
+  config.max_connections = 1;
+  start(config);
+  RawClient holder(api_->port());
+  ASSERT_TRUE(holder.send_all(authorized_get("/healthz")));
+  holder.read("}");
+  std::vector<std::unique_ptr<RawClient>> silent;
+  for (int i = 0; i < 7; ++i) silent.push_back(std::make_unique<RawClient>(api_->port()));
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 150; ++i) {
+    RawClient over(api_->port());
+    EXPECT_TRUE(over.read().starts_with("HTTP/1.1 503")) << i;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+}
+
 // Two threads serve a thousand open connections, and each still answers.
 TEST_F(HttpApiTest, AFewThreadsServeAThousandConnections) {
   HttpConfig config = test_config();
