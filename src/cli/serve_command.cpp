@@ -63,6 +63,7 @@ struct ServeCommand::Settings {
   size_t max_input_chars = server::HttpConfig{}.max_input_chars;
   size_t max_connections = server::HttpConfig{}.max_connections;
   int http_threads = server::HttpConfig{}.threads;
+  int admission_threads = server::HttpConfig{}.admission_threads;
   double header_timeout_s = server::HttpConfig{}.header_timeout_s;
   double read_timeout_s = server::HttpConfig{}.read_timeout_s;
   double write_timeout_s = server::HttpConfig{}.write_timeout_s;
@@ -242,8 +243,9 @@ std::string ServeCommand::Settings::as_config_file() const {
   out << "cors-origin = " << toml_list(cors_origins) << "\n"
       << "max-body-bytes = " << max_body_bytes << "\nmax-header-bytes = " << max_header_bytes
       << "\nmax-input-chars = " << max_input_chars << "\nmax-connections = " << max_connections
-      << "\nhttp-threads = " << http_threads << "\nheader-timeout = " << header_timeout_s
-      << "\nread-timeout = " << read_timeout_s << "\nwrite-timeout = " << write_timeout_s
+      << "\nhttp-threads = " << http_threads << "\nadmission-threads = " << admission_threads
+      << "\nheader-timeout = " << header_timeout_s << "\nread-timeout = " << read_timeout_s
+      << "\nwrite-timeout = " << write_timeout_s
       << "\nkeep-alive-timeout = " << keep_alive_timeout_s << "\ngrace-period = " << grace_period_s
       << "\nlog-format = " << nlohmann::json(log_format).dump()
       << "\nlog-level = " << nlohmann::json(log_level).dump()
@@ -292,6 +294,7 @@ server::HttpConfig ServeCommand::Settings::http_config() const {
   config.max_input_chars = max_input_chars;
   config.max_connections = max_connections;
   config.threads = http_threads;
+  config.admission_threads = admission_threads;
   config.header_timeout_s = header_timeout_s;
   config.read_timeout_s = read_timeout_s;
   config.write_timeout_s = write_timeout_s;
@@ -374,6 +377,10 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
               "Threads serving every connection (0: min(4, cores))")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  add_setting(c, "admission-threads", s.admission_threads,
+              "Threads that parse speech requests and run the text front end (0: one a core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   add_setting(c, "header-timeout", s.header_timeout_s,
               "Seconds from a request's first byte to its last header; then 408 and closed")
       ->capture_default_str()

@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <cmath>
 #include <condition_variable>
@@ -227,8 +228,9 @@ class HttpApi::Impl final : public RequestHandler {
   HttpResponse answer_get(RequestInfo& info, const HttpRequest& request);
   HttpResponse metrics_page();
   json model_json(const std::string& id) const;
-  std::shared_ptr<Reply> speech(RequestInfo info, const HttpRequest& request,
-                                std::function<void()> wake);
+  // The reply to a speech request, admitted on the admission threads.
+  std::shared_ptr<Reply> speech(RequestInfo info, HttpRequest request, std::function<void()> wake);
+  SpeechPolicy speech_policy() const;
   void log_request(const RequestInfo& info, int status, bool delivered);
   void count_speech(const std::string& outcome);
 
@@ -271,6 +273,8 @@ class HttpApi::Impl final : public RequestHandler {
   tcp::acceptor acceptor_;
   net::steady_timer accept_retry_;
   std::vector<std::thread> threads_;
+  // Admits speech requests (parsing, the text front end): CPU work kept off the threads above.
+  std::optional<net::thread_pool> admission_pool_;
 };
 
 // A reply that writes its request's access log line and metrics when it finishes, and puts the
@@ -314,42 +318,79 @@ class HttpApi::Impl::FixedReply final : public LoggedReply {
   HttpResponse response_;
 };
 
-// One speech request from admission to the end of its response: takes the job's audio as it is
-// made (woken by the engine), encodes it and hands it to the connection as a chunked body,
-// server-sent events, or one file at the end.
+// One speech request from admission to the end of its response. Admission (parsing, the text
+// front end, the engine's queue) runs on the admission threads, so that the connections' threads
+// only move bytes; then the reply takes the job's audio as it is made (woken by the engine),
+// encodes it and hands it to the connection as a chunked body, server-sent events, or one file at
+// the end.
 class HttpApi::Impl::SpeechReply final : public LoggedReply {
  public:
-  SpeechReply(Impl& api, RequestInfo info, const SpeechRequest& request,
-              std::unique_ptr<SpeechJob> job, std::unique_ptr<AudioEncoder> encoder)
-      : LoggedReply(api, std::move(info)),
-        job_(std::move(job)),
-        encoder_(std::move(encoder)),
-        format_(request.response_format),
-        mode_(request.stream_format == StreamFormat::kSse ? Mode::kEvents
-              : request.stream                            ? Mode::kChunked
-                                                          : Mode::kFile),
-        instructions_ignored_(!request.instructions.empty()) {
+  // `wake` asks the connection to call next() again.
+  SpeechReply(Impl& api, RequestInfo info, std::function<void()> wake)
+      : LoggedReply(api, std::move(info)), wake_(std::move(wake)) {
     api_.register_speech(this);
   }
   ~SpeechReply() override { api_.unregister_speech(this); }
 
-  // Starts taking the job's audio; `wake` asks the connection to call next() again.
-  void start(std::function<void()> wake) {
-    {
-      std::lock_guard lock(wake_mutex_);
-      wake_ = wake;
+  // On an admission thread: parses `body`, admits it, makes its encoder and starts the job (or
+  // keeps the error to answer), then wakes the connection. A reply the client left meanwhile
+  // gets nothing: the job, if any, is dropped here.
+  void admit(const std::string& body) {
+    Admission a;
+    a.fields = nlohmann::ordered_json::object();
+    try {
+      const SpeechRequest request = parse_speech_request(body, api_.speech_policy());
+      a.fields["voice"] = request.voice;
+      a.fields["chars"] = code_points(request.input);
+      a.fields["format"] = std::string(format_name(request.response_format));
+      a.fields["stream"] = request.stream;
+      a.format = request.response_format;
+      a.mode = request.stream_format == StreamFormat::kSse ? Mode::kEvents
+               : request.stream                            ? Mode::kChunked
+                                                           : Mode::kFile;
+      a.instructions_ignored = !request.instructions.empty();
+      a.job = api_.service_.admit(request);
+      a.encoder = make_encoder(request, a.job->sample_rate());
+    } catch (const ApiError& e) {
+      a.error = e;
+    } catch (const std::exception& e) {
+      log_event(spdlog::level::err, "request failed",
+                {{"id", info_.id}, {"path", info_.path}, {"error", e.what()}});
+      a.error = error(500, std::string("speech synthesis failed: ") + e.what(), "server_error");
     }
-    job_->start(std::move(wake));
+    if (a.job && !a.error) a.job->start(wake_);
+    {
+      std::lock_guard lock(admission_mutex_);
+      if (abandoned_) return;  // `a` and its job go with this scope
+      admission_ = std::move(a);
+    }
+    wake_();
   }
 
   // The server is stopping: the reply ends at its next step (a stream cut off, a file 503).
   void cancel() {
     cancelled_.store(true);
-    std::lock_guard lock(wake_mutex_);
-    if (wake_) wake_();
+    wake_();
   }
 
   ReplyStep next() override {
+    if (!admitted_) {
+      std::optional<Admission> a;
+      {
+        std::lock_guard lock(admission_mutex_);
+        a = std::move(admission_);
+        admission_.reset();
+      }
+      if (!a) return ReplyStep::wait();
+      admitted_ = true;
+      for (const auto& [key, value] : a->fields.items()) info_.fields[key] = value;
+      if (a->error) return fail(*a->error);
+      job_ = std::move(a->job);
+      encoder_ = std::move(a->encoder);
+      format_ = a->format;
+      mode_ = a->mode;
+      instructions_ignored_ = a->instructions_ignored;
+    }
     if (head_sent_ && (pending_done_ || !pending_.empty())) {
       ReplyStep step;
       step.kind = pending_done_ ? ReplyStep::Kind::kEnd : ReplyStep::Kind::kChunk;
@@ -418,6 +459,11 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
 
  protected:
   void on_finished(bool delivered) override {
+    {
+      std::lock_guard lock(admission_mutex_);
+      abandoned_ = true;
+      admission_.reset();
+    }
     job_.reset();
     // Sent in full: what it planned to send; otherwise the client saw a cut: its own leaving or
     // a server that stopped is "cancelled", a failure stays one.
@@ -432,6 +478,36 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
 
  private:
   enum class Mode { kChunked, kEvents, kFile };
+
+  // What admission made, handed from the admission thread to the connection's strand.
+  struct Admission {
+    std::optional<ApiError> error;
+    std::unique_ptr<SpeechJob> job;
+    std::unique_ptr<AudioEncoder> encoder;
+    AudioFormat format = AudioFormat::kMp3;
+    Mode mode = Mode::kChunked;
+    bool instructions_ignored = false;
+    nlohmann::ordered_json fields;  // for the access log
+  };
+
+  // The encoder for `request`'s format and stream form; a voice rate the codec cannot take is
+  // the server's failure (500).
+  static std::unique_ptr<AudioEncoder> make_encoder(const SpeechRequest& request, int64_t rate) {
+    const bool events = request.stream_format == StreamFormat::kSse;
+    try {
+      std::unique_ptr<AudioEncoder> encoder = make_audio_encoder(
+          request.response_format, rate,
+          request.stream || events ? EncoderMode::kStream : EncoderMode::kWholeFile,
+          request.sample_rate);
+      if (!events) return encoder;
+      return make_sse_encoder(std::move(encoder), rate,
+                              static_cast<int64_t>(code_points(request.input)));
+    } catch (const Error& e) {
+      spdlog::error("speech: {}", e.what());
+      throw error(500, std::string("cannot encode this voice's audio: ") + e.what(),
+                  "server_error");
+    }
+  }
 
   HttpResponse audio_head() const {
     HttpResponse res{http::status::ok, 11};
@@ -483,13 +559,17 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
         .inc(seconds);
   }
 
+  const std::function<void()> wake_;
+  std::mutex admission_mutex_;
+  std::optional<Admission> admission_;  // made, not yet handed over
+  bool abandoned_ = false;              // finished before its admission was handed over
+  // The connection's strand alone from here on.
+  bool admitted_ = false;
   std::unique_ptr<SpeechJob> job_;
   std::unique_ptr<AudioEncoder> encoder_;
-  const AudioFormat format_;
-  const Mode mode_;
-  const bool instructions_ignored_;
-  std::mutex wake_mutex_;
-  std::function<void()> wake_;
+  AudioFormat format_ = AudioFormat::kMp3;
+  Mode mode_ = Mode::kChunked;
+  bool instructions_ignored_ = false;
   std::atomic<bool> cancelled_{false};
   bool head_sent_ = false;
   std::string pending_;  // bytes made with the head, sent right after it
@@ -559,6 +639,9 @@ void HttpApi::Impl::start(int& port) {
                                ? static_cast<unsigned>(config_.threads)
                                : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
+  admission_pool_.emplace(config_.admission_threads > 0
+                              ? static_cast<size_t>(config_.admission_threads)
+                              : std::max(1u, std::thread::hardware_concurrency()));
 }
 
 void HttpApi::Impl::raise_open_file_limit() const {
@@ -683,6 +766,7 @@ size_t HttpApi::Impl::shutdown(Clock::duration grace) {
     std::unique_lock lock(speech_mutex_);
     speech_ended_.wait_for(lock, kCancelTime, [this] { return running_.empty(); });
   }
+  admission_pool_->join();  // no request comes in any more: what it holds is done soon
   for (const auto& c : connections()) c->abort();
   {
     std::unique_lock lock(connections_mutex_);
@@ -834,7 +918,7 @@ std::shared_ptr<Reply> HttpApi::Impl::handle(HttpRequest request, std::function<
   RequestInfo info = info_of(request);
   try {
     if (path_of(request.target()) == kSpeechPath) {
-      return speech(std::move(info), request, std::move(wake));
+      return speech(std::move(info), std::move(request), std::move(wake));
     }
     HttpResponse res = answer_get(info, request);
     return fixed(std::move(info), std::move(res));
@@ -916,53 +1000,23 @@ HttpResponse HttpApi::Impl::metrics_page() {
   return text_response(metrics_.render(), kMetricsContentType);
 }
 
-std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, const HttpRequest& request,
+std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest request,
                                              std::function<void()> wake) {
-  SpeechRequest parsed;
-  std::unique_ptr<SpeechJob> job;
-  try {
-    SpeechPolicy policy;
-    policy.models = service_.models();
-    for (const VoiceInfo& v : service_.voices()) policy.voices.push_back(v.id);
-    policy.voice_aliases = config_.voice_aliases;
-    policy.max_input_chars = config_.max_input_chars;
-    parsed = parse_speech_request(request.body(), policy);
-    info.fields["voice"] = parsed.voice;
-    info.fields["chars"] = code_points(parsed.input);
-    info.fields["format"] = std::string(format_name(parsed.response_format));
-    info.fields["stream"] = parsed.stream;
-    job = service_.admit(parsed);
-  } catch (const ApiError& e) {
-    count_speech(outcome_of(e));
-    if (e.code) info.fields["error"] = *e.code;
-    return refuse(std::move(info), e);
-  } catch (const std::exception& e) {
-    count_speech("failed");
-    throw;  // handle() answers 500 and logs it
-  }
-  std::unique_ptr<AudioEncoder> encoder;
-  try {
-    const bool events = parsed.stream_format == StreamFormat::kSse;
-    const int64_t rate = job->sample_rate();
-    encoder =
-        make_audio_encoder(parsed.response_format, rate,
-                           parsed.stream || events ? EncoderMode::kStream : EncoderMode::kWholeFile,
-                           parsed.sample_rate);
-    if (events) {
-      encoder = make_sse_encoder(std::move(encoder), rate,
-                                 static_cast<int64_t>(code_points(parsed.input)));
-    }
-  } catch (const Error& e) {
-    count_speech("failed");
-    spdlog::error("speech: {}", e.what());
-    return refuse(
-        std::move(info),
-        error(500, std::string("cannot encode this voice's audio: ") + e.what(), "server_error"));
-  }
-  auto reply = std::make_shared<SpeechReply>(*this, std::move(info), parsed, std::move(job),
-                                             std::move(encoder));
-  reply->start(std::move(wake));
+  auto reply = std::make_shared<SpeechReply>(*this, std::move(info), std::move(wake));
+  net::post(*admission_pool_,
+            [weak = std::weak_ptr<SpeechReply>(reply), body = std::move(request.body())] {
+              if (const std::shared_ptr<SpeechReply> alive = weak.lock()) alive->admit(body);
+            });
   return reply;
+}
+
+SpeechPolicy HttpApi::Impl::speech_policy() const {
+  SpeechPolicy policy;
+  policy.models = service_.models();
+  for (const VoiceInfo& v : service_.voices()) policy.voices.push_back(v.id);
+  policy.voice_aliases = config_.voice_aliases;
+  policy.max_input_chars = config_.max_input_chars;
+  return policy;
 }
 
 bool HttpApi::Impl::origin_allowed(const std::string& origin) const {

@@ -319,13 +319,17 @@ void Connection::on_written(error_code error, bool reply_done) {
     return;
   }
   if (!reply_done) {
+    if (client_gone_) {
+      close();
+      return;
+    }
     pump();
     return;
   }
   out_response_.reset();
   out_head_.reset();
   end_reply(true);
-  if (close_after_reply_) {
+  if (close_after_reply_ || client_gone_) {
     linger();
     return;
   }
@@ -354,7 +358,11 @@ void Connection::watch_client() {
                             }
                             if (self->state_ != State::kReplying) return;
                             if (error) {
-                              self->close();  // the client went away before its answer
+                              // The client went away before its answer. A write in flight may
+                              // still have handed the answer's last bytes over (its completion
+                              // can be queued behind this on another thread): on_written decides.
+                              self->client_gone_ = true;
+                              if (!self->writing_) self->close();
                               return;
                             }
                             self->watch_client();

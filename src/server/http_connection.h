@@ -150,9 +150,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_reply_ = false;
   std::shared_ptr<Reply> reply_;
   bool writing_ = false;
-  bool waiting_ = false;    // the reply said kWait
-  bool watching_ = false;   // a read is pending while the reply is made, to see the client go
-  bool streaming_ = false;  // a body is being sent after its head
+  bool waiting_ = false;      // the reply said kWait
+  bool watching_ = false;     // a read is pending while the reply is made, to see the client go
+  bool client_gone_ = false;  // that read saw the client close
+  bool streaming_ = false;    // a body is being sent after its head
   size_t lingered_bytes_ = 0;
   // What is being written, kept alive until the write completes.
   std::string out_;
