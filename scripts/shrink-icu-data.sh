@@ -2,8 +2,10 @@
 # Rewrites ICU's data library (libicudata.so.NN: 31 MB of locales, converters and break rules) as
 # a library of the same soname and symbol (icudtNN_dat) holding only the items voxd reads, for
 # the binaries carried to machines without our packages (scripts/gpu-check.sh pack,
-# training/data/package.sh). The default item is nfkc.nrm, the NFKC normaliser of
-# src/text/normalize.cpp (the character properties it also asks for are built into libicuuc).
+# training/data/package.sh). The default items are nfkc.nrm, the NFKC normaliser of
+# src/text/normalize.cpp, and likelySubtags.res, from which src/text/scripts.cpp learns the
+# scripts of a voice's language (the character properties both also ask for are built into
+# libicuuc).
 # A missing item is an error when ICU looks it up (U_FILE_ACCESS_ERROR), not a fallback.
 # Needs icupkg (Debian's icu-devtools), nm, readelf and gcc.
 #   scripts/shrink-icu-data.sh SOURCE DEST [ITEM ...]     (DEST may be SOURCE)
@@ -12,7 +14,7 @@ set -euo pipefail
 source_lib="$1"
 dest_lib="$2"
 shift 2
-items=("${@:-nfkc.nrm}")
+if (($# > 0)); then items=("$@"); else items=(nfkc.nrm likelySubtags.res); fi
 version="${source_lib##*.so.}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/voxd-icu.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

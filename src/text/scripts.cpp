@@ -27,7 +27,14 @@ ScriptCheck::ScriptCheck(std::string language) : language_(std::move(language)) 
   UScriptCode codes[8];
   UErrorCode status = U_ZERO_ERROR;
   const int32_t n = uscript_getCode(locale.c_str(), codes, 8, &status);
-  if (U_FAILURE(status) || n <= 0) return;
+  if (U_FAILURE(status)) {
+    // ICU's data without its likely-subtags table (a cut-down libicudata): refusing to check
+    // would let any script through unannounced.
+    throw Error("ICU cannot tell which scripts language '" + language_ + "' is written in (" +
+                u_errorName(status) +
+                "); its data library lacks likelySubtags.res (see scripts/shrink-icu-data.sh)");
+  }
+  if (n <= 0) return;  // a language ICU does not know: its text is not checked
   scripts_.assign(codes, codes + n);
   scripts_.push_back(USCRIPT_LATIN);
   // Japanese and Korean text mixes in Han characters; ICU names them as the languages' scripts.
