@@ -693,9 +693,13 @@ class LifecycleTest(unittest.TestCase):
         server = Server("--grace-period", "600")
         try:
             conn = server.connection()
-            conn.request("POST", "/v1/audio/speech", body=speech_body(LONG_TEXT * 20, fmt="pcm"),
+            # Ten minutes of audio (within max-input-chars, at a quarter speed): about 29 MB,
+            # more than the kernel's socket buffers hold, so the stream is still in flight.
+            body = speech_body(LONG_TEXT * 7, fmt="pcm", speed=0.25)
+            conn.request("POST", "/v1/audio/speech", body=body,
                          headers={"Content-Type": "application/json"})
             res = conn.getresponse()
+            self.assertEqual(res.status, 200)
             res.read(64)  # in flight
             # The client keeps reading, slowly: the stream can neither finish within the test nor
             # be cut off by the server's 10 s write timeout, which let the drain end before the
@@ -704,6 +708,8 @@ class LifecycleTest(unittest.TestCase):
             server.process.send_signal(signal.SIGINT)
             server.wait_for(lambda: any(l.get("msg") == "shutting down" for l in server.log_lines()),
                             "the server to start shutting down")
+            shutting_down = [l for l in server.log_lines() if l.get("msg") == "shutting down"][0]
+            self.assertEqual(shutting_down["in_progress"], 1)
             server.process.send_signal(signal.SIGINT)
             self.assertEqual(server.process.wait(timeout=EVENT_TIMEOUT), 128 + signal.SIGINT)
             conn.close()
@@ -804,7 +810,7 @@ class SettingsTest(unittest.TestCase):
                                 ("alloy", "must be ALIAS=VOICE"),
                                 ("en-demo=en-demo", "already a voice's name")]:
             with self.subTest(alias=alias):
-                result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--device", "cpu", "--port", "0",
+                result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--device", DEVICE, "--port", "0",
                                          "--voice-alias", alias], capture_output=True, text=True, timeout=120)
                 self.assertEqual(result.returncode, 2, result.stderr)
                 self.assertIn(fragment, result.stderr)

@@ -70,7 +70,7 @@ struct JobLog {
 };
 
 // Speaks a 440 Hz sine on a thread of its own, as the engine does. The input chooses how:
-// "endless" produces until dropped (at most ten minutes), "gate" waits for JobLog::gate_open
+// "endless" produces until dropped (for at most ten minutes), "gate" waits for JobLog::gate_open
 // first (or for the job to be dropped), "fail" fails after some audio; anything else gives one
 // second. A job dropped before its end counts as cancelled.
 class FakeJob final : public SpeechJob {
@@ -123,8 +123,14 @@ class FakeJob final : public SpeechJob {
       std::unique_lock lock(log_.mutex);
       log_.changed.wait(lock, [&] { return log_.gate_open || dropped(); });
     }
-    const int64_t total = input_ == "endless" ? 600 * kRate : kRate;
-    for (int64_t start = 0; start < total && !dropped(); start += 2205) {
+    // Endless: as much as the client takes, for ten minutes (a fixed length of audio goes
+    // through loopback in well under a second).
+    const bool endless = input_ == "endless";
+    const auto until = std::chrono::steady_clock::now() + 10min;
+    const int64_t total = endless ? INT64_MAX - 2205 : kRate;
+    for (int64_t start = 0;
+         start < total && !dropped() && (!endless || std::chrono::steady_clock::now() < until);
+         start += 2205) {
       std::vector<float> piece;
       for (int64_t i = start; i < std::min(total, start + 2205); ++i) piece.push_back(sine(i));
       {
@@ -1178,7 +1184,9 @@ TEST_F(HttpApiTest, ShutdownKeepsItsGraceAndCountsWhatItEnds) {
   const auto file_res = file.get();
   ASSERT_TRUE(file_res);
   EXPECT_EQ(expect_error(file_res, 503)["code"], "shutting_down");
-  EXPECT_FALSE(stream.get());  // cut off
+  const auto stream_res = stream.get();
+  EXPECT_FALSE(stream_res) << stream_res->status << " "
+                           << stream_res->body.substr(0, 300);  // cut off
   EXPECT_TRUE(metrics_show("voxd_speech_requests_total{outcome=\"cancelled\"} 2\n"));
 }
 
