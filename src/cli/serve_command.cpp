@@ -378,7 +378,7 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
   add_setting(c, "admission-threads", s.admission_threads,
-              "Threads that parse speech requests and run the text front end (0: one a core)")
+              "Threads that parse speech requests and run the text front end (0: min(8, cores))")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   add_setting(c, "header-timeout", s.header_timeout_s,

@@ -639,9 +639,11 @@ void HttpApi::Impl::start(int& port) {
                                ? static_cast<unsigned>(config_.threads)
                                : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
+  // More than eight took cores from the device thread's kernel launches on the H200 (16 cores)
+  // and made a burst's first audio no sooner (docs/benchmarks.md).
   admission_pool_.emplace(config_.admission_threads > 0
                               ? static_cast<size_t>(config_.admission_threads)
-                              : std::max(1u, std::thread::hardware_concurrency()));
+                              : std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }
 
 void HttpApi::Impl::raise_open_file_limit() const {

@@ -38,10 +38,10 @@ struct HttpConfig {
   size_t max_input_chars = 100000;     // a request's `input`, in characters; more: 413
   size_t max_connections = 4096;       // open at once; beyond that 503 and closed
   int threads = 0;                     // serving all connections; 0: min(4, cores)
-  int admission_threads = 0;        // parsing speech requests and the text front end; 0: one a core
-  double header_timeout_s = 10;     // a request's first byte to its last header; then 408
-  double read_timeout_s = 10;       // its last header to the body's last byte; then 408
-  double write_timeout_s = 10;      // each write; a client that stops reading is cut off
+  int admission_threads = 0;     // parsing speech requests and the text front end; 0: min(8, cores)
+  double header_timeout_s = 10;  // a request's first byte to its last header; then 408
+  double read_timeout_s = 10;    // its last header to the body's last byte; then 408
+  double write_timeout_s = 10;   // each write; a client that stops reading is cut off
   double keep_alive_timeout_s = 5;  // an idle kept-alive connection closes after it
 };
 
