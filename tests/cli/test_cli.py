@@ -36,7 +36,17 @@ def wav_info(path):
         return w.getnframes(), w.getframerate(), w.getnchannels()
 
 
-class CliTest(unittest.TestCase):
+class VoxdTestCase(unittest.TestCase):
+    """Assertions the command-line tests share."""
+
+    def assert_input_error(self, result, fragment):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
+        self.assertIn(fragment, lines[0])
+
+
+class CliTest(VoxdTestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="voxd-cli-")
 
@@ -45,12 +55,6 @@ class CliTest(unittest.TestCase):
 
     def path(self, name):
         return os.path.join(self.tmp, name)
-
-    def assert_input_error(self, result, fragment):
-        self.assertEqual(result.returncode, 2, result.stderr)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
-        self.assertIn(fragment, lines[0])
 
     def synth_with_mel(self, voice, *extra):
         out, mel = self.path("out.wav"), self.path("mel.npy")
@@ -570,7 +574,7 @@ def has_mem_command():
 
 @unittest.skipUnless(has_mem_command(),
                      "this voxd has no mem command (src/cli/main.cpp does not call add_mem_command)")
-class MemCommandTest(unittest.TestCase):
+class MemCommandTest(VoxdTestCase):
     """voxd mem: the planned memory of a voice's steps, without running them."""
 
     def mem(self, *args, voice=ARPABET_VOICE):
@@ -580,12 +584,6 @@ class MemCommandTest(unittest.TestCase):
         result = self.mem(*args, "--json")
         self.assertEqual(result.returncode, 0, result.stderr)
         return json.loads(result.stdout)
-
-    def assert_input_error(self, result, fragment):
-        self.assertEqual(result.returncode, 2, result.stderr)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
-        self.assertIn(fragment, lines[0])
 
     def test_cpu_plan_text(self):
         result = self.mem("--batch", "2", "--phonemes", "12", "--threads", "2")
@@ -681,7 +679,7 @@ def zero_runs(samples):
     return longest
 
 
-class TextFrontEndTest(unittest.TestCase):
+class TextFrontEndTest(VoxdTestCase):
     """voxd phonemize, and SSML breaks and rates in voxd synth (docs/text-frontend.md)."""
 
     def setUp(self):
@@ -689,12 +687,6 @@ class TextFrontEndTest(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.tmp)
-
-    def assert_input_error(self, result, fragment):
-        self.assertEqual(result.returncode, 2, result.stderr)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
-        self.assertIn(fragment, lines[0])
 
     def symbols(self):
         with open(os.path.join(EN_DEMO, "symbols.txt"), encoding="utf-8") as f:
