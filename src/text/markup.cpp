@@ -276,8 +276,11 @@ size_t decode_entity(std::string_view s, size_t i, std::string& out) {
       {"iacute", 0xED},   {"oacute", 0xF3},  {"uacute", 0xFA},  {"ntilde", 0xF1},
       {"ccedil", 0xE7},   {"auml", 0xE4},    {"ouml", 0xF6},    {"uuml", 0xFC},
       {"szlig", 0xDF},    {"micro", 0xB5},   {"para", 0xB6},    {"sect", 0xA7}};
-  const size_t semicolon = s.find(';', i + 1);
-  if (semicolon == std::string_view::npos || semicolon - i > 10) return 0;
+  // Within the longest entity's reach only: a scan to the end for every '&' would make a text
+  // of ampersands quadratic.
+  const size_t reach = s.substr(i + 1, 10).find(';');
+  if (reach == std::string_view::npos) return 0;
+  const size_t semicolon = i + 1 + reach;
   const std::string_view body = s.substr(i + 1, semicolon - i - 1);
   if (body.size() >= 2 && body[0] == '#') {
     const bool hex = lower(body[1]) == 'x';
@@ -614,11 +617,18 @@ class MarkupParser {
 
   float rate() const { return rates_.empty() ? 1.0f : rates_.back(); }
 
-  void set_rates(std::vector<float> rates) {
-    const float before = rate();
-    const float after = rates.empty() ? 1.0f : rates.back();
-    if (before != after) flush();
-    rates_ = std::move(rates);
+  // Opens a <prosody> of rate `r` (times the enclosing one), or closes the innermost; text
+  // before a change of rate ends its span.
+  void push_rate(float r) {
+    const float next = std::clamp(rate() * r, kMinRate, kMaxRate);
+    if (next != rate()) flush();
+    rates_.push_back(next);
+  }
+  void pop_rate() {
+    if (rates_.empty()) return;
+    const float outer = rates_.size() > 1 ? rates_[rates_.size() - 2] : 1.0f;
+    if (outer != rate()) flush();  // the text so far is at the inner rate
+    rates_.pop_back();
   }
 
   void add_break(int ms) {
@@ -741,15 +751,12 @@ class MarkupParser {
         append(" " + *alt + " ");
       }
     } else if (name == "prosody") {
-      std::vector<float> rates = rates_;
       if (closing) {
-        if (!rates.empty()) rates.pop_back();
+        pop_rate();
       } else if (!self_closing) {
         const std::optional<std::string> value = attribute(attrs, "rate");
-        const float r = value ? prosody_rate(*value) : 1.0f;
-        rates.push_back(std::clamp(rate() * r, kMinRate, kMaxRate));
+        push_rate(value ? prosody_rate(*value) : 1.0f);
       }
-      set_rates(std::move(rates));
     } else if ((name == "say-as" || name == "sub") && !closing) {
       const std::optional<std::string> alias = attribute(attrs, "alias");
       if (self_closing) {

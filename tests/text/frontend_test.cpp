@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 #include <string>
 #include <thread>
@@ -195,9 +194,9 @@ TEST(FrontEnd, HundredKilobytesOfText) {
   }
 }
 
-TEST(FrontEnd, HostileTextEndsQuicklyWithSentencesOrAnInputError) {
+// Runs of hostile text (a hang would be ctest's timeout; linear time is Markup's test).
+TEST(FrontEnd, HostileTextGivesSentencesOrAnInputError) {
   const FrontEnd frontend(PhonemeSet::EspeakIpa, ipa_symbols());
-  const auto start = std::chrono::steady_clock::now();
   for (const std::string unit :
        {"a.", "1-", "+1 ", "a@", "http://", "x.com/", "(5) ", "555-", "2024-03-", "<b>", "*_",
         "&amp;", "<say-as interpret-as=\"date\">1/1/1</say-as>", "[x](y) "}) {
@@ -209,7 +208,6 @@ TEST(FrontEnd, HostileTextEndsQuicklyWithSentencesOrAnInputError) {
       // nothing to pronounce is a fair answer for some of these
     }
   }
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
 }
 
 // Random soup of markup, numbers, addresses and scripts: the front end either gives sentences or
