@@ -380,9 +380,10 @@ class VoiceNamesAndOutputTest(unittest.TestCase):
                          ["tiny-arpabet", "tiny-ipa"])
 
     def synth_bytes(self, *args):
-        """voxd synth with its info log and memory summary on, which go to stderr."""
-        result = self.voxd("--log-level", "info", "synth", "--voice", "en-demo", "--text",
-                           self.TEXT, "--memory-summary", *args, text=False)
+        """voxd synth with its info log and memory summary on, which go to stderr; one thread, so
+        that every run makes the same samples (threads may sum in another order)."""
+        result = self.voxd("--threads", "1", "--log-level", "info", "synth", "--voice", "en-demo",
+                           "--text", self.TEXT, "--memory-summary", *args, text=False)
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         return result
 
