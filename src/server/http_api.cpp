@@ -239,6 +239,10 @@ class HttpApi::Impl final : public RequestHandler {
   void reject_connection(tcp::socket socket);
   // Every open connection, for draining and aborting.
   std::vector<std::shared_ptr<Connection>> connections();
+  size_t open_connections() {
+    std::lock_guard lock(connections_mutex_);
+    return connections_.size();
+  }
   void raise_open_file_limit() const;
 
   // Speech replies in progress, for speech_in_progress(), the grace and cancellation.
@@ -341,7 +345,8 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
     try {
       const SpeechRequest request = parse_speech_request(body, api_.speech_policy());
       a.fields["voice"] = request.voice;
-      a.fields["chars"] = code_points(request.input);
+      const size_t chars = code_points(request.input);
+      a.fields["chars"] = chars;
       a.fields["format"] = std::string(format_name(request.response_format));
       a.fields["stream"] = request.stream;
       a.format = request.response_format;
@@ -350,7 +355,7 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
                                                            : Mode::kFile;
       a.instructions_ignored = !request.instructions.empty();
       a.job = api_.service_.admit(request);
-      a.encoder = make_encoder(request, a.job->sample_rate());
+      a.encoder = make_encoder(request, a.job->sample_rate(), chars);
     } catch (const ApiError& e) {
       a.error = e;
     } catch (const std::exception& e) {
@@ -490,9 +495,10 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
     nlohmann::ordered_json fields;  // for the access log
   };
 
-  // The encoder for `request`'s format and stream form; a voice rate the codec cannot take is
-  // the server's failure (500).
-  static std::unique_ptr<AudioEncoder> make_encoder(const SpeechRequest& request, int64_t rate) {
+  // The encoder for `request`'s format and stream form (`chars`: its input's characters, the
+  // events' input tokens); a voice rate the codec cannot take is the server's failure (500).
+  static std::unique_ptr<AudioEncoder> make_encoder(const SpeechRequest& request, int64_t rate,
+                                                    size_t chars) {
     const bool events = request.stream_format == StreamFormat::kSse;
     try {
       std::unique_ptr<AudioEncoder> encoder = make_audio_encoder(
@@ -500,8 +506,7 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
           request.stream || events ? EncoderMode::kStream : EncoderMode::kWholeFile,
           request.sample_rate);
       if (!events) return encoder;
-      return make_sse_encoder(std::move(encoder), rate,
-                              static_cast<int64_t>(code_points(request.input)));
+      return make_sse_encoder(std::move(encoder), rate, static_cast<int64_t>(chars));
     } catch (const Error& e) {
       spdlog::error("speech: {}", e.what());
       throw error(500, std::string("cannot encode this voice's audio: ") + e.what(),
@@ -990,7 +995,7 @@ HttpResponse HttpApi::Impl::answer_get(RequestInfo& info, const HttpRequest& req
 HttpResponse HttpApi::Impl::metrics_page() {
   service_.collect_metrics(metrics_);
   metrics_.gauge("voxd_http_connections", "Open HTTP connections.", {{"state", "active"}})
-      .set(static_cast<double>(connections().size()));
+      .set(static_cast<double>(open_connections()));
   Counter& rejected =
       metrics_.counter("voxd_http_connections_rejected_total",
                        "Connections answered 503 and closed because max_connections were open.");

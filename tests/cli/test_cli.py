@@ -39,11 +39,13 @@ def wav_info(path):
 class VoxdTestCase(unittest.TestCase):
     """Assertions the command-line tests share."""
 
-    def assert_input_error(self, result, fragment):
+    def assert_input_error(self, result, *fragments):
+        """Exit 2 with one line on standard error holding every fragment."""
         self.assertEqual(result.returncode, 2, result.stderr)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
-        self.assertIn(fragment, lines[0])
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
 
 
 class CliTest(VoxdTestCase):
@@ -262,7 +264,7 @@ def flac_samples(data):
     return np.frombuffer(decoded.stdout, "<i2")
 
 
-class VoiceNamesAndOutputTest(unittest.TestCase):
+class VoiceNamesAndOutputTest(VoxdTestCase):
     """--voice by name on the search path, `voxd voices` without a directory, --out - and
     --format, .mp3/.opus files, and the progress line."""
 
@@ -282,13 +284,6 @@ class VoiceNamesAndOutputTest(unittest.TestCase):
         """voxd run from the temporary directory, not the repository root."""
         return subprocess.run([VOXD, *args], capture_output=True, text=text, timeout=300,
                               cwd=self.tmp, env={**self.env, **(env or {})})
-
-    def assert_one_line_error(self, result, *fragments):
-        self.assertEqual(result.returncode, 2, result.stderr)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
-        for fragment in fragments:
-            self.assertIn(fragment, lines[0])
 
     def loaded_from(self, result):
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -338,7 +333,7 @@ class VoiceNamesAndOutputTest(unittest.TestCase):
         for command in (("synth", "--text", "hi"), ("mem", "--chunks", "1", "--frames", "4"),
                         ("serve", "--port", "0")):
             result = self.voxd(command[0], "--voice", "no-such-voice", *command[1:], env=env)
-            self.assert_one_line_error(result, "voice named 'no-such-voice'",
+            self.assert_input_error(result, "voice named 'no-such-voice'",
                                        f"looked in {VOICES}, {REPO_VOICES}",
                                        "voices found: en-demo, tiny-arpabet, tiny-ipa")
 
@@ -454,12 +449,12 @@ class VoiceNamesAndOutputTest(unittest.TestCase):
 
     def test_format_errors(self):
         args = ("synth", "--voice", "en-demo", "--text", "hi")
-        self.assert_one_line_error(self.voxd(*args, "--out", "a.wav", "--format", "flac"),
+        self.assert_input_error(self.voxd(*args, "--out", "a.wav", "--format", "flac"),
                                    "--format flac does not match --out 'a.wav'")
-        self.assert_one_line_error(self.voxd(*args, "--out", "-", "--format", "ogg"),
+        self.assert_input_error(self.voxd(*args, "--out", "-", "--format", "ogg"),
                                    "ogg (Vorbis) cannot go to standard output")
-        self.assert_one_line_error(self.voxd(*args, "--out", "-", "--format", "aac"), "--format")
-        self.assert_one_line_error(self.voxd(*args, "--out", "speech"), "no extension")
+        self.assert_input_error(self.voxd(*args, "--out", "-", "--format", "aac"), "--format")
+        self.assert_input_error(self.voxd(*args, "--out", "speech"), "no extension")
         self.assertEqual(os.listdir(self.tmp), [])
 
     def test_no_progress_line_when_stderr_is_not_a_terminal(self):
@@ -496,7 +491,7 @@ class VoiceNamesAndOutputTest(unittest.TestCase):
         self.assertAlmostEqual(seconds[-1], wav_info(self.path("a.wav"))[0] / 22050, delta=0.05)
 
 
-class MemoryOptionsTest(unittest.TestCase):
+class MemoryOptionsTest(VoxdTestCase):
     """--gpu-memory-limit, --max-split-size (and their VOXD_* variables), --memory-summary."""
 
     def setUp(self):
@@ -512,27 +507,20 @@ class MemoryOptionsTest(unittest.TestCase):
         return subprocess.run(args, capture_output=True, text=True, timeout=300,
                               env={**os.environ, **(env or {})})
 
-    def assert_one_line_error(self, result, *fragments):
-        self.assertEqual(result.returncode, 2, result.stderr)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        self.assertEqual(len(lines), 1, f"expected one line, got: {result.stderr!r}")
-        for fragment in fragments:
-            self.assertIn(fragment, lines[0])
-
     def test_bad_limits_give_one_line_and_exit_2(self):
         for value, says in (("8G", "unknown unit in '8G'"), ("1.5", "not a fraction in (0, 1]"),
                             ("0", "zero bytes"), ("lots", "does not start with a number"),
                             ("1000TiB", "is more than cpu has")):
-            self.assert_one_line_error(self.synth("--gpu-memory-limit", value),
+            self.assert_input_error(self.synth("--gpu-memory-limit", value),
                                        "--gpu-memory-limit", says)
-        self.assert_one_line_error(self.synth(env={"VOXD_GPU_MEMORY_LIMIT": "8G"}),
+        self.assert_input_error(self.synth(env={"VOXD_GPU_MEMORY_LIMIT": "8G"}),
                                    "VOXD_GPU_MEMORY_LIMIT", "unknown unit")
-        self.assert_one_line_error(self.synth("--max-split-size", "1MiB"),
+        self.assert_input_error(self.synth("--max-split-size", "1MiB"),
                                    "--max-split-size", "must be above 2.00 MiB")
         self.assertFalse(os.path.exists(self.out))
 
     def test_a_limit_too_small_fails_cleanly(self):
-        self.assert_one_line_error(self.synth("--gpu-memory-limit", "1MiB"),
+        self.assert_input_error(self.synth("--gpu-memory-limit", "1MiB"),
                                    "out of memory", "limit 1.00 MiB", "raise the memory limit")
 
     def test_synth_memory_summary(self):
