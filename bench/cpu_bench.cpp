@@ -10,7 +10,7 @@
 
 #include "backends/registry.h"
 #include "core/error.h"
-#include "models/voice.h"
+#include "families/fastspeech2/voice.h"
 
 namespace {
 

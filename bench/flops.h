@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "models/fastspeech2.h"
-#include "models/hifigan.h"
+#include "families/fastspeech2/fastspeech2.h"
+#include "families/fastspeech2/hifigan.h"
 
 namespace voxd::bench {
 
@@ -56,8 +56,8 @@ inline double fastspeech2_flops(const FastSpeech2Config& config, int64_t phoneme
   const auto post = static_cast<double>(postnet_channels);
   const double postnet =
       2.0 * 5.0 * static_cast<double>(frames) * (2.0 * mels * post + 3.0 * post * post);
-  return transformer(config.encoder_layers, config.encoder_hidden, phonemes) +
-         predictor(phonemes) + predictor(pitch_length) + predictor(energy_length) +
+  return transformer(config.encoder_layers, config.encoder_hidden, phonemes) + predictor(phonemes) +
+         predictor(pitch_length) + predictor(energy_length) +
          transformer(config.decoder_layers, config.decoder_hidden, frames) +
          2.0 * static_cast<double>(config.decoder_hidden) * mels * static_cast<double>(frames) +
          postnet;

@@ -20,9 +20,9 @@
 #include "bench/flops.h"
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "models/voice.h"
-#include "pipeline/vocoder_chunker.h"
-#include "pipeline/vocoder_graphs.h"
+#include "families/fastspeech2/vocoder_chunker.h"
+#include "families/fastspeech2/vocoder_graphs.h"
+#include "families/fastspeech2/voice.h"
 
 namespace {
 

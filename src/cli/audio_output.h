@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "pipeline/audio_file.h"
+#include "cli/audio_file.h"
 #include "server/audio_encoder.h"
 
 namespace voxd {

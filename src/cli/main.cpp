@@ -23,9 +23,11 @@
 #include "core/error.h"
 #include "core/memory_limit.h"
 #include "core/npy.h"
-#include "models/voice.h"
-#include "pipeline/synthesizer.h"
-#include "text/frontend.h"
+#include "core/voice_directory.h"
+#include "families/fastspeech2/synthesizer.h"
+#include "families/fastspeech2/voice.h"
+#include "families/registry.h"
+#include "text/espeak_front_end.h"
 #include "text/ids.h"
 
 namespace {
@@ -162,10 +164,12 @@ int run_vocode(const GlobalOptions& global, const VocodeOptions& options) {
 // directory when `with_directory`.
 void print_voice(const std::string& name, const std::string& directory, bool with_directory) {
   try {
-    const voxd::VoiceConfig config = voxd::VoiceConfig::load(directory);
-    std::cout << name << "\t" << config.language << "\t" << config.sample_rate << " Hz\t"
-              << config.phonemes << "\t" << (config.speakers.empty() ? 1 : config.speakers.size())
-              << " speaker(s)";
+    const std::unique_ptr<voxd::scheduler::VoiceDefinition> voice =
+        voxd::families::registry().family_of(directory).read(directory);
+    const voxd::scheduler::VoiceCard& card = voice->card();
+    std::cout << name << "\t" << card.language << "\t" << card.sample_rate << " Hz\t"
+              << voice->front_end().unit_name() << "\t"
+              << (card.speakers.empty() ? 1 : card.speakers.size()) << " speaker(s)";
   } catch (const voxd::Error& e) {
     std::cout << name << "\tbroken: " << e.what();
   }

@@ -18,8 +18,8 @@
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
-#include "models/voice.h"
-#include "models/workspace_steps.h"
+#include "families/fastspeech2/voice.h"
+#include "families/fastspeech2/workspace_steps.h"
 #ifdef VOXD_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif

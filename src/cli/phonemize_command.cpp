@@ -12,8 +12,8 @@
 #include "cli/command_exit.h"
 #include "cli/voice_search.h"
 #include "core/error.h"
-#include "models/voice.h"
-#include "text/frontend.h"
+#include "families/registry.h"
+#include "text/phonemizer.h"
 
 namespace voxd {
 namespace {
@@ -34,9 +34,9 @@ std::string joined_phonemes(const std::vector<std::string>& phonemes) {
   return out;
 }
 
-void print_text(const VoiceConfig& config, const text::Analysis& analysis) {
-  std::printf("voice: %s (language %s, %s phonemes)\n", config.name.c_str(),
-              config.language.c_str(), config.phonemes.c_str());
+void print_text(const scheduler::VoiceDefinition& voice, const text::Analysis& analysis) {
+  std::printf("voice: %s (language %s, %s phonemes)\n", voice.card().name.c_str(),
+              voice.card().language.c_str(), voice.front_end().unit_name().c_str());
   std::printf("normalized:\n");
   size_t start = 0;
   while (start <= analysis.normalized.size()) {
@@ -63,7 +63,7 @@ void print_text(const VoiceConfig& config, const text::Analysis& analysis) {
   }
 }
 
-nlohmann::json to_json(const VoiceConfig& config, const text::Analysis& analysis) {
+nlohmann::json to_json(const scheduler::VoiceDefinition& voice, const text::Analysis& analysis) {
   nlohmann::json sentences = nlohmann::json::array();
   for (const text::Sentence& s : analysis.sentences) {
     sentences.push_back({{"text", s.text},
@@ -73,28 +73,28 @@ nlohmann::json to_json(const VoiceConfig& config, const text::Analysis& analysis
                          {"pause_after_ms", s.pause_after_ms},
                          {"rate", s.rate}});
   }
-  return {{"voice", config.name},
-          {"language", config.language},
-          {"phonemes", config.phonemes},
+  return {{"voice", voice.card().name},
+          {"language", voice.card().language},
+          {"phonemes", voice.front_end().unit_name()},
           {"normalized", analysis.normalized},
           {"sentences", sentences}};
 }
 
 int run_phonemize(const PhonemizeOptions& options) {
-  const VoiceConfig config = VoiceConfig::load(resolve_voice(options.voice));
-  const text::FrontEnd front_end(text::parse_phoneme_set(config.phonemes),
-                                 text::SymbolTable::load(config.symbols_path), config.language);
+  const std::string directory = resolve_voice(options.voice);
+  const std::unique_ptr<scheduler::VoiceDefinition> voice =
+      families::registry().family_of(directory).read(directory);
   std::string input;
   if (options.text) {
     input = *options.text;
   } else {
     input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  const text::Analysis analysis = front_end.analyze(input);
+  const text::Analysis analysis = voice->front_end().analyze(input);
   if (options.json) {
-    std::cout << to_json(config, analysis).dump(2) << "\n";
+    std::cout << to_json(*voice, analysis).dump(2) << "\n";
   } else {
-    print_text(config, analysis);
+    print_text(*voice, analysis);
   }
   return 0;
 }

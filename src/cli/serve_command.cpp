@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
+#include "families/registry.h"
 #include "scheduler/engine_service.h"
 #include "server/http_api.h"
 #include "server/leak_watchdog.h"
@@ -256,6 +257,7 @@ std::string ServeCommand::Settings::as_config_file() const {
 
 scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   scheduler::EngineConfig config;
+  config.families = &families::registry();
   config.voice_dirs = resolve_voices(voices);
   config.runtime.backend = device;
   config.runtime.threads = threads;

@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "core/error.h"
-#include "models/voice.h"
+#include "core/voice_directory.h"
 
 namespace voxd {
 namespace fs = std::filesystem;

@@ -4,7 +4,6 @@
 #include <cctype>
 
 #include "core/error.h"
-#include "models/workspace_steps.h"
 #include "scheduler/memory_budget.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/voice_pool.h"
@@ -57,21 +56,22 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
 
 EngineService::EngineService(const EngineConfig& config)
     : config_(config), runtime_(std::make_unique<DeviceRuntime>(config.runtime)) {
+  VOXD_CHECK(config.families != nullptr, "EngineConfig::families is not set");
   if (config.chunk_frames < 1) {
     throw InputError("chunk_frames must be at least 1 mel frame, got " +
                      std::to_string(config.chunk_frames));
   }
   const DType dtype = config.dtype.value_or(runtime_->device().is_cpu() ? DType::F32 : DType::F16);
-  voices_ = std::make_unique<VoicePool>(*runtime_, config.voice_dirs, dtype, config.lazy_voices);
+  voices_ = std::make_unique<VoicePool>(*runtime_, *config.families, config.voice_dirs, dtype,
+                                        config.lazy_voices);
+  const SchedulerOptions options = scheduler_options(config);
   for (const auto& entry : voices_->entries()) {
-    if (!entry->voice) continue;
-    const int64_t frames = config.chunk_frames + 2 * entry->config.vocoder.receptive_field_frames();
+    if (!entry->models) continue;
     smallest_step_bytes_ = std::max(
         smallest_step_bytes_,
-        MemoryBudget::footprint(
-            plan_vocoder(runtime_->backend(), entry->voice->vocoder(), 1, frames).bytes()));
+        entry->definition->smallest_step_bytes(runtime_->backend(), *entry->models, options));
   }
-  scheduler_ = std::make_unique<Scheduler>(*runtime_, *voices_, scheduler_options(config));
+  scheduler_ = std::make_unique<Scheduler>(*runtime_, *voices_, options);
 }
 
 EngineService::~EngineService() {
@@ -86,7 +86,7 @@ std::vector<std::string> EngineService::models() const {
 std::vector<server::VoiceInfo> EngineService::voices() const {
   std::vector<server::VoiceInfo> out;
   for (const auto& entry : voices_->entries()) {
-    out.push_back({entry->config.name, entry->config.sample_rate, bcp47(entry->config.language)});
+    out.push_back({entry->card().name, entry->card().sample_rate, bcp47(entry->card().language)});
   }
   return out;
 }
@@ -95,13 +95,13 @@ server::Readiness EngineService::readiness() const {
   if (scheduler_->draining()) return {false, "the server is shutting down"};
   if (!voices_->lazy()) {
     for (const auto& entry : voices_->entries()) {
-      if (!entry->loaded.load()) return {false, "voice '" + entry->config.name + "' is not loaded"};
+      if (!entry->loaded.load()) return {false, "voice '" + entry->card().name + "' is not loaded"};
     }
   }
   const uint64_t budget = scheduler_->budget_bytes();
   if (budget < smallest_step_bytes_) {
     return {false, "memory headroom " + format_bytes(budget) + " is below the " +
-                       format_bytes(smallest_step_bytes_) + " one vocoder chunk needs"};
+                       format_bytes(smallest_step_bytes_) + " the smallest step needs"};
   }
   return {true, ""};
 }
@@ -178,14 +178,14 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
   }
   // Refused before the text is processed, when the queue is full already.
   if (std::optional<ApiError> refusal = scheduler_->refusal()) throw *refusal;
-  std::vector<text::Sentence> sentences;
+  PreparedStream prepared;
   try {
-    sentences = voice->front_end.process(request.input);
+    prepared = voice->definition->prepare(request.input, SpeechOptions{.speed = request.speed},
+                                          scheduler_options(config_));
   } catch (const InputError& e) {
     throw ApiError::invalid_request(e.what(), "input", "nothing_to_pronounce");
   }
-  return std::make_unique<EngineJob>(
-      *scheduler_, scheduler_->admit(*voice, std::move(sentences), request.speed));
+  return std::make_unique<EngineJob>(*scheduler_, scheduler_->admit(*voice, std::move(prepared)));
 }
 
 size_t EngineService::drain(std::chrono::steady_clock::duration grace) {
@@ -218,7 +218,7 @@ StepCounts EngineService::step_counts(const std::string& kind) const {
 std::vector<std::string> EngineService::loaded_voices() const {
   std::vector<std::string> out;
   for (const auto& entry : voices_->entries()) {
-    if (entry->loaded.load()) out.push_back(entry->config.name);
+    if (entry->loaded.load()) out.push_back(entry->card().name);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // The engine behind the HTTP layer: a server::SpeechService that synthesizes with the voices it
-// loaded, all model work on one device thread (scheduler/scheduler.h) that batches the acoustic
-// model across requests by length and the vocoder across streams by chunk, and admits each step
-// only when its planned workspace fits the memory budget (docs/scheduler.md).
+// loaded, of any family, all model work on one device thread (scheduler/scheduler.h) that batches
+// each family's steps across requests and admits each step only when its planned workspace fits
+// the memory budget (docs/scheduler.md).
 #pragma once
 
 #include <chrono>
@@ -18,16 +18,19 @@
 
 namespace voxd::scheduler {
 
+class FamilyRegistry;
 class Scheduler;
 class VoicePool;
 struct SchedulerLoad;
 struct StepCounts;
 
 struct EngineConfig {
+  // The families voices may be of (families/registry.h); must outlive the service.
+  const FamilyRegistry* families = nullptr;
   std::vector<std::string> voice_dirs;  // voice directories; a voice's id is its config "name"
   RuntimeOptions runtime;  // backend ("cpu", "cuda", "cuda:N"), threads, memory limit, max split
   std::optional<DType> dtype;  // weights/activations; default F16 on cuda, F32 elsewhere
-  int64_t max_batch = 16;      // most sentences per acoustic step, chunks per vocoder step
+  int64_t max_batch = 16;      // most units (sentences, chunks, tokens) per step
   size_t max_queue = 256;      // requests admitted and not finished; beyond that admit() → 503
   int64_t chunk_frames = 64;   // vocoder chunk, in mel frames
   // A stream's first vocoder chunk, in mel frames (more than chunk_frames means chunk_frames):
@@ -79,7 +82,7 @@ class EngineService final : public server::SpeechService {
 
   DeviceRuntime& runtime();
   // What the scheduler holds now (streams' buffered audio and mel), and its step counts by kind
-  // ("acoustic", "vocoder"): for tests and the monitor.
+  // ("acoustic", "vocoder", ...): for tests and the monitor.
   SchedulerLoad load() const;
   StepCounts step_counts(const std::string& kind) const;
   // Names of the voices whose models are on the device now.
@@ -89,7 +92,7 @@ class EngineService final : public server::SpeechService {
   EngineConfig config_;
   std::unique_ptr<DeviceRuntime> runtime_;
   std::unique_ptr<VoicePool> voices_;
-  // Workspace bytes the smallest step of a loaded voice needs (one vocoder chunk), for readiness.
+  // Workspace bytes the smallest step of a loaded voice needs, for readiness.
   uint64_t smallest_step_bytes_ = 0;
   std::unique_ptr<Scheduler> scheduler_;
 };

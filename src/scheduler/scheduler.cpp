@@ -9,8 +9,6 @@
 
 #include "core/error.h"
 #include "core/memory_summary.h"
-#include "scheduler/acoustic_kind.h"
-#include "scheduler/vocoder_kind.h"
 #include "server/logging.h"
 
 namespace voxd::scheduler {
@@ -60,6 +58,31 @@ const std::vector<double>& rtf_buckets() {
   return buckets;
 }
 
+// What the client is told for a step's failure: a StepRefusal as the HTTP error it stands for
+// (413 for a request too large for any step, 503 for a server with too little memory), any other
+// error as it is.
+std::exception_ptr answer_of(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StepRefusalError& refused) {
+    const StepRefusal& refusal = refused.refusal();
+    ApiError answer;
+    answer.message = refusal.message;
+    answer.code = refusal.code;
+    if (refusal.request_too_large) {
+      answer.status = 413;
+      answer.param = "input";
+    } else {
+      answer.status = 503;
+      answer.type = "server_error";
+      answer.retry_after_s = 1;
+    }
+    return std::make_exception_ptr(answer);
+  } catch (...) {
+    return error;
+  }
+}
+
 }  // namespace
 
 Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions options)
@@ -83,11 +106,13 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
   pacing_.max_batch = options_.max_batch;
   pacing_.starving_below_s = options_.starving_below_s;
   pacing_.first_audio_due_s = options_.first_audio_due_s;
-  // The vocoder first: at equal urgency, audio from mel already made comes before more mel.
-  kinds_.push_back(std::make_unique<VocoderKind>(
-      runtime_, options_.chunk_frames, options_.first_chunk_frames, options_.cuda_graphs));
-  kinds_.push_back(
-      std::make_unique<AcousticKind>(runtime_, options_.chunk_frames, options_.first_chunk_frames));
+  for (const auto& entry : voices_.entries()) {
+    const bool known = std::any_of(families_.begin(), families_.end(), [&](const FamilyKinds& f) {
+      return f.family == &entry->family;
+    });
+    if (!known)
+      families_.push_back({&entry->family, entry->family.make_kinds(runtime_, options_), {}});
+  }
   warm_up();
   thread_ = std::thread([this] { loop(); });
 }
@@ -104,24 +129,14 @@ Scheduler::~Scheduler() {
   thread_.join();
 }
 
-std::shared_ptr<Stream> Scheduler::admit(VoiceEntry& voice, std::vector<text::Sentence> sentences,
-                                         float speed) {
-  VOXD_CHECK(!sentences.empty(), "admit needs at least one sentence");
+std::shared_ptr<Stream> Scheduler::admit(VoiceEntry& voice, PreparedStream prepared) {
+  VOXD_CHECK(prepared.work != nullptr, "admit needs the stream's work");
   auto stream = std::make_shared<Stream>();
   stream->voice = &voice;
-  stream->speed = speed;
-  for (text::Sentence& sentence : sentences) {
-    stream->sentences.push_back(
-        {std::move(sentence.ids), sentence.rate,
-         static_cast<int64_t>(sentence.pause_after_ms) * voice.config.sample_rate / 1000});
-  }
-  const HifiGanConfig& vocoder = voice.config.vocoder;
-  const int64_t hop = vocoder.hop_length();
-  stream->sample_rate = voice.config.sample_rate;
-  stream->lookahead_frames = options_.chunk_frames + 2 * vocoder.receptive_field_frames();
-  stream->max_buffered_samples =
-      options_.buffered_chunks * (options_.chunk_frames * hop + vocoder.output_length(1) - hop);
-  stream->pending_sentences = static_cast<int64_t>(stream->sentences.size());
+  stream->sample_rate = voice.card().sample_rate;
+  stream->max_buffered_samples = prepared.max_buffered_samples;
+  stream->gauges = prepared.work->gauges();
+  stream->work = std::move(prepared.work);
 
   std::unique_lock lock(mutex_);
   if (std::optional<ApiError> refusal = refusal_locked()) throw *refusal;
@@ -131,6 +146,9 @@ std::shared_ptr<Stream> Scheduler::admit(VoiceEntry& voice, std::vector<text::Se
   ++admitted_;
   ++voice.streams;
   streams_.push_back(stream);
+  for (FamilyKinds& family : families_) {
+    if (family.family == &voice.family) family.streams.push_back(stream);
+  }
   lock.unlock();
   work_.notify_one();
   return stream;
@@ -229,9 +247,8 @@ SchedulerLoad Scheduler::load() const {
   load.admitted = admitted_;
   load.step_running = step_running_;
   for (const auto& stream : streams_) {
-    load.streams.push_back({stream->id, stream->buffered_samples, stream->max_buffered_samples,
-                            stream->mel_frames, stream->largest_sentence_frames,
-                            stream->lookahead_frames, stream->pending_sentences});
+    load.streams.push_back(
+        {stream->id, stream->buffered_samples, stream->max_buffered_samples, stream->gauges});
   }
   return load;
 }
@@ -250,13 +267,16 @@ void Scheduler::bind_metrics(server::MetricsRegistry& registry) {
 void Scheduler::warm_up() {
   const Clock::time_point started = Clock::now();
   for (const auto& entry : voices_.entries()) {
-    if (!entry->voice) continue;
-    for (const auto& kind : kinds_) {
-      try {
-        kind->warm_up(*entry, pacing_, budget_);
-      } catch (const std::exception& e) {
-        spdlog::warn("warming up the {} steps of voice '{}' failed: {}", kind->name(),
-                     entry->config.name, e.what());
+    if (!entry->models) continue;
+    for (const FamilyKinds& family : families_) {
+      if (family.family != &entry->family) continue;
+      for (const auto& kind : family.kinds) {
+        try {
+          kind->warm_up(*entry, pacing_, budget_);
+        } catch (const std::exception& e) {
+          spdlog::warn("warming up the {} steps of voice '{}' failed: {}", kind->name(),
+                       entry->card().name, e.what());
+        }
       }
     }
   }
@@ -275,12 +295,15 @@ void Scheduler::loop() {
     StepKind* chosen = nullptr;
     Batch best;
     try {
-      for (const auto& kind : kinds_) {
-        Batch batch = kind->propose(streams_, pacing_, now);
-        if (batch.items.empty()) continue;
-        if (chosen == nullptr || batch.slack_s < best.slack_s) {
-          chosen = kind.get();
-          best = std::move(batch);
+      for (const FamilyKinds& family : families_) {
+        if (family.streams.empty()) continue;
+        for (const auto& kind : family.kinds) {
+          Batch batch = kind->propose(family.streams, pacing_, now);
+          if (batch.items.empty()) continue;
+          if (chosen == nullptr || batch.slack_s < best.slack_s) {
+            chosen = kind.get();
+            best = std::move(batch);
+          }
         }
       }
     } catch (const std::exception& e) {
@@ -336,7 +359,7 @@ void Scheduler::loop() {
             .inc();
       }
     } else {
-      deliver(*chosen, best, output);
+      deliver(best, output);
       record_step(*chosen, best.items.size(), seconds, admission.shrunk);
     }
   }
@@ -350,16 +373,26 @@ void Scheduler::reap(Clock::time_point now) {
     if (stream->running() && now >= stream->deadline) {
       fail(*stream, std::make_exception_ptr(timed_out(options_.request_timeout)));
     }
+    if (stream->running() && !stream->work_admitted) {
+      stream->work_admitted = true;
+      try {
+        stream->work->admit();
+      } catch (...) {
+        fail(*stream, std::current_exception());
+      }
+    }
     if (stream->running()) return false;
     --stream->voice->streams;
-    stream->sentences.clear();
-    stream->chunkers.clear();
-    stream->ready.clear();
+    stream->work->release();
     stream->audio.clear();
     stream->buffered_samples = 0;
-    stream->mel_frames = 0;
+    stream->gauges = {};
     return true;
   });
+  for (FamilyKinds& family : families_) {
+    std::erase_if(family.streams,
+                  [](const std::shared_ptr<Stream>& stream) { return !stream->running(); });
+  }
 }
 
 StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission) {
@@ -379,8 +412,8 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
     StepOutput out;
     out.audio.resize(1);
-    out.errors.push_back(
-        std::make_exception_ptr(kind.too_big(batch, footprint, budget_.available())));
+    out.errors.push_back(std::make_exception_ptr(
+        StepRefusalError(kind.too_big(batch, footprint, budget_.available()))));
     batch.items.resize(1);
     return out;
   }
@@ -390,7 +423,7 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission
 }
 
 void Scheduler::ensure_loaded(VoiceEntry& voice) {
-  while (!voice.voice) {
+  while (!voice.models) {
     try {
       voices_.load(voice);
     } catch (const Error& e) {
@@ -402,7 +435,7 @@ void Scheduler::ensure_loaded(VoiceEntry& voice) {
       error.type = "server_error";
       error.code = "insufficient_memory";
       error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_)), 1, 60);
-      error.message = "voice '" + voice.config.name + "' cannot be loaded now: " + e.what();
+      error.message = "voice '" + voice.card().name + "' cannot be loaded now: " + e.what();
       throw error;
     }
   }
@@ -413,7 +446,7 @@ bool Scheduler::unload_idle_voice(const VoiceEntry* keep) {
   {
     std::lock_guard lock(mutex_);
     for (const auto& entry : voices_.entries()) {
-      if (entry.get() == keep || !entry->voice || entry->streams > 0) continue;
+      if (entry.get() == keep || !entry->models || entry->streams > 0) continue;
       if (victim == nullptr || entry->last_used < victim->last_used) victim = entry.get();
     }
   }
@@ -427,7 +460,7 @@ bool Scheduler::unload_idle_voice(const VoiceEntry* keep) {
   return true;
 }
 
-void Scheduler::deliver(const StepKind&, const Batch& batch, StepOutput& output) {
+void Scheduler::deliver(const Batch& batch, StepOutput& output) {
   const Clock::time_point now = Clock::now();
   std::set<Stream*> touched;
   for (size_t i = 0; i < batch.items.size(); ++i) {
@@ -454,7 +487,7 @@ void Scheduler::deliver(const StepKind&, const Batch& batch, StepOutput& output)
 void Scheduler::fail(Stream& stream, std::exception_ptr error) {
   if (!stream.running()) return;
   stream.state = Stream::State::kFailed;
-  stream.error = std::move(error);
+  stream.error = answer_of(std::move(error));
   stream.audio.clear();
   stream.buffered_samples = 0;
   if (stream.wake) stream.wake();
@@ -462,17 +495,9 @@ void Scheduler::fail(Stream& stream, std::exception_ptr error) {
 }
 
 void Scheduler::update_mirrors(Stream& stream) {
-  stream.mel_frames = stream.held_mel_frames();
-  stream.pending_sentences = static_cast<int64_t>(stream.sentences.size());
-  for (const VocoderChunker& chunker : stream.chunkers) {
-    stream.largest_sentence_frames =
-        std::max(stream.largest_sentence_frames, chunker.frames_appended());
-  }
-  const bool chunked = std::all_of(stream.chunkers.begin(), stream.chunkers.end(),
-                                   [](const VocoderChunker& c) { return c.done(); });
-  if (stream.running() && stream.sentences.empty() && stream.ready.empty() && chunked) {
-    stream.finished_making = true;
-  }
+  if (!stream.running()) return;
+  stream.gauges = stream.work->gauges();
+  if (stream.work->finished()) stream.finished_making = true;
 }
 
 void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk) {

@@ -1,11 +1,12 @@
 // The one place that decides what runs next on the device. A single device thread does all model
 // work (contexts and backends are not thread-safe); the HTTP layer's threads are woken when their
 // stream has audio and take it without blocking. Each iteration the thread drops streams that
-// ended, asks each StepKind (acoustic, vocoder; an autoregressive decoder later) for its most
-// urgent batch, picks the most urgent of those (earliest deadline first: the least slack before a
-// stream keeps its listener waiting, whether for its first audio or because playback caught up; on
-// ties the kind registered first), shrinks it until its planned workspace fits the memory budget,
-// runs it and hands the audio to the streams (docs/scheduler.md).
+// ended, asks each StepKind (the kinds of the voices' families: acoustic, vocoder, an
+// autoregressive decoder) for its most urgent batch of its family's streams, picks the most
+// urgent of those (earliest deadline first: the least slack before a stream keeps its listener
+// waiting, whether for its first audio or because playback caught up; on ties the kind made
+// first), shrinks it until its planned workspace fits the memory budget, runs it and hands the
+// audio to the streams (docs/scheduler.md). It knows no family.
 #pragma once
 
 #include <atomic>
@@ -21,31 +22,17 @@
 #include <vector>
 
 #include "backends/runtime.h"
+#include "scheduler/family.h"
 #include "scheduler/memory_budget.h"
+#include "scheduler/scheduler_options.h"
 #include "scheduler/step_kind.h"
 #include "scheduler/stream.h"
 #include "scheduler/voice_pool.h"
+#include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/speech_service.h"
-#include "text/frontend.h"
 
 namespace voxd::scheduler {
-
-struct SchedulerOptions {
-  int64_t max_batch = 16;
-  size_t max_queue = 256;
-  int64_t chunk_frames = 64;
-  // A stream's first vocoder chunk (1..chunk_frames): less work before its first audio.
-  int64_t first_chunk_frames = 32;
-  std::chrono::milliseconds request_timeout{300000};
-  bool cuda_graphs = true;
-  // Vocoder chunks of audio a stream may have waiting for its client before it gets no more
-  // work.
-  int64_t buffered_chunks = 4;
-  double starving_below_s = 1.0;
-  // A new request's first audio is due this long after admission (Pacing::first_audio_due_s).
-  double first_audio_due_s = 0.2;
-};
 
 // What the scheduler holds now, for tests, metrics and the monitor.
 struct SchedulerLoad {
@@ -53,10 +40,7 @@ struct SchedulerLoad {
     uint64_t id = 0;
     int64_t buffered_samples = 0;      // audio waiting for the client
     int64_t max_buffered_samples = 0;  // the stream's back-pressure bound
-    int64_t mel_frames = 0;            // mel held for the vocoder
-    int64_t largest_sentence_frames = 0;
-    int64_t lookahead_frames = 0;
-    int64_t pending_sentences = 0;
+    StreamGauges work;                 // what its family's work holds
   };
   size_t admitted = 0;  // requests admitted and not finished
   bool step_running = false;
@@ -81,10 +65,9 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Any thread: admits `sentences` (at least one) for `voice` at `speed` or throws ApiError 503
-  // with retry_after_s when max_queue requests are admitted or the scheduler is draining.
-  std::shared_ptr<Stream> admit(VoiceEntry& voice, std::vector<text::Sentence> sentences,
-                                float speed);
+  // Any thread: admits the work `voice`'s family prepared, or throws ApiError 503 with
+  // retry_after_s when max_queue requests are admitted or the scheduler is draining.
+  std::shared_ptr<Stream> admit(VoiceEntry& voice, PreparedStream prepared);
   // Any thread: the error admit() would throw now for a full queue or a draining scheduler.
   std::optional<server::ApiError> refusal() const;
   // Any thread: calls `wake` (under the scheduler's lock; it must only post work elsewhere)
@@ -136,7 +119,7 @@ class Scheduler {
   bool unload_idle_voice(const VoiceEntry* keep);
   std::optional<server::ApiError> refusal_locked() const;
   // Under the lock: hands a step's output to its streams.
-  void deliver(const StepKind& kind, const Batch& batch, StepOutput& output);
+  void deliver(const Batch& batch, StepOutput& output);
   // Under the lock: ends `stream` with `error` (and wakes its watcher).
   void fail(Stream& stream, std::exception_ptr error);
   void update_mirrors(Stream& stream);
@@ -148,7 +131,14 @@ class Scheduler {
   const SchedulerOptions options_;
   Pacing pacing_;
   MemoryBudget budget_;
-  std::vector<std::unique_ptr<StepKind>> kinds_;
+  // The step kinds of every family a voice has, and each family's running streams (device
+  // thread, under the lock).
+  struct FamilyKinds {
+    const Family* family = nullptr;
+    std::vector<std::unique_ptr<StepKind>> kinds;
+    std::vector<std::shared_ptr<Stream>> streams;
+  };
+  std::vector<FamilyKinds> families_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;      // the device thread waits on it

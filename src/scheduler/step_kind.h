@@ -1,22 +1,23 @@
-// The plug-in point of the scheduler: a StepKind is one kind of model step (a FastSpeech2
-// forward over sentences, a HiFiGAN forward over mel chunks; later an autoregressive decoder step
-// over one token per stream with a per-stream KV cache). Each iteration of the device thread asks
-// every kind for the batch it would run next (propose), picks the most urgent one, shrinks it
-// until its planned memory fits the budget (footprint), and runs it (run). A kind keeps its
-// per-stream state in the streams and its plans cached by shape; the scheduler does admission,
-// priorities, delivery of audio and failure handling for all kinds alike (docs/scheduler.md).
+// The plug-in point of the scheduler: a StepKind is one kind of model step of one family (a
+// FastSpeech2 forward over sentences, a HiFiGAN forward over mel chunks, an autoregressive
+// decoder step over one token per stream). Families make their kinds (scheduler/family.h). Each
+// iteration of the device thread asks every kind for the batch it would run next from the
+// streams of its family (propose), picks the most urgent one, shrinks it until its planned memory
+// fits the budget (footprint), and runs it (run). A kind keeps its per-stream state in the
+// streams' StreamWork and its plans cached by shape; the scheduler does admission, priorities,
+// delivery of audio and failure handling for all kinds alike (docs/scheduler.md).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/runtime.h"
 #include "scheduler/memory_budget.h"
 #include "scheduler/stream.h"
-#include "server/api_error.h"
 
 namespace voxd::scheduler {
 
@@ -78,13 +79,36 @@ struct StepOutput {
   std::vector<std::exception_ptr> errors;
 };
 
+// Why a batch of one cannot run within the memory budget.
+struct StepRefusal {
+  // True when the request's own piece of work is too large for any budget this server has (the
+  // client should send less, HTTP 413); false when the server has too little memory for the
+  // step (HTTP 503, retry later).
+  bool request_too_large = false;
+  std::string code;     // a stable machine-readable reason, e.g. "sentence_too_long"
+  std::string message;  // what happened and what to do, for the client
+};
+
+// A StepRefusal as an exception: what a step puts in StepOutput::errors for an item that does
+// not fit (the scheduler answers the request as the refusal says).
+class StepRefusalError : public std::exception {
+ public:
+  explicit StepRefusalError(StepRefusal refusal) : refusal_(std::move(refusal)) {}
+  const char* what() const noexcept override { return refusal_.message.c_str(); }
+  const StepRefusal& refusal() const { return refusal_; }
+
+ private:
+  StepRefusal refusal_;
+};
+
 class StepKind {
  public:
   virtual ~StepKind() = default;
   // "acoustic", "vocoder": the label of this kind's metrics.
   virtual const char* name() const = 0;
-  // Device thread, under the scheduler's lock: the batch this kind would run next from the
-  // running streams, at most pacing.max_batch items; empty when none wants this kind of work.
+  // Device thread, under the scheduler's lock: the batch this kind would run next from
+  // `streams` (the streams of this kind's family), at most pacing.max_batch items; empty when
+  // none wants this kind of work.
   // May stage work within a stream's device-thread fields but consumes nothing.
   virtual Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
                         Clock::time_point now) = 0;
@@ -92,9 +116,8 @@ class StepKind {
   // allocator (MemoryBudget::footprint of its plan; plans are cached by shape). The voice is
   // loaded.
   virtual uint64_t footprint(const Batch& batch, size_t size) = 0;
-  // The error for a batch of one whose footprint is more than the `available` bytes.
-  virtual server::ApiError too_big(const Batch& batch, uint64_t footprint,
-                                   uint64_t available) const = 0;
+  // Why a batch of one whose footprint is more than the `available` bytes cannot run.
+  virtual StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const = 0;
   // Device thread, without the lock: runs `batch` in planned arenas, advancing the streams'
   // device-thread state. Throwing fails every request in the batch.
   virtual StepOutput run(const Batch& batch, MemoryBudget& budget) = 0;

@@ -1,5 +1,5 @@
-// One admitted request as the scheduler sees it: the sentences still to go through the acoustic
-// model, the mel waiting for the vocoder, and the audio made and not yet taken by the HTTP layer.
+// One admitted request as the scheduler sees it: what its family's step kinds still have to do
+// (StreamWork, the family's own state), and the audio made and not yet taken by the HTTP layer.
 // The HTTP layer's threads and the device thread share it through the Scheduler's mutex; the
 // fields marked "device thread" are touched by the device thread alone.
 #pragma once
@@ -13,13 +13,38 @@
 #include <optional>
 #include <vector>
 
-#include "pipeline/vocoder_chunker.h"
-
 namespace voxd::scheduler {
 
 struct VoiceEntry;
 
 using Clock = std::chrono::steady_clock;
+
+// What a stream's work holds, for the scheduler's load, metrics and the monitor. Every family
+// makes mel on its way to audio; the units are its own (sentences, tokens).
+struct StreamGauges {
+  int64_t mel_frames = 0;           // mel held for the vocoder now
+  int64_t lookahead_frames = 0;     // the work takes a new unit only while it holds this
+  int64_t largest_unit_frames = 0;  // mel frames of the largest unit made so far
+  int64_t pending_units = 0;        // units (sentences, tokens) not yet started
+};
+
+// A family's per-stream state: made by the family at admission (VoiceDefinition::prepare) and
+// advanced by its step kinds. The device thread alone calls it, in this order: admit() once
+// before the stream's first step, then steps, then release() once the stream has ended (done,
+// failed or cancelled), so device memory a stream holds is taken and given back on the device
+// thread only.
+class StreamWork {
+ public:
+  virtual ~StreamWork() = default;
+  // Takes what the stream holds for its life on the device (a KV cache); throwing fails the
+  // stream. The default holds nothing.
+  virtual void admit() {}
+  // Whether every piece of the stream's audio has been made.
+  virtual bool finished() const = 0;
+  virtual StreamGauges gauges() const = 0;
+  // Gives back everything the stream holds.
+  virtual void release() = 0;
+};
 
 struct Stream {
   enum class State { kRunning, kDone, kFailed, kCancelled };
@@ -27,30 +52,16 @@ struct Stream {
   // Fixed at admission.
   uint64_t id = 0;
   VoiceEntry* voice = nullptr;
-  float speed = 1.0f;
   Clock::time_point admitted;
   Clock::time_point deadline;
   int64_t sample_rate = 0;
-  // The acoustic model takes a stream's next sentence only while it holds at most this many mel
-  // frames (about one vocoder chunk with its context), so mel held stays under one sentence
-  // plus this.
-  int64_t lookahead_frames = 0;
-  // The vocoder makes no more audio for the stream while this much is waiting for the client.
+  // The family's kinds make no more audio for the stream while this much is waiting for the
+  // client.
   int64_t max_buffered_samples = 0;
 
-  // A sentence as the acoustic model takes it: symbol ids, its rate (a multiplier of the stream's
-  // speed, from SSML's <prosody rate>) and the silence after its audio (SSML's <break>).
-  struct PendingSentence {
-    std::vector<int64_t> ids;
-    float rate = 1.0f;
-    int64_t pause_samples = 0;
-  };
-  // Device thread: sentences not yet through the acoustic model, in order.
-  std::deque<PendingSentence> sentences;
-  // Device thread: each sentence's mel, cut into vocoder chunks, oldest sentence first.
-  std::deque<VocoderChunker> chunkers;
-  // Device thread: chunks taken from the chunkers and not yet vocoded, in stream order.
-  std::deque<MelChunk> ready;
+  // Device thread: the family's state, and whether StreamWork::admit() has run.
+  std::unique_ptr<StreamWork> work;
+  bool work_admitted = false;
 
   // Under the scheduler's mutex.
   State state = State::kRunning;
@@ -59,10 +70,8 @@ struct Stream {
   int64_t buffered_samples = 0;          // in `audio`
   int64_t produced_samples = 0;          // ever made
   std::optional<Clock::time_point> first_audio;
-  int64_t mel_frames = 0;               // mel held: chunkers' retained frames and ready chunks
-  int64_t pending_sentences = 0;        // sentences.size()
-  int64_t largest_sentence_frames = 0;  // of the sentences through the acoustic model so far
-  bool finished_making = false;         // every sentence vocoded: `audio` is all there will be
+  StreamGauges gauges;           // as of the last step that touched the stream
+  bool finished_making = false;  // `audio` is all there will be
   // Called (under the mutex) when the stream has news for Scheduler::take: audio, its end, a
   // failure. Empty before Scheduler::watch and after Scheduler::release.
   std::function<void()> wake;
@@ -75,11 +84,6 @@ struct Stream {
   // scheduling: before the first audio, until that is due (`first_audio_due_s` after admission;
   // negative once overdue); after it, seconds_ahead().
   double slack(Clock::time_point now, double first_audio_due_s) const;
-  // The next chunk to vocode, taken from the chunkers as needed (device thread); null when the
-  // stream has none now. `index` counts from the oldest ready chunk.
-  const MelChunk* peek_chunk(size_t index);
-  // Mel frames the device thread holds for this stream now.
-  int64_t held_mel_frames() const;
 };
 
 }  // namespace voxd::scheduler

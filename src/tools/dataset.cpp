@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/file_write.h"
-#include "text/frontend.h"
+#include "text/espeak_front_end.h"
 #include "tools/align.h"
 #include "tools/teacher.h"
 #include "tools/wav.h"
@@ -142,13 +142,14 @@ class Worker {
 
  private:
   // The Phonemizer must initialise eSpeak before the Teacher re-initialises it (see Teacher).
-  static const std::string& warm_up(const text::FrontEnd& front_end, const std::string& voice) {
+  static const std::string& warm_up(const text::EspeakFrontEnd& front_end,
+                                    const std::string& voice) {
     front_end.process("Hello.");
     return voice;
   }
 
   const DatasetOptions& options_;
-  text::FrontEnd front_end_;
+  text::EspeakFrontEnd front_end_;
   Teacher teacher_;
 };
 

@@ -10,7 +10,7 @@
 #include "backends/runtime.h"
 #include "core/error.h"
 #include "core/ops.h"
-#include "models/voice.h"
+#include "families/fastspeech2/voice.h"
 
 namespace voxd {
 namespace {

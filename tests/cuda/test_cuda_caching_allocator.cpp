@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "cuda_test_util.h"
-#include "models/voice.h"
+#include "families/fastspeech2/voice.h"
 
 namespace voxd {
 namespace {

@@ -11,13 +11,13 @@
 #include <tuple>
 #include <vector>
 
-#include "../pipeline/vocoder_test_util.h"
+#include "../families/fastspeech2/vocoder_test_util.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "cuda_test_util.h"
-#include "models/hifigan.h"
-#include "pipeline/vocoder_chunker.h"
+#include "families/fastspeech2/hifigan.h"
+#include "families/fastspeech2/vocoder_chunker.h"
 
 namespace voxd {
 namespace {

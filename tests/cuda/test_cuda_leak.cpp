@@ -24,8 +24,8 @@
 #include "core/tensor.h"
 #include "core/workspace_plan.h"
 #include "cuda_test_util.h"
-#include "models/voice.h"
-#include "models/workspace_steps.h"
+#include "families/fastspeech2/voice.h"
+#include "families/fastspeech2/workspace_steps.h"
 
 namespace voxd {
 namespace {

@@ -15,8 +15,8 @@
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "cuda_test_util.h"
-#include "models/fastspeech2.h"
-#include "models/hifigan.h"
+#include "families/fastspeech2/fastspeech2.h"
+#include "families/fastspeech2/hifigan.h"
 
 namespace voxd {
 namespace {

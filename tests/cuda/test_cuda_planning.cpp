@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "core/workspace_arena.h"
 #include "core/workspace_plan.h"
-#include "models/voice.h"
-#include "models/workspace_steps.h"
+#include "families/fastspeech2/voice.h"
+#include "families/fastspeech2/workspace_steps.h"
 
 namespace voxd {
 namespace {

@@ -23,8 +23,8 @@
 #include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/workspace_plan.h"
-#include "models/voice.h"
-#include "models/workspace_steps.h"
+#include "families/fastspeech2/voice.h"
+#include "families/fastspeech2/workspace_steps.h"
 
 namespace voxd {
 namespace {

@@ -21,8 +21,9 @@
 #include "backends/registry.h"
 #include "core/caching_allocator.h"
 #include "core/error.h"
-#include "models/voice.h"
-#include "pipeline/synthesizer.h"
+#include "families/fastspeech2/synthesizer.h"
+#include "families/fastspeech2/voice.h"
+#include "families/registry.h"
 #include "run_job.h"
 #include "scheduler/engine_service.h"
 #include "scheduler/scheduler.h"
@@ -59,6 +60,7 @@ const std::string kMediumSentence =
 
 EngineConfig demo_config(int64_t chunk_frames = kChunkFrames) {
   EngineConfig config;
+  config.families = &families::registry();
   config.voice_dirs = {kDemoVoice};
   config.runtime.backend = "cpu";
   config.runtime.threads = kThreads;
@@ -536,10 +538,10 @@ class SlowReader final : public AudioReceiver {
     }
     for (const SchedulerLoad::StreamLoad& s : service_.load().streams) {
       EXPECT_LE(s.buffered_samples, s.max_buffered_samples);
-      EXPECT_LE(s.mel_frames, s.largest_sentence_frames + 6 * s.lookahead_frames);
+      EXPECT_LE(s.work.mel_frames, s.work.largest_unit_frames + 6 * s.work.lookahead_frames);
       most_buffered = std::max(most_buffered, s.buffered_samples);
-      most_mel = std::max(most_mel, s.mel_frames);
-      pending = s.pending_sentences;
+      most_mel = std::max(most_mel, s.work.mel_frames);
+      pending = s.work.pending_units;
     }
     return ++writes < stop_after_;
   }

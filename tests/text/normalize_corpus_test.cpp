@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "text/frontend.h"
+#include "text/espeak_front_end.h"
 
 namespace voxd::text {
 namespace {
@@ -29,7 +29,7 @@ TEST(NormalizeCorpus, EveryLineNormalisesAsExpected) {
       std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/text/normalize_corpus.tsv";
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot open " << path;
-  const FrontEnd frontend(
+  const EspeakFrontEnd frontend(
       PhonemeSet::EspeakIpa,
       SymbolTable::load(std::string(VOXD_SOURCE_DIR) + "/data/symbols/espeak-ipa-en.txt"), "en-us");
   std::string line;

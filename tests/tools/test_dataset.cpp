@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "text/frontend.h"
+#include "text/espeak_front_end.h"
 #include "tools/align.h"
 #include "tools/wav.h"
 
@@ -122,7 +122,7 @@ TEST_F(DatasetTool, TenSentencesFollowTheFormat) {
   EXPECT_EQ(info.at("count"), 10);
 
   const voxd::text::SymbolTable table = voxd::text::SymbolTable::load(kSymbols);
-  const voxd::text::FrontEnd front_end(voxd::text::PhonemeSet::EspeakIpa, table);
+  const voxd::text::EspeakFrontEnd front_end(voxd::text::PhonemeSet::EspeakIpa, table);
   std::ifstream manifest(out / "manifest.jsonl");
   std::string line, previous_id;
   size_t count = 0, voiced_total = 0;

@@ -1,4 +1,4 @@
-"""Fixtures for the FastSpeech2 parity tests (tests/models/test_fastspeech2.cpp).
+"""Fixtures for the FastSpeech2 parity tests (tests/families/fastspeech2/test_fastspeech2.cpp).
 
 make(out_dir) writes one directory per case:
   config.json            the acoustic section of a voxd voice config.json (docs/voice-format.md)

@@ -1,4 +1,4 @@
-"""Fixtures for the HiFiGAN parity tests (tests/models/test_hifigan.cpp).
+"""Fixtures for the HiFiGAN parity tests (tests/families/fastspeech2/test_hifigan.cpp).
 
 make(out_dir) writes one directory per case:
   config.json            the generator fields of a jik876/hifi-gan config.json

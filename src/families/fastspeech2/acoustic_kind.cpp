@@ -1,0 +1,215 @@
+#include "families/fastspeech2/acoustic_kind.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/memory_summary.h"
+#include "families/fastspeech2/family.h"
+#include "server/logging.h"
+
+namespace voxd::fastspeech2 {
+namespace {
+
+// A plan holds a placement per block of its two steps (a few KiB); a server meets a few thousand
+// shapes. Past this the cache starts over.
+constexpr size_t kMaxPlans = 4096;
+
+struct Candidate {
+  std::shared_ptr<Stream> stream;
+  double slack;
+};
+
+// A sentence joins the lead's batch when their phoneme counts are within this factor of each
+// other (padding is masked, so a wider band costs time, not correctness).
+constexpr double kLengthBand = 1.25;
+
+int64_t phonemes_of(const Stream& stream) {
+  return static_cast<int64_t>(work_of(stream).sentences.front().ids.size());
+}
+
+// The speaking rate of the stream's next sentence: the request's speed times the sentence's own.
+float rate_of(const Stream& stream) {
+  const SentenceWork& work = work_of(stream);
+  return work.speed * work.sentences.front().rate;
+}
+
+// The longest next sentence of the batch's first `size` items.
+int64_t longest(const Batch& batch, size_t size) {
+  int64_t phonemes = 0;
+  for (size_t i = 0; i < size; ++i) phonemes = std::max(phonemes, phonemes_of(*batch.items[i]));
+  return phonemes;
+}
+
+// The longest mel of sequences [first, first + count) of `encoding`.
+int64_t longest_mel(const AcousticEncoding& encoding, size_t first, size_t count) {
+  const auto begin = encoding.mel_lengths.begin() + static_cast<std::ptrdiff_t>(first);
+  return *std::max_element(begin, begin + static_cast<std::ptrdiff_t>(count));
+}
+
+}  // namespace
+
+Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+                            const Pacing& pacing, Clock::time_point now) {
+  std::vector<Candidate> candidates;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    const SentenceWork& work = work_of(*stream);
+    if (!stream->running() || work.sentences.empty()) continue;
+    const int64_t held = work.held_mel_frames();
+    if (held > work.lookahead_frames) continue;
+    // The mel a stream holds is audio on its way: its next sentence is needed that much later.
+    const double held_s = static_cast<double>(held * config_of(*stream->voice).hop_length) /
+                          static_cast<double>(stream->sample_rate);
+    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s) + held_s});
+  }
+  Batch batch;
+  if (candidates.empty()) return batch;
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.slack != b.slack) return a.slack < b.slack;
+    return a.stream->admitted < b.stream->admitted;
+  });
+  const Stream& lead = *candidates.front().stream;
+  batch.urgency = urgency_of(lead, pacing, now);
+  batch.slack_s = candidates.front().slack;
+  batch.voice = lead.voice;
+  const auto phonemes = static_cast<double>(phonemes_of(lead));
+  for (const Candidate& c : candidates) {
+    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    const auto length = static_cast<double>(phonemes_of(*c.stream));
+    if (c.stream->voice == lead.voice && rate_of(*c.stream) == rate_of(lead) &&
+        length <= phonemes * kLengthBand && length * kLengthBand >= phonemes) {
+      batch.items.push_back(c.stream);
+    }
+  }
+  return batch;
+}
+
+const AcousticPlan& AcousticKind::plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
+                                       int64_t frames) {
+  const auto key = std::make_tuple(&voice, batch, phonemes, frames);
+  auto at = plans_.find(key);
+  if (at != plans_.end()) return at->second;
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+  const AcousticPlan made = plan_acoustic(runtime_.backend(), models_of(voice).voice->acoustic(),
+                                          batch, phonemes, frames, /*mask_padding=*/true);
+  return plans_.emplace(key, made).first->second;
+}
+
+uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
+  // The encoder's plan does not depend on the frames; the decoder's is checked once they are
+  // known.
+  const AcousticPlan& p = plan(*batch.voice, static_cast<int64_t>(size), longest(batch, size), 1);
+  return MemoryBudget::footprint(p.encoder.bytes(), p.hidden_bytes);
+}
+
+StepRefusal AcousticKind::too_big(const Batch& batch, uint64_t footprint,
+                                  uint64_t available) const {
+  return {.request_too_large = true,
+          .code = "sentence_too_long",
+          .message = "a sentence of " + std::to_string(longest(batch, 1)) + " phonemes needs " +
+                     format_bytes(footprint) +
+                     " of device memory for the acoustic model, more than the " +
+                     format_bytes(available) +
+                     " this server has for one step; split it into shorter sentences"};
+}
+
+StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
+  const VoiceEntry& entry = *batch.voice;
+  const size_t n = batch.items.size();
+  std::vector<std::vector<int64_t>> ids;
+  ids.reserve(n);
+  for (const auto& stream : batch.items) ids.push_back(work_of(*stream).sentences.front().ids);
+  SynthesisControls controls;
+  controls.duration_scale = 1.0f / rate_of(*batch.items.front());
+  // Sentences of several lengths share the step: padding must not change anyone's audio.
+  controls.mask_padding = true;
+  const AcousticPlan& encoder = plan(entry, static_cast<int64_t>(n), longest(batch, n), 1);
+
+  StepOutput out;
+  out.audio.resize(n);
+  out.errors.resize(n);
+  const Clock::time_point started = Clock::now();
+  Clock::time_point encoded;
+  {
+    const AcousticEncoding encoding = run_acoustic_encoder_step(
+        runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(), ids, {},
+        controls, encoder.encoder);
+    encoded = Clock::now();
+    decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, budget, out);
+  }
+  if (spdlog::should_log(spdlog::level::debug)) {
+    server::log_event(
+        spdlog::level::debug, "acoustic step",
+        {{"sentences", n},
+         {"phonemes", longest(batch, n)},
+         {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
+         {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()}});
+  }
+  for (const auto& stream : batch.items) work_of(*stream).sentences.pop_front();
+  return out;
+}
+
+void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budget) {
+  // A step as run() takes it, for a made-up stream of one 16-symbol sentence.
+  auto stream = std::make_shared<Stream>();
+  stream->voice = &voice;
+  stream->sample_rate = voice.card().sample_rate;
+  auto work = std::make_unique<SentenceWork>(1.0f, 0);
+  work->sentences.push_back({std::vector<int64_t>(
+      16, std::min<int64_t>(1, models_of(voice).voice->acoustic().n_symbols() - 1))});
+  stream->work = std::move(work);
+  Batch batch;
+  batch.voice = &voice;
+  batch.items = {stream};
+  if (budget.fits(footprint(batch, 1))) (void)run(batch, budget);
+}
+
+void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
+                          const SynthesisControls& controls, size_t first, size_t count,
+                          uint64_t carried, MemoryBudget& budget, StepOutput& out) {
+  const VoiceEntry& entry = *batch.voice;
+  const int64_t frames = longest_mel(encoding, first, count);
+  if (frames == 0) return;  // nothing to say: the sentences make no audio, as in Synthesizer
+  const int64_t phonemes = encoding.hidden.size(1);
+  const ArenaLayout decoder = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder;
+  const uint64_t bytes = decoder.bytes();
+  if (!budget.fits(MemoryBudget::footprint(bytes))) {
+    if (count > 1) {
+      for (size_t i = first; i < first + count; ++i) {
+        decode(batch, encoding, controls, i, 1, carried, budget, out);
+      }
+      return;
+    }
+    out.errors[first] = std::make_exception_ptr(scheduler::StepRefusalError(
+        {.request_too_large = true,
+         .code = "sentence_too_long",
+         .message = "a sentence of " + std::to_string(encoding.src_lengths[first]) +
+                    " phonemes and " + std::to_string(frames) + " mel frames needs " +
+                    format_bytes(MemoryBudget::footprint(bytes, carried)) +
+                    " of device memory for the acoustic decoder, more than the " +
+                    format_bytes(budget.available() + MemoryBudget::footprint(0, carried)) +
+                    " this server has for one step; split it into shorter sentences"}));
+    return;
+  }
+  const AcousticOutput decoded = run_acoustic_decoder_step(
+      runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(),
+      select_sequences(encoding, first, count), controls, decoder);
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t own_frames = encoding.mel_lengths[first + i];
+    if (own_frames == 0) continue;
+    // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker copies.
+    const Tensor mel =
+        decoded.mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, own_frames).transpose(0, 1);
+    Stream& stream = *batch.items[first + i];
+    SentenceWork& work = work_of(stream);
+    const bool first_sentence =
+        stream.produced_samples == 0 && work.chunkers.empty() && work.ready.empty();
+    VocoderChunker chunker(config_of(entry).vocoder, chunk_frames_,
+                           first_sentence ? first_chunk_frames_ : chunk_frames_);
+    chunker.append(mel);
+    chunker.finish(work.sentences.front().pause_samples);
+    work.largest_sentence_frames = std::max(work.largest_sentence_frames, own_frames);
+    work.chunkers.push_back(std::move(chunker));
+  }
+}
+
+}  // namespace voxd::fastspeech2

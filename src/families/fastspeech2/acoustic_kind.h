@@ -1,0 +1,53 @@
+// The acoustic model's steps: FastSpeech2 over the next sentence of several streams of one voice
+// and speed, in two planned arenas (encoder, then decoder once the durations are known). Each
+// sentence's mel goes into a VocoderChunker of its stream.
+//
+// Batching never changes a sentence's audio: the steps run with SynthesisControls::mask_padding
+// (the original FastSpeech2 lets padding leak into the end of a shorter sequence), so a batch
+// takes sentences within a band of lengths (the longest at most 1.25 times the lead's, the
+// shortest at least the lead's over 1.25), padded to the longest, and decodes them together.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "families/fastspeech2/scheduler_types.h"
+#include "families/fastspeech2/workspace_steps.h"
+
+namespace voxd::fastspeech2 {
+
+class AcousticKind final : public StepKind {
+ public:
+  // Sentences' mel cut into vocoder chunks of `chunk_frames`, a stream's very first chunk of
+  // `first_chunk_frames`.
+  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames)
+      : runtime_(runtime), chunk_frames_(chunk_frames), first_chunk_frames_(first_chunk_frames) {}
+
+  const char* name() const override { return "acoustic"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override;
+  uint64_t footprint(const Batch& batch, size_t size) override;
+  StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const override;
+  StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+  // Runs the encoder and decoder once on a sentence of 16 symbols.
+  void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
+
+ private:
+  // The plan of `voice`'s acoustic steps at (batch, phonemes, frames), cached.
+  const AcousticPlan& plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
+                           int64_t frames);
+  // Decodes sequences [first, first + count) of `encoding` (padded to the longest mel), each
+  // sentence's mel into its stream's chunkers; when they do not fit together, one by one, and a
+  // sequence whose decoder does not fit even alone fails its item.
+  void decode(const Batch& batch, const AcousticEncoding& encoding,
+              const SynthesisControls& controls, size_t first, size_t count, uint64_t carried,
+              MemoryBudget& budget, StepOutput& out);
+
+  DeviceRuntime& runtime_;
+  int64_t chunk_frames_;
+  int64_t first_chunk_frames_;
+  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan> plans_;
+};
+
+}  // namespace voxd::fastspeech2

@@ -1,0 +1,97 @@
+#include "families/fastspeech2/family.h"
+
+#include "core/error.h"
+#include "families/fastspeech2/acoustic_kind.h"
+#include "families/fastspeech2/vocoder_kind.h"
+#include "families/fastspeech2/workspace_steps.h"
+#include "scheduler/memory_budget.h"
+
+namespace voxd::fastspeech2 {
+
+Definition::Definition(VoiceConfig config)
+    : config_(std::move(config)),
+      card_{.name = config_.name,
+            .directory = config_.directory,
+            .family = kFastSpeech2HifiGanType,
+            .language = config_.language,
+            .sample_rate = config_.sample_rate,
+            .speakers = {}},
+      front_end_(text::parse_phoneme_set(config_.phonemes),
+                 text::SymbolTable::load(config_.symbols_path), config_.language) {
+  for (const auto& [speaker, id] : config_.speakers) card_.speakers.push_back(speaker);
+}
+
+scheduler::PreparedStream Definition::prepare(std::string_view text,
+                                              const scheduler::SpeechOptions& options,
+                                              const scheduler::SchedulerOptions& scheduling) const {
+  return prepare_sentences(front_end_.process(text), options, scheduling);
+}
+
+scheduler::PreparedStream Definition::prepare_sentences(
+    std::vector<text::Sentence> sentences, const scheduler::SpeechOptions& options,
+    const scheduler::SchedulerOptions& scheduling) const {
+  VOXD_CHECK(!sentences.empty(), "a stream needs at least one sentence");
+  const HifiGanConfig& vocoder = config_.vocoder;
+  const int64_t hop = vocoder.hop_length();
+  auto work = std::make_unique<SentenceWork>(
+      options.speed, scheduling.chunk_frames + 2 * vocoder.receptive_field_frames());
+  for (text::Sentence& sentence : sentences) {
+    work->sentences.push_back(
+        {std::move(sentence.ids), sentence.rate,
+         static_cast<int64_t>(sentence.pause_after_ms) * config_.sample_rate / 1000});
+  }
+  scheduler::PreparedStream prepared;
+  prepared.work = std::move(work);
+  prepared.max_buffered_samples =
+      scheduling.buffered_chunks * (scheduling.chunk_frames * hop + vocoder.output_length(1) - hop);
+  return prepared;
+}
+
+std::unique_ptr<scheduler::LoadedVoice> Definition::load(Context& ctx, DType dtype) const {
+  auto loaded = std::make_unique<LoadedModels>();
+  loaded->voice = Voice::load(ctx, config_.directory, dtype);
+  return loaded;
+}
+
+uint64_t Definition::smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
+                                         const scheduler::SchedulerOptions& scheduling) const {
+  const HifiGan& vocoder = static_cast<const LoadedModels&>(loaded).voice->vocoder();
+  const int64_t frames = scheduling.chunk_frames + 2 * config_.vocoder.receptive_field_frames();
+  return scheduler::MemoryBudget::footprint(plan_vocoder(backend, vocoder, 1, frames).bytes());
+}
+
+std::unique_ptr<scheduler::VoiceDefinition> Family::read(const std::string& directory) const {
+  return std::make_unique<Definition>(VoiceConfig::load(directory));
+}
+
+std::vector<std::unique_ptr<scheduler::StepKind>> Family::make_kinds(
+    DeviceRuntime& runtime, const scheduler::SchedulerOptions& scheduling) const {
+  std::vector<std::unique_ptr<scheduler::StepKind>> kinds;
+  kinds.push_back(std::make_unique<VocoderKind>(
+      runtime, scheduling.chunk_frames, scheduling.first_chunk_frames, scheduling.cuda_graphs));
+  kinds.push_back(std::make_unique<AcousticKind>(runtime, scheduling.chunk_frames,
+                                                 scheduling.first_chunk_frames));
+  return kinds;
+}
+
+const VoiceConfig& config_of(const scheduler::VoiceEntry& entry) {
+  return static_cast<const Definition&>(*entry.definition).config();
+}
+
+LoadedModels& models_of(scheduler::VoiceEntry& entry) {
+  return static_cast<LoadedModels&>(*entry.models);
+}
+
+const LoadedModels& models_of(const scheduler::VoiceEntry& entry) {
+  return static_cast<const LoadedModels&>(*entry.models);
+}
+
+SentenceWork& work_of(scheduler::Stream& stream) {
+  return static_cast<SentenceWork&>(*stream.work);
+}
+
+const SentenceWork& work_of(const scheduler::Stream& stream) {
+  return static_cast<const SentenceWork&>(*stream.work);
+}
+
+}  // namespace voxd::fastspeech2

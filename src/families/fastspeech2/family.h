@@ -1,0 +1,71 @@
+// The FastSpeech2 + HiFiGAN family ("type": "fastspeech2-hifigan", the family of configs that
+// name none): eSpeak NG phonemes → FastSpeech2 (ming024) → mel → HiFiGAN (jik876). Its steps are
+// AcousticKind (sentences) and VocoderKind (mel chunks); a stream's state is a SentenceWork.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "families/fastspeech2/sentence_work.h"
+#include "families/fastspeech2/vocoder_graphs.h"
+#include "families/fastspeech2/voice.h"
+#include "scheduler/family.h"
+#include "scheduler/voice_pool.h"
+#include "text/espeak_front_end.h"
+
+namespace voxd::fastspeech2 {
+
+// A voice's config and eSpeak front end.
+class Definition final : public scheduler::VoiceDefinition {
+ public:
+  explicit Definition(VoiceConfig config);
+
+  const VoiceConfig& config() const { return config_; }
+  const scheduler::VoiceCard& card() const override { return card_; }
+  const text::FrontEnd& front_end() const override { return front_end_; }
+  scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
+                                    const scheduler::SchedulerOptions& scheduling) const override;
+  // prepare() of sentences the front end made already (at least one).
+  scheduler::PreparedStream prepare_sentences(std::vector<text::Sentence> sentences,
+                                              const scheduler::SpeechOptions& options,
+                                              const scheduler::SchedulerOptions& scheduling) const;
+  std::unique_ptr<scheduler::LoadedVoice> load(Context& ctx, DType dtype) const override;
+  // One vocoder chunk of scheduling.chunk_frames with its context.
+  uint64_t smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
+                               const scheduler::SchedulerOptions& scheduling) const override;
+
+ private:
+  VoiceConfig config_;
+  scheduler::VoiceCard card_;
+  text::EspeakFrontEnd front_end_;
+};
+
+// A loaded voice: both models, and the vocoder graphs recorded for it (in the runtime's
+// persistent context), which go before the models.
+struct LoadedModels final : scheduler::LoadedVoice {
+  std::unique_ptr<Voice> voice;
+  std::unique_ptr<VocoderGraphs> graphs;
+  std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
+};
+
+class Family final : public scheduler::Family {
+ public:
+  std::string_view type() const override { return kFastSpeech2HifiGanType; }
+  std::unique_ptr<scheduler::VoiceDefinition> read(const std::string& directory) const override;
+  // VocoderKind, then AcousticKind: at equal slack, audio from mel already made comes first.
+  std::vector<std::unique_ptr<scheduler::StepKind>> make_kinds(
+      DeviceRuntime& runtime, const scheduler::SchedulerOptions& scheduling) const override;
+};
+
+// The family's parts of an entry or stream of this family (the kinds see no other).
+const VoiceConfig& config_of(const scheduler::VoiceEntry& entry);
+LoadedModels& models_of(scheduler::VoiceEntry& entry);
+const LoadedModels& models_of(const scheduler::VoiceEntry& entry);
+SentenceWork& work_of(scheduler::Stream& stream);
+const SentenceWork& work_of(const scheduler::Stream& stream);
+
+}  // namespace voxd::fastspeech2

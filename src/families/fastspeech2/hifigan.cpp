@@ -1,0 +1,380 @@
+#include "families/fastspeech2/hifigan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/weight_loading.h"
+
+namespace voxd {
+namespace {
+
+using nlohmann::json;
+
+constexpr float kLreluSlope = 0.1f;   // LRELU_SLOPE in models.py
+constexpr float kFinalSlope = 0.01f;  // F.leaky_relu's default, used once after the stages
+constexpr int64_t kOuterKernel = 7;   // conv_pre and conv_post
+constexpr int64_t kOuterPadding = 3;
+
+// get_padding in utils.py: int((k·d − d) / 2), a truncation (k, d > 0, so a floor).
+int64_t get_padding(int64_t kernel, int64_t dilation) {
+  return (kernel * dilation - dilation) / 2;
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
+
+// How many dilations (the first ones) a resblock of `kind` uses.
+size_t dilations_used(int kind) {
+  return kind == 1 ? 3 : 2;
+}
+
+const json& require(const json& j, const char* key, const std::string& where,
+                    const char* expected) {
+  if (!j.contains(key)) {
+    throw InputError(where + ": missing field '" + key + "' (expected " + expected + ")");
+  }
+  return j.at(key);
+}
+
+int64_t positive_int(const json& value, const std::string& where, const std::string& field) {
+  if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
+    throw InputError(where + ": field '" + field + "' must be a positive integer, got " +
+                     value.dump());
+  }
+  return value.get<int64_t>();
+}
+
+std::vector<int64_t> positive_int_list(const json& value, const std::string& where,
+                                       const std::string& field) {
+  if (!value.is_array() || value.empty()) {
+    throw InputError(where + ": field '" + field +
+                     "' must be a non-empty list of positive integers, got " + value.dump());
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    out.push_back(positive_int(value[i], where, field + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+std::string quoted(const std::string& name) {
+  return "'" + name + "'";
+}
+
+// load_host_parameter's F32 tensor, contiguous so its elements can be read through a pointer.
+Tensor load_host_contiguous(const WeightSource& source, const std::string& name,
+                            const Shape& shape) {
+  Tensor t = load_host_parameter(source, name, shape);
+  return t.is_contiguous() ? t : t.to_host_contiguous(DType::F32);
+}
+
+// The folded weight of the weight-normed conv `prefix`: weight_g [S0, 1, 1] and weight_v `shape`
+// folded to g · v / ‖v‖ (norm over all dims but 0, computed in double), or `prefix`.weight when
+// the checkpoint holds folded weights.
+Tensor load_folded_weight(const WeightSource& source, const std::string& prefix,
+                          const Shape& shape) {
+  const std::string g_name = prefix + ".weight_g";
+  const std::string v_name = prefix + ".weight_v";
+  if (!source.contains(g_name) && !source.contains(v_name)) {
+    if (!source.contains(prefix + ".weight")) {
+      throw Error(source.describe() + ": missing tensors " + quoted(g_name) + " and " +
+                  quoted(v_name) + " (or a folded " + quoted(prefix + ".weight") +
+                  ", expected shape " + shape_to_string(shape) + ")");
+    }
+    return load_host_parameter(source, prefix + ".weight", shape);
+  }
+  const Tensor g = load_host_contiguous(source, g_name, {shape[0], 1, 1});
+  const Tensor v = load_host_contiguous(source, v_name, shape);
+  Tensor w = Tensor::empty(shape, DType::F32);
+  const int64_t rows = shape[0];
+  const int64_t row_size = v.numel() / rows;
+  const float* gp = g.data<float>();
+  const float* vp = v.data<float>();
+  float* wp = w.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* vr = vp + r * row_size;
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < row_size; ++i) sum_sq += static_cast<double>(vr[i]) * vr[i];
+    const double factor = static_cast<double>(gp[r]) / std::sqrt(sum_sq);
+    for (int64_t i = 0; i < row_size; ++i) {
+      wp[r * row_size + i] = static_cast<float>(vr[i] * factor);
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+HifiGanConfig HifiGanConfig::from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) throw InputError(where + ": expected a JSON object, got " + j.dump());
+  HifiGanConfig config;
+  const json& resblock = require(j, "resblock", where, "\"1\" or \"2\"");
+  if (resblock != "1" && resblock != "2") {
+    throw InputError(where + ": field 'resblock' must be \"1\" or \"2\" (a string), got " +
+                     resblock.dump());
+  }
+  config.resblock = resblock == "1" ? 1 : 2;
+  const char* int_list = "a non-empty list of positive integers";
+  config.upsample_rates =
+      positive_int_list(require(j, "upsample_rates", where, int_list), where, "upsample_rates");
+  config.upsample_kernel_sizes = positive_int_list(
+      require(j, "upsample_kernel_sizes", where, int_list), where, "upsample_kernel_sizes");
+  config.upsample_initial_channel =
+      positive_int(require(j, "upsample_initial_channel", where, "a positive integer"), where,
+                   "upsample_initial_channel");
+  config.resblock_kernel_sizes = positive_int_list(
+      require(j, "resblock_kernel_sizes", where, int_list), where, "resblock_kernel_sizes");
+  const json& dilations =
+      require(j, "resblock_dilation_sizes", where, "a list of lists of positive integers");
+  if (!dilations.is_array() || dilations.empty()) {
+    throw InputError(where +
+                     ": field 'resblock_dilation_sizes' must be a non-empty list of lists of "
+                     "positive integers, got " +
+                     dilations.dump());
+  }
+  for (size_t i = 0; i < dilations.size(); ++i) {
+    config.resblock_dilation_sizes.push_back(positive_int_list(
+        dilations[i], where, "resblock_dilation_sizes[" + std::to_string(i) + "]"));
+  }
+  if (j.contains("num_mels")) config.num_mels = positive_int(j.at("num_mels"), where, "num_mels");
+  config.validate(where);
+  return config;
+}
+
+void HifiGanConfig::validate(const std::string& where) const {
+  const auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
+  const auto positive = [&](const std::vector<int64_t>& values, const std::string& field) {
+    if (values.empty()) fail("field '" + field + "' must not be empty");
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] <= 0) {
+        fail("field '" + field + "[" + std::to_string(i) + "]' must be positive, got " +
+             std::to_string(values[i]));
+      }
+    }
+  };
+  if (resblock != 1 && resblock != 2) fail("field 'resblock' must be 1 or 2");
+  positive(upsample_rates, "upsample_rates");
+  positive(upsample_kernel_sizes, "upsample_kernel_sizes");
+  positive(resblock_kernel_sizes, "resblock_kernel_sizes");
+  if (upsample_kernel_sizes.size() != upsample_rates.size()) {
+    fail("field 'upsample_kernel_sizes' has " + std::to_string(upsample_kernel_sizes.size()) +
+         " entries, expected one per upsample rate (" + std::to_string(upsample_rates.size()) +
+         ")");
+  }
+  if (resblock_dilation_sizes.size() != resblock_kernel_sizes.size()) {
+    fail("field 'resblock_dilation_sizes' has " + std::to_string(resblock_dilation_sizes.size()) +
+         " entries, expected one list per resblock kernel size (" +
+         std::to_string(resblock_kernel_sizes.size()) + ")");
+  }
+  if (num_mels <= 0) fail("field 'num_mels' must be positive");
+  if (upsample_initial_channel <= 0) fail("field 'upsample_initial_channel' must be positive");
+  if (channels(num_upsamples()) == 0) {
+    fail("field 'upsample_initial_channel' (" + std::to_string(upsample_initial_channel) +
+         ") leaves no channels after " + std::to_string(num_upsamples()) +
+         " halvings; expected at least 2^" + std::to_string(num_upsamples()));
+  }
+  for (size_t i = 0; i < upsample_rates.size(); ++i) {
+    if (upsample_kernel_sizes[i] < upsample_rates[i]) {
+      fail("field 'upsample_kernel_sizes[" + std::to_string(i) + "]' (" +
+           std::to_string(upsample_kernel_sizes[i]) + ") must be at least upsample_rates[" +
+           std::to_string(i) + "] (" + std::to_string(upsample_rates[i]) +
+           "), or the padding (k - u) / 2 is negative");
+    }
+  }
+  for (size_t i = 0; i < resblock_kernel_sizes.size(); ++i) {
+    const std::string field = "resblock_dilation_sizes[" + std::to_string(i) + "]";
+    const std::vector<int64_t>& d = resblock_dilation_sizes[i];
+    positive(d, field);
+    if (d.size() < dilations_used(resblock)) {
+      fail("field '" + field + "' has " + std::to_string(d.size()) + " dilations, resblock \"" +
+           std::to_string(resblock) + "\" needs " + std::to_string(dilations_used(resblock)));
+    }
+    const int64_t k = resblock_kernel_sizes[i];
+    // A conv keeps the length only when its span d·(k − 1) is even; otherwise the original's
+    // residual add fails on mismatched lengths.
+    std::vector<int64_t> used(d.begin(),
+                              d.begin() + static_cast<ptrdiff_t>(dilations_used(resblock)));
+    if (resblock == 1) used.push_back(1);
+    for (int64_t dilation : used) {
+      if ((k - 1) * dilation % 2 != 0) {
+        fail("field 'resblock_kernel_sizes[" + std::to_string(i) + "]' (" + std::to_string(k) +
+             ") with dilation " + std::to_string(dilation) +
+             " gives a conv that changes the length; (k - 1) * dilation must be even");
+      }
+    }
+  }
+}
+
+int64_t HifiGanConfig::hop_length() const {
+  int64_t hop = 1;
+  for (int64_t u : upsample_rates) hop *= u;
+  return hop;
+}
+
+int64_t HifiGanConfig::channels(int64_t stage) const {
+  int64_t c = upsample_initial_channel;
+  for (int64_t s = 0; s < stage && c > 0; ++s) c /= 2;
+  return c;
+}
+
+int64_t HifiGanConfig::output_length(int64_t frames) const {
+  int64_t t = frames;
+  for (size_t i = 0; i < upsample_rates.size(); ++i) {
+    const int64_t u = upsample_rates[i];
+    const int64_t k = upsample_kernel_sizes[i];
+    t = (t - 1) * u - 2 * ((k - u) / 2) + k;
+  }
+  return t;
+}
+
+int64_t HifiGanConfig::receptive_field_frames() const {
+  int64_t resblock_pad = 0;
+  for (size_t i = 0; i < resblock_kernel_sizes.size(); ++i) {
+    const int64_t k = resblock_kernel_sizes[i];
+    int64_t pad = 0;
+    for (size_t m = 0; m < dilations_used(resblock); ++m) {
+      pad += get_padding(k, resblock_dilation_sizes[i][m]);
+      if (resblock == 1) pad += get_padding(k, 1);
+    }
+    resblock_pad = std::max(resblock_pad, pad);
+  }
+  int64_t reach = 0;
+  for (int64_t n = 0; n < hop_length(); ++n) {
+    int64_t lo = n - kOuterPadding;
+    int64_t hi = n + kOuterPadding;
+    for (size_t s = upsample_rates.size(); s-- > 0;) {
+      const int64_t u = upsample_rates[s];
+      const int64_t k = upsample_kernel_sizes[s];
+      const int64_t p = (k - u) / 2;
+      lo -= resblock_pad;
+      hi += resblock_pad;
+      lo = ceil_div(lo + p - k + 1, u);
+      hi = floor_div(hi + p, u);
+    }
+    reach = std::max({reach, kOuterPadding - lo, hi + kOuterPadding});
+  }
+  return reach;
+}
+
+HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSource& weights,
+                      DType dtype) {
+  config.validate(weights.describe() + " (vocoder config)");
+  HifiGan model;
+  model.config_ = config;
+  model.precision_ = PrecisionPolicy::for_weights(dtype);
+  const PrecisionPolicy& precision = model.precision_;
+  const auto make_conv = [&](const std::string& prefix, const Shape& shape, int64_t out_channels,
+                             int64_t stride, int64_t padding, int64_t dilation, DType dtype) {
+    Conv c;
+    c.weight = ops::to_device(ctx, load_folded_weight(weights, prefix, shape), dtype);
+    c.bias = load_parameter(ctx, weights, prefix + ".bias", {out_channels}, dtype);
+    c.stride = stride;
+    c.padding = padding;
+    c.dilation = dilation;
+    return c;
+  };
+  const int64_t c0 = config.upsample_initial_channel;
+  model.conv_pre_ = make_conv("conv_pre", {c0, config.num_mels, kOuterKernel}, c0, 1, kOuterPadding,
+                              1, precision.stream);
+  for (int64_t i = 0; i < config.num_upsamples(); ++i) {
+    const int64_t u = config.upsample_rates[static_cast<size_t>(i)];
+    const int64_t k = config.upsample_kernel_sizes[static_cast<size_t>(i)];
+    const int64_t cin = config.channels(i);
+    const int64_t cout = config.channels(i + 1);
+    model.ups_.push_back(make_conv("ups." + std::to_string(i), {cin, cout, k}, cout, u, (k - u) / 2,
+                                   1, precision.compute));
+    for (int64_t j = 0; j < config.num_kernels(); ++j) {
+      const std::string prefix = "resblocks." + std::to_string(i * config.num_kernels() + j);
+      const int64_t rk = config.resblock_kernel_sizes[static_cast<size_t>(j)];
+      const std::vector<int64_t>& dilations =
+          config.resblock_dilation_sizes[static_cast<size_t>(j)];
+      const Shape shape = {cout, cout, rk};
+      const std::string dilated_name = config.resblock == 1 ? ".convs1." : ".convs.";
+      ResBlock block;
+      for (size_t m = 0; m < dilations_used(config.resblock); ++m) {
+        const int64_t d = dilations[m];
+        block.dilated.push_back(make_conv(prefix + dilated_name + std::to_string(m), shape, cout, 1,
+                                          get_padding(rk, d), d, precision.compute));
+        if (config.resblock == 1) {
+          block.plain.push_back(make_conv(prefix + ".convs2." + std::to_string(m), shape, cout, 1,
+                                          get_padding(rk, 1), 1, precision.compute));
+        }
+      }
+      model.resblocks_.push_back(std::move(block));
+    }
+  }
+  model.conv_post_ =
+      make_conv("conv_post", {1, config.channels(config.num_upsamples()), kOuterKernel}, 1, 1,
+                kOuterPadding, 1, precision.stream);
+  return model;
+}
+
+Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion) {
+  Conv1dParams params;
+  params.stride = c.stride;
+  params.padding = c.padding;
+  params.dilation = c.dilation;
+  return ops::conv1d(ctx, x, c.weight, c.bias, params, fusion);
+}
+
+Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) const {
+  Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
+  const bool two_convs = !block.plain.empty();
+  for (size_t m = 0; m < block.dilated.size(); ++m) {
+    // leaky_relu → conv [→ leaky_relu → conv] → + out as convolutions with the activation and
+    // the residual fused, where the backend fuses them (one pass each instead of three). Under
+    // mixed precision the first conv reads the stream dtype, the last writes it, and what
+    // passes between two convs stays in the compute dtype.
+    Tensor xt = conv(ctx, block.dilated[m], out,
+                     {kLreluSlope, two_convs ? nullptr : &out,
+                      two_convs ? precision_.compute : precision_.stream});
+    if (two_convs) xt = conv(ctx, block.plain[m], xt, {kLreluSlope, &out, precision_.stream});
+    out = std::move(xt);
+  }
+  return out;
+}
+
+Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
+  if (mel.dim() != 3 || mel.size(1) != config_.num_mels || mel.size(2) < 1) {
+    throw Error("HifiGan::forward: mel has shape " + mel.shape_string() + ", expected [B, " +
+                std::to_string(config_.num_mels) + ", T] with T >= 1");
+  }
+  if (!is_floating(mel.dtype())) {
+    throw Error("HifiGan::forward: mel has dtype " + std::string(dtype_name(mel.dtype())) +
+                ", expected a floating dtype");
+  }
+  // conv_pre and conv_post run in the stream dtype, the other convs in the compute dtype; the
+  // stage sums and the activations between convs are in the stream dtype.
+  Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel));
+  const auto num_kernels = static_cast<size_t>(config_.num_kernels());
+  for (size_t i = 0; i < ups_.size(); ++i) {
+    ops::leaky_relu_(ctx, x, kLreluSlope);
+    ConvTranspose1dParams params;
+    params.stride = ups_[i].stride;
+    params.padding = ups_[i].padding;
+    x = precision_.to_stream(ctx, ops::conv_transpose1d(ctx, precision_.to_compute(ctx, x),
+                                                        ups_[i].weight, ups_[i].bias, params));
+    Tensor sum;
+    for (size_t j = 0; j < num_kernels; ++j) {
+      Tensor y = resblock(ctx, resblocks_[i * num_kernels + j], x);
+      if (sum.defined()) {
+        ops::add_(ctx, sum, y);
+      } else {
+        sum = std::move(y);
+      }
+    }
+    x = Tensor();  // the stage input is dead before the mean is allocated
+    x = ops::scale(ctx, sum, 1.0f / static_cast<float>(num_kernels));
+  }
+  ops::leaky_relu_(ctx, x, kFinalSlope);
+  x = ops::tanh(ctx, conv(ctx, conv_post_, x));
+  return x.reshape({x.size(0), x.size(2)});
+}
+
+}  // namespace voxd

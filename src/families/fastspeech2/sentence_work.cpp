@@ -1,0 +1,42 @@
+#include "families/fastspeech2/sentence_work.h"
+
+#include <algorithm>
+
+namespace voxd::fastspeech2 {
+
+const MelChunk* SentenceWork::peek_chunk(size_t index) {
+  while (ready.size() <= index) {
+    while (!chunkers.empty() && chunkers.front().done()) chunkers.pop_front();
+    if (chunkers.empty() || !chunkers.front().has_chunk()) return nullptr;
+    ready.push_back(chunkers.front().next_chunk());
+  }
+  return &ready[index];
+}
+
+int64_t SentenceWork::held_mel_frames() const {
+  int64_t frames = 0;
+  for (const VocoderChunker& chunker : chunkers) frames += chunker.retained_frames();
+  for (const MelChunk& chunk : ready) frames += chunk.mel.size(1);
+  return frames;
+}
+
+bool SentenceWork::finished() const {
+  return sentences.empty() && ready.empty() &&
+         std::all_of(chunkers.begin(), chunkers.end(),
+                     [](const VocoderChunker& chunker) { return chunker.done(); });
+}
+
+scheduler::StreamGauges SentenceWork::gauges() const {
+  return {.mel_frames = held_mel_frames(),
+          .lookahead_frames = lookahead_frames,
+          .largest_unit_frames = largest_sentence_frames,
+          .pending_units = static_cast<int64_t>(sentences.size())};
+}
+
+void SentenceWork::release() {
+  sentences.clear();
+  chunkers.clear();
+  ready.clear();
+}
+
+}  // namespace voxd::fastspeech2

@@ -1,0 +1,91 @@
+#include "families/fastspeech2/vocoder_graphs.h"
+
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "core/workspace_arena.h"
+#include "core/workspace_plan.h"
+
+namespace voxd {
+namespace {
+
+// What a graph records: the forward pass on `input`, its audio as a contiguous F32 tensor.
+Tensor forward_f32(Context& ctx, const HifiGan& vocoder, const Tensor& input) {
+  Tensor audio = vocoder.forward(ctx, input);
+  if (audio.dtype() != DType::F32) audio = ops::to_device(ctx, audio, DType::F32);
+  return ops::contiguous(ctx, audio);
+}
+
+}  // namespace
+
+// Members in the order they must be made; they go in reverse: the graph (waiting for its
+// replays) before the tensors, the tensors before their arena.
+struct VocoderGraphs::Graph {
+  std::unique_ptr<WorkspaceArena> arena;
+  Tensor input;   // [B, n_mels, frames] in the vocoder's dtype
+  Tensor output;  // [B, output_length(frames)] F32
+  std::unique_ptr<CapturedWork> work;
+};
+
+VocoderGraphs::VocoderGraphs(Context& ctx, const HifiGan& vocoder, int64_t frames)
+    : ctx_(&ctx), vocoder_(&vocoder), frames_(frames) {
+  if (frames < 1) {
+    throw InputError("VocoderGraphs: frames must be at least 1 mel frame, got " +
+                     std::to_string(frames));
+  }
+}
+
+VocoderGraphs::~VocoderGraphs() = default;
+
+Tensor VocoderGraphs::run(const Tensor& mel) {
+  const int64_t n_mels = vocoder_->config().num_mels;
+  if (!mel.defined() || mel.dim() != 3 || mel.size(0) < 1 || mel.size(1) != n_mels ||
+      mel.size(2) != frames_ || !mel.device().is_cpu() || !is_floating(mel.dtype())) {
+    throw InputError("VocoderGraphs::run: mel " + mel.shape_string() +
+                     " must be a float host tensor [B, " + std::to_string(n_mels) + ", " +
+                     std::to_string(frames_) + "] with B >= 1 (the shape the graphs are for)");
+  }
+  Context& ctx = *ctx_;
+  if (!enabled()) {
+    return ops::to_host(ctx, vocoder_->forward(ctx, ops::to_device(ctx, mel, vocoder_->dtype())),
+                        DType::F32);
+  }
+  Graph& graph = graph_for(mel.size(0));
+  Context in_arena(ctx.backend(), *graph.arena);
+  ctx.backend().copy(mel, graph.input, in_arena.scratch());
+  graph.work->replay();
+  return ops::to_host(in_arena, graph.output, DType::F32);
+}
+
+uint64_t VocoderGraphs::bytes() const {
+  uint64_t total = 0;
+  for (const auto& [batch, graph] : graphs_) total += graph->arena->capacity();
+  return total;
+}
+
+void VocoderGraphs::clear() {
+  graphs_.clear();
+}
+
+VocoderGraphs::Graph& VocoderGraphs::graph_for(int64_t batch) {
+  auto found = graphs_.find(batch);
+  if (found != graphs_.end()) return *found->second;
+  Backend& backend = ctx_->backend();
+  const Shape shape{batch, vocoder_->config().num_mels, frames_};
+  const DType dtype = vocoder_->dtype();
+  const ArenaLayout plan = plan_workspace(backend, [&](Context& planning) {
+    const Tensor input = ops::empty(planning, shape, dtype);
+    forward_f32(planning, *vocoder_, input);
+  });
+  auto graph = std::make_unique<Graph>();
+  graph->arena = std::make_unique<WorkspaceArena>(ctx_->allocator(), plan);
+  Context in_arena(backend, *graph->arena);
+  graph->input = ops::empty(in_arena, shape, dtype);
+  graph->work =
+      backend.capture([&] { graph->output = forward_f32(in_arena, *vocoder_, graph->input); });
+  VOXD_CHECK(graph->work != nullptr, "a backend that can capture recorded nothing");
+  return *graphs_.emplace(batch, std::move(graph)).first->second;
+}
+
+}  // namespace voxd

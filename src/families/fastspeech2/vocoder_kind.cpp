@@ -1,0 +1,215 @@
+#include "families/fastspeech2/vocoder_kind.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "core/memory_summary.h"
+#include "families/fastspeech2/family.h"
+#include "families/fastspeech2/workspace_steps.h"
+
+namespace voxd::fastspeech2 {
+namespace {
+
+constexpr size_t kMaxPlans = 4096;
+
+struct Candidate {
+  std::shared_ptr<Stream> stream;
+  double slack;
+  int64_t room;      // samples the stream's buffer still takes
+  size_t taken = 0;  // its chunks in the batch so far
+};
+
+// Graphs are recorded for batches of powers of two only (a batch in between is padded with zero
+// chunks), so the graphs of one voice hold about twice the largest one's arena, not one arena per
+// batch size.
+int64_t graph_batch(int64_t chunks) {
+  int64_t padded = 1;
+  while (padded < chunks) padded *= 2;
+  return padded;
+}
+
+// The position of each item's chunk among its stream's ready chunks: how many earlier items
+// are of the same stream.
+std::vector<size_t> chunk_indices(const Batch& batch) {
+  std::map<const Stream*, size_t> seen;
+  std::vector<size_t> indices;
+  indices.reserve(batch.items.size());
+  for (const auto& stream : batch.items) indices.push_back(seen[stream.get()]++);
+  return indices;
+}
+
+}  // namespace
+
+Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+                           const Pacing& pacing, Clock::time_point now) {
+  std::vector<Candidate> candidates;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    if (!stream->running()) continue;
+    const MelChunk* chunk = work_of(*stream).peek_chunk(0);
+    if (chunk == nullptr) continue;
+    const int64_t room = stream->max_buffered_samples - stream->buffered_samples;
+    if (chunk->samples > room) continue;
+    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s), room});
+  }
+  Batch batch;
+  if (candidates.empty()) return batch;
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.slack != b.slack) return a.slack < b.slack;
+    return a.stream->admitted < b.stream->admitted;
+  });
+  batch.urgency = urgency_of(*candidates.front().stream, pacing, now);
+  batch.slack_s = candidates.front().slack;
+  batch.voice = candidates.front().stream->voice;
+  const int64_t frames = work_of(*candidates.front().stream).peek_chunk(0)->mel.size(1);
+  // A chunk of `frames` joins, and so does a shorter one whose mel does not reach its stream's
+  // end: run() pads it on the right with zero frames, which leaves its own samples as they are.
+  const auto fits = [frames](const MelChunk& chunk) {
+    return chunk.mel.size(1) == frames || (!chunk.reaches_end && chunk.mel.size(1) < frames);
+  };
+  // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before
+  // any gets a second, and every prefix of the batch keeps each stream's chunks in order.
+  const auto full = [&] { return static_cast<int64_t>(batch.items.size()) >= pacing.max_batch; };
+  for (size_t pass = 0; !full(); ++pass) {
+    bool added = false;
+    for (Candidate& c : candidates) {
+      if (full()) break;
+      if (c.taken != pass || c.stream->voice != batch.voice) continue;
+      const MelChunk* chunk = work_of(*c.stream).peek_chunk(pass);
+      if (chunk == nullptr || !fits(*chunk) || chunk->samples > c.room) continue;
+      batch.items.push_back(c.stream);
+      c.room -= chunk->samples;
+      ++c.taken;
+      added = true;
+    }
+    if (!added) break;
+  }
+  return batch;
+}
+
+int64_t VocoderKind::frames_of(const Batch& batch) {
+  return work_of(*batch.items.front()).ready.front().mel.size(1);
+}
+
+bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
+  return cuda_graphs_ && runtime_.backend().can_capture() &&
+         frames == chunk_frames_ + 2 * config_of(voice).vocoder.receptive_field_frames();
+}
+
+VocoderGraphs& VocoderKind::graphs_of(VoiceEntry& voice, int64_t frames) {
+  LoadedModels& models = models_of(voice);
+  if (!models.graphs) {
+    models.graphs = std::make_unique<VocoderGraphs>(runtime_.persistent_context(),
+                                                    models.voice->vocoder(), frames);
+  }
+  return *models.graphs;
+}
+
+ArenaLayout VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
+  const auto key = std::make_tuple(&voice, chunks, frames);
+  auto at = plans_.find(key);
+  if (at != plans_.end()) return at->second;
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+  const ArenaLayout made =
+      plan_vocoder(runtime_.backend(), models_of(voice).voice->vocoder(), chunks, frames);
+  return plans_.emplace(key, made).first->second;
+}
+
+uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
+  const VoiceEntry& voice = *batch.voice;
+  const int64_t frames = frames_of(batch);
+  const auto chunks = static_cast<int64_t>(size);
+  // A recorded graph keeps its arena: replaying it takes nothing more; recording it takes its
+  // plan for good.
+  if (use_graphs(voice, frames)) {
+    const int64_t padded = graph_batch(chunks);
+    if (models_of(voice).graph_batches.contains(padded)) return 0;
+    return MemoryBudget::footprint(plan(voice, padded, frames).bytes());
+  }
+  return MemoryBudget::footprint(plan(voice, chunks, frames).bytes());
+}
+
+StepRefusal VocoderKind::too_big(const Batch& batch, uint64_t footprint, uint64_t available) const {
+  return {.request_too_large = false,
+          .code = "insufficient_memory",
+          .message = "one vocoder chunk of " + std::to_string(frames_of(batch)) +
+                     " mel frames needs " + format_bytes(footprint) +
+                     " of device memory, more than the " + format_bytes(available) +
+                     " this server has for one step; start it with more memory or smaller "
+                     "--chunk-frames"};
+}
+
+StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
+  VoiceEntry& voice = *batch.voice;
+  const HifiGan& vocoder = models_of(voice).voice->vocoder();
+  const int64_t n_mels = vocoder.config().num_mels;
+  const int64_t frames = frames_of(batch);
+  const auto chunks = static_cast<int64_t>(batch.items.size());
+  const std::vector<size_t> indices = chunk_indices(batch);
+
+  const bool graphs = use_graphs(voice, frames);
+  const int64_t rows = graphs ? graph_batch(chunks) : chunks;
+  // Shorter chunks (propose() took only those that may be) are padded on the right with zeros.
+  Tensor mel = Tensor::zeros({rows, n_mels, frames}, DType::F32);
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const Tensor& given = work_of(*batch.items[i]).ready[indices[i]].mel;
+    const int64_t given_frames = given.size(1);
+    for (int64_t c = 0; c < n_mels; ++c) {
+      std::memcpy(mel.data<float>() + (static_cast<int64_t>(i) * n_mels + c) * frames,
+                  given.data<float>() + c * given_frames,
+                  static_cast<size_t>(given_frames) * sizeof(float));
+    }
+  }
+  Tensor audio;
+  if (graphs) {
+    audio = graphs_of(voice, frames).run(mel);
+    models_of(voice).graph_batches.insert(rows);
+  } else {
+    audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
+                             plan(voice, chunks, frames));
+  }
+
+  StepOutput out;
+  out.audio.resize(batch.items.size());
+  out.errors.resize(batch.items.size());
+  const int64_t out_samples = audio.size(1);
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const MelChunk& chunk = work_of(*batch.items[i]).ready[indices[i]];
+    const float* row =
+        audio.data<float>() + static_cast<int64_t>(i) * out_samples + chunk.skip_samples;
+    out.audio[i].assign(row, row + chunk.samples);
+    out.audio[i].resize(out.audio[i].size() + static_cast<size_t>(chunk.silence_after), 0.0f);
+  }
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (indices[i] == 0) {
+      SentenceWork& work = work_of(*batch.items[i]);
+      const size_t taken =
+          static_cast<size_t>(std::count(batch.items.begin(), batch.items.end(), batch.items[i]));
+      work.ready.erase(work.ready.begin(), work.ready.begin() + static_cast<std::ptrdiff_t>(taken));
+    }
+  }
+  return out;
+}
+
+void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
+  const HifiGan& vocoder = models_of(voice).voice->vocoder();
+  const int64_t n_mels = vocoder.config().num_mels;
+  const int64_t context = vocoder.config().receptive_field_frames();
+  const int64_t first_frames = first_chunk_frames_ + context;
+  if (budget.fits(MemoryBudget::footprint(plan(voice, 1, first_frames).bytes()))) {
+    (void)run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder,
+                           Tensor::zeros({1, n_mels, first_frames}, DType::F32),
+                           plan(voice, 1, first_frames));
+  }
+  const int64_t frames = chunk_frames_ + 2 * context;
+  if (!use_graphs(voice, frames)) return;
+  for (int64_t rows = 1; rows <= graph_batch(pacing.max_batch); rows *= 2) {
+    if (models_of(voice).graph_batches.contains(rows)) continue;
+    if (!budget.fits(MemoryBudget::footprint(plan(voice, rows, frames).bytes()))) break;
+    (void)graphs_of(voice, frames).run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
+    models_of(voice).graph_batches.insert(rows);
+  }
+}
+
+}  // namespace voxd::fastspeech2

@@ -1,0 +1,57 @@
+// The vocoder's steps: HiFiGAN over mel chunks of many streams of one voice at once, all of one
+// shape (interior chunks share one, so streams in full flow batch together; shorter chunks that do
+// not reach their stream's end are padded on the right to join them), in one planned arena or,
+// where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
+// only while the audio waiting for its client has room for them (back-pressure).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "core/workspace_arena.h"
+#include "families/fastspeech2/scheduler_types.h"
+#include "families/fastspeech2/vocoder_graphs.h"
+
+namespace voxd::fastspeech2 {
+
+class VocoderKind final : public StepKind {
+ public:
+  // `cuda_graphs`: run interior chunks through recorded graphs (in the runtime's persistent
+  // context) where the backend can. A stream's first chunk has `first_chunk_frames` (for warm_up).
+  VocoderKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames,
+              bool cuda_graphs)
+      : runtime_(runtime),
+        chunk_frames_(chunk_frames),
+        first_chunk_frames_(first_chunk_frames),
+        cuda_graphs_(cuda_graphs) {}
+
+  const char* name() const override { return "vocoder"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override;
+  uint64_t footprint(const Batch& batch, size_t size) override;
+  StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const override;
+  StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+  // Records the graphs of every batch size a step may take (powers of two up to max_batch) while
+  // the budget allows, and runs a stream's first chunk shape once.
+  void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
+
+ private:
+  // The mel frames of the batch's chunks.
+  static int64_t frames_of(const Batch& batch);
+  // Whether chunks of `frames` of `voice` run through recorded graphs.
+  bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
+  // `voice`'s graphs for interior chunks of `frames`, made (in the runtime's persistent context)
+  // on first use.
+  VocoderGraphs& graphs_of(VoiceEntry& voice, int64_t frames);
+  // plan_vocoder of `voice` at (chunks, frames), cached.
+  ArenaLayout plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
+
+  DeviceRuntime& runtime_;
+  int64_t chunk_frames_;
+  int64_t first_chunk_frames_;
+  bool cuda_graphs_;
+  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
+};
+
+}  // namespace voxd::fastspeech2

@@ -1,0 +1,18 @@
+#include "families/registry.h"
+
+#include <memory>
+
+#include "families/fastspeech2/family.h"
+
+namespace voxd::families {
+
+const scheduler::FamilyRegistry& registry() {
+  static const scheduler::FamilyRegistry families = [] {
+    scheduler::FamilyRegistry made;
+    made.add(std::make_unique<fastspeech2::Family>());
+    return made;
+  }();
+  return families;
+}
+
+}  // namespace voxd::families

@@ -1,0 +1,34 @@
+#include "scheduler/family.h"
+
+#include "core/error.h"
+#include "core/voice_directory.h"
+
+namespace voxd::scheduler {
+
+void FamilyRegistry::add(std::unique_ptr<Family> family) {
+  VOXD_CHECK(find(family->type()) == nullptr,
+             "family '" + std::string(family->type()) + "' is registered twice");
+  families_.push_back(std::move(family));
+}
+
+const Family* FamilyRegistry::find(std::string_view type) const {
+  for (const auto& family : families_) {
+    if (family->type() == type) return family.get();
+  }
+  return nullptr;
+}
+
+const Family& FamilyRegistry::family_of(const std::string& directory) const {
+  VOXD_CHECK(!families_.empty(), "no model family is registered");
+  const VoiceConfigFile file = read_voice_config(directory);
+  const std::string type = voice_family_type(file, std::string(families_.front()->type()));
+  if (const Family* family = find(type)) return *family;
+  std::string known;
+  for (const auto& family : families_) {
+    known += (known.empty() ? "\"" : ", \"") + std::string(family->type()) + "\"";
+  }
+  throw InputError(file.path + ": field 'type' is \"" + type +
+                   "\", which this voxd does not know (" + known + ")");
+}
+
+}  // namespace voxd::scheduler

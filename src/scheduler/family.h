@@ -1,0 +1,100 @@
+// A model family as the engine sees it (docs/architecture.md): it reads its voices' directories,
+// turns a request's text into a stream's work with its front end, loads a voice's models, and
+// makes the step kinds that run its streams. The scheduler, the voice pool and the engine know
+// families only through these interfaces; families/registry.h lists the families there are.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "scheduler/scheduler_options.h"
+#include "scheduler/step_kind.h"
+#include "scheduler/stream.h"
+#include "text/front_end.h"
+
+namespace voxd::scheduler {
+
+// What every voice has, whatever its family.
+struct VoiceCard {
+  std::string name;       // the value of a request's `voice`
+  std::string directory;  // where it was read from
+  std::string family;     // the family's type
+  std::string language;   // eSpeak-style, e.g. "en-us"
+  int64_t sample_rate = 0;
+  std::vector<std::string> speakers;  // the speakers it names (none: one unnamed speaker)
+};
+
+// What a request asks of a voice besides its text.
+struct SpeechOptions {
+  float speed = 1.0f;  // 0.25 to 4
+};
+
+// A stream's work as the family prepared it at admission.
+struct PreparedStream {
+  std::unique_ptr<StreamWork> work;
+  // The family's kinds make no more audio for the stream while this much is waiting for the
+  // client (Stream::max_buffered_samples).
+  int64_t max_buffered_samples = 0;
+};
+
+// A voice's models on the device, and the device state that goes with them (recorded graphs).
+// Made and destroyed on the device thread.
+class LoadedVoice {
+ public:
+  virtual ~LoadedVoice() = default;
+};
+
+// One voice of a family: its config and front end, read without touching the weights.
+class VoiceDefinition {
+ public:
+  virtual ~VoiceDefinition() = default;
+  virtual const VoiceCard& card() const = 0;
+  // Safe from any thread.
+  virtual const text::FrontEnd& front_end() const = 0;
+  // Any thread: the work of speaking `text`. Throws voxd::InputError for text the voice cannot
+  // speak (the front end's errors).
+  virtual PreparedStream prepare(std::string_view text, const SpeechOptions& options,
+                                 const SchedulerOptions& scheduling) const = 0;
+  // Device thread: the voice's models in `dtype` from ctx's allocator. voxd::Error when they do
+  // not fit ("out of memory: ..."), InputError naming the file for bad weights.
+  virtual std::unique_ptr<LoadedVoice> load(Context& ctx, DType dtype) const = 0;
+  // Workspace bytes the smallest step of `loaded` needs on `backend` (the server is not ready
+  // while less is free).
+  virtual uint64_t smallest_step_bytes(Backend& backend, const LoadedVoice& loaded,
+                                       const SchedulerOptions& scheduling) const = 0;
+};
+
+class Family {
+ public:
+  virtual ~Family() = default;
+  // The value of a voice config.json's "type".
+  virtual std::string_view type() const = 0;
+  // Reads the voice in `directory` (its config.json is a JSON object of this family's type).
+  // Throws voxd::InputError naming the file and the field.
+  virtual std::unique_ptr<VoiceDefinition> read(const std::string& directory) const = 0;
+  // The step kinds that run this family's streams, in the order of preference at equal slack.
+  virtual std::vector<std::unique_ptr<StepKind>> make_kinds(
+      DeviceRuntime& runtime, const SchedulerOptions& scheduling) const = 0;
+};
+
+// The families an engine knows, by type.
+class FamilyRegistry {
+ public:
+  // `family`'s type must be new. The first family added is the one of configs without "type".
+  void add(std::unique_ptr<Family> family);
+  // The family of `type`, or null.
+  const Family* find(std::string_view type) const;
+  // The family named by `directory`/config.json's "type". Throws voxd::InputError naming the
+  // file for a missing or unreadable config, or a type no family has.
+  const Family& family_of(const std::string& directory) const;
+  const std::vector<std::unique_ptr<Family>>& families() const { return families_; }
+
+ private:
+  std::vector<std::unique_ptr<Family>> families_;
+};
+
+}  // namespace voxd::scheduler

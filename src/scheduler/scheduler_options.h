@@ -1,0 +1,27 @@
+// The engine's scheduling options, shared by the scheduler and the families' step kinds.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace voxd::scheduler {
+
+struct SchedulerOptions {
+  int64_t max_batch = 16;
+  size_t max_queue = 256;
+  // A vocoder chunk, in mel frames: the unit in which a stream's mel becomes audio.
+  int64_t chunk_frames = 64;
+  // A stream's first vocoder chunk (1..chunk_frames): less work before its first audio.
+  int64_t first_chunk_frames = 32;
+  std::chrono::milliseconds request_timeout{300000};
+  bool cuda_graphs = true;
+  // Vocoder chunks of audio a stream may have waiting for its client before it gets no more
+  // work.
+  int64_t buffered_chunks = 4;
+  double starving_below_s = 1.0;
+  // A new request's first audio is due this long after admission (Pacing::first_audio_due_s).
+  double first_audio_due_s = 0.2;
+};
+
+}  // namespace voxd::scheduler

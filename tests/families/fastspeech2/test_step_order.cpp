@@ -1,0 +1,154 @@
+// The order of work (earliest deadline first): each step kind proposes its most urgent items
+// first, by Stream::slack — a new stream's first audio is due Pacing::first_audio_due_s after
+// admission, a playing stream's next audio when real-time playback catches up with what it made —
+// and the acoustic model counts the mel a stream already holds as audio on its way.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "core/tensor.h"
+#include "families/fastspeech2/acoustic_kind.h"
+#include "families/fastspeech2/family.h"
+#include "families/fastspeech2/vocoder_kind.h"
+#include "families/registry.h"
+#include "scheduler/voice_pool.h"
+
+namespace voxd::fastspeech2 {
+namespace {
+
+using scheduler::Urgency;
+using scheduler::urgency_of;
+using scheduler::VoicePool;
+
+const std::string kDemoVoice = std::string(VOXD_SOURCE_DIR) + "/voices/en-demo";
+constexpr int64_t kChunkFrames = 16;
+
+class StepOrder : public ::testing::Test {
+ protected:
+  StepOrder()
+      : runtime_(RuntimeOptions{.backend = "cpu", .threads = 1}),
+        voices_(runtime_, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false),
+        voice_(*voices_.entries().front()),
+        now_(Clock::now()) {}
+
+  // A stream admitted `age_s` ago; when `playing_ahead_s` is given it started playing 1 s ago
+  // and has made 1 s + playing_ahead_s of audio.
+  std::shared_ptr<Stream> stream(double age_s, std::optional<double> playing_ahead_s) {
+    auto s = std::make_shared<Stream>();
+    s->id = ++next_id_;
+    s->voice = &voice_;
+    s->sample_rate = voice_.card().sample_rate;
+    s->admitted = now_ - seconds(age_s);
+    s->work = std::make_unique<SentenceWork>(
+        1.0f, kChunkFrames + 2 * config_of(voice_).vocoder.receptive_field_frames());
+    s->max_buffered_samples = int64_t{1} << 40;
+    if (playing_ahead_s) {
+      s->first_audio = now_ - seconds(1.0);
+      s->produced_samples =
+          static_cast<int64_t>((1.0 + *playing_ahead_s) * static_cast<double>(s->sample_rate));
+    }
+    return s;
+  }
+
+  // Gives `s` a sentence for the acoustic model, or mel for `chunks` interior vocoder chunks.
+  void with_sentence(Stream& s) { work_of(s).sentences.push_back({{1, 2, 3}}); }
+  void with_chunks(Stream& s, int64_t chunks) {
+    const HifiGanConfig& vocoder = config_of(voice_).vocoder;
+    VocoderChunker chunker(vocoder, kChunkFrames);
+    chunker.append(Tensor::zeros({vocoder.num_mels, chunks * kChunkFrames}, DType::F32));
+    chunker.finish();
+    work_of(s).chunkers.push_back(std::move(chunker));
+  }
+
+  static Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+
+  static std::vector<uint64_t> ids(const Batch& batch) {
+    std::vector<uint64_t> out;
+    for (const auto& s : batch.items) out.push_back(s->id);
+    return out;
+  }
+
+  DeviceRuntime runtime_;
+  VoicePool voices_;
+  VoiceEntry& voice_;
+  Clock::time_point now_;
+  uint64_t next_id_ = 0;
+};
+
+TEST_F(StepOrder, SlackIsTimeToTheFirstAudioOrToTheEndOfWhatWasMade) {
+  const Pacing pacing;  // first audio due after 0.2 s
+  EXPECT_NEAR(stream(0.05, std::nullopt)->slack(now_, pacing.first_audio_due_s), 0.15, 1e-6);
+  EXPECT_NEAR(stream(0.5, std::nullopt)->slack(now_, pacing.first_audio_due_s), -0.3, 1e-6);
+  EXPECT_NEAR(stream(5.0, 0.7)->slack(now_, pacing.first_audio_due_s), 0.7, 1e-3);
+  EXPECT_EQ(urgency_of(*stream(0.0, std::nullopt), pacing, now_), Urgency::kFirstAudio);
+  EXPECT_EQ(urgency_of(*stream(0.0, 0.5), pacing, now_), Urgency::kStarving);
+  EXPECT_EQ(urgency_of(*stream(0.0, 3.0), pacing, now_), Urgency::kAhead);
+}
+
+// A new stream's first chunk goes before the next chunk of a stream 0.7 s ahead, but after one
+// only 0.1 s from running dry; new streams in order of admission.
+TEST_F(StepOrder, VocoderTakesTheEarliestDeadlineFirst) {
+  const auto comfortable = stream(3.0, 0.7);
+  const auto newer = stream(0.01, std::nullopt);
+  const auto running_dry = stream(3.0, 0.1);
+  const auto older = stream(0.05, std::nullopt);
+  const std::vector<std::shared_ptr<Stream>> streams = {comfortable, newer, running_dry, older};
+  for (const auto& s : streams) with_chunks(*s, 3);
+  VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+  Pacing pacing;
+  pacing.max_batch = 4;
+  const Batch batch = kind.propose(streams, pacing, now_);
+  EXPECT_EQ(ids(batch),
+            (std::vector<uint64_t>{running_dry->id, older->id, newer->id, comfortable->id}));
+  EXPECT_EQ(batch.urgency, Urgency::kStarving);
+  EXPECT_NEAR(batch.slack_s, 0.1, 1e-3);
+}
+
+// A shorter chunk joins a batch of longer ones (padded on the right) unless its mel reaches its
+// stream's end.
+TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
+  const auto lead = stream(3.0, 0.1);
+  const auto newcomer = stream(0.0, std::nullopt);
+  const auto ending = stream(3.0, 0.5);
+  with_chunks(*lead, 4);
+  with_chunks(*newcomer, 4);
+  with_chunks(*ending, 1);
+  ASSERT_NE(work_of(*lead).peek_chunk(0), nullptr);
+  work_of(*lead).ready.pop_front();  // its next chunk is an interior one, context on both sides
+  const int64_t interior = work_of(*lead).peek_chunk(0)->mel.size(1);
+  ASSERT_LT(work_of(*newcomer).peek_chunk(0)->mel.size(1), interior);
+  ASSERT_FALSE(work_of(*newcomer).peek_chunk(0)->reaches_end);
+  ASSERT_LT(work_of(*ending).peek_chunk(0)->mel.size(1), interior);
+  ASSERT_TRUE(work_of(*ending).peek_chunk(0)->reaches_end);
+  VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+  Pacing pacing;
+  pacing.max_batch = 2;
+  const Batch batch = kind.propose({lead, newcomer, ending}, pacing, now_);
+  EXPECT_EQ(ids(batch), (std::vector<uint64_t>{lead->id, newcomer->id}));
+}
+
+// The acoustic model serves a new stream's first sentence before the next sentence of a playing
+// stream, and of two playing streams equally far ahead, the one holding less mel first.
+TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
+  const auto holding = stream(3.0, 0.3);
+  const auto empty = stream(3.0, 0.3);
+  const auto fresh = stream(0.0, std::nullopt);
+  for (const auto& s : {holding, empty, fresh}) with_sentence(*s);
+  with_chunks(*holding, 1);
+  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames);
+  Pacing pacing;
+  pacing.max_batch = 3;
+  const Batch batch = kind.propose({holding, empty, fresh}, pacing, now_);
+  EXPECT_EQ(ids(batch), (std::vector<uint64_t>{fresh->id, empty->id, holding->id}));
+  EXPECT_EQ(batch.urgency, Urgency::kFirstAudio);
+  EXPECT_NEAR(batch.slack_s, 0.2, 1e-3);
+}
+
+}  // namespace
+}  // namespace voxd::fastspeech2
