@@ -432,8 +432,9 @@ def make_vocos(case_dir, seed=4):
                                 window, center=True)
         err = (reference - out["audio"]).abs().max()
         assert err < 1e-10, err
-    print(f"  written-out ISTFT vs torch.istft {err:.1e}; {int((out['log_mag'] > np.log(1e2)).sum())}"
-          f" of {out['log_mag'].numel()} magnitudes clipped")
+    clipped = int((out["log_mag"] > np.log(1e2)).sum())
+    print(f"  written-out ISTFT vs torch.istft {err:.1e}; {clipped} of "
+          f"{out['log_mag'].numel()} magnitudes clipped")
     _report("vocos", **out)
     save(os.path.join(case_dir, "vocos.safetensors"),
          numpy_state(model, keep=lambda k: not k.startswith("feature_extractor.")))
