@@ -8,7 +8,7 @@ float32 weights and inputs (except the sampling cases, float32 as in the origina
 stored as float32. Activations stay O(1) (outputs' std is printed on generation), so a float32
 implementation's max abs error is ~1e-6 and a 1e-4 bar is meaningful.
 
-gpt/  config.json    the voice's "gpt" section (hidden_size 48, 3 heads, 2 layers,
+gpt/  config.json    the voice's "gpt" section (hidden_size 48, 3 heads of 16, 2 layers,
                      intermediate 96, rms_norm_eps 1e-5, rope_theta 2500, num_vq 4,
                      num_audio_tokens 33, num_text_tokens 48) plus "prefill" (positions run in
                      one pass before the cached steps), "spk_emb_id" (the [spk_emb] id) and
@@ -35,9 +35,10 @@ gpt/  config.json    the voice's "gpt" section (hidden_size 48, 3 heads, 2 layer
                                     tensors to ~1e-12 here, ~1e-6 in float32)
 
 sampling/<case>/  one step of logits processing and drawing, float32, no weights
-      config.json  stage ("text" or "code"), vocab, eos, temperature (per row), penalty,
-                   window 16, top_p, top_k (null: that warper is off), min_tokens_to_keep 3,
-                   step, min_new_token
+      config.json  stage ("text" or "code"), vocab, eos, temperature (per row),
+                   repetition_penalty, repetition_window 16, top_P, top_K (null: that warper
+                   is off), min_tokens_to_keep 3, step, min_new_token (the names of the
+                   voice's refine_text / infer_code / sampling sections)
       io.safetensors
         logits [R, V]       the head's logits (code stage: R = batch · 4, row b·4 + q is head q)
         temperature [R]     the row's temperature
@@ -92,9 +93,10 @@ from . import chattts
 MARGIN = 1e-5
 
 GPT_CONFIG = {"hidden_size": 48, "num_attention_heads": 3, "num_key_value_heads": 3,
-              "num_hidden_layers": 2, "intermediate_size": 96, "rms_norm_eps": 1e-5,
-              "rope_theta": 2500.0, "max_position_embeddings": 64, "num_vq": 4,
-              "num_audio_tokens": 33, "num_text_tokens": 48,
+              "head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 96,
+              "rms_norm_eps": 1e-5, "rope_theta": 2500.0, "hidden_act": "silu",
+              "max_position_embeddings": 64, "num_vq": 4, "num_audio_tokens": 33,
+              "num_text_tokens": 48,
               "weights": "gpt.safetensors", "embed_weights": "embed.safetensors"}
 # Special ids of the fixture's vocabulary (the real ones come from tokenizer.json).
 STTS, SPK_EMB, PTTS = 40, 41, 42
@@ -104,10 +106,10 @@ DECODER_CONFIG = {"idim": 24, "odim": 24, "hidden": 32, "n_layer": 2, "bn_dim": 
 DVAE_CONFIG = {"decoder": {"idim": 16, "odim": 16, "hidden": 32, "n_layer": 2, "bn_dim": 16,
                            "kernel": 7, "dilation": 2},
                "dim": 16, "vq": {"dim": 32, "levels": [5, 5, 5, 5], "G": 2, "R": 2},
-               "weights": "dvae.safetensors"}
+               "encoder": None, "weights": "dvae.safetensors"}
 VOCOS_CONFIG = {"input_channels": 100, "dim": 32, "intermediate_dim": 64, "num_layers": 2,
-                "n_fft": 1024, "hop_length": 256, "win_length": 1024, "padding": "center",
-                "weights": "vocos.safetensors"}
+                "sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "win_length": 1024,
+                "padding": "center", "weights": "vocos.safetensors"}
 
 
 def write_json(path, value):
@@ -236,25 +238,26 @@ CODE = {"stage": "code", "vocab": 626, "eos": 625, "rows": 4}
 TEXT = {"stage": "text", "vocab": 300, "eos": 290, "rows": 2}
 SAMPLING_CASES = {
     # InferCodeParams: temperature 0.3, repetition_penalty 1.05, top_P 0.7, top_K 20.
-    "code_default": dict(CODE, temperature=[0.3] * 4, penalty=1.05, top_p=0.7, top_k=20,
-                         step=30, min_new_token=0, history=24),
-    "code_per_vq_temperature": dict(CODE, temperature=[0.3, 0.5, 0.8, 1.2], penalty=1.05,
-                                    top_p=0.7, top_k=20, step=10, min_new_token=0, history=10),
-    "code_topk_binds": dict(CODE, temperature=[0.7] * 4, penalty=1.3, top_p=0.95, top_k=5,
-                            step=40, min_new_token=0, history=20),
-    "code_min_keep": dict(CODE, temperature=[1.0] * 4, penalty=1.05, top_p=0.02, top_k=1,
-                          step=12, min_new_token=0, history=12),
-    "code_min_new_token": dict(CODE, temperature=[0.3] * 4, penalty=1.05, top_p=0.7, top_k=20,
-                               step=2, min_new_token=4, history=2, boost_eos=True),
-    "code_no_filter": dict(CODE, temperature=[0.3] * 4, penalty=1.0, top_p=None, top_k=None,
-                           step=8, min_new_token=0, history=8),
+    "code_default": dict(CODE, temperature=[0.3] * 4, repetition_penalty=1.05, top_P=0.7,
+                         top_K=20, step=30, min_new_token=0, history=24),
+    "code_per_vq_temperature": dict(CODE, temperature=[0.3, 0.5, 0.8, 1.2],
+                                    repetition_penalty=1.05, top_P=0.7, top_K=20, step=10,
+                                    min_new_token=0, history=10),
+    "code_topk_binds": dict(CODE, temperature=[0.7] * 4, repetition_penalty=1.3, top_P=0.95,
+                            top_K=5, step=40, min_new_token=0, history=20),
+    "code_min_keep": dict(CODE, temperature=[1.0] * 4, repetition_penalty=1.05, top_P=0.02,
+                          top_K=1, step=12, min_new_token=0, history=12),
+    "code_min_new_token": dict(CODE, temperature=[0.3] * 4, repetition_penalty=1.05, top_P=0.7,
+                               top_K=20, step=2, min_new_token=4, history=2, boost_eos=True),
+    "code_no_filter": dict(CODE, temperature=[0.3] * 4, repetition_penalty=1.0, top_P=None,
+                           top_K=None, step=8, min_new_token=0, history=8),
     # RefineTextParams: temperature 0.7, repetition_penalty 1.0, top_P 0.7, top_K 20.
-    "text_default": dict(TEXT, temperature=[0.7] * 2, penalty=1.0, top_p=0.7, top_k=20,
-                         step=6, min_new_token=0, history=6),
-    "text_penalty": dict(TEXT, temperature=[0.7] * 2, penalty=1.2, top_p=0.7, top_k=20,
-                         step=20, min_new_token=0, history=20),
-    "text_min_new_token": dict(TEXT, temperature=[0.7] * 2, penalty=1.0, top_p=0.7, top_k=20,
-                               step=1, min_new_token=3, history=1, boost_eos=True),
+    "text_default": dict(TEXT, temperature=[0.7] * 2, repetition_penalty=1.0, top_P=0.7,
+                         top_K=20, step=6, min_new_token=0, history=6),
+    "text_penalty": dict(TEXT, temperature=[0.7] * 2, repetition_penalty=1.2, top_P=0.7,
+                         top_K=20, step=20, min_new_token=0, history=20),
+    "text_min_new_token": dict(TEXT, temperature=[0.7] * 2, repetition_penalty=1.0, top_P=0.7,
+                               top_K=20, step=1, min_new_token=3, history=1, boost_eos=True),
 }
 DRAWS = 8
 
@@ -302,14 +305,15 @@ def make_sampling_case(case_dir, case, seed):
         gen = torch.Generator().manual_seed(seed * 1000 + attempt)
         logits, history, draws = _sampling_inputs(case, gen)
         temperature = torch.tensor(case["temperature"], dtype=torch.float32)
-        out = chattts.process_logits(logits, history, temperature, penalty=case["penalty"],
-                                     top_p=case["top_p"], top_k=case["top_k"], eos=case["eos"],
+        out = chattts.process_logits(logits, history, temperature,
+                                     penalty=case["repetition_penalty"], top_p=case["top_P"],
+                                     top_k=case["top_K"], eos=case["eos"],
                                      step=case["step"], min_new_token=case["min_new_token"])
         margins = [_draw_margin(out["probs"], draws)]
-        if case["top_p"] is not None:
-            margins.append(_top_p_margin(out["penalized"], case["top_p"]))
-        if case["top_k"] is not None:
-            margins.append(_top_k_margin(out["top_p"], case["top_k"]))
+        if case["top_P"] is not None:
+            margins.append(_top_p_margin(out["penalized"], case["top_P"]))
+        if case["top_K"] is not None:
+            margins.append(_top_k_margin(out["top_p"], case["top_K"]))
         if min(margins) > MARGIN:
             break
     else:
@@ -320,7 +324,7 @@ def make_sampling_case(case_dir, case, seed):
     print(f"sampling {os.path.basename(case_dir)}: kept {kept} of {case['vocab']}, "
           f"tokens {tokens[0].tolist()}, margin {min(margins):.1e}")
     config = {k: v for k, v in case.items() if k not in ("rows", "history", "boost_eos")}
-    config.update(window=chattts.REPETITION_WINDOW,
+    config.update(repetition_window=chattts.REPETITION_WINDOW,
                   min_tokens_to_keep=chattts.MIN_TOKENS_TO_KEEP)
     io = {"logits": logits.numpy(), "temperature": temperature.numpy(),
           "history": history.numpy().astype(np.int64), "draws": draws.numpy(),
