@@ -813,6 +813,51 @@ class ChatTTSErrorTest(ChatTTSTestCase):
         self.convert_fails(self.args() + ["--hifigan", self.speakers["tiny"]], "--chattts")
 
 
+FIXTURES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures")
+
+
+class ChatTTSFixturesTest(unittest.TestCase):
+    """tests/fixtures/chattts is what tools/reference/chattts_fixtures.py writes, and its
+    sampling cases follow the draw rule the C++ side implements."""
+
+    def test_regenerates_identically(self):
+        from reference import chattts_fixtures
+        committed = os.path.join(FIXTURES, "chattts")
+        with tempfile.TemporaryDirectory() as tmp, \
+                contextlib.redirect_stdout(io.StringIO()):
+            chattts_fixtures.make(tmp)
+            for root, _, names in os.walk(tmp):
+                for name in names:
+                    fresh = os.path.join(root, name)
+                    old = os.path.join(committed, os.path.relpath(fresh, tmp))
+                    if name.endswith(".json"):
+                        with open(fresh) as a, open(old) as b:
+                            self.assertEqual(json.load(a), json.load(b), old)
+                        continue
+                    # Float results may differ in the last bit on another CPU's BLAS.
+                    new_t, old_t = safetensors_io.load(fresh), safetensors_io.load(old)
+                    self.assertEqual(sorted(new_t), sorted(old_t), old)
+                    for key, value in new_t.items():
+                        np.testing.assert_allclose(value, old_t[key], rtol=1e-6, atol=1e-6,
+                                                   err_msg=f"{old}: {key}")
+
+    def test_sampling_draws(self):
+        base = os.path.join(FIXTURES, "chattts", "sampling")
+        for case in sorted(os.listdir(base)):
+            io_ = safetensors_io.load(os.path.join(base, case, "io.safetensors"))
+            cumulative = io_["probs"].astype(np.float64).cumsum(1)
+            for row in range(cumulative.shape[0]):
+                for draw, token in zip(io_["draws"][row], io_["tokens"][row]):
+                    target = float(draw) * cumulative[row, -1]
+                    self.assertEqual(int(np.argmax(cumulative[row] > target)), token, case)
+                    self.assertGreater(io_["probs"][row, token], 0, case)
+
+    def test_cached_logits_agree(self):
+        io_ = safetensors_io.load(os.path.join(FIXTURES, "chattts", "gpt", "io.safetensors"))
+        for name in ("hidden", "text_logits", "code_logits"):
+            np.testing.assert_allclose(io_[name + "_cached"], io_[name], atol=1e-6)
+
+
 VOICES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures", "voices")
 
 
