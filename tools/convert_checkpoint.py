@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Converts FastSpeech2 (ming024) and HiFi-GAN (jik876) PyTorch checkpoints to a voxd voice.
+"""Converts FastSpeech2 (ming024) and HiFi-GAN (jik876) PyTorch checkpoints, or a ChatTTS
+(2noise) asset folder, to a voxd voice.
 
 A voice directory (docs/voice-format.md) holds config.json, symbols.txt, acoustic.safetensors
 and vocoder.safetensors; tensors keep the original state-dict names (weight norm stays split in
-weight_g/weight_v; voxd folds it at load). Checks the checkpoints against their configs and each
-other first, and writes through a temporary directory, so a failed run leaves nothing behind.
+weight_g/weight_v; voxd folds it at load). A ChatTTS voice holds config.json, gpt, embed,
+decoder, dvae and vocos .safetensors (the asset files' tensor names, the heads' weight norm
+folded), tokenizer/ and, with --spk-stat or --speaker, speaker.safetensors. Checks the inputs
+against their configs and each other first, and writes through a temporary directory, so a
+failed run leaves nothing behind.
 
 Example (ming024's LJSpeech model and its HiFi-GAN, from a FastSpeech2 checkout):
 
@@ -18,14 +22,22 @@ Example (ming024's LJSpeech model and its HiFi-GAN, from a FastSpeech2 checkout)
 
 A vocoder alone (--hifigan without --fastspeech2) gives a directory with vocoder.safetensors and
 vocoder.json that other voices can share through --vocoder-weights.
+
+ChatTTS (the asset/ folder of HuggingFace 2Noise/ChatTTS; spk_stat.txt holding the spk_stat
+string of ChatTTS/config/config.py is optional):
+
+    /usr/bin/python3 tools/convert_checkpoint.py --chattts ChatTTS/asset \\
+        --spk-stat spk_stat.txt --name chattts --out voices/chattts
 """
 import argparse
 import io
 import json
+import lzma
 import math
 import os
 import pickle
 import shutil
+import struct
 import sys
 import tempfile
 import zipfile
@@ -34,6 +46,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import chattts_codec  # noqa: E402
 import safetensors_io  # noqa: E402
 import symbols as symbol_tables  # noqa: E402
 
@@ -664,9 +677,12 @@ def write_json(path, data):
 
 def convert(args):
     """Runs the conversion described by parsed arguments; returns a summary line."""
+    if args.chattts:
+        return convert_chattts(args)
     dtype = np.float16 if args.dtype == "f16" else np.float32
     if not args.fastspeech2 and not args.hifigan:
-        raise ConvertError("nothing to convert: give --fastspeech2 and/or --hifigan")
+        raise ConvertError("nothing to convert: give --fastspeech2 and/or --hifigan, or "
+                           "--chattts")
     if args.fastspeech2 and not args.hifigan and not args.vocoder_weights:
         raise ConvertError("a voice needs a vocoder: give --hifigan CKPT or --vocoder-weights "
                            "PATH")
@@ -719,6 +735,528 @@ def convert(args):
             f"{len(symbols)} symbols, vocoder {voc_weights}, {args.dtype})")
 
 
+# ---------------------------------------------------------------------------------------------
+# ChatTTS (2noise/ChatTTS's released asset/ folder)
+
+# What ChatTTS's code fixes rather than its asset files (ChatTTS/config/config.py, core.py,
+# model/processors.py at 1092c1f), recorded in the voice so that voxd need not know them.
+CHATTTS_FILES = ("gpt/config.json", "gpt/model.safetensors", "Embed.safetensors",
+                 "Decoder.safetensors", "DVAE.safetensors", "Vocos.safetensors",
+                 "tokenizer/tokenizer.json")
+CHATTTS_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+CHATTTS_N_MELS = 100
+CHATTTS_AUDIO = {"sample_rate": 24000, "hop_length": 256, "n_mels": CHATTTS_N_MELS}
+CHATTTS_VQ = {"levels": [5, 5, 5, 5], "R": 2}  # config.VQ; G is read from the weights
+CHATTTS_DILATION = 2  # DVAEDecoder's default dilation, in no weight
+CHATTTS_VOCOS = {"n_fft": 1024, "hop_length": 256, "win_length": 1024, "padding": "center"}
+CHATTTS_REFINE_TEXT = {"prompt": "", "temperature": 0.7, "top_P": 0.7, "top_K": 20,
+                       "repetition_penalty": 1.0, "max_new_token": 384, "min_new_token": 0}
+CHATTTS_INFER_CODE = {"prompt": "[speed_5]", "temperature": 0.3, "top_P": 0.7, "top_K": 20,
+                      "repetition_penalty": 1.05, "max_new_token": 2048, "min_new_token": 0}
+CHATTTS_SAMPLING = {"min_tokens_to_keep": 3, "repetition_window": 16}
+CHATTTS_PROMPTS = {"refine_text": "[Sbreak]{text}[Pbreak]{prompt}",
+                   "infer_code": "[Stts][spk_emb]{txt_smp}{prompt}{text}[Ptts]",
+                   "infer_code_without_speaker": "[Stts][empty_spk]{txt_smp}{prompt}{text}[Ptts]"}
+# Tokens ChatTTS's code looks up by name; the voice records their ids.
+CHATTTS_TOKENS = ("[Stts]", "[Ptts]", "[spk_emb]", "[empty_spk]", "[Sbreak]", "[Pbreak]",
+                  "[Ebreak]", "[break_0]")
+# Tensors of the Llama checkpoint that voxd does not use (transformers' own embedding table,
+# which ChatTTS deletes after loading, and rotary caches some exports carry).
+CHATTTS_GPT_DROPPED = ("embed_tokens.weight", "lm_head.weight")
+# Buffers of torchaudio's MelSpectrogram (window, mel filterbank) in the feature extractors:
+# fixed by sample_rate/n_fft/n_mels, used only to turn audio into mels; not copied.
+CHATTTS_MEL_BUFFERS = ("feature_extractor.mel_spec.", "preprocessor_mel.mel_spec.")
+
+_SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
+                       "BF16": np.uint16, "I64": np.int64, "I32": np.int32}
+
+
+def read_safetensors(path):
+    """A safetensors file as name -> numpy array (BF16 widened to float32), checking the header
+    and every tensor's extent, so a truncated or foreign file is one line naming it."""
+    require_file(path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise fail(path, f"not a safetensors file ({len(raw)} bytes, no header)")
+    (length,) = struct.unpack("<Q", raw[:8])
+    if 8 + length > len(raw):
+        raise fail(path, f"truncated: its header says {length} bytes but the file has "
+                         f"{len(raw)}")
+    try:
+        header = json.loads(raw[8:8 + length])
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise fail(path, "not a safetensors file (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise fail(path, "not a safetensors file (its header is not a JSON object)")
+    base, out = 8 + length, {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _SAFETENSORS_DTYPES[info["dtype"]]
+            shape = [int(n) for n in info["shape"]]
+            begin, end = (int(n) for n in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise fail(path, f"'{name}': unsupported or malformed header entry {info!r}") \
+                from None
+        expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if base + end > len(raw):
+            raise fail(path, f"truncated: '{name}' ends at byte {base + end} but the file has "
+                             f"{len(raw)}")
+        if end - begin != expected:
+            raise fail(path, f"'{name}': {end - begin} bytes of data for shape {shape} "
+                             f"{info['dtype']} ({expected} expected)")
+        array = np.frombuffer(raw[base + begin:base + end],
+                              dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+        if info["dtype"] == "BF16":
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        out[name] = array.astype(array.dtype.newbyteorder("="))
+    if not out:
+        raise fail(path, "holds no tensors")
+    return out
+
+
+def _shape(state, key, expected, path, why):
+    """Raises ConvertError unless state[key] exists with shape `expected`."""
+    if key not in state:
+        raise fail(path, f"missing tensor '{key}'")
+    if list(state[key].shape) != list(expected):
+        raise fail(path, f"'{key}' has shape {list(state[key].shape)} but {why} make it "
+                         f"{list(expected)}")
+
+
+def chattts_gpt_config(path):
+    """asset/gpt/config.json (a transformers LlamaConfig with ChatTTS's extra fields) -> the
+    voice's gpt section, without the sizes read from Embed.safetensors."""
+    config = read_json(path)
+    if not isinstance(config, dict):
+        raise fail(path, "expected a JSON object")
+    out = {}
+    for name in ("hidden_size", "intermediate_size", "num_attention_heads",
+                 "num_hidden_layers", "num_audio_tokens", "num_vq"):
+        out[name] = field(config, name, path, int)
+    kv = config.get("num_key_value_heads") or out["num_attention_heads"]
+    head_dim = config.get("head_dim") or out["hidden_size"] // out["num_attention_heads"]
+    if out["hidden_size"] % out["num_attention_heads"] and not config.get("head_dim"):
+        raise fail(path, f"hidden_size {out['hidden_size']} is not a multiple of "
+                         f"num_attention_heads {out['num_attention_heads']}")
+    if not isinstance(kv, int) or out["num_attention_heads"] % kv:
+        raise fail(path, f"field 'num_key_value_heads' must divide num_attention_heads, got {kv!r}")
+    act = config.get("hidden_act", "silu")
+    if act != "silu":
+        raise fail(path, f"field 'hidden_act' is {act!r}; ChatTTS's Llama uses 'silu'")
+    for name in ("attention_bias", "mlp_bias"):
+        if config.get(name):
+            raise fail(path, f"field '{name}' is true; ChatTTS's Llama has no biases")
+    if config.get("rope_scaling"):
+        raise fail(path, f"field 'rope_scaling' is {config['rope_scaling']!r}; only plain "
+                         "rotary embeddings are supported")
+    rms_eps = config.get("rms_norm_eps", 1e-6)     # LlamaConfig's defaults
+    theta = config.get("rope_theta", 10000.0)
+    for name, value in (("rms_norm_eps", rms_eps), ("rope_theta", theta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise fail(path, f"field '{name}' must be a positive number, got {value!r}")
+    text = config.get("num_text_tokens")  # null in the released config
+    if text is not None and (isinstance(text, bool) or not isinstance(text, int) or text <= 0):
+        raise fail(path, f"field 'num_text_tokens' must be a positive integer or null, got "
+                         f"{text!r}")
+    out.update(num_key_value_heads=kv, head_dim=head_dim, rms_norm_eps=float(rms_eps),
+               rope_theta=float(theta), hidden_act="silu",
+               max_position_embeddings=int(config.get("max_position_embeddings", 2048)),
+               num_text_tokens=text)
+    return out
+
+
+def check_chattts_llama(state, gpt, path):
+    """The Llama tensors of asset/gpt/model.safetensors against its config.json; returns the
+    tensors voxd keeps (transformers' 'model.' prefix, if any, stripped)."""
+    if state and all(k.startswith("model.") for k in state):
+        state = {k[len("model."):]: v for k, v in state.items()}
+    kept = {k: v for k, v in state.items()
+            if k not in CHATTTS_GPT_DROPPED and not k.endswith("rotary_emb.inv_freq")}
+    h, layers = gpt["hidden_size"], gpt["num_hidden_layers"]
+    q_dim = gpt["num_attention_heads"] * gpt["head_dim"]
+    kv_dim = gpt["num_key_value_heads"] * gpt["head_dim"]
+    inner = gpt["intermediate_size"]
+    found = count_layers(kept, "layers.")
+    if found != layers:
+        raise fail(path, f"has {found} layers but config.json's num_hidden_layers is {layers}")
+    why = "config.json's sizes"
+    for i in range(layers):
+        p = f"layers.{i}."
+        for name, shape in (("self_attn.q_proj.weight", [q_dim, h]),
+                            ("self_attn.k_proj.weight", [kv_dim, h]),
+                            ("self_attn.v_proj.weight", [kv_dim, h]),
+                            ("self_attn.o_proj.weight", [h, q_dim]),
+                            ("mlp.gate_proj.weight", [inner, h]),
+                            ("mlp.up_proj.weight", [inner, h]),
+                            ("mlp.down_proj.weight", [h, inner]),
+                            ("input_layernorm.weight", [h]),
+                            ("post_attention_layernorm.weight", [h])):
+            _shape(kept, p + name, shape, path, why)
+    _shape(kept, "norm.weight", [h], path, why)
+    return kept
+
+
+def fold_weight_norm_np(g, v):
+    """torch's weight_norm (dim 0): w = v · (g / ‖v‖) with the norm of each row of v."""
+    v64 = v.astype(np.float64)
+    norm = np.sqrt((v64.reshape(v.shape[0], -1) ** 2).sum(1)).reshape([-1] + [1] * (v.ndim - 1))
+    return (v64 * (g.astype(np.float64) / norm)).astype(np.float32)
+
+
+def check_chattts_embed(state, gpt, path):
+    """Embed.safetensors: emb_text, emb_code.{q}, head_text, head_code.{q} (weight norm folded).
+    Fills gpt['num_text_tokens'] from emb_text when config.json leaves it null."""
+    h, vq, audio = gpt["hidden_size"], gpt["num_vq"], gpt["num_audio_tokens"]
+    if "emb_text.weight" not in state:
+        raise fail(path, "missing tensor 'emb_text.weight'")
+    rows = state["emb_text.weight"].shape[0]
+    if gpt["num_text_tokens"] is None:
+        gpt["num_text_tokens"] = int(rows)
+    text = gpt["num_text_tokens"]
+    _shape(state, "emb_text.weight", [text, h], path, "gpt/config.json's num_text_tokens and "
+                                                      "hidden_size")
+    found = count_layers(state, "emb_code.")
+    if found != vq:
+        raise fail(path, f"has {found} emb_code tables but gpt/config.json's num_vq is {vq}")
+    out = {"emb_text.weight": state["emb_text.weight"]}
+    heads = [("head_text", text)] + [(f"head_code.{q}", audio) for q in range(vq)]
+    for q in range(vq):
+        key = f"emb_code.{q}.weight"
+        _shape(state, key, [audio, h], path, "gpt/config.json's num_audio_tokens and hidden_size")
+        out[key] = state[key]
+    for head, n in heads:
+        g = head + ".parametrizations.weight.original0"
+        v = head + ".parametrizations.weight.original1"
+        why = "the embedding sizes"
+        if g in state or v in state:
+            _shape(state, g, [n, 1], path, why)
+            _shape(state, v, [n, h], path, why)
+            out[head + ".weight"] = fold_weight_norm_np(state[g], state[v])
+        else:
+            if head + ".weight" not in state:
+                raise fail(path, f"missing tensor '{g}' (or a folded '{head}.weight')")
+            _shape(state, head + ".weight", [n, h], path, why)
+            out[head + ".weight"] = state[head + ".weight"]
+    return out
+
+
+def chattts_decoder_shape(state, prefix, path):
+    """The sizes of a DVAEDecoder (conv_in, ConvNeXt blocks, conv_out) read from its weights,
+    every block checked."""
+    key = prefix + "conv_in.0.weight"
+    if key not in state or state[key].ndim != 3:
+        raise fail(path, f"missing tensor '{key}'" if key not in state else
+                   f"'{key}' has shape {list(state[key].shape)}, not a Conv1d weight")
+    bn_dim, idim = (int(n) for n in state[key].shape[:2])
+    hidden_key = prefix + "conv_in.2.weight"
+    if hidden_key not in state:
+        raise fail(path, f"missing tensor '{hidden_key}'")
+    hidden = int(state[hidden_key].shape[0])
+    n_layer = count_layers(state, prefix + "decoder_block.")
+    if n_layer == 0:
+        raise fail(path, f"missing tensor '{prefix}decoder_block.0.dwconv.weight'")
+    kernel = int(state[prefix + "decoder_block.0.dwconv.weight"].shape[-1]) \
+        if prefix + "decoder_block.0.dwconv.weight" in state else 7
+    out_key = prefix + "conv_out.weight"
+    if out_key not in state:
+        raise fail(path, f"missing tensor '{out_key}'")
+    odim = int(state[out_key].shape[0])
+    why = f"{prefix}conv_in's {hidden} channels"
+    _shape(state, prefix + "conv_in.0.bias", [bn_dim], path, f"{key}'s shape")
+    _shape(state, hidden_key, [hidden, bn_dim, 3], path, f"{key}'s shape")
+    _shape(state, prefix + "conv_in.2.bias", [hidden], path, why)
+    for i in range(n_layer):
+        p = f"{prefix}decoder_block.{i}."
+        for name, shape in (("dwconv.weight", [hidden, 1, kernel]), ("dwconv.bias", [hidden]),
+                            ("norm.weight", [hidden]), ("norm.bias", [hidden]),
+                            ("pwconv1.weight", [4 * hidden, hidden]),
+                            ("pwconv1.bias", [4 * hidden]),
+                            ("pwconv2.weight", [hidden, 4 * hidden]),
+                            ("pwconv2.bias", [hidden]), ("weight", [hidden])):
+            _shape(state, p + name, shape, path, why)
+    _shape(state, out_key, [odim, hidden, 1], path, why)
+    return {"idim": idim, "odim": odim, "hidden": hidden, "n_layer": n_layer,
+            "bn_dim": bn_dim, "kernel": kernel, "dilation": CHATTTS_DILATION}
+
+
+def check_chattts_dvae(state, path, in_channels, what):
+    """Decoder.safetensors or DVAE.safetensors: coef, decoder.*, out_conv; `in_channels` is what
+    the decoder must take after the 2-frame interleave (GPT hidden / 2, or vq dim / 2)."""
+    _shape(state, "coef", [1, CHATTTS_N_MELS, 1], path, "ChatTTS's 100 mel bins")
+    dec = chattts_decoder_shape(state, "decoder.", path)
+    if dec["idim"] != in_channels:
+        raise fail(path, f"'decoder.conv_in.0.weight' takes {dec['idim']} channels but {what} "
+                         f"gives {in_channels}")
+    _shape(state, "out_conv.weight", [CHATTTS_N_MELS, dec["odim"], 3], path,
+           "decoder.conv_out's channels and 100 mel bins")
+    return {"decoder": dec, "dim": dec["odim"]}
+
+
+def check_chattts_vq(state, gpt, dvae_dim, path):
+    """DVAE.safetensors' GFSQ: vq_layer.quantizer.rvqs.{g}.project_{in,out} -> the vq section."""
+    prefix = "vq_layer.quantizer.rvqs."
+    groups = count_layers(state, prefix)
+    if groups == 0:
+        raise fail(path, f"missing tensor '{prefix}0.project_out.weight' (the GFSQ)")
+    levels, r = CHATTTS_VQ["levels"], CHATTTS_VQ["R"]
+    if groups * r != gpt["num_vq"]:
+        raise fail(path, f"has {groups} GFSQ groups of {r} residuals but gpt/config.json's "
+                         f"num_vq is {gpt['num_vq']}")
+    if math.prod(levels) + 1 != gpt["num_audio_tokens"]:
+        raise fail(path, f"GFSQ levels {levels} give {math.prod(levels)} codes but "
+                         f"gpt/config.json's num_audio_tokens is {gpt['num_audio_tokens']} "
+                         "(codes + EOS)")
+    per_group = 2 * dvae_dim // groups
+    why = f"the decoder's {dvae_dim} input channels (2 frames x {dvae_dim} = {groups} groups)"
+    for g in range(groups):
+        p = f"{prefix}{g}."
+        _shape(state, p + "project_out.weight", [per_group, len(levels)], path, why)
+        _shape(state, p + "project_out.bias", [per_group], path, why)
+        if p + "project_in.weight" in state:
+            _shape(state, p + "project_in.weight", [len(levels), per_group], path, why)
+    return {"dim": 2 * dvae_dim, "levels": list(levels), "G": groups, "R": r}
+
+
+def check_chattts_encoder(state, dvae, vq, path):
+    """The DVAE's encoder side (audio -> codes, for audio speaker prompts), if present."""
+    if not any(k.startswith("encoder.") for k in state):
+        return None
+    enc = chattts_decoder_shape(state, "encoder.", path)
+    _shape(state, "downsample_conv.0.weight", [dvae["dim"], CHATTTS_N_MELS, 3], path,
+           "the decoder's dim and 100 mel bins")
+    _shape(state, "downsample_conv.2.weight", [dvae["dim"], dvae["dim"], 4], path,
+           "the decoder's dim")
+    if enc["idim"] != dvae["dim"] or enc["odim"] != vq["dim"]:
+        raise fail(path, f"the encoder maps {enc['idim']} -> {enc['odim']} channels but the "
+                         f"DVAE needs {dvae['dim']} -> {vq['dim']}")
+    return enc
+
+
+def check_chattts_vocos(state, path):
+    """Vocos.safetensors (VocosBackbone + ISTFTHead) -> the vocos section."""
+    key = "backbone.embed.weight"
+    if key not in state or state[key].ndim != 3:
+        raise fail(path, f"missing tensor '{key}'")
+    dim, channels, _ = (int(n) for n in state[key].shape)
+    layers = count_layers(state, "backbone.convnext.")
+    if layers == 0:
+        raise fail(path, "missing tensor 'backbone.convnext.0.dwconv.weight'")
+    inner_key = "backbone.convnext.0.pwconv1.weight"
+    if inner_key not in state:
+        raise fail(path, f"missing tensor '{inner_key}'")
+    inner = int(state[inner_key].shape[0])
+    why = f"backbone.embed's {dim} channels"
+    if channels != CHATTTS_N_MELS:
+        raise fail(path, f"'{key}' takes {channels} mel bins but the Decoder and DVAE make "
+                         f"{CHATTTS_N_MELS}")
+    _shape(state, key, [dim, CHATTTS_N_MELS, 7], path, why)
+    for name in ("backbone.embed.bias", "backbone.norm.weight", "backbone.norm.bias",
+                 "backbone.final_layer_norm.weight", "backbone.final_layer_norm.bias"):
+        _shape(state, name, [dim], path, why)
+    for i in range(layers):
+        p = f"backbone.convnext.{i}."
+        for name, shape in (("dwconv.weight", [dim, 1, 7]), ("dwconv.bias", [dim]),
+                            ("norm.weight", [dim]), ("norm.bias", [dim]),
+                            ("pwconv1.weight", [inner, dim]), ("pwconv1.bias", [inner]),
+                            ("pwconv2.weight", [dim, inner]), ("pwconv2.bias", [dim]),
+                            ("gamma", [dim])):
+            _shape(state, p + name, shape, path, why)
+    n_fft = CHATTTS_VOCOS["n_fft"]
+    _shape(state, "head.out.weight", [n_fft + 2, dim], path, f"n_fft {n_fft} and {why}")
+    _shape(state, "head.out.bias", [n_fft + 2], path, f"n_fft {n_fft}")
+    if "head.istft.window" in state:
+        _shape(state, "head.istft.window", [n_fft], path, f"n_fft {n_fft}")
+    return dict(input_channels=channels, dim=dim, intermediate_dim=inner, num_layers=layers,
+                sample_rate=CHATTTS_AUDIO["sample_rate"], **CHATTTS_VOCOS)
+
+
+def read_chattts_tokenizer(path, num_text_tokens):
+    """asset/tokenizer/tokenizer.json (a BERT WordPiece tokenizer, transformers' fast format):
+    its vocabulary size must equal emb_text's rows; returns the ids of CHATTTS_TOKENS."""
+    data = read_json(path)
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("vocab"), dict):
+        raise fail(path, "missing field 'model.vocab' (not a tokenizers tokenizer.json)")
+    if model.get("type") != "WordPiece":
+        raise fail(path, f"field 'model.type' is {model.get('type')!r}; ChatTTS's tokenizer "
+                         "is BERT WordPiece")
+    ids = dict(model["vocab"])
+    added = data.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise fail(path, "field 'added_tokens' must be a list")
+    for token in added:
+        if not isinstance(token, dict) or "content" not in token or "id" not in token:
+            raise fail(path, f"malformed added_tokens entry {token!r}")
+        ids[token["content"]] = token["id"]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids.values()):
+        raise fail(path, "token ids must be non-negative integers")
+    size = max(ids.values()) + 1
+    if size != num_text_tokens:
+        raise fail(path, f"vocabulary has {size} tokens but Embed.safetensors' emb_text has "
+                         f"{num_text_tokens} rows")
+    missing = [t for t in CHATTTS_TOKENS if t not in ids]
+    if missing:
+        raise fail(path, f"missing ChatTTS token {missing[0]}")
+    return {t: ids[t] for t in CHATTTS_TOKENS}
+
+
+def read_spk_stat(path, hidden):
+    """A text file holding ChatTTS's spk_stat string (base16384 of float16 std then mean)."""
+    require_file(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            std, mean = chattts_codec.decode_spk_stat(f.read())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise fail(path, f"not a ChatTTS spk_stat string ({e})") from None
+    if len(std) != hidden:
+        raise fail(path, f"spk_stat holds {len(std)} values per half but the GPT's hidden_size "
+                         f"is {hidden}")
+    return std, mean
+
+
+def read_speaker(spec, hidden):
+    """NAME=FILE, FILE holding a spk_emb string (base16384 of LZMA2 of float16)."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise ConvertError(f"--speaker {spec!r}: expected NAME=FILE, NAME of letters, digits, "
+                           "'-', '_' or '.'")
+    require_file(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            vector = chattts_codec.decode_spk_emb(f.read())
+    except (UnicodeDecodeError, ValueError, lzma.LZMAError) as e:
+        raise fail(path, f"not a ChatTTS spk_emb string ({e})") from None
+    if len(vector) != hidden:
+        raise fail(path, f"speaker has {len(vector)} values but the GPT's hidden_size is {hidden}")
+    return name, vector
+
+
+def find_chattts_assets(folder):
+    """The asset folder itself, or the one inside `folder` (a HuggingFace 2Noise/ChatTTS
+    snapshot holds asset/)."""
+    if os.path.isdir(os.path.join(folder, "asset")) and not os.path.isdir(
+            os.path.join(folder, "gpt")):
+        folder = os.path.join(folder, "asset")
+    if not os.path.isdir(folder):
+        raise fail(folder, "no such directory")
+    for name in CHATTTS_FILES:
+        require_file(os.path.join(folder, name))
+    return folder
+
+
+def chattts_part(args):
+    """Reads and checks a ChatTTS asset folder; returns (files to write, voice config)."""
+    assets = find_chattts_assets(args.chattts)
+    path = {name: os.path.join(assets, name) for name in CHATTTS_FILES}
+    gpt = chattts_gpt_config(path["gpt/config.json"])
+    llama = check_chattts_llama(read_safetensors(path["gpt/model.safetensors"]), gpt,
+                                path["gpt/model.safetensors"])
+    embed = check_chattts_embed(read_safetensors(path["Embed.safetensors"]), gpt,
+                                path["Embed.safetensors"])
+    tokens = read_chattts_tokenizer(path["tokenizer/tokenizer.json"], gpt["num_text_tokens"])
+
+    decoder_state = read_safetensors(path["Decoder.safetensors"])
+    half = gpt["hidden_size"] // 2
+    decoder = check_chattts_dvae(decoder_state, path["Decoder.safetensors"], half,
+                                 f"the GPT's hidden_size {gpt['hidden_size']} (2 frames x {half})")
+    dvae_state = read_safetensors(path["DVAE.safetensors"])
+    dec_key = "decoder.conv_in.0.weight"
+    if dec_key not in dvae_state:
+        raise fail(path["DVAE.safetensors"], f"missing tensor '{dec_key}'")
+    dvae_in = int(dvae_state[dec_key].shape[1])
+    vq = check_chattts_vq(dvae_state, gpt, dvae_in, path["DVAE.safetensors"])
+    dvae = check_chattts_dvae(dvae_state, path["DVAE.safetensors"], vq["dim"] // 2,
+                              f"the GFSQ's {vq['dim']} channels (2 frames x {vq['dim'] // 2})")
+    dvae["vq"] = vq
+    dvae["encoder"] = check_chattts_encoder(dvae_state, dvae, vq, path["DVAE.safetensors"])
+    vocos_state = read_safetensors(path["Vocos.safetensors"])
+    vocos = check_chattts_vocos(vocos_state, path["Vocos.safetensors"])
+
+    speaker = {}
+    speaker_tensors = {}
+    if args.spk_stat:
+        std, mean = read_spk_stat(args.spk_stat, gpt["hidden_size"])
+        speaker_tensors.update({"spk_stat.std": std, "spk_stat.mean": mean})
+        speaker["spk_stat"] = {"std": "spk_stat.std", "mean": "spk_stat.mean"}
+    named = {}
+    for spec in args.speaker or []:
+        name, vector = read_speaker(spec, gpt["hidden_size"])
+        if name in named:
+            raise ConvertError(f"--speaker {name}: given twice")
+        named[name] = "speakers." + name
+        speaker_tensors[named[name]] = vector
+    if named:
+        speaker["named"] = named
+
+    def without_mel_buffers(state):
+        return {k: v for k, v in state.items() if not k.startswith(CHATTTS_MEL_BUFFERS)}
+
+    dtype = np.float16 if args.dtype == "f16" else np.float32
+    files = {
+        "gpt.safetensors": (to_storage(llama, dtype, path["gpt/model.safetensors"]),
+                            "gpt/model.safetensors"),
+        "embed.safetensors": (to_storage(embed, dtype, path["Embed.safetensors"]),
+                              "Embed.safetensors"),
+        "decoder.safetensors": (to_storage(without_mel_buffers(decoder_state), dtype,
+                                           path["Decoder.safetensors"]), "Decoder.safetensors"),
+        "dvae.safetensors": (to_storage(without_mel_buffers(dvae_state), dtype,
+                                        path["DVAE.safetensors"]), "DVAE.safetensors"),
+        "vocos.safetensors": (to_storage(without_mel_buffers(vocos_state), dtype,
+                                         path["Vocos.safetensors"]), "Vocos.safetensors"),
+    }
+    if speaker_tensors:  # float16 as ChatTTS keeps them, whatever --dtype says
+        files["speaker.safetensors"] = ({k: v.astype(np.float16)
+                                         for k, v in speaker_tensors.items()}, "speaker strings")
+        speaker["weights"] = "speaker.safetensors"
+
+    gpt_section = dict(gpt, weights="gpt.safetensors", embed_weights="embed.safetensors")
+    decoder_section = dict(decoder["decoder"], dim=decoder["dim"],
+                           weights="decoder.safetensors")
+    dvae_section = {"weights": "dvae.safetensors", "decoder": dvae["decoder"],
+                    "dim": dvae["dim"], "vq": vq, "encoder": dvae["encoder"]}
+    name = args.name or os.path.basename(os.path.abspath(args.out))
+    voice = {"format": "voxd-voice", "version": 1, "name": name, "type": "chattts",
+             "language": "zh", **CHATTTS_AUDIO,
+             "tokenizer": {"file": "tokenizer/tokenizer.json", "tokens": tokens},
+             "gpt": gpt_section, "decoder": decoder_section, "dvae": dvae_section,
+             "vocos": dict(vocos, weights="vocos.safetensors"),
+             "refine_text": dict(CHATTTS_REFINE_TEXT, eos=tokens["[Ebreak]"],
+                                 keep_below=tokens["[break_0]"]),
+             "infer_code": dict(CHATTTS_INFER_CODE, eos=gpt["num_audio_tokens"] - 1),
+             "sampling": dict(CHATTTS_SAMPLING), "prompts": dict(CHATTTS_PROMPTS)}
+    if speaker:
+        voice["speaker"] = speaker
+    tokenizer_files = [os.path.join(assets, "tokenizer", n) for n in CHATTTS_TOKENIZER_FILES
+                       if os.path.isfile(os.path.join(assets, "tokenizer", n))]
+    return files, voice, tokenizer_files
+
+
+def convert_chattts(args):
+    """--chattts: a ChatTTS asset folder -> a voxd chattts voice directory."""
+    if args.fastspeech2 or args.hifigan or args.vocoder_weights:
+        raise ConvertError("--chattts converts a whole ChatTTS voice; give it without "
+                           "--fastspeech2, --hifigan or --vocoder-weights")
+    files, voice, tokenizer_files = chattts_part(args)
+    source = {"converter": "voxd tools/convert_checkpoint.py"}
+
+    def write_voice(tmp):
+        for filename, (tensors, origin) in files.items():
+            safetensors_io.save(os.path.join(tmp, filename), tensors,
+                                {**source, "source": origin})
+        os.makedirs(os.path.join(tmp, "tokenizer"))
+        for src in tokenizer_files:
+            shutil.copyfile(src, os.path.join(tmp, "tokenizer", os.path.basename(src)))
+        write_json(os.path.join(tmp, "config.json"), voice)
+
+    write_atomically(args.out, args.force, write_voice)
+    count = sum(len(t) for t, _ in files.values())
+    return (f"wrote ChatTTS voice '{voice['name']}' to {os.path.abspath(args.out)} ({count} "
+            f"tensors, {voice['gpt']['num_text_tokens']} text tokens, {args.dtype})")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="convert_checkpoint.py", description=__doc__.split("\n\n")[0],
@@ -738,6 +1276,15 @@ def build_parser():
     voc.add_argument("--hifigan-config", metavar="JSON", help="its config.json")
     voc.add_argument("--vocoder-weights", metavar="PATH", help="reference this existing "
                      "vocoder.safetensors instead of writing a copy")
+    chat = parser.add_argument_group("ChatTTS (2noise/ChatTTS's released asset/ folder)")
+    chat.add_argument("--chattts", metavar="DIR", help="the asset folder (gpt/, tokenizer/, "
+                      "Embed, Decoder, DVAE and Vocos .safetensors), or the folder holding it")
+    chat.add_argument("--spk-stat", metavar="FILE", help="a text file holding ChatTTS's "
+                      "spk_stat string (Config.spk_stat in ChatTTS/config/config.py), for "
+                      "random speakers")
+    chat.add_argument("--speaker", metavar="NAME=FILE", action="append", help="a named "
+                      "speaker: FILE holds a spk_emb string (as sample_random_speaker() "
+                      "returns); may be repeated")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="voice directory to create")
     out.add_argument("--name", help="voice name (default: the directory's name)")

@@ -11,6 +11,11 @@ for lengths and plumbing.
                 hidden 32, HiFi-GAN V1 shape with upsample_initial_channel 32, 22050 Hz, hop 256
   tiny-ipa      phonemes espeak-ipa, symbols data/symbols/espeak-ipa-en.txt, shares
                 tiny-arpabet's vocoder.safetensors through --vocoder-weights
+  tiny-chattts  a ChatTTS voice: a random asset/ folder in the layout 2noise/ChatTTS releases
+                (gpt/config.json + model.safetensors, Embed/Decoder/DVAE/Vocos.safetensors,
+                tokenizer/ with a small WordPiece vocabulary of our own plus ChatTTS's 50
+                tokens) at TINY_CHATTTS's sizes, a spk_stat string and one speaker, converted
+                with --chattts (--chattts-assets DIR writes only the asset folder)
 
     /usr/bin/python3 tools/make_test_voices.py [--out tests/fixtures/voices]
 """
@@ -26,9 +31,11 @@ import torch
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TOOLS)
 
+import chattts_codec  # noqa: E402
 import convert_checkpoint  # noqa: E402
+import safetensors_io  # noqa: E402
 import symbols as symbol_tables  # noqa: E402
-from reference import fastspeech2, hifigan  # noqa: E402
+from reference import chattts, chattts_fixtures, fastspeech2, hifigan  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures", "voices")
 IPA_SYMBOLS = os.path.join(os.path.dirname(TOOLS), "data", "symbols", "espeak-ipa-en.txt")
@@ -178,11 +185,207 @@ def make_voice(out_dir, work, symbols, *, phonemes, seed, vocoder_weights=None, 
         raise SystemExit(f"converting {out_dir} failed")
 
 
+# ---------------------------------------------------------------------------------------------
+# ChatTTS: a tiny random voice in the layout of 2noise/ChatTTS's released asset/ folder
+
+# The release's sizes shrunk (ChatTTS/config/config.py: GPT hidden 768, 12 heads, 20 layers,
+# intermediate 3072; Decoder hidden 512 x 12 layers; DVAE hidden 256 x 12; Vocos dim 512,
+# intermediate 1536, 8 layers). num_audio_tokens stays 626 (5^4 GFSQ codes + EOS).
+TINY_CHATTTS = {
+    "gpt": {"hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
+            "num_hidden_layers": 2, "intermediate_size": 64, "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "num_audio_tokens": 626,
+            "num_vq": 4},
+    "decoder": {"idim": 16, "odim": 16, "hidden": 24, "n_layer": 2, "bn_dim": 8},
+    "dvae_decoder": {"idim": 16, "odim": 16, "hidden": 24, "n_layer": 2, "bn_dim": 8},
+    "dvae_encoder": {"idim": 16, "odim": 32, "hidden": 24, "n_layer": 2, "bn_dim": 8},
+    "dvae_dim": 16,
+    "vq": {"dim": 32, "levels": [5, 5, 5, 5], "G": 2, "R": 2},
+    "vocos": {"input_channels": 100, "dim": 32, "intermediate_dim": 64, "num_layers": 2,
+              "n_fft": 1024, "hop_length": 256, "padding": "center"},
+}
+
+# ChatTTS's 50 tokens after BERT's vocabulary, in the release's order as far as public notes
+# tell ([break_0] must come after [uv_break], [laugh] and [lbreak]: ChatTTS keeps refined ids
+# below [break_0]'s).
+CHATTTS_SPECIAL_TOKENS = (
+    ["[Sasr]", "[Pasr]", "[Easr]", "[Stts]", "[Ptts]", "[Etts]", "[Sbreak]", "[Pbreak]",
+     "[Ebreak]", "[uv_break]", "[v_break]", "[lbreak]", "[llbreak]", "[undefine]", "[laugh]",
+     "[spk_emb]", "[empty_spk]", "[music]", "[pure]"]
+    + [f"[break_{i}]" for i in range(8)] + [f"[laugh_{i}]" for i in range(3)]
+    + [f"[oral_{i}]" for i in range(10)] + [f"[speed_{i}]" for i in range(10)])
+BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# A small vocabulary of our own: punctuation, digits, letters, some hanzi and word pieces.
+TINY_WORDPIECES = (list("，。！？、,.!?'") + list("0123456789")
+                   + list("abcdefghijklmnopqrstuvwxyz")
+                   + list("你好我是的了在有不这人们他一个中国说话今天声音")
+                   + ["the", "hello", "world"]
+                   + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"] + ["##ing", "##ed"])
+
+
+def write_chattts_tokenizer(folder):
+    """A BERT WordPiece tokenizer (transformers' BertTokenizerFast files) with ChatTTS's tokens
+    added after the vocabulary; returns its size (emb_text's rows)."""
+    os.makedirs(folder, exist_ok=True)
+    vocab = {token: i for i, token in enumerate(BERT_SPECIAL_TOKENS + TINY_WORDPIECES)}
+    added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": False, "special": True}
+             for t in BERT_SPECIAL_TOKENS]
+    added += [{"id": len(vocab) + i, "content": t, "single_word": False, "lstrip": False,
+               "rstrip": False, "normalized": False, "special": True}
+              for i, t in enumerate(CHATTTS_SPECIAL_TOKENS)]
+    cls, sep = vocab["[CLS]"], vocab["[SEP]"]
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                       "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [cls], "tokens": ["[CLS]"]},
+                               "[SEP]": {"id": "[SEP]", "ids": [sep], "tokens": ["[SEP]"]}}},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+    }
+    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+               "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    config = dict(special, tokenizer_class="BertTokenizer", do_lower_case=True,
+                  tokenize_chinese_chars=True, strip_accents=None, model_max_length=512,
+                  clean_up_tokenization_spaces=True)
+    for name, data in (("tokenizer.json", tokenizer), ("tokenizer_config.json", config),
+                       ("special_tokens_map.json", special)):
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=2)
+    return len(vocab) + len(CHATTTS_SPECIAL_TOKENS)
+
+
+def llama_config_json(gpt):
+    """asset/gpt/config.json: a transformers LlamaConfig plus ChatTTS's fields (num_text_tokens
+    is null in the release; the converter reads it from Embed.safetensors)."""
+    return {"architectures": ["LlamaModel"], "attention_bias": False, "attention_dropout": 0.0,
+            "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+            "hidden_size": gpt["hidden_size"], "initializer_range": 0.02,
+            "intermediate_size": gpt["intermediate_size"],
+            "max_position_embeddings": gpt["max_position_embeddings"], "mlp_bias": False,
+            "model_type": "llama", "num_attention_heads": gpt["num_attention_heads"],
+            "num_audio_tokens": gpt["num_audio_tokens"],
+            "num_hidden_layers": gpt["num_hidden_layers"],
+            "num_key_value_heads": gpt["num_key_value_heads"], "num_text_tokens": None,
+            "num_vq": gpt["num_vq"], "pretraining_tp": 1, "rms_norm_eps": gpt["rms_norm_eps"],
+            "rope_scaling": None, "rope_theta": gpt["rope_theta"], "spk_KL": False,
+            "spk_emb_dim": 192, "tie_word_embeddings": False, "torch_dtype": "float32",
+            "use_cache": False, "vocab_size": 32000}
+
+
+def split_weight_norm(weight, generator):
+    """A folded head weight -> (g, v) as parametrizations.weight.original0/1 store it: v is the
+    weight with each row scaled by a random factor, g the row norms, so g·v/‖v‖ = weight."""
+    scale = 0.5 + 1.5 * torch.rand(weight.shape[0], 1, generator=generator)
+    return weight.norm(dim=1, keepdim=True), weight * scale
+
+
+def _state(module, prefix=""):
+    return {prefix + k: v.detach().float().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def build_chattts_models(sizes=TINY_CHATTTS, seed=0):
+    """Seeded random reference models: (gpt, decoder, dvae, vocos), float32, eval."""
+    generator = torch.Generator().manual_seed(seed)
+    text_tokens = len(BERT_SPECIAL_TOKENS) + len(TINY_WORDPIECES) + len(CHATTTS_SPECIAL_TOKENS)
+    gpt = chattts.GPT(dict(sizes["gpt"], num_text_tokens=text_tokens))
+    decoder = chattts.DVAE(dict(sizes["decoder"]), sizes["decoder"]["odim"])
+    dvae = chattts.DVAE(dict(sizes["dvae_decoder"]), sizes["dvae_dim"], sizes["vq"],
+                        encoder_config=dict(sizes["dvae_encoder"]))
+    vocos = chattts.Vocos(dict(sizes["vocos"]))
+    for model in (gpt, decoder, dvae, vocos):
+        chattts_fixtures.randomize(model, generator)
+    chattts_fixtures.random_weight_norm_heads(gpt.embed, generator)
+    with torch.no_grad():
+        coef = 0.5 + torch.rand(decoder.coef.shape, generator=generator)
+        decoder.coef.copy_(coef)
+        dvae.coef.copy_(coef)  # the release's two files hold one coef
+    return tuple(m.float().eval() for m in (gpt, decoder, dvae, vocos))
+
+
+def write_chattts_assets(asset_dir, sizes=TINY_CHATTTS, seed=0):
+    """Writes a ChatTTS asset/ folder (gpt/, tokenizer/, Embed, Decoder, DVAE, Vocos) of random
+    reference models; returns the models."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    models = build_chattts_models(sizes, seed)
+    gpt, decoder, dvae, vocos = models
+    os.makedirs(os.path.join(asset_dir, "gpt"), exist_ok=True)
+    write_json(os.path.join(asset_dir, "gpt", "config.json"), llama_config_json(sizes["gpt"]))
+    safetensors_io.save(os.path.join(asset_dir, "gpt", "model.safetensors"), _state(gpt.gpt),
+                        {"format": "pt"})
+    embed = {}
+    for name, value in gpt.embed.state_dict().items():
+        if name.startswith("head_"):
+            g, v = split_weight_norm(value, generator)
+            base = name[:-len(".weight")] + ".parametrizations.weight."
+            embed[base + "original0"] = g.numpy().copy()
+            embed[base + "original1"] = v.numpy().copy()
+        else:
+            embed[name] = value.numpy().copy()
+    safetensors_io.save(os.path.join(asset_dir, "Embed.safetensors"), embed)
+    for filename, model in (("Decoder.safetensors", decoder), ("DVAE.safetensors", dvae),
+                            ("Vocos.safetensors", vocos)):
+        safetensors_io.save(os.path.join(asset_dir, filename), _state(model))
+    size = write_chattts_tokenizer(os.path.join(asset_dir, "tokenizer"))
+    assert size == gpt.embed.emb_text.weight.shape[0]
+    return models
+
+
+def write_chattts_speakers(folder, hidden, seed=0):
+    """spk_stat.txt (the string ChatTTS keeps in config.py) and speaker-<name>.txt spk_emb
+    strings, sampled as Speaker.sample_random does (randn · std + mean, in float16)."""
+    generator = torch.Generator().manual_seed(seed)
+    std = (0.5 + torch.rand(hidden, generator=generator)).half()
+    mean = (0.5 * torch.randn(hidden, generator=generator)).half()
+    paths = {"spk_stat": os.path.join(folder, "spk_stat.txt")}
+    with open(paths["spk_stat"], "w", encoding="utf-8") as f:
+        f.write(chattts_codec.encode_spk_stat(std.numpy(), mean.numpy()))
+    for name in ("tiny",):
+        z = torch.randn(hidden, generator=generator).half()
+        spk = (z.float() * std.float()).half().float().add(mean.float()).half()
+        paths[name] = os.path.join(folder, f"speaker-{name}.txt")
+        with open(paths[name], "w", encoding="utf-8") as f:
+            f.write(chattts_codec.encode_spk_emb(spk.numpy()))
+    return paths
+
+
+def make_chattts_voice(out_dir, work, sizes=TINY_CHATTTS, seed=0, name=None):
+    """Builds the asset folder and speaker strings in `work`, then converts them into out_dir."""
+    asset = os.path.join(work, "asset")
+    write_chattts_assets(asset, sizes, seed)
+    speakers = write_chattts_speakers(work, sizes["gpt"]["hidden_size"], seed + 2)
+    argv = ["--chattts", asset, "--spk-stat", speakers["spk_stat"], "--out", out_dir, "--force"]
+    argv += [x for n, p in speakers.items() if n != "spk_stat" for x in ("--speaker", f"{n}={p}")]
+    if name:
+        argv += ["--name", name]
+    if convert_checkpoint.main(argv) != 0:
+        raise SystemExit(f"converting {out_dir} failed")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=DEFAULT_OUT, help="where the voice directories go")
+    parser.add_argument("--chattts-assets", metavar="DIR", help="only write tiny-chattts's "
+                        "ChatTTS asset/ folder (and spk_stat.txt, speaker-tiny.txt) under DIR")
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
+    if args.chattts_assets:
+        write_chattts_assets(os.path.join(args.chattts_assets, "asset"))
+        write_chattts_speakers(args.chattts_assets, TINY_CHATTTS["gpt"]["hidden_size"], 2)
+        return
     arpabet = os.path.join(args.out, "tiny-arpabet")
     with tempfile.TemporaryDirectory() as work:
         make_voice(arpabet, work, symbol_tables.MING024_SYMBOLS, phonemes="arpabet", seed=1)
@@ -192,6 +395,8 @@ def main():
         make_voice(os.path.join(args.out, "tiny-ipa"), work,
                    symbol_tables.read_symbols(IPA_SYMBOLS), phonemes="espeak-ipa", seed=3,
                    vocoder_weights=os.path.join(arpabet, "vocoder.safetensors"))
+    with tempfile.TemporaryDirectory() as work:
+        make_chattts_voice(os.path.join(args.out, "tiny-chattts"), work)
 
 
 if __name__ == "__main__":

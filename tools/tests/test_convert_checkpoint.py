@@ -24,10 +24,12 @@ import torch
 TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TOOLS)
 
+import chattts_codec  # noqa: E402
 import convert_checkpoint  # noqa: E402
 import make_test_voices as tiny  # noqa: E402
 import safetensors_io  # noqa: E402
 import symbols as symbol_tables  # noqa: E402
+from reference import chattts  # noqa: E402
 
 SYMBOLS = symbol_tables.MING024_SYMBOLS
 
@@ -491,6 +493,371 @@ class ErrorTest(ConverterTestCase):
         self.assertEqual(os.listdir(self.out_root), [])
 
 
+class ChatTTSTestCase(unittest.TestCase):
+    """Builds, once per class, a tiny random ChatTTS asset/ folder and speaker strings."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls._tmp.name
+        cls.asset = os.path.join(cls.dir, "asset")
+        cls.models = tiny.write_chattts_assets(cls.asset, seed=21)
+        cls.speakers = tiny.write_chattts_speakers(cls.dir, tiny.TINY_CHATTTS["gpt"]["hidden_size"],
+                                                   seed=22)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def setUp(self):
+        self._out = tempfile.TemporaryDirectory()
+        self.out_root = self._out.name
+        self.out = os.path.join(self.out_root, "voice")
+
+    def tearDown(self):
+        self._out.cleanup()
+
+    def args(self, asset=None, *extra):
+        return ["--chattts", asset or self.asset, "--out", self.out, *extra]
+
+    def convert_ok(self, argv):
+        code, out, err = run_converter(argv)
+        self.assertEqual(code, 0, err)
+        return out
+
+    def convert_fails(self, argv, *fragments):
+        code, _, err = run_converter(argv)
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        for fragment in fragments:
+            self.assertIn(str(fragment), err)
+        self.assertFalse(os.path.exists(self.out), "a failed run left an output directory")
+        return err
+
+    def copy_asset(self):
+        """A private copy of the asset folder to break."""
+        path = os.path.join(self.out_root, "broken", "asset")
+        shutil.copytree(self.asset, path)
+        return path
+
+    def config(self):
+        with open(os.path.join(self.out, "config.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    def weights(self, name):
+        return safetensors_io.load(os.path.join(self.out, name))
+
+
+class ChatTTSConvertTest(ChatTTSTestCase):
+    def test_config_fields(self):
+        self.convert_ok(self.args(None, "--name", "tiny"))
+        config = self.config()
+        self.assertEqual((config["format"], config["version"], config["type"], config["name"]),
+                         ("voxd-voice", 1, "chattts", "tiny"))
+        self.assertEqual((config["sample_rate"], config["hop_length"], config["n_mels"]),
+                         (24000, 256, 100))
+        gpt = config["gpt"]
+        sizes = tiny.TINY_CHATTTS["gpt"]
+        for name in ("hidden_size", "num_attention_heads", "num_key_value_heads",
+                     "num_hidden_layers", "intermediate_size", "rms_norm_eps", "rope_theta",
+                     "max_position_embeddings", "num_vq", "num_audio_tokens"):
+            self.assertEqual(gpt[name], sizes[name], name)
+        self.assertEqual(gpt["num_text_tokens"], self.models[0].embed.emb_text.weight.shape[0])
+        self.assertEqual((gpt["head_dim"], gpt["hidden_act"]), (16, "silu"))
+        self.assertEqual((gpt["weights"], gpt["embed_weights"]),
+                         ("gpt.safetensors", "embed.safetensors"))
+        self.assertEqual(config["decoder"], dict(tiny.TINY_CHATTTS["decoder"], kernel=7,
+                                                 dilation=2, dim=16,
+                                                 weights="decoder.safetensors"))
+        dvae = config["dvae"]
+        self.assertEqual(dvae["decoder"], dict(tiny.TINY_CHATTTS["dvae_decoder"], kernel=7,
+                                               dilation=2))
+        self.assertEqual(dvae["encoder"], dict(tiny.TINY_CHATTTS["dvae_encoder"], kernel=7,
+                                               dilation=2))
+        self.assertEqual((dvae["dim"], dvae["vq"]), (16, tiny.TINY_CHATTTS["vq"]))
+        vocos = config["vocos"]
+        for name, value in tiny.TINY_CHATTTS["vocos"].items():
+            self.assertEqual(vocos[name], value, name)
+        tokens = config["tokenizer"]["tokens"]
+        first = len(tiny.BERT_SPECIAL_TOKENS) + len(tiny.TINY_WORDPIECES)
+        for token in ("[Stts]", "[Ptts]", "[spk_emb]", "[empty_spk]", "[Ebreak]", "[break_0]"):
+            self.assertEqual(tokens[token], first + tiny.CHATTTS_SPECIAL_TOKENS.index(token))
+        self.assertEqual(config["tokenizer"]["file"], "tokenizer/tokenizer.json")
+        refine, code = config["refine_text"], config["infer_code"]
+        self.assertEqual((refine["temperature"], refine["top_P"], refine["top_K"],
+                          refine["repetition_penalty"], refine["max_new_token"],
+                          refine["min_new_token"], refine["prompt"]),
+                         (0.7, 0.7, 20, 1.0, 384, 0, ""))
+        self.assertEqual((refine["eos"], refine["keep_below"]),
+                         (tokens["[Ebreak]"], tokens["[break_0]"]))
+        self.assertEqual((code["temperature"], code["top_P"], code["top_K"],
+                          code["repetition_penalty"], code["max_new_token"],
+                          code["min_new_token"], code["prompt"], code["eos"]),
+                         (0.3, 0.7, 20, 1.05, 2048, 0, "[speed_5]", 625))
+        self.assertEqual(config["sampling"], {"min_tokens_to_keep": 3, "repetition_window": 16})
+        self.assertNotIn("speaker", config)
+
+    def test_tensors(self):
+        self.convert_ok(self.args())
+        gpt, decoder, dvae, vocos = self.models
+        llama = self.weights("gpt.safetensors")
+        self.assertEqual(sorted(llama), sorted(gpt.gpt.state_dict()))
+        for name, value in gpt.gpt.state_dict().items():
+            np.testing.assert_array_equal(llama[name], value.numpy(), err_msg=name)
+        embed = self.weights("embed.safetensors")
+        self.assertEqual(sorted(embed), sorted(gpt.embed.state_dict()))
+        self.assertIn("head_code.3.weight", embed)
+        for name, value in gpt.embed.state_dict().items():  # weight norm folded back
+            np.testing.assert_allclose(embed[name], value.numpy(), rtol=2e-6, atol=1e-7,
+                                       err_msg=name)
+        for filename, model in (("decoder.safetensors", decoder), ("dvae.safetensors", dvae),
+                                ("vocos.safetensors", vocos)):
+            stored = self.weights(filename)
+            expected = {k: v for k, v in model.state_dict().items() if ".mel_spec." not in k}
+            self.assertEqual(sorted(stored), sorted(expected), filename)
+            for name, value in expected.items():
+                np.testing.assert_array_equal(stored[name], value.numpy(), err_msg=name)
+        self.assertIn("vq_layer.quantizer.rvqs.1.project_out.weight",
+                      self.weights("dvae.safetensors"))
+        self.assertIn("encoder.decoder_block.1.weight", self.weights("dvae.safetensors"))
+        for name in convert_checkpoint.CHATTTS_TOKENIZER_FILES:
+            with open(os.path.join(self.asset, "tokenizer", name), "rb") as a, \
+                    open(os.path.join(self.out, "tokenizer", name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+
+    def test_reference_runs_on_the_voice(self):
+        # The converted files load into fresh reference modules and compute what the
+        # originals' (weight-norm) state does.
+        self.convert_ok(self.args())
+        config = self.config()
+        gpt, decoder, dvae, vocos = self.models
+
+        def load(module, filename, strict=True):
+            state = {k: torch.from_numpy(v.copy()) for k, v in self.weights(filename).items()}
+            module.load_state_dict(state, strict=strict)
+            return module.eval()
+
+        fresh = chattts.GPT(config["gpt"])
+        load(fresh.gpt, "gpt.safetensors")
+        load(fresh.embed, "embed.safetensors")
+        emb = torch.randn(1, 7, config["gpt"]["hidden_size"])
+        with torch.no_grad():
+            for head in ("text_logits", "code_logits"):
+                torch.testing.assert_close(getattr(fresh.embed, head)(fresh(emb)[0]),
+                                           getattr(gpt.embed, head)(gpt(emb)[0]),
+                                           rtol=1e-5, atol=1e-5)
+            hidden = torch.randn(1, config["gpt"]["hidden_size"], 5)
+            d = chattts.DVAE({k: v for k, v in config["decoder"].items()
+                              if k not in ("dim", "weights")}, config["decoder"]["dim"])
+            torch.testing.assert_close(load(d, "decoder.safetensors")(hidden), decoder(hidden))
+            codes = torch.randint(0, 625, (1, 4, 5))
+            v = chattts.DVAE(config["dvae"]["decoder"], config["dvae"]["dim"],
+                             config["dvae"]["vq"], encoder_config=config["dvae"]["encoder"])
+            load(v, "dvae.safetensors", strict=False)
+            torch.testing.assert_close(v(codes), dvae(codes))
+            mel = torch.randn(1, 100, 6)
+            voc = load(chattts.Vocos(config["vocos"]), "vocos.safetensors", strict=False)
+            torch.testing.assert_close(voc(mel), vocos(mel))
+
+    def test_speakers(self):
+        self.convert_ok(self.args(None, "--spk-stat", self.speakers["spk_stat"],
+                                  "--speaker", f"tiny={self.speakers['tiny']}"))
+        speaker = self.config()["speaker"]
+        self.assertEqual(speaker, {"spk_stat": {"std": "spk_stat.std", "mean": "spk_stat.mean"},
+                                   "named": {"tiny": "speakers.tiny"},
+                                   "weights": "speaker.safetensors"})
+        stored = self.weights("speaker.safetensors")
+        with open(self.speakers["spk_stat"], encoding="utf-8") as f:
+            std, mean = chattts_codec.decode_spk_stat(f.read())
+        with open(self.speakers["tiny"], encoding="utf-8") as f:
+            vector = chattts_codec.decode_spk_emb(f.read())
+        for name, expected in (("spk_stat.std", std), ("spk_stat.mean", mean),
+                               ("speakers.tiny", vector)):
+            self.assertEqual(stored[name].dtype, np.float16, name)
+            np.testing.assert_array_equal(stored[name], expected, err_msg=name)
+
+    def test_snapshot_folder_and_f16(self):
+        # A HuggingFace snapshot holds asset/; the converter finds it.
+        self.convert_ok(self.args(self.dir, "--dtype", "f16"))
+        embed = self.weights("embed.safetensors")
+        self.assertEqual(embed["emb_text.weight"].dtype, np.float16)
+        self.assertEqual(self.config()["gpt"]["num_text_tokens"],
+                         embed["emb_text.weight"].shape[0])
+
+    def test_folded_embed_and_model_prefix_accepted(self):
+        asset = self.copy_asset()
+        path = os.path.join(asset, "Embed.safetensors")
+        safetensors_io.save(path, {k: v.numpy() for k, v in
+                                   self.models[0].embed.state_dict().items()})
+        gpt_path = os.path.join(asset, "gpt", "model.safetensors")
+        state = safetensors_io.load(gpt_path)
+        state = {"model." + k: v for k, v in state.items()}
+        state["model.embed_tokens.weight"] = np.zeros((10, 32), np.float32)
+        safetensors_io.save(gpt_path, state)
+        self.convert_ok(self.args(asset))
+        self.assertEqual(sorted(self.weights("gpt.safetensors")),
+                         sorted(self.models[0].gpt.state_dict()))
+
+    def test_codec_round_trips(self):
+        rng = np.random.default_rng(5)
+        for n in range(30):
+            data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+            self.assertEqual(chattts_codec.b14_decode(chattts_codec.b14_encode(data)), data)
+        self.assertEqual(chattts_codec.b14_encode(b"\x00" * 7), "\u4e00" * 4)
+        self.assertEqual(chattts_codec.b14_encode(b"\xff"), "\u8dc0\u3d01")
+        vector = rng.standard_normal(32).astype(np.float16)
+        np.testing.assert_array_equal(
+            chattts_codec.decode_spk_emb(chattts_codec.encode_spk_emb(vector)), vector)
+
+
+class ChatTTSErrorTest(ChatTTSTestCase):
+    def test_missing_file(self):
+        asset = self.copy_asset()
+        for name in ("gpt/model.safetensors", "tokenizer/tokenizer.json", "Vocos.safetensors"):
+            path = os.path.join(asset, name)
+            os.rename(path, path + ".away")
+            self.convert_fails(self.args(asset), path, "no such file")
+            os.rename(path + ".away", path)
+        self.convert_fails(self.args(os.path.join(self.out_root, "nowhere")), "no such directory")
+
+    def test_truncated_file(self):
+        asset = self.copy_asset()
+        path = os.path.join(asset, "DVAE.safetensors")
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[:len(data) // 2])
+        self.convert_fails(self.args(asset), path, "truncated")
+        with open(path, "wb") as f:
+            f.write(data[:5])
+        self.convert_fails(self.args(asset), path, "no header")
+        with open(path, "wb") as f:
+            f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+        self.convert_fails(self.args(asset), path, "not JSON")
+
+    def test_missing_tensor(self):
+        asset = self.copy_asset()
+        for filename, key in (("Embed.safetensors",
+                               "head_code.3.parametrizations.weight.original1"),
+                              ("gpt/model.safetensors", "layers.1.mlp.down_proj.weight"),
+                              ("Decoder.safetensors", "out_conv.weight"),
+                              ("Vocos.safetensors", "head.out.bias"),
+                              ("DVAE.safetensors", "vq_layer.quantizer.rvqs.0.project_out.bias")):
+            path = os.path.join(asset, filename)
+            original = safetensors_io.load(path)
+            safetensors_io.save(path, {k: v for k, v in original.items() if k != key})
+            self.convert_fails(self.args(asset), path, key)
+            safetensors_io.save(path, original)
+
+    def test_shape_differs_from_config(self):
+        asset = self.copy_asset()
+        path = os.path.join(asset, "gpt", "config.json")
+        with open(path) as f:
+            config = json.load(f)
+        model = os.path.join(asset, "gpt", "model.safetensors")
+        for field_name, value, fragment in (("intermediate_size", 48, "mlp.gate_proj.weight"),
+                                            ("num_hidden_layers", 3, "has 2 layers"),
+                                            ("num_attention_heads", 4, "k_proj")):
+            tiny.write_json(path, dict(config, **{field_name: value}))
+            self.convert_fails(self.args(asset), model, fragment)
+        tiny.write_json(path, dict(config, num_audio_tokens=600))
+        self.convert_fails(self.args(asset), os.path.join(asset, "Embed.safetensors"),
+                           "emb_code.0.weight", "num_audio_tokens")
+        tiny.write_json(path, dict(config, num_text_tokens=99))
+        self.convert_fails(self.args(asset), "emb_text.weight", "num_text_tokens")
+        tiny.write_json(path, dict(config, rope_scaling={"type": "linear", "factor": 2.0}))
+        self.convert_fails(self.args(asset), path, "rope_scaling")
+        del config["hidden_size"]
+        tiny.write_json(path, config)
+        self.convert_fails(self.args(asset), path, "missing field 'hidden_size'")
+
+    def test_models_disagree(self):
+        asset = self.copy_asset()
+        # A Decoder for a GPT of another width.
+        path = os.path.join(asset, "Decoder.safetensors")
+        wide = tiny.chattts.DVAE(dict(tiny.TINY_CHATTTS["decoder"], idim=24), 16)
+        safetensors_io.save(path, {k: v.numpy() for k, v in wide.state_dict().items()})
+        self.convert_fails(self.args(asset), path, "takes 24 channels", "hidden_size 32")
+
+    def test_tokenizer_vocab_differs_from_emb_text(self):
+        asset = self.copy_asset()
+        path = os.path.join(asset, "tokenizer", "tokenizer.json")
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        short = dict(data, added_tokens=data["added_tokens"][:-1])
+        tiny.write_json(path, short)
+        self.convert_fails(self.args(asset), path, "154 tokens", "155 rows")
+        renamed = json.loads(json.dumps(data))
+        for token in renamed["added_tokens"]:
+            if token["content"] == "[spk_emb]":
+                token["content"] = "[speaker]"
+        tiny.write_json(path, renamed)
+        self.convert_fails(self.args(asset), path, "[spk_emb]")
+        tiny.write_json(path, dict(data, model={"type": "BPE", "vocab": {}}))
+        self.convert_fails(self.args(asset), path, "WordPiece")
+
+    def test_speaker_files(self):
+        bad = os.path.join(self.out_root, "bad.txt")
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write("not base16384")
+        self.convert_fails(self.args(None, "--spk-stat", bad), bad, "spk_stat")
+        self.convert_fails(self.args(None, "--speaker", f"x={bad}"), bad, "spk_emb")
+        self.convert_fails(self.args(None, "--speaker", "no-file-given"), "NAME=FILE")
+        other = os.path.join(self.out_root, "wide.txt")
+        with open(other, "w", encoding="utf-8") as f:
+            f.write(chattts_codec.encode_spk_stat(np.ones(8), np.zeros(8)))
+        self.convert_fails(self.args(None, "--spk-stat", other), other, "8 values",
+                           "hidden_size is 32")
+
+    def test_not_with_other_models(self):
+        self.convert_fails(self.args() + ["--hifigan", self.speakers["tiny"]], "--chattts")
+
+
+FIXTURES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures")
+
+
+class ChatTTSFixturesTest(unittest.TestCase):
+    """tests/fixtures/chattts is what tools/reference/chattts_fixtures.py writes, and its
+    sampling cases follow the draw rule the C++ side implements."""
+
+    def test_regenerates_identically(self):
+        from reference import chattts_fixtures
+        committed = os.path.join(FIXTURES, "chattts")
+        with tempfile.TemporaryDirectory() as tmp, \
+                contextlib.redirect_stdout(io.StringIO()):
+            chattts_fixtures.make(tmp)
+            for root, _, names in os.walk(tmp):
+                for name in names:
+                    fresh = os.path.join(root, name)
+                    old = os.path.join(committed, os.path.relpath(fresh, tmp))
+                    if name.endswith(".json"):
+                        with open(fresh) as a, open(old) as b:
+                            self.assertEqual(json.load(a), json.load(b), old)
+                        continue
+                    # Float results may differ in the last bit on another CPU's BLAS.
+                    new_t, old_t = safetensors_io.load(fresh), safetensors_io.load(old)
+                    self.assertEqual(sorted(new_t), sorted(old_t), old)
+                    for key, value in new_t.items():
+                        np.testing.assert_allclose(value, old_t[key], rtol=1e-6, atol=1e-6,
+                                                   err_msg=f"{old}: {key}")
+
+    def test_sampling_draws(self):
+        base = os.path.join(FIXTURES, "chattts", "sampling")
+        for case in sorted(os.listdir(base)):
+            io_ = safetensors_io.load(os.path.join(base, case, "io.safetensors"))
+            cumulative = io_["probs"].astype(np.float64).cumsum(1)
+            for row in range(cumulative.shape[0]):
+                for draw, token in zip(io_["draws"][row], io_["tokens"][row]):
+                    target = float(draw) * cumulative[row, -1]
+                    self.assertEqual(int(np.argmax(cumulative[row] > target)), token, case)
+                    self.assertGreater(io_["probs"][row, token], 0, case)
+
+    def test_cached_logits_agree(self):
+        io_ = safetensors_io.load(os.path.join(FIXTURES, "chattts", "gpt", "io.safetensors"))
+        for name in ("hidden", "text_logits", "code_logits"):
+            np.testing.assert_allclose(io_[name + "_cached"], io_[name], atol=1e-6)
+
+
 VOICES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures", "voices")
 
 
@@ -534,6 +901,24 @@ class FixtureVoicesTest(unittest.TestCase):
         self.assertEqual(table, symbol_tables.read_symbols(tiny.IPA_SYMBOLS))
         self.assertEqual(config["vocoder"]["weights"], "../tiny-arpabet/vocoder.safetensors")
         self.assertFalse(os.path.exists(os.path.join(VOICES, "tiny-ipa", "vocoder.safetensors")))
+
+    def test_tiny_chattts(self):
+        directory = os.path.join(VOICES, "tiny-chattts")
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        self.assertEqual((config["type"], config["name"]), ("chattts", "tiny-chattts"))
+        self.assertEqual(config["gpt"]["hidden_size"], tiny.TINY_CHATTTS["gpt"]["hidden_size"])
+        self.assertEqual(config["speaker"]["named"], {"tiny": "speakers.tiny"})
+        for section in ("gpt", "decoder", "dvae", "vocos"):
+            safetensors_io.load(os.path.join(directory, config[section]["weights"]))
+        embed = safetensors_io.load(os.path.join(directory, config["gpt"]["embed_weights"]))
+        tokens = convert_checkpoint.read_chattts_tokenizer(
+            os.path.join(directory, config["tokenizer"]["file"]),
+            embed["emb_text.weight"].shape[0])
+        self.assertEqual(tokens, config["tokenizer"]["tokens"])
+        size = sum(os.path.getsize(os.path.join(root, n))
+                   for root, _, names in os.walk(directory) for n in names)
+        self.assertLess(size, 1.5 * 1024 * 1024)
 
 
 if __name__ == "__main__":
