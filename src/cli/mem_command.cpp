@@ -18,18 +18,13 @@
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
-#include "families/fastspeech2/voice.h"
-#include "families/fastspeech2/workspace_steps.h"
+#include "families/registry.h"
 #ifdef VOXD_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
 
 namespace voxd {
 namespace {
-
-// Mel frames per phoneme when --frames is not given: about 93 ms at 22050 Hz with a hop of 256,
-// a little slower than conversational speech, so the default errs on the large side.
-constexpr int64_t kDefaultFramesPerPhoneme = 8;
 
 struct MemOptions {
   std::string voice;
@@ -133,54 +128,23 @@ CLI::Validator at_least_one() {
 
 int run_mem(const MemOptions& options) {
   const DType dtype = parse_dtype_option(options.dtype, "--dtype");
-  if (options.batch.has_value() != options.phonemes.has_value()) {
-    throw InputError("--batch and --phonemes go together (the acoustic model's batch shape)");
-  }
-  const bool acoustic = options.batch.has_value();
-  if (!acoustic && !options.chunks) {
-    throw InputError(
-        "nothing to plan: give --batch and --phonemes for the acoustic model, "
-        "--chunks and --frames for the vocoder, or both");
-  }
-  if (!acoustic && !options.frames) {
-    throw InputError("--chunks needs --frames (mel frames per vocoder chunk)");
-  }
+  const std::string directory = resolve_voice(options.voice);
+  const std::unique_ptr<scheduler::VoiceDefinition> voice =
+      families::registry().family_of(directory).read(directory);
   std::vector<std::string> notes;
-  std::optional<AcousticShape> acoustic_shape;
-  if (acoustic) {
-    AcousticShape s{*options.batch, *options.phonemes, 0};
-    s.frames = options.frames.value_or(s.phonemes * kDefaultFramesPerPhoneme);
-    if (!options.frames) {
-      notes.push_back(std::to_string(s.frames) + " mel frames per sequence is the default, " +
-                      std::to_string(kDefaultFramesPerPhoneme) + " per phoneme (set --frames)");
-    }
-    acoustic_shape = s;
-  }
-  VocoderShape vocoder_shape;
-  if (options.chunks) {
-    vocoder_shape = {*options.chunks, options.frames.value_or(acoustic_shape->frames)};
-  } else {
-    vocoder_shape = {acoustic_shape->batch, acoustic_shape->frames};
-    notes.push_back("the vocoder is planned for the acoustic batch vocoded whole (" +
-                    std::to_string(vocoder_shape.chunks) + " chunks of " +
-                    std::to_string(vocoder_shape.frames) +
-                    " frames); set --chunks for chunked vocoding");
-  }
-
   const std::unique_ptr<Backend> backend = planning_backend(options, dtype, notes);
-  WorkspaceArena weights(backend->device());
-  Context load = Context::for_planning(*backend, weights);
-  const auto voice = Voice::load(load, resolve_voice(options.voice), dtype,
-                                 acoustic ? Voice::Parts::All : Voice::Parts::VocoderOnly);
-  const WorkspacePlan plan =
-      plan_voice(*backend, *voice, weights.in_use(), acoustic_shape, vocoder_shape);
+  const scheduler::PlanShape shape{.batch = options.batch,
+                                   .units = options.phonemes,
+                                   .frames = options.frames,
+                                   .chunks = options.chunks};
+  const WorkspacePlan plan = voice->plan_memory(*backend, dtype, shape, notes);
   if (options.json) {
     nlohmann::json j = to_json(plan);
-    j["voice"] = voice->config().name;
+    j["voice"] = voice->card().name;
     j["notes"] = notes;
     std::cout << j.dump(2) << "\n";
   } else {
-    print_text(voice->config().name, plan, notes);
+    print_text(voice->card().name, plan, notes);
   }
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -162,6 +163,18 @@ std::string fixed(std::optional<double> value, int decimals, const std::string& 
   return text + unit;
 }
 
+// The step kinds the server has run, by the "kind" label of its batch sizes, in order of name.
+std::set<std::string> step_kinds(const Scrape& metrics) {
+  std::set<std::string> kinds;
+  for (const server::Sample& sample : metrics.samples) {
+    if (sample.name != "voxd_engine_batch_size_count") continue;
+    for (const auto& [key, value] : sample.labels) {
+      if (key == "kind") kinds.insert(value);
+    }
+  }
+  return kinds;
+}
+
 std::optional<double> per_second(const Reading& now, const Reading* before, const std::string& name,
                                  const server::Labels& match = {}) {
   if (before == nullptr) return std::nullopt;
@@ -270,11 +283,14 @@ std::string frame(const MonitorOptions& options, const Reading& now, const Readi
       << " s of audio per s   total " << fixed(m.sum("voxd_speech_audio_seconds_total"), 1)
       << " s\n";
   bool recent = false;
-  const auto acoustic =
-      window(now, before, "voxd_engine_batch_size", {{"kind", "acoustic"}}, recent);
-  const auto vocoder = window(now, before, "voxd_engine_batch_size", {{"kind", "vocoder"}}, recent);
-  out << "batch size  acoustic mean " << mean(acoustic) << "   vocoder mean " << mean(vocoder)
-      << "\n";
+  out << "batch size ";
+  const char* separator = " ";
+  for (const std::string& kind : step_kinds(now.metrics)) {
+    out << separator << kind << " mean "
+        << mean(window(now, before, "voxd_engine_batch_size", {{"kind", kind}}, recent));
+    separator = "   ";
+  }
+  out << "\n";
   const auto ttfa = window(now, before, "voxd_speech_time_to_first_audio_seconds", {}, recent);
   out << "TTFA        " << quantiles(ttfa, 1000.0, 0, " ms")
       << (recent ? "   (last interval)" : "   (all time)") << "\n";

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/runtime.h"
+#include "core/workspace_plan.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/step_kind.h"
 #include "scheduler/stream.h"
@@ -41,6 +43,15 @@ struct PreparedStream {
   int64_t max_buffered_samples = 0;
 };
 
+// The shape `voxd mem` plans a voice's steps for, as given on its command line; what each means
+// is the family's (phonemes or tokens per sentence, mel frames, vocoder chunks).
+struct PlanShape {
+  std::optional<int64_t> batch;   // sentences or streams in a step
+  std::optional<int64_t> units;   // input units (phonemes, tokens) of the longest item
+  std::optional<int64_t> frames;  // mel frames of the longest item, or per vocoder chunk
+  std::optional<int64_t> chunks;  // vocoder chunks in one vocoder step
+};
+
 // A voice's models on the device, and the device state that goes with them (recorded graphs).
 // Made and destroyed on the device thread.
 class LoadedVoice {
@@ -62,6 +73,12 @@ class VoiceDefinition {
   // Device thread: the voice's models in `dtype` from ctx's allocator. voxd::Error when they do
   // not fit ("out of memory: ..."), InputError naming the file for bad weights.
   virtual std::unique_ptr<LoadedVoice> load(Context& ctx, DType dtype) const = 0;
+  // The memory the voice's steps take for `shape` on `backend` in `dtype`, planned without
+  // running anything (the weights loaded in a planning context over a measuring arena); adds
+  // what the plan assumes to `notes`. Throws voxd::InputError for a shape the family cannot
+  // plan (naming the flags it needs).
+  virtual WorkspacePlan plan_memory(Backend& backend, DType dtype, const PlanShape& shape,
+                                    std::vector<std::string>& notes) const = 0;
   // Workspace bytes the smallest step of `loaded` needs on `backend` (the server is not ready
   // while less is free).
   virtual uint64_t smallest_step_bytes(Backend& backend, const LoadedVoice& loaded,

@@ -1,6 +1,7 @@
 #include "families/fastspeech2/family.h"
 
 #include "core/error.h"
+#include "core/workspace_arena.h"
 #include "families/fastspeech2/acoustic_kind.h"
 #include "families/fastspeech2/vocoder_kind.h"
 #include "families/fastspeech2/workspace_steps.h"
@@ -51,6 +52,56 @@ std::unique_ptr<scheduler::LoadedVoice> Definition::load(Context& ctx, DType dty
   auto loaded = std::make_unique<LoadedModels>();
   loaded->voice = Voice::load(ctx, config_.directory, dtype);
   return loaded;
+}
+
+namespace {
+
+// Mel frames per phoneme when the shape gives none: about 93 ms at 22050 Hz with a hop of 256, a
+// little slower than conversational speech, so the default errs on the large side.
+constexpr int64_t kDefaultFramesPerPhoneme = 8;
+
+}  // namespace
+
+WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
+                                      const scheduler::PlanShape& shape,
+                                      std::vector<std::string>& notes) const {
+  if (shape.batch.has_value() != shape.units.has_value()) {
+    throw InputError("--batch and --phonemes go together (the acoustic model's batch shape)");
+  }
+  const bool acoustic = shape.batch.has_value();
+  if (!acoustic && !shape.chunks) {
+    throw InputError(
+        "nothing to plan: give --batch and --phonemes for the acoustic model, "
+        "--chunks and --frames for the vocoder, or both");
+  }
+  if (!acoustic && !shape.frames) {
+    throw InputError("--chunks needs --frames (mel frames per vocoder chunk)");
+  }
+  std::optional<AcousticShape> acoustic_shape;
+  if (acoustic) {
+    AcousticShape s{*shape.batch, *shape.units, 0};
+    s.frames = shape.frames.value_or(s.phonemes * kDefaultFramesPerPhoneme);
+    if (!shape.frames) {
+      notes.push_back(std::to_string(s.frames) + " mel frames per sequence is the default, " +
+                      std::to_string(kDefaultFramesPerPhoneme) + " per phoneme (set --frames)");
+    }
+    acoustic_shape = s;
+  }
+  VocoderShape vocoder_shape;
+  if (shape.chunks) {
+    vocoder_shape = {*shape.chunks, shape.frames.value_or(acoustic_shape->frames)};
+  } else {
+    vocoder_shape = {acoustic_shape->batch, acoustic_shape->frames};
+    notes.push_back("the vocoder is planned for the acoustic batch vocoded whole (" +
+                    std::to_string(vocoder_shape.chunks) + " chunks of " +
+                    std::to_string(vocoder_shape.frames) +
+                    " frames); set --chunks for chunked vocoding");
+  }
+  WorkspaceArena weights(backend.device());
+  Context load = Context::for_planning(backend, weights);
+  const auto voice = Voice::load(load, config_.directory, dtype,
+                                 acoustic ? Voice::Parts::All : Voice::Parts::VocoderOnly);
+  return plan_voice(backend, *voice, weights.in_use(), acoustic_shape, vocoder_shape);
 }
 
 uint64_t Definition::smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,

@@ -34,6 +34,11 @@ class Definition final : public scheduler::VoiceDefinition {
                                               const scheduler::SpeechOptions& options,
                                               const scheduler::SchedulerOptions& scheduling) const;
   std::unique_ptr<scheduler::LoadedVoice> load(Context& ctx, DType dtype) const override;
+  // The acoustic model's two steps for shape.batch sentences of shape.units phonemes (frames:
+  // of the longest mel, default 8 per phoneme), and the vocoder for shape.chunks chunks of
+  // shape.frames (default: the acoustic batch vocoded whole).
+  WorkspacePlan plan_memory(Backend& backend, DType dtype, const scheduler::PlanShape& shape,
+                            std::vector<std::string>& notes) const override;
   // One vocoder chunk of scheduling.chunk_frames with its context.
   uint64_t smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
                                const scheduler::SchedulerOptions& scheduling) const override;
