@@ -195,6 +195,21 @@ TEST(SpeakerCode, StopsADecompressionBomb) {
   EXPECT_NE(why.find("more than 1536 bytes"), std::string::npos) << why;
 }
 
+TEST(SpeakerCode, RandomStringsDecodeOrFailAsInputErrors) {
+  std::mt19937 rng(16384);
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<uint8_t> bytes(rng() % 24);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    if (round % 2 == 0 && !bytes.empty()) bytes[0] = 0x01;  // often an LZMA2 chunk start
+    std::string text = base16384_encode(bytes);
+    if (round % 3 == 0 && !text.empty()) text.pop_back();  // and some broken UTF-8
+    try {
+      decode_speaker(text, 4);
+    } catch (const InputError&) {
+    }
+  }
+}
+
 TEST(SpeakerCode, EncodeRefusesWhatFloat16CannotHold) {
   EXPECT_FALSE(input_error([] { encode_speaker(std::vector<float>{}); }).empty());
   EXPECT_FALSE(input_error([] { encode_speaker(std::vector<float>{1.0f, 1e6f}); }).empty());

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "core/error.h"
@@ -153,6 +154,22 @@ TEST(Tokenizer, StripsOnlyTheMarksOfTokenizersUnicodeVersion) {
   // Hugging Face gives for sentence "mark\u08d4x" on ChatTTS's file).
   EXPECT_EQ(t.encode("ok\u0301"), t.encode("ok"));
   EXPECT_EQ(t.encode("ok\u08d4"), std::vector<int32_t>{t.token_id("[UNK]").value()});
+}
+
+TEST(Tokenizer, RandomBytesEncodeOrFailAsInputErrors) {
+  const Tokenizer t = small();
+  const std::vector<std::string> pieces = {
+      "[Stts]",   "[uv_break]",   "<ls>", "<rs>", "<sw>", " ",  "你",   "Hi-Five", "é",
+      "\xCC\x81", "\xF0\x9F\x98", "\xFF", "a",    "##",   "\t", "\x00", "İ"};
+  std::mt19937 rng(21178);
+  for (int round = 0; round < 3000; ++round) {
+    std::string text;
+    for (size_t n = rng() % 12; n > 0; --n) text += pieces[rng() % pieces.size()];
+    try {
+      for (const int32_t id : t.encode(text)) ASSERT_TRUE(id >= 0 && id < t.vocab_size());
+    } catch (const InputError&) {
+    }
+  }
 }
 
 TEST(Tokenizer, LongText) {
