@@ -93,7 +93,7 @@ BENCHES=(voxd_gpu_bench)
 system_library() {
   case "$1" in
     libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++.so* | \
-      libgcc_s.so* | libcublas* | libcudart* | libcudnn*) return 0 ;;
+      libgcc_s.so* | libcublas* | libcudart* | libcudnn* | libcufft*) return 0 ;;
     *) return 1 ;;
   esac
 }

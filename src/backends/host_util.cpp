@@ -1,40 +1,17 @@
 #include "backends/host_util.h"
 
+#include <cassert>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
 namespace voxd::host {
 
-void require_f32(const char* kernel, const char* name, const Tensor& t) {
-  const std::string where = std::string(kernel) + ": " + name;
-  if (!t.defined()) throw Error(where + " is undefined");
-  if (!t.device().is_cpu()) throw Error(where + " is on " + t.device().to_string());
-  if (!t.is_contiguous()) throw Error(where + " " + t.shape_string() + " is not contiguous");
-  if (t.dtype() != DType::F32) {
-    throw Error(where + " has dtype " + std::string(dtype_name(t.dtype())) +
-                ", this backend computes in F32");
-  }
-}
-
-void require_shape(const char* kernel, const char* name, const Tensor& t, const Shape& shape) {
-  if (t.shape() != shape) {
-    throw Error(std::string(kernel) + ": " + name + " is " + t.shape_string() + ", expected " +
-                shape_to_string(shape));
-  }
-}
-
 void strided_copy(const Tensor& src, Tensor& dst) {
-  if (!src.device().is_cpu() || !dst.device().is_cpu()) {
-    throw Error("copy: host backends copy only between host tensors, got " +
-                src.device().to_string() + " -> " + dst.device().to_string());
-  }
-  if (!dst.is_contiguous()) throw Error("copy: destination " + dst.shape_string() + " is strided");
-  if (src.numel() != dst.numel()) {
-    throw Error("copy: source " + src.shape_string() + " and destination " + dst.shape_string() +
-                " differ in size");
-  }
+  assert(src.device().is_cpu() && dst.device().is_cpu() && dst.is_contiguous());
+  assert(src.numel() == dst.numel());
   const int64_t n = src.numel();
   if (n == 0) return;
   if (src.is_contiguous()) {
@@ -74,9 +51,7 @@ void strided_copy(const Tensor& src, Tensor& dst) {
 }
 
 void fill(Tensor& dst, float value) {
-  if (!dst.device().is_cpu() || !dst.is_contiguous()) {
-    throw Error("fill: destination " + dst.shape_string() + " must be a contiguous host tensor");
-  }
+  assert(dst.device().is_cpu() && dst.is_contiguous());
   const size_t elem = dtype_size(dst.dtype());
   unsigned char pattern[8] = {};
   convert_elements(&value, DType::F32, pattern, dst.dtype(), 1);
@@ -110,40 +85,15 @@ int64_t bucket_index(float value, const float* boundaries, int64_t n) {
   return start;
 }
 
-void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
-  require_f32("embedding", "table", table);
-  require_f32("embedding", "out", out);
-  if (!ids.device().is_cpu() || !ids.is_contiguous() ||
-      (ids.dtype() != DType::I32 && ids.dtype() != DType::I64)) {
-    throw Error("embedding: ids " + ids.shape_string() + " must be contiguous host I32 or I64");
-  }
-  require_shape("embedding", "out", out, {ids.numel(), table.size(1)});
+void throw_bad_id(int64_t id, int64_t position, int64_t vocab) {
+  throw Error("embedding: id " + std::to_string(id) + " at position " + std::to_string(position) +
+              " is outside the table's " + std::to_string(vocab) + " rows");
 }
 
-void check_length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
-                           const Tensor& out) {
-  require_f32("length_regulate", "x", x);
-  require_f32("length_regulate", "out", out);
-  require_shape("length_regulate", "out", out, {x.size(0), out.size(1), x.size(2)});
-  for (const auto& dur : durations) {
-    if (static_cast<int64_t>(dur.size()) != x.size(1)) {
-      throw Error("length_regulate: " + std::to_string(dur.size()) + " durations for " +
-                  std::to_string(x.size(1)) + " rows");
-    }
-  }
-}
-
-void check_bucketize(const Tensor& x, const Tensor& boundaries, const Tensor& out) {
-  require_f32("bucketize", "x", x);
-  require_f32("bucketize", "boundaries", boundaries);
-  if (out.dtype() != DType::I64 || !out.is_contiguous() || out.shape() != x.shape()) {
-    throw Error("bucketize: out must be a contiguous I64 tensor shaped like x " + x.shape_string());
-  }
-}
-
-[[noreturn]] void throw_durations_exceed(int64_t b, int64_t frames) {
-  throw Error("length_regulate: durations of batch " + std::to_string(b) + " exceed the output's " +
-              std::to_string(frames) + " frames");
+size_t row_bytes(const Tensor& cache) {
+  size_t bytes = dtype_size(cache.dtype());
+  for (int64_t d = 2; d < cache.dim(); ++d) bytes *= static_cast<size_t>(cache.size(d));
+  return bytes;
 }
 
 }  // namespace voxd::host

@@ -1,13 +1,188 @@
 #include "core/backend.h"
 
+#include <cmath>
+#include <string>
+
 #include "core/error.h"
 
 namespace voxd {
+
+const std::vector<OpKind>& all_op_kinds() {
+  static const std::vector<OpKind> kinds = {
+      OpKind::Relu,
+      OpKind::LeakyRelu,
+      OpKind::Tanh,
+      OpKind::Exp,
+      OpKind::Scale,
+      OpKind::Silu,
+      OpKind::Gelu,
+      OpKind::Sin,
+      OpKind::Cos,
+      OpKind::ClampMax,
+      OpKind::Add,
+      OpKind::Mul,
+      OpKind::Linear,
+      OpKind::Conv1d,
+      OpKind::ConvTranspose1d,
+      OpKind::LayerNorm,
+      OpKind::RmsNorm,
+      OpKind::Embedding,
+      OpKind::Attention,
+      OpKind::Rope,
+      OpKind::WriteRows,
+      OpKind::ZeroBeyondLengths,
+      OpKind::LengthRegulate,
+      OpKind::Bucketize,
+      OpKind::Istft,
+  };
+  return kinds;
+}
+
+std::string_view op_name(OpKind op) {
+  switch (op) {
+    case OpKind::Relu:
+      return "relu";
+    case OpKind::LeakyRelu:
+      return "leaky_relu";
+    case OpKind::Tanh:
+      return "tanh";
+    case OpKind::Exp:
+      return "exp";
+    case OpKind::Scale:
+      return "scale";
+    case OpKind::Silu:
+      return "silu";
+    case OpKind::Gelu:
+      return "gelu";
+    case OpKind::Sin:
+      return "sin";
+    case OpKind::Cos:
+      return "cos";
+    case OpKind::ClampMax:
+      return "clamp_max";
+    case OpKind::Add:
+      return "add";
+    case OpKind::Mul:
+      return "mul";
+    case OpKind::Linear:
+      return "linear";
+    case OpKind::Conv1d:
+      return "conv1d";
+    case OpKind::ConvTranspose1d:
+      return "conv_transpose1d";
+    case OpKind::LayerNorm:
+      return "layer_norm";
+    case OpKind::RmsNorm:
+      return "rms_norm";
+    case OpKind::Embedding:
+      return "embedding";
+    case OpKind::Attention:
+      return "attention";
+    case OpKind::Rope:
+      return "rope";
+    case OpKind::WriteRows:
+      return "write_rows";
+    case OpKind::ZeroBeyondLengths:
+      return "zero_beyond_lengths";
+    case OpKind::LengthRegulate:
+      return "length_regulate";
+    case OpKind::Bucketize:
+      return "bucketize";
+    case OpKind::Istft:
+      return "istft";
+  }
+  return "?";
+}
+
+OpKind op_kind(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Relu:
+      return OpKind::Relu;
+    case UnaryOp::LeakyRelu:
+      return OpKind::LeakyRelu;
+    case UnaryOp::Tanh:
+      return OpKind::Tanh;
+    case UnaryOp::Exp:
+      return OpKind::Exp;
+    case UnaryOp::Scale:
+      return OpKind::Scale;
+    case UnaryOp::Silu:
+      return OpKind::Silu;
+    case UnaryOp::Gelu:
+      return OpKind::Gelu;
+    case UnaryOp::Sin:
+      return OpKind::Sin;
+    case UnaryOp::Cos:
+      return OpKind::Cos;
+    case UnaryOp::ClampMax:
+      return OpKind::ClampMax;
+  }
+  return OpKind::Relu;
+}
+
+OpKind op_kind(BinaryOp op) {
+  return op == BinaryOp::Add ? OpKind::Add : OpKind::Mul;
+}
+
+std::vector<float> rope_frequencies(float theta, int64_t dim) {
+  std::vector<float> inv_freq(static_cast<size_t>(dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    inv_freq[i] = 1.0f / std::pow(theta, exponent);
+  }
+  return inv_freq;
+}
+
+bool Backend::supports(OpKind op, DType dtype) const {
+  switch (op) {
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::ClampMax:
+    case OpKind::RmsNorm:
+    case OpKind::Rope:
+    case OpKind::WriteRows:
+    case OpKind::Istft:
+      return false;
+    case OpKind::Bucketize:
+      return dtype == DType::F32;
+    default:
+      return is_floating(dtype);
+  }
+}
+
+void Backend::not_implemented(const char* kernel) const {
+  throw Error(name() + ": " + kernel +
+              " is not implemented by this backend (core/ops.h calls a kernel only where "
+              "supports() says so)");
+}
 
 void Backend::fused_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor& /*bias*/,
                            const ConvFusion& /*fusion*/, Tensor& /*out*/,
                            const Conv1dParams& /*params*/, const KernelScratch& /*scratch*/) {
   throw Error(name() + ": fused_conv1d called although fuses_conv1d() is false");
+}
+
+void Backend::rms_norm(const Tensor& /*x*/, const Tensor& /*weight*/, float /*eps*/,
+                       Tensor& /*out*/) {
+  not_implemented("rms_norm");
+}
+
+void Backend::rope(const Tensor& /*x*/, const std::vector<int64_t>& /*start_positions*/,
+                   float /*theta*/, Tensor& /*out*/, const KernelScratch& /*scratch*/) {
+  not_implemented("rope");
+}
+
+void Backend::write_rows(Tensor& /*cache*/, const Tensor& /*rows*/,
+                         const std::vector<int64_t>& /*offsets*/,
+                         const KernelScratch& /*scratch*/) {
+  not_implemented("write_rows");
+}
+
+void Backend::istft(const Tensor& /*real*/, const Tensor& /*imag*/, const Tensor& /*window*/,
+                    int64_t /*hop*/, Tensor& /*out*/, const KernelScratch& /*scratch*/) {
+  not_implemented("istft");
 }
 
 }  // namespace voxd

@@ -1,15 +1,23 @@
 // The kernel interface each compute backend (reference, cpu, cuda) implements. Kernels write
-// into outputs the caller has already allocated with the right shape on the backend's device;
-// shape checks and allocation live in core/ops.h, so a backend only computes.
+// into outputs the caller has already allocated with the right shape on the backend's device.
+// Every argument check (shapes, dtypes, devices, parameters) and every allocation lives in
+// core/ops.h, which calls a kernel only for an op the backend supports() and with arguments that
+// meet the kernel's contract below, so a backend only computes (it may assert its contract in
+// debug builds). Kernels still throw for what only running reveals (an embedding id outside the
+// table) and for limits of their own (a size past 32-bit indexing).
 //
 // Kernels that may need temporary memory take a KernelScratch and allocate it only through that
 // (from the context's allocator), so a step's workspace plan counts it. In a planning pass
 // (KernelScratch::planning()) such a kernel takes exactly the scratch it would take to run and
 // returns without computing; the other kernels are not called at all.
 //
-// Unless a kernel says otherwise: every tensor is contiguous, floating tensors are F32 on the
-// reference and cpu backends (a backend may accept F16/BF16 and accumulate in F32), and an
-// output must not alias an input.
+// Unless a kernel says otherwise: every tensor is contiguous and on the backend's device, all
+// floating operands of a call share one dtype (one the backend supports() for the op; a backend
+// computing in F16/BF16 accumulates in F32), and an output must not alias an input.
+//
+// Adding an op: an OpKind, a kernel here with a default that throws (so that backends gain it
+// one at a time, each saying so in supports()), its function in core/ops.h, the reference
+// backend's plain implementation, and its cases in tests/backends/op_cases.cpp.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/device.h"
@@ -30,10 +39,57 @@ enum class UnaryOp {
   LeakyRelu,  // x >= 0 ? x : alpha * x
   Tanh,
   Exp,
-  Scale,  // alpha * x
+  Scale,     // alpha * x
+  Silu,      // x · sigmoid(x) = x / (1 + exp(−x)), torch.nn.SiLU
+  Gelu,      // 0.5 · x · (1 + erf(x / √2)), torch.nn.GELU() (the erf form, not tanh)
+  Sin,       // sin(x)
+  Cos,       // cos(x)
+  ClampMax,  // x > alpha ? alpha : x, so NaN stays NaN, as torch.clamp(x, max=alpha)
 };
 
 enum class BinaryOp { Add, Mul };
+
+// The operations a backend may run, one per function of core/ops.h that reaches a kernel (the
+// unary and binary kinds each on their own). Backend::supports answers per op and dtype.
+enum class OpKind : uint8_t {
+  Relu,
+  LeakyRelu,
+  Tanh,
+  Exp,
+  Scale,
+  Silu,
+  Gelu,
+  Sin,
+  Cos,
+  ClampMax,
+  Add,
+  Mul,
+  Linear,
+  Conv1d,
+  ConvTranspose1d,
+  LayerNorm,
+  RmsNorm,
+  Embedding,
+  Attention,
+  Rope,
+  WriteRows,
+  ZeroBeyondLengths,
+  LengthRegulate,
+  Bucketize,
+  Istft,
+};
+
+// Every OpKind, in declaration order.
+const std::vector<OpKind>& all_op_kinds();
+// The op as core/ops.h names it: "relu", "conv_transpose1d", "rms_norm".
+std::string_view op_name(OpKind op);
+OpKind op_kind(UnaryOp op);
+OpKind op_kind(BinaryOp op);
+
+// The rotary frequencies of head size `dim` (even): inv_freq[i] = 1 / theta^(2i / dim) for
+// i < dim / 2, computed in F32 as transformers' Llama does (the exponent 2i / dim rounded to F32,
+// then the power and the reciprocal each rounded to F32). Every backend's rope uses these.
+std::vector<float> rope_frequencies(float theta, int64_t dim);
 
 struct Conv1dParams {
   int64_t stride = 1;
@@ -110,7 +166,15 @@ class Backend {
   // Every element of dst = value.
   virtual void fill(Tensor& dst, float value) = 0;
 
-  // out = op(x, alpha). out may be x itself (in place).
+  // Whether this backend runs `op` on operands of `dtype` (the dtype of the op's floating
+  // operands; the weights' for a conv1d with a ConvFusion). core/ops.h refuses any other call
+  // with a voxd::Error naming the op, the backend and the dtype. The default, for backends
+  // written before supports() existed: the ops the interface had then (relu, leaky_relu, tanh,
+  // exp, scale, add, mul, linear, conv1d, conv_transpose1d, layer_norm, embedding, attention,
+  // zero_beyond_lengths, length_regulate) for every floating dtype, bucketize for F32, no other.
+  virtual bool supports(OpKind op, DType dtype) const;
+
+  // out = op(x, alpha) elementwise, computed in F32 (at least). out may be x itself (in place).
   virtual void unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) = 0;
   // out = a op b, with b broadcast to a's shape: b has a's rank and each of its sizes equals
   // a's or is 1. out may be a itself (in place).
@@ -146,15 +210,33 @@ class Backend {
   // biased variance, as torch.nn.LayerNorm. out may be x itself.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& out) = 0;
-  // ids [N] (I32 or I64, host or device), table [V, C] -> out [N, C]. An id outside [0, V)
-  // throws voxd::Error naming the id.
+  // Each row of x [N, C]: x · rsqrt(mean(x²) + eps) computed in F32 and rounded to x's dtype,
+  // then multiplied by weight [C] (x's dtype) and rounded once more, as transformers'
+  // LlamaRMSNorm does in half precision. out may be x itself.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+  // ids [N] (I32 or I64, contiguous, on the host or this device), table [V, C] -> out [N, C]. An
+  // id outside [0, V) throws voxd::Error naming the id.
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                          const KernelScratch& scratch) = 0;
   // Scaled dot-product attention per head. q [B, Tq, H, D], k and v [B, Tk, H, D] ->
   // out [B, Tq, H, D] = softmax(scale · q·kᵀ + mask) · v. A query that sees no key gets NaN,
-  // as PyTorch's masked_fill(-inf) + softmax does.
+  // as PyTorch's masked_fill(-inf) + softmax does. k and v may be a KV cache of Tk = Tmax rows
+  // of which batch b holds key_lengths[b]: the rows past a length weigh exactly zero, so they
+  // must hold finite values (a cache made with ops::zeros does, whatever was written since).
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                          const AttentionParams& params, const KernelScratch& scratch) = 0;
+  // Rotary position embedding as transformers' Llama applies it (rotate_half, dimension i pairs
+  // with i + D/2, not interleaved): x [B, T, H, D] with row t of batch b at position
+  // start_positions[b] + t (any integer) -> out = x·cos + rotate_half(x)·sin, with angles
+  // position · rope_frequencies(theta, D) formed in F32 and cos/sin taken of those.
+  // start_positions.size() == B. out may be x itself.
+  virtual void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta,
+                    Tensor& out, const KernelScratch& scratch);
+  // cache [B, Tmax, ...] and rows [B, T, ...] (the same trailing sizes): cache[b, offsets[b] + t]
+  // = rows[b, t] in place, with 0 <= offsets[b] and offsets[b] + T <= Tmax; the other rows of
+  // the cache are left as they are.
+  virtual void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
+                          const KernelScratch& scratch);
   // x [B, T, C]: rows t >= lengths[b] set to zero, in place (lengths.size() == B).
   virtual void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                    const KernelScratch& scratch) = 0;
@@ -165,6 +247,20 @@ class Backend {
   // x (F32, any shape), boundaries [n] ascending -> out (I64, x's shape) = index of the first
   // boundary >= x, as torch.bucketize(x, boundaries, right=False).
   virtual void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) = 0;
+  // torch.istft(spec, n_fft, hop, window=window, center=True, normalized=False, onesided=True)
+  // with spec = real + i·imag, all F32: real and imag [B, n_fft/2 + 1, frames] (frames >= 1),
+  // window [n_fft] on the host (read there), out [B, n_fft + hop·(frames − 1) − 2·(n_fft/2)].
+  // Each frame is the inverse real DFT of its bins (the imaginary parts of the DC bin and, for
+  // even n_fft, of the Nyquist bin ignored), scaled by 1/n_fft, times the window; frames
+  // overlap-add hop apart, the first n_fft/2 and last n_fft/2 samples are dropped, and each kept
+  // sample is divided by Σ window² over the frames that reach it (ops::istft has checked that
+  // this envelope is at least 1e-11 everywhere kept, as torch does).
+  virtual void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,
+                     Tensor& out, const KernelScratch& scratch);
+
+ protected:
+  // Throws the voxd::Error of a kernel this backend does not implement (called by the defaults).
+  [[noreturn]] void not_implemented(const char* kernel) const;
 };
 
 }  // namespace voxd

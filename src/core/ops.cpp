@@ -1,6 +1,7 @@
 #include "core/ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -46,6 +47,37 @@ void require_float_input(Context& ctx, const char* op, const char* name, const T
   require_floating(op, name, t);
 }
 
+// The context's allocator holds memory of the backend's device (outputs and kernel scratch come
+// from it).
+void require_allocator(Context& ctx, const char* op) {
+  if (ctx.allocator().device() != ctx.device()) {
+    fail(op, "the context's allocator holds " + ctx.allocator().device().to_string() +
+                 " memory, but the backend '" + ctx.backend().name() + "' runs on " +
+                 ctx.device().to_string() + "; outputs and kernel scratch must be " +
+                 ctx.device().to_string() + " memory");
+  }
+}
+
+// The one gate before a kernel: the allocator's device, and the backend running `kind` on
+// operands of `dtype`.
+void require_backend(Context& ctx, const char* op, OpKind kind, DType dtype) {
+  require_allocator(ctx, op);
+  if (!ctx.backend().supports(kind, dtype)) {
+    fail(op, "the backend '" + ctx.backend().name() + "' does not run " +
+                 std::string(op_name(kind)) + " on " + std::string(dtype_name(dtype)) + " tensors");
+  }
+}
+
+// A copy's source: on the host or on the context's device.
+void require_copyable(Context& ctx, const char* op, const Tensor& x) {
+  require_defined(op, "x", x);
+  if (!x.device().is_cpu() && x.device() != ctx.device()) {
+    fail(op, "x " + x.shape_string() + " is on " + x.device().to_string() + "; the backend '" +
+                 ctx.backend().name() + "' copies from the host or " + ctx.device().to_string());
+  }
+  require_allocator(ctx, op);
+}
+
 void require_same_dtype(const char* op, const char* name, const Tensor& t, const Tensor& ref) {
   if (t.dtype() != ref.dtype()) {
     fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) + ", x has " +
@@ -78,6 +110,7 @@ void require_writable_contiguous(const char* op, const Tensor& x) {
 
 Tensor unary_op(Context& ctx, const char* op, const Tensor& x, UnaryOp kind, float alpha) {
   require_float_input(ctx, op, "x", x);
+  require_backend(ctx, op, op_kind(kind), x.dtype());
   Tensor in = contiguous(ctx, x);
   Tensor out = empty(ctx, x.shape(), x.dtype());
   if (!ctx.planning()) ctx.backend().unary(in, out, kind, alpha);
@@ -87,6 +120,7 @@ Tensor unary_op(Context& ctx, const char* op, const Tensor& x, UnaryOp kind, flo
 Tensor& unary_inplace(Context& ctx, const char* op, Tensor& x, UnaryOp kind, float alpha) {
   require_float_input(ctx, op, "x", x);
   require_writable_contiguous(op, x);
+  require_backend(ctx, op, op_kind(kind), x.dtype());
   if (!ctx.planning()) ctx.backend().unary(x, x, kind, alpha);
   return x;
 }
@@ -112,6 +146,7 @@ Tensor broadcast_operand(Context& ctx, const char* op, const Tensor& a, const Te
 
 Tensor binary_op(Context& ctx, const char* op, const Tensor& a, const Tensor& b, BinaryOp kind) {
   Tensor bb = broadcast_operand(ctx, op, a, b);
+  require_backend(ctx, op, op_kind(kind), a.dtype());
   Tensor ac = contiguous(ctx, a);
   Tensor out = empty(ctx, a.shape(), a.dtype());
   if (!ctx.planning()) ctx.backend().binary(ac, bb, out, kind);
@@ -125,20 +160,21 @@ Tensor empty(Context& ctx, const Shape& shape, DType dtype) {
 }
 
 Tensor zeros(Context& ctx, const Shape& shape, DType dtype) {
+  require_allocator(ctx, "zeros");
   Tensor t = empty(ctx, shape, dtype);
   if (!ctx.planning()) ctx.backend().fill(t, 0.0f);
   return t;
 }
 
 Tensor to_device(Context& ctx, const Tensor& x, DType dtype) {
-  require_defined("to_device", "x", x);
+  require_copyable(ctx, "to_device", x);
   Tensor out = empty(ctx, x.shape(), dtype);
   ctx.backend().copy(x, out, ctx.scratch());
   return out;
 }
 
 Tensor to_host(Context& ctx, const Tensor& x, DType dtype) {
-  require_defined("to_host", "x", x);
+  require_copyable(ctx, "to_host", x);
   // A planning pass copies nothing, so its host copies are zeros.
   Tensor out = ctx.planning() ? Tensor::zeros(x.shape(), dtype, host_allocator())
                               : Tensor::empty(x.shape(), dtype, host_allocator());
@@ -150,6 +186,7 @@ Tensor contiguous(Context& ctx, const Tensor& x) {
   require_defined("contiguous", "x", x);
   if (x.is_contiguous()) return x;
   require_on_device(ctx, "contiguous", "x", x);
+  require_allocator(ctx, "contiguous");
   Tensor out = empty(ctx, x.shape(), x.dtype());
   ctx.backend().copy(x, out, ctx.scratch());
   return out;
@@ -175,6 +212,26 @@ Tensor scale(Context& ctx, const Tensor& x, float factor) {
   return unary_op(ctx, "scale", x, UnaryOp::Scale, factor);
 }
 
+Tensor silu(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "silu", x, UnaryOp::Silu, 0.0f);
+}
+
+Tensor gelu(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "gelu", x, UnaryOp::Gelu, 0.0f);
+}
+
+Tensor sin(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "sin", x, UnaryOp::Sin, 0.0f);
+}
+
+Tensor cos(Context& ctx, const Tensor& x) {
+  return unary_op(ctx, "cos", x, UnaryOp::Cos, 0.0f);
+}
+
+Tensor clamp_max(Context& ctx, const Tensor& x, float max) {
+  return unary_op(ctx, "clamp_max", x, UnaryOp::ClampMax, max);
+}
+
 Tensor& relu_(Context& ctx, Tensor& x) {
   return unary_inplace(ctx, "relu_", x, UnaryOp::Relu, 0);
 }
@@ -194,6 +251,7 @@ Tensor mul(Context& ctx, const Tensor& a, const Tensor& b) {
 Tensor& add_(Context& ctx, Tensor& a, const Tensor& b) {
   Tensor bb = broadcast_operand(ctx, "add_", a, b);
   require_writable_contiguous("add_", a);
+  require_backend(ctx, "add_", OpKind::Add, a.dtype());
   if (bb.storage() == a.storage()) bb = to_device(ctx, bb, bb.dtype());
   if (!ctx.planning()) ctx.backend().binary(a, bb, a, BinaryOp::Add);
   return a;
@@ -213,6 +271,7 @@ Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
                  " input features, x is " + x.shape_string());
   }
   Tensor b = check_bias(ctx, op, bias, out_features, x);
+  require_backend(ctx, op, OpKind::Linear, x.dtype());
   Tensor x2 = contiguous(ctx, x).reshape({-1, in});
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
@@ -267,6 +326,7 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   const int64_t tout = conv1d_output_steps(ctx, x, weight, params);
   require_same_dtype("conv1d", "weight", weight, x);
   Tensor b = check_bias(ctx, "conv1d", bias, weight.size(0), x);
+  require_backend(ctx, "conv1d", OpKind::Conv1d, x.dtype());
   Tensor out = empty(ctx, {x.size(0), weight.size(0), tout}, x.dtype());
   ctx.backend().conv1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params, ctx.scratch());
   return out;
@@ -294,6 +354,7 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
     }
   }
   Tensor b = check_bias(ctx, op, bias, weight.size(0), weight, "weight");
+  require_backend(ctx, op, OpKind::Conv1d, weight.dtype());
   const Tensor xc = contiguous(ctx, x);
   const Tensor wc = contiguous(ctx, weight);
   if (ctx.backend().fuses_conv1d(xc, wc, out_dtype, params)) {
@@ -350,6 +411,7 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
                  std::to_string(params.padding) + " gives an empty output");
   }
   Tensor b = check_bias(ctx, op, bias, cout, x);
+  require_backend(ctx, op, OpKind::ConvTranspose1d, x.dtype());
   Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
   ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
                                  ctx.scratch());
@@ -370,11 +432,31 @@ Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tens
     fail(op, "gamma " + gamma.shape_string() + " and beta " + beta.shape_string() +
                  " should both be [" + std::to_string(c) + "] for x " + x.shape_string());
   }
+  require_backend(ctx, op, OpKind::LayerNorm, x.dtype());
   Tensor x2 = contiguous(ctx, x).reshape({-1, c});
   Tensor out = empty(ctx, x2.shape(), x.dtype());
   const Tensor g = contiguous(ctx, gamma);
   const Tensor bt = contiguous(ctx, beta);
   if (!ctx.planning()) ctx.backend().layer_norm(x2, g, bt, eps, out);
+  return out.reshape(x.shape());
+}
+
+Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& weight, float eps) {
+  const char* op = "rms_norm";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "weight", weight);
+  require_same_dtype(op, "weight", weight, x);
+  if (x.dim() < 1) fail(op, "x must have at least one dimension, got " + x.shape_string());
+  const int64_t c = x.size(-1);
+  if (weight.dim() != 1 || weight.size(0) != c) {
+    fail(op, "weight " + weight.shape_string() + " should be [" + std::to_string(c) + "] for x " +
+                 x.shape_string());
+  }
+  require_backend(ctx, op, OpKind::RmsNorm, x.dtype());
+  Tensor x2 = contiguous(ctx, x).reshape({-1, c});
+  const Tensor w = contiguous(ctx, weight);
+  Tensor out = empty(ctx, x2.shape(), x.dtype());
+  if (!ctx.planning()) ctx.backend().rms_norm(x2, w, eps, out);
   return out.reshape(x.shape());
 }
 
@@ -392,6 +474,7 @@ Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table) {
     fail(op, "ids are on " + ids.device().to_string() + ", expected the host or " +
                  ctx.device().to_string());
   }
+  require_backend(ctx, op, OpKind::Embedding, table.dtype());
   Tensor flat = ids;
   if (!ids.is_contiguous()) {
     // Host ids of a device backend are made contiguous on the host; ids on the context's device
@@ -441,10 +524,75 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
     fail(op, std::to_string(params.query_offsets.size()) + " query_offsets for batch size " +
                  std::to_string(batch));
   }
+  require_backend(ctx, op, OpKind::Attention, q.dtype());
   Tensor out = empty(ctx, q.shape(), q.dtype());
   ctx.backend().attention(contiguous(ctx, q), contiguous(ctx, k), contiguous(ctx, v), out, params,
                           ctx.scratch());
   return out;
+}
+
+Tensor rope(Context& ctx, const Tensor& x, const std::vector<int64_t>& start_positions,
+            float theta) {
+  const char* op = "rope";
+  require_float_input(ctx, op, "x", x);
+  require_rank(op, "x", x, 4);
+  const int64_t batch = x.size(0);
+  if (x.size(3) % 2 != 0) {
+    fail(op, "x [B, T, H, D] " + x.shape_string() +
+                 " has an odd head size D; rotate_half pairs "
+                 "dimension i with i + D/2");
+  }
+  if (!start_positions.empty() && static_cast<int64_t>(start_positions.size()) != batch) {
+    fail(op, std::to_string(start_positions.size()) + " start positions for x " + x.shape_string() +
+                 " (one per batch item, or none for 0)");
+  }
+  if (!(theta > 0.0f) || !std::isfinite(theta)) {
+    fail(op, "theta must be a positive finite base (Llama: 10000), got " + std::to_string(theta));
+  }
+  require_backend(ctx, op, OpKind::Rope, x.dtype());
+  const std::vector<int64_t> positions = start_positions.empty()
+                                             ? std::vector<int64_t>(static_cast<size_t>(batch), 0)
+                                             : start_positions;
+  const Tensor xc = contiguous(ctx, x);
+  Tensor out = empty(ctx, x.shape(), x.dtype());
+  ctx.backend().rope(xc, positions, theta, out, ctx.scratch());
+  return out;
+}
+
+Tensor& write_rows(Context& ctx, Tensor& cache, const Tensor& rows,
+                   const std::vector<int64_t>& offsets) {
+  const char* op = "write_rows";
+  require_float_input(ctx, op, "cache", cache);
+  require_float_input(ctx, op, "rows", rows);
+  if (rows.dtype() != cache.dtype()) {
+    fail(op, "rows have dtype " + std::string(dtype_name(rows.dtype())) + ", the cache " +
+                 std::string(dtype_name(cache.dtype())));
+  }
+  if (cache.dim() < 2 || rows.dim() != cache.dim() || rows.size(0) != cache.size(0) ||
+      !std::equal(rows.shape().begin() + 2, rows.shape().end(), cache.shape().begin() + 2)) {
+    fail(op, "rows [B, T, ...] " + rows.shape_string() + " do not fit cache [B, Tmax, ...] " +
+                 cache.shape_string());
+  }
+  if (!cache.is_contiguous()) {
+    fail(op, "the cache is written in place and must be contiguous, it is " + cache.shape_string() +
+                 " with strides " + shape_to_string(cache.strides()));
+  }
+  if (static_cast<int64_t>(offsets.size()) != cache.size(0)) {
+    fail(op, std::to_string(offsets.size()) + " offsets for cache " + cache.shape_string());
+  }
+  const int64_t t = rows.size(1);
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    if (offsets[b] < 0 || offsets[b] > cache.size(1) - t) {
+      fail(op, "batch " + std::to_string(b) + ": " + std::to_string(t) + " rows at offset " +
+                   std::to_string(offsets[b]) + " do not fit the cache's " +
+                   std::to_string(cache.size(1)) + " rows");
+    }
+  }
+  require_backend(ctx, op, OpKind::WriteRows, cache.dtype());
+  Tensor rc = contiguous(ctx, rows);
+  if (rc.storage() == cache.storage()) rc = to_device(ctx, rc, rc.dtype());
+  ctx.backend().write_rows(cache, rc, offsets, ctx.scratch());
+  return cache;
 }
 
 Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths) {
@@ -458,6 +606,7 @@ Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>&
   for (int64_t len : lengths) {
     if (len < 0) fail(op, "negative length " + std::to_string(len));
   }
+  require_backend(ctx, op, OpKind::ZeroBeyondLengths, x.dtype());
   ctx.backend().zero_beyond_lengths(x, lengths, ctx.scratch());
   return x;
 }
@@ -489,6 +638,7 @@ Tensor length_regulate(Context& ctx, const Tensor& x,
     padded[b] = durations[b];
     padded[b].resize(static_cast<size_t>(t), 0);
   }
+  require_backend(ctx, op, OpKind::LengthRegulate, x.dtype());
   Tensor out = empty(ctx, {batch, frames, x.size(2)}, x.dtype());
   ctx.backend().length_regulate(contiguous(ctx, x), padded, out, ctx.scratch());
   return out;
@@ -511,10 +661,85 @@ Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries) {
       }
     }
   }
+  require_backend(ctx, op, OpKind::Bucketize, x.dtype());
   Tensor out = empty(ctx, x.shape(), DType::I64);
   const Tensor xc = contiguous(ctx, x);
   const Tensor bc = contiguous(ctx, boundaries);
   if (!ctx.planning()) ctx.backend().bucketize(xc, bc, out);
+  return out;
+}
+
+namespace {
+
+// torch.istft's NOLA check: the overlap-added Σ window² (summed in F32 as torch does) over the
+// kept samples [n_fft/2, n_fft/2 + length) must be at least 1e-11.
+void check_istft_envelope(const Tensor& window, int64_t hop, int64_t frames, int64_t length) {
+  const std::vector<float> w = window.to_float_vector();
+  const auto n_fft = static_cast<int64_t>(w.size());
+  const int64_t start = n_fft / 2;
+  for (int64_t n = start; n < start + length; ++n) {
+    float envelope = 0.0f;
+    for (int64_t f = std::max<int64_t>(0, (n - n_fft) / hop); f < frames && f * hop <= n; ++f) {
+      const int64_t m = n - f * hop;
+      if (m < n_fft) envelope += w[static_cast<size_t>(m)] * w[static_cast<size_t>(m)];
+    }
+    if (std::abs(envelope) < 1e-11f) {
+      fail("istft",
+           "the window's overlap-add envelope (sum of window^2 over the frames reaching "
+           "an output sample) is " +
+               std::to_string(envelope) + " at output sample " + std::to_string(n - start) +
+               ", below torch.istft's 1e-11 (window overlap "
+               "add min); use a hop at most n_fft and a window that is nonzero where only "
+               "one frame reaches");
+    }
+  }
+}
+
+}  // namespace
+
+Tensor istft(Context& ctx, const Tensor& real, const Tensor& imag, const Tensor& window,
+             int64_t hop) {
+  const char* op = "istft";
+  require_float_input(ctx, op, "real", real);
+  require_float_input(ctx, op, "imag", imag);
+  require_rank(op, "real", real, 3);
+  require_rank(op, "window", window, 1);
+  if (real.dtype() != DType::F32 || imag.dtype() != DType::F32 || window.dtype() != DType::F32) {
+    fail(op, "real, imag and window must be F32, got " + std::string(dtype_name(real.dtype())) +
+                 ", " + std::string(dtype_name(imag.dtype())) + " and " +
+                 std::string(dtype_name(window.dtype())));
+  }
+  if (imag.shape() != real.shape()) {
+    fail(op, "imag " + imag.shape_string() + " does not match real " + real.shape_string());
+  }
+  if (!window.device().is_cpu()) {
+    fail(op, "the window must be a host tensor (its envelope is checked on the host), it is on " +
+                 window.device().to_string());
+  }
+  const int64_t n_fft = window.size(0);
+  const int64_t bins = n_fft / 2 + 1;
+  const int64_t frames = real.size(2);
+  if (n_fft < 1 || real.size(1) != bins) {
+    fail(op, "real [B, n_fft/2 + 1, frames] " + real.shape_string() + " does not fit a window of " +
+                 std::to_string(n_fft) + " samples (n_fft), which needs " + std::to_string(bins) +
+                 " bins");
+  }
+  if (hop < 1) fail(op, "hop must be at least 1, got " + std::to_string(hop));
+  const int64_t length = n_fft + hop * (frames - 1) - 2 * (n_fft / 2);
+  if (frames < 1 || length < 1) {
+    fail(op, std::to_string(frames) + " frames of n_fft " + std::to_string(n_fft) + " with hop " +
+                 std::to_string(hop) + " leave no sample after trimming n_fft/2 from each end");
+  }
+  require_backend(ctx, op, OpKind::Istft, DType::F32);
+  Tensor w = window;
+  if (!ctx.planning()) {
+    if (!w.is_contiguous()) w = w.to_host_contiguous(DType::F32);
+    check_istft_envelope(w, hop, frames, length);
+  }
+  const Tensor rc = contiguous(ctx, real);
+  const Tensor ic = contiguous(ctx, imag);
+  Tensor out = empty(ctx, {real.size(0), length}, DType::F32);
+  ctx.backend().istft(rc, ic, w, hop, out, ctx.scratch());
   return out;
 }
 

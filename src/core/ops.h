@@ -1,9 +1,11 @@
-// The operations models are written in. Each function checks its inputs' shapes (throwing
-// voxd::Error with the op name and the shapes it got), allocates its output from the context's
-// allocator on the backend's device, and runs the backend's kernel (in a planning context: only
-// allocates, see Context). Strided inputs are made
-// contiguous first where a kernel needs it. Models call only these, never a backend directly,
-// so the same model code runs on every backend.
+// The operations models are written in, and the one place their arguments are checked. Each
+// function checks its inputs' shapes, dtypes, devices and parameters (throwing voxd::Error with
+// the op name and what it got), refuses an op the backend does not support for the dtype
+// (Backend::supports: the error names the op, the backend and the dtype), allocates its output
+// from the context's allocator on the backend's device, and runs the backend's kernel (in a
+// planning context: only allocates, see Context). Strided inputs are made contiguous first where
+// a kernel needs it. Models call only these, never a backend directly, so the same model code
+// runs on every backend.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +62,13 @@ Tensor leaky_relu(Context& ctx, const Tensor& x, float slope);
 Tensor tanh(Context& ctx, const Tensor& x);
 Tensor exp(Context& ctx, const Tensor& x);
 Tensor scale(Context& ctx, const Tensor& x, float factor);
+Tensor silu(Context& ctx, const Tensor& x);
+// The erf form, as torch.nn.GELU() (approximate='none').
+Tensor gelu(Context& ctx, const Tensor& x);
+Tensor sin(Context& ctx, const Tensor& x);
+Tensor cos(Context& ctx, const Tensor& x);
+// min(x, max) elementwise, NaN kept, as torch.clamp(x, max=max).
+Tensor clamp_max(Context& ctx, const Tensor& x, float max);
 // In-place variants: x (contiguous) is overwritten and returned.
 Tensor& relu_(Context& ctx, Tensor& x);
 Tensor& leaky_relu_(Context& ctx, Tensor& x, float slope);
@@ -86,11 +95,27 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
 // Over the last dimension of x [..., C].
 Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   float eps);
+// Over the last dimension of x [..., C], as transformers' LlamaRMSNorm: weight [C] (x's dtype) ·
+// (x · rsqrt(mean(x²) + eps) in F32, rounded to x's dtype).
+Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& weight, float eps);
 // ids [B, T] -> [B, T, C] (ids of any rank work: ids.shape + [C]). ids may be on the host.
 Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table);
-// See Backend::attention; each key length must lie in [0, Tk].
+// See Backend::attention; each key length must lie in [0, Tk]. Over a KV cache (k and v
+// [B, Tmax, H, D] filled by write_rows): key_lengths[b] = the rows batch b holds, and for a
+// decode step (Tq = 1) the query sits at key_lengths[b] − 1 (causal with query_offsets, or the
+// lengths alone, give the same).
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& params);
+// Rotary position embedding of x [B, T, H, D] (D even) as transformers' Llama: row t of batch b
+// at position start_positions[b] + t (empty: 0 for every batch; negative allowed, e.g. for left
+// padding). A decode step passes T = 1 and each batch's own position. theta > 0 (Llama: 10000).
+Tensor rope(Context& ctx, const Tensor& x, const std::vector<int64_t>& start_positions,
+            float theta);
+// Writes rows [B, T, ...] into cache [B, Tmax, ...] (contiguous, the same dtype and trailing
+// sizes) at cache[b, offsets[b] + t], in place, so a decode step appends one row per batch item;
+// every offsets[b] in [0, Tmax − T]. Returns cache.
+Tensor& write_rows(Context& ctx, Tensor& cache, const Tensor& rows,
+                   const std::vector<int64_t>& offsets);
 // x [B, T, C] (contiguous): rows past each length zeroed in place; returns x.
 Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths);
 // Output has max(sum of durations over each batch, min_frames) rows. durations[b] may be shorter
@@ -98,6 +123,14 @@ Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>&
 Tensor length_regulate(Context& ctx, const Tensor& x,
                        const std::vector<std::vector<int64_t>>& durations, int64_t min_frames = 0);
 Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries);
+// torch.istft(real + i·imag, n_fft, hop, window=window, center=True, normalized=False,
+// onesided=True) -> [B, n_fft + hop·(frames − 1) − 2·(n_fft/2)] F32 (frames − 1 hops for even
+// n_fft). real and imag F32 [B, n_fft/2 + 1, frames] on the context's device; window [n_fft] F32
+// on the host (e.g. the periodic Hann window torch.hann_window(n_fft) makes). Throws, as torch
+// does, when Σ window² over the frames reaching a kept sample is below 1e-11 anywhere (checked
+// on the host; not in a planning pass, which reads no element).
+Tensor istft(Context& ctx, const Tensor& real, const Tensor& imag, const Tensor& window,
+             int64_t hop);
 // Swaps two dimensions and returns a contiguous result.
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1);
 

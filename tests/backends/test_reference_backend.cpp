@@ -36,6 +36,61 @@ TEST_F(ReferenceHand, Unary) {
   expect_values(ops::tanh(ctx_, t({2}, {0.0f, 0.5f})), {2}, {0.0f, 0.46211716f});
 }
 
+TEST_F(ReferenceHand, TheUnaryOpsOfChatTTS) {
+  // silu(x) = x / (1 + e^−x); gelu(x) = x · Φ(x) with Φ the standard normal CDF (erf form).
+  expect_values(ops::silu(ctx_, t({3}, {1.0f, -2.0f, 0.0f})), {3}, {0.7310586f, -0.23840584f, 0});
+  expect_values(ops::gelu(ctx_, t({3}, {1.0f, -1.0f, 0.0f})), {3}, {0.8413447f, -0.15865525f, 0});
+  expect_values(ops::sin(ctx_, t({2}, {0.0f, 1.5707964f})), {2}, {0, 1});
+  expect_values(ops::cos(ctx_, t({2}, {0.0f, 3.1415927f})), {2}, {1, -1});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> clipped =
+      ops::clamp_max(ctx_, t({4}, {1.0f, 150.0f, -3.0f, nan}), 100.0f).to_float_vector();
+  EXPECT_EQ(std::vector<float>(clipped.begin(), clipped.begin() + 3),
+            (std::vector<float>{1.0f, 100.0f, -3.0f}));
+  EXPECT_TRUE(std::isnan(clipped[3]));  // torch.clamp keeps NaN
+}
+
+TEST_F(ReferenceHand, RmsNorm) {
+  // [3, 4]: mean of squares 12.5, so x / sqrt(12.5) = [0.8485281, 1.1313708], times [1, 2].
+  expect_values(ops::rms_norm(ctx_, t({1, 2}, {3, 4}), t({2}, {1, 2}), 0.0f), {1, 2},
+                {0.8485281f, 2.2627417f});
+  // eps under the root: a row of zeros stays zero, a constant row of 1 with eps 3 becomes 1/2.
+  expect_values(ops::rms_norm(ctx_, t({2, 2}, {0, 0, 1, 1}), t({2}, {1, 1}), 3.0f), {2, 2},
+                {0, 0, 0.5f, 0.5f});
+}
+
+TEST_F(ReferenceHand, RopeRotatesHalvesByPosition) {
+  // D = 2: one frequency, 1; x = [1, 0] at position 1 turns by one radian.
+  expect_values(ops::rope(ctx_, t({1, 2, 1, 2}, {1, 0, 1, 0}), {0}, 10000.0f), {1, 2, 1, 2},
+                {1, 0, 0.5403023f, 0.84147098f});
+  // D = 4, theta 10000: frequencies 1 and 10000^(−1/2) = 0.01; x = [1, 2, 3, 4] at position 2
+  // pairs dimension 0 with 2 (angle 2) and 1 with 3 (angle 0.02): rotate_half, not interleaved.
+  expect_values(ops::rope(ctx_, t({1, 1, 1, 4}, {1, 2, 3, 4}), {2}, 10000.0f), {1, 1, 1, 4},
+                {-3.1440391f, 1.9196053f, -0.3391431f, 4.0391974f}, 1e-6);
+  EXPECT_EQ(rope_frequencies(10000.0f, 4), (std::vector<float>{1.0f, 0.01f}));
+}
+
+TEST_F(ReferenceHand, WriteRowsWritesAtEachOffset) {
+  Tensor cache = t({2, 3, 1}, {0, 0, 0, 0, 0, 0});
+  ops::write_rows(ctx_, cache, t({2, 1, 1}, {5, 7}), {2, 0});
+  expect_values(cache, {2, 3, 1}, {0, 0, 5, 7, 0, 0});
+}
+
+TEST_F(ReferenceHand, IstftOfKnownSpectra) {
+  // n_fft 4, a rectangular window and hop 4 (no overlap, envelope 1): frame 0 holds only the DC
+  // bin (4 → four ones; its imaginary part is ignored), frame 1 only the Nyquist bin (4 →
+  // 1, −1, 1, −1; imaginary part ignored too). Overlap-add gives 1 1 1 1 1 −1 1 −1, of which
+  // centre trimming keeps samples 2..5.
+  const Tensor real = t({1, 3, 2}, {4, 0, 0, 0, 0, 4});
+  const Tensor imag = t({1, 3, 2}, {5, 0, 0, 0, 0, 3});
+  const Tensor ones = t({4}, {1, 1, 1, 1});
+  expect_values(ops::istft(ctx_, real, imag, ones, 4), {1, 4}, {1, 1, 1, -1});
+  // Frame 0 holds bin 1 = 2 + 2i: (2/4)·(2·cos(πm/2) − 2·sin(πm/2)) = 1, −1, −1, 1; frame 1
+  // is silent. Hop 2: samples 2 and 3 get both frames (envelope 2), so the kept two are −1/2, 1/2.
+  const Tensor bin1 = t({1, 3, 2}, {0, 0, 2, 0, 0, 0});
+  expect_values(ops::istft(ctx_, bin1, bin1, ones, 2), {1, 2}, {-0.5f, 0.5f});
+}
+
 TEST_F(ReferenceHand, BinaryBroadcast) {
   const Tensor a = t({2, 2}, {1, 2, 3, 4});
   expect_values(ops::add(ctx_, a, t({1, 2}, {10, 20})), {2, 2}, {11, 22, 13, 24});

@@ -2,12 +2,16 @@
 
 #include <cblas.h>
 #include <immintrin.h>
+#include <kiss_fft.h>
+#include <kiss_fftr.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -17,9 +21,6 @@
 
 namespace voxd {
 namespace {
-
-using host::require_f32;
-using host::require_shape;
 
 // Loops shorter than this run on one thread: spawning the team costs more than it saves.
 constexpr int64_t kParallelMin = 16384;
@@ -51,10 +52,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 // `count` floats of host scratch for the rest of a kernel call.
 ScratchBuffer take_floats(const KernelScratch& scratch, int64_t count) {
-  if (!scratch.device().is_cpu()) {
-    throw Error("cpu backend: kernel scratch comes from a " + scratch.device().to_string() +
-                " allocator; the context's allocator must hold host memory");
-  }
+  assert(scratch.device().is_cpu());
   return scratch.take(static_cast<size_t>(count) * sizeof(float));
 }
 
@@ -149,6 +147,10 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_n
   openblas_set_num_threads(1);
 }
 
+bool CpuBackend::supports(OpKind /*op*/, DType dtype) const {
+  return dtype == DType::F32;
+}
+
 void CpuBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
   if (scratch.planning()) return;
   if (src.dtype() != dst.dtype() || src.is_contiguous() || src.dim() < 2 ||
@@ -192,9 +194,7 @@ void CpuBackend::fill(Tensor& dst, float value) {
 }
 
 void CpuBackend::unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) {
-  require_f32("unary", "x", x);
-  require_f32("unary", "out", out);
-  require_shape("unary", "out", out, x.shape());
+  assert(x.dtype() == DType::F32 && out.shape() == x.shape());
   const float* in = x.data<float>();
   float* o = out.data<float>();
   const int64_t n = x.numel();
@@ -219,15 +219,33 @@ void CpuBackend::unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) {
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) o[i] = alpha * in[i];
       break;
+    case UnaryOp::Silu:
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin / 8)
+      for (int64_t i = 0; i < n; ++i) o[i] = in[i] / (1.0f + std::exp(-in[i]));
+      break;
+    case UnaryOp::Gelu:
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin / 8)
+      for (int64_t i = 0; i < n; ++i) {
+        o[i] = 0.5f * in[i] * (1.0f + std::erf(in[i] / std::numbers::sqrt2_v<float>));
+      }
+      break;
+    case UnaryOp::Sin:
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin / 8)
+      for (int64_t i = 0; i < n; ++i) o[i] = std::sin(in[i]);
+      break;
+    case UnaryOp::Cos:
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin / 8)
+      for (int64_t i = 0; i < n; ++i) o[i] = std::cos(in[i]);
+      break;
+    case UnaryOp::ClampMax:
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) o[i] = in[i] > alpha ? alpha : in[i];
+      break;
   }
 }
 
 void CpuBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) {
-  require_f32("binary", "a", a);
-  require_f32("binary", "b", b);
-  require_f32("binary", "out", out);
-  require_shape("binary", "out", out, a.shape());
-  if (b.dim() != a.dim()) throw Error("binary: b " + b.shape_string() + " rank differs from a");
+  assert(a.dtype() == DType::F32 && b.dim() == a.dim() && out.shape() == a.shape());
   const Shape& shape = a.shape();
   const size_t rank = shape.size();
   const float* pa = a.data<float>();
@@ -270,14 +288,10 @@ void CpuBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp 
 
 void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const KernelScratch& scratch) {
-  require_f32("linear", "x", x);
-  require_f32("linear", "weight", weight);
-  if (bias.defined()) require_f32("linear", "bias", bias);
-  require_f32("linear", "out", out);
   const int64_t n = x.size(0);
   const int64_t in = x.size(1);
   const int64_t features = weight.size(0);
-  require_shape("linear", "out", out, {n, features});
+  assert(x.dtype() == DType::F32 && out.shape() == (Shape{n, features}));
   if (n == 0 || features == 0 || scratch.planning()) return;
   float* po = out.data<float>();
   const float* px = x.data<float>();
@@ -308,10 +322,6 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const Conv1dParams& p, const KernelScratch& scratch) {
-  require_f32("conv1d", "x", x);
-  require_f32("conv1d", "weight", weight);
-  if (bias.defined()) require_f32("conv1d", "bias", bias);
-  require_f32("conv1d", "out", out);
   const int64_t batch = x.size(0);
   const int64_t cin = x.size(1);
   const int64_t t_in = x.size(2);
@@ -320,8 +330,12 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t k_size = weight.size(2);
   const int64_t t_out = out.size(2);
   const int64_t cout_g = cout / p.groups;
-  require_shape("conv1d", "out", out, {batch, cout, t_out});
+  assert(x.dtype() == DType::F32 && out.shape() == (Shape{batch, cout, t_out}));
   if (batch == 0 || cout == 0 || t_out == 0) return;
+  if (cin_g == 1 && cout_g == 1) {
+    depthwise_conv1d(x, weight, bias, out, p, scratch);
+    return;
+  }
   if (p.stride == 1) {
     // Direct convolution: each job copies x[:, block + taps] of one group into a zero-padded
     // panel and sweeps it with 4 × 24 register tiles (see conv_tile).
@@ -422,13 +436,45 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
   }
 }
 
+void CpuBackend::depthwise_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  Tensor& out, const Conv1dParams& p,
+                                  const KernelScratch& scratch) const {
+  if (scratch.planning()) return;
+  const int64_t rows = out.size(0) * out.size(1);
+  const int64_t channels = out.size(1);
+  const int64_t t_in = x.size(2);
+  const int64_t t_out = out.size(2);
+  const int64_t k_size = weight.size(2);
+  const float* px = x.data<float>();
+  const float* pw = weight.data<float>();
+  const float* pb = bias.defined() ? bias.data<float>() : nullptr;
+  float* po = out.data<float>();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (rows * t_out > kParallelMin)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t c = row % channels;
+    const float* xr = px + row * t_in;
+    const float* w = pw + c * k_size;
+    float* o = po + row * t_out;
+    std::fill(o, o + t_out, pb ? pb[c] : 0.0f);
+    for (int64_t k = 0; k < k_size; ++k) {
+      // Output t reads x[t·stride + shift], inside x for t in [lo, hi).
+      const int64_t shift = k * p.dilation - p.padding;
+      const int64_t lo = std::clamp<int64_t>(ceil_div(-shift, p.stride), 0, t_out);
+      const int64_t hi = std::clamp<int64_t>(ceil_div(t_in - shift, p.stride), lo, t_out);
+      const float wk = w[k];
+      if (p.stride == 1) {
+        const float* xs = xr + shift;
+        for (int64_t t = lo; t < hi; ++t) o[t] += wk * xs[t];
+      } else {
+        for (int64_t t = lo; t < hi; ++t) o[t] += wk * xr[t * p.stride + shift];
+      }
+    }
+  }
+}
+
 void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                   Tensor& out, const ConvTranspose1dParams& p,
                                   const KernelScratch& scratch) {
-  require_f32("conv_transpose1d", "x", x);
-  require_f32("conv_transpose1d", "weight", weight);
-  if (bias.defined()) require_f32("conv_transpose1d", "bias", bias);
-  require_f32("conv_transpose1d", "out", out);
   const int64_t batch = x.size(0);
   const int64_t cin = x.size(1);
   const int64_t t_in = x.size(2);
@@ -437,7 +483,7 @@ void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const T
   const int64_t cout = cout_g * p.groups;
   const int64_t cin_g = cin / p.groups;
   const int64_t t_out = out.size(2);
-  require_shape("conv_transpose1d", "out", out, {batch, cout, t_out});
+  assert(x.dtype() == DType::F32 && out.shape() == (Shape{batch, cout, t_out}));
   if (batch == 0 || cout == 0 || t_out == 0) return;
   // Jobs own blocks of output steps, so they write disjoint memory: each computes the columns
   // col [cout_g·K, n] = wᵀ · x[:, lo : lo + n] for the inputs that reach its block (a few
@@ -492,11 +538,7 @@ void CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const T
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                             Tensor& out) {
-  require_f32("layer_norm", "x", x);
-  require_f32("layer_norm", "gamma", gamma);
-  require_f32("layer_norm", "beta", beta);
-  require_f32("layer_norm", "out", out);
-  require_shape("layer_norm", "out", out, x.shape());
+  assert(x.dtype() == DType::F32 && out.shape() == x.shape());
   const int64_t rows = x.size(0);
   const int64_t c = x.size(1);
   const float* pg = gamma.data<float>();
@@ -520,19 +562,34 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
   }
 }
 
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  assert(x.dtype() == DType::F32 && out.shape() == x.shape());
+  const int64_t rows = x.size(0);
+  const int64_t c = x.size(1);
+  const float* pw = weight.data<float>();
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (rows * c > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = px + r * c;
+    float* o = po + r * c;
+    double squares = 0;
+    for (int64_t i = 0; i < c; ++i) squares += static_cast<double>(in[i]) * in[i];
+    const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(c) + eps));
+    for (int64_t i = 0; i < c; ++i) o[i] = pw[i] * (in[i] * inv);
+  }
+}
+
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                            const KernelScratch& scratch) {
-  host::check_embedding(ids, table, out);
+  assert(table.dtype() == DType::F32 && out.shape() == (Shape{ids.numel(), table.size(1)}));
   if (scratch.planning()) return;
   const int64_t n = ids.numel();
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = host::load_id(ids, i);
-    if (id < 0 || id >= vocab) {
-      throw Error("embedding: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                  " is outside the table's " + std::to_string(vocab) + " rows");
-    }
+    if (id < 0 || id >= vocab) host::throw_bad_id(id, i, vocab);
     std::memcpy(out.data<float>() + i * c, table.data<float>() + id * c,
                 static_cast<size_t>(c) * sizeof(float));
   }
@@ -540,11 +597,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                            const AttentionParams& params, const KernelScratch& scratch) {
-  require_f32("attention", "q", q);
-  require_f32("attention", "k", k);
-  require_f32("attention", "v", v);
-  require_f32("attention", "out", out);
-  require_shape("attention", "out", out, q.shape());
+  assert(q.dtype() == DType::F32 && out.shape() == q.shape());
   const int64_t batch = q.size(0);
   const int64_t tq = q.size(1);
   const int64_t heads = q.size(2);
@@ -608,9 +661,61 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
   }
 }
 
+void CpuBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta,
+                      Tensor& out, const KernelScratch& scratch) {
+  const int64_t t = x.size(1);
+  const int64_t heads = x.size(2);
+  const int64_t dim = x.size(3);
+  const int64_t half = dim / 2;
+  const int64_t rows = x.size(0) * t;  // (batch, step) pairs: one position each
+  // Per thread: cos and sin of one position's angles.
+  const ScratchBuffer tables = take_floats(scratch, threads_ * dim);
+  if (scratch.planning()) return;
+  const std::vector<float> inv_freq = rope_frequencies(theta, dim);
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t row = 0; row < rows; ++row) {
+    float* cosines = tables.as<float>() + omp_get_thread_num() * dim;
+    float* sines = cosines + half;
+    const auto position =
+        static_cast<float>(start_positions[static_cast<size_t>(row / t)] + row % t);
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = position * inv_freq[static_cast<size_t>(j)];  // formed in F32
+      cosines[j] = static_cast<float>(std::cos(angle));
+      sines[j] = static_cast<float>(std::sin(angle));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* in = px + (row * heads + h) * dim;
+      float* o = po + (row * heads + h) * dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const float x1 = in[j];
+        const float x2 = in[j + half];
+        o[j] = x1 * cosines[j] - x2 * sines[j];
+        o[j + half] = x2 * cosines[j] + x1 * sines[j];
+      }
+    }
+  }
+}
+
+void CpuBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
+                            const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  const size_t row = host::row_bytes(cache);
+  const int64_t tmax = cache.size(1);
+  const int64_t t = rows.size(1);
+  auto* dst = static_cast<char*>(cache.raw_data());
+  const auto* src = static_cast<const char*>(rows.raw_data());
+  for (int64_t b = 0; b < cache.size(0); ++b) {
+    // The rows of one batch item are contiguous in both tensors.
+    const int64_t at = b * tmax + offsets[static_cast<size_t>(b)];
+    std::memcpy(dst + static_cast<size_t>(at) * row, src + static_cast<size_t>(b * t) * row,
+                static_cast<size_t>(t) * row);
+  }
+}
+
 void CpuBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                      const KernelScratch& scratch) {
-  require_f32("zero_beyond_lengths", "x", x);
   if (scratch.planning()) return;
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);
@@ -624,7 +729,6 @@ void CpuBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& leng
 void CpuBackend::length_regulate(const Tensor& x,
                                  const std::vector<std::vector<int64_t>>& durations, Tensor& out,
                                  const KernelScratch& scratch) {
-  host::check_length_regulate(x, durations, out);
   if (scratch.planning()) return;
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
@@ -637,7 +741,7 @@ void CpuBackend::length_regulate(const Tensor& x,
     int64_t frame = 0;
     for (int64_t row = 0; row < t; ++row) {
       const int64_t d = dur[static_cast<size_t>(row)];
-      if (frame + d > frames) host::throw_durations_exceed(b, frames);
+      assert(frame + d <= frames);
       const float* src = x.data<float>() + (b * t + row) * c;
       for (int64_t r = 0; r < d; ++r, ++frame) std::memcpy(ob + frame * c, src, row_bytes);
     }
@@ -646,7 +750,6 @@ void CpuBackend::length_regulate(const Tensor& x,
 }
 
 void CpuBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
-  host::check_bucketize(x, boundaries, out);
   const float* px = x.data<float>();
   const float* pb = boundaries.data<float>();
   const int64_t nb = boundaries.numel();
@@ -654,6 +757,119 @@ void CpuBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& ou
   const int64_t n = x.numel();
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) po[i] = host::bucket_index(px[i], pb, nb);
+}
+
+namespace {
+
+// One thread's inverse real FFT of n points with KISS FFT, in memory from the kernel's scratch:
+// kiss_fftri for even n, a complex inverse of the Hermitian spectrum for odd n (kiss_fftr needs
+// an even size). Both give the unscaled inverse with the imaginary parts of the DC bin (and the
+// Nyquist bin) ignored.
+class InverseRealFft {
+ public:
+  // Bytes of KISS FFT state for n points, and of the whole per-thread workspace.
+  static size_t state_bytes(int64_t n) {
+    size_t bytes = 0;
+    if (n % 2 == 0) {
+      kiss_fftr_alloc(static_cast<int>(n), 1, nullptr, &bytes);
+    } else {
+      kiss_fft_alloc(static_cast<int>(n), 1, nullptr, &bytes);
+    }
+    return (bytes + 63) / 64 * 64;
+  }
+  static size_t workspace_bytes(int64_t n) {
+    return state_bytes(n) + static_cast<size_t>(2 * n) * sizeof(kiss_fft_cpx);
+  }
+
+  // Sets up the transform in `memory` (workspace_bytes(n) of them).
+  InverseRealFft(int64_t n, void* memory)
+      : n_(n),
+        spectrum_(reinterpret_cast<kiss_fft_cpx*>(static_cast<char*>(memory) + state_bytes(n))),
+        signal_(spectrum_ + n) {
+    size_t bytes = state_bytes(n);
+    if (n % 2 == 0) {
+      real_ = kiss_fftr_alloc(static_cast<int>(n), 1, memory, &bytes);
+    } else {
+      complex_ = kiss_fft_alloc(static_cast<int>(n), 1, memory, &bytes);
+    }
+  }
+
+  // spectrum()[k] for k <= n/2 must hold bin k; run() writes n samples to `out`, times `scale`.
+  kiss_fft_cpx* spectrum() const { return spectrum_; }
+  void run(float* out, float scale) const {
+    if (real_ != nullptr) {
+      kiss_fftri(real_, spectrum_, out);
+      for (int64_t m = 0; m < n_; ++m) out[m] *= scale;
+      return;
+    }
+    spectrum_[0].i = 0.0f;
+    for (int64_t k = 1; k <= n_ / 2; ++k) {
+      spectrum_[n_ - k].r = spectrum_[k].r;
+      spectrum_[n_ - k].i = -spectrum_[k].i;
+    }
+    kiss_fft(complex_, spectrum_, signal_);
+    for (int64_t m = 0; m < n_; ++m) out[m] = signal_[m].r * scale;
+  }
+
+ private:
+  int64_t n_;
+  kiss_fftr_cfg real_ = nullptr;
+  kiss_fft_cfg complex_ = nullptr;
+  kiss_fft_cpx* spectrum_;
+  kiss_fft_cpx* signal_;
+};
+
+}  // namespace
+
+void CpuBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,
+                       Tensor& out, const KernelScratch& scratch) {
+  const int64_t batch = real.size(0);
+  const int64_t bins = real.size(1);
+  const int64_t frames = real.size(2);
+  const int64_t n_fft = window.size(0);
+  const int64_t length = out.size(1);
+  // Per thread a transform; per batch item every windowed frame [frames, n_fft].
+  const size_t per_thread = InverseRealFft::workspace_bytes(n_fft);
+  const ScratchBuffer transforms = scratch.take(static_cast<size_t>(threads_) * per_thread);
+  const ScratchBuffer windowed = take_floats(scratch, frames * n_fft);
+  if (scratch.planning()) return;
+  const float* w = window.data<float>();
+  const float scale = 1.0f / static_cast<float>(n_fft);
+  float* po = out.data<float>();
+  float* pf = windowed.as<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* re = real.data<float>() + b * bins * frames;
+    const float* im = imag.data<float>() + b * bins * frames;
+#pragma omp parallel num_threads(threads_) if (frames * n_fft > kParallelMin)
+    {
+      const InverseRealFft fft(n_fft, transforms.as<char>() + omp_get_thread_num() * per_thread);
+#pragma omp for schedule(static)
+      for (int64_t f = 0; f < frames; ++f) {
+        kiss_fft_cpx* spectrum = fft.spectrum();
+        for (int64_t k = 0; k < bins; ++k) spectrum[k] = {re[k * frames + f], im[k * frames + f]};
+        float* frame = pf + f * n_fft;
+        fft.run(frame, scale);
+        for (int64_t m = 0; m < n_fft; ++m) frame[m] *= w[m];
+      }
+    }
+    // Output i is sample n = n_fft/2 + i of the overlap-added signal: the frames f with
+    // f·hop <= n < f·hop + n_fft, divided by their Σ window².
+    float* o = po + b * length;
+#pragma omp parallel for num_threads(threads_) schedule(static) if (length > kParallelMin / 8)
+    for (int64_t i = 0; i < length; ++i) {
+      const int64_t n = n_fft / 2 + i;
+      const int64_t first = n < n_fft ? 0 : (n - n_fft) / hop + 1;
+      const int64_t last = std::min(frames - 1, n / hop);
+      float sum = 0.0f;
+      float envelope = 0.0f;
+      for (int64_t f = first; f <= last; ++f) {
+        const int64_t m = n - f * hop;
+        sum += pf[f * n_fft + m];
+        envelope += w[m] * w[m];
+      }
+      o[i] = sum / envelope;
+    }
+  }
 }
 
 }  // namespace voxd

@@ -17,6 +17,11 @@
 // (sgemm) for the inputs that reach it and overlap-adds only into its block, so jobs never write
 // the same memory.
 //
+// Depthwise conv1d (one input channel per output channel: ConvNeXt's groups == channels) runs
+// its own loop per (batch, channel) row, tap by tap over the row (vectorised by the compiler).
+// rope, rms_norm and write_rows are plain loops over rows; istft runs KISS FFT's inverse real
+// transform per frame (its state in the call's scratch) and overlap-adds per output sample.
+//
 // The kernels need AVX2 and FMA (x86-64-v3, the Release build's target); the constructor throws
 // voxd::Error on an older CPU.
 //
@@ -51,7 +56,9 @@ class CpuBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) override;
   // Any dtype in dst (the value is converted as convert_elements does).
   void fill(Tensor& dst, float value) override;
-  // Kernels as documented in core/backend.h; floating tensors must be F32.
+  // Every op, on F32 operands.
+  bool supports(OpKind op, DType dtype) const override;
+  // Kernels as documented in core/backend.h.
   void unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) override;
   void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) override;
   void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
@@ -62,17 +69,28 @@ class CpuBackend final : public Backend {
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& scratch) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                  const AttentionParams& params, const KernelScratch& scratch) override;
+  void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta, Tensor& out,
+            const KernelScratch& scratch) override;
+  void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
+                  const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                            const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
                        Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
+  void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
+             const KernelScratch& scratch) override;
 
  private:
+  // conv1d with one input channel per output channel (cin/groups == cout/groups == 1).
+  void depthwise_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                        const Conv1dParams& params, const KernelScratch& scratch) const;
+
   int threads_;
 };
 

@@ -4,11 +4,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cassert>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +28,10 @@ namespace {
 
 // Elements of im2col / col2im columns and attention scores one chunk may use (64 MiB in F32).
 constexpr int64_t kScratchElements = int64_t{1} << 24;
+// Frames one istft chunk transforms at most (whole batch items at a time, at least one).
+constexpr int64_t kFftFrames = 4096;
+// cuFFT plans kept per backend; the oldest goes first.
+constexpr size_t kMaxFftPlans = 32;
 // cublasSetWorkspace needs this alignment.
 constexpr uintptr_t kWorkspaceAlignment = 256;
 
@@ -159,15 +165,61 @@ void abandon_capture(cudaStream_t stream) {
 }  // namespace
 
 struct CudaBackend::Handles {
+  // A cuFFT plan of `batch` inverse real transforms of one size, made with
+  // cufftSetAutoAllocation(0): its work area (work_bytes) comes from the call's scratch.
+  struct FftPlan {
+    cufftHandle handle = 0;
+    size_t work_bytes = 0;
+    uint64_t last_use = 0;
+  };
+
   int index = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   std::unique_ptr<StagingRing> staging;
   std::unique_ptr<cuda::CudnnConvolutions> cudnn;
+  std::map<std::pair<int64_t, int64_t>, FftPlan> fft_plans;  // by (n, batch)
+  uint64_t fft_uses = 0;
+
+  // The plan of `batch` inverse real FFTs of n points (input [batch, n/2 + 1] complex, output
+  // [batch, n] real, both packed), made on first use on this backend's stream.
+  FftPlan& inverse_fft(int64_t n, int64_t batch, const char* op) {
+    auto found = fft_plans.find({n, batch});
+    if (found == fft_plans.end()) {
+      if (fft_plans.size() >= kMaxFftPlans) {
+        auto oldest = fft_plans.begin();
+        for (auto it = fft_plans.begin(); it != fft_plans.end(); ++it) {
+          if (it->second.last_use < oldest->second.last_use) oldest = it;
+        }
+        VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));  // it may still be running
+        cufftDestroy(oldest->second.handle);
+        fft_plans.erase(oldest);
+      }
+      FftPlan plan;
+      VOXD_CUDA_CHECK(op, cufftCreate(&plan.handle));
+      int size = static_cast<int>(n);
+      const cufftResult made = [&] {
+        cufftResult r = cufftSetAutoAllocation(plan.handle, 0);
+        if (r == CUFFT_SUCCESS) {
+          r = cufftMakePlanMany(plan.handle, 1, &size, nullptr, 1, static_cast<int>(n / 2 + 1),
+                                nullptr, 1, size, CUFFT_C2R, static_cast<int>(batch),
+                                &plan.work_bytes);
+        }
+        if (r == CUFFT_SUCCESS) r = cufftSetStream(plan.handle, stream);
+        return r;
+      }();
+      if (made != CUFFT_SUCCESS) cufftDestroy(plan.handle);
+      VOXD_CUDA_CHECK(op, made);
+      found = fft_plans.emplace(std::pair{n, batch}, plan).first;
+    }
+    found->second.last_use = ++fft_uses;
+    return found->second;
+  }
 
   ~Handles() {
     cudaSetDevice(index);
     if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (auto& [shape, plan] : fft_plans) cufftDestroy(plan.handle);
     staging.reset();
     cudnn.reset();
     if (cublas != nullptr) cublasDestroy(cublas);
@@ -179,48 +231,6 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& message) {
   throw Error(std::string("cuda: ") + op + ": " + message);
-}
-
-// Throws unless t is a defined, contiguous, floating tensor on `device`.
-void require_float(const char* op, const char* name, const Tensor& t, Device device) {
-  if (!t.defined()) fail(op, std::string(name) + " is undefined");
-  if (t.device() != device) {
-    fail(op, std::string(name) + " " + t.shape_string() + " is on " + t.device().to_string() +
-                 ", expected " + device.to_string());
-  }
-  if (!t.is_contiguous()) fail(op, std::string(name) + " " + t.shape_string() + " is strided");
-  if (!is_floating(t.dtype())) {
-    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) +
-                 ", expected F32, F16 or BF16");
-  }
-}
-
-// require_float plus t's dtype equal to `dtype`.
-void require_float(const char* op, const char* name, const Tensor& t, Device device, DType dtype) {
-  require_float(op, name, t, device);
-  if (t.dtype() != dtype) {
-    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) +
-                 ", the other operands " + std::string(dtype_name(dtype)));
-  }
-}
-
-// The operands of linear and the convolutions: x floating point on `device`, weight, bias (when
-// defined) and out of x's dtype. Returns that dtype.
-DType require_weighted_operands(const char* op, const Tensor& x, const Tensor& weight,
-                                const Tensor& bias, const Tensor& out, Device device) {
-  require_float(op, "x", x, device);
-  const DType dtype = x.dtype();
-  require_float(op, "weight", weight, device, dtype);
-  if (bias.defined()) require_float(op, "bias", bias, device, dtype);
-  require_float(op, "out", out, device, dtype);
-  return dtype;
-}
-
-void require_shape(const char* op, const char* name, const Tensor& t, const Shape& shape) {
-  if (t.shape() != shape) {
-    fail(op,
-         std::string(name) + " is " + t.shape_string() + ", expected " + shape_to_string(shape));
-  }
 }
 
 cudaDataType cuda_type(DType dtype) {
@@ -336,6 +346,11 @@ std::string CudaBackend::name() const {
   return "cuda:" + std::to_string(index_);
 }
 
+bool CudaBackend::supports(OpKind op, DType dtype) const {
+  if (op == OpKind::Bucketize || op == OpKind::Istft) return dtype == DType::F32;
+  return is_floating(dtype);
+}
+
 void CudaBackend::synchronize() {
   open("synchronize");
   VOXD_CUDA_CHECK("synchronize", cudaStreamSynchronize(handles_->stream));
@@ -391,12 +406,8 @@ void CudaBackend::open(const char* op) const {
   VOXD_CUDA_CHECK(op, cudaSetDevice(index_));
 }
 
-ScratchBuffer CudaBackend::take(const KernelScratch& scratch, size_t bytes, const char* op) const {
-  if (scratch.device() != device()) {
-    fail(op, "kernel scratch comes from a " + scratch.device().to_string() +
-                 " allocator; the context's allocator must hold " + device().to_string() +
-                 " memory");
-  }
+ScratchBuffer CudaBackend::take(const KernelScratch& scratch, size_t bytes) const {
+  assert(scratch.device() == device());
   return scratch.take(bytes);
 }
 
@@ -415,18 +426,7 @@ void CudaBackend::use_gemm_workspace(const ScratchBuffer& workspace, const char*
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
   const char* op = "copy";
-  if (!src.defined() || !dst.defined()) fail(op, "undefined tensor");
-  if (!dst.is_contiguous()) fail(op, "destination " + dst.shape_string() + " is strided");
-  if (src.numel() != dst.numel()) {
-    fail(op, "source " + src.shape_string() + " and destination " + dst.shape_string() +
-                 " differ in size");
-  }
-  for (const Tensor* t : {&src, static_cast<const Tensor*>(&dst)}) {
-    if (!t->device().is_cpu() && t->device() != device()) {
-      fail(op, "tensor " + t->shape_string() + " is on " + t->device().to_string() + ", not " +
-                   device().to_string() + " or the host");
-    }
-  }
+  assert(dst.is_contiguous() && src.numel() == dst.numel());
   const int64_t n = src.numel();
   if (n == 0) return;
   const bool plain = src.is_contiguous() && src.dtype() == dst.dtype();
@@ -437,7 +437,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
   // another dtype goes up as it is and is converted there (weights: from the file's mapping to
   // the device's dtype without a converted copy on the host).
   const ScratchBuffer staged =
-      take(scratch, download && !plain ? dst.nbytes() : (upload_converted ? src.nbytes() : 0), op);
+      take(scratch, download && !plain ? dst.nbytes() : (upload_converted ? src.nbytes() : 0));
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -476,10 +476,6 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
 void CudaBackend::fill(Tensor& dst, float value) {
   const char* op = "fill";
   open(op);
-  if (!dst.defined() || dst.device() != device() || !dst.is_contiguous()) {
-    fail(op,
-         "destination " + dst.shape_string() + " must be contiguous on " + device().to_string());
-  }
   uint64_t bits = 0;
   convert_elements(&value, DType::F32, &bits, dst.dtype(), 1);
   cuda::fill_pattern(dst.raw_data(), static_cast<int>(dtype_size(dst.dtype())), bits, dst.numel(),
@@ -489,9 +485,7 @@ void CudaBackend::fill(Tensor& dst, float value) {
 void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha) {
   const char* op = "unary";
   open(op);
-  require_float(op, "x", x, device());
-  require_float(op, "out", out, device(), x.dtype());
-  require_shape(op, "out", out, x.shape());
+  assert(out.shape() == x.shape() && out.dtype() == x.dtype());
   cuda::unary(x.raw_data(), out.raw_data(), x.dtype(), x.numel(), kind, alpha, handles_->stream,
               op);
 }
@@ -499,18 +493,10 @@ void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha)
 void CudaBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp kind) {
   const char* op = "binary";
   open(op);
-  require_float(op, "a", a, device());
-  require_float(op, "b", b, device(), a.dtype());
-  require_float(op, "out", out, device(), a.dtype());
-  require_shape(op, "out", out, a.shape());
-  if (b.dim() != a.dim()) fail(op, "b " + b.shape_string() + " rank differs from a");
+  assert(b.dim() == a.dim() && out.shape() == a.shape());
   Shape strides = contiguous_strides(b.shape());
   for (size_t d = 0; d < strides.size(); ++d) {
-    if (b.shape()[d] == 1) {
-      strides[d] = 0;
-    } else if (b.shape()[d] != a.shape()[d]) {
-      fail(op, "cannot broadcast b " + b.shape_string() + " to a " + a.shape_string());
-    }
+    if (b.shape()[d] == 1) strides[d] = 0;
   }
   cuda::binary(a.raw_data(), b.raw_data(), make_layout(op, a.shape(), strides), out.raw_data(),
                a.dtype(), a.numel(), kind, handles_->stream, op);
@@ -536,17 +522,13 @@ void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaS
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                          const KernelScratch& scratch) {
   const char* op = "linear";
-  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
-  if (x.dim() != 2 || weight.dim() != 2 || weight.size(1) != x.size(1)) {
-    fail(op, "x " + x.shape_string() + " and weight " + weight.shape_string() + " do not match");
-  }
+  const DType dtype = x.dtype();
   const int64_t rows = x.size(0);
   const int64_t in = x.size(1);
   const int64_t features = weight.size(0);
-  require_shape(op, "out", out, {rows, features});
-  if (bias.defined()) require_shape(op, "bias", bias, {features});
+  assert(out.shape() == (Shape{rows, features}));
   if (out.numel() == 0) return;
-  const ScratchBuffer workspace = take(scratch, in == 0 ? 0 : kCublasWorkspaceBytes, op);
+  const ScratchBuffer workspace = take(scratch, in == 0 ? 0 : kCublasWorkspaceBytes);
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -573,11 +555,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
 void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                          const Conv1dParams& p, const KernelScratch& scratch) {
   const char* op = "conv1d";
-  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
-  if (x.dim() != 3 || weight.dim() != 3 || out.dim() != 3 || p.groups < 1) {
-    fail(op, "x " + x.shape_string() + ", weight " + weight.shape_string() + ", out " +
-                 out.shape_string() + " are not [B, Cin, T], [Cout, Cin/groups, K], [B, Cout, T]");
-  }
+  const DType dtype = x.dtype();
   const int64_t batch = x.size(0);
   const int64_t cin = x.size(1);
   const int64_t t_in = x.size(2);
@@ -586,12 +564,17 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   const int64_t k = weight.size(2);
   const int64_t t_out = out.size(2);
   const int64_t cout_g = cout / p.groups;
-  require_shape(op, "out", out, {batch, cout, t_out});
-  if (cin_g * p.groups != cin || cout_g * p.groups != cout) {
-    fail(op, "weight " + weight.shape_string() + " does not fit x " + x.shape_string() +
-                 " with groups " + std::to_string(p.groups));
-  }
+  assert(out.shape() == (Shape{batch, cout, t_out}) && cin_g * p.groups == cin);
   if (out.numel() == 0) return;
+  if (cin_g == 1 && cout_g == 1 && convolution_path_ == ConvolutionPath::kAuto) {
+    // Depthwise (ConvNeXt's groups == channels): a direct kernel, not one gemm per group.
+    if (scratch.planning()) return;
+    open(op);
+    cuda::depthwise_conv1d(
+        x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, out.raw_data(),
+        dtype, batch, cout, t_in, t_out, k, p.stride, p.padding, p.dilation, handles_->stream, op);
+    return;
+  }
   const int64_t ckk = cin_g * k;
   // A pointwise convolution multiplies x itself; others go through cuDNN or im2col columns, a
   // chunk of output steps at a time.
@@ -610,10 +593,10 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
                             : std::clamp<int64_t>(kScratchElements / (batch * ckk), 1,
                                                   std::min<int64_t>(t_out, INT_MAX));
   const bool gemms = ckk > 0;
-  const ScratchBuffer cols = take(
-      scratch,
-      !gemms || pointwise ? 0 : static_cast<size_t>(batch * ckk * chunk) * dtype_size(dtype), op);
-  const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0, op);
+  const ScratchBuffer cols =
+      take(scratch,
+           !gemms || pointwise ? 0 : static_cast<size_t>(batch * ckk * chunk) * dtype_size(dtype));
+  const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0);
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -643,7 +626,7 @@ void CudaBackend::cudnn_convolution(bool transposed, const Tensor& x, const Tens
                                     const Tensor& bias, Tensor& out, int64_t stride,
                                     int64_t padding, int64_t dilation, int64_t groups,
                                     const KernelScratch& scratch, const char* op) {
-  const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes, op);
+  const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes);
   if (scratch.planning()) return;
   open(op);
   const cuda::ConvolutionShape shape{x.dtype(), transposed,  x.size(0),   x.size(1),
@@ -679,38 +662,20 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
                                const ConvFusion& fusion, Tensor& out, const Conv1dParams& p,
                                const KernelScratch& scratch) {
   const char* op = "conv1d";
-  require_float(op, "x", x, device());
   const DType dtype = weight.dtype();
-  require_float(op, "weight", weight, device());
-  if (bias.defined()) require_float(op, "bias", bias, device(), dtype);
-  require_float(op, "out", out, device());
   const Tensor* residual = fusion.residual;
-  if (residual != nullptr) {
-    require_float(op, "residual", *residual, device(), out.dtype());
-    require_shape(op, "residual", *residual, out.shape());
-    if (!residual->is_contiguous())
-      fail(op, "residual " + residual->shape_string() + " is strided");
-  }
-  if (!fuses_conv1d(x, weight, out.dtype(), p)) {
-    fail(op, "this convolution (x " + std::string(dtype_name(x.dtype())) + ", weight " +
-                 std::string(dtype_name(dtype)) + ", out " + std::string(dtype_name(out.dtype())) +
-                 ") is not one the backend fuses");
-  }
+  assert(fuses_conv1d(x, weight, out.dtype(), p));
+  assert(residual == nullptr || (residual->shape() == out.shape() && residual->is_contiguous()));
   const int64_t cout = weight.size(0);
   const int64_t cin = x.size(1);
   const int64_t k = weight.size(2);
-  require_shape(op, "out", out, {x.size(0), cout, out.size(2)});
-  const ScratchBuffer arranged =
-      take(scratch,
-           static_cast<size_t>(cuda::implicit_gemm_arranged_weight_elements(cout, cin, k)) *
-               dtype_size(dtype),
-           op);
+  const ScratchBuffer arranged = take(
+      scratch, static_cast<size_t>(cuda::implicit_gemm_arranged_weight_elements(cout, cin, k)) *
+                   dtype_size(dtype));
   const ScratchBuffer transposed =
-      take(scratch,
-           static_cast<size_t>(cuda::implicit_gemm_transposed_input_elements(
-               x.size(0), cin, out.size(2), k, p.dilation)) *
-               dtype_size(dtype),
-           op);
+      take(scratch, static_cast<size_t>(cuda::implicit_gemm_transposed_input_elements(
+                        x.size(0), cin, out.size(2), k, p.dilation)) *
+                        dtype_size(dtype));
   if (scratch.planning()) return;
   open(op);
   cuda::ImplicitGemmConv args;
@@ -741,11 +706,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
                                    Tensor& out, const ConvTranspose1dParams& p,
                                    const KernelScratch& scratch) {
   const char* op = "conv_transpose1d";
-  const DType dtype = require_weighted_operands(op, x, weight, bias, out, device());
-  if (x.dim() != 3 || weight.dim() != 3 || out.dim() != 3 || p.groups < 1) {
-    fail(op, "x " + x.shape_string() + ", weight " + weight.shape_string() + ", out " +
-                 out.shape_string() + " are not [B, Cin, T], [Cin, Cout/groups, K], [B, Cout, T]");
-  }
+  const DType dtype = x.dtype();
   const int64_t batch = x.size(0);
   const int64_t cin = x.size(1);
   const int64_t t_in = x.size(2);
@@ -754,11 +715,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
   const int64_t cout = cout_g * p.groups;
   const int64_t cin_g = cin / p.groups;
   const int64_t t_out = out.size(2);
-  require_shape(op, "out", out, {batch, cout, t_out});
-  if (weight.size(0) != cin || cin_g * p.groups != cin) {
-    fail(op, "weight " + weight.shape_string() + " does not fit x " + x.shape_string() +
-                 " with groups " + std::to_string(p.groups));
-  }
+  assert(out.shape() == (Shape{batch, cout, t_out}) && weight.size(0) == cin);
   if (out.numel() == 0) return;
   const int64_t ck = cout_g * k;
   const bool gemms = cin_g > 0 && ck > 0 && t_in > 0;
@@ -772,9 +729,8 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
   const int64_t chunk = gemms ? std::clamp<int64_t>(kScratchElements / (batch * ck), 1,
                                                     std::min<int64_t>(t_in, INT_MAX))
                               : 0;
-  const ScratchBuffer cols =
-      take(scratch, static_cast<size_t>(batch * ck * chunk) * sizeof(float), op);
-  const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0, op);
+  const ScratchBuffer cols = take(scratch, static_cast<size_t>(batch * ck * chunk) * sizeof(float));
+  const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0);
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -801,34 +757,27 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor&
                              Tensor& out) {
   const char* op = "layer_norm";
   open(op);
-  require_float(op, "x", x, device());
-  require_float(op, "gamma", gamma, device(), x.dtype());
-  require_float(op, "beta", beta, device(), x.dtype());
-  require_float(op, "out", out, device(), x.dtype());
-  if (x.dim() != 2) fail(op, "x " + x.shape_string() + " is not [N, C]");
-  require_shape(op, "out", out, x.shape());
-  require_shape(op, "gamma", gamma, {x.size(1)});
-  require_shape(op, "beta", beta, {x.size(1)});
+  assert(x.dim() == 2 && out.shape() == x.shape());
   cuda::layer_norm(x.raw_data(), gamma.raw_data(), beta.raw_data(), out.raw_data(), x.dtype(),
                    x.size(0), x.size(1), eps, handles_->stream, op);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  const char* op = "rms_norm";
+  open(op);
+  assert(x.dim() == 2 && out.shape() == x.shape());
+  cuda::rms_norm(x.raw_data(), weight.raw_data(), out.raw_data(), x.dtype(), x.size(0), x.size(1),
+                 eps, handles_->stream, op);
 }
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                             const KernelScratch& scratch) {
   const char* op = "embedding";
-  require_float(op, "table", table, device());
-  require_float(op, "out", out, device(), table.dtype());
-  if (!ids.defined() || (ids.dtype() != DType::I32 && ids.dtype() != DType::I64) ||
-      (!ids.device().is_cpu() && ids.device() != device())) {
-    fail(op, "ids must be I32 or I64 on the host or " + device().to_string());
-  }
-  if (table.dim() != 2) fail(op, "table " + table.shape_string() + " is not [V, C]");
   const int64_t n = ids.numel();
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
-  require_shape(op, "out", out, {n, c});
-  if (!ids.is_contiguous()) fail(op, "ids " + ids.shape_string() + " are strided");
-  const ScratchBuffer rows = take(scratch, static_cast<size_t>(n) * sizeof(int64_t), op);
+  assert(ids.is_contiguous() && out.shape() == (Shape{n, c}));
+  const ScratchBuffer rows = take(scratch, static_cast<size_t>(n) * sizeof(int64_t));
   if (scratch.planning()) return;
   open(op);
   // Ids are checked on the host (device ids are copied back first), so a bad id throws here
@@ -857,29 +806,25 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                             const AttentionParams& params, const KernelScratch& scratch) {
   const char* op = "attention";
-  require_float(op, "q", q, device());
-  require_float(op, "k", k, device(), q.dtype());
-  require_float(op, "v", v, device(), q.dtype());
-  require_float(op, "out", out, device(), q.dtype());
-  if (q.dim() != 4 || k.dim() != 4 || k.shape() != v.shape() || k.size(0) != q.size(0) ||
-      k.size(2) != q.size(2) || k.size(3) != q.size(3)) {
-    fail(op, "q " + q.shape_string() + ", k " + k.shape_string() + ", v " + v.shape_string() +
-                 " are not [B, Tq, H, D], [B, Tk, H, D], [B, Tk, H, D]");
-  }
-  require_shape(op, "out", out, q.shape());
+  assert(out.shape() == q.shape() && k.shape() == v.shape());
   const int64_t batch = q.size(0);
-  for (const auto* list : {&params.key_lengths, &params.query_offsets}) {
-    if (!list->empty() && static_cast<int64_t>(list->size()) != batch) {
-      fail(op, std::to_string(list->size()) + " key lengths or query offsets for batch size " +
-                   std::to_string(batch));
-    }
-  }
   const int64_t tq = q.size(1);
-  const int64_t tk = k.size(1);
   const int64_t heads = q.size(2);
   const int64_t dim = q.size(3);
   const DType dtype = q.dtype();
   if (out.numel() == 0) return;
+  // Keys past every query's reach (a KV cache's unfilled rows) are left out of the gemms: only
+  // the first tk of the k.size(1) rows are read, the longest length any query sees.
+  const int64_t rows = k.size(1);
+  int64_t tk = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t seen = params.key_lengths.empty() ? rows : params.key_lengths[b];
+    if (params.causal) {
+      const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
+      seen = std::min(seen, offset + tq);
+    }
+    tk = std::max(tk, std::clamp<int64_t>(seen, 0, rows));
+  }
   // All sequences at once, per chunk of queries: per head, scores = scale · q·kᵀ (F32) over all
   // tk keys as one gemm batched over the sequences, then one masked softmax for every row (each
   // sequence's own key length; padded keys get probability 0), then per head out = probabilities
@@ -888,11 +833,11 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const int64_t queries = std::clamp<int64_t>(
       kScratchElements / std::max<int64_t>(batch * heads * tk, 1), 1, std::max<int64_t>(tq, 1));
   const size_t score_count = static_cast<size_t>(batch * heads * queries * tk);
-  const ScratchBuffer scores = take(scratch, tk == 0 ? 0 : score_count * sizeof(float), op);
+  const ScratchBuffer scores = take(scratch, tk == 0 ? 0 : score_count * sizeof(float));
   const ScratchBuffer probs =
-      take(scratch, tk == 0 || dtype == DType::F32 ? 0 : score_count * dtype_size(dtype), op);
-  const ScratchBuffer workspace = take(scratch, tk == 0 ? 0 : kCublasWorkspaceBytes, op);
-  const ScratchBuffer lists = take(scratch, tk == 0 ? 0 : 2 * batch * sizeof(int64_t), op);
+      take(scratch, tk == 0 || dtype == DType::F32 ? 0 : score_count * dtype_size(dtype));
+  const ScratchBuffer workspace = take(scratch, tk == 0 ? 0 : kCublasWorkspaceBytes);
+  const ScratchBuffer lists = take(scratch, tk == 0 ? 0 : 2 * batch * sizeof(int64_t));
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -915,7 +860,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const int64_t* key_lengths = lists.as<int64_t>();
   const int64_t* offsets = key_lengths + batch;
   const cudaDataType type = cuda_type(dtype);
-  const int64_t row = heads * dim;  // elements between time steps
+  const int64_t row = heads * dim;  // elements between time steps (rows · row between sequences)
   use_gemm_workspace(workspace, op);
   void* probabilities = dtype == DType::F32 ? scores.data() : probs.data();
   for (int64_t q0 = 0; q0 < tq; q0 += queries) {
@@ -925,7 +870,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
     for (int64_t h = 0; h < heads; ++h) {
       // Column-major scoresᵀ [tk, qc] = k_hᵀ-as-stored · q_h (ld heads·dim), per sequence.
       gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, tk, qc, dim,
-           {element(k, h * dim), type, row, tk * row},
+           {element(k, h * dim), type, row, rows * row},
            {element(q, q0 * row + h * dim), type, row, tq * row}, 0.0f,
            scores.as<float>() + h * qc * tk, CUDA_R_32F, tk, per_sequence, batch, params.scale);
     }
@@ -935,7 +880,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
       // Column-major out_hᵀ [dim, qc] = v_hᵀ [dim, tk] · probsᵀ [tk, qc], per sequence.
       gemm(
           handles_->cublas, op, CUBLAS_OP_N, CUBLAS_OP_N, dim, qc, tk,
-          {element(v, h * dim), type, row, tk * row},
+          {element(v, h * dim), type, row, rows * row},
           {static_cast<char*>(probabilities) + static_cast<size_t>(h * qc * tk) * dtype_size(dtype),
            type, tk, per_sequence},
           0.0f, element(out, q0 * row + h * dim), type, row, tq * row, batch);
@@ -946,11 +891,8 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
 void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                       const KernelScratch& scratch) {
   const char* op = "zero_beyond_lengths";
-  require_float(op, "x", x, device());
-  if (x.dim() != 3 || static_cast<int64_t>(lengths.size()) != x.size(0)) {
-    fail(op, std::to_string(lengths.size()) + " lengths for x " + x.shape_string());
-  }
-  const ScratchBuffer device_lengths = take(scratch, lengths.size() * sizeof(int64_t), op);
+  assert(x.dim() == 3 && static_cast<int64_t>(lengths.size()) == x.size(0));
+  const ScratchBuffer device_lengths = take(scratch, lengths.size() * sizeof(int64_t));
   if (scratch.planning()) return;
   open(op);
   upload(device_lengths.data(), lengths.data(), device_lengths.bytes(), op);
@@ -962,36 +904,24 @@ void CudaBackend::length_regulate(const Tensor& x,
                                   const std::vector<std::vector<int64_t>>& durations, Tensor& out,
                                   const KernelScratch& scratch) {
   const char* op = "length_regulate";
-  require_float(op, "x", x, device());
-  require_float(op, "out", out, device(), x.dtype());
-  if (x.dim() != 3 || out.dim() != 3) fail(op, "x and out must be [B, T, C]");
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);
   const int64_t frames = out.size(1);
-  require_shape(op, "out", out, {batch, frames, c});
-  if (static_cast<int64_t>(durations.size()) != batch) {
-    fail(op, std::to_string(durations.size()) + " duration lists for x " + x.shape_string());
-  }
+  assert(out.shape() == (Shape{batch, frames, c}));
   // Source row of every output frame (−1: padding), built on the host and gathered on the device.
   std::vector<int64_t> rows(static_cast<size_t>(batch * frames), -1);
   for (int64_t b = 0; b < batch; ++b) {
     const auto& dur = durations[static_cast<size_t>(b)];
-    if (static_cast<int64_t>(dur.size()) != t) {
-      fail(op, std::to_string(dur.size()) + " durations for " + std::to_string(t) + " rows");
-    }
     int64_t frame = 0;
     for (int64_t row = 0; row < t; ++row) {
       for (int64_t r = 0; r < dur[static_cast<size_t>(row)]; ++r, ++frame) {
-        if (frame >= frames) {
-          fail(op, "durations of batch " + std::to_string(b) + " exceed the output's " +
-                       std::to_string(frames) + " frames");
-        }
+        assert(frame < frames);
         rows[static_cast<size_t>(b * frames + frame)] = b * t + row;
       }
     }
   }
-  const ScratchBuffer device_rows = take(scratch, rows.size() * sizeof(int64_t), op);
+  const ScratchBuffer device_rows = take(scratch, rows.size() * sizeof(int64_t));
   if (scratch.planning()) return;
   open(op);
   upload(device_rows.data(), rows.data(), device_rows.bytes(), op);
@@ -1002,15 +932,96 @@ void CudaBackend::length_regulate(const Tensor& x,
 void CudaBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
   const char* op = "bucketize";
   open(op);
-  require_float(op, "x", x, device(), DType::F32);
-  require_float(op, "boundaries", boundaries, device(), DType::F32);
-  if (out.device() != device() || out.dtype() != DType::I64 || !out.is_contiguous() ||
-      out.shape() != x.shape()) {
-    fail(op, "out must be a contiguous I64 tensor on " + device().to_string() + " shaped like x " +
-                 x.shape_string());
-  }
+  assert(out.dtype() == DType::I64 && out.shape() == x.shape());
   cuda::bucketize(x.data<float>(), x.numel(), boundaries.data<float>(), boundaries.numel(),
                   out.data<int64_t>(), handles_->stream, op);
+}
+
+void CudaBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta,
+                       Tensor& out, const KernelScratch& scratch) {
+  const char* op = "rope";
+  const int64_t batch = x.size(0);
+  const int64_t dim = x.size(3);
+  // The start positions, then the frequencies (8-byte aligned after them).
+  const size_t positions_bytes = static_cast<size_t>(batch) * sizeof(int64_t);
+  const ScratchBuffer tables =
+      take(scratch, x.numel() == 0 ? 0 : positions_bytes + static_cast<size_t>(dim / 2) * 4);
+  if (scratch.planning() || x.numel() == 0) return;
+  open(op);
+  const std::vector<float> inv_freq = rope_frequencies(theta, dim);
+  upload(tables.data(), start_positions.data(), positions_bytes, op);
+  auto* frequencies = reinterpret_cast<float*>(tables.as<char>() + positions_bytes);
+  upload(frequencies, inv_freq.data(), inv_freq.size() * sizeof(float), op);
+  cuda::rope(x.raw_data(), out.raw_data(), x.dtype(), tables.as<int64_t>(), frequencies, batch,
+             x.size(1), x.size(2), dim, handles_->stream, op);
+}
+
+void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
+                             const KernelScratch& scratch) {
+  const char* op = "write_rows";
+  const int64_t batch = cache.size(0);
+  const ScratchBuffer device_offsets =
+      take(scratch, rows.numel() == 0 ? 0 : offsets.size() * sizeof(int64_t));
+  if (scratch.planning() || rows.numel() == 0) return;
+  open(op);
+  upload(device_offsets.data(), offsets.data(), device_offsets.bytes(), op);
+  const int64_t steps = rows.size(1);
+  const int64_t inner = rows.numel() / (batch * steps);
+  cuda::write_rows(cache.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(cache.dtype())),
+                   device_offsets.as<int64_t>(), batch, steps, cache.size(1), inner,
+                   handles_->stream, op);
+}
+
+int64_t CudaBackend::istft_items_per_chunk(int64_t batch, int64_t frames) {
+  return std::clamp<int64_t>(kFftFrames / frames, 1, batch);
+}
+
+size_t CudaBackend::plan_only_fft_work_bytes(int64_t n_fft, int64_t transforms) {
+  return static_cast<size_t>(transforms) * static_cast<size_t>(n_fft) * 2 * sizeof(float);
+}
+
+void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,
+                        Tensor& out, const KernelScratch& scratch) {
+  const char* op = "istft";
+  const int64_t batch = real.size(0);
+  const int64_t bins = real.size(1);
+  const int64_t frames = real.size(2);
+  const int64_t n_fft = window.size(0);
+  const int64_t length = out.size(1);
+  if (batch == 0) return;
+  // Whole batch items per chunk: their frames' spectra are packed for cuFFT, transformed into
+  // frame signals, then overlap-added into their outputs. Two plan sizes at most: full chunks and
+  // the last, shorter one.
+  const int64_t items = istft_items_per_chunk(batch, frames);
+  const int64_t last_items = batch - (batch - 1) / items * items;
+  if (!plan_only()) open(op);  // the plans are made on the device, in a planning pass too
+  const auto work_bytes = [&](int64_t chunk_items) {
+    return plan_only() ? plan_only_fft_work_bytes(n_fft, chunk_items * frames)
+                       : handles_->inverse_fft(n_fft, chunk_items * frames, op).work_bytes;
+  };
+  const size_t work = std::max(work_bytes(items), work_bytes(last_items));
+  const ScratchBuffer spectrum =
+      take(scratch, static_cast<size_t>(items * frames * bins) * 2 * sizeof(float));
+  const ScratchBuffer signal = take(scratch, static_cast<size_t>(items * frames * n_fft) * 4);
+  const ScratchBuffer device_window = take(scratch, static_cast<size_t>(n_fft) * sizeof(float));
+  // cuFFT's work area is 256-byte aligned in the allocators voxd uses; it asks for no more.
+  const ScratchBuffer work_area = take(scratch, work);
+  if (scratch.planning()) return;
+  open(op);
+  cudaStream_t stream = handles_->stream;
+  upload(device_window.data(), window.raw_data(), device_window.bytes(), op);
+  for (int64_t item0 = 0; item0 < batch; item0 += items) {
+    const int64_t count = std::min(items, batch - item0);
+    Handles::FftPlan& plan = handles_->inverse_fft(n_fft, count * frames, op);
+    cuda::pack_spectrum(real.data<float>(), imag.data<float>(), spectrum.data(), item0, count, bins,
+                        frames, n_fft, stream, op);
+    VOXD_CUDA_CHECK(op, cufftSetWorkArea(plan.handle, work_area.data()));
+    VOXD_CUDA_CHECK(op,
+                    cufftExecC2R(plan.handle, spectrum.as<cufftComplex>(), signal.as<cufftReal>()));
+    cuda::overlap_add(signal.as<float>(), device_window.as<float>(),
+                      out.data<float>() + item0 * length, count, frames, n_fft, hop, length, stream,
+                      op);
+  }
 }
 
 }  // namespace voxd

@@ -25,12 +25,12 @@
 //     in F32; that is core/ops and models work, not this backend's.
 //
 // Scratch memory (cuDNN's and cuBLAS's workspaces, im2col columns, attention scores and
-// probabilities, uploaded lengths, ids and rows) comes from the call's KernelScratch, i.e. the
-// context's allocator, for the duration of one call, so a workspace plan counts it; cuBLAS is
-// handed its workspace with cublasSetWorkspace before every gemm and never allocates its own. Small
-// host arrays (lengths, ids, frame rows) and host tensors reach the device through a ring of pinned
-// host memory with cudaMemcpyAsync, without waiting for the stream; copies to the host wait. One
-// thread at a time may use a CudaBackend.
+// probabilities, uploaded lengths, ids and rows, cuFFT's work areas) comes from the call's
+// KernelScratch, i.e. the context's allocator, for the duration of one call, so a workspace plan
+// counts it; cuBLAS is handed its workspace with cublasSetWorkspace before every gemm and never
+// allocates its own. Small host arrays (lengths, ids, frame rows) and host tensors reach the device
+// through a ring of pinned host memory with cudaMemcpyAsync, without waiting for the stream; copies
+// to the host wait. One thread at a time may use a CudaBackend.
 //
 // capture() records work as a CUDA graph (stream capture on the backend's stream, thread-local
 // mode, so a cudaMalloc or synchronisation inside fails instead of corrupting the recording).
@@ -72,6 +72,8 @@ class CudaBackend final : public Backend {
   // "cuda:<index>".
   std::string name() const override;
   Device device() const override { return Device::cuda(index_); }
+  // Every op on F32, F16 and BF16 operands, except bucketize and istft: F32 only.
+  bool supports(OpKind op, DType dtype) const override;
   // Waits for the stream; throws voxd::Error for a failure in queued work.
   void synchronize() override;
   // True unless PlanOnly.
@@ -107,23 +109,43 @@ class CudaBackend final : public Backend {
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& scratch) override;
+  // The gemms read only the keys below the longest length any query sees (a decode step over a
+  // KV cache of Tmax rows costs its filled rows, not Tmax).
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                  const AttentionParams& params, const KernelScratch& scratch) override;
+  void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta, Tensor& out,
+            const KernelScratch& scratch) override;
+  void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
+                  const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                            const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
                        Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
+  // cuFFT's inverse real transform over chunks of whole batch items (istft_items_per_chunk),
+  // between a kernel that packs the bins and one that overlap-adds and normalises. cuFFT plans
+  // are cached by shape (32 at most); their work areas come from the call's scratch
+  // (cufftSetAutoAllocation(0), cufftSetWorkArea), so a planning pass counts them: exactly on a
+  // backend with a device (the plan reports its size), as plan_only_fft_work_bytes on a PlanOnly
+  // backend (cuFFT sizes work areas only with a device).
+  void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
+             const KernelScratch& scratch) override;
+  // Batch items one istft chunk transforms: as many as fit 4096 frames, at least one.
+  static int64_t istft_items_per_chunk(int64_t batch, int64_t frames);
+  // The work area a PlanOnly backend counts for `transforms` inverse FFTs of n_fft points: one
+  // complex value per point, which the GPU test checks to be at least what cuFFT asks for.
+  static size_t plan_only_fft_work_bytes(int64_t n_fft, int64_t transforms);
 
  private:
   struct Handles;  // stream, cuBLAS handle and staging ring (CUDA types stay out of this header)
 
   // Makes this backend's device current for `op`; throws for a PlanOnly backend.
   void open(const char* op) const;
-  // `bytes` of `scratch` for `op`, which must be on this device.
-  ScratchBuffer take(const KernelScratch& scratch, size_t bytes, const char* op) const;
+  // `bytes` of `scratch` (on this device: ops.h checks the context's allocator).
+  ScratchBuffer take(const KernelScratch& scratch, size_t bytes) const;
   // Queues the copy of `bytes` host bytes to device memory `dst`; `data` may go once it returns.
   void upload(void* dst, const void* data, size_t bytes, const char* op) const;
   // Throws, naming `op` and `what`, while the stream is recording a graph.

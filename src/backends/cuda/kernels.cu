@@ -145,6 +145,21 @@ __global__ void unary_kernel(const T* x, T* out, int64_t n, UnaryOp kind, float 
       case UnaryOp::Scale:
         r = alpha * v;
         break;
+      case UnaryOp::Silu:
+        r = v / (1.0f + expf(-v));
+        break;
+      case UnaryOp::Gelu:
+        r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        break;
+      case UnaryOp::Sin:
+        r = sinf(v);
+        break;
+      case UnaryOp::Cos:
+        r = cosf(v);
+        break;
+      case UnaryOp::ClampMax:
+        r = v > alpha ? alpha : v;
+        break;
     }
     out[i] = from_float<T>(r);
   }
@@ -261,6 +276,121 @@ __global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* 
       const float y = (to_float(in[j]) - mean) * inv * to_float(gamma[j]) + to_float(beta[j]);
       out[r * c + j] = from_float<T>(y);
     }
+  }
+}
+
+// One block per row: the F32 normalised value rounded to T, then times the weight, rounded again
+// (transformers' LlamaRMSNorm in half precision).
+template <typename T>
+__global__ void rms_norm_kernel(const T* x, const T* weight, T* out, int64_t rows, int64_t c,
+                                float eps) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* in = x + r * c;
+    float sq = 0;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float v = to_float(in[j]);
+      sq += v * v;
+    }
+    const float inv = rsqrtf(block_reduce<false>(sq, shared) / static_cast<float>(c) + eps);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const T normalised = from_float<T>(to_float(in[j]) * inv);
+      out[r * c + j] = from_float<T>(to_float(weight[j]) * to_float(normalised));
+    }
+  }
+}
+
+// One thread per rotated pair (dimension j and j + half of one head at one step).
+template <typename T>
+__global__ void rope_kernel(const T* x, T* out, const int64_t* start_positions,
+                            const float* inv_freq, int64_t steps, int64_t heads, int64_t half,
+                            int64_t pairs) {
+  for (int64_t i = global_index(); i < pairs; i += grid_stride()) {
+    const int64_t j = i % half;
+    const int64_t head_row = i / half;          // (batch, step, head)
+    const int64_t step_row = head_row / heads;  // (batch, step)
+    const auto position = static_cast<float>(start_positions[step_row / steps] + step_row % steps);
+    float s = 0;
+    float c = 0;
+    sincosf(__fmul_rn(position, inv_freq[j]), &s, &c);
+    const int64_t base = head_row * 2 * half + j;
+    const float x1 = to_float(x[base]);
+    const float x2 = to_float(x[base + half]);
+    out[base] = from_float<T>(x1 * c - x2 * s);
+    out[base + half] = from_float<T>(x2 * c + x1 * s);
+  }
+}
+
+// cache [batch, tmax, inner] rows offsets[b] + t = rows [batch, t, inner] (elements of U).
+template <typename U>
+__global__ void write_rows_kernel(U* cache, const U* rows, const int64_t* offsets, int64_t steps,
+                                  int64_t tmax, int64_t inner, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t b = i / (steps * inner);
+    const int64_t rest = i % (steps * inner);
+    cache[(b * tmax + offsets[b]) * inner + rest] = rows[i];
+  }
+}
+
+// One (batch, channel) row per grid row, output steps across x; the row's taps are read by every
+// thread of the block (broadcast from the cache), the input window coalesced per tap.
+template <typename T>
+__global__ void depthwise_conv1d_kernel(const T* x, const T* weight, const T* bias, T* out,
+                                        int64_t rows, int64_t channels, int64_t t_in, int64_t t_out,
+                                        int64_t k, int64_t stride, int64_t padding,
+                                        int64_t dilation) {
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int64_t c = row % channels;
+    const T* xr = x + row * t_in;
+    const T* w = weight + c * k;
+    const float b = bias != nullptr ? to_float(bias[c]) : 0.0f;
+    for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < t_out;
+         t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      float acc = b;
+      const int64_t start = t * stride - padding;
+      for (int64_t tap = 0; tap < k; ++tap) {
+        const int64_t pos = start + tap * dilation;
+        if (pos >= 0 && pos < t_in) acc += to_float(w[tap]) * to_float(xr[pos]);
+      }
+      out[row * t_out + t] = from_float<T>(acc);
+    }
+  }
+}
+
+// spectrum [frames_total, bins] (complex) = (real, imag) [items, bins, frames] of items
+// [item0, item0 + frames_total / frames), with the imaginary parts of the DC bin and (even n_fft)
+// the Nyquist bin zeroed, which an inverse real FFT ignores.
+__global__ void pack_spectrum_kernel(const float* real, const float* imag, float2* spectrum,
+                                     int64_t item0, int64_t bins, int64_t frames, int64_t n_fft,
+                                     int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t k = i % bins;
+    const int64_t g = i / bins;  // frame within the chunk
+    const int64_t src = ((item0 + g / frames) * bins + k) * frames + g % frames;
+    const bool real_only = k == 0 || (n_fft % 2 == 0 && k == n_fft / 2);
+    spectrum[i] = make_float2(real[src], real_only ? 0.0f : imag[src]);
+  }
+}
+
+// out [items, length] = overlap-add of the window-weighted inverse FFTs signal [items · frames,
+// n_fft] (unscaled: ·scale), sample n_fft/2 + i of each item, divided by Σ window² there.
+__global__ void overlap_add_kernel(const float* signal, const float* window, float* out,
+                                   int64_t frames, int64_t n_fft, int64_t hop, int64_t length,
+                                   float scale, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t item = i / length;
+    const int64_t pos = n_fft / 2 + i % length;
+    const int64_t first = pos < n_fft ? 0 : (pos - n_fft) / hop + 1;
+    const int64_t last = min(frames - 1, pos / hop);
+    float sum = 0;
+    float envelope = 0;
+    for (int64_t f = first; f <= last; ++f) {
+      const int64_t m = pos - f * hop;
+      const float w = window[m];
+      sum += signal[(item * frames + f) * n_fft + m] * scale * w;
+      envelope += w * w;
+    }
+    out[i] = sum / envelope;
   }
 }
 
@@ -449,6 +579,87 @@ void layer_norm(const void* x, const void* gamma, const void* beta, void* out, D
         static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
         static_cast<T*>(out), rows, c, eps);
   });
+  check_launch(op);
+}
+
+void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t rows, int64_t c,
+              float eps, cudaStream_t stream, const char* op) {
+  if (rows == 0 || c == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, 65535));
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x),
+                                                     static_cast<const T*>(weight),
+                                                     static_cast<T*>(out), rows, c, eps);
+  });
+  check_launch(op);
+}
+
+void rope(const void* x, void* out, DType dtype, const int64_t* start_positions,
+          const float* inv_freq, int64_t batch, int64_t steps, int64_t heads, int64_t dim,
+          cudaStream_t stream, const char* op) {
+  const int64_t pairs = batch * steps * heads * (dim / 2);
+  if (pairs == 0) return;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    rope_kernel<<<blocks_for(pairs), kThreads, 0, stream>>>(static_cast<const T*>(x),
+                                                            static_cast<T*>(out), start_positions,
+                                                            inv_freq, steps, heads, dim / 2, pairs);
+  });
+  check_launch(op);
+}
+
+void write_rows(void* cache, const void* rows, int element_bytes, const int64_t* offsets,
+                int64_t batch, int64_t steps, int64_t tmax, int64_t inner, cudaStream_t stream,
+                const char* op) {
+  const int64_t n = batch * steps * inner;
+  if (n == 0) return;
+  if (element_bytes == 2) {
+    write_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(cache),
+                                                              static_cast<const uint16_t*>(rows),
+                                                              offsets, steps, tmax, inner, n);
+  } else {
+    write_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint32_t*>(cache),
+                                                              static_cast<const uint32_t*>(rows),
+                                                              offsets, steps, tmax, inner, n);
+  }
+  check_launch(op);
+}
+
+void depthwise_conv1d(const void* x, const void* weight, const void* bias, void* out, DType dtype,
+                      int64_t batch, int64_t channels, int64_t t_in, int64_t t_out, int64_t k,
+                      int64_t stride, int64_t padding, int64_t dilation, cudaStream_t stream,
+                      const char* op) {
+  const int64_t rows = batch * channels;
+  if (rows == 0 || t_out == 0) return;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((t_out + kThreads - 1) / kThreads, 1024)),
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    depthwise_conv1d_kernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias),
+        static_cast<T*>(out), rows, channels, t_in, t_out, k, stride, padding, dilation);
+  });
+  check_launch(op);
+}
+
+void pack_spectrum(const float* real, const float* imag, void* spectrum, int64_t item0,
+                   int64_t items, int64_t bins, int64_t frames, int64_t n_fft, cudaStream_t stream,
+                   const char* op) {
+  const int64_t n = items * frames * bins;
+  if (n == 0) return;
+  pack_spectrum_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      real, imag, static_cast<float2*>(spectrum), item0, bins, frames, n_fft, n);
+  check_launch(op);
+}
+
+void overlap_add(const float* signal, const float* window, float* out, int64_t items,
+                 int64_t frames, int64_t n_fft, int64_t hop, int64_t length, cudaStream_t stream,
+                 const char* op) {
+  const int64_t n = items * length;
+  if (n == 0) return;
+  overlap_add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      signal, window, out, frames, n_fft, hop, length, 1.0f / static_cast<float>(n_fft), n);
   check_launch(op);
 }
 

@@ -49,6 +49,38 @@ void col2im_add(const float* cols, int64_t batch, int64_t cout_g, int64_t k, int
 // Each row of x [rows, c]: (x − mean) / sqrt(var + eps) · gamma + beta. out may be x.
 void layer_norm(const void* x, const void* gamma, const void* beta, void* out, DType dtype,
                 int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op);
+// Each row of x [rows, c]: weight · (x · rsqrt(mean(x²) + eps) rounded to the dtype), rounded
+// again (transformers' LlamaRMSNorm). out may be x.
+void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t rows, int64_t c,
+              float eps, cudaStream_t stream, const char* op);
+// Rotary embedding of x [batch, steps, heads, dim] (rotate_half layout) into out (may be x): step
+// t of batch b at position start_positions[b] + t, angles position · inv_freq[j] in F32
+// (start_positions [batch] and inv_freq [dim / 2] in device memory).
+void rope(const void* x, void* out, DType dtype, const int64_t* start_positions,
+          const float* inv_freq, int64_t batch, int64_t steps, int64_t heads, int64_t dim,
+          cudaStream_t stream, const char* op);
+// cache [batch, tmax, inner] rows offsets[b] + t = rows [batch, steps, inner], elements of
+// element_bytes (2 or 4); offsets [batch] in device memory.
+void write_rows(void* cache, const void* rows, int element_bytes, const int64_t* offsets,
+                int64_t batch, int64_t steps, int64_t tmax, int64_t inner, cudaStream_t stream,
+                const char* op);
+// conv1d with one input channel per output channel: out [batch, channels, t_out] = bias[c] +
+// Σ_tap weight[c, tap] · x[b, c, t·stride − padding + tap·dilation] (zero outside x), F32 sums.
+void depthwise_conv1d(const void* x, const void* weight, const void* bias, void* out, DType dtype,
+                      int64_t batch, int64_t channels, int64_t t_in, int64_t t_out, int64_t k,
+                      int64_t stride, int64_t padding, int64_t dilation, cudaStream_t stream,
+                      const char* op);
+// istft's steps around cuFFT's inverse real transform. pack_spectrum: complex spectrum
+// [items · frames, bins] (float2) = the bins of items [item0, item0 + items) of real and imag
+// [*, bins, frames], imaginary parts of the DC and Nyquist bins zeroed. overlap_add: out
+// [items, length] = sample n_fft/2 + i of the overlap-added frames signal [items · frames,
+// n_fft] (unscaled inverse FFTs) · window / n_fft, divided by Σ window² of the frames there.
+void pack_spectrum(const float* real, const float* imag, void* spectrum, int64_t item0,
+                   int64_t items, int64_t bins, int64_t frames, int64_t n_fft, cudaStream_t stream,
+                   const char* op);
+void overlap_add(const float* signal, const float* window, float* out, int64_t items,
+                 int64_t frames, int64_t n_fft, int64_t hop, int64_t length, cudaStream_t stream,
+                 const char* op);
 // out [n, c] row r = src row rows[r] (src [?, c]), or zeros when rows[r] < 0.
 void gather_rows(const void* src, const int64_t* rows, void* out, DType dtype, int64_t n, int64_t c,
                  cudaStream_t stream, const char* op);

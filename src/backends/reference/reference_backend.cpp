@@ -1,18 +1,20 @@
 #include "backends/reference/reference_backend.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
-#include <string>
+#include <numbers>
 #include <vector>
 
 #include "backends/host_util.h"
-#include "core/error.h"
 
 namespace voxd {
 
-using host::require_f32;
-using host::require_shape;
+bool ReferenceBackend::supports(OpKind /*op*/, DType dtype) const {
+  return dtype == DType::F32;
+}
 
 void ReferenceBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
   if (scratch.planning()) return;
@@ -24,9 +26,7 @@ void ReferenceBackend::fill(Tensor& dst, float value) {
 }
 
 void ReferenceBackend::unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) {
-  require_f32("unary", "x", x);
-  require_f32("unary", "out", out);
-  require_shape("unary", "out", out, x.shape());
+  assert(x.dtype() == DType::F32 && out.shape() == x.shape());
   const float* in = x.data<float>();
   float* o = out.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -48,17 +48,28 @@ void ReferenceBackend::unary(const Tensor& x, Tensor& out, UnaryOp op, float alp
       case UnaryOp::Scale:
         r = alpha * v;
         break;
+      case UnaryOp::Silu:
+        r = v / (1.0 + std::exp(-v));
+        break;
+      case UnaryOp::Gelu:
+        r = 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2));
+        break;
+      case UnaryOp::Sin:
+        r = std::sin(v);
+        break;
+      case UnaryOp::Cos:
+        r = std::cos(v);
+        break;
+      case UnaryOp::ClampMax:
+        r = v > alpha ? alpha : v;
+        break;
     }
     o[i] = static_cast<float>(r);
   }
 }
 
 void ReferenceBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) {
-  require_f32("binary", "a", a);
-  require_f32("binary", "b", b);
-  require_f32("binary", "out", out);
-  require_shape("binary", "out", out, a.shape());
-  if (b.dim() != a.dim()) throw Error("binary: b " + b.shape_string() + " rank differs from a");
+  assert(a.dtype() == DType::F32 && b.dim() == a.dim() && out.shape() == a.shape());
   const Shape& shape = a.shape();
   const Shape b_strides = contiguous_strides(b.shape());
   const float* pa = a.data<float>();
@@ -81,14 +92,10 @@ void ReferenceBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, Bin
 
 void ReferenceBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& out, const KernelScratch& scratch) {
-  require_f32("linear", "x", x);
-  require_f32("linear", "weight", weight);
-  if (bias.defined()) require_f32("linear", "bias", bias);
-  require_f32("linear", "out", out);
   const int64_t n = x.size(0);
   const int64_t in = x.size(1);
   const int64_t features = weight.size(0);
-  require_shape("linear", "out", out, {n, features});
+  assert(x.dtype() == DType::F32 && out.shape() == (Shape{n, features}));
   if (scratch.planning()) return;
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
@@ -106,10 +113,6 @@ void ReferenceBackend::linear(const Tensor& x, const Tensor& weight, const Tenso
 
 void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& out, const Conv1dParams& p, const KernelScratch& scratch) {
-  require_f32("conv1d", "x", x);
-  require_f32("conv1d", "weight", weight);
-  if (bias.defined()) require_f32("conv1d", "bias", bias);
-  require_f32("conv1d", "out", out);
   const int64_t batch = x.size(0);
   const int64_t cin = x.size(1);
   const int64_t t_in = x.size(2);
@@ -118,7 +121,7 @@ void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t k_size = weight.size(2);
   const int64_t t_out = out.size(2);
   const int64_t cout_g = cout / p.groups;
-  require_shape("conv1d", "out", out, {batch, cout, t_out});
+  assert(x.dtype() == DType::F32 && out.shape() == (Shape{batch, cout, t_out}));
   if (scratch.planning()) return;
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
@@ -146,10 +149,6 @@ void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tenso
 void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                         Tensor& out, const ConvTranspose1dParams& p,
                                         const KernelScratch& scratch) {
-  require_f32("conv_transpose1d", "x", x);
-  require_f32("conv_transpose1d", "weight", weight);
-  if (bias.defined()) require_f32("conv_transpose1d", "bias", bias);
-  require_f32("conv_transpose1d", "out", out);
   const int64_t batch = x.size(0);
   const int64_t cin = x.size(1);
   const int64_t t_in = x.size(2);
@@ -158,7 +157,7 @@ void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, c
   const int64_t cout = cout_g * p.groups;
   const int64_t cin_g = cin / p.groups;
   const int64_t t_out = out.size(2);
-  require_shape("conv_transpose1d", "out", out, {batch, cout, t_out});
+  assert(x.dtype() == DType::F32 && out.shape() == (Shape{batch, cout, t_out}));
   // Scatter form: input sample t of channel ci adds w[ci, co, k] · x to output t·stride −
   // padding + k·dilation of every output channel co in ci's group, summed in doubles.
   const ScratchBuffer sums = scratch.take(static_cast<size_t>(out.numel()) * sizeof(double));
@@ -197,11 +196,7 @@ void ReferenceBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, c
 
 void ReferenceBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   float eps, Tensor& out) {
-  require_f32("layer_norm", "x", x);
-  require_f32("layer_norm", "gamma", gamma);
-  require_f32("layer_norm", "beta", beta);
-  require_f32("layer_norm", "out", out);
-  require_shape("layer_norm", "out", out, x.shape());
+  assert(x.dtype() == DType::F32 && out.shape() == x.shape());
   const int64_t rows = x.size(0);
   const int64_t c = x.size(1);
   const float* pg = gamma.data<float>();
@@ -220,30 +215,42 @@ void ReferenceBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Te
   }
 }
 
+void ReferenceBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  assert(x.dtype() == DType::F32 && out.shape() == x.shape());
+  const int64_t rows = x.size(0);
+  const int64_t c = x.size(1);
+  const float* pw = weight.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x.data<float>() + r * c;
+    float* o = out.data<float>() + r * c;
+    double squares = 0;
+    for (int64_t i = 0; i < c; ++i) squares += static_cast<double>(in[i]) * in[i];
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(c) + eps);
+    for (int64_t i = 0; i < c; ++i) {
+      // The normalised value in x's dtype (F32 here), then the weight.
+      const auto normalised = static_cast<float>(in[i] * inv);
+      o[i] = static_cast<float>(static_cast<double>(pw[i]) * normalised);
+    }
+  }
+}
+
 void ReferenceBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                                  const KernelScratch& scratch) {
-  host::check_embedding(ids, table, out);
+  assert(table.dtype() == DType::F32 && out.shape() == (Shape{ids.numel(), table.size(1)}));
   if (scratch.planning()) return;
   const int64_t n = ids.numel();
   const int64_t vocab = table.size(0);
   const int64_t c = table.size(1);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = host::load_id(ids, i);
-    if (id < 0 || id >= vocab) {
-      throw Error("embedding: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                  " is outside the table's " + std::to_string(vocab) + " rows");
-    }
+    if (id < 0 || id >= vocab) host::throw_bad_id(id, i, vocab);
     for (int64_t j = 0; j < c; ++j) out.data<float>()[i * c + j] = table.data<float>()[id * c + j];
   }
 }
 
 void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                                  const AttentionParams& params, const KernelScratch& scratch) {
-  require_f32("attention", "q", q);
-  require_f32("attention", "k", k);
-  require_f32("attention", "v", v);
-  require_f32("attention", "out", out);
-  require_shape("attention", "out", out, q.shape());
+  assert(q.dtype() == DType::F32 && out.shape() == q.shape());
   const int64_t batch = q.size(0);
   const int64_t tq = q.size(1);
   const int64_t heads = q.size(2);
@@ -300,9 +307,56 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
   }
 }
 
+void ReferenceBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positions,
+                            float theta, Tensor& out, const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  const int64_t batch = x.size(0);
+  const int64_t t = x.size(1);
+  const int64_t heads = x.size(2);
+  const int64_t dim = x.size(3);
+  const int64_t half = dim / 2;
+  const std::vector<float> inv_freq = rope_frequencies(theta, dim);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      const auto position = static_cast<float>(start_positions[static_cast<size_t>(b)] + i);
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* in = x.data<float>() + ((b * t + i) * heads + h) * dim;
+        float* o = out.data<float>() + ((b * t + i) * heads + h) * dim;
+        for (int64_t j = 0; j < half; ++j) {
+          // The angle in F32, as transformers forms it (inv_freq · position).
+          const float angle = position * inv_freq[static_cast<size_t>(j)];
+          const double c = std::cos(static_cast<double>(angle));
+          const double s = std::sin(static_cast<double>(angle));
+          const double x1 = in[j];
+          const double x2 = in[j + half];
+          o[j] = static_cast<float>(x1 * c - x2 * s);
+          o[j + half] = static_cast<float>(x2 * c + x1 * s);
+        }
+      }
+    }
+  }
+}
+
+void ReferenceBackend::write_rows(Tensor& cache, const Tensor& rows,
+                                  const std::vector<int64_t>& offsets,
+                                  const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  const size_t row = host::row_bytes(cache);
+  const int64_t tmax = cache.size(1);
+  const int64_t t = rows.size(1);
+  auto* dst = static_cast<char*>(cache.raw_data());
+  const auto* src = static_cast<const char*>(rows.raw_data());
+  for (int64_t b = 0; b < cache.size(0); ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t at = b * tmax + offsets[static_cast<size_t>(b)] + i;
+      std::memcpy(dst + static_cast<size_t>(at) * row, src + static_cast<size_t>(b * t + i) * row,
+                  row);
+    }
+  }
+}
+
 void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                            const KernelScratch& scratch) {
-  require_f32("zero_beyond_lengths", "x", x);
   if (scratch.planning()) return;
   const int64_t t = x.size(1);
   const int64_t c = x.size(2);
@@ -316,7 +370,6 @@ void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>
 void ReferenceBackend::length_regulate(const Tensor& x,
                                        const std::vector<std::vector<int64_t>>& durations,
                                        Tensor& out, const KernelScratch& scratch) {
-  host::check_length_regulate(x, durations, out);
   if (scratch.planning()) return;
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
@@ -328,7 +381,7 @@ void ReferenceBackend::length_regulate(const Tensor& x,
     int64_t frame = 0;
     for (int64_t row = 0; row < t; ++row) {
       for (int64_t r = 0; r < dur[static_cast<size_t>(row)]; ++r, ++frame) {
-        if (frame >= frames) host::throw_durations_exceed(b, frames);
+        assert(frame < frames);
         for (int64_t j = 0; j < c; ++j) {
           out.data<float>()[(b * frames + frame) * c + j] = x.data<float>()[(b * t + row) * c + j];
         }
@@ -338,10 +391,64 @@ void ReferenceBackend::length_regulate(const Tensor& x,
 }
 
 void ReferenceBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
-  host::check_bucketize(x, boundaries, out);
   for (int64_t i = 0; i < x.numel(); ++i) {
     out.data<int64_t>()[i] =
         host::bucket_index(x.data<float>()[i], boundaries.data<float>(), boundaries.numel());
+  }
+}
+
+void ReferenceBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window,
+                             int64_t hop, Tensor& out, const KernelScratch& scratch) {
+  const int64_t batch = real.size(0);
+  const int64_t bins = real.size(1);
+  const int64_t frames = real.size(2);
+  const int64_t n_fft = window.size(0);
+  const int64_t total = n_fft + hop * (frames - 1);  // before trimming n_fft/2 from each end
+  const int64_t length = out.size(1);
+  // cos and sin of 2π·j/n_fft, one frame, the overlap-added samples and the envelope.
+  const ScratchBuffer buffer =
+      scratch.take(static_cast<size_t>(3 * n_fft + 2 * total) * sizeof(double));
+  if (scratch.planning()) return;
+  double* cosines = buffer.as<double>();
+  double* sines = cosines + n_fft;
+  double* frame = sines + n_fft;
+  double* sum = frame + n_fft;
+  double* envelope = sum + total;
+  for (int64_t j = 0; j < n_fft; ++j) {
+    const double angle =
+        2.0 * std::numbers::pi * static_cast<double>(j) / static_cast<double>(n_fft);
+    cosines[j] = std::cos(angle);
+    sines[j] = std::sin(angle);
+  }
+  const float* w = window.data<float>();
+  // Bins 1..paired have a conjugate twin above n_fft/2; for even n_fft the last bin (Nyquist)
+  // has none, and it and the DC bin count with their real parts only, as an inverse real FFT.
+  const int64_t paired = (n_fft - 1) / 2;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::fill(sum, sum + total, 0.0);
+    std::fill(envelope, envelope + total, 0.0);
+    for (int64_t f = 0; f < frames; ++f) {
+      const auto bin = [&](const Tensor& t, int64_t k) {
+        return static_cast<double>(t.data<float>()[(b * bins + k) * frames + f]);
+      };
+      for (int64_t m = 0; m < n_fft; ++m) {
+        double v = bin(real, 0);
+        if (n_fft % 2 == 0) v += (m % 2 == 0 ? 1.0 : -1.0) * bin(real, n_fft / 2);
+        for (int64_t k = 1; k <= paired; ++k) {
+          const int64_t j = k * m % n_fft;
+          v += 2.0 * (bin(real, k) * cosines[j] - bin(imag, k) * sines[j]);
+        }
+        frame[m] = v / static_cast<double>(n_fft);
+      }
+      for (int64_t m = 0; m < n_fft; ++m) {
+        sum[f * hop + m] += frame[m] * w[m];
+        envelope[f * hop + m] += static_cast<double>(w[m]) * w[m];
+      }
+    }
+    for (int64_t i = 0; i < length; ++i) {
+      const int64_t n = n_fft / 2 + i;
+      out.data<float>()[b * length + i] = static_cast<float>(sum[n] / envelope[n]);
+    }
   }
 }
 

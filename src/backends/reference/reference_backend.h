@@ -1,6 +1,8 @@
 // The reference backend: plain loops with double accumulation over F32 tensors on the host. It
-// defines what every kernel in core/backend.h computes; faster backends are tested against it,
-// so it is written to be obviously correct, not fast.
+// defines what every kernel in core/backend.h computes; faster backends are tested against it
+// (tests/backends/op_cases.cpp), so it is written to be obviously correct, not fast, and
+// independent of the libraries the fast backends use (its istft is a direct inverse DFT in
+// double, not an FFT). Every op lands here first.
 #pragma once
 
 #include <string>
@@ -15,13 +17,15 @@ class ReferenceBackend final : public Backend {
   std::string name() const override { return "reference"; }
   // Always the host.
   Device device() const override { return Device::cpu(); }
+  // Every op, on F32 operands.
+  bool supports(OpKind op, DType dtype) const override;
 
   // Any strides and any dtype in src; dst contiguous on the host.
   void copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) override;
   // Any dtype in dst (the value is converted as convert_elements does).
   void fill(Tensor& dst, float value) override;
-  // Kernels as documented in core/backend.h; floating tensors must be F32. conv_transpose1d and
-  // attention sum in double scratch; the others take none.
+  // Kernels as documented in core/backend.h. conv_transpose1d, attention and istft sum in
+  // double scratch; the others take none.
   void unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) override;
   void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp op) override;
   void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
@@ -32,15 +36,22 @@ class ReferenceBackend final : public Backend {
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& scratch) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                  const AttentionParams& params, const KernelScratch& scratch) override;
+  void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta, Tensor& out,
+            const KernelScratch& scratch) override;
+  void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
+                  const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                            const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
                        Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
+  void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
+             const KernelScratch& scratch) override;
 };
 
 }  // namespace voxd

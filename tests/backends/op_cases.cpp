@@ -1,0 +1,1150 @@
+#include "op_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend_test_util.h"
+#include "backends/reference/reference_backend.h"
+#include "core/error.h"
+
+namespace voxd::testing {
+
+CaseInput random(const Shape& shape, uint32_t seed, float lo, float hi) {
+  CaseInput in;
+  in.shape = shape;
+  in.seed = seed;
+  in.lo = lo;
+  in.hi = hi;
+  return in;
+}
+
+CaseInput given(const Tensor& tensor) {
+  CaseInput in;
+  in.given = tensor;
+  return in;
+}
+
+CaseInput given_on_device(const Tensor& tensor) {
+  CaseInput in = given(tensor);
+  in.on_device = true;
+  return in;
+}
+
+CaseInput none() {
+  CaseInput in;
+  in.none = true;
+  return in;
+}
+
+std::string group_name(OpKind op) {
+  std::string name;
+  bool upper = true;
+  for (char c : op_name(op)) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    name += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return name;
+}
+
+namespace {
+
+using In = std::vector<Tensor>;
+
+// A case of the group of `op` that needs only `op`.
+OpCase make(OpKind op, std::string description, std::vector<CaseInput> inputs, CaseRun run) {
+  OpCase c;
+  c.group = group_name(op);
+  c.needs = {op};
+  c.description = std::move(description);
+  c.inputs = std::move(inputs);
+  c.run = std::move(run);
+  return c;
+}
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+Tensor floats(const Shape& shape, const std::vector<float>& values) {
+  return Tensor::from_vector(shape, values);
+}
+
+Tensor ints(const Shape& shape, const std::vector<int64_t>& values) {
+  return Tensor::from_vector(shape, values);
+}
+
+// torch.hann_window(n) (periodic): 0.5 − 0.5·cos(2π·i/n).
+Tensor hann_window(int64_t n) {
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    w[static_cast<size_t>(i)] =
+        static_cast<float>(0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * static_cast<double>(i) /
+                                                static_cast<double>(n)));
+  }
+  return floats({n}, w);
+}
+
+void add_unary_cases(std::vector<OpCase>& cases) {
+  struct Kind {
+    OpKind op;
+    float lo, hi;
+    std::vector<float> alphas;  // one case per alpha (the ops without a parameter: one 0)
+    std::function<Tensor(Context&, const Tensor&, float)> apply;
+  };
+  const std::vector<Kind> kinds = {
+      {OpKind::Relu,
+       -3,
+       3,
+       {0},
+       [](Context& c, const Tensor& x, float) { return ops::relu(c, x); }},
+      {OpKind::LeakyRelu,
+       -3,
+       3,
+       {0.1f, 0.01f, 0.2f, 1.5f},
+       [](Context& c, const Tensor& x, float a) { return ops::leaky_relu(c, x, a); }},
+      {OpKind::Tanh,
+       -3,
+       3,
+       {0},
+       [](Context& c, const Tensor& x, float) { return ops::tanh(c, x); }},
+      {OpKind::Exp, -3, 3, {0}, [](Context& c, const Tensor& x, float) { return ops::exp(c, x); }},
+      {OpKind::Scale,
+       -3,
+       3,
+       {0.5f, -2.0f, 0.0f},
+       [](Context& c, const Tensor& x, float a) { return ops::scale(c, x, a); }},
+      {OpKind::Silu,
+       -8,
+       8,
+       {0},
+       [](Context& c, const Tensor& x, float) { return ops::silu(c, x); }},
+      {OpKind::Gelu,
+       -6,
+       6,
+       {0},
+       [](Context& c, const Tensor& x, float) { return ops::gelu(c, x); }},
+      {OpKind::Sin,
+       -20,
+       20,
+       {0},
+       [](Context& c, const Tensor& x, float) { return ops::sin(c, x); }},
+      {OpKind::Cos,
+       -20,
+       20,
+       {0},
+       [](Context& c, const Tensor& x, float) { return ops::cos(c, x); }},
+      {OpKind::ClampMax,
+       -3,
+       3,
+       {0.5f, -1.0f, 100.0f},
+       [](Context& c, const Tensor& x, float a) { return ops::clamp_max(c, x, a); }},
+  };
+  for (const Kind& kind : kinds) {
+    uint32_t seed = 1;
+    // 3M elements: more than the 4096 × 256 threads of one CUDA grid-stride pass.
+    for (const Shape& shape :
+         {Shape{7}, Shape{3, 5, 17}, Shape{2, 3, 4, 5}, Shape{70000}, Shape{3, 1000003}}) {
+      for (float alpha : kind.alphas) {
+        const auto apply = kind.apply;
+        const std::string parameter =
+            kind.alphas.size() > 1 || alpha != 0 ? " alpha " + std::to_string(alpha) : "";
+        cases.push_back(
+            make(kind.op, std::string(op_name(kind.op)) + " " + shape_to_string(shape) + parameter,
+                 {random(shape, seed, kind.lo, kind.hi)},
+                 [apply, alpha](Context& c, const In& in) { return apply(c, in[0], alpha); }));
+      }
+      ++seed;
+    }
+    const auto apply = kind.apply;
+    const float alpha = kind.alphas.front();
+    cases.push_back(make(kind.op, std::string(op_name(kind.op)) + " on a transposed view",
+                         {random({2, 37, 12}, 1100, kind.lo, kind.hi)},
+                         [apply, alpha](Context& c, const In& in) {
+                           return apply(c, in[0].transpose(1, 2), alpha);
+                         }));
+  }
+  // Vocos clips exp(magnitude) at 1e2; NaN stays NaN and infinities clamp as torch.clamp does.
+  const float inf = std::numeric_limits<float>::infinity();
+  OpCase clip = make(OpKind::ClampMax, "clamp_max 1e2 of exp-sized values, NaN and infinities",
+                     {given(floats({8}, {-inf, -5.0f, 99.99f, 100.0f, 100.01f, 5e4f, inf,
+                                         std::numeric_limits<float>::quiet_NaN()}))},
+                     [](Context& c, const In& in) { return ops::clamp_max(c, in[0], 1e2f); });
+  clip.allow_nan = true;
+  cases.push_back(clip);
+  // In place: x (a device copy) overwritten.
+  cases.push_back(
+      make(OpKind::Relu, "relu_ in place", {random({4, 9, 33}, 11)}, [](Context& c, const In& in) {
+        Tensor y = ops::to_device(c, in[0], in[0].dtype());
+        return ops::relu_(c, y);
+      }));
+  cases.push_back(make(OpKind::LeakyRelu, "leaky_relu_ in place", {random({4, 9, 33}, 11)},
+                       [](Context& c, const In& in) {
+                         Tensor y = ops::to_device(c, in[0], in[0].dtype());
+                         return ops::leaky_relu_(c, y, 0.2f);
+                       }));
+}
+
+void add_binary_cases(std::vector<OpCase>& cases) {
+  uint32_t seed = 22;
+  for (const Shape& b_shape : {Shape{3, 5, 17}, Shape{1, 5, 1}, Shape{1, 1, 17}, Shape{3, 1, 17},
+                               Shape{3, 5, 1}, Shape{1, 1, 1}, Shape{17}, Shape{5, 17}}) {
+    const std::string s = shape_to_string(b_shape);
+    const std::vector<CaseInput> inputs = {random({3, 5, 17}, 21), random(b_shape, seed++)};
+    cases.push_back(make(OpKind::Add, "add [3, 5, 17] + " + s, inputs,
+                         [](Context& c, const In& in) { return ops::add(c, in[0], in[1]); }));
+    cases.push_back(make(OpKind::Mul, "mul [3, 5, 17] · " + s, inputs,
+                         [](Context& c, const In& in) { return ops::mul(c, in[0], in[1]); }));
+    cases.push_back(
+        make(OpKind::Add, "add_ [3, 5, 17] += " + s, inputs, [](Context& c, const In& in) {
+          Tensor acc = ops::to_device(c, in[0], in[0].dtype());
+          return ops::add_(c, acc, in[1]);
+        }));
+  }
+  cases.push_back(make(OpKind::Add, "add large",
+                       {random({2, 64, 1000}, 29), random({1, 64, 1}, 30)},
+                       [](Context& c, const In& in) { return ops::add(c, in[0], in[1]); }));
+  cases.push_back(make(OpKind::Mul, "mul 5-d broadcast",
+                       {random({2, 3, 4, 5, 6}, 31), random({2, 1, 4, 1, 6}, 32)},
+                       [](Context& c, const In& in) { return ops::mul(c, in[0], in[1]); }));
+  cases.push_back(make(OpKind::Add, "add of two views", {random({2, 37, 12}, 1100)},
+                       [](Context& c, const In& in) {
+                         const Tensor x = in[0].transpose(1, 2);
+                         return ops::add(c, x, x.narrow(2, 0, 1));
+                       }));
+}
+
+void add_linear_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    Shape x;
+    int64_t out;
+    bool bias;
+  };
+  uint32_t seed = 40;
+  for (const Case& tc : {Case{{5, 7}, 3, true}, Case{{5, 7}, 3, false}, Case{{2, 3, 33}, 65, true},
+                         Case{{1, 1}, 1, true}, Case{{128, 256}, 256, true},
+                         Case{{2, 37, 80}, 257, false}, Case{{3, 0, 16}, 8, true}}) {
+    const CaseInput x = random(tc.x, seed++);
+    const CaseInput w = random({tc.out, tc.x.back()}, seed++);
+    const CaseInput b = tc.bias ? random({tc.out}, seed++) : none();
+    cases.push_back(make(
+        OpKind::Linear,
+        "linear " + shape_to_string(tc.x) + " -> " + str(tc.out) + (tc.bias ? " bias" : ""),
+        {x, w, b}, [](Context& c, const In& in) { return ops::linear(c, in[0], in[1], in[2]); }));
+  }
+  cases.push_back(make(OpKind::Linear, "linear on a transposed view",
+                       {random({2, 37, 12}, 1100), random({5, 37}, 1104)},
+                       [](Context& c, const In& in) {
+                         return ops::linear(c, in[0].transpose(1, 2), in[1], Tensor());
+                       }));
+}
+
+struct ConvCase {
+  int64_t batch, cin, cout, t, k, stride, padding, dilation, groups;
+  bool bias;
+};
+
+std::string describe(const ConvCase& c) {
+  return "B" + str(c.batch) + " Cin" + str(c.cin) + " Cout" + str(c.cout) + " T" + str(c.t) + " K" +
+         str(c.k) + " s" + str(c.stride) + " p" + str(c.padding) + " d" + str(c.dilation) + " g" +
+         str(c.groups) + (c.bias ? " bias" : "");
+}
+
+// Multiply-adds of a convolution, to tell the cases the reference takes seconds on.
+int64_t macs(const ConvCase& c) {
+  return c.batch * c.cout * (c.cin / c.groups) * c.k * c.t;
+}
+
+void add_conv1d_cases(std::vector<OpCase>& cases) {
+  std::vector<ConvCase> list = {
+      {1, 1, 1, 5, 1, 1, 0, 1, 1, false},
+      {2, 3, 4, 17, 3, 1, 1, 1, 1, true},
+      {2, 4, 6, 23, 5, 2, 2, 1, 2, true},
+      {1, 6, 6, 31, 3, 1, 3, 3, 3, true},
+      {3, 8, 4, 40, 7, 3, 0, 2, 4, false},
+      {1, 5, 7, 19, 16, 1, 7, 1, 1, true},
+      {2, 16, 32, 64, 1, 1, 0, 1, 1, true},
+      {1, 8, 8, 50, 1, 2, 1, 1, 2, true},
+      {2, 12, 8, 33, 11, 1, 25, 5, 4, true},
+      {1, 32, 32, 2500, 3, 1, 5, 5, 1, true},
+      {1, 4, 1, 3000, 7, 1, 3, 1, 1, true},
+      {2, 7, 3, 9, 9, 1, 0, 1, 1, true},
+      {1, 6, 9, 1, 3, 1, 1, 1, 3, true},
+      // Several time blocks of the cpu backend: its direct path (256 output channels) and its
+      // im2col path (stride 2).
+      {1, 8, 256, 2100, 5, 1, 2, 2, 1, true},
+      {2, 4, 4, 4500, 3, 2, 1, 1, 1, true},
+      // The cpu backend's direct path edges: wide inputs make short panels (several time blocks
+      // per row block), short inputs split output channels across jobs, channel counts off the
+      // 4-row tile, outputs off the 24-step tile, padding wider than the kernel's span, grouped
+      // thin layers over many panels.
+      {1, 512, 6, 150, 11, 1, 25, 5, 1, true},
+      {2, 300, 13, 97, 3, 1, 1, 1, 1, false},
+      {1, 64, 130, 23, 9, 1, 4, 1, 1, true},
+      {1, 10, 9, 25, 7, 1, 9, 1, 1, true},
+      {2, 12, 10, 9000, 3, 1, 3, 3, 2, true},
+      {1, 8, 1, 5000, 7, 1, 3, 1, 1, true},
+      // Columns of 64·7 rows × 40000 steps exceed one CUDA scratch chunk (2^24 elements); in F16
+      // and BF16 such long convolutions with stride 1 run as the implicit GEMM: one output
+      // channel tile of 32, channels not a multiple of 16, two channel tiles, dilation and
+      // padding, no padding, a batch.
+      {1, 64, 8, 40000, 7, 1, 3, 1, 1, true},
+      {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
+      {1, 96, 20, 60003, 3, 1, 0, 3, 1, false},
+      {2, 32, 48, 30000, 9, 1, 4, 1, 1, true},
+      // Channel tiles of 128 (one full, one partial), of 64 with a wide tap spread (HiFiGAN V3's
+      // K 7 at dilation 12), and one just past the chunk with the window's halo over 16.
+      {2, 128, 160, 30000, 5, 1, 2, 1, 1, true},
+      {1, 32, 64, 80000, 7, 1, 36, 12, 1, true},
+      {1, 48, 256, 50000, 7, 1, 9, 3, 1, false},
+      // Depthwise (groups == channels; ConvNeXt's K 7, padding 3 in the DVAE decoder and Vocos),
+      // strided and dilated depthwise, a depth multiplier of 2, and a long one in half precision.
+      {2, 64, 64, 100, 7, 1, 3, 1, 64, true},
+      {1, 512, 512, 1000, 7, 1, 3, 1, 512, true},
+      {3, 16, 16, 50, 5, 2, 2, 2, 16, false},
+      {1, 8, 16, 40, 3, 1, 1, 1, 8, true},
+      {1, 1, 1, 20, 4, 1, 0, 1, 1, true},
+      {2, 384, 384, 3000, 7, 1, 3, 1, 384, true},
+      {1, 64, 64, 40000, 7, 1, 3, 1, 64, true},
+  };
+  for (int64_t k = 1; k <= 16; ++k) list.push_back({1, 3, 5, 29, k, 1, k / 2, 1, 1, true});
+  uint32_t seed = 100;
+  for (const ConvCase& tc : list) {
+    const CaseInput x = random({tc.batch, tc.cin, tc.t}, seed++);
+    const CaseInput w = random({tc.cout, tc.cin / tc.groups, tc.k}, seed++);
+    const CaseInput b = tc.bias ? random({tc.cout}, seed++) : none();
+    const Conv1dParams p{tc.stride, tc.padding, tc.dilation, tc.groups};
+    OpCase c =
+        make(OpKind::Conv1d, "conv1d " + describe(tc), {x, w, b},
+             [p](Context& ctx, const In& in) { return ops::conv1d(ctx, in[0], in[1], in[2], p); });
+    c.large = macs(tc) > 100'000'000;
+    cases.push_back(c);
+  }
+  cases.push_back(
+      make(OpKind::Conv1d, "conv1d on a transposed view",
+           {random({2, 37, 12}, 1100), random({8, 12, 3}, 1101), random({8}, 1102)},
+           [](Context& c, const In& in) {
+             return ops::conv1d(c, in[0].transpose(1, 2), in[1], in[2], Conv1dParams{1, 1, 1, 1});
+           }));
+  // leaky_relu → conv1d → + residual; in F16 and BF16 the long ones run as one fused kernel on
+  // CUDA, the short ones step by step.
+  const std::vector<ConvCase> fused = {
+      {2, 6, 5, 37, 7, 1, 9, 3, 1, true},      {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
+      {2, 32, 32, 30001, 3, 1, 1, 1, 1, true}, {1, 24, 16, 2000, 3, 1, 1, 1, 1, false},
+      {1, 64, 32, 30001, 9, 1, 4, 1, 1, true},
+  };
+  seed = 250;
+  for (const ConvCase& tc : fused) {
+    const int64_t t_out = tc.t + 2 * tc.padding - tc.dilation * (tc.k - 1);
+    const std::vector<CaseInput> inputs = {random({tc.batch, tc.cin, tc.t}, seed),
+                                           random({tc.cout, tc.cin, tc.k}, seed + 1),
+                                           tc.bias ? random({tc.cout}, seed + 2) : none(),
+                                           random({tc.batch, tc.cout, t_out}, seed + 3)};
+    seed += 4;
+    const Conv1dParams p{tc.stride, tc.padding, tc.dilation, tc.groups};
+    const auto add = [&](const std::string& what, const CaseRun& run) {
+      OpCase c = make(OpKind::Conv1d, what + " " + describe(tc), inputs, run);
+      c.needs = {OpKind::Conv1d, OpKind::LeakyRelu, OpKind::Add};
+      c.large = macs(tc) > 100'000'000;
+      cases.push_back(c);
+    };
+    add("fused conv1d", [p](Context& c, const In& in) {
+      return ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, &in[3]});
+    });
+    add("conv1d of leaky_relu", [p](Context& c, const In& in) {
+      return ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, nullptr});
+    });
+    // Mixed precision (HiFiGAN's BF16 resblocks): the first conv reads an F32 input and writes
+    // the weights' dtype, the second reads that and writes F32 with an F32 residual.
+    add("F32 in", [p](Context& c, const In& in) {
+      const Tensor x32 = ops::to_device(c, in[0], DType::F32);
+      return ops::conv1d(c, x32, in[1], in[2], p, ConvFusion{0.1f, nullptr, in[1].dtype()});
+    });
+    add("F32 out", [p](Context& c, const In& in) {
+      const Tensor r32 = ops::to_device(c, in[3], DType::F32);
+      const Tensor y = ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, &r32, DType::F32});
+      return ops::to_device(c, y, in[0].dtype());
+    });
+  }
+}
+
+void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    ConvCase conv;
+    int64_t output_padding;
+  };
+  const std::vector<Case> list = {
+      {{1, 1, 1, 4, 3, 2, 0, 1, 1, false}, 0},
+      {{2, 3, 4, 9, 4, 2, 1, 1, 1, true}, 1},
+      {{1, 8, 4, 10, 16, 8, 4, 1, 1, true}, 0},
+      {{2, 4, 6, 7, 5, 3, 2, 2, 2, true}, 2},
+      {{1, 6, 3, 12, 3, 1, 1, 1, 3, false}, 0},
+      {{1, 16, 8, 1500, 4, 2, 1, 1, 1, true}, 0},
+      {{2, 5, 5, 13, 1, 1, 0, 1, 1, true}, 0},
+      {{1, 4, 8, 6, 7, 5, 0, 3, 4, true}, 2},
+      {{1, 2, 3, 1, 2, 1, 0, 1, 1, true}, 0},
+      {{2, 12, 6, 21, 11, 5, 3, 1, 2, true}, 4},
+      // Several output blocks of the cpu backend (each job recomputes the inputs that reach
+      // across its edges).
+      {{1, 64, 256, 200, 16, 8, 4, 1, 1, true}, 0},
+      {{2, 32, 24, 3001, 4, 2, 1, 1, 2, true}, 1},
+      {{1, 8, 512, 90, 16, 8, 5, 2, 1, true}, 3},
+      // Columns of 64·16 rows × 17000 input steps exceed one CUDA scratch chunk.
+      {{1, 4, 64, 17000, 16, 8, 4, 1, 1, true}, 0},
+  };
+  uint32_t seed = 300;
+  for (const Case& tc : list) {
+    const ConvCase& cc = tc.conv;
+    const CaseInput x = random({cc.batch, cc.cin, cc.t}, seed++);
+    const CaseInput w = random({cc.cin, cc.cout / cc.groups, cc.k}, seed++);
+    const CaseInput b = cc.bias ? random({cc.cout}, seed++) : none();
+    const ConvTranspose1dParams p{cc.stride, cc.padding, tc.output_padding, cc.dilation, cc.groups};
+    cases.push_back(make(OpKind::ConvTranspose1d,
+                         "conv_transpose1d " + describe(cc) + " op" + str(tc.output_padding),
+                         {x, w, b}, [p](Context& c, const In& in) {
+                           return ops::conv_transpose1d(c, in[0], in[1], in[2], p);
+                         }));
+  }
+  cases.push_back(make(OpKind::ConvTranspose1d, "conv_transpose1d on a transposed view",
+                       {random({2, 37, 12}, 1100), random({12, 4, 4}, 1103), random({4}, 1102)},
+                       [](Context& c, const In& in) {
+                         return ops::conv_transpose1d(c, in[0].transpose(1, 2), in[1], in[2],
+                                                      ConvTranspose1dParams{2, 1});
+                       }));
+}
+
+void add_norm_cases(std::vector<OpCase>& cases) {
+  uint32_t seed = 400;
+  for (const Shape& shape :
+       {Shape{3, 7}, Shape{2, 5, 256}, Shape{1, 1}, Shape{300, 384}, Shape{2, 3000}}) {
+    const int64_t c = shape.back();
+    const std::vector<CaseInput> inputs = {
+        random(shape, seed, -4.0f, 6.0f), random({c}, seed + 1, 0.5f, 1.5f), random({c}, seed + 2)};
+    seed += 3;
+    for (float eps : {1e-5f, 1e-3f}) {
+      cases.push_back(make(OpKind::LayerNorm,
+                           "layer_norm " + shape_to_string(shape) + " eps " + std::to_string(eps),
+                           inputs, [eps](Context& ctx, const In& in) {
+                             return ops::layer_norm(ctx, in[0], in[1], in[2], eps);
+                           }));
+    }
+    for (float eps : {1e-6f, 1e-5f}) {
+      cases.push_back(make(
+          OpKind::RmsNorm, "rms_norm " + shape_to_string(shape) + " eps " + std::to_string(eps),
+          {inputs[0], inputs[1]},
+          [eps](Context& ctx, const In& in) { return ops::rms_norm(ctx, in[0], in[1], eps); }));
+    }
+  }
+  // Large offsets: the mean must not swamp the variance.
+  const Tensor ones = floats({64}, std::vector<float>(64, 1.0f));
+  const Tensor zeros = floats({64}, std::vector<float>(64, 0.0f));
+  const CaseInput shifted = random({4, 64}, 410, 999.0f, 1001.0f);
+  cases.push_back(make(
+      OpKind::LayerNorm, "layer_norm offset", {shifted, given(ones), given(zeros)},
+      [](Context& c, const In& in) { return ops::layer_norm(c, in[0], in[1], in[2], 1e-5f); }));
+  // out = x, through the kernel (the contract allows it; ops has no in-place layer_norm).
+  cases.push_back(make(OpKind::LayerNorm, "layer_norm in place",
+                       {shifted, given(ones), given(zeros)}, [](Context& c, const In& in) {
+                         Tensor x = ops::to_device(c, in[0], in[0].dtype());
+                         c.backend().layer_norm(x, in[1], in[2], 1e-5f, x);
+                         return x;
+                       }));
+  cases.push_back(make(OpKind::LayerNorm, "layer_norm on a transposed view",
+                       {random({2, 37, 12}, 1100), random({37}, 1105)},
+                       [](Context& c, const In& in) {
+                         return ops::layer_norm(c, in[0].transpose(1, 2), in[1], in[1], 1e-5f);
+                       }));
+  // rms_norm: GPT-sized rows (768), values far from zero, a row of zeros (eps alone), a view.
+  cases.push_back(
+      make(OpKind::RmsNorm, "rms_norm [2, 9, 768] (ChatTTS GPT)",
+           {random({2, 9, 768}, 420, -3.0f, 3.0f), random({768}, 421, -2.0f, 2.0f)},
+           [](Context& c, const In& in) { return ops::rms_norm(c, in[0], in[1], 1e-5f); }));
+  cases.push_back(
+      make(OpKind::RmsNorm, "rms_norm offset", {random({4, 64}, 422, 999.0f, 1001.0f), given(ones)},
+           [](Context& c, const In& in) { return ops::rms_norm(c, in[0], in[1], 1e-6f); }));
+  cases.push_back(
+      make(OpKind::RmsNorm, "rms_norm of zeros",
+           {given(floats({2, 64}, std::vector<float>(128, 0.0f))), given(ones)},
+           [](Context& c, const In& in) { return ops::rms_norm(c, in[0], in[1], 1e-6f); }));
+  cases.push_back(make(OpKind::RmsNorm, "rms_norm on a transposed view",
+                       {random({2, 37, 12}, 1100), random({37}, 1105)},
+                       [](Context& c, const In& in) {
+                         return ops::rms_norm(c, in[0].transpose(1, 2), in[1], 1e-6f);
+                       }));
+}
+
+void add_embedding_cases(std::vector<OpCase>& cases) {
+  const CaseInput table = random({11, 7}, 500);
+  const Tensor ids64 = ints({2, 4}, {0, 3, 10, 10, 1, 5, 2, 9});
+  const Tensor ids32 = ids64.to_host_contiguous(DType::I32);
+  const CaseRun lookup = [](Context& c, const In& in) { return ops::embedding(c, in[0], in[1]); };
+  cases.push_back(make(OpKind::Embedding, "embedding I64", {given(ids64), table}, lookup));
+  cases.push_back(make(OpKind::Embedding, "embedding I32", {given(ids32), table}, lookup));
+  cases.push_back(make(OpKind::Embedding, "embedding strided ids",
+                       {given(ids64.transpose(0, 1)), table}, lookup));
+  cases.push_back(
+      make(OpKind::Embedding, "embedding device I64 ids", {given_on_device(ids64), table}, lookup));
+  cases.push_back(
+      make(OpKind::Embedding, "embedding device I32 ids", {given_on_device(ids32), table}, lookup));
+  for (int64_t bad : {int64_t{11}, int64_t{-1}}) {
+    const Tensor bad_ids = ints({1, 3}, {1, bad, 2});
+    for (bool device : {false, true}) {
+      OpCase c = make(OpKind::Embedding,
+                      "embedding id " + str(bad) + (device ? " on the device" : " on the host"),
+                      {device ? given_on_device(bad_ids) : given(bad_ids), table}, lookup);
+      c.error = "id " + str(bad) + " at position 1";
+      cases.push_back(c);
+    }
+  }
+}
+
+void add_attention_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    int64_t batch, tq, tk, heads, dim;
+    std::vector<int64_t> key_lengths;
+    bool causal;
+    std::vector<int64_t> offsets;
+    std::string what;
+  };
+  const std::vector<Case> list = {
+      {1, 1, 1, 1, 1, {}, false, {}, ""},
+      {2, 5, 7, 3, 4, {}, false, {}, ""},
+      {2, 5, 7, 3, 4, {7, 3}, false, {}, ""},
+      {2, 6, 6, 2, 8, {}, true, {}, ""},
+      {2, 3, 9, 2, 5, {9, 6}, true, {6, 2}, ""},
+      {3, 17, 33, 2, 16, {33, 1, 20}, false, {}, ""},
+      {1, 64, 80, 2, 128, {71}, false, {}, ""},
+      {2, 4, 4, 1, 3, {4, 2}, true, {}, ""},
+      {1, 3, 200, 1, 300, {}, false, {}, ""},
+      // 1000 rows × 20000 keys: more rows than fit CUDA's scores scratch at once.
+      {1, 1000, 20000, 1, 8, {19000}, false, {}, ""},
+      // Over a KV cache of 64 rows (ChatTTS's GPT: 12 heads of 64): a decode step, each batch
+      // item at its own position (lengths alone, and causal with the query at length − 1), and a
+      // prefill of 5 rows into an empty cache. The rows past each length are random: they must
+      // weigh nothing.
+      {4, 1, 64, 12, 64, {1, 17, 64, 40}, false, {}, " decode over a cache"},
+      {4, 1, 64, 12, 64, {1, 17, 64, 40}, true, {0, 16, 63, 39}, " causal decode over a cache"},
+      {2, 5, 64, 12, 64, {5, 5}, true, {0, 0}, " prefill into a cache"},
+      {3, 2, 48, 2, 16, {7, 2, 30}, true, {5, 0, 28}, " two steps over a cache"},
+  };
+  uint32_t seed = 600;
+  for (const Case& tc : list) {
+    const std::vector<CaseInput> inputs = {
+        random({tc.batch, tc.tq, tc.heads, tc.dim}, seed, -2.0f, 2.0f),
+        random({tc.batch, tc.tk, tc.heads, tc.dim}, seed + 1, -2.0f, 2.0f),
+        random({tc.batch, tc.tk, tc.heads, tc.dim}, seed + 2)};
+    seed += 3;
+    AttentionParams p;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(tc.dim));
+    p.key_lengths = tc.key_lengths;
+    p.causal = tc.causal;
+    p.query_offsets = tc.offsets;
+    cases.push_back(
+        make(OpKind::Attention,
+             "attention B" + str(tc.batch) + " Tq" + str(tc.tq) + " Tk" + str(tc.tk) + " H" +
+                 str(tc.heads) + " D" + str(tc.dim) + (tc.causal ? " causal" : "") + tc.what,
+             inputs,
+             [p](Context& c, const In& in) { return ops::attention(c, in[0], in[1], in[2], p); }));
+  }
+  // A query that sees no key is NaN: a batch with no keys, and causal with a negative offset
+  // (query 0 of batch 1 sits before every key).
+  const std::vector<CaseInput> small = {random({2, 3, 2, 4}, 700), random({2, 5, 2, 4}, 701),
+                                        random({2, 5, 2, 4}, 702)};
+  AttentionParams masked;
+  masked.key_lengths = {0, 5};
+  AttentionParams before;
+  before.causal = true;
+  before.query_offsets = {0, -1};
+  for (const auto& [what, p] :
+       {std::pair{"fully masked batch", masked}, std::pair{"causal before the keys", before}}) {
+    OpCase c = make(
+        OpKind::Attention, std::string("attention ") + what, small,
+        [p](Context& ctx, const In& in) { return ops::attention(ctx, in[0], in[1], in[2], p); });
+    c.allow_nan = true;
+    cases.push_back(c);
+  }
+  cases.push_back(make(OpKind::Attention, "attention on permuted q", {random({2, 4, 3, 5}, 1106)},
+                       [](Context& c, const In& in) {
+                         const Tensor q = in[0].permute({0, 2, 1, 3});
+                         return ops::attention(c, q, q, q, AttentionParams{});
+                       }));
+}
+
+void add_rope_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> positions;
+    float theta;
+  };
+  const std::vector<Case> list = {
+      {{1, 1, 1, 2}, {1}, 10000.0f},
+      {{2, 5, 3, 8}, {0, 3}, 10000.0f},
+      {{2, 7, 4, 64}, {0, 100}, 10000.0f},
+      // A decode step of ChatTTS's GPT (12 heads of 64), each item at its own position.
+      {{4, 1, 12, 64}, {0, 17, 300, 4095}, 10000.0f},
+      // Left padding: a negative start puts the padded rows before 0.
+      {{2, 3, 2, 16}, {-2, 5}, 10000.0f},
+      {{1, 3, 2, 128}, {100000}, 500000.0f},
+      {{3, 40, 12, 64}, {}, 10000.0f},
+  };
+  uint32_t seed = 1500;
+  for (const Case& tc : list) {
+    std::string positions;
+    for (int64_t p : tc.positions) positions += (positions.empty() ? "" : ", ") + str(p);
+    const std::vector<int64_t> start = tc.positions;
+    const float theta = tc.theta;
+    cases.push_back(make(
+        OpKind::Rope,
+        "rope " + shape_to_string(tc.x) + " from [" + positions + "] theta " +
+            std::to_string(theta),
+        {random(tc.x, seed++, -2.0f, 2.0f)},
+        [start, theta](Context& c, const In& in) { return ops::rope(c, in[0], start, theta); }));
+  }
+  cases.push_back(make(OpKind::Rope, "rope on a permuted view", {random({2, 4, 5, 8}, 1510)},
+                       [](Context& c, const In& in) {
+                         return ops::rope(c, in[0].permute({0, 2, 1, 3}), {3, 9}, 10000.0f);
+                       }));
+}
+
+void add_write_rows_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    Shape cache;
+    int64_t steps;
+    std::vector<int64_t> offsets;
+  };
+  const std::vector<Case> list = {
+      {{3, 10, 2, 4}, 1, {0, 4, 9}},  // a decode step: one row per item
+      {{2, 8, 5}, 3, {5, 0}},
+      {{2, 4, 3}, 4, {0, 0}},  // the whole cache
+      {{4, 64, 12, 64}, 1, {0, 17, 63, 40}},
+  };
+  uint32_t seed = 1600;
+  for (const Case& tc : list) {
+    Shape rows = tc.cache;
+    rows[1] = tc.steps;
+    const std::vector<int64_t> offsets = tc.offsets;
+    cases.push_back(
+        make(OpKind::WriteRows,
+             "write_rows " + shape_to_string(rows) + " into " + shape_to_string(tc.cache),
+             {random(tc.cache, seed), random(rows, seed + 1)}, [offsets](Context& c, const In& in) {
+               Tensor cache = ops::to_device(c, in[0], in[0].dtype());
+               return ops::write_rows(c, cache, in[1], offsets);
+             }));
+    seed += 2;
+  }
+  cases.push_back(make(OpKind::WriteRows, "write_rows of a transposed view",
+                       {random({2, 6, 3}, 1610), random({2, 3, 2}, 1611)},
+                       [](Context& c, const In& in) {
+                         Tensor cache = ops::to_device(c, in[0], in[0].dtype());
+                         return ops::write_rows(c, cache, in[1].transpose(1, 2), {1, 3});
+                       }));
+  // A decode step end to end: rope on the new key, its row and value written at each item's
+  // length, attention of the new query over the cache.
+  OpCase step =
+      make(OpKind::WriteRows, "decode step: rope, write_rows, attention over the cache",
+           {random({3, 1, 4, 16}, 1620), random({3, 1, 4, 16}, 1621), random({3, 1, 4, 16}, 1622),
+            random({3, 20, 4, 16}, 1623), random({3, 20, 4, 16}, 1624)},
+           [](Context& c, const In& in) {
+             const std::vector<int64_t> lengths = {3, 0, 19};  // rows held before the step
+             Tensor k_cache = ops::to_device(c, in[3], in[3].dtype());
+             Tensor v_cache = ops::to_device(c, in[4], in[4].dtype());
+             ops::write_rows(c, k_cache, ops::rope(c, in[1], lengths, 10000.0f), lengths);
+             ops::write_rows(c, v_cache, in[2], lengths);
+             AttentionParams p;
+             p.scale = 0.25f;
+             p.key_lengths = {4, 1, 20};
+             return ops::attention(c, ops::rope(c, in[0], lengths, 10000.0f), k_cache, v_cache, p);
+           });
+  step.needs = {OpKind::WriteRows, OpKind::Rope, OpKind::Attention};
+  cases.push_back(step);
+}
+
+void add_length_cases(std::vector<OpCase>& cases) {
+  for (const std::vector<int64_t>& lengths :
+       {std::vector<int64_t>{6, 2, 0}, std::vector<int64_t>{6, 9, 1}}) {
+    std::string list;
+    for (int64_t l : lengths) list += (list.empty() ? "" : ", ") + str(l);
+    cases.push_back(make(OpKind::ZeroBeyondLengths, "zero_beyond_lengths [" + list + "]",
+                         {random({3, 6, 4}, 800)}, [lengths](Context& c, const In& in) {
+                           Tensor y = ops::to_device(c, in[0], in[0].dtype());
+                           return ops::zero_beyond_lengths(c, y, lengths);
+                         }));
+  }
+  const std::vector<std::vector<int64_t>> durations{{2, 0, 1, 3, 1}, {0, 4, 1}};
+  for (int64_t min_frames : {0, 7, 12}) {
+    cases.push_back(make(OpKind::LengthRegulate, "length_regulate min " + str(min_frames),
+                         {random({2, 5, 3}, 900)},
+                         [durations, min_frames](Context& c, const In& in) {
+                           return ops::length_regulate(c, in[0], durations, min_frames);
+                         }));
+  }
+  cases.push_back(
+      make(OpKind::LengthRegulate, "length_regulate strided x", {random({2, 5, 3}, 900)},
+           [](Context& c, const In& in) {
+             return ops::length_regulate(c, in[0].narrow(1, 1, 3), {{1, 2, 3}, {3, 0, 0}});
+           }));
+}
+
+void add_bucketize_cases(std::vector<OpCase>& cases) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor boundaries = floats({5}, {-1.0f, 0.0f, 0.5f, 0.5f, 2.0f});
+  std::vector<float> values = random_tensor({3, 41}, 1000, -3.0f, 3.0f).to_float_vector();
+  const std::vector<float> picked = {-1.0f, 0.5f, 2.0f, std::numeric_limits<float>::quiet_NaN(),
+                                     inf,   -inf, 0.0f, -0.0f};
+  std::copy(picked.begin(), picked.end(), values.begin());
+  OpCase c = make(OpKind::Bucketize, "bucketize ties, infinities, NaN and random values",
+                  {given(floats({3, 41}, values)), given(boundaries)},
+                  [](Context& ctx, const In& in) { return ops::bucketize(ctx, in[0], in[1]); });
+  c.dtypes = {DType::F32};
+  c.exact = true;
+  cases.push_back(c);
+}
+
+void add_istft_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    int64_t batch, n_fft, hop, frames;
+    bool hann;
+  };
+  const std::vector<Case> list = {
+      {1, 16, 4, 5, true},
+      // Vocos (ChatTTS): n_fft 1024, hop 256.
+      {2, 1024, 256, 12, true},
+      {1, 15, 5, 6, true},  // odd n_fft: no Nyquist bin, one more sample
+      {2, 8, 8, 3, false},  // no overlap with a rectangular window: envelope 1
+      {1, 12, 1, 9, true},
+      {3, 1, 1, 4, false},
+      // 1500 frames: CUDA transforms two batch items per chunk, then the last one alone.
+      {3, 256, 64, 1500, true},
+  };
+  uint32_t seed = 1700;
+  for (const Case& tc : list) {
+    const int64_t bins = tc.n_fft / 2 + 1;
+    const Tensor window =
+        tc.hann ? hann_window(tc.n_fft)
+                : floats({tc.n_fft}, std::vector<float>(static_cast<size_t>(tc.n_fft), 1.0f));
+    const int64_t hop = tc.hop;
+    OpCase c = make(
+        OpKind::Istft,
+        "istft B" + str(tc.batch) + " n_fft " + str(tc.n_fft) + " hop " + str(hop) + " frames " +
+            str(tc.frames) + (tc.hann ? " hann" : " rectangular"),
+        {random({tc.batch, bins, tc.frames}, seed), random({tc.batch, bins, tc.frames}, seed + 1)},
+        [window, hop](Context& ctx, const In& in) {
+          return ops::istft(ctx, in[0], in[1], window, hop);
+        });
+    seed += 2;
+    c.dtypes = {DType::F32};
+    cases.push_back(c);
+  }
+  // A periodic Hann window with hop n_fft leaves a zero envelope between frames: torch.istft
+  // refuses it ("window overlap add min"), so does voxd.
+  OpCase gap =
+      make(OpKind::Istft, "istft hann with hop n_fft",
+           {random({1, 9, 4}, 1720), random({1, 9, 4}, 1721)}, [](Context& ctx, const In& in) {
+             return ops::istft(ctx, in[0], in[1], hann_window(16), 16);
+           });
+  gap.dtypes = {DType::F32};
+  gap.error = "below torch.istft's 1e-11";
+  cases.push_back(gap);
+}
+
+void add_copy_cases(std::vector<OpCase>& cases) {
+  const auto add = [&](const std::string& what, const CaseInput& input, const CaseRun& run) {
+    OpCase c;
+    c.group = "Copy";
+    c.description = what;
+    c.inputs = {input};
+    c.run = run;
+    cases.push_back(c);
+  };
+  add("transpose", random({2, 37, 12}, 1100),
+      [](Context& c, const In& in) { return ops::transpose(c, in[0], 0, 2); });
+  add("contiguous of a permuted view", random({3, 4, 5}, 1200, -100.0f, 100.0f),
+      [](Context& c, const In& in) {
+        return ops::contiguous(c, in[0].permute({2, 0, 1}));
+      });
+  add("to_device of a permuted host view", random({3, 4, 5}, 1201, -100.0f, 100.0f),
+      [](Context& c, const In& in) {
+        const Tensor host = ops::to_host(c, in[0], in[0].dtype());
+        return ops::to_device(c, host.permute({2, 0, 1}), in[0].dtype());
+      });
+  add("to_host of a permuted view", random({3, 4, 5}, 1202, -100.0f, 100.0f),
+      [](Context& c, const In& in) {
+        return ops::to_device(c, ops::to_host(c, in[0].permute({2, 0, 1}), in[0].dtype()),
+                              in[0].dtype());
+      });
+}
+
+std::vector<OpCase> build_cases() {
+  std::vector<OpCase> cases;
+  add_unary_cases(cases);
+  add_binary_cases(cases);
+  add_linear_cases(cases);
+  add_conv1d_cases(cases);
+  add_conv_transpose1d_cases(cases);
+  add_norm_cases(cases);
+  add_embedding_cases(cases);
+  add_attention_cases(cases);
+  add_rope_cases(cases);
+  add_write_rows_cases(cases);
+  add_length_cases(cases);
+  add_bucketize_cases(cases);
+  add_istft_cases(cases);
+  add_copy_cases(cases);
+  return cases;
+}
+
+// The worst error of `actual` against `expected` by the case's rule for `dtype`, with a message
+// where they disagree; NaN must match NaN when allowed.
+struct Comparison {
+  double worst = 0;
+  std::string failure;
+};
+
+Comparison compare(const Tensor& actual, const Tensor& expected, DType dtype, const OpCase& c) {
+  Comparison result;
+  if (actual.shape() != expected.shape()) {
+    result.failure = "shape " + actual.shape_string() + ", expected " + expected.shape_string();
+    return result;
+  }
+  const std::vector<float> a = actual.to_float_vector();
+  const std::vector<float> e = expected.to_float_vector();
+  const bool half = dtype != DType::F32;
+  double scale = 1;
+  if (half) {
+    for (float v : e) {
+      if (std::isfinite(v)) scale = std::max(scale, std::abs(static_cast<double>(v)));
+    }
+  }
+  size_t worst_at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(e[i]) || std::isnan(a[i])) {
+      if (!(c.allow_nan && std::isnan(e[i]) && std::isnan(a[i]))) {
+        result.failure = "element " + std::to_string(i) + " is " + std::to_string(a[i]) +
+                         ", expected " + std::to_string(e[i]);
+        return result;
+      }
+      continue;
+    }
+    if (std::isinf(e[i]) || std::isinf(a[i])) {
+      if (a[i] != e[i]) {
+        result.failure = "element " + std::to_string(i) + " is " + std::to_string(a[i]) +
+                         ", expected " + std::to_string(e[i]);
+        return result;
+      }
+      continue;
+    }
+    const double diff = std::abs(static_cast<double>(a[i]) - e[i]);
+    const double err =
+        half ? diff / scale : diff / std::max(1.0, std::abs(static_cast<double>(e[i])));
+    if (err > result.worst) {
+      result.worst = err;
+      worst_at = i;
+    }
+  }
+  const double tol = c.exact ? 0.0 : (half ? c.tolerance.half : c.tolerance.f32);
+  if (result.worst > tol) {
+    result.failure = "worst error " + std::to_string(result.worst) + " > " + std::to_string(tol) +
+                     " at element " + std::to_string(worst_at) + " (got " +
+                     std::to_string(a[worst_at]) + ", expected " + std::to_string(e[worst_at]) +
+                     (half ? ", scale " + std::to_string(scale) : std::string()) + ")";
+  }
+  return result;
+}
+
+// The message of the voxd::Error `run` throws, or nothing (with a failure) when it throws none.
+std::string error_of(const std::function<void()>& run, const std::string& where) {
+  try {
+    run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << where << " threw no voxd::Error";
+  return "";
+}
+
+class OpTableTest : public ::testing::Test {
+ public:
+  OpTableTest(OpTableTarget target, std::string group, DType dtype)
+      : target_(std::move(target)), group_(std::move(group)), dtype_(dtype) {}
+
+  void TestBody() override {
+    Backend& backend = target_.backend();
+    PoisonAllocator host_poison;
+    ReferenceBackend reference;
+    Context ref_ctx(reference, host_poison);
+    Context ctx(backend, target_.allocator());
+    const std::string dtype(dtype_name(dtype_));
+    int ran = 0;
+    double worst = 0;
+    std::string worst_case;
+    std::vector<std::string> skipped;
+    for (const OpCase& c : op_cases()) {
+      if (c.group != group_ ||
+          std::find(c.dtypes.begin(), c.dtypes.end(), dtype_) == c.dtypes.end()) {
+        continue;
+      }
+      if (c.large && !target_.include_large) {
+        skipped.push_back(c.description + ": a large case, run on devices only");
+        continue;
+      }
+      std::string missing;
+      for (OpKind op : c.needs) {
+        if (!reference.supports(op, DType::F32)) {
+          missing = "the reference does not run " + std::string(op_name(op));
+        } else if (!backend.supports(op, dtype_)) {
+          missing = backend.name() + " does not run " + std::string(op_name(op)) + " on " + dtype;
+        }
+        if (!missing.empty()) break;
+      }
+      if (!missing.empty()) {
+        skipped.push_back(c.description + ": " + missing);
+        continue;
+      }
+      SCOPED_TRACE(c.description + " in " + dtype + " on " + backend.name());
+      const double err = run_case(c, ref_ctx, ctx);
+      ++ran;
+      if (err >= worst) {
+        worst = err;
+        worst_case = c.description;
+      }
+    }
+    for (const std::string& s : skipped) std::printf("[   skip   ] %s\n", s.c_str());
+    if (ran == 0) {
+      std::string reasons;
+      for (const std::string& s : skipped) reasons += "\n  " + s;
+      GTEST_SKIP() << "no case of " << group_ << " ran in " << dtype << " on " << backend.name()
+                   << ":" << reasons;
+    }
+    std::printf("[ op table ] %s %s on %s: %d cases, worst error %.3g (%s)\n", group_.c_str(),
+                dtype.c_str(), backend.name().c_str(), ran, worst, worst_case.c_str());
+  }
+
+ private:
+  // Runs one case on both backends and compares; returns its worst error.
+  double run_case(const OpCase& c, Context& ref_ctx, Context& ctx) {
+    std::vector<Tensor> ref_in;
+    std::vector<Tensor> dev_in;
+    for (const CaseInput& input : c.inputs) {
+      Tensor t;
+      if (!input.none) {
+        t = input.given.defined() ? input.given
+                                  : random_tensor(input.shape, input.seed, input.lo, input.hi);
+      }
+      const bool floating = t.defined() && is_floating(t.dtype());
+      ref_in.push_back(floating ? t.to_host_contiguous(dtype_).to_host_contiguous(DType::F32) : t);
+      if (floating) {
+        dev_in.push_back(ops::to_device(ctx, t, dtype_));
+      } else {
+        dev_in.push_back(input.on_device ? ops::to_device(ctx, t, t.dtype()) : t);
+      }
+    }
+    if (!c.error.empty()) {
+      for (const auto& [where, run] : {std::pair<std::string, std::function<void()>>{
+                                           "the reference", [&] { c.run(ref_ctx, ref_in); }},
+                                       std::pair<std::string, std::function<void()>>{
+                                           ctx.backend().name(), [&] { c.run(ctx, dev_in); }}}) {
+        const std::string message = error_of(run, where);
+        EXPECT_NE(message.find(c.error), std::string::npos)
+            << where << " threw \"" << message << "\", expected it to contain \"" << c.error
+            << "\"";
+      }
+      return 0;
+    }
+    const Tensor expected = c.run(ref_ctx, ref_in);
+    const Tensor out = c.run(ctx, dev_in);
+    EXPECT_EQ(out.device(), ctx.device());
+    const bool floating = is_floating(expected.dtype());
+    EXPECT_EQ(out.dtype(), floating ? dtype_ : expected.dtype());
+    const Tensor actual = ops::to_host(ctx, out, floating ? DType::F32 : out.dtype());
+    const Comparison result = compare(actual, expected, dtype_, c);
+    EXPECT_TRUE(result.failure.empty()) << result.failure;
+    return result.worst;
+  }
+
+  OpTableTarget target_;
+  std::string group_;
+  DType dtype_;
+};
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = build_cases();
+  return cases;
+}
+
+void register_op_table(const OpTableTarget& target) {
+  std::vector<std::string> groups;
+  for (const OpCase& c : op_cases()) {
+    if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) {
+      groups.push_back(c.group);
+    }
+  }
+  for (const std::string& group : groups) {
+    for (DType dtype : target.dtypes) {
+      const bool any = std::any_of(op_cases().begin(), op_cases().end(), [&](const OpCase& c) {
+        return c.group == group &&
+               std::find(c.dtypes.begin(), c.dtypes.end(), dtype) != c.dtypes.end();
+      });
+      if (!any) continue;  // an F32-only op has no F16 test
+      const std::string name = group + "/" + std::string(dtype_name(dtype));
+      ::testing::RegisterTest(target.suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__,
+                              __LINE__, [target, group, dtype]() -> ::testing::Test* {
+                                return new OpTableTest(target, group, dtype);
+                              });
+    }
+  }
+}
+
+namespace {
+
+float from_bits(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+
+uint32_t bits_of(float value) {
+  return std::bit_cast<uint32_t>(value);
+}
+
+// The 16-bit patterns of a host F16 or BF16 tensor.
+std::vector<uint16_t> half_bits(const Tensor& t) {
+  std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
+  std::memcpy(bits.data(), t.raw_data(), bits.size() * sizeof(uint16_t));
+  return bits;
+}
+
+bool is_half_nan(uint16_t bits, DType dtype) {
+  const uint16_t exponent = dtype == DType::F16 ? 0x7C00 : 0x7F80;
+  return (bits & exponent) == exponent && (bits & ~exponent & 0x7FFF) != 0;
+}
+
+}  // namespace
+
+void check_dtype_conversions(Context& ctx) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // F32 value -> its F16 and BF16 patterns (IEEE 754 binary16; bfloat16 = the top half of
+  // binary32), round to nearest, ties to even. 0 stands for NaN (checked by class).
+  struct Rounding {
+    float value;
+    uint16_t f16;
+    uint16_t bf16;
+  };
+  const std::vector<Rounding> roundings = {
+      {1.0f, 0x3C00, 0x3F80},
+      {-2.0f, 0xC000, 0xC000},
+      {0.5f, 0x3800, 0x3F00},
+      {-0.0f, 0x8000, 0x8000},
+      {65504.0f, 0x7BFF, 0x4780},  // the largest finite F16; 65504 = 0x477FE000 ties up in BF16
+      {std::ldexp(1.0f, -14), 0x0400, 0x3880},         // the smallest normal F16
+      {std::ldexp(1.0f, -24), 0x0001, 0x3380},         // the smallest F16 subnormal
+      {std::ldexp(1.0f, -25), 0x0000, 0x3300},         // F16: half way to 2^-24, ties to even 0
+      {std::ldexp(3.0f, -25), 0x0002, 0x33C0},         // F16: between 1 and 2 ulps, ties to even 2
+      {1.0f + std::ldexp(1.0f, -11), 0x3C00, 0x3F80},  // F16 tie between 1 and 1 + 2^-10: 1
+      {1.0f + std::ldexp(3.0f, -11), 0x3C02, 0x3F80},  // F16 tie, up to the even 1 + 2^-9
+      {1.0f + std::ldexp(1.0f, -8), 0x3C04, 0x3F80},   // BF16 tie between 1 and 1 + 2^-7: 1
+      {1.0f + std::ldexp(3.0f, -8), 0x3C0C, 0x3F82},   // BF16 tie, up to the even 1 + 2^-6
+      {1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20), 0x3C04, 0x3F81},  // past the tie
+      {65520.0f, 0x7C00, 0x4780},  // F16: the tie between 65504 and 2^16 rounds to even (inf)
+      {1e6f, 0x7C00, 0x4974},      // 1e6 = 0x49742400: BF16 drops 0x2400
+      {from_bits(0x7F7FFFFF), 0x7C00, 0x7F80},  // the largest F32 overflows BF16 by rounding
+      {from_bits(0x7F7F0000), 0x7C00, 0x7F7F},  // the largest finite BF16
+      {from_bits(0x00010000), 0x0000, 0x0001},  // a F32 subnormal that BF16 holds exactly
+      {inf, 0x7C00, 0x7F80},
+      {-inf, 0xFC00, 0xFF80},
+      {nan, 0, 0},
+  };
+  const auto n = static_cast<int64_t>(roundings.size());
+  std::vector<float> values;
+  for (const Rounding& r : roundings) values.push_back(r.value);
+  // Column 0 of [n, 2]: a strided view of the values (column 1 is padding).
+  std::vector<float> padded;
+  for (float v : values) {
+    padded.push_back(v);
+    padded.push_back(7.0f);
+  }
+  const Tensor host = Tensor::from_vector({n}, values);
+  const Tensor host_strided = Tensor::from_vector({n, 2}, padded).select(1, 0);
+  const Tensor device_strided =
+      ops::to_device(ctx, Tensor::from_vector({n, 2}, padded)).select(1, 0);
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    const std::string name(dtype_name(dtype));
+    for (const auto& [what, source] :
+         {std::pair{"host to device", host}, std::pair{"strided host to device", host_strided},
+          std::pair{"strided on the device", device_strided}}) {
+      const Tensor converted = ops::to_device(ctx, source, dtype);
+      const std::vector<uint16_t> bits = half_bits(ops::to_host(ctx, converted, dtype));
+      for (size_t i = 0; i < roundings.size(); ++i) {
+        const uint16_t expected = dtype == DType::F16 ? roundings[i].f16 : roundings[i].bf16;
+        if (std::isnan(roundings[i].value)) {
+          EXPECT_TRUE(is_half_nan(bits[i], dtype))
+              << name << " " << what << ": NaN became 0x" << std::hex << bits[i];
+        } else {
+          EXPECT_EQ(bits[i], expected) << name << " " << what << ": " << roundings[i].value
+                                       << " (0x" << std::hex << bits_of(roundings[i].value)
+                                       << ") became 0x" << bits[i] << ", expected 0x" << expected;
+        }
+      }
+    }
+  }
+  // F16 / BF16 patterns -> the F32 values they stand for.
+  struct Widening {
+    uint16_t bits;
+    float value;
+  };
+  const std::vector<std::pair<DType, std::vector<Widening>>> widenings = {
+      {DType::F16,
+       {{0x3C01, 1.0f + std::ldexp(1.0f, -10)},
+        {0x0001, std::ldexp(1.0f, -24)},
+        {0x03FF, std::ldexp(1023.0f, -24)},
+        {0x7BFF, 65504.0f},
+        {0xC000, -2.0f},
+        {0x8000, -0.0f},
+        {0xFC00, -inf},
+        {0x7E00, nan}}},
+      {DType::BF16,
+       {{0x3F81, 1.0078125f},
+        {0x0001, from_bits(0x00010000)},
+        {0x7F7F, from_bits(0x7F7F0000)},
+        {0xC000, -2.0f},
+        {0x8000, -0.0f},
+        {0xFF80, -inf},
+        {0x7FC0, nan}}},
+  };
+  for (const auto& [dtype, list] : widenings) {
+    Tensor half = Tensor::empty({static_cast<int64_t>(list.size())}, dtype);
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::memcpy(static_cast<char*>(half.raw_data()) + 2 * i, &list[i].bits, 2);
+    }
+    const Tensor on_device = ops::to_device(ctx, half, dtype);
+    for (const Tensor& wide : {ops::to_host(ctx, ops::to_device(ctx, on_device, DType::F32)),
+                               ops::to_host(ctx, on_device, DType::F32)}) {
+      const std::vector<float> got = wide.to_float_vector();
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (std::isnan(list[i].value)) {
+          EXPECT_TRUE(std::isnan(got[i])) << dtype_name(dtype) << " NaN became " << got[i];
+        } else {
+          EXPECT_EQ(bits_of(got[i]), bits_of(list[i].value))
+              << dtype_name(dtype) << " 0x" << std::hex << list[i].bits << " became " << got[i]
+              << ", expected " << list[i].value;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace voxd::testing
