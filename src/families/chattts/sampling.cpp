@@ -44,7 +44,8 @@ void apply_top_p(std::span<float> logits, float top_p, int64_t min_keep) {
   std::vector<float> probs(n);
   softmax(logits, probs);
   const auto threshold = static_cast<float>(1.0f - top_p);
-  const size_t keep_from = n > static_cast<size_t>(min_keep) ? n - static_cast<size_t>(min_keep) : 0;
+  const size_t keep_from =
+      n > static_cast<size_t>(min_keep) ? n - static_cast<size_t>(min_keep) : 0;
   double cumulative = 0.0;
   std::vector<size_t> removed;
   for (size_t rank = 0; rank < keep_from; ++rank) {

@@ -1,0 +1,179 @@
+#include "families/chattts/gpt.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace voxd::chattts {
+
+Gpt Gpt::load(Context& ctx, const GptConfig& config, const WeightSource& transformer,
+              const WeightSource& embed, DType dtype) {
+  Gpt gpt;
+  gpt.config_ = config;
+  gpt.precision_ = PrecisionPolicy::for_weights(dtype);
+  const DType compute = gpt.precision_.compute;
+  const DType stream = gpt.precision_.stream;
+  const int64_t h = config.hidden_size;
+  const int64_t inner = config.intermediate_size;
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    Layer layer;
+    layer.input_norm = load_parameter(ctx, transformer, p + "input_layernorm.weight", {h}, stream);
+    layer.post_attention_norm =
+        load_parameter(ctx, transformer, p + "post_attention_layernorm.weight", {h}, stream);
+    layer.q = load_parameter(ctx, transformer, p + "self_attn.q_proj.weight", {h, h}, compute);
+    layer.k = load_parameter(ctx, transformer, p + "self_attn.k_proj.weight", {h, h}, compute);
+    layer.v = load_parameter(ctx, transformer, p + "self_attn.v_proj.weight", {h, h}, compute);
+    layer.o = load_parameter(ctx, transformer, p + "self_attn.o_proj.weight", {h, h}, compute);
+    layer.gate = load_parameter(ctx, transformer, p + "mlp.gate_proj.weight", {inner, h}, compute);
+    layer.up = load_parameter(ctx, transformer, p + "mlp.up_proj.weight", {inner, h}, compute);
+    layer.down = load_parameter(ctx, transformer, p + "mlp.down_proj.weight", {h, inner}, compute);
+    gpt.layers_.push_back(std::move(layer));
+  }
+  gpt.norm_ = load_parameter(ctx, transformer, "norm.weight", {h}, stream);
+  gpt.emb_text_ =
+      load_parameter(ctx, embed, "emb_text.weight", {config.num_text_tokens, h}, stream);
+  gpt.head_text_ =
+      load_parameter(ctx, embed, "head_text.weight", {config.num_text_tokens, h}, compute);
+  for (int64_t q = 0; q < config.num_vq; ++q) {
+    const std::string n = std::to_string(q);
+    gpt.emb_code_.push_back(load_parameter(ctx, embed, "emb_code." + n + ".weight",
+                                           {config.num_audio_tokens, h}, stream));
+    gpt.head_code_.push_back(load_parameter(ctx, embed, "head_code." + n + ".weight",
+                                            {config.num_audio_tokens, h}, compute));
+  }
+  return gpt;
+}
+
+KvCache Gpt::make_cache(Context& ctx, int64_t batch, int64_t capacity) const {
+  if (capacity < 1 || capacity > config_.max_position_embeddings) {
+    throw Error("chattts gpt: a cache of " + std::to_string(capacity) +
+                " positions is outside [1, max_position_embeddings = " +
+                std::to_string(config_.max_position_embeddings) + "]");
+  }
+  KvCache cache;
+  cache.capacity = capacity;
+  cache.lengths.assign(static_cast<size_t>(batch), 0);
+  const Shape shape = {batch, capacity, config_.num_attention_heads, config_.head_dim()};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    cache.keys.push_back(ops::empty(ctx, shape, precision_.compute));
+    cache.values.push_back(ops::empty(ctx, shape, precision_.compute));
+  }
+  return cache;
+}
+
+Tensor Gpt::embed(Context& ctx, const Tensor& ids, const Tensor& text_mask) const {
+  const int64_t num_vq = config_.num_vq;
+  if (ids.dim() != 3 || ids.size(2) != num_vq || ids.dtype() != DType::I64 ||
+      !ids.device().is_cpu()) {
+    throw Error("chattts gpt: ids must be I64 [B, T, " + std::to_string(num_vq) +
+                "] on the host, got " + ids.shape_string());
+  }
+  const int64_t b = ids.size(0);
+  const int64_t t = ids.size(1);
+  if (text_mask.shape() != Shape{b, t} || !text_mask.device().is_cpu()) {
+    throw Error("chattts gpt: text_mask must be [B, T] = [" + std::to_string(b) + ", " +
+                std::to_string(t) + "] on the host, got " + text_mask.shape_string());
+  }
+  const Tensor all = ids.to_host_contiguous(DType::I64);
+  const std::vector<int64_t> mask = text_mask.to_int_vector();
+  // Each table reads its own positions; at the others it looks up row 0, masked away (× 0).
+  const auto n = static_cast<size_t>(b * t);
+  std::vector<int64_t> text_ids(n, 0);
+  std::vector<std::vector<int64_t>> code_ids(static_cast<size_t>(num_vq), text_ids);
+  std::vector<float> is_text(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t* row = all.data<int64_t>() + static_cast<int64_t>(i) * num_vq;
+    is_text[i] = mask[i] != 0 ? 1.0f : 0.0f;
+    if (mask[i] != 0) {
+      text_ids[i] = row[0];
+    } else {
+      for (int64_t q = 0; q < num_vq; ++q) code_ids[static_cast<size_t>(q)][i] = row[q];
+    }
+  }
+  const Tensor text = ops::embedding(ctx, Tensor::from_vector({b, t}, text_ids), emb_text_);
+  Tensor code = ops::embedding(ctx, Tensor::from_vector({b, t}, code_ids[0]), emb_code_[0]);
+  for (int64_t q = 1; q < num_vq; ++q) {
+    const auto column = static_cast<size_t>(q);
+    code = ops::add(
+        ctx, code,
+        ops::embedding(ctx, Tensor::from_vector({b, t}, code_ids[column]), emb_code_[column]));
+  }
+  std::vector<float> is_code(is_text.size());
+  for (size_t i = 0; i < is_text.size(); ++i) is_code[i] = 1.0f - is_text[i];
+  const Tensor text_weight =
+      ops::to_device(ctx, Tensor::from_vector({b, t, 1}, is_text), precision_.stream);
+  const Tensor code_weight =
+      ops::to_device(ctx, Tensor::from_vector({b, t, 1}, is_code), precision_.stream);
+  return ops::add(ctx, ops::mul(ctx, text, text_weight), ops::mul(ctx, code, code_weight));
+}
+
+Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) const {
+  const int64_t hidden = config_.hidden_size;
+  if (embeddings.dim() != 3 || embeddings.size(2) != hidden) {
+    throw Error("chattts gpt: embeddings must be [B, T, " + std::to_string(hidden) + "], got " +
+                embeddings.shape_string());
+  }
+  const int64_t b = embeddings.size(0);
+  const int64_t t = embeddings.size(1);
+  if (static_cast<int64_t>(cache.lengths.size()) != b || cache.keys.size() != layers_.size()) {
+    throw Error("chattts gpt: the cache is for " + std::to_string(cache.lengths.size()) +
+                " sequences, the embeddings have " + std::to_string(b));
+  }
+  std::vector<int64_t> ends(cache.lengths);
+  for (int64_t& end : ends) {
+    end += t;
+    if (end > cache.capacity) {
+      throw Error("chattts gpt: a sequence of " + std::to_string(end) +
+                  " positions passes its cache of " + std::to_string(cache.capacity));
+    }
+  }
+  const int64_t heads = config_.num_attention_heads;
+  const int64_t head_dim = config_.head_dim();
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  const auto theta = static_cast<float>(config_.rope_theta);
+  AttentionParams attention;
+  attention.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  attention.key_lengths = ends;
+  attention.causal = true;
+  attention.query_offsets = cache.lengths;
+
+  Tensor x = precision_.to_stream(ctx, embeddings);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& layer = layers_[l];
+    const Tensor h = precision_.to_compute(ctx, ops::rms_norm(ctx, x, layer.input_norm, eps));
+    const auto heads_of = [&](const Tensor& projection) {
+      return ops::linear(ctx, h, projection, Tensor()).reshape({b, t, heads, head_dim});
+    };
+    const Tensor q = ops::rope(ctx, heads_of(layer.q), cache.lengths, theta);
+    const Tensor k = ops::rope(ctx, heads_of(layer.k), cache.lengths, theta);
+    ops::write_rows(ctx, cache.keys[l], k, cache.lengths);
+    ops::write_rows(ctx, cache.values[l], heads_of(layer.v), cache.lengths);
+    const Tensor attended =
+        ops::attention(ctx, q, cache.keys[l], cache.values[l], attention).reshape({b, t, hidden});
+    x = ops::add(ctx, x, precision_.to_stream(ctx, ops::linear(ctx, attended, layer.o, Tensor())));
+    const Tensor m =
+        precision_.to_compute(ctx, ops::rms_norm(ctx, x, layer.post_attention_norm, eps));
+    const Tensor gated = ops::mul(ctx, ops::silu(ctx, ops::linear(ctx, m, layer.gate, Tensor())),
+                                  ops::linear(ctx, m, layer.up, Tensor()));
+    x = ops::add(ctx, x, precision_.to_stream(ctx, ops::linear(ctx, gated, layer.down, Tensor())));
+  }
+  cache.lengths = ends;
+  return ops::rms_norm(ctx, x, norm_, eps);
+}
+
+Tensor Gpt::text_logits(Context& ctx, const Tensor& hidden) const {
+  return ops::to_device(
+      ctx, ops::linear(ctx, precision_.to_compute(ctx, hidden), head_text_, Tensor()), DType::F32);
+}
+
+std::vector<Tensor> Gpt::code_logits(Context& ctx, const Tensor& hidden) const {
+  const Tensor h = precision_.to_compute(ctx, hidden);
+  std::vector<Tensor> out;
+  for (const Tensor& head : head_code_) {
+    out.push_back(ops::to_device(ctx, ops::linear(ctx, h, head, Tensor()), DType::F32));
+  }
+  return out;
+}
+
+}  // namespace voxd::chattts

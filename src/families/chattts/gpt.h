@@ -1,0 +1,75 @@
+// ChatTTS's GPT (ChatTTS/model/gpt.py and embed.py): transformers' LlamaModel (RMSNorm, rotary
+// positions, SiLU-gated MLP, causal attention, no biases) fed embeddings instead of token ids —
+// a text position takes emb_text of its id, an audio position the sum of the num_vq emb_code
+// lookups — with head_text and the num_vq head_code heads on the final hidden states. Each step
+// appends its keys and values to a KvCache, so a new token costs one position of work.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/weight_loading.h"
+#include "core/weights.h"
+#include "families/chattts/model_config.h"
+
+namespace voxd::chattts {
+
+// Keys and values of every layer for `batch` sequences of up to `capacity` positions, and how
+// many each holds.
+struct KvCache {
+  std::vector<Tensor> keys;    // per layer [batch, capacity, heads, head_dim], compute dtype
+  std::vector<Tensor> values;  // the same
+  std::vector<int64_t> lengths;
+  int64_t capacity = 0;
+};
+
+class Gpt {
+ public:
+  // `transformer` holds the Llama stack by transformers' names (layers.N.self_attn.{q,k,v,o}_proj,
+  // layers.N.mlp.{gate,up,down}_proj, layers.N.{input,post_attention}_layernorm, norm);
+  // `embed` holds emb_text, emb_code.Q, head_text and head_code.Q (weight norm folded). Every
+  // shape is checked against `config`.
+  static Gpt load(Context& ctx, const GptConfig& config, const WeightSource& transformer,
+                  const WeightSource& embed, DType dtype = DType::F32);
+
+  // A cache for `batch` sequences of up to `capacity` positions (≤ max_position_embeddings),
+  // from ctx's allocator.
+  KvCache make_cache(Context& ctx, int64_t batch, int64_t capacity) const;
+
+  // Embed.forward: ids [B, T, num_vq] (I64, host), text_mask [B, T] (nonzero: a text position,
+  // which reads ids[..., 0]) -> [B, T, hidden] in the stream dtype. Ids outside their table
+  // throw voxd::Error naming the id.
+  Tensor embed(Context& ctx, const Tensor& ids, const Tensor& text_mask) const;
+  // The Llama stack over `embeddings` [B, T, hidden], continuing each sequence after the
+  // positions `cache` holds (positions cache.lengths[b] + t), whose keys and values it appends:
+  // the final hidden states [B, T, hidden] in the stream dtype. Throws voxd::Error when a
+  // sequence would pass the cache's capacity.
+  Tensor forward(Context& ctx, const Tensor& embeddings, KvCache& cache) const;
+  // head_text: hidden [B, T, hidden] -> logits [B, T, num_text_tokens] F32.
+  Tensor text_logits(Context& ctx, const Tensor& hidden) const;
+  // head_code[q] for each q: hidden [B, T, hidden] -> num_vq logits [B, T, num_audio_tokens] F32.
+  std::vector<Tensor> code_logits(Context& ctx, const Tensor& hidden) const;
+
+  const GptConfig& config() const { return config_; }
+  DType compute_dtype() const { return precision_.compute; }
+
+ private:
+  struct Layer {
+    Tensor input_norm, post_attention_norm;  // [hidden], stream dtype
+    Tensor q, k, v, o;                       // [hidden, hidden]
+    Tensor gate, up;                         // [intermediate, hidden]
+    Tensor down;                             // [hidden, intermediate]
+  };
+
+  GptConfig config_;
+  PrecisionPolicy precision_;
+  std::vector<Layer> layers_;
+  Tensor norm_;                    // [hidden]
+  Tensor emb_text_;                // [num_text_tokens, hidden], stream dtype
+  std::vector<Tensor> emb_code_;   // num_vq × [num_audio_tokens, hidden]
+  Tensor head_text_;               // [num_text_tokens, hidden]
+  std::vector<Tensor> head_code_;  // num_vq × [num_audio_tokens, hidden]
+};
+
+}  // namespace voxd::chattts
