@@ -24,6 +24,7 @@
 #include "core/memory_limit.h"
 #include "core/npy.h"
 #include "core/voice_directory.h"
+#include "families/chattts/synthesizer.h"
 #include "families/fastspeech2/synthesizer.h"
 #include "families/fastspeech2/voice.h"
 #include "families/registry.h"
@@ -46,10 +47,16 @@ struct SynthOptions {
   std::string voice;
   std::optional<std::string> text;
   std::optional<std::string> ids;
-  std::string speaker = "0";
+  std::optional<std::string> speaker;
   float speed = 1.0f;
   float pitch = 1.0f;
   float energy = 1.0f;
+  // ChatTTS voices.
+  std::optional<uint64_t> seed;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int64_t> top_k;
+  bool no_refine = false;
   std::string out = "out.wav";
   std::optional<std::string> format;
   std::optional<std::string> mel_out;
@@ -91,18 +98,70 @@ voxd::RuntimeOptions runtime_options(const GlobalOptions& global) {
   return options;
 }
 
+// The text to speak: --text, or all of standard input.
+std::string input_text(const SynthOptions& options) {
+  if (options.text) return *options.text;
+  return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+}
+
+// `voxd synth` for a ChatTTS voice: the GPT's two stages, the Decoder and Vocos.
+int run_chattts_synth(const GlobalOptions& global, const SynthOptions& options,
+                      const std::string& directory) {
+  if (options.ids) throw voxd::InputError("--ids applies to fastspeech2-hifigan voices only");
+  if (options.mel_out || options.chunk_frames != 0 || options.pitch != 1.0f ||
+      options.energy != 1.0f || options.speed != 1.0f) {
+    throw voxd::InputError(
+        "--mel-out, --chunk-frames, --speed, --pitch and --energy apply to fastspeech2-hifigan "
+        "voices only (a ChatTTS voice takes --seed, --speaker, --temperature, --top-p, --top-k "
+        "and --no-refine)");
+  }
+  voxd::DeviceRuntime runtime(runtime_options(global));
+  const auto load_start = Clock::now();
+  auto voice = voxd::chattts::Voice::load(runtime.weights_context(), directory);
+  spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, directory,
+               seconds_since(load_start));
+  voxd::AudioOutput output(options.out, options.format, voice->config().sample_rate);
+  voxd::chattts::GenerationOptions generation;
+  generation.seed = options.seed.value_or(0);
+  generation.speaker = options.speaker;
+  generation.temperature = options.temperature;
+  generation.top_p = options.top_p;
+  generation.top_k = options.top_k;
+  generation.refine_text = !options.no_refine;
+  generation.on_audio = [&output](const std::vector<float>& audio) {
+    output.write(audio.data(), audio.size());
+  };
+  const std::string text = input_text(options);
+  const auto start = Clock::now();
+  const voxd::chattts::Generation made =
+      voxd::chattts::Synthesizer(runtime.context(), *voice).synthesize(text, generation);
+  const double compute_seconds = seconds_since(start);
+  output.commit();
+  spdlog::info("{} sentence(s), {} code frames", made.sentences, made.code_frames);
+  report(output.description(), made.samples, voice->config().sample_rate, compute_seconds);
+  if (options.memory_summary) std::cerr << runtime.memory_summary();
+  return 0;
+}
+
 int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   if (options.text && options.ids) throw voxd::InputError("give either --text or --ids, not both");
+  const std::string directory = voxd::resolve_voice(options.voice);
+  if (voxd::families::registry().family_of(directory).type() == voxd::chattts::kChatTtsType) {
+    return run_chattts_synth(global, options, directory);
+  }
+  if (options.seed || options.temperature || options.top_p || options.top_k || options.no_refine) {
+    throw voxd::InputError(
+        "--seed, --temperature, --top-p, --top-k and --no-refine apply to chattts voices only");
+  }
   voxd::DeviceRuntime runtime(runtime_options(global));
   voxd::Context& ctx = runtime.context();
   const auto load_start = Clock::now();
-  const std::string directory = voxd::resolve_voice(options.voice);
   auto voice = voxd::Voice::load(runtime.weights_context(), directory);
   spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, directory,
                seconds_since(load_start));
 
   voxd::SynthesisOptions synthesis;
-  synthesis.speaker = voice->speaker_id(options.speaker);
+  synthesis.speaker = voice->speaker_id(options.speaker.value_or("0"));
   synthesis.speed = options.speed;
   synthesis.pitch = options.pitch;
   synthesis.energy = options.energy;
@@ -124,13 +183,7 @@ int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   if (options.ids) {
     utterance = synthesizer.synthesize_ids(voxd::text::parse_ids(*options.ids), synthesis, sink);
   } else {
-    std::string text;
-    if (options.text) {
-      text = *options.text;
-    } else {
-      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    }
-    utterance = synthesizer.synthesize_text(text, synthesis, sink);
+    utterance = synthesizer.synthesize_text(input_text(options), synthesis, sink);
   }
   const double compute_seconds = seconds_since(start);
   progress.clear();
@@ -262,7 +315,18 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--voice", synth.voice, kVoiceHelp)->required();
   synth_cmd->add_option("--text", synth.text, "Text to speak (default: read standard input)");
   synth_cmd->add_option("--ids", synth.ids, "Symbol ids instead of text, e.g. \"12 5 7\"");
-  synth_cmd->add_option("--speaker", synth.speaker, "Speaker name or id")->capture_default_str();
+  synth_cmd->add_option("--speaker", synth.speaker,
+                        "Speaker name or id (default 0); for a ChatTTS voice a named speaker, "
+                        "random (from --seed) or a spk_emb string copied from ChatTTS");
+  synth_cmd->add_option("--seed", synth.seed, "ChatTTS: sampling seed (default 0)");
+  synth_cmd->add_option("--temperature", synth.temperature, "ChatTTS: the code stage's temperature")
+      ->check(CLI::Range(0.01, 10.0));
+  synth_cmd->add_option("--top-p", synth.top_p, "ChatTTS: the code stage's top-P")
+      ->check(CLI::Range(0.01, 1.0));
+  synth_cmd->add_option("--top-k", synth.top_k, "ChatTTS: the code stage's top-K")
+      ->check(CLI::Range(1, 100000));
+  synth_cmd->add_flag("--no-refine", synth.no_refine,
+                      "ChatTTS: skip the refine-text stage (the original's skip_refine_text)");
   add_range_check(synth_cmd->add_option("--speed", synth.speed, "Speaking rate, 0.25 to 4")
                       ->capture_default_str(),
                   0.25, 4.0);

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "families/chattts/family.h"
 #include "families/fastspeech2/family.h"
 
 namespace voxd::families {
@@ -10,6 +11,7 @@ const scheduler::FamilyRegistry& registry() {
   static const scheduler::FamilyRegistry families = [] {
     scheduler::FamilyRegistry made;
     made.add(std::make_unique<fastspeech2::Family>());
+    made.add(std::make_unique<chattts::Family>());
     return made;
   }();
   return families;

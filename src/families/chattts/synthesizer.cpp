@@ -1,0 +1,213 @@
+#include "families/chattts/synthesizer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "families/chattts/sampling.h"
+
+namespace voxd::chattts {
+
+struct Synthesizer::Stage {
+  bool code = false;  // the audio-code stage (num_vq rows per step), else the text stage
+  float temperature = 1.0f;
+  int64_t max_new_token = 0;
+  SamplingParams sampling;
+};
+
+namespace {
+
+// A seed of its own for each sentence and stage, so that their draws never repeat each other's.
+uint64_t stage_seed(uint64_t seed, size_t sentence, int stage) {
+  return seed ^ (0x9e3779b97f4a7c15ULL * (2 * static_cast<uint64_t>(sentence) + stage + 1));
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Voice> Voice::load(Context& ctx, const std::string& directory, DType dtype) {
+  std::unique_ptr<Voice> voice(new Voice());
+  voice->config_ = VoiceConfig::load(directory);
+  const VoiceConfig& c = voice->config_;
+  Tokenizer tokenizer = Tokenizer::from_file(c.tokenizer_path);
+  if (tokenizer.vocab_size() != c.gpt.num_text_tokens) {
+    throw InputError(c.tokenizer_path + ": the tokenizer has " +
+                     std::to_string(tokenizer.vocab_size()) + " tokens, the GPT's emb_text " +
+                     std::to_string(c.gpt.num_text_tokens) + "; they come from different models");
+  }
+  voice->front_end_ = std::make_unique<TextFrontEnd>(std::move(tokenizer), c.language);
+  voice->speakers_ = std::make_unique<Speakers>(c);
+  voice->gpt_ = Gpt::load(ctx, c.gpt, *SafetensorsFile::open(c.gpt_weights_path),
+                          *SafetensorsFile::open(c.embed_weights_path), dtype);
+  voice->decoder_ =
+      Dvae::load(ctx, c.decoder, *SafetensorsFile::open(c.decoder_weights_path), dtype);
+  voice->vocos_ = Vocos::load(ctx, c.vocos, *SafetensorsFile::open(c.vocos_weights_path), dtype);
+  return voice;
+}
+
+std::vector<int64_t> Synthesizer::prompt_ids(const std::string& template_text,
+                                             const std::string& prompt,
+                                             const std::vector<int64_t>& text_ids) const {
+  const size_t at = template_text.find("{text}");
+  VOXD_CHECK(at != std::string::npos, "a ChatTTS prompt template has no {text}");
+  const auto fill = [&](std::string part) {
+    replace_all(part, "{prompt}", prompt);
+    replace_all(part, "{txt_smp}", "");
+    const std::vector<int32_t> ids = voice_.front_end().tokenizer().encode(part);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  };
+  std::vector<int64_t> ids = fill(template_text.substr(0, at));
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  const std::vector<int64_t> suffix = fill(template_text.substr(at + 6));
+  ids.insert(ids.end(), suffix.begin(), suffix.end());
+  return ids;
+}
+
+Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, const Stage& stage,
+                                        const std::vector<float>* speaker, uint64_t seed) const {
+  const Gpt& gpt = voice_.gpt();
+  const GptConfig& c = gpt.config();
+  const int64_t num_vq = c.num_vq;
+  const auto length = static_cast<int64_t>(prompt.size());
+  if (length >= c.max_position_embeddings) {
+    throw InputError("a sentence's prompt of " + std::to_string(length) +
+                     " tokens does not fit the GPT's " + std::to_string(c.max_position_embeddings) +
+                     " positions; split the text into shorter sentences");
+  }
+  const int64_t capacity = std::min(length + stage.max_new_token, c.max_position_embeddings);
+  KvCache cache = gpt.make_cache(ctx_, 1, capacity);
+
+  // The prompt: text positions, each id in every code column as the original expands it.
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(length * num_vq));
+  for (int64_t id : prompt) ids.insert(ids.end(), static_cast<size_t>(num_vq), id);
+  Tensor embedded =
+      gpt.embed(ctx_, Tensor::from_vector({1, length, num_vq}, ids),
+                Tensor::from_vector({1, length}, std::vector<int64_t>(prompt.size(), 1)));
+  if (speaker != nullptr) {
+    Tensor host = ops::to_host(ctx_, embedded);
+    for (int64_t t = 0; t < length; ++t) {
+      if (prompt[static_cast<size_t>(t)] != voice_.config().speaker_token) continue;
+      std::copy(speaker->begin(), speaker->end(), host.data<float>() + t * c.hidden_size);
+    }
+    embedded = ops::to_device(ctx_, host, embedded.dtype());
+  }
+  Tensor hidden = gpt.forward(ctx_, embedded, cache);
+  Tensor last = ops::contiguous(ctx_, hidden.narrow(1, length - 1, 1));
+
+  const int64_t rows = stage.code ? num_vq : 1;
+  std::vector<std::vector<int64_t>> history(static_cast<size_t>(rows));
+  Made made;
+  std::vector<float> probs;
+  for (int64_t step = 0; step < stage.max_new_token; ++step) {
+    std::vector<Tensor> logits;
+    if (stage.code) {
+      logits = gpt.code_logits(ctx_, last);
+    } else {
+      logits.push_back(gpt.text_logits(ctx_, last));
+    }
+    std::vector<int64_t> picked(static_cast<size_t>(rows));
+    bool ended = false;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> row = ops::to_host(ctx_, logits[static_cast<size_t>(r)]).to_float_vector();
+      process_logits(row, stage.temperature, history[static_cast<size_t>(r)], step, stage.sampling);
+      probs.resize(row.size());
+      softmax(row, probs);
+      const int64_t token = draw_token(
+          probs, uniform_draw(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(r)));
+      picked[static_cast<size_t>(r)] = token;
+      ended = ended || token == stage.sampling.eos;
+    }
+    if (ended) break;
+    if (stage.code) {
+      made.codes.push_back(picked);
+      const std::vector<float> produced = ops::to_host(ctx_, last).to_float_vector();
+      made.hidden.insert(made.hidden.end(), produced.begin(), produced.end());
+    } else {
+      made.text.push_back(picked[0]);
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      history[static_cast<size_t>(r)].push_back(picked[static_cast<size_t>(r)]);
+    if (cache.lengths[0] >= capacity) break;
+    std::vector<int64_t> next =
+        stage.code ? picked : std::vector<int64_t>(static_cast<size_t>(num_vq), picked[0]);
+    last = gpt.forward(
+        ctx_,
+        gpt.embed(ctx_, Tensor::from_vector({1, 1, num_vq}, next),
+                  Tensor::from_vector({1, 1}, std::vector<int64_t>{stage.code ? 0 : 1})),
+        cache);
+  }
+  return made;
+}
+
+Generation Synthesizer::synthesize(std::string_view text, const GenerationOptions& options) const {
+  const VoiceConfig& config = voice_.config();
+  const GptConfig& gpt = voice_.gpt().config();
+  const text::Analysis analysis = voice_.front_end().analyze(text);
+  std::optional<std::vector<float>> speaker;
+  if (options.speaker) {
+    speaker = normalize_speaker(
+        voice_.speakers().resolve(*options.speaker, options.seed, gpt.hidden_size));
+  }
+  // The original removes these from the text before building the code stage's prompt.
+  std::vector<int64_t> removed;
+  for (const char* token : {"[Stts]", "[spk_emb]", "[empty_spk]"}) {
+    if (auto id = voice_.front_end().tokenizer().token_id(token)) removed.push_back(*id);
+  }
+
+  Stage refine{.code = false,
+               .temperature = config.refine_text.temperature,
+               .max_new_token = config.refine_text.max_new_token,
+               .sampling = config.refine_text.sampling};
+  Stage code{.code = true,
+             .temperature = options.temperature.value_or(config.infer_code.temperature),
+             .max_new_token = config.infer_code.max_new_token,
+             .sampling = config.infer_code.sampling};
+  if (options.top_p) code.sampling.top_p = options.top_p;
+  if (options.top_k) code.sampling.top_k = options.top_k;
+
+  Generation out;
+  for (size_t s = 0; s < analysis.sentences.size(); ++s) {
+    const text::Sentence& sentence = analysis.sentences[s];
+    std::vector<int64_t> text_ids = sentence.ids;
+    if (options.refine_text) {
+      const Made refined = generate(
+          prompt_ids(config.refine_text.prompt_template, config.refine_text.prompt, text_ids),
+          refine, nullptr, stage_seed(options.seed, s, 0));
+      std::vector<int64_t> kept;
+      for (int64_t id : refined.text) {
+        if (id < config.refine_keep_below) kept.push_back(id);
+      }
+      if (!kept.empty()) text_ids = std::move(kept);
+    }
+    std::erase_if(text_ids, [&](int64_t id) {
+      return std::find(removed.begin(), removed.end(), id) != removed.end();
+    });
+    const std::string& code_template =
+        speaker ? config.infer_code.prompt_template : config.infer_code_template_without_speaker;
+    const Made made = generate(prompt_ids(code_template, config.infer_code.prompt, text_ids), code,
+                               speaker ? &*speaker : nullptr, stage_seed(options.seed, s, 1));
+    ++out.sentences;
+    const auto frames = static_cast<int64_t>(made.codes.size());
+    out.code_frames += frames;
+    std::vector<float> audio;
+    if (frames > 0) {
+      const Tensor hidden = ops::to_device(
+          ctx_, Tensor::from_vector({1, frames, gpt.hidden_size}, made.hidden), DType::F32);
+      const Tensor mel = voice_.decoder().decode_hidden(ctx_, hidden);
+      audio = ops::to_host(ctx_, voice_.vocos().forward(ctx_, mel)).to_float_vector();
+    }
+    audio.resize(
+        audio.size() + static_cast<size_t>(sentence.pause_after_ms * config.sample_rate / 1000),
+        0.0f);
+    out.samples += static_cast<int64_t>(audio.size());
+    if (options.on_audio && !audio.empty()) options.on_audio(audio);
+  }
+  return out;
+}
+
+}  // namespace voxd::chattts
