@@ -335,7 +335,7 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
             result = self.voxd(command[0], "--voice", "no-such-voice", *command[1:], env=env)
             self.assert_input_error(result, "voice named 'no-such-voice'",
                                        f"looked in {VOICES}, {REPO_VOICES}",
-                                       "voices found: en-demo, tiny-arpabet, tiny-ipa")
+                                       "voices found: en-demo, tiny-arpabet, tiny-chattts, tiny-ipa")
 
     def test_serve_by_name(self):
         server = subprocess.Popen([VOXD, "serve", "--voice", "tiny-ipa", "--port", "0",
@@ -357,10 +357,11 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         result = self.voxd("voices", env={"VOXD_VOICES": VOICES})
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = [line.split("\t") for line in result.stdout.splitlines()]
-        self.assertEqual([row[0] for row in rows], ["en-demo", "tiny-arpabet", "tiny-ipa"])
+        self.assertEqual([row[0] for row in rows],
+                         ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa"])
         for row in rows:
             self.assertEqual(len(row), 6, row)
-            self.assertEqual(row[2], "22050 Hz")
+            self.assertEqual(row[2], "24000 Hz" if row[0] == "tiny-chattts" else "22050 Hz")
             self.assertTrue(os.path.isfile(os.path.join(row[5], "config.json")), row)
         self.assertEqual(rows[0][1:], ["en-us", "22050 Hz", "espeak-ipa", "1 speaker(s)",
                                        os.path.join(REPO_VOICES, "en-demo")])
@@ -372,7 +373,7 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         listed = self.voxd("voices", VOICES)
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertEqual([line.split("\t")[0] for line in listed.stdout.splitlines()],
-                         ["tiny-arpabet", "tiny-ipa"])
+                         ["tiny-arpabet", "tiny-chattts", "tiny-ipa"])
 
     def synth_bytes(self, *args):
         """voxd synth with its info log and memory summary on, which go to stderr."""
