@@ -1,0 +1,179 @@
+// Times ChatTTS's audio-code stage and its vocoding on one device, the way bench/chattts_peer.py
+// times the original's loop (transformers' LlamaModel with past_key_values): a prompt of
+// `--prompt` tokens prefilled, then `--steps` decode steps at batch 1, each the four code heads'
+// logits copied to the host, processed (temperature, repetition penalty, top-P, top-K) and drawn,
+// and the four codes embedded for the next step; then the Decoder + Vocos over the hidden states
+// of `--frames`/2 steps. Prints decode steps per second (median of --runs) and the vocoding's
+// real-time factor. The voice is a directory made by bench/make_chattts_bench_voice.py.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "core/voice_directory.h"
+#include "families/chattts/dvae.h"
+#include "families/chattts/gpt.h"
+#include "families/chattts/sampling.h"
+#include "families/chattts/vocos.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace voxd;
+using namespace voxd::chattts;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+DType parse_dtype(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  throw InputError("--dtype: expected f32, f16 or bf16, got '" + name + "'");
+}
+
+// The code stage's decode loop: `steps` steps after a prefill of `prompt` tokens. Returns the
+// seconds the steps took (the prefill not counted) and leaves each step's hidden state in
+// `hidden`.
+double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, int64_t steps,
+              std::vector<float>& hidden) {
+  const GptConfig& c = gpt.config();
+  KvCache cache = gpt.make_cache(ctx, 1, prompt + steps + 1);
+  std::vector<int64_t> ids(static_cast<size_t>(prompt * c.num_vq));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i / 4 % 1000 + 5);
+  Tensor last = gpt.forward(
+      ctx,
+      gpt.embed(
+          ctx, Tensor::from_vector({1, prompt, c.num_vq}, ids),
+          Tensor::from_vector({1, prompt}, std::vector<int64_t>(static_cast<size_t>(prompt), 1))),
+      cache);
+  last = ops::contiguous(ctx, last.narrow(1, prompt - 1, 1));
+  backend.synchronize();
+  SamplingParams sampling;
+  sampling.repetition_penalty = 1.05f;
+  sampling.top_p = 0.7f;
+  sampling.top_k = 20;
+  sampling.eos = c.num_audio_tokens - 1;
+  std::vector<std::vector<int64_t>> history(static_cast<size_t>(c.num_vq));
+  std::vector<float> probs;
+  hidden.clear();
+  const Clock::time_point start = Clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    const std::vector<Tensor> logits = gpt.code_logits(ctx, last);
+    std::vector<int64_t> codes(static_cast<size_t>(c.num_vq));
+    for (int64_t q = 0; q < c.num_vq; ++q) {
+      std::vector<float> row = ops::to_host(ctx, logits[static_cast<size_t>(q)]).to_float_vector();
+      process_logits(row, 0.3f, history[static_cast<size_t>(q)], step, sampling);
+      probs.resize(row.size());
+      softmax(row, probs);
+      // The benchmark runs every step: a drawn EOS becomes the code before it.
+      codes[static_cast<size_t>(q)] = std::min(
+          draw_token(probs, uniform_draw(1, static_cast<uint64_t>(step), static_cast<uint64_t>(q))),
+          sampling.eos - 1);
+      history[static_cast<size_t>(q)].push_back(codes[static_cast<size_t>(q)]);
+    }
+    const std::vector<float> h = ops::to_host(ctx, last).to_float_vector();
+    hidden.insert(hidden.end(), h.begin(), h.end());
+    last = gpt.forward(ctx,
+                       gpt.embed(ctx, Tensor::from_vector({1, 1, c.num_vq}, codes),
+                                 Tensor::from_vector({1, 1}, std::vector<int64_t>{0})),
+                       cache);
+  }
+  backend.synchronize();
+  return seconds_since(start);
+}
+
+int run(const std::string& voice_dir, const std::string& backend_name,
+        const std::string& dtype_name, int64_t prompt, int64_t steps, int64_t frames, int runs) {
+  const DType dtype = parse_dtype(dtype_name);
+  DeviceRuntime runtime(RuntimeOptions{.backend = backend_name});
+  Context& ctx = runtime.context();
+  const VoiceConfigFile file = read_voice_config(voice_dir);
+  const std::string dir = file.directory + "/";
+  const GptConfig gpt_config = GptConfig::from_json(file.root.at("gpt"), file.path + ": gpt");
+  DvaeConfig decoder_config =
+      DvaeConfig::from_json(file.root.at("decoder"), file.path + ": decoder", true);
+  const VocosConfig vocos_config = VocosConfig::from_json(file.root.at("vocos"), file.path);
+  const Gpt gpt = Gpt::load(runtime.weights_context(), gpt_config,
+                            *SafetensorsFile::open(dir + "gpt.safetensors"),
+                            *SafetensorsFile::open(dir + "embed.safetensors"), dtype);
+  const Dvae decoder = Dvae::load(runtime.weights_context(), decoder_config,
+                                  *SafetensorsFile::open(dir + "decoder.safetensors"), dtype);
+  const Vocos vocos = Vocos::load(runtime.weights_context(), vocos_config,
+                                  *SafetensorsFile::open(dir + "vocos.safetensors"), dtype);
+
+  std::vector<float> hidden;
+  (void)decode(ctx, runtime.backend(), gpt, prompt, 8, hidden);  // warm-up: kernels, cuBLAS
+  std::vector<double> rates;
+  for (int r = 0; r < runs; ++r) {
+    rates.push_back(static_cast<double>(steps) /
+                    decode(ctx, runtime.backend(), gpt, prompt, steps, hidden));
+  }
+  std::sort(rates.begin(), rates.end());
+
+  const int64_t hidden_steps = std::min<int64_t>(frames / 2, steps);
+  const Tensor states = ops::to_device(
+      ctx,
+      Tensor::from_vector(
+          {1, hidden_steps, gpt_config.hidden_size},
+          std::vector<float>(hidden.begin(),
+                             hidden.begin() + hidden_steps * gpt_config.hidden_size)),
+      DType::F32);
+  std::vector<double> vocode_s;
+  int64_t samples = 0;
+  for (int r = 0; r < runs + 1; ++r) {
+    runtime.backend().synchronize();
+    const Clock::time_point start = Clock::now();
+    const Tensor audio = ops::to_host(ctx, vocos.forward(ctx, decoder.decode_hidden(ctx, states)));
+    if (r > 0) vocode_s.push_back(seconds_since(start));  // the first run warms up
+    samples = audio.size(1);
+  }
+  std::sort(vocode_s.begin(), vocode_s.end());
+  const double audio_s = static_cast<double>(samples) / 24000.0;
+  std::printf(
+      "| device | dtype | prompt | decode steps/s (batch 1) | min..max | Decoder+Vocos %lld frames "
+      "| RTF |\n",
+      static_cast<long long>(2 * hidden_steps));
+  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("| %s | %s | %lld | %.1f | %.1f..%.1f | %.2f ms for %.2f s | %.5f |\n",
+              runtime.device().to_string().c_str(), dtype_name.c_str(),
+              static_cast<long long>(prompt), rates[rates.size() / 2], rates.front(), rates.back(),
+              1e3 * vocode_s[vocode_s.size() / 2], audio_s,
+              vocode_s[vocode_s.size() / 2] / audio_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ChatTTS decode-step and vocoding benchmark"};
+  std::string voice;
+  std::string backend = "cuda";
+  std::string dtype = "f32";
+  int64_t prompt = 64;
+  int64_t steps = 300;
+  int64_t frames = 1000;
+  int runs = 3;
+  app.add_option("--voice", voice, "A ChatTTS voice directory")->required();
+  app.add_option("--backend", backend)->capture_default_str();
+  app.add_option("--dtype", dtype, "f32, f16 or bf16")->capture_default_str();
+  app.add_option("--prompt", prompt, "Prompt tokens prefilled before the steps")
+      ->capture_default_str();
+  app.add_option("--steps", steps, "Decode steps timed per run")->capture_default_str();
+  app.add_option("--frames", frames, "Mel frames the Decoder and Vocos make")
+      ->capture_default_str();
+  app.add_option("--runs", runs, "Runs (the median is reported)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(voice, backend, dtype, prompt, steps, frames, runs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chattts_bench: %s\n", e.what());
+    return 2;
+  }
+}
