@@ -7,37 +7,6 @@
 
 namespace voxd {
 
-const std::vector<OpKind>& all_op_kinds() {
-  static const std::vector<OpKind> kinds = {
-      OpKind::Relu,
-      OpKind::LeakyRelu,
-      OpKind::Tanh,
-      OpKind::Exp,
-      OpKind::Scale,
-      OpKind::Silu,
-      OpKind::Gelu,
-      OpKind::Sin,
-      OpKind::Cos,
-      OpKind::ClampMax,
-      OpKind::Add,
-      OpKind::Mul,
-      OpKind::Linear,
-      OpKind::Conv1d,
-      OpKind::ConvTranspose1d,
-      OpKind::LayerNorm,
-      OpKind::RmsNorm,
-      OpKind::Embedding,
-      OpKind::Attention,
-      OpKind::Rope,
-      OpKind::WriteRows,
-      OpKind::ZeroBeyondLengths,
-      OpKind::LengthRegulate,
-      OpKind::Bucketize,
-      OpKind::Istft,
-  };
-  return kinds;
-}
-
 std::string_view op_name(OpKind op) {
   switch (op) {
     case OpKind::Relu:
