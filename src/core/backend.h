@@ -76,11 +76,9 @@ enum class OpKind : uint8_t {
   ZeroBeyondLengths,
   LengthRegulate,
   Bucketize,
-  Istft,
+  Istft,  // the last: OpKind values run from 0 to Istft
 };
 
-// Every OpKind, in declaration order.
-const std::vector<OpKind>& all_op_kinds();
 // The op as core/ops.h names it: "relu", "conv_transpose1d", "rms_norm".
 std::string_view op_name(OpKind op);
 OpKind op_kind(UnaryOp op);

@@ -365,7 +365,9 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
 
 TEST(OpKinds, EveryKindHasItsName) {
   std::vector<std::string> names;
-  for (OpKind op : all_op_kinds()) names.emplace_back(op_name(op));
+  for (int op = 0; op <= static_cast<int>(OpKind::Istft); ++op) {
+    names.emplace_back(op_name(static_cast<OpKind>(op)));
+  }
   EXPECT_EQ(names.size(), 25u);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a name twice";

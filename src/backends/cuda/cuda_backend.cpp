@@ -32,6 +32,11 @@ constexpr int64_t kScratchElements = int64_t{1} << 24;
 constexpr int64_t kFftFrames = 4096;
 // cuFFT plans kept per backend; the oldest goes first.
 constexpr size_t kMaxFftPlans = 32;
+
+// The cuFFT work area a PlanOnly backend counts for `transforms` inverse FFTs of n points.
+size_t plan_only_fft_work_bytes(int64_t n, int64_t transforms) {
+  return static_cast<size_t>(transforms) * static_cast<size_t>(n) * 2 * sizeof(float);
+}
 // cublasSetWorkspace needs this alignment.
 constexpr uintptr_t kWorkspaceAlignment = 256;
 
@@ -972,14 +977,6 @@ void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vecto
                    handles_->stream, op);
 }
 
-int64_t CudaBackend::istft_items_per_chunk(int64_t batch, int64_t frames) {
-  return std::clamp<int64_t>(kFftFrames / frames, 1, batch);
-}
-
-size_t CudaBackend::plan_only_fft_work_bytes(int64_t n_fft, int64_t transforms) {
-  return static_cast<size_t>(transforms) * static_cast<size_t>(n_fft) * 2 * sizeof(float);
-}
-
 void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,
                         Tensor& out, const KernelScratch& scratch) {
   const char* op = "istft";
@@ -992,7 +989,7 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   // Whole batch items per chunk: their frames' spectra are packed for cuFFT, transformed into
   // frame signals, then overlap-added into their outputs. Two plan sizes at most: full chunks and
   // the last, shorter one.
-  const int64_t items = istft_items_per_chunk(batch, frames);
+  const int64_t items = std::clamp<int64_t>(kFftFrames / frames, 1, batch);
   const int64_t last_items = batch - (batch - 1) / items * items;
   if (!plan_only()) open(op);  // the plans are made on the device, in a planning pass too
   const auto work_bytes = [&](int64_t chunk_items) {

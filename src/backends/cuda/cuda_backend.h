@@ -125,19 +125,16 @@ class CudaBackend final : public Backend {
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
                        Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
-  // cuFFT's inverse real transform over chunks of whole batch items (istft_items_per_chunk),
-  // between a kernel that packs the bins and one that overlap-adds and normalises. cuFFT plans
-  // are cached by shape (32 at most); their work areas come from the call's scratch
-  // (cufftSetAutoAllocation(0), cufftSetWorkArea), so a planning pass counts them: exactly on a
-  // backend with a device (the plan reports its size), as plan_only_fft_work_bytes on a PlanOnly
-  // backend (cuFFT sizes work areas only with a device).
+  // cuFFT's inverse real transform over chunks of whole batch items (as many as fit 4096
+  // frames, at least one), between a kernel that packs the bins and one that overlap-adds and
+  // normalises. cuFFT plans are cached by shape (32 at most; the first call of a shape makes its
+  // plan, so it must not be recorded by capture()); their work areas come from the call's
+  // scratch (cufftSetAutoAllocation(0), cufftSetWorkArea), so a planning pass counts them:
+  // exactly on a backend with a device (the plan reports its size), on a PlanOnly backend as one
+  // complex value per transformed point (cuFFT sizes work areas only with a device; the GPU test
+  // checks that this is at least what cuFFT asks for).
   void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
              const KernelScratch& scratch) override;
-  // Batch items one istft chunk transforms: as many as fit 4096 frames, at least one.
-  static int64_t istft_items_per_chunk(int64_t batch, int64_t frames);
-  // The work area a PlanOnly backend counts for `transforms` inverse FFTs of n_fft points: one
-  // complex value per point, which the GPU test checks to be at least what cuFFT asks for.
-  static size_t plan_only_fft_work_bytes(int64_t n_fft, int64_t transforms);
 
  private:
   struct Handles;  // stream, cuBLAS handle and staging ring (CUDA types stay out of this header)
