@@ -56,8 +56,8 @@ KvCache Gpt::make_cache(Context& ctx, int64_t batch, int64_t capacity) const {
   cache.lengths.assign(static_cast<size_t>(batch), 0);
   const Shape shape = {batch, capacity, config_.num_attention_heads, config_.head_dim()};
   for (size_t i = 0; i < layers_.size(); ++i) {
-    cache.keys.push_back(ops::empty(ctx, shape, precision_.compute));
-    cache.values.push_back(ops::empty(ctx, shape, precision_.compute));
+    cache.keys.push_back(ops::zeros(ctx, shape, precision_.compute));
+    cache.values.push_back(ops::zeros(ctx, shape, precision_.compute));
   }
   return cache;
 }

@@ -34,7 +34,8 @@ class Gpt {
                   const WeightSource& embed, DType dtype = DType::F32);
 
   // A cache for `batch` sequences of up to `capacity` positions (≤ max_position_embeddings),
-  // from ctx's allocator.
+  // from ctx's allocator, zeroed (attention reads rows past a sequence's length times zero, so
+  // they must be finite).
   KvCache make_cache(Context& ctx, int64_t batch, int64_t capacity) const;
 
   // Embed.forward: ids [B, T, num_vq] (I64, host), text_mask [B, T] (nonzero: a text position,
