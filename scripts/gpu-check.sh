@@ -85,9 +85,9 @@ BUILD="$ROOT/build-gpu"
 DIST="$BUILD/dist"
 # GPU_TESTS (a space-separated list) narrows the test binaries packed and run.
 ALL_TESTS="test_cuda_ops test_cuda_models test_cuda_chunker test_cuda_caching_allocator"
-ALL_TESTS+=" test_workspace_plan test_cuda_graphs test_cuda_leak"
+ALL_TESTS+=" test_workspace_plan test_cuda_graphs test_cuda_leak test_cuda_chattts"
 read -r -a TESTS <<<"${GPU_TESTS:-$ALL_TESTS}"
-BENCHES=(voxd_gpu_bench)
+BENCHES=(voxd_gpu_bench voxd_chattts_bench)
 
 # Shared libraries the GPU machine has of its own (glibc, the GCC runtime, CUDA's): not packed.
 system_library() {
@@ -370,7 +370,7 @@ check() {
       local -A filters=([test_cuda_ops]='-*/F16:CudaDeviceAllocator.CountsAndReportsOutOfMemory'
         [test_cuda_models]='*_F32' [test_cuda_chunker]='*'
         [test_cuda_caching_allocator]='-CudaCachingAllocator.ADriverOutOfMemoryBecomesTheSameCleanError'
-        [test_workspace_plan]='*' [test_cuda_leak]='-*'
+        [test_workspace_plan]='*' [test_cuda_leak]='-*' [test_cuda_chattts]='*'
         [test_cuda_graphs]='-CaptureOnGpu.UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable')
       local log errors rc
       for t in "${TESTS[@]}"; do

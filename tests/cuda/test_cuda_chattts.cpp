@@ -1,0 +1,145 @@
+// ChatTTS's networks on the CUDA backend in F32, F16 and BF16 against the fixtures of
+// tools/reference/chattts_fixtures.py (the same ones tests/families/chattts/models_test.cpp
+// checks on the host): the GPT's hidden states and logits in one pass and through the KV cache,
+// the Decoder's and the DVAE's mel, Vocos's audio. Device memory comes poisoned (NaN), so a
+// cache row or an output element no kernel wrote shows up. F32: max abs error ≤ 1e-4; F16:
+// relative L2 ≤ 1e-2; BF16 (8 mantissa bits, F32 stream): relative L2 ≤ 3e-2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/safetensors.h"
+#include "cuda_test_util.h"
+#include "families/chattts/dvae.h"
+#include "families/chattts/gpt.h"
+#include "families/chattts/vocos.h"
+
+namespace voxd::chattts {
+namespace {
+
+using testing::cuda_backend;
+using testing::PoisonDeviceAllocator;
+using testing::relative_l2;
+using testing::source_dir;
+
+std::string fixture_dir(const std::string& name) {
+  return source_dir() + "/tests/fixtures/chattts/" + name + "/";
+}
+
+nlohmann::json read_config(const std::string& name) {
+  std::ifstream in(fixture_dir(name) + "config.json");
+  return nlohmann::json::parse(in);
+}
+
+std::shared_ptr<SafetensorsFile> open(const std::string& name, const std::string& file) {
+  return SafetensorsFile::open(fixture_dir(name) + file);
+}
+
+double expect_matches(const Tensor& actual, const Tensor& expected, DType dtype,
+                      const std::string& what) {
+  EXPECT_EQ(actual.numel(), expected.numel()) << what;
+  const Tensor want = expected.reshape(actual.shape());
+  if (dtype == DType::F32) {
+    const std::vector<float> a = actual.to_float_vector();
+    const std::vector<float> e = want.to_float_vector();
+    float worst = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - e[i]));
+    EXPECT_LE(worst, 1e-4f) << what << " (max abs error)";
+    return worst;
+  }
+  const double err = relative_l2(actual, want);
+  EXPECT_LE(err, dtype == DType::F16 ? 1e-2 : 3e-2) << what << " (relative L2 error)";
+  return err;
+}
+
+class ChatTtsOnCuda : public ::testing::TestWithParam<DType> {
+ protected:
+  ChatTtsOnCuda() : ctx_(cuda_backend(), allocator_) {}
+  Tensor host(const Tensor& x) { return ops::to_host(ctx_, x); }
+  std::string dtype() const { return std::string(dtype_name(GetParam())); }
+
+  PoisonDeviceAllocator allocator_;
+  Context ctx_;
+};
+
+TEST_P(ChatTtsOnCuda, GptInOnePassAndThroughTheCache) {
+  const GptConfig config = GptConfig::from_json(read_config("gpt"), "gpt/config.json");
+  const Gpt gpt = Gpt::load(ctx_, config, *open("gpt", "gpt.safetensors"),
+                            *open("gpt", "embed.safetensors"), GetParam());
+  const auto io = open("gpt", "io.safetensors");
+  const Tensor embeds = ops::to_device(ctx_, io->get("inputs_embeds"), DType::F32);
+  const int64_t steps = embeds.size(1);
+  KvCache whole = gpt.make_cache(ctx_, 1, steps);
+  const Tensor hidden = gpt.forward(ctx_, embeds, whole);
+  const double hidden_err = expect_matches(host(hidden), io->get("hidden"), GetParam(), "hidden");
+  const double text_err = expect_matches(host(gpt.text_logits(ctx_, hidden)),
+                                         io->get("text_logits"), GetParam(), "text logits");
+  const std::vector<Tensor> code = gpt.code_logits(ctx_, hidden);
+  const Tensor want_code = io->get("code_logits");
+  double code_err = 0.0;
+  for (int64_t q = 0; q < config.num_vq; ++q) {
+    code_err =
+        std::max(code_err, expect_matches(host(code[static_cast<size_t>(q)]),
+                                          want_code.select(2, q).to_host_contiguous(DType::F32),
+                                          GetParam(), "code logits"));
+  }
+  const int64_t prefill = read_config("gpt").at("prefill").get<int64_t>();
+  KvCache cache = gpt.make_cache(ctx_, 1, steps);
+  std::vector<float> cached =
+      host(gpt.forward(ctx_, embeds.narrow(1, 0, prefill), cache)).to_float_vector();
+  for (int64_t t = prefill; t < steps; ++t) {
+    const std::vector<float> step =
+        host(gpt.forward(ctx_, ops::contiguous(ctx_, embeds.narrow(1, t, 1)), cache))
+            .to_float_vector();
+    cached.insert(cached.end(), step.begin(), step.end());
+  }
+  const double cached_err =
+      expect_matches(Tensor::from_vector({1, steps, config.hidden_size}, cached),
+                     io->get("hidden_cached"), GetParam(), "hidden through the cache");
+  std::cout << "gpt " << dtype() << ": hidden " << hidden_err << ", text logits " << text_err
+            << ", code logits " << code_err << ", through the cache " << cached_err << "\n";
+}
+
+TEST_P(ChatTtsOnCuda, DecoderAndDvaeMel) {
+  const DvaeConfig decoder_config = DvaeConfig::from_json(read_config("decoder"), "decoder", true);
+  const Dvae decoder =
+      Dvae::load(ctx_, decoder_config, *open("decoder", "decoder.safetensors"), GetParam());
+  const auto decoder_io = open("decoder", "io.safetensors");
+  const double decoder_err = expect_matches(
+      host(decoder.decode_hidden(ctx_, ops::to_device(ctx_, decoder_io->get("hidden")))),
+      decoder_io->get("mel"), GetParam(), "decoder mel");
+
+  const DvaeConfig dvae_config = DvaeConfig::from_json(read_config("dvae"), "dvae", false);
+  const Dvae dvae = Dvae::load(ctx_, dvae_config, *open("dvae", "dvae.safetensors"), GetParam());
+  const auto dvae_io = open("dvae", "io.safetensors");
+  const double dvae_err = expect_matches(
+      host(dvae.decode_codes(ctx_, dvae_io->get("codes").to_host_contiguous(DType::I64))),
+      dvae_io->get("mel"), GetParam(), "dvae mel");
+  std::cout << "decoder " << dtype() << ": mel " << decoder_err << "; dvae mel " << dvae_err
+            << "\n";
+}
+
+TEST_P(ChatTtsOnCuda, VocosAudio) {
+  const VocosConfig config = VocosConfig::from_json(read_config("vocos"), "vocos");
+  const Vocos vocos = Vocos::load(ctx_, config, *open("vocos", "vocos.safetensors"), GetParam());
+  const auto io = open("vocos", "io.safetensors");
+  const double err = expect_matches(host(vocos.forward(ctx_, ops::to_device(ctx_, io->get("mel")))),
+                                    io->get("audio"), GetParam(), "vocos audio");
+  std::cout << "vocos " << dtype() << ": audio " << err << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ChatTtsOnCuda,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace voxd::chattts
