@@ -137,6 +137,14 @@ int run_chattts_synth(const GlobalOptions& global, const SynthOptions& options,
       voxd::chattts::Synthesizer(runtime.context(), *voice).synthesize(text, generation);
   const double compute_seconds = seconds_since(start);
   output.commit();
+  if (made.drew_speaker) {
+    spdlog::info("no --speaker: every sentence speaks with the random speaker of --seed {}",
+                 generation.seed);
+  }
+  if (made.truncated > 0) {
+    spdlog::warn("{} sentence(s) reached the code stage's max_new_token and were cut there",
+                 made.truncated);
+  }
   spdlog::info("{} sentence(s), {} code frames", made.sentences, made.code_frames);
   report(output.description(), made.samples, voice->config().sample_rate, compute_seconds);
   if (options.memory_summary) std::cerr << runtime.memory_summary();

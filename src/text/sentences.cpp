@@ -1,5 +1,7 @@
 #include "text/sentences.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "text/ascii.h"
 
@@ -18,6 +20,30 @@ bool is_continuation_byte(char c) {
   return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
 }
 
+// Full-width punctuation (UTF-8, three bytes each): what ends a Chinese sentence with no space
+// after it, what may close it, and where a long one may be cut.
+constexpr std::string_view kWideTerminals[] = {"\u3002", "\uFF01", "\uFF1F"};          // 。！？
+constexpr std::string_view kWideClosing[] = {"\u201D", "\u300D", "\u300F", "\uFF09"};  // ”」』）
+constexpr std::string_view kWidePauses[] = {"\uFF0C", "\u3001", "\uFF1B", "\uFF1A"};  // ，、；：
+
+// The length of the member of `set` that `text` has at `at`, or 0.
+template <size_t N>
+size_t match_at(std::string_view text, size_t at, const std::string_view (&set)[N]) {
+  for (std::string_view mark : set) {
+    if (text.substr(at, mark.size()) == mark) return mark.size();
+  }
+  return 0;
+}
+
+// Whether `text` ends at `end` with a member of `set`.
+template <size_t N>
+bool ends_with_at(std::string_view text, size_t end, const std::string_view (&set)[N]) {
+  for (std::string_view mark : set) {
+    if (end >= mark.size() && text.substr(end - mark.size(), mark.size()) == mark) return true;
+  }
+  return false;
+}
+
 // Appends `s` (already trimmed, maybe over-long) to `out` in pieces of at most `max` bytes.
 void add_sentence(std::string_view s, size_t max, std::vector<std::string>& out) {
   while (s.size() > max) {
@@ -27,7 +53,8 @@ void add_sentence(std::string_view s, size_t max, std::vector<std::string>& out)
     for (size_t j = max; j > 0; --j) {
       if (space == std::string_view::npos && is_space(s[j])) space = j;
       const char prev = s[j - 1];
-      if ((prev == ',' || prev == ';' || prev == ':') && j >= max / 2) {
+      if ((prev == ',' || prev == ';' || prev == ':' || ends_with_at(s, j, kWidePauses)) &&
+          j >= max / 2) {
         cut = j;
         break;
       }
@@ -65,7 +92,14 @@ std::vector<std::string> split_sentences(std::string_view text, size_t max_chars
     start = end;
   };
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\n') {
+    if (const size_t wide = match_at(text, i, kWideTerminals); wide > 0) {
+      size_t end = i + wide;
+      for (size_t more = 1; more > 0; end += more) {
+        more = std::max(match_at(text, end, kWideTerminals), match_at(text, end, kWideClosing));
+      }
+      finish(end);
+      i = end - 1;
+    } else if (text[i] == '\n') {
       finish(i);
     } else if (is_terminal(text[i])) {
       size_t end = i + 1;

@@ -113,6 +113,13 @@ class ChatTtsCliTest(VoxdTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("12 sentence(s)", result.stderr)
 
+    def test_several_sentences_share_one_drawn_speaker(self):
+        result = run("--log-level", "info", "synth", "--voice", VOICE, "--text",
+                     "你好。今天天气很好！[laugh][uv_break]", "--out", self.path("two.wav"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("2 sentence(s)", result.stderr)
+        self.assertIn("random speaker", result.stderr)
+
     def test_serve_refuses_the_voice_with_one_line(self):
         result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--port", "0"],
                                 capture_output=True, text=True, timeout=120)

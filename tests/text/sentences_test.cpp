@@ -23,6 +23,24 @@ TEST(SplitSentences, OnTerminalPunctuation) {
   EXPECT_EQ(split_sentences("version 3.14 is out. ok"), (Strings{"version 3.14 is out.", "ok"}));
 }
 
+TEST(SplitSentences, OnFullWidthTerminalsWithoutSpaces) {
+  EXPECT_EQ(split_sentences("你好。今天天气很好！你呢？"),
+            (Strings{"你好。", "今天天气很好！", "你呢？"}));
+  EXPECT_EQ(split_sentences("他说：“走吧。”然后走了。"), (Strings{"他说：“走吧。”", "然后走了。"}));
+  EXPECT_EQ(split_sentences("真的？！是的。"), (Strings{"真的？！", "是的。"}));
+}
+
+TEST(SplitSentences, LongChineseIsCutAtAFullWidthComma) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "我们今天去公园散步，";  // 30 bytes a clause
+  const Strings pieces = split_sentences(text, 100);
+  ASSERT_GT(pieces.size(), 1u);
+  for (const std::string& piece : pieces) {
+    EXPECT_LE(piece.size(), 100u);
+    EXPECT_EQ(piece.substr(piece.size() - 3), "，") << piece;
+  }
+}
+
 TEST(SplitSentences, OnLineBreaks) {
   EXPECT_EQ(split_sentences("line one\nline two\n\n  line three  "),
             (Strings{"line one", "line two", "line three"}));

@@ -2,9 +2,6 @@
 
 namespace voxd::chattts {
 
-// LayerNorm's eps in both dvae.py's and Vocos's blocks.
-constexpr float kLayerNormEps = 1e-6f;
-
 ConvNeXtBlock ConvNeXtBlock::load(Context& ctx, const WeightSource& weights,
                                   const std::string& prefix, const Shape& shape,
                                   const std::string& scale_name, const PrecisionPolicy& precision) {
@@ -36,7 +33,7 @@ Tensor ConvNeXtBlock::forward(Context& ctx, const Tensor& x) const {
   Tensor y = ops::conv1d(ctx, precision_.to_compute(ctx, ops::transpose(ctx, x, 1, 2)), dw_weight_,
                          dw_bias_, depthwise);
   y = ops::layer_norm(ctx, precision_.to_stream(ctx, ops::transpose(ctx, y, 1, 2)), norm_weight_,
-                      norm_bias_, kLayerNormEps);
+                      norm_bias_, kConvNeXtLayerNormEps);
   y = ops::gelu(ctx, ops::linear(ctx, precision_.to_compute(ctx, y), pw1_weight_, pw1_bias_));
   y = ops::linear(ctx, y, pw2_weight_, pw2_bias_);
   y = ops::mul(ctx, precision_.to_stream(ctx, y), scale_);

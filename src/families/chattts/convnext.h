@@ -12,6 +12,9 @@
 
 namespace voxd::chattts {
 
+// LayerNorm's eps in both dvae.py's and Vocos's ConvNeXt (and Vocos's other LayerNorms).
+inline constexpr float kConvNeXtLayerNormEps = 1e-6f;
+
 class ConvNeXtBlock {
  public:
   struct Shape {

@@ -61,7 +61,7 @@ std::vector<float> Speakers::resolve(const std::string& spec, uint64_t seed, int
     std::string known;
     for (const std::string& name : names()) known += (known.empty() ? "" : ", ") + name;
     throw InputError("speaker '" + (spec.size() > 40 ? spec.substr(0, 40) + "..." : spec) +
-                     "' is neither one of voice '" + config_->name + "''s speakers (" +
+                     "' is neither a speaker of voice '" + config_->name + "' (" +
                      (known.empty() ? std::string("none") : known) +
                      ") nor a ChatTTS speaker string: " + e.what());
   }

@@ -1,6 +1,7 @@
 #include "families/chattts/synthesizer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "families/chattts/sampling.h"
@@ -39,6 +40,16 @@ std::unique_ptr<Voice> Voice::load(Context& ctx, const std::string& directory, D
                      std::to_string(tokenizer.vocab_size()) + " tokens, the GPT's emb_text " +
                      std::to_string(c.gpt.num_text_tokens) + "; they come from different models");
   }
+  const auto expect_token = [&](const char* token, int64_t id, const std::string& field) {
+    if (tokenizer.require_token_id(token) != id) {
+      throw InputError(c.directory + "/config.json: " + field + " is " + std::to_string(id) +
+                       " but the tokenizer's " + token + " is " +
+                       std::to_string(tokenizer.require_token_id(token)));
+    }
+  };
+  expect_token("[spk_emb]", c.speaker_token, "tokenizer.tokens.[spk_emb]");
+  expect_token("[Ebreak]", c.refine_text.sampling.eos, "refine_text.eos");
+  expect_token("[break_0]", c.refine_keep_below, "refine_text.keep_below");
   voice->front_end_ = std::make_unique<TextFrontEnd>(std::move(tokenizer), c.language);
   voice->speakers_ = std::make_unique<Speakers>(c);
   voice->gpt_ = Gpt::load(ctx, c.gpt, *SafetensorsFile::open(c.gpt_weights_path),
@@ -73,6 +84,9 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
   const GptConfig& c = gpt.config();
   const int64_t num_vq = c.num_vq;
   const auto length = static_cast<int64_t>(prompt.size());
+  VOXD_CHECK(length > 0, "a ChatTTS prompt has no tokens");
+  VOXD_CHECK(speaker == nullptr || static_cast<int64_t>(speaker->size()) == c.hidden_size,
+             "the speaker vector does not have the GPT's hidden size");
   if (length >= c.max_position_embeddings) {
     throw InputError("a sentence's prompt of " + std::to_string(length) +
                      " tokens does not fit the GPT's " + std::to_string(c.max_position_embeddings) +
@@ -122,17 +136,21 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
       picked[static_cast<size_t>(r)] = token;
       ended = ended || token == stage.sampling.eos;
     }
-    if (ended) break;
+    if (ended) {
+      made.ended = true;
+      break;
+    }
     if (stage.code) {
-      made.codes.push_back(picked);
+      ++made.frames;
       const std::vector<float> produced = ops::to_host(ctx_, last).to_float_vector();
       made.hidden.insert(made.hidden.end(), produced.begin(), produced.end());
     } else {
       made.text.push_back(picked[0]);
     }
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows; ++r) {
       history[static_cast<size_t>(r)].push_back(picked[static_cast<size_t>(r)]);
-    if (cache.lengths[0] >= capacity) break;
+    }
+    if (step + 1 == stage.max_new_token || cache.lengths[0] >= capacity) break;
     std::vector<int64_t> next =
         stage.code ? picked : std::vector<int64_t>(static_cast<size_t>(num_vq), picked[0]);
     last = gpt.forward(
@@ -147,16 +165,24 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
 Generation Synthesizer::synthesize(std::string_view text, const GenerationOptions& options) const {
   const VoiceConfig& config = voice_.config();
   const GptConfig& gpt = voice_.gpt().config();
-  const text::Analysis analysis = voice_.front_end().analyze(text);
-  std::optional<std::vector<float>> speaker;
-  if (options.speaker) {
-    speaker = normalize_speaker(
-        voice_.speakers().resolve(*options.speaker, options.seed, gpt.hidden_size));
+  const auto positive = [](std::optional<float> value) {
+    return !value || (std::isfinite(*value) && *value > 0.0f);
+  };
+  if (!positive(options.temperature) || !positive(options.top_p) ||
+      (options.top_p && *options.top_p > 1.0f) || (options.top_k && *options.top_k < 1)) {
+    throw InputError("sampling: temperature must be > 0, top_p in (0, 1] and top_k >= 1");
   }
-  // The original removes these from the text before building the code stage's prompt.
-  std::vector<int64_t> removed;
-  for (const char* token : {"[Stts]", "[spk_emb]", "[empty_spk]"}) {
-    if (auto id = voice_.front_end().tokenizer().token_id(token)) removed.push_back(*id);
+  const text::Analysis analysis = voice_.front_end().analyze(text);
+  Generation out;
+  std::optional<std::string> speaker_name = options.speaker;
+  if (!speaker_name && analysis.sentences.size() > 1 && config.spk_stat) {
+    speaker_name = kRandomSpeaker;
+    out.drew_speaker = true;
+  }
+  std::optional<std::vector<float>> speaker;
+  if (speaker_name) {
+    speaker =
+        normalize_speaker(voice_.speakers().resolve(*speaker_name, options.seed, gpt.hidden_size));
   }
 
   Stage refine{.code = false,
@@ -169,8 +195,12 @@ Generation Synthesizer::synthesize(std::string_view text, const GenerationOption
              .sampling = config.infer_code.sampling};
   if (options.top_p) code.sampling.top_p = options.top_p;
   if (options.top_k) code.sampling.top_k = options.top_k;
+  // An end token at the first step would leave a sentence without audio (the original draws
+  // again; voxd's draws are seeded, so it would be missing every time): at least one token.
+  refine.sampling.min_new_token = std::max<int64_t>(refine.sampling.min_new_token, 1);
+  code.sampling.min_new_token = std::max<int64_t>(code.sampling.min_new_token, 1);
+  const TextFrontEnd& front_end = voice_.front_end();
 
-  Generation out;
   for (size_t s = 0; s < analysis.sentences.size(); ++s) {
     const text::Sentence& sentence = analysis.sentences[s];
     std::vector<int64_t> text_ids = sentence.ids;
@@ -180,32 +210,34 @@ Generation Synthesizer::synthesize(std::string_view text, const GenerationOption
           refine, nullptr, stage_seed(options.seed, s, 0));
       std::vector<int64_t> kept;
       for (int64_t id : refined.text) {
-        if (id < config.refine_keep_below) kept.push_back(id);
+        if (id < config.refine_keep_below && !front_end.prompt_only(id)) kept.push_back(id);
       }
-      if (!kept.empty()) text_ids = std::move(kept);
+      // A refinement that ran to max_new_token, or kept nothing, gives the text back as it was.
+      if (refined.ended && !kept.empty()) text_ids = std::move(kept);
     }
-    std::erase_if(text_ids, [&](int64_t id) {
-      return std::find(removed.begin(), removed.end(), id) != removed.end();
-    });
     const std::string& code_template =
         speaker ? config.infer_code.prompt_template : config.infer_code_template_without_speaker;
     const Made made = generate(prompt_ids(code_template, config.infer_code.prompt, text_ids), code,
                                speaker ? &*speaker : nullptr, stage_seed(options.seed, s, 1));
     ++out.sentences;
-    const auto frames = static_cast<int64_t>(made.codes.size());
-    out.code_frames += frames;
+    out.code_frames += made.frames;
+    if (!made.ended) ++out.truncated;
     std::vector<float> audio;
-    if (frames > 0) {
+    if (made.frames > 0) {
       const Tensor hidden = ops::to_device(
-          ctx_, Tensor::from_vector({1, frames, gpt.hidden_size}, made.hidden), DType::F32);
+          ctx_, Tensor::from_vector({1, made.frames, gpt.hidden_size}, made.hidden), DType::F32);
       const Tensor mel = voice_.decoder().decode_hidden(ctx_, hidden);
       audio = ops::to_host(ctx_, voice_.vocos().forward(ctx_, mel)).to_float_vector();
     }
-    audio.resize(
-        audio.size() + static_cast<size_t>(sentence.pause_after_ms * config.sample_rate / 1000),
-        0.0f);
     out.samples += static_cast<int64_t>(audio.size());
     if (options.on_audio && !audio.empty()) options.on_audio(audio);
+    // The pause (at most text::kMaxBreakMs) in blocks, as the audio of its own.
+    int64_t silence = static_cast<int64_t>(sentence.pause_after_ms) * config.sample_rate / 1000;
+    out.samples += silence;
+    constexpr int64_t kBlock = 4096;
+    for (; silence > 0 && options.on_audio; silence -= kBlock) {
+      options.on_audio(std::vector<float>(static_cast<size_t>(std::min(silence, kBlock)), 0.0f));
+    }
   }
   return out;
 }

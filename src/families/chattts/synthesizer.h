@@ -50,8 +50,10 @@ class Voice {
 
 struct GenerationOptions {
   uint64_t seed = 0;
-  // A named speaker, "random" (from spk_stat and the seed) or a spk_emb string; none: the
-  // original's prompt without a speaker ([empty_spk]).
+  // A named speaker, "random" (from spk_stat and the seed) or a spk_emb string. None: for one
+  // sentence the original's prompt without a speaker ([empty_spk]); for several, the random
+  // speaker of the seed when the voice has spk_stat, so that every sentence has the same voice
+  // (the original makes the first sentence's audio the others' prompt, which voxd cannot yet).
   std::optional<std::string> speaker;
   std::optional<float> temperature;  // the code stage's (default: the voice's)
   std::optional<float> top_p;
@@ -65,6 +67,10 @@ struct Generation {
   int64_t sentences = 0;
   int64_t code_frames = 0;  // GPT steps of the code stage, all sentences
   int64_t samples = 0;
+  // Sentences whose code stage reached max_new_token without its end token (their audio is
+  // cut there), and whether the speaker was drawn for want of one (GenerationOptions::speaker).
+  int64_t truncated = 0;
+  bool drew_speaker = false;
 };
 
 class Synthesizer {
@@ -73,15 +79,16 @@ class Synthesizer {
   Synthesizer(Context& ctx, const Voice& voice) : ctx_(ctx), voice_(voice) {}
 
   // Speaks `text` (see TextFrontEnd for what it accepts). InputError for text with nothing to
-  // say, a bad speaker, or a prompt past the GPT's positions.
+  // say, a bad speaker or sampling option, or a prompt past the GPT's positions.
   Generation synthesize(std::string_view text, const GenerationOptions& options) const;
 
  private:
   struct Stage;
   struct Made {
-    std::vector<int64_t> text;                // the text stage's tokens (eos not kept)
-    std::vector<std::vector<int64_t>> codes;  // the code stage's frames (num_vq codes each)
-    std::vector<float> hidden;                // [frames, hidden]: what produced each frame
+    std::vector<int64_t> text;  // the text stage's tokens (eos not kept)
+    int64_t frames = 0;         // the code stage's frames (eos not kept)
+    std::vector<float> hidden;  // [frames, hidden]: what produced each frame
+    bool ended = false;         // the stage drew its end token (else it reached max_new_token)
   };
   // Runs one stage's GPT generation after `prompt`; `speaker` (normalised) replaces the
   // [spk_emb] position's embedding when given; draws from `seed`.

@@ -5,7 +5,6 @@
 namespace voxd::chattts {
 namespace {
 
-constexpr float kLayerNormEps = 1e-6f;
 // ISTFTHead clips the magnitude at this value after the exp.
 constexpr float kMaxMagnitude = 1e2f;
 
@@ -48,9 +47,9 @@ Tensor Vocos::forward(Context& ctx, const Tensor& mel) const {
   embed.padding = 3;
   Tensor x = ops::conv1d(ctx, precision_.to_compute(ctx, mel), embed_weight_, embed_bias_, embed);
   x = precision_.to_stream(ctx, ops::transpose(ctx, x, 1, 2));
-  x = ops::layer_norm(ctx, x, norm_weight_, norm_bias_, kLayerNormEps);
+  x = ops::layer_norm(ctx, x, norm_weight_, norm_bias_, kConvNeXtLayerNormEps);
   for (const ConvNeXtBlock& block : blocks_) x = block.forward(ctx, x);
-  x = ops::layer_norm(ctx, x, final_norm_weight_, final_norm_bias_, kLayerNormEps);
+  x = ops::layer_norm(ctx, x, final_norm_weight_, final_norm_bias_, kConvNeXtLayerNormEps);
   // [B, F, n_fft + 2] -> [B, n_fft + 2, F]: log-magnitude bins, then phase bins.
   const Tensor spectrum = ops::to_device(
       ctx,

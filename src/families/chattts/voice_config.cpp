@@ -32,6 +32,9 @@ StageConfig read_stage(const json& root, const std::string& key, const std::stri
   stage.prompt = config::string(j, "prompt", at);
   stage.prompt_template =
       config::string(config::require(root, "prompts", where), template_key, where + ": prompts");
+  if (stage.prompt_template.find("{text}") == std::string::npos) {
+    throw InputError(where + ": prompts: field '" + template_key + "' must contain {text}");
+  }
   stage.temperature = static_cast<float>(config::positive_number(j, "temperature", at));
   stage.max_new_token = config::positive_int(j, "max_new_token", at);
   SamplingParams& s = stage.sampling;
@@ -103,6 +106,12 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
   c.infer_code = read_stage(root, "infer_code", "infer_code", sampling, where);
   c.infer_code_template_without_speaker = config::string(
       config::require(root, "prompts", where), "infer_code_without_speaker", where + ": prompts");
+  if (c.infer_code_template_without_speaker.find("{text}") == std::string::npos ||
+      c.infer_code.prompt_template.find("[spk_emb]") == std::string::npos) {
+    throw InputError(where +
+                     ": prompts: 'infer_code' must hold [spk_emb] and {text}, "
+                     "'infer_code_without_speaker' {text}");
+  }
   if (c.refine_text.sampling.eos >= c.gpt.num_text_tokens ||
       c.infer_code.sampling.eos >= c.gpt.num_audio_tokens) {
     throw InputError(where +
