@@ -57,7 +57,7 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
   backend.synchronize();
   SamplingParams sampling;
   sampling.repetition_penalty = 1.05f;
-  sampling.top_p = 0.7f;
+  sampling.top_p = 0.7;
   sampling.top_k = 20;
   sampling.eos = c.num_audio_tokens - 1;
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(c.num_vq));

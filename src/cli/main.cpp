@@ -54,7 +54,7 @@ struct SynthOptions {
   // ChatTTS voices.
   std::optional<uint64_t> seed;
   std::optional<float> temperature;
-  std::optional<float> top_p;
+  std::optional<double> top_p;
   std::optional<int64_t> top_k;
   bool no_refine = false;
   std::string out = "out.wav";

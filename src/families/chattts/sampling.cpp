@@ -35,7 +35,7 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int64_t> 
 
 // transformers' TopPLogitsWarper: in ascending order of logit (ties by id), the tokens whose
 // cumulative probability is at most 1 − top_p go, except the last min_tokens_to_keep.
-void apply_top_p(std::span<float> logits, float top_p, int64_t min_keep) {
+void apply_top_p(std::span<float> logits, double top_p, int64_t min_keep) {
   const size_t n = logits.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});
@@ -43,7 +43,8 @@ void apply_top_p(std::span<float> logits, float top_p, int64_t min_keep) {
                    [&](size_t a, size_t b) { return logits[a] < logits[b]; });
   std::vector<float> probs(n);
   softmax(logits, probs);
-  const auto threshold = static_cast<float>(1.0f - top_p);
+  // As transformers compares: float32 probabilities against float32(1 − top_p in double).
+  const auto threshold = static_cast<float>(1.0 - top_p);
   const size_t keep_from =
       n > static_cast<size_t>(min_keep) ? n - static_cast<size_t>(min_keep) : 0;
   double cumulative = 0.0;

@@ -15,7 +15,7 @@ namespace voxd::chattts {
 // One stage's settings (the original's RefineTextParams / InferCodeParams).
 struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1: off
-  std::optional<float> top_p;       // keep the most likely tokens up to this probability
+  std::optional<double> top_p;      // keep the most likely tokens up to this probability
   std::optional<int64_t> top_k;     // keep the k most likely tokens
   int64_t eos = 0;                  // the stage's end token
   int64_t min_new_token = 0;        // eos is impossible before this many tokens

@@ -165,11 +165,11 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
 Generation Synthesizer::synthesize(std::string_view text, const GenerationOptions& options) const {
   const VoiceConfig& config = voice_.config();
   const GptConfig& gpt = voice_.gpt().config();
-  const auto positive = [](std::optional<float> value) {
-    return !value || (std::isfinite(*value) && *value > 0.0f);
+  const auto positive = [](std::optional<double> value) {
+    return !value || (std::isfinite(*value) && *value > 0.0);
   };
   if (!positive(options.temperature) || !positive(options.top_p) ||
-      (options.top_p && *options.top_p > 1.0f) || (options.top_k && *options.top_k < 1)) {
+      (options.top_p && *options.top_p > 1.0) || (options.top_k && *options.top_k < 1)) {
     throw InputError("sampling: temperature must be > 0, top_p in (0, 1] and top_k >= 1");
   }
   const text::Analysis analysis = voice_.front_end().analyze(text);

@@ -56,7 +56,7 @@ struct GenerationOptions {
   // (the original makes the first sentence's audio the others' prompt, which voxd cannot yet).
   std::optional<std::string> speaker;
   std::optional<float> temperature;  // the code stage's (default: the voice's)
-  std::optional<float> top_p;
+  std::optional<double> top_p;
   std::optional<int64_t> top_k;
   bool refine_text = true;  // ChatTTS's skip_refine_text=False
   // Called with each sentence's audio as it is made.

@@ -106,6 +106,11 @@ text::Analysis TextFrontEnd::analyze(std::string_view input) const {
   const Protected tokens = protect_tokens(input, tokenizer_);
   text::Analysis analysis;
   for (const text::Span& span : text::parse_markup(tokens.text, language_)) {
+    if (span.rate != 1.0f) {
+      throw InputError(
+          "SSML <prosody rate> is not supported by ChatTTS voices; their speed is the "
+          "[speed_N] token of the voice's infer_code prompt");
+    }
     const std::string span_text = restore_tokens(span.text, tokens.tokens);
     if (!analysis.normalized.empty() && !span_text.empty()) analysis.normalized += '\n';
     analysis.normalized += span_text;

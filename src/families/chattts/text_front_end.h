@@ -20,8 +20,9 @@ class TextFrontEnd final : public text::FrontEnd {
   TextFrontEnd(Tokenizer tokenizer, std::string language);
 
   // Sentences of at most kMaxSentenceBytes, each with its token ids (Sentence::phonemes holds
-  // the tokens). InputError("text is empty") for blank text, invalid UTF-8 or markup errors, and
-  // "text has nothing to pronounce" when no sentence has a token.
+  // the tokens). InputError("text is empty") for blank text, invalid UTF-8, markup errors, an
+  // SSML <prosody rate> (ChatTTS has no rate control), and "text has nothing to pronounce" when
+  // no sentence has a token.
   text::Analysis analyze(std::string_view text) const override;
   std::string unit_name() const override { return "wordpiece"; }
 

@@ -40,7 +40,7 @@ StageConfig read_stage(const json& root, const std::string& key, const std::stri
   SamplingParams& s = stage.sampling;
   s.repetition_penalty = static_cast<float>(config::positive_number(j, "repetition_penalty", at));
   if (!j.contains("top_P") || !j.at("top_P").is_null()) {
-    s.top_p = static_cast<float>(config::positive_number(j, "top_P", at));
+    s.top_p = config::positive_number(j, "top_P", at);
   }
   if (!j.contains("top_K") || !j.at("top_K").is_null())
     s.top_k = config::positive_int(j, "top_K", at);

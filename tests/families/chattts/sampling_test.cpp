@@ -26,8 +26,8 @@ struct Case {
 
   SamplingParams params() const {
     SamplingParams p;
-    p.repetition_penalty = config.at("repetition_penalty").get<float>();
-    if (!config.at("top_P").is_null()) p.top_p = config.at("top_P").get<float>();
+    p.repetition_penalty = config.at("repetition_penalty").get<double>();
+    if (!config.at("top_P").is_null()) p.top_p = config.at("top_P").get<double>();
     if (!config.at("top_K").is_null()) p.top_k = config.at("top_K").get<int64_t>();
     p.eos = config.at("eos").get<int64_t>();
     p.min_new_token = config.at("min_new_token").get<int64_t>();
@@ -100,8 +100,8 @@ TEST_P(Sampling, EveryStepAndEveryDrawAsTheOriginal) {
 INSTANTIATE_TEST_SUITE_P(ChatTTS, Sampling,
                          ::testing::Values("code_default", "code_min_keep", "code_min_new_token",
                                            "code_no_filter", "code_per_vq_temperature",
-                                           "code_topk_binds", "text_default",
-                                           "text_min_new_token", "text_penalty"));
+                                           "code_topk_binds", "text_default", "text_min_new_token",
+                                           "text_penalty"));
 
 // Each processor on its own, from the fixture's stage before it: a mistake in one cannot hide
 // behind another.

@@ -53,6 +53,7 @@ TEST(ChatTtsFrontEnd, PromptOnlyTokensAreDroppedAndNothingElseIsRefused) {
   EXPECT_THROW(fe.process("[Stts][spk_emb][empty_spk]"), InputError);
   EXPECT_THROW(fe.process("   \n "), InputError);
   EXPECT_THROW(fe.process(std::string("\xff\xfe", 2)), InputError);
+  EXPECT_THROW(fe.process("<speak><prosody rate=\"2\">hello</prosody></speak>"), InputError);
 }
 
 TEST(ChatTtsFrontEnd, LongTextIsCutBetweenTokensNotInsideThem) {
