@@ -105,8 +105,8 @@ void print_text(const std::string& voice, const WorkspacePlan& plan,
                                    [](const StagePlan& stage) { return stage.carried_bytes > 0; });
   if (carries) {
     std::printf(
-        "carried: memory a step holds outside its workspace (the encoder's output, kept\n"
-        "for the decoder)\n");
+        "carried: memory a step holds outside its workspace (what it keeps for a later\n"
+        "step: an acoustic encoder's output, a KV cache)\n");
   }
   for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
 }

@@ -140,6 +140,8 @@ class ChatTtsCliTest(VoxdTestCase):
             self.assertIn(stage, plan.stdout)
         self.assert_input_error(run("mem", "--voice", VOICE, "--chunks", "2", "--frames", "9"),
                                 "--batch")
+        self.assert_input_error(run("mem", "--voice", VOICE, "--batch", "1", "--phonemes", "5000"),
+                                "positions")
 
 
 if __name__ == "__main__":

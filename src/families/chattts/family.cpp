@@ -1,5 +1,7 @@
 #include "families/chattts/family.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
@@ -50,13 +52,13 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   const int64_t batch = *shape.batch;
   const int64_t tokens = *shape.units;
   const GptConfig& gpt_config = config_.gpt;
-  const int64_t capacity = tokens + config_.infer_code.max_new_token;
-  if (capacity > gpt_config.max_position_embeddings) {
-    throw InputError("--phonemes " + std::to_string(tokens) + " plus the code stage's " +
-                     std::to_string(config_.infer_code.max_new_token) +
-                     " new tokens pass the GPT's " +
+  if (tokens >= gpt_config.max_position_embeddings) {
+    throw InputError("--phonemes " + std::to_string(tokens) + " tokens do not fit the GPT's " +
                      std::to_string(gpt_config.max_position_embeddings) + " positions");
   }
+  // As the synthesizer sizes it: the prompt and the code stage's new tokens, within the GPT.
+  const int64_t capacity =
+      std::min(tokens + config_.infer_code.max_new_token, gpt_config.max_position_embeddings);
   const int64_t frames = shape.frames.value_or(2 * tokens);
   if (!shape.frames) {
     notes.push_back(std::to_string(frames) +
@@ -77,19 +79,24 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   Context cache_ctx = Context::for_planning(backend, cache_arena);
   KvCache cache = gpt.make_cache(cache_ctx, batch, capacity);
   const uint64_t cache_bytes = cache_arena.in_use();
-  WorkspaceArena host(Device::cpu());
   const std::string batch_shape = "batch " + std::to_string(batch) + " x ";
   const ArenaLayout prefill = plan_workspace(backend, [&](Context& ctx) {
     cache.lengths.assign(static_cast<size_t>(batch), 0);
     const Tensor embeds = ops::empty(ctx, {batch, tokens, gpt_config.hidden_size}, DType::F32);
-    (void)gpt.text_logits(ctx, gpt.forward(ctx, embeds, cache));
+    const Tensor hidden = gpt.forward(ctx, embeds, cache);
+    // The heads read the last position only (both: a refine or a code stage's prompt).
+    const Tensor last = ops::contiguous(ctx, hidden.narrow(1, tokens - 1, 1));
+    (void)gpt.text_logits(ctx, last);
+    (void)gpt.code_logits(ctx, last);
   });
   plan.stages.push_back({"gpt prefill", batch_shape + std::to_string(tokens) + " tokens",
                          prefill.bytes(), cache_bytes});
   const ArenaLayout decode = plan_workspace(backend, [&](Context& ctx) {
     cache.lengths.assign(static_cast<size_t>(batch), capacity - 1);
     const Tensor embeds = ops::empty(ctx, {batch, 1, gpt_config.hidden_size}, DType::F32);
-    (void)gpt.code_logits(ctx, gpt.forward(ctx, embeds, cache));
+    const Tensor hidden = gpt.forward(ctx, embeds, cache);
+    (void)gpt.text_logits(ctx, hidden);
+    (void)gpt.code_logits(ctx, hidden);
   });
   plan.stages.push_back({"gpt decode step",
                          batch_shape + "1 token over " + std::to_string(capacity) + " cached",

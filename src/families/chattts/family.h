@@ -28,9 +28,10 @@ class Definition final : public scheduler::VoiceDefinition {
                                     const scheduler::SchedulerOptions& scheduling) const override;
   // Refused: not served yet.
   std::unique_ptr<scheduler::LoadedVoice> load(Context& ctx, DType dtype) const override;
-  // The GPT's prefill of shape.batch prompts of shape.units tokens (its KV cache for those plus
-  // the code stage's max_new_token carried), one decode step of the batch over that cache, and
-  // the Decoder + Vocos over shape.frames mel frames (default: 2 per token).
+  // The GPT's prefill of shape.batch prompts of shape.units tokens with the heads on the last
+  // position (its KV cache for the prompt plus the code stage's max_new_token, within the GPT's
+  // positions, carried), one decode step of the batch over a full cache with both heads, and the
+  // Decoder + Vocos over shape.frames mel frames (default: 2 per token).
   WorkspacePlan plan_memory(Backend& backend, DType dtype, const scheduler::PlanShape& shape,
                             std::vector<std::string>& notes) const override;
   uint64_t smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
