@@ -55,7 +55,9 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
 }  // namespace
 
 EngineService::EngineService(const EngineConfig& config)
-    : config_(config), runtime_(std::make_unique<DeviceRuntime>(config.runtime)) {
+    : config_(config),
+      options_(scheduler_options(config)),
+      runtime_(std::make_unique<DeviceRuntime>(config.runtime)) {
   VOXD_CHECK(config.families != nullptr, "EngineConfig::families is not set");
   if (config.chunk_frames < 1) {
     throw InputError("chunk_frames must be at least 1 mel frame, got " +
@@ -64,14 +66,13 @@ EngineService::EngineService(const EngineConfig& config)
   const DType dtype = config.dtype.value_or(runtime_->device().is_cpu() ? DType::F32 : DType::F16);
   voices_ = std::make_unique<VoicePool>(*runtime_, *config.families, config.voice_dirs, dtype,
                                         config.lazy_voices);
-  const SchedulerOptions options = scheduler_options(config);
   for (const auto& entry : voices_->entries()) {
     if (!entry->models) continue;
     smallest_step_bytes_ = std::max(
         smallest_step_bytes_,
-        entry->definition->smallest_step_bytes(runtime_->backend(), *entry->models, options));
+        entry->definition->smallest_step_bytes(runtime_->backend(), *entry->models, options_));
   }
-  scheduler_ = std::make_unique<Scheduler>(*runtime_, *voices_, options);
+  scheduler_ = std::make_unique<Scheduler>(*runtime_, *voices_, options_);
 }
 
 EngineService::~EngineService() {
@@ -180,8 +181,8 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
   if (std::optional<ApiError> refusal = scheduler_->refusal()) throw *refusal;
   PreparedStream prepared;
   try {
-    prepared = voice->definition->prepare(request.input, SpeechOptions{.speed = request.speed},
-                                          scheduler_options(config_));
+    prepared =
+        voice->definition->prepare(request.input, SpeechOptions{.speed = request.speed}, options_);
   } catch (const InputError& e) {
     throw ApiError::invalid_request(e.what(), "input", "nothing_to_pronounce");
   }

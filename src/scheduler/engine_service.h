@@ -14,6 +14,7 @@
 
 #include "backends/runtime.h"
 #include "core/dtype.h"
+#include "scheduler/scheduler_options.h"
 #include "server/speech_service.h"
 
 namespace voxd::scheduler {
@@ -90,6 +91,7 @@ class EngineService final : public server::SpeechService {
 
  private:
   EngineConfig config_;
+  SchedulerOptions options_;  // what config_ gives the scheduler and the families
   std::unique_ptr<DeviceRuntime> runtime_;
   std::unique_ptr<VoicePool> voices_;
   // Workspace bytes the smallest step of a loaded voice needs, for readiness.

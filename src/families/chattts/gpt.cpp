@@ -1,5 +1,6 @@
 #include "families/chattts/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -91,21 +92,30 @@ Tensor Gpt::embed(Context& ctx, const Tensor& ids, const Tensor& text_mask) cons
       for (int64_t q = 0; q < num_vq; ++q) code_ids[static_cast<size_t>(q)][i] = row[q];
     }
   }
-  const Tensor text = ops::embedding(ctx, Tensor::from_vector({b, t}, text_ids), emb_text_);
-  Tensor code = ops::embedding(ctx, Tensor::from_vector({b, t}, code_ids[0]), emb_code_[0]);
-  for (int64_t q = 1; q < num_vq; ++q) {
-    const auto column = static_cast<size_t>(q);
-    code = ops::add(
-        ctx, code,
-        ops::embedding(ctx, Tensor::from_vector({b, t}, code_ids[column]), emb_code_[column]));
-  }
+  const auto text = [&] {
+    return ops::embedding(ctx, Tensor::from_vector({b, t}, text_ids), emb_text_);
+  };
+  const auto code = [&] {
+    Tensor sum = ops::embedding(ctx, Tensor::from_vector({b, t}, code_ids[0]), emb_code_[0]);
+    for (int64_t q = 1; q < num_vq; ++q) {
+      const auto column = static_cast<size_t>(q);
+      sum = ops::add(
+          ctx, sum,
+          ops::embedding(ctx, Tensor::from_vector({b, t}, code_ids[column]), emb_code_[column]));
+    }
+    return sum;
+  };
+  // A decode step is all text or all code: one table's lookups, no masks.
+  const auto texts = std::count(is_text.begin(), is_text.end(), 1.0f);
+  if (texts == static_cast<std::ptrdiff_t>(n)) return text();
+  if (texts == 0) return code();
   std::vector<float> is_code(is_text.size());
   for (size_t i = 0; i < is_text.size(); ++i) is_code[i] = 1.0f - is_text[i];
   const Tensor text_weight =
       ops::to_device(ctx, Tensor::from_vector({b, t, 1}, is_text), precision_.stream);
   const Tensor code_weight =
       ops::to_device(ctx, Tensor::from_vector({b, t, 1}, is_code), precision_.stream);
-  return ops::add(ctx, ops::mul(ctx, text, text_weight), ops::mul(ctx, code, code_weight));
+  return ops::add(ctx, ops::mul(ctx, text(), text_weight), ops::mul(ctx, code(), code_weight));
 }
 
 Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) const {

@@ -8,13 +8,6 @@
 
 namespace voxd::chattts {
 
-struct Synthesizer::Stage {
-  bool code = false;  // the audio-code stage (num_vq rows per step), else the text stage
-  float temperature = 1.0f;
-  int64_t max_new_token = 0;
-  SamplingParams sampling;
-};
-
 namespace {
 
 // A seed of its own for each sentence and stage, so that their draws never repeat each other's.
@@ -78,8 +71,9 @@ std::vector<int64_t> Synthesizer::prompt_ids(const std::string& template_text,
   return ids;
 }
 
-Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, const Stage& stage,
-                                        const std::vector<float>* speaker, uint64_t seed) const {
+Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, Stage kind,
+                                        const StageConfig& stage, const std::vector<float>* speaker,
+                                        uint64_t seed) const {
   const Gpt& gpt = voice_.gpt();
   const GptConfig& c = gpt.config();
   const int64_t num_vq = c.num_vq;
@@ -113,13 +107,14 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
   Tensor hidden = gpt.forward(ctx_, embedded, cache);
   Tensor last = ops::contiguous(ctx_, hidden.narrow(1, length - 1, 1));
 
-  const int64_t rows = stage.code ? num_vq : 1;
+  const bool code = kind == Stage::kCode;
+  const int64_t rows = code ? num_vq : 1;
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(rows));
   Made made;
   std::vector<float> probs;
   for (int64_t step = 0; step < stage.max_new_token; ++step) {
     std::vector<Tensor> logits;
-    if (stage.code) {
+    if (code) {
       logits = gpt.code_logits(ctx_, last);
     } else {
       logits.push_back(gpt.text_logits(ctx_, last));
@@ -140,7 +135,7 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
       made.ended = true;
       break;
     }
-    if (stage.code) {
+    if (code) {
       ++made.frames;
       const std::vector<float> produced = ops::to_host(ctx_, last).to_float_vector();
       made.hidden.insert(made.hidden.end(), produced.begin(), produced.end());
@@ -152,12 +147,11 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, cons
     }
     if (step + 1 == stage.max_new_token || cache.lengths[0] >= capacity) break;
     std::vector<int64_t> next =
-        stage.code ? picked : std::vector<int64_t>(static_cast<size_t>(num_vq), picked[0]);
-    last = gpt.forward(
-        ctx_,
-        gpt.embed(ctx_, Tensor::from_vector({1, 1, num_vq}, next),
-                  Tensor::from_vector({1, 1}, std::vector<int64_t>{stage.code ? 0 : 1})),
-        cache);
+        code ? picked : std::vector<int64_t>(static_cast<size_t>(num_vq), picked[0]);
+    last = gpt.forward(ctx_,
+                       gpt.embed(ctx_, Tensor::from_vector({1, 1, num_vq}, next),
+                                 Tensor::from_vector({1, 1}, std::vector<int64_t>{code ? 0 : 1})),
+                       cache);
   }
   return made;
 }
@@ -185,14 +179,9 @@ Generation Synthesizer::synthesize(std::string_view text, const GenerationOption
         normalize_speaker(voice_.speakers().resolve(*speaker_name, options.seed, gpt.hidden_size));
   }
 
-  Stage refine{.code = false,
-               .temperature = config.refine_text.temperature,
-               .max_new_token = config.refine_text.max_new_token,
-               .sampling = config.refine_text.sampling};
-  Stage code{.code = true,
-             .temperature = options.temperature.value_or(config.infer_code.temperature),
-             .max_new_token = config.infer_code.max_new_token,
-             .sampling = config.infer_code.sampling};
+  StageConfig refine = config.refine_text;
+  StageConfig code = config.infer_code;
+  if (options.temperature) code.temperature = *options.temperature;
   if (options.top_p) code.sampling.top_p = options.top_p;
   if (options.top_k) code.sampling.top_k = options.top_k;
   // An end token at the first step would leave a sentence without audio (the original draws
@@ -207,7 +196,7 @@ Generation Synthesizer::synthesize(std::string_view text, const GenerationOption
     if (options.refine_text) {
       const Made refined = generate(
           prompt_ids(config.refine_text.prompt_template, config.refine_text.prompt, text_ids),
-          refine, nullptr, stage_seed(options.seed, s, 0));
+          Stage::kText, refine, nullptr, stage_seed(options.seed, s, 0));
       std::vector<int64_t> kept;
       for (int64_t id : refined.text) {
         if (id < config.refine_keep_below && !front_end.prompt_only(id)) kept.push_back(id);
@@ -217,8 +206,9 @@ Generation Synthesizer::synthesize(std::string_view text, const GenerationOption
     }
     const std::string& code_template =
         speaker ? config.infer_code.prompt_template : config.infer_code_template_without_speaker;
-    const Made made = generate(prompt_ids(code_template, config.infer_code.prompt, text_ids), code,
-                               speaker ? &*speaker : nullptr, stage_seed(options.seed, s, 1));
+    const Made made =
+        generate(prompt_ids(code_template, config.infer_code.prompt, text_ids), Stage::kCode, code,
+                 speaker ? &*speaker : nullptr, stage_seed(options.seed, s, 1));
     ++out.sentences;
     out.code_frames += made.frames;
     if (!made.ended) ++out.truncated;

@@ -83,7 +83,8 @@ class Synthesizer {
   Generation synthesize(std::string_view text, const GenerationOptions& options) const;
 
  private:
-  struct Stage;
+  // The text stage (one row of text logits per step) or the audio-code stage (num_vq rows).
+  enum class Stage { kText, kCode };
   struct Made {
     std::vector<int64_t> text;  // the text stage's tokens (eos not kept)
     int64_t frames = 0;         // the code stage's frames (eos not kept)
@@ -92,7 +93,7 @@ class Synthesizer {
   };
   // Runs one stage's GPT generation after `prompt`; `speaker` (normalised) replaces the
   // [spk_emb] position's embedding when given; draws from `seed`.
-  Made generate(const std::vector<int64_t>& prompt, const Stage& stage,
+  Made generate(const std::vector<int64_t>& prompt, Stage kind, const StageConfig& stage,
                 const std::vector<float>* speaker, uint64_t seed) const;
   // The prompt `template_text` with {text} replaced by `text_ids` and {prompt}, {txt_smp} by
   // their strings.
