@@ -1,10 +1,10 @@
 // Times ChatTTS's audio-code stage and its vocoding on one device, the way bench/chattts_peer.py
 // times the original's loop (transformers' LlamaModel with past_key_values): a prompt of
 // `--prompt` tokens prefilled, then `--steps` decode steps at batch 1, each the four code heads'
-// logits copied to the host, processed (temperature, repetition penalty, top-P, top-K) and drawn,
-// and the four codes embedded for the next step; then the Decoder + Vocos over the hidden states
-// of `--frames`/2 steps. Prints decode steps per second (median of --runs) and the vocoding's
-// real-time factor. The voice is a directory made by bench/make_chattts_bench_voice.py.
+// logits copied to the host in one copy, processed (temperature, repetition penalty, top-P, top-K)
+// and drawn, and the four codes embedded for the next step; then the Decoder + Vocos over the
+// hidden states of `--frames`/2 steps. Prints decode steps per second (median of --runs) and the
+// vocoding's real-time factor. The voice is a directory made by bench/make_chattts_bench_voice.py.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -65,10 +65,13 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
   hidden.clear();
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    const std::vector<Tensor> logits = gpt.code_logits(ctx, last);
+    const std::vector<float> logits =
+        ops::to_host(ctx, gpt.code_logits(ctx, last)).to_float_vector();
+    const auto vocabulary = static_cast<std::ptrdiff_t>(c.num_audio_tokens);
     std::vector<int64_t> codes(static_cast<size_t>(c.num_vq));
     for (int64_t q = 0; q < c.num_vq; ++q) {
-      std::vector<float> row = ops::to_host(ctx, logits[static_cast<size_t>(q)]).to_float_vector();
+      const auto begin = logits.begin() + q * vocabulary;
+      std::vector<float> row(begin, begin + vocabulary);
       process_logits(row, 0.3f, history[static_cast<size_t>(q)], step, sampling);
       probs.resize(row.size());
       softmax(row, probs);

@@ -540,6 +540,8 @@ void add_attention_cases(std::vector<OpCase>& cases) {
       {4, 1, 64, 12, 64, {1, 17, 64, 40}, true, {0, 16, 63, 39}, " causal decode over a cache"},
       {2, 5, 64, 12, 64, {5, 5}, true, {0, 0}, " prefill into a cache"},
       {3, 2, 48, 2, 16, {7, 2, 30}, true, {5, 0, 28}, " two steps over a cache"},
+      // A long cache with 128-element heads: more keys than CUDA's decode kernel has threads.
+      {2, 1, 1500, 3, 128, {1500, 700}, true, {1499, 699}, " long decode"},
   };
   uint32_t seed = 600;
   for (const Case& tc : list) {

@@ -421,6 +421,40 @@ void CudaBackend::upload(void* dst, const void* data, size_t bytes, const char* 
   handles_->staging->upload(dst, data, bytes, handles_->stream, op);
 }
 
+cuda::SequenceValues CudaBackend::sequence_values(const std::vector<int64_t>& values,
+                                                  const ScratchBuffer& buffer,
+                                                  const char* op) const {
+  cuda::SequenceValues out{};
+  if (values.size() > static_cast<size_t>(cuda::SequenceValues::kInline)) {
+    upload(buffer.data(), values.data(), values.size() * sizeof(int64_t), op);
+    out.device = buffer.as<int64_t>();
+  } else {
+    std::copy(values.begin(), values.end(), out.values);
+  }
+  return out;
+}
+
+size_t CudaBackend::sequence_values_bytes(size_t count) {
+  return count > static_cast<size_t>(cuda::SequenceValues::kInline) ? count * sizeof(int64_t) : 0;
+}
+
+cuda::RopeFrequencies CudaBackend::rope_frequency_table(const std::vector<float>& frequencies,
+                                                        const ScratchBuffer& buffer,
+                                                        const char* op) const {
+  cuda::RopeFrequencies out{};
+  if (frequencies.size() > static_cast<size_t>(cuda::RopeFrequencies::kInline)) {
+    upload(buffer.data(), frequencies.data(), frequencies.size() * sizeof(float), op);
+    out.device = buffer.as<float>();
+  } else {
+    std::copy(frequencies.begin(), frequencies.end(), out.values);
+  }
+  return out;
+}
+
+size_t CudaBackend::rope_frequency_bytes(size_t count) {
+  return count > static_cast<size_t>(cuda::RopeFrequencies::kInline) ? count * sizeof(float) : 0;
+}
+
 void CudaBackend::use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const {
   if (reinterpret_cast<uintptr_t>(workspace.data()) % kWorkspaceAlignment != 0) {
     fail(op, "the context's allocator returned memory not aligned to " +
@@ -830,6 +864,22 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
     }
     tk = std::max(tk, std::clamp<int64_t>(seen, 0, rows));
   }
+  if (tk > 0 && cuda::decode_attention_fits(batch, tq, dim, tk)) {
+    // A few queries per sequence (a decode step): one kernel, no scratch, no upload.
+    if (scratch.planning()) return;
+    open(op);
+    cuda::SequenceValues key_lengths{};
+    cuda::SequenceValues offsets{};
+    for (int64_t b = 0; b < batch; ++b) {
+      key_lengths.values[b] =
+          params.key_lengths.empty() ? tk : std::clamp<int64_t>(params.key_lengths[b], 0, tk);
+      offsets.values[b] = params.query_offsets.empty() ? 0 : params.query_offsets[b];
+    }
+    cuda::decode_attention(q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), dtype, batch,
+                           tq, rows, heads, dim, tk, params.scale, key_lengths, offsets,
+                           params.causal, handles_->stream, op);
+    return;
+  }
   // All sequences at once, per chunk of queries: per head, scores = scale · q·kᵀ (F32) over all
   // tk keys as one gemm batched over the sequences, then one masked softmax for every row (each
   // sequence's own key length; padded keys get probability 0), then per head out = probabilities
@@ -947,18 +997,17 @@ void CudaBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positi
   const char* op = "rope";
   const int64_t batch = x.size(0);
   const int64_t dim = x.size(3);
-  // The start positions, then the frequencies (8-byte aligned after them).
-  const size_t positions_bytes = static_cast<size_t>(batch) * sizeof(int64_t);
-  const ScratchBuffer tables =
-      take(scratch, x.numel() == 0 ? 0 : positions_bytes + static_cast<size_t>(dim / 2) * 4);
-  if (scratch.planning() || x.numel() == 0) return;
+  const bool empty = x.numel() == 0;
+  const ScratchBuffer positions =
+      take(scratch, empty ? 0 : sequence_values_bytes(start_positions.size()));
+  const ScratchBuffer frequencies =
+      take(scratch, empty ? 0 : rope_frequency_bytes(static_cast<size_t>(dim / 2)));
+  if (scratch.planning() || empty) return;
   open(op);
-  const std::vector<float> inv_freq = rope_frequencies(theta, dim);
-  upload(tables.data(), start_positions.data(), positions_bytes, op);
-  auto* frequencies = reinterpret_cast<float*>(tables.as<char>() + positions_bytes);
-  upload(frequencies, inv_freq.data(), inv_freq.size() * sizeof(float), op);
-  cuda::rope(x.raw_data(), out.raw_data(), x.dtype(), tables.as<int64_t>(), frequencies, batch,
-             x.size(1), x.size(2), dim, handles_->stream, op);
+  cuda::rope(x.raw_data(), out.raw_data(), x.dtype(),
+             sequence_values(start_positions, positions, op),
+             rope_frequency_table(rope_frequencies(theta, dim), frequencies, op), batch, x.size(1),
+             x.size(2), dim, handles_->stream, op);
 }
 
 void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
@@ -966,14 +1015,13 @@ void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vecto
   const char* op = "write_rows";
   const int64_t batch = cache.size(0);
   const ScratchBuffer device_offsets =
-      take(scratch, rows.numel() == 0 ? 0 : offsets.size() * sizeof(int64_t));
+      take(scratch, rows.numel() == 0 ? 0 : sequence_values_bytes(offsets.size()));
   if (scratch.planning() || rows.numel() == 0) return;
   open(op);
-  upload(device_offsets.data(), offsets.data(), device_offsets.bytes(), op);
   const int64_t steps = rows.size(1);
   const int64_t inner = rows.numel() / (batch * steps);
   cuda::write_rows(cache.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(cache.dtype())),
-                   device_offsets.as<int64_t>(), batch, steps, cache.size(1), inner,
+                   sequence_values(offsets, device_offsets, op), batch, steps, cache.size(1), inner,
                    handles_->stream, op);
 }
 

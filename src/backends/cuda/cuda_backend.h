@@ -47,6 +47,10 @@
 #include "core/backend.h"
 
 namespace voxd {
+namespace cuda {
+struct SequenceValues;
+struct RopeFrequencies;
+}  // namespace cuda
 
 class CudaBackend final : public Backend {
  public:
@@ -145,6 +149,15 @@ class CudaBackend final : public Backend {
   ScratchBuffer take(const KernelScratch& scratch, size_t bytes) const;
   // Queues the copy of `bytes` host bytes to device memory `dst`; `data` may go once it returns.
   void upload(void* dst, const void* data, size_t bytes, const char* op) const;
+  // Per-sequence `values` for a kernel launch: by value when they fit in it, else uploaded into
+  // `buffer` (sequence_values_bytes(values.size()) of scratch).
+  cuda::SequenceValues sequence_values(const std::vector<int64_t>& values,
+                                       const ScratchBuffer& buffer, const char* op) const;
+  static size_t sequence_values_bytes(size_t count);
+  // Rope's frequencies the same way (rope_frequency_bytes(frequencies.size()) of scratch).
+  cuda::RopeFrequencies rope_frequency_table(const std::vector<float>& frequencies,
+                                             const ScratchBuffer& buffer, const char* op) const;
+  static size_t rope_frequency_bytes(size_t count);
   // Throws, naming `op` and `what`, while the stream is recording a graph.
   void refuse_while_capturing(const char* op, const char* what) const;
   // out = bias + the convolution (transposed or not) of x with weight, through cuDNN; shapes

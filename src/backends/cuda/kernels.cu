@@ -29,6 +29,14 @@ void check_launch(const char* op) {
   check(cudaGetLastError(), "kernel launch", op);
 }
 
+__device__ __forceinline__ int64_t value_of(const SequenceValues& v, int64_t b) {
+  return v.device != nullptr ? v.device[b] : v.values[b];
+}
+
+__device__ __forceinline__ float value_of(const RopeFrequencies& f, int64_t j) {
+  return f.device != nullptr ? f.device[j] : f.values[j];
+}
+
 __device__ __forceinline__ int64_t global_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -302,17 +310,18 @@ __global__ void rms_norm_kernel(const T* x, const T* weight, T* out, int64_t row
 
 // One thread per rotated pair (dimension j and j + half of one head at one step).
 template <typename T>
-__global__ void rope_kernel(const T* x, T* out, const int64_t* start_positions,
-                            const float* inv_freq, int64_t steps, int64_t heads, int64_t half,
+__global__ void rope_kernel(const T* x, T* out, SequenceValues start_positions,
+                            RopeFrequencies inv_freq, int64_t steps, int64_t heads, int64_t half,
                             int64_t pairs) {
   for (int64_t i = global_index(); i < pairs; i += grid_stride()) {
     const int64_t j = i % half;
     const int64_t head_row = i / half;          // (batch, step, head)
     const int64_t step_row = head_row / heads;  // (batch, step)
-    const auto position = static_cast<float>(start_positions[step_row / steps] + step_row % steps);
+    const auto position =
+        static_cast<float>(value_of(start_positions, step_row / steps) + step_row % steps);
     float s = 0;
     float c = 0;
-    sincosf(__fmul_rn(position, inv_freq[j]), &s, &c);
+    sincosf(__fmul_rn(position, value_of(inv_freq, j)), &s, &c);
     const int64_t base = head_row * 2 * half + j;
     const float x1 = to_float(x[base]);
     const float x2 = to_float(x[base + half]);
@@ -323,12 +332,12 @@ __global__ void rope_kernel(const T* x, T* out, const int64_t* start_positions,
 
 // cache [batch, tmax, inner] rows offsets[b] + t = rows [batch, t, inner] (elements of U).
 template <typename U>
-__global__ void write_rows_kernel(U* cache, const U* rows, const int64_t* offsets, int64_t steps,
+__global__ void write_rows_kernel(U* cache, const U* rows, SequenceValues offsets, int64_t steps,
                                   int64_t tmax, int64_t inner, int64_t n) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t b = i / (steps * inner);
     const int64_t rest = i % (steps * inner);
-    cache[(b * tmax + offsets[b]) * inner + rest] = rows[i];
+    cache[(b * tmax + value_of(offsets, b)) * inner + rest] = rows[i];
   }
 }
 
@@ -468,6 +477,84 @@ __global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t row
   }
 }
 
+// Attention of a few queries per sequence over its keys (a decode step over a KV cache): block
+// (b·heads + h, i) computes query i of head h of sequence b. Scores scale·q·k (F32, a warp per
+// key), the softmax over the visible keys, each probability rounded to T once, then out = Σ p·v
+// accumulated in F32 and rounded once: the same numbers as the gemm path, in one launch.
+template <typename T>
+__global__ void decode_attention_kernel(const T* q, const T* k, const T* v, T* out, int64_t tq,
+                                        int64_t rows, int64_t heads, int64_t dim, float scale,
+                                        SequenceValues key_lengths, SequenceValues offsets,
+                                        bool causal) {
+  extern __shared__ float shared_memory[];
+  float* query = shared_memory;          // [dim]
+  float* partial = query + dim;          // [blockDim.x]
+  float* reduce = partial + blockDim.x;  // [32]
+  float* probabilities = reduce + 32;    // [visible keys]
+  const int64_t sequence = blockIdx.x / heads;
+  const int64_t head = blockIdx.x % heads;
+  const int64_t i = blockIdx.y;
+  const int64_t row = heads * dim;  // elements between positions
+  int64_t limit = value_of(key_lengths, sequence);
+  if (causal) {
+    const int64_t last = value_of(offsets, sequence) + i;
+    limit = last < 0 ? 0 : (last + 1 < limit ? last + 1 : limit);
+  }
+  T* o = out + ((sequence * tq + i) * heads + head) * dim;
+  if (limit <= 0) {  // no key to attend to: NaN, as the host backends give
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
+    return;
+  }
+  const T* qrow = q + ((sequence * tq + i) * heads + head) * dim;
+  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) query[d] = to_float(qrow[d]);
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  const T* keys = k + sequence * rows * row + head * dim;
+  for (int64_t j = threadIdx.x / 32; j < limit; j += warps) {
+    const T* key = keys + j * row;
+    float dot = 0.0f;
+    for (int64_t d = lane; d < dim; d += 32) dot += query[d] * to_float(key[d]);
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    }
+    if (lane == 0) probabilities[j] = scale * dot;
+  }
+  __syncthreads();
+  float local_max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+    local_max = fmaxf(local_max, probabilities[j]);
+  }
+  const float max_score = block_reduce<true>(local_max, reduce);
+  float local_sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+    local_sum += __expf(probabilities[j] - max_score);
+  }
+  const float inv_sum = 1.0f / block_reduce<false>(local_sum, reduce);
+  for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+    probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
+  }
+  __syncthreads();
+  // Thread t sums the keys j ≡ t / dim (mod groups) for element t % dim; the groups are added
+  // after.
+  const int64_t groups = blockDim.x / dim;
+  const int64_t values_base = sequence * rows * row + head * dim;
+  if (threadIdx.x < groups * dim) {
+    const int64_t d = threadIdx.x % dim;
+    float acc = 0.0f;
+    for (int64_t j = threadIdx.x / dim; j < limit; j += groups) {
+      acc += probabilities[j] * to_float(v[values_base + j * row + d]);
+    }
+    partial[threadIdx.x] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x < dim) {
+    float sum = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) sum += partial[g * dim + threadIdx.x];
+    o[threadIdx.x] = from_float<T>(sum);
+  }
+}
+
 }  // namespace
 
 void copy_strided(const void* src, DType src_dtype, const Layout& src_layout, void* dst,
@@ -595,8 +682,8 @@ void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t
   check_launch(op);
 }
 
-void rope(const void* x, void* out, DType dtype, const int64_t* start_positions,
-          const float* inv_freq, int64_t batch, int64_t steps, int64_t heads, int64_t dim,
+void rope(const void* x, void* out, DType dtype, const SequenceValues& start_positions,
+          const RopeFrequencies& inv_freq, int64_t batch, int64_t steps, int64_t heads, int64_t dim,
           cudaStream_t stream, const char* op) {
   const int64_t pairs = batch * steps * heads * (dim / 2);
   if (pairs == 0) return;
@@ -609,7 +696,7 @@ void rope(const void* x, void* out, DType dtype, const int64_t* start_positions,
   check_launch(op);
 }
 
-void write_rows(void* cache, const void* rows, int element_bytes, const int64_t* offsets,
+void write_rows(void* cache, const void* rows, int element_bytes, const SequenceValues& offsets,
                 int64_t batch, int64_t steps, int64_t tmax, int64_t inner, cudaStream_t stream,
                 const char* op) {
   const int64_t n = batch * steps * inner;
@@ -705,6 +792,35 @@ void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
     masked_softmax_kernel<T><<<blocks, threads, 0, stream>>>(
         scores, static_cast<T*>(probs), rows, rows_per_sequence, rows_per_head, tk, key_lengths,
         offsets, causal, first_query);
+  });
+  check_launch(op);
+}
+
+bool decode_attention_fits(int64_t batch, int64_t tq, int64_t dim, int64_t keys) {
+  return batch <= SequenceValues::kInline && tq <= kDecodeAttentionMaxQueries &&
+         dim <= kDecodeAttentionThreads &&
+         decode_attention_shared_bytes(dim, keys) <= kDecodeAttentionMaxSharedBytes;
+}
+
+void decode_attention(const void* q, const void* k, const void* v, void* out, DType dtype,
+                      int64_t batch, int64_t tq, int64_t rows, int64_t heads, int64_t dim,
+                      int64_t keys, float scale, const SequenceValues& key_lengths,
+                      const SequenceValues& offsets, bool causal, cudaStream_t stream,
+                      const char* op) {
+  if (batch * tq * heads * dim == 0) return;
+  const dim3 grid(static_cast<unsigned>(batch * heads), static_cast<unsigned>(tq));
+  const size_t shared = decode_attention_shared_bytes(dim, keys);
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const auto kernel = decode_attention_kernel<T>;
+    if (shared > 48 * 1024) {
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kDecodeAttentionMaxSharedBytes)),
+            "cudaFuncSetAttribute", op);
+    }
+    kernel<<<grid, kDecodeAttentionThreads, shared, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+        static_cast<T*>(out), tq, rows, heads, dim, scale, key_lengths, offsets, causal);
   });
   check_launch(op);
 }

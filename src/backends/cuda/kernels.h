@@ -53,15 +53,30 @@ void layer_norm(const void* x, const void* gamma, const void* beta, void* out, D
 // again (transformers' LlamaRMSNorm). out may be x.
 void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t rows, int64_t c,
               float eps, cudaStream_t stream, const char* op);
+// A few values per sequence (positions, lengths) passed by value with a launch, so that a decode
+// step uploads nothing for them (and its launches can be captured), or, for more sequences than
+// fit, an array in device memory.
+struct SequenceValues {
+  static constexpr int64_t kInline = 128;
+  const int64_t* device = nullptr;  // the values when set; else `values`
+  int64_t values[kInline];
+};
+// The table of rope's angle frequencies the same way: by value up to kInline, else in device
+// memory.
+struct RopeFrequencies {
+  static constexpr int64_t kInline = 128;
+  const float* device = nullptr;
+  float values[kInline];
+};
 // Rotary embedding of x [batch, steps, heads, dim] (rotate_half layout) into out (may be x): step
 // t of batch b at position start_positions[b] + t, angles position · inv_freq[j] in F32
-// (start_positions [batch] and inv_freq [dim / 2] in device memory).
-void rope(const void* x, void* out, DType dtype, const int64_t* start_positions,
-          const float* inv_freq, int64_t batch, int64_t steps, int64_t heads, int64_t dim,
+// (inv_freq: dim / 2 values).
+void rope(const void* x, void* out, DType dtype, const SequenceValues& start_positions,
+          const RopeFrequencies& inv_freq, int64_t batch, int64_t steps, int64_t heads, int64_t dim,
           cudaStream_t stream, const char* op);
 // cache [batch, tmax, inner] rows offsets[b] + t = rows [batch, steps, inner], elements of
-// element_bytes (2 or 4); offsets [batch] in device memory.
-void write_rows(void* cache, const void* rows, int element_bytes, const int64_t* offsets,
+// element_bytes (2 or 4).
+void write_rows(void* cache, const void* rows, int element_bytes, const SequenceValues& offsets,
                 int64_t batch, int64_t steps, int64_t tmax, int64_t inner, cudaStream_t stream,
                 const char* op);
 // conv1d with one input channel per output channel: out [batch, channels, t_out] = bias[c] +
@@ -102,4 +117,24 @@ void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
                     const int64_t* key_lengths, const int64_t* offsets, bool causal,
                     int64_t first_query, cudaStream_t stream, const char* op);
 
+constexpr int kDecodeAttentionThreads = 128;
+constexpr int64_t kDecodeAttentionMaxQueries = 4;
+constexpr size_t kDecodeAttentionMaxSharedBytes = 96 * 1024;
+// Shared memory decode_attention takes for `keys` visible keys of `dim` elements.
+constexpr size_t decode_attention_shared_bytes(int64_t dim, int64_t keys) {
+  return static_cast<size_t>(dim + kDecodeAttentionThreads + 32 + keys) * sizeof(float);
+}
+// Whether decode_attention takes this shape: sequences' values by value, few queries, dim <= its
+// threads, and the keys' scores in shared memory.
+bool decode_attention_fits(int64_t batch, int64_t tq, int64_t dim, int64_t keys);
+// Attention for q [batch, tq, heads, dim] over k, v [batch, rows, heads, dim] (contiguous, dtype)
+// into out (q's shape): the same contract as masked_softmax + the gemms (keys below
+// key_lengths[b], with `causal` query i of sequence b at offsets[b] + i; NaN when a query sees
+// no key), at most `keys` keys visible to any query, one launch for every sequence, head and
+// query.
+void decode_attention(const void* q, const void* k, const void* v, void* out, DType dtype,
+                      int64_t batch, int64_t tq, int64_t rows, int64_t heads, int64_t dim,
+                      int64_t keys, float scale, const SequenceValues& key_lengths,
+                      const SequenceValues& offsets, bool causal, cudaStream_t stream,
+                      const char* op);
 }  // namespace voxd::cuda

@@ -36,13 +36,21 @@ Gpt Gpt::load(Context& ctx, const GptConfig& config, const WeightSource& transfo
       load_parameter(ctx, embed, "emb_text.weight", {config.num_text_tokens, h}, stream);
   gpt.head_text_ =
       load_parameter(ctx, embed, "head_text.weight", {config.num_text_tokens, h}, compute);
+  // The num_vq code heads stacked into one [num_vq · num_audio_tokens, hidden] weight: a step's
+  // code logits are one gemm.
+  const int64_t audio = config.num_audio_tokens;
+  std::vector<float> heads;
+  heads.reserve(static_cast<size_t>(config.num_vq * audio * h));
   for (int64_t q = 0; q < config.num_vq; ++q) {
     const std::string n = std::to_string(q);
-    gpt.emb_code_.push_back(load_parameter(ctx, embed, "emb_code." + n + ".weight",
-                                           {config.num_audio_tokens, h}, stream));
-    gpt.head_code_.push_back(load_parameter(ctx, embed, "head_code." + n + ".weight",
-                                            {config.num_audio_tokens, h}, compute));
+    gpt.emb_code_.push_back(
+        load_parameter(ctx, embed, "emb_code." + n + ".weight", {audio, h}, stream));
+    const std::vector<float> head =
+        load_host_parameter(embed, "head_code." + n + ".weight", {audio, h}).to_float_vector();
+    heads.insert(heads.end(), head.begin(), head.end());
   }
+  gpt.head_code_ =
+      ops::to_device(ctx, Tensor::from_vector({config.num_vq * audio, h}, heads), compute);
   return gpt;
 }
 
@@ -177,13 +185,10 @@ Tensor Gpt::text_logits(Context& ctx, const Tensor& hidden) const {
       ctx, ops::linear(ctx, precision_.to_compute(ctx, hidden), head_text_, Tensor()), DType::F32);
 }
 
-std::vector<Tensor> Gpt::code_logits(Context& ctx, const Tensor& hidden) const {
-  const Tensor h = precision_.to_compute(ctx, hidden);
-  std::vector<Tensor> out;
-  for (const Tensor& head : head_code_) {
-    out.push_back(ops::to_device(ctx, ops::linear(ctx, h, head, Tensor()), DType::F32));
-  }
-  return out;
+Tensor Gpt::code_logits(Context& ctx, const Tensor& hidden) const {
+  const Tensor logits = ops::to_device(
+      ctx, ops::linear(ctx, precision_.to_compute(ctx, hidden), head_code_, Tensor()), DType::F32);
+  return logits.reshape({hidden.size(0), hidden.size(1), config_.num_vq, config_.num_audio_tokens});
 }
 
 }  // namespace voxd::chattts

@@ -49,8 +49,9 @@ class Gpt {
   Tensor forward(Context& ctx, const Tensor& embeddings, KvCache& cache) const;
   // head_text: hidden [B, T, hidden] -> logits [B, T, num_text_tokens] F32.
   Tensor text_logits(Context& ctx, const Tensor& hidden) const;
-  // head_code[q] for each q: hidden [B, T, hidden] -> num_vq logits [B, T, num_audio_tokens] F32.
-  std::vector<Tensor> code_logits(Context& ctx, const Tensor& hidden) const;
+  // The num_vq code heads: hidden [B, T, hidden] -> logits [B, T, num_vq, num_audio_tokens] F32
+  // (head q's at [..., q, :]).
+  Tensor code_logits(Context& ctx, const Tensor& hidden) const;
 
   const GptConfig& config() const { return config_; }
   DType compute_dtype() const { return precision_.compute; }
@@ -66,11 +67,11 @@ class Gpt {
   GptConfig config_;
   PrecisionPolicy precision_;
   std::vector<Layer> layers_;
-  Tensor norm_;                    // [hidden]
-  Tensor emb_text_;                // [num_text_tokens, hidden], stream dtype
-  std::vector<Tensor> emb_code_;   // num_vq × [num_audio_tokens, hidden]
-  Tensor head_text_;               // [num_text_tokens, hidden]
-  std::vector<Tensor> head_code_;  // num_vq × [num_audio_tokens, hidden]
+  Tensor norm_;                   // [hidden]
+  Tensor emb_text_;               // [num_text_tokens, hidden], stream dtype
+  std::vector<Tensor> emb_code_;  // num_vq × [num_audio_tokens, hidden]
+  Tensor head_text_;              // [num_text_tokens, hidden]
+  Tensor head_code_;  // [num_vq · num_audio_tokens, hidden], head q's rows at q · that
 };
 
 }  // namespace voxd::chattts

@@ -113,16 +113,16 @@ Synthesizer::Made Synthesizer::generate(const std::vector<int64_t>& prompt, Stag
   Made made;
   std::vector<float> probs;
   for (int64_t step = 0; step < stage.max_new_token; ++step) {
-    std::vector<Tensor> logits;
-    if (code) {
-      logits = gpt.code_logits(ctx_, last);
-    } else {
-      logits.push_back(gpt.text_logits(ctx_, last));
-    }
+    // Every head's logits in one copy: [rows, vocabulary].
+    const std::vector<float> logits =
+        ops::to_host(ctx_, code ? gpt.code_logits(ctx_, last) : gpt.text_logits(ctx_, last))
+            .to_float_vector();
+    const size_t vocabulary = logits.size() / static_cast<size_t>(rows);
     std::vector<int64_t> picked(static_cast<size_t>(rows));
     bool ended = false;
     for (int64_t r = 0; r < rows; ++r) {
-      std::vector<float> row = ops::to_host(ctx_, logits[static_cast<size_t>(r)]).to_float_vector();
+      const auto begin = logits.begin() + static_cast<std::ptrdiff_t>(r * vocabulary);
+      std::vector<float> row(begin, begin + static_cast<std::ptrdiff_t>(vocabulary));
       process_logits(row, stage.temperature, history[static_cast<size_t>(r)], step, stage.sampling);
       probs.resize(row.size());
       softmax(row, probs);
