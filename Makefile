@@ -42,7 +42,8 @@ $(BUILD_DIR)/CMakeCache.txt: | deps
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# GPU tests (ctest label "gpu") run only on the GPU machine, through scripts/gpu-check.sh.
+# GPU tests (ctest label "gpu") run only on the GPU machine, through scripts/gpu-pack.sh here
+# and scripts/gpu-check.py there.
 test: build
 	cd $(BUILD_DIR) && ctest -LE gpu --output-on-failure -j $(JOBS)
 

@@ -17,7 +17,7 @@ Start the server with a keep-alive timeout longer than the run, e.g.
     voxd serve --voice voices/en-demo --max-connections 12000 --keep-alive-timeout 600 &
     python3 bench/idle_connections.py --url http://127.0.0.1:8080 --pid $! --connections 10000
 
-Prints "opened N connections" once they are all open (scripts/gpu-check.sh serve waits for it
+Prints "opened N connections" once they are all open (scripts/gpu-check.py serve waits for it
 before its load rounds), the table row at the end. Exits 1 when a connection could not be opened
 or answered, or the server closed one early. It raises its own open-file limit to fit the
 connections.

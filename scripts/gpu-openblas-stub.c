@@ -1,5 +1,5 @@
 /* Stands in for OpenBLAS in the GPU test and benchmark binaries and the voxd command that
- * scripts/gpu-check.sh carries to the GPU machine: they link voxd's CPU backend (through the
+ * scripts/gpu-pack.sh carries to the GPU machine: they link voxd's CPU backend (through the
  * backend registry) but never run it there (`voxd serve --device cuda` makes no CPU backend; only
  * CpuBackend calls OpenBLAS: cblas_sgemm, and openblas_set_num_threads when it is made), and
  * Debian's libopenblas.so.0 (36 MB with its Fortran runtime) would not fit the carry. Any call

@@ -1,5 +1,5 @@
 /* Stands in for pcaudiolib (libpcaudio.so.0) where voxd's binaries are carried to a machine
- * without our packages: the GPU machine (scripts/gpu-check.sh pack) and the dataset carry
+ * without our packages: the GPU machine (scripts/gpu-pack.sh) and the dataset carry
  * (training/data/package.sh). libespeak-ng links it for playing speech aloud, and through it
  * PulseAudio, ALSA, X11, D-Bus and systemd (about 2.5 MB compressed). voxd only asks eSpeak NG for
  * phonemes and synthesises into memory (AUDIO_OUTPUT_SYNCHRONOUS), never playing anything; eSpeak

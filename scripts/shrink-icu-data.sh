@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rewrites ICU's data library (libicudata.so.NN: 31 MB of locales, converters and break rules) as
 # a library of the same soname and symbol (icudtNN_dat) holding only the items voxd reads, for
-# the binaries carried to machines without our packages (scripts/gpu-check.sh pack,
+# the binaries carried to machines without our packages (scripts/gpu-pack.sh,
 # training/data/package.sh). The default items are nfkc.nrm, the NFKC normaliser of
 # src/text/normalize.cpp, and likelySubtags.res, from which src/text/scripts.cpp learns the
 # scripts of a voice's language (the character properties both also ask for are built into

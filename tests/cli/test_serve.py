@@ -7,7 +7,7 @@ bodies and headers bounded while read, trickling clients, metrics from the first
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve.py` with VOXD_BIN set to the
 built binary (on the CPU); standard library only. Waits for events have generous bounds and pass
-as soon as the event happens. `scripts/gpu-check.sh serve` runs the same suite on the GPU machine
+as soon as the event happens. `scripts/gpu-check.py serve` runs the same suite on the GPU machine
 with VOXD_TEST_DEVICE=cuda; the few checks that differ there say why where they differ.
 """
 import http.client

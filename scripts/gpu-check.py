@@ -1,0 +1,694 @@
+#!/usr/bin/env python3
+"""GPU checks for voxd's CUDA backend, on the GPU machine (Ubuntu 24.04, CUDA 13 driver, cuBLAS 13
+in /usr/lib/x86_64-linux-gnu, Python 3 without extra packages, no package registry), from the
+repository root (the working tree has tests/fixtures/), with build-gpu/dist.tar.xz from
+scripts/gpu-pack.sh on the build machine. The archive replaces any build-gpu/dist/ an earlier
+call left. The GPU tests and their properties come from dist/gpu-tests.json, which
+tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setting are there.
+
+  scripts/gpu-check.py [check]
+      1. nvidia-smi summary;
+      2. every GPU test through ctest -L gpu --output-on-failure -j 4, one ctest test per gtest
+         case, from a CTestTestfile written here for build-gpu/dist/bin (serial, timeout from the
+         manifest); then test_cuda_ops's convolution cases through VOXD_CUDA_CONV=cudnn and
+         im2col, the paths the default does not take everywhere;
+      3. each test binary under compute-sanitizer --tool memcheck with the manifest's gtest
+         filter (or not at all), capped at MEMCHECK_TIMEOUT seconds (150);
+      4. benchmarks: voxd_gpu_bench (bench/gpu_bench.cpp) on random-weight voices at the public
+         checkpoints' sizes, made here by tools/make_bench_voices.py in BENCH_VOICES
+         (/tmp/voxd-bench-voices), and on voices/en-demo; BENCH_RUNS overrides the list, one
+         option line per run;
+      5. a summary table (tests passed/failed, sanitizer errors).
+  scripts/gpu-check.py quick
+      Steps 1, 2 and 5 only: about 20 s, to fold into another run.
+  scripts/gpu-check.py bench
+      Steps 1, 4 and 5 only.
+  scripts/gpu-check.py serve
+      `voxd serve` on the GPU with the packed voxd (LD_LIBRARY_PATH on dist/lib,
+      ESPEAK_DATA_PATH on dist/share, open files raised to 65536):
+      1. nvidia-smi summary;
+      2. the end-to-end suite tests/cli/test_serve.py with VOXD_BIN=dist/bin/voxd and
+         VOXD_TEST_DEVICE=cuda, capped at E2E_TIMEOUT seconds (240; 0 skips it, and fails);
+      3. load: makes the lj-v1 bench voice if missing, starts `voxd serve --device cuda` on it
+         with SERVE_ARGS (--max-connections 1100 --max-queue 2048 --max-batch 64
+         --gpu-memory-limit 8GiB), waits for /readyz, runs bench/stream_load.py once per line of
+         LOAD_RUNS (1 client, 100, 1000 at once, and 1000 of four sentences each started over
+         5 s, so that all are open at once), counting the listen queue's overflows around each
+         and printing the model steps from /metrics after each; with IDLE_CONNECTIONS=N, N idle
+         keep-alive connections from bench/idle_connections.py are held open meanwhile for
+         IDLE_HOLD seconds (240). Then SIGTERMs the server and wants exit status 0;
+      4. a summary table, and the issue's target for 1,000 streams (p95 TTFA <= 200 ms, peak
+         memory <= 8 GiB, no errors) as met or missed (informational).
+      Each step is capped, children killed, so that the whole stays under SERVE_DEADLINE
+      (570) seconds.
+
+GPU_TESTS (names separated by spaces) narrows the test binaries run. Logs go to OUT (or a
+temporary folder). Exit status 0 only when every step passed (serve: the suite passed, every
+load run had no errors and the server exited 0), 2 when the packed tree is missing; each mode
+stays under the run tool's 600 s. The device runs, after scripts/gpu-pack.sh here:
+
+  run(command="scripts/gpu-check.py", carry=["build-gpu/dist.tar.xz"], kind="nvidia-h200",
+      timeout_s=600)
+  run(command="scripts/gpu-check.py serve", carry=["build-gpu/dist.tar.xz"],
+      kind="nvidia-h200", timeout_s=600)
+"""
+import dataclasses
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build-gpu"
+DIST = BUILD / "dist"
+MANIFEST = "gpu-tests.json"
+START = time.monotonic()
+
+NVIDIA_SMI = ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,memory.used,"
+              "temperature.gpu,clocks.max.sm", "--format=csv"]
+DEFAULT_SERVE_ARGS = ("--max-connections 1100 --max-queue 2048 --max-batch 64 "
+                      "--gpu-memory-limit 8GiB")
+DEFAULT_LOAD_RUNS = """--clients 1
+--clients 100
+--clients 1000
+--clients 1000 --sentences 4 --ramp 5"""
+
+
+def default_bench_runs(voices):
+    """voxd_gpu_bench's option lines when BENCH_RUNS is unset."""
+    return (f"--voice {voices}/lj-v1 --dtype f16 --batches 1,8,32,64\n"
+            f"--voice {voices}/lj-v1 --dtype f32 --batches 1\n"
+            f"--voice {ROOT}/voices/en-demo --dtype f16 --batches 1,32")
+
+
+@dataclasses.dataclass
+class GpuTest:
+    """One GPU test binary as the manifest lists it; memcheck_filter None: not under memcheck."""
+    name: str
+    serial: bool
+    timeout: int
+    memcheck_filter: str | None
+
+
+class Report:
+    """The summary rows and whether every step passed."""
+
+    def __init__(self):
+        self.rows = []
+        self.failed = False
+
+    def add(self, label, text, ok=True):
+        self.rows.append((label, text))
+        self.failed = self.failed or not ok
+
+    def table(self, width):
+        return "".join(f"{label:<{width}} {text}\n" for label, text in self.rows)
+
+    def exit_status(self):
+        return 1 if self.failed else 0
+
+
+def load_manifest(path):
+    """The GPU tests of a gpu-tests.json."""
+    with open(path) as f:
+        manifest = json.load(f)
+    return [GpuTest(t["name"], t["serial"], t["timeout"], t["memcheck_filter"])
+            for t in manifest["tests"]]
+
+
+def select_tests(tests, names):
+    """The tests named in `names` (GPU_TESTS, separated by spaces), all when it is empty."""
+    if not names.split():
+        return tests
+    by_name = {t.name: t for t in tests}
+    unknown = [n for n in names.split() if n not in by_name]
+    if unknown:
+        raise ValueError(f"GPU_TESTS names tests the packed manifest lacks: {' '.join(unknown)}")
+    return [by_name[n] for n in names.split()]
+
+
+def gtest_cases(listing):
+    """The full names of the cases in a --gtest_list_tests output."""
+    cases, suite = [], ""
+    for line in listing.splitlines():
+        if line and not line.startswith(" "):
+            suite = line.split(" ")[0]
+        elif match := re.match(r"  (\S+)", line):
+            cases.append(suite + match.group(1))
+    return cases
+
+
+def ctest_lines(test, binary, cases, root):
+    """The CTestTestfile commands for the gtest cases of one binary."""
+    lines = []
+    for case in cases:
+        lines.append(f'add_test([=[{case}]=] "{binary}" [=[--gtest_filter={case}]=])\n')
+        lines.append(f'set_tests_properties([=[{case}]=] PROPERTIES LABELS gpu WORKING_DIRECTORY '
+                     f'"{root}" ENVIRONMENT "VOXD_SOURCE_DIR={root}" TIMEOUT {test.timeout} '
+                     f'RUN_SERIAL {"TRUE" if test.serial else "FALSE"})\n')
+    return lines
+
+
+def write_ctest_file(tests, bin_dir, root):
+    """Writes a CTestTestfile.cmake with one test per gtest case into a new temporary folder;
+    returns the folder and the tests whose binaries could not list their cases."""
+    folder = Path(tempfile.mkdtemp(prefix="voxd-gpu-ctest."))
+    unlisted = []
+    with open(folder / "CTestTestfile.cmake", "w") as f:
+        for test in tests:
+            binary = bin_dir / test.name
+            listing = subprocess.run([binary, "--gtest_list_tests"], capture_output=True, text=True)
+            if listing.returncode != 0:
+                unlisted.append(test.name)
+            f.writelines(ctest_lines(test, binary, gtest_cases(listing.stdout), root))
+    return folder, unlisted
+
+
+def memcheck_command(sanitizer, binary, gtest_filter, timeout):
+    """compute-sanitizer memcheck on `binary`'s cases in `gtest_filter`, ended after `timeout` s
+    (exit status 124)."""
+    return ["timeout", str(timeout), sanitizer, "--tool", "memcheck", "--leak-check", "full",
+            "--error-exitcode", "99", binary, f"--gtest_filter={gtest_filter}"]
+
+
+def memcheck_row(log, rc, timeout):
+    """The summary text of one memcheck run from its log and exit status."""
+    errors = re.findall(r"ERROR SUMMARY: ([0-9]+) error", log)
+    count = errors[-1] if errors else "?"
+    if rc == 124:
+        return f"timed out after {timeout} s ({count} errors so far)"
+    return f"{count} errors, gtest {gtest_results(log)}(exit {rc})"
+
+
+def gtest_results(log):
+    """gtest's PASSED and FAILED counts in a log, each followed by a space."""
+    return "".join(m + " " for m in re.findall(r"\[  (?:PASSED|FAILED)  \] [0-9]+", log))
+
+
+def last_match(pattern, text):
+    """The last line of `text` that matches `pattern` from its start, or ""."""
+    lines = [line for line in text.splitlines() if re.match(pattern, line)]
+    return lines[-1] if lines else ""
+
+
+def exit_code(returncode):
+    """A subprocess's exit status as a shell reports it (128 + N for a signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_logged(command, log, append=False, **kwargs):
+    """Runs `command`, its output to stdout and to the file `log`; returns its exit status."""
+    with open(log, "a" if append else "w") as f, subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            errors="replace", **kwargs) as process:
+        for line in process.stdout:
+            sys.stdout.write(line)
+            f.write(line)
+    sys.stdout.flush()
+    return exit_code(process.returncode)
+
+
+def head(path, n):
+    """The first `n` lines of a file, as text."""
+    return "".join(Path(path).read_text(errors="replace").splitlines(keepends=True)[:n])
+
+
+def tail(path, n):
+    """The last `n` lines of a file, as text."""
+    return "".join(Path(path).read_text(errors="replace").splitlines(keepends=True)[-n:])
+
+
+def nvidia_smi(report):
+    """Prints the GPU's summary; a failure fails the run."""
+    print("== 1. GPU", flush=True)
+    if subprocess.run(NVIDIA_SMI).returncode != 0:
+        report.failed = True
+
+
+def logs_folder():
+    """OUT, made if missing, or a new temporary folder."""
+    out = os.environ.get("OUT") or tempfile.mkdtemp(prefix="voxd-gpu-logs.")
+    os.makedirs(out, exist_ok=True)
+    return Path(out)
+
+
+def unpack_dist():
+    """The carried archive replaces whatever dist/ an earlier call left on this machine."""
+    archive = BUILD / "dist.tar.xz"
+    if archive.is_file():
+        shutil.rmtree(DIST, ignore_errors=True)
+        subprocess.run(["tar", "-C", BUILD, "-xJf", archive], check=True)
+
+
+def use_dist_libraries():
+    """Puts dist/lib, then the system's CUDA libraries, first on the library path."""
+    old = os.environ.get("LD_LIBRARY_PATH")
+    os.environ["LD_LIBRARY_PATH"] = (f"{DIST}/lib:/usr/lib/x86_64-linux-gnu"
+                                     + (f":{old}" if old else ""))
+
+
+def find_sanitizer():
+    """compute-sanitizer's path, or None."""
+    for candidate in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer",
+                      "/usr/local/cuda/compute-sanitizer/compute-sanitizer"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def gpu_tests_step(tests, logs, report):
+    """Step 2: ctest -L gpu over every case, then the convolution paths."""
+    print("== 2. GPU tests (ctest -L gpu)", flush=True)
+    folder, unlisted = write_ctest_file(tests, DIST / "bin", ROOT)
+    for name in unlisted:
+        report.add(f"list {name}", "--gtest_list_tests failed", ok=False)
+    rc = run_logged(["ctest", "-L", "gpu", "--output-on-failure", "-j", "4"], logs / "ctest.log",
+                    cwd=folder)
+    summary = last_match(r".*tests passed, [0-9]+ tests failed", (logs / "ctest.log").read_text())
+    report.add("gpu tests", summary or f"no summary (ctest exit {rc})", rc == 0)
+    ops = DIST / "bin" / "test_cuda_ops"
+    if os.access(ops, os.X_OK):
+        for path in ("cudnn", "im2col"):
+            log = logs / f"conv-{path}.log"
+            with open(log, "w") as f:
+                rc = subprocess.run([ops, "--gtest_filter=*Conv*:*Strided*"], stdout=f,
+                                    stderr=subprocess.STDOUT,
+                                    env={**os.environ, "VOXD_CUDA_CONV": path}).returncode
+            rc = exit_code(rc)
+            report.add(f"conv ops via {path}", f"{gtest_results(log.read_text())}(exit {rc})",
+                       rc == 0)
+
+
+def memcheck_step(tests, logs, report):
+    """Step 3: each test binary under compute-sanitizer memcheck with its manifest's filter."""
+    print("== 3. compute-sanitizer memcheck", flush=True)
+    sanitizer = find_sanitizer()
+    if sanitizer is None:
+        report.add("memcheck", "compute-sanitizer not found", ok=False)
+        return
+    timeout = int(os.environ.get("MEMCHECK_TIMEOUT") or 150)
+    for test in tests:
+        if test.memcheck_filter is None:
+            report.add(f"memcheck {test.name}", "not run (step 2 ran it)")
+            continue
+        log = logs / f"memcheck-{test.name}.log"
+        with open(log, "w") as f:
+            rc = subprocess.run(memcheck_command(sanitizer, DIST / "bin" / test.name,
+                                                 test.memcheck_filter, timeout),
+                                stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = exit_code(rc)
+        print(tail(log, 5), end="", flush=True)
+        row = memcheck_row(log.read_text(errors="replace"), rc, timeout)
+        report.add(f"memcheck {test.name}", row, rc == 0)
+
+
+def bench_step(logs, report):
+    """Step 4: the bench voices made if missing, then voxd_gpu_bench once per BENCH_RUNS line."""
+    print("== 4. benchmarks", flush=True)
+    voices = os.environ.get("BENCH_VOICES") or "/tmp/voxd-bench-voices"
+    if not Path(voices, "lj-v1", "config.json").is_file():
+        with open(logs / "bench-voices.log", "w") as f:
+            make = ["python3", ROOT / "tools" / "make_bench_voices.py", "--out", voices]
+            rc = subprocess.run(make, stdout=f, stderr=subprocess.STDOUT).returncode
+        if rc != 0:
+            report.add("bench voices", "make_bench_voices.py failed (see bench-voices.log)",
+                       ok=False)
+    runs = os.environ.get("BENCH_RUNS") or default_bench_runs(voices)
+    for run in filter(None, runs.splitlines()):
+        rc = run_logged([DIST / "bench" / "voxd_gpu_bench", *run.split()], logs / "bench.log",
+                        append=True)
+        report.add(f"bench {run}", f"exit {rc}", rc == 0)
+
+
+def check(mode):
+    """check, quick or bench: the steps of `mode`; returns the exit status."""
+    logs = logs_folder()
+    use_dist_libraries()
+    os.environ["VOXD_SOURCE_DIR"] = str(ROOT)
+    unpack_dist()
+    report = Report()
+    nvidia_smi(report)
+    if not (DIST / MANIFEST).is_file():
+        print(f"missing {DIST}/{MANIFEST}: run 'scripts/gpu-pack.sh' first")
+        return 2
+    try:
+        tests = select_tests(load_manifest(DIST / MANIFEST), os.environ.get("GPU_TESTS", ""))
+    except ValueError as e:
+        print(f"{e} (scripts/gpu-pack.sh packs those of its GPU_TESTS)")
+        return 2
+    for test in tests:
+        if not os.access(DIST / "bin" / test.name, os.X_OK):
+            print(f"missing {DIST}/bin/{test.name}: run 'scripts/gpu-pack.sh' first")
+            return 2
+    if mode != "bench":
+        gpu_tests_step(tests, logs, report)
+        if mode == "quick":
+            print("== 5. summary (quick: no memcheck, no benchmarks)")
+            print(report.table(26), end="")
+            return report.exit_status()
+        memcheck_step(tests, logs, report)
+    bench_step(logs, report)
+    print("== 5. summary")
+    print(report.table(26), end="")
+    return report.exit_status()
+
+
+def budget(cap, reserve=30):
+    """Seconds a serve step may take: at most `cap`, leaving `reserve` of SERVE_DEADLINE for what
+    follows; 0 when there is no time left."""
+    deadline = int(os.environ.get("SERVE_DEADLINE") or 570)
+    return max(0, min(cap, deadline - int(time.monotonic() - START) - reserve))
+
+
+def children_of(pid):
+    """The ids of the processes whose parent is `pid` (from /proc: procps may be missing)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # After "pid (comm) ": the state, then the parent's id.
+        if int(text.rpartition(") ")[2].split()[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def signal_all(pids, sig):
+    """Sends `sig` to each of `pids` that is still there."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def run_capped(cap, command, **kwargs):
+    """Runs `command` for at most `cap` seconds; when time is up, ends its children (the servers
+    a test started) with it. Returns its exit status, or 124 when time ran out."""
+    process = subprocess.Popen(command, **kwargs)
+    end = time.monotonic() + cap
+    while process.poll() is None:
+        if time.monotonic() >= end:
+            pids = [*children_of(process.pid), process.pid]
+            signal_all(pids, signal.SIGTERM)
+            time.sleep(5)
+            signal_all(pids, signal.SIGKILL)
+            process.wait()
+            return 124
+        time.sleep(0.5)
+    return exit_code(process.returncode)
+
+
+def listen_overflows():
+    """TcpExt ListenOverflows (connections the kernel dropped because a listen queue was full),
+    or None where /proc/net/netstat does not say."""
+    try:
+        lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines()
+                 if line.startswith("TcpExt:")]
+        return int(dict(zip(lines[0][1:], lines[1][1:]))["ListenOverflows"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def http_get(url):
+    """The body of a GET of `url` when it answers 200, else None."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode() if response.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def step_summary(metrics):
+    """The server's model steps so far from its /metrics text: per kind the steps, their mean
+    batch and time, and the total time spent in them."""
+    values, kinds = {}, []
+    for line in metrics.splitlines():
+        match = re.match(r'(voxd_engine_(?:step_seconds|batch_size)_(?:sum|count))'
+                         r'\{.*kind="([a-z]+)".*\}\s+(\S+)', line)
+        if match:
+            name, kind, value = match.groups()
+            values[name, kind] = float(value)
+            if kind not in kinds:
+                kinds.append(kind)
+    lines = []
+    for kind in kinds:
+        n = values.get(("voxd_engine_step_seconds_count", kind), 0)
+        seconds = values.get(("voxd_engine_step_seconds_sum", kind), 0)
+        batch = values.get(("voxd_engine_batch_size_sum", kind), 0)
+        if n > 0:
+            lines.append(f"steps so far: {kind} {int(n)} steps, mean batch {batch / n:.1f}, "
+                         f"mean {1000 * seconds / n:.1f} ms, total {seconds:.2f} s\n")
+    return "".join(lines)
+
+
+def memory_line(memory):
+    """The allocator's peaks and NVML's reading from /debug/memory?format=json."""
+    stats, reading = memory["stats"], memory.get("device_reading") or {}
+
+    def gib(n):
+        return f"{n / 2**30:.2f} GiB"
+    limit = gib(stats["limit_bytes"]) if stats.get("limit_bytes") else "none"
+    used = gib(reading["used_bytes"]) if "used_bytes" in reading else reading.get("reason", "-")
+    return (f"memory after the load: peak reserved {gib(stats['peak_reserved_bytes'])} peak "
+            f"allocated {gib(stats['peak_allocated_bytes'])} limit {limit} | NVML used now {used}")
+
+
+def leading_number(text):
+    """The number `text` starts with (after blanks), as awk reads it: 0 when there is none."""
+    match = re.match(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text)
+    return float(match.group(0)) if match else 0.0
+
+
+def target_line(rows):
+    """The issue's target, from the first load run of 1,000 clients or more started at once."""
+    for label, text in rows:
+        words = label.split()
+        if not re.match(r"load --clients [0-9]+", label) or "--ramp" in label:
+            continue
+        if int(words[2]) < 1000:
+            continue
+        fields = f"{label}|{text}".split("|") + [""] * 12
+        errors, p95 = int(leading_number(fields[4])), int(leading_number(fields[6]))
+        nvml = re.search("[0-9]", fields[10]) is not None
+        memory = leading_number(fields[10] if nvml else fields[9])
+        met = errors == 0 and p95 <= 200 and memory <= 8
+        return (f"{words[2]} clients: p95 TTFA {p95} ms (<= 200), peak "
+                f"{'NVML device used' if nvml else 'reserved'} {memory:.2f} GiB (<= 8), "
+                f"{errors} errors: {'met' if met else 'missed'}")
+    return "no run of 1,000 clients at once"
+
+
+def e2e_step(voxd, logs, report):
+    """Serve step 2: tests/cli/test_serve.py on the GPU."""
+    print("== 2. end to end: tests/cli/test_serve.py with VOXD_TEST_DEVICE=cuda", flush=True)
+    timeout = int(os.environ.get("E2E_TIMEOUT") or 240)
+    if timeout == 0:
+        report.add("e2e tests (cuda)", "not run (E2E_TIMEOUT=0)", ok=False)
+        return
+    cap = budget(timeout, 240)
+    log = logs / "serve-e2e.log"
+    with open(log, "w") as f:
+        rc = run_capped(cap, ["python3", "-m", "unittest", "-v", "tests/cli/test_serve.py"],
+                        cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                        env={**os.environ, "VOXD_BIN": str(voxd), "VOXD_TEST_DEVICE": "cuda"})
+    print(tail(log, 40), end="", flush=True)
+    text = log.read_text(errors="replace")
+    failing = " ".join(line.split()[0] for line in text.splitlines()
+                       if re.search(r" \.\.\. (FAIL|ERROR)$", line))
+    failed = f"; failed: {failing}" if failing else ""
+    if rc == 124:
+        passed = sum(1 for line in text.splitlines() if line.endswith(" ... ok"))
+        report.add("e2e tests (cuda)", f"timed out after {cap} s, {passed} passed so far{failed}",
+                   ok=False)
+    else:
+        ran = last_match(r"Ran [0-9]+ tests? in", text) or "no result"
+        result = last_match(r"(OK|FAILED)", text) or "?"
+        report.add("e2e tests (cuda)", f"{ran}: {result} (exit {rc}){failed}", rc == 0)
+
+
+def server_url(log):
+    """The URL a `voxd serve --log-format json` says it listens on, or None yet."""
+    match = re.search(r'"url":"(http://[^"]*)"', Path(log).read_text(errors="replace"))
+    return match.group(1) if match else None
+
+
+def grep_lines(pattern, path, first=False):
+    """The lines of a file in which `pattern` occurs (only the first with `first`), as text."""
+    lines = [line for line in Path(path).read_text(errors="replace").splitlines(keepends=True)
+             if re.search(pattern, line)]
+    return "".join(lines[:1] if first else lines)
+
+
+def start_idle_connections(url, server, logs):
+    """bench/idle_connections.py holding IDLE_CONNECTIONS open (None when unset), once they are
+    open or after 60 s. The server needs a --keep-alive-timeout longer than the rounds and
+    --max-connections above them."""
+    count = int(os.environ.get("IDLE_CONNECTIONS") or 0)
+    if count <= 0:
+        return None
+    log = logs / "idle-connections.log"
+    with open(log, "w") as f:
+        idle = subprocess.Popen(
+            ["python3", ROOT / "bench" / "idle_connections.py", "--url", url,
+             "--pid", str(server.pid), "--connections", str(count),
+             "--hold", os.environ.get("IDLE_HOLD") or "240"],
+            stdout=f, stderr=subprocess.STDOUT)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and idle.poll() is None and not grep_lines("^opened", log):
+        time.sleep(0.5)
+    print(head(log, 1), end="", flush=True)
+    return idle
+
+
+def load_rounds(url, server, logs, report):
+    """bench/stream_load.py once per LOAD_RUNS line, with the listen overflows around each and
+    the model steps after each."""
+    for round_number, run in enumerate(filter(None, (os.environ.get("LOAD_RUNS") or
+                                                     DEFAULT_LOAD_RUNS).splitlines()), 1):
+        cap = budget(150, 45)
+        if cap == 0 or server.poll() is not None:
+            why = "out of time" if cap == 0 else "the server is gone"
+            report.add(f"load {run}", f"not run: {why}", ok=False)
+            continue
+        before = listen_overflows()
+        with tempfile.TemporaryFile("w+") as out:
+            rc = run_capped(cap, ["python3", ROOT / "bench" / "stream_load.py", "--url", url,
+                                  "--voice", "lj-v1", "--timeout", "60", *run.split()],
+                            stdout=out, stderr=subprocess.STDOUT)
+            out.seek(0)
+            output = out.read()
+        after = listen_overflows()
+        overflows = after - before if before is not None and after is not None else "n/a"
+        text = (f"$ stream_load.py {run} (exit {rc}; listen queue overflows meanwhile: "
+                f"{overflows})\n{output}")
+        metrics = http_get(f"{url}/metrics")
+        if metrics is not None:
+            (logs / f"metrics-after-round-{round_number}.txt").write_text(metrics)
+            text += step_summary(metrics)
+        print(text, end="", flush=True)
+        with open(logs / "load.log", "a") as f:
+            f.write(text)
+        row = last_match(r"\| [0-9]", output) or "no table row"
+        report.add(f"load {run}", f"{row} exit {rc}, listen overflows {overflows}", rc == 0)
+
+
+def load_step(voxd, logs, report):
+    """Serve step 3: the lj-v1 voice made if missing, the server on it under
+    bench/stream_load.py."""
+    print("== 3. load: voxd serve --device cuda on lj-v1, bench/stream_load.py", flush=True)
+    voices = Path(os.environ.get("BENCH_VOICES") or "/tmp/voxd-bench-voices")
+    if not (voices / "lj-v1" / "config.json").is_file():
+        log = logs / "bench-voices.log"
+        with open(log, "w") as f:
+            rc = run_capped(budget(180, 150), ["python3", ROOT / "tools" / "make_bench_voices.py",
+                                               "--out", voices, "--voices", "lj-v1"],
+                            stdout=f, stderr=subprocess.STDOUT)
+        print(tail(log, 3), end="", flush=True)
+        if rc != 0:
+            report.add("bench voice lj-v1",
+                       f"make_bench_voices.py exit {rc} (see bench-voices.log)", ok=False)
+    server_rc = "not started"
+    if (voices / "lj-v1" / "config.json").is_file():
+        server_rc = serve_load(voxd, voices / "lj-v1", logs, report)
+    report.add("load server exit", str(server_rc), server_rc == 0)
+
+
+def serve_load(voxd, voice, logs, report):
+    """Starts the server on `voice`, runs the load rounds once it is ready, stops it; returns its
+    exit status (or why there is none)."""
+    serve_log = logs / "serve-load.log"
+    server_args = (os.environ.get("SERVE_ARGS") or DEFAULT_SERVE_ARGS).split()
+    command = [str(voxd), "serve", "--device", "cuda", "--voice", str(voice), "--port", "0",
+               "--log-format", "json", *server_args]
+    print(" ".join(command), flush=True)
+    with open(serve_log, "w") as f:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=f)
+    url, end = None, time.monotonic() + budget(90, 120)
+    while time.monotonic() < end and server.poll() is None:
+        url = url or server_url(serve_log)
+        if url and http_get(f"{url}/readyz") is not None:
+            break
+        time.sleep(0.5)
+    print(grep_lines('"msg":"listening"', serve_log, first=True), end="")
+    if not url or http_get(f"{url}/readyz") is None:
+        print("voxd serve did not get ready:")
+        print(tail(serve_log, 20), end="")
+        report.add("load server", "not ready (see serve-load.log)", ok=False)
+    else:
+        idle = start_idle_connections(url, server, logs)
+        load_rounds(url, server, logs, report)
+        if idle is not None:
+            rc = exit_code(idle.wait())
+            idle_text = (logs / "idle-connections.log").read_text(errors="replace")
+            print(idle_text, end="")
+            row = last_match(r"\| [0-9]", idle_text) or "no table row"
+            report.add("idle connections", f"{row} exit {rc}", rc == 0)
+        memory = http_get(f"{url}/debug/memory?format=json")
+        if memory is not None:
+            (logs / "memory-after-load.json").write_text(memory)
+            print(memory_line(json.loads(memory)))
+    server.send_signal(signal.SIGTERM)
+    try:
+        server_rc = exit_code(server.wait(timeout=budget(60, 5)))
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+        server_rc = "did not exit after SIGTERM (killed)"
+    print(grep_lines('"msg":"(shutting down|stopped)"', serve_log), end="", flush=True)
+    return server_rc
+
+
+def raise_open_files():
+    """A socket per stream on both sides: up to 65536 open files (the hard limit if lower)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = 65536 if hard == resource.RLIM_INFINITY or hard >= 65536 else hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def serve():
+    """serve: the end-to-end suite and the load on the GPU; returns the exit status."""
+    logs = logs_folder()
+    unpack_dist()
+    use_dist_libraries()
+    os.environ["ESPEAK_DATA_PATH"] = str(DIST / "share")
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    voxd = DIST / "bin" / "voxd"
+    espeak_data = DIST / "share" / "espeak-ng-data"
+    if not os.access(voxd, os.X_OK) or not (espeak_data / "phontab").is_file():
+        print(f"missing {voxd} or {espeak_data}: run 'scripts/gpu-pack.sh' first")
+        return 2
+    raise_open_files()
+    report = Report()
+    nvidia_smi(report)
+    print(f"open files: {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; voxd: {voxd}; "
+          f"ESPEAK_DATA_PATH={os.environ['ESPEAK_DATA_PATH']}", flush=True)
+    e2e_step(voxd, logs, report)
+    load_step(voxd, logs, report)
+    print("== 4. summary")
+    print(report.table(34), end="")
+    print(f"{'target (informational)':<34} {target_line(report.rows)}")
+    return report.exit_status()
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 else "check"
+    if mode in ("check", "quick", "bench"):
+        return check(mode)
+    if mode == "serve":
+        return serve()
+    print("usage: scripts/gpu-check.py [check|quick|bench|serve]")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,229 @@
+"""Tests of scripts/gpu-check.py's parts that need no GPU, and of the manifest it reads.
+
+Run by ctest with VOXD_BUILD_DIR (the build tree, whose gpu-tests.json tests/cuda/CMakeLists.txt
+writes when CUDA is on) and CTEST_COMMAND set; standard library only.
+"""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu-check.py")
+gpu_check = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(gpu_check)
+CTEST = os.environ.get("CTEST_COMMAND") or shutil.which("ctest")
+
+LISTING = """\
+Running main() from gtest_main.cc
+CudaOps/F32.  # TypeParam = float
+  Relu
+  Conv1d
+CaptureOnGpu.
+  ReplayMatchesEager/0  # GetParam() = 4
+"""
+
+
+def write_fake_binary(path, listing, exit_status=0):
+    """An executable that prints `listing` for --gtest_list_tests, as a gtest binary does."""
+    path.write_text(f"#!/bin/sh\ncat <<'END'\n{listing}END\nexit {exit_status}\n")
+    path.chmod(0o755)
+
+
+class ManifestTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="voxd-gpu-check-test."))
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_reads_each_test_and_its_memcheck_filter(self):
+        manifest = {"tests": [
+            {"name": "test_a", "file": "/b/test_a", "serial": False, "timeout": 300,
+             "memcheck_filter": "-*/F16"},
+            {"name": "test_b", "file": "/b/test_b", "serial": True, "timeout": 60,
+             "memcheck_filter": None}],
+            "benches": [{"name": "voxd_gpu_bench", "file": "/b/voxd_gpu_bench"}]}
+        (self.dir / "gpu-tests.json").write_text(json.dumps(manifest))
+        self.assertEqual(gpu_check.load_manifest(self.dir / "gpu-tests.json"), [
+            gpu_check.GpuTest("test_a", False, 300, "-*/F16"),
+            gpu_check.GpuTest("test_b", True, 60, None)])
+
+    def test_gpu_tests_narrows_in_its_order_and_refuses_unknown_names(self):
+        tests = [gpu_check.GpuTest(n, False, 300, "*") for n in ("a", "b", "c")]
+        self.assertEqual(gpu_check.select_tests(tests, ""), tests)
+        self.assertEqual(gpu_check.select_tests(tests, " c  a "), [tests[2], tests[0]])
+        with self.assertRaisesRegex(ValueError, "lacks: d"):
+            gpu_check.select_tests(tests, "a d")
+
+
+class CTestFileTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="voxd-gpu-check-test."))
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_gtest_cases_joins_suites_and_names_without_comments(self):
+        self.assertEqual(gpu_check.gtest_cases(LISTING), [
+            "CudaOps/F32.Relu", "CudaOps/F32.Conv1d", "CaptureOnGpu.ReplayMatchesEager/0"])
+
+    def test_one_ctest_test_per_case_with_the_manifest_properties(self):
+        write_fake_binary(self.dir / "test_a", LISTING)
+        write_fake_binary(self.dir / "test_b", "Leak.\n  TenThousandCalls\n")
+        tests = [gpu_check.GpuTest("test_a", False, 300, "*"),
+                 gpu_check.GpuTest("test_b", True, 120, None)]
+        folder, unlisted = gpu_check.write_ctest_file(tests, self.dir, Path("/repo"))
+        self.addCleanup(shutil.rmtree, folder)
+        self.assertEqual(unlisted, [])
+        text = (folder / "CTestTestfile.cmake").read_text()
+        self.assertIn(f'add_test([=[CudaOps/F32.Relu]=] "{self.dir}/test_a" '
+                      '[=[--gtest_filter=CudaOps/F32.Relu]=])\n', text)
+        self.assertIn('set_tests_properties([=[Leak.TenThousandCalls]=] PROPERTIES LABELS gpu '
+                      'WORKING_DIRECTORY "/repo" ENVIRONMENT "VOXD_SOURCE_DIR=/repo" TIMEOUT 120 '
+                      'RUN_SERIAL TRUE)\n', text)
+        # What ctest makes of it.
+        shown = json.loads(subprocess.run([CTEST, "--show-only=json-v1", "-L", "gpu"], cwd=folder,
+                                          capture_output=True, text=True, check=True).stdout)
+        by_name = {t["name"]: t for t in shown["tests"]}
+        self.assertEqual(len(by_name), 4)
+        leak = by_name["Leak.TenThousandCalls"]
+        self.assertEqual(leak["command"],
+                         [f"{self.dir}/test_b", "--gtest_filter=Leak.TenThousandCalls"])
+        properties = {p["name"]: p["value"] for p in leak["properties"]}
+        self.assertEqual(properties["TIMEOUT"], 120)
+        self.assertIs(properties["RUN_SERIAL"], True)
+        self.assertEqual(properties["LABELS"], ["gpu"])
+        relu = {p["name"]: p["value"] for p in by_name["CudaOps/F32.Relu"]["properties"]}
+        self.assertNotIn("RUN_SERIAL", relu)
+
+    def test_a_binary_that_cannot_list_its_cases_is_named(self):
+        write_fake_binary(self.dir / "test_a", "", exit_status=127)
+        tests = [gpu_check.GpuTest("test_a", False, 300, "*")]
+        folder, unlisted = gpu_check.write_ctest_file(tests, self.dir, Path("/repo"))
+        self.addCleanup(shutil.rmtree, folder)
+        self.assertEqual(unlisted, ["test_a"])
+
+
+class MemcheckTest(unittest.TestCase):
+    def test_command_line(self):
+        binary = Path("/d/bin/test_a")
+        self.assertEqual(
+            gpu_check.memcheck_command("/cuda/compute-sanitizer", binary, "-*/F16:X.Y", 150),
+            ["timeout", "150", "/cuda/compute-sanitizer", "--tool", "memcheck", "--leak-check",
+             "full", "--error-exitcode", "99", binary, "--gtest_filter=-*/F16:X.Y"])
+
+    def test_rows(self):
+        log = ("[  PASSED  ] 40 tests.\n[  FAILED  ] 2 tests, listed below:\n"
+               "========= ERROR SUMMARY: 3 errors\n")
+        self.assertEqual(gpu_check.memcheck_row(log, 99, 150),
+                         "3 errors, gtest [  PASSED  ] 40 [  FAILED  ] 2 (exit 99)")
+        self.assertEqual(gpu_check.memcheck_row("========= ERROR SUMMARY: 1 error\n", 124, 150),
+                         "timed out after 150 s (1 errors so far)")
+        self.assertEqual(gpu_check.memcheck_row("", 1, 150), "? errors, gtest (exit 1)")
+
+
+class SummaryTest(unittest.TestCase):
+    def test_table_and_exit_status(self):
+        report = gpu_check.Report()
+        report.add("gpu tests", "100% tests passed, 0 tests failed out of 122")
+        self.assertEqual(report.exit_status(), 0)
+        report.add("memcheck test_a", "2 errors, gtest [  PASSED  ] 3 (exit 99)", ok=False)
+        report.add("memcheck test_b", "not run (step 2 ran it)")
+        self.assertEqual(report.exit_status(), 1)
+        self.assertEqual(report.table(26),
+                         "gpu tests                  100% tests passed, 0 tests failed out of 122\n"
+                         "memcheck test_a            2 errors, gtest [  PASSED  ] 3 (exit 99)\n"
+                         "memcheck test_b            not run (step 2 ran it)\n")
+
+    def test_a_failed_step_without_a_row_fails_the_run(self):
+        report = gpu_check.Report()
+        report.failed = True
+        self.assertEqual(report.exit_status(), 1)
+
+    def test_target_from_the_first_burst_of_a_thousand(self):
+        def row(clients, p95, reserved, used, errors=0):
+            return (f"| {clients} | {clients - errors} | {errors} | 100 | {p95} | 1.20 | 2350.0 | "
+                    f"{reserved} | {used} | {clients} | exit 0, listen overflows 0")
+        rows = [("load --clients 100", row(100, 50, "0.50", "1.00")),
+                ("load --clients 1000 --sentences 4 --ramp 5", row(1000, 140, "1.84", "3.04")),
+                ("load --clients 1000", row(1000, 833, "1.84", "3.04")),
+                ("load --clients 2000", row(2000, 100, "1.84", "3.04"))]
+        self.assertEqual(gpu_check.target_line(rows),
+                         "1000 clients: p95 TTFA 833 ms (<= 200), peak NVML device used 3.04 GiB "
+                         "(<= 8), 0 errors: missed")
+        burst = ("load --clients 1000", row(1000, 150, "1.84", "-"))
+        self.assertEqual(gpu_check.target_line([burst]),
+                         "1000 clients: p95 TTFA 150 ms (<= 200), peak reserved 1.84 GiB (<= 8), "
+                         "0 errors: met")
+        self.assertEqual(gpu_check.target_line([("load --clients 1000", "no table row exit 1")]),
+                         "1000 clients: p95 TTFA 0 ms (<= 200), peak reserved 0.00 GiB (<= 8), "
+                         "0 errors: met")
+        self.assertEqual(gpu_check.target_line(rows[:2]), "no run of 1,000 clients at once")
+
+    def test_step_summary_from_metrics(self):
+        metrics = textwrap.dedent("""\
+            # TYPE voxd_engine_step_seconds histogram
+            voxd_engine_step_seconds_bucket{kind="acoustic",le="0.01"} 3
+            voxd_engine_step_seconds_sum{kind="acoustic"} 0.5
+            voxd_engine_step_seconds_count{kind="acoustic"} 20
+            voxd_engine_batch_size_sum{kind="acoustic"} 100
+            voxd_engine_batch_size_count{kind="acoustic"} 20
+            voxd_engine_step_seconds_sum{kind="vocoder"} 0
+            voxd_engine_step_seconds_count{kind="vocoder"} 0
+            """)
+        self.assertEqual(gpu_check.step_summary(metrics), "steps so far: acoustic 20 steps, "
+                         "mean batch 5.0, mean 25.0 ms, total 0.50 s\n")
+
+    def test_memory_line(self):
+        memory = {"stats": {"peak_reserved_bytes": 2 * 2**30, "peak_allocated_bytes": 2**29,
+                            "limit_bytes": 8 * 2**30},
+                  "device_reading": {"reason": "no NVML"}}
+        self.assertEqual(gpu_check.memory_line(memory),
+                         "memory after the load: peak reserved 2.00 GiB peak allocated 0.50 GiB "
+                         "limit 8.00 GiB | NVML used now no NVML")
+
+
+class RunCappedTest(unittest.TestCase):
+    def test_time_up_ends_the_command_and_its_children(self):
+        with tempfile.TemporaryDirectory() as d:
+            pid_file = Path(d, "child")
+            script = f"sleep 60 & echo $! > {pid_file}; wait"
+            start = time.monotonic()
+            self.assertEqual(gpu_check.run_capped(1, ["sh", "-c", script]), 124)
+            self.assertLess(time.monotonic() - start, 20)
+            child = int(pid_file.read_text())
+            # The child is gone, or a zombie until init reaps it.
+            stat = Path(f"/proc/{child}/stat")
+            self.assertTrue(not stat.exists() or stat.read_text().rpartition(") ")[2][0] == "Z")
+
+    def test_exit_status_as_a_shell_gives_it(self):
+        self.assertEqual(gpu_check.run_capped(10, ["sh", "-c", "exit 3"]), 3)
+        self.assertEqual(gpu_check.run_capped(10, ["sh", "-c", "kill -TERM $$"]), 143)
+
+
+class ManifestCompletenessTest(unittest.TestCase):
+    """Every gpu-labelled test of the build is in its manifest (voxd_add_gpu_test wrote it), so
+    the GPU machine runs it."""
+
+    def test_every_gpu_test_binary_is_in_the_manifest(self):
+        build = os.environ.get("VOXD_BUILD_DIR")
+        if not build:
+            self.skipTest("VOXD_BUILD_DIR unset (ctest sets it)")
+        shown = json.loads(subprocess.run([CTEST, "--show-only=json-v1", "-L", "gpu"], cwd=build,
+                                          capture_output=True, text=True, check=True).stdout)
+        binaries = {t["command"][0] for t in shown["tests"]}
+        manifest = Path(build, "gpu-tests.json")
+        if not binaries and not manifest.exists():
+            self.skipTest("a build without CUDA: no GPU tests")
+        with open(manifest) as f:
+            listed = {t["file"] for t in json.load(f)["tests"]}
+        self.assertEqual(binaries - listed, set(), "gpu-labelled tests not made with "
+                         "voxd_add_gpu_test (tests/cuda/CMakeLists.txt)")
+
+
+if __name__ == "__main__":
+    unittest.main()
