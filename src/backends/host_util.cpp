@@ -96,4 +96,28 @@ size_t row_bytes(const Tensor& cache) {
   return bytes;
 }
 
+int64_t page_row(const Tensor& page_table, int64_t b, int64_t p, int64_t page_size, int64_t pages) {
+  const int64_t slot = p / page_size;
+  if (p < 0 || slot >= page_table.size(1)) return -1;
+  const int64_t page = page_table.data<int64_t>()[b * page_table.size(1) + slot];
+  return page < 0 || page >= pages ? -1 : page * page_size + p % page_size;
+}
+
+void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                 const Tensor& positions) {
+  const size_t row = row_bytes(pages);
+  const int64_t t = rows.size(1);
+  auto* dst = static_cast<char*>(pages.raw_data());
+  const auto* src = static_cast<const char*>(rows.raw_data());
+  for (int64_t b = 0; b < rows.size(0); ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t at =
+          page_row(page_table, b, positions.data<int64_t>()[b] + i, pages.size(1), pages.size(0));
+      if (at < 0) continue;
+      std::memcpy(dst + static_cast<size_t>(at) * row, src + static_cast<size_t>(b * t + i) * row,
+                  row);
+    }
+  }
+}
+
 }  // namespace voxd::host

@@ -1,6 +1,7 @@
 // Helpers shared by the host backends (reference and cpu): the generic strided copy with dtype
 // conversion, and the scalar rules both backends must agree on (how ids are read, how bucketize
-// picks a bucket). Argument checks are core/ops.h's, not these.
+// picks a bucket, where a paged cache keeps a position). Argument checks are core/ops.h's, not
+// these.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,12 @@ int64_t load_id(const Tensor& ids, int64_t i);
 int64_t bucket_index(float value, const float* boundaries, int64_t n);
 // Bytes of one row of cache [B, Tmax, ...]: the product of the trailing sizes times the dtype.
 size_t row_bytes(const Tensor& cache);
+// The page row (page · S + slot) of sequence b's position p through page_table [B, P] (host
+// I64) over `pages` pages of `page_size` positions, or -1 where the page is missing (an entry
+// outside [0, pages), or p past the table).
+int64_t page_row(const Tensor& page_table, int64_t b, int64_t p, int64_t page_size, int64_t pages);
+// Backend::write_pages on the host: each row of rows [B, T, ...] copied to its page row.
+void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                 const Tensor& positions);
 
 }  // namespace voxd::host

@@ -57,6 +57,10 @@ std::string_view op_name(OpKind op) {
       return "length_regulate";
     case OpKind::Bucketize:
       return "bucketize";
+    case OpKind::PagedAttention:
+      return "paged_attention";
+    case OpKind::WritePages:
+      return "write_pages";
     case OpKind::Istft:
       return "istft";
   }
@@ -154,6 +158,18 @@ void Backend::write_rows(Tensor& /*cache*/, const Tensor& /*rows*/,
                          const std::vector<int64_t>& /*offsets*/,
                          const KernelScratch& /*scratch*/) {
   not_implemented("write_rows");
+}
+
+void Backend::paged_attention(const Tensor& /*q*/, const Tensor& /*k_pages*/,
+                              const Tensor& /*v_pages*/, const Tensor& /*page_table*/,
+                              const Tensor& /*positions*/, float /*scale*/, Tensor& /*out*/,
+                              const KernelScratch& /*scratch*/) {
+  not_implemented("paged_attention");
+}
+
+void Backend::write_pages(Tensor& /*pages*/, const Tensor& /*rows*/, const Tensor& /*page_table*/,
+                          const Tensor& /*positions*/, const KernelScratch& /*scratch*/) {
+  not_implemented("write_pages");
 }
 
 void Backend::istft(const Tensor& /*real*/, const Tensor& /*imag*/, const Tensor& /*window*/,

@@ -76,6 +76,8 @@ enum class OpKind : uint8_t {
   ZeroBeyondLengths,
   LengthRegulate,
   Bucketize,
+  PagedAttention,
+  WritePages,
   Istft,  // the last: OpKind values run from 0 to Istft
 };
 
@@ -235,6 +237,23 @@ class Backend {
   // the cache are left as they are.
   virtual void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
                           const KernelScratch& scratch);
+  // A KV cache in pages: k_pages and v_pages [N, S, H, D] hold N pages of S positions each;
+  // sequence b's position p lives in page page_table[b, p / S] (page_table [B, P], I64) at slot
+  // p % S. An entry outside [0, N), or p / S >= P, is a missing page: its positions are neither
+  // read nor written (so padded rows of a batch cost nothing). page_table and positions [B]
+  // (I64) are contiguous, on the host or on this device.
+  //
+  // Causal attention of q [B, T, H, D] over the cache: query t of sequence b sits at position
+  // positions[b] + t and sees the keys at positions 0 through its own that are not in a missing
+  // page: out [B, T, H, D] = softmax(scale · q·kᵀ) · v over those, NaN when it sees none.
+  virtual void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                               const Tensor& page_table, const Tensor& positions, float scale,
+                               Tensor& out, const KernelScratch& scratch);
+  // Writes rows [B, T, ...] (pages' trailing sizes) into pages [N, S, ...] in place: row t of
+  // sequence b at position positions[b] + t, dropped where that position's page is missing.
+  // Sequences hold distinct pages.
+  virtual void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                           const Tensor& positions, const KernelScratch& scratch);
   // x [B, T, C]: rows t >= lengths[b] set to zero, in place (lengths.size() == B).
   virtual void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                    const KernelScratch& scratch) = 0;

@@ -595,6 +595,107 @@ Tensor& write_rows(Context& ctx, Tensor& cache, const Tensor& rows,
   return cache;
 }
 
+namespace {
+
+// The page table [B, P] and positions [B] of a paged op: I64, contiguous, on the host or the
+// context's device; on the host, every entry is checked (a page in [-1, pages), a position >= 0).
+void check_page_metadata(Context& ctx, const char* op, const Tensor& page_table,
+                         const Tensor& positions, int64_t batch, int64_t pages) {
+  for (const auto& [name, t] : {std::pair{"page_table", &page_table}, {"positions", &positions}}) {
+    require_defined(op, name, *t);
+    if (t->dtype() != DType::I64 || !t->is_contiguous()) {
+      fail(op, std::string(name) + " must be contiguous I64, got " +
+                   std::string(dtype_name(t->dtype())) + " " + t->shape_string());
+    }
+    if (!t->device().is_cpu() && t->device() != ctx.device()) {
+      fail(op, std::string(name) + " is on " + t->device().to_string() + "; the backend '" +
+                   ctx.backend().name() + "' reads it from the host or " +
+                   ctx.device().to_string());
+    }
+  }
+  if (page_table.dim() != 2 || page_table.size(0) != batch) {
+    fail(op, "page_table must be [B, P] with B = " + std::to_string(batch) + ", got " +
+                 page_table.shape_string());
+  }
+  if (positions.shape() != Shape{batch}) {
+    fail(op, "positions must be [B] = [" + std::to_string(batch) + "], got " +
+                 positions.shape_string());
+  }
+  if (page_table.device().is_cpu()) {
+    const int64_t* entries = page_table.data<int64_t>();
+    for (int64_t i = 0; i < page_table.numel(); ++i) {
+      if (entries[i] < -1 || entries[i] >= pages) {
+        fail(op, "page_table[" + std::to_string(i / page_table.size(1)) + ", " +
+                     std::to_string(i % page_table.size(1)) + "] = " + std::to_string(entries[i]) +
+                     " is neither a page in [0, " + std::to_string(pages) + ") nor -1 (none)");
+      }
+    }
+  }
+  if (positions.device().is_cpu()) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (positions.data<int64_t>()[b] < 0) {
+        fail(op, "positions[" + std::to_string(b) +
+                     "] = " + std::to_string(positions.data<int64_t>()[b]) + " is negative");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor paged_attention(Context& ctx, const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                       const Tensor& page_table, const Tensor& positions, float scale) {
+  const char* op = "paged_attention";
+  require_float_input(ctx, op, "q", q);
+  require_float_input(ctx, op, "k_pages", k_pages);
+  require_float_input(ctx, op, "v_pages", v_pages);
+  require_same_dtype(op, "k_pages", k_pages, q);
+  require_same_dtype(op, "v_pages", v_pages, q);
+  require_rank(op, "q", q, 4);
+  require_rank(op, "k_pages", k_pages, 4);
+  if (k_pages.shape() != v_pages.shape() || k_pages.size(2) != q.size(2) ||
+      k_pages.size(3) != q.size(3) || k_pages.size(1) < 1) {
+    fail(op, "q [B, T, H, D], k_pages and v_pages [N, S, H, D] do not match: q " +
+                 q.shape_string() + ", k_pages " + k_pages.shape_string() + ", v_pages " +
+                 v_pages.shape_string());
+  }
+  if (!k_pages.is_contiguous() || !v_pages.is_contiguous()) {
+    fail(op, "the pages are read in place and must be contiguous");
+  }
+  check_page_metadata(ctx, op, page_table, positions, q.size(0), k_pages.size(0));
+  require_backend(ctx, op, OpKind::PagedAttention, q.dtype());
+  Tensor out = empty(ctx, q.shape(), q.dtype());
+  ctx.backend().paged_attention(contiguous(ctx, q), k_pages, v_pages, page_table, positions, scale,
+                                out, ctx.scratch());
+  return out;
+}
+
+Tensor& write_pages(Context& ctx, Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                    const Tensor& positions) {
+  const char* op = "write_pages";
+  require_float_input(ctx, op, "pages", pages);
+  require_float_input(ctx, op, "rows", rows);
+  if (rows.dtype() != pages.dtype()) {
+    fail(op, "rows have dtype " + std::string(dtype_name(rows.dtype())) + ", the pages " +
+                 std::string(dtype_name(pages.dtype())));
+  }
+  if (pages.dim() < 2 || rows.dim() != pages.dim() ||
+      !std::equal(rows.shape().begin() + 2, rows.shape().end(), pages.shape().begin() + 2)) {
+    fail(op, "rows [B, T, ...] " + rows.shape_string() + " do not fit pages [N, S, ...] " +
+                 pages.shape_string());
+  }
+  if (!pages.is_contiguous()) {
+    fail(op, "the pages are written in place and must be contiguous, they are " +
+                 pages.shape_string() + " with strides " + shape_to_string(pages.strides()));
+  }
+  check_page_metadata(ctx, op, page_table, positions, rows.size(0), pages.size(0));
+  require_backend(ctx, op, OpKind::WritePages, pages.dtype());
+  Tensor rc = contiguous(ctx, rows);
+  if (rc.storage() == pages.storage()) rc = to_device(ctx, rc, rc.dtype());
+  ctx.backend().write_pages(pages, rc, page_table, positions, ctx.scratch());
+  return pages;
+}
+
 Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths) {
   const char* op = "zero_beyond_lengths";
   require_float_input(ctx, op, "x", x);

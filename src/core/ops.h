@@ -116,6 +116,18 @@ Tensor rope(Context& ctx, const Tensor& x, const std::vector<int64_t>& start_pos
 // every offsets[b] in [0, Tmax − T]. Returns cache.
 Tensor& write_rows(Context& ctx, Tensor& cache, const Tensor& rows,
                    const std::vector<int64_t>& offsets);
+// Causal attention over a paged KV cache (see Backend::paged_attention): q [B, T, H, D], the
+// pages [N, S, H, D] (contiguous, q's dtype), page_table [B, P] and positions [B] (I64,
+// contiguous, on the host or the context's device; on the host each page entry must be -1 or in
+// [0, N) and each position >= 0). A decode step passes T = 1 and each sequence's length so far;
+// a prefill from the start passes its prompt with positions 0.
+Tensor paged_attention(Context& ctx, const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                       const Tensor& page_table, const Tensor& positions, float scale);
+// Writes rows [B, T, ...] into pages [N, S, ...] (contiguous, the same dtype and trailing sizes)
+// in place at positions positions[b] + t, through page_table as paged_attention reads it (rows
+// in a missing page dropped). Returns pages.
+Tensor& write_pages(Context& ctx, Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                    const Tensor& positions);
 // x [B, T, C] (contiguous): rows past each length zeroed in place; returns x.
 Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths);
 // Output has max(sum of durations over each batch, min_frames) rows. durations[b] may be shorter

@@ -675,6 +675,123 @@ void add_write_rows_cases(std::vector<OpCase>& cases) {
   cases.push_back(step);
 }
 
+// Pages [pages, page_size, heads, dim] and a page table [B, P] per case: paged_attention of q
+// over them, and write_pages of rows into them.
+void add_paged_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    int64_t batch, tq, pages, page_size, heads, dim;
+    std::vector<std::vector<int64_t>> table;  // per sequence, P entries (-1: none)
+    std::vector<int64_t> positions;
+    std::string what;
+  };
+  const std::vector<Case> list = {
+      // Sequences of 10, 3 and 12 positions in pages out of order; the first page of sequence
+      // 1 only.
+      {3, 1, 8, 4, 2, 16, {{5, 2, 7}, {0, -1, -1}, {3, 6, 1}}, {9, 2, 11}, "decode"},
+      {2, 5, 6, 4, 2, 8, {{4, 1}, {0, 3}}, {0, 0}, "prefill"},
+      {2, 2, 6, 4, 3, 8, {{4, 1}, {0, 3}}, {5, 0}, "two steps"},
+      // A missing page inside the sequence: its keys weigh nothing.
+      {1, 1, 3, 4, 2, 8, {{2, -1, 0}}, {10}, "a missing page"},
+      // ChatTTS's heads (12 of 64) in pages of 16.
+      {4,
+       1,
+       40,
+       16,
+       12,
+       64,
+       {{39, 0, 7, 8, 12, 30, 2, 5},
+        {1, 3, 4, 6, 9, 10, 11, 13},
+        {14, 15, 16, 17, 18, 19, 20, 21},
+        {22, 23, 24, 25, 26, 27, 28, 29}},
+       {1, 17, 120, 64},
+       "over ChatTTS's heads"},
+  };
+  uint32_t seed = 1700;
+  for (const Case& tc : list) {
+    const auto width = static_cast<int64_t>(tc.table[0].size());
+    std::vector<int64_t> entries;
+    for (const auto& row : tc.table) entries.insert(entries.end(), row.begin(), row.end());
+    const Tensor table = ints({tc.batch, width}, entries);
+    const Tensor positions = ints({tc.batch}, tc.positions);
+    const Shape pages = {tc.pages, tc.page_size, tc.heads, tc.dim};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(tc.dim));
+    for (bool device : {false, true}) {
+      const std::string where = device ? ", table on the device" : "";
+      const auto meta = [&](const Tensor& t) { return device ? given_on_device(t) : given(t); };
+      cases.push_back(
+          make(OpKind::PagedAttention,
+               "paged_attention " + tc.what + " B" + str(tc.batch) + " T" + str(tc.tq) + where,
+               {random({tc.batch, tc.tq, tc.heads, tc.dim}, seed, -2.0f, 2.0f),
+                random(pages, seed + 1, -2.0f, 2.0f), random(pages, seed + 2), meta(table),
+                meta(positions)},
+               [scale](Context& c, const In& in) {
+                 return ops::paged_attention(c, in[0], in[1], in[2], in[3], in[4], scale);
+               }));
+      cases.push_back(
+          make(OpKind::WritePages,
+               "write_pages " + tc.what + " B" + str(tc.batch) + " T" + str(tc.tq) + where,
+               {random(pages, seed + 3), random({tc.batch, tc.tq, tc.heads, tc.dim}, seed + 4),
+                meta(table), meta(positions)},
+               [](Context& c, const In& in) {
+                 Tensor written = ops::to_device(c, in[0], in[0].dtype());
+                 return ops::write_pages(c, written, in[1], in[2], in[3]);
+               }));
+    }
+    seed += 5;
+  }
+  // A query whose keys are all in missing pages is NaN (sequence 0); a row whose page is missing
+  // or past the table is dropped (sequence 1's rows at positions 4 and beyond).
+  OpCase blind =
+      make(OpKind::PagedAttention, "paged_attention of a query with no page",
+           {random({2, 1, 2, 8}, 1760), random({2, 4, 2, 8}, 1761), random({2, 4, 2, 8}, 1762),
+            given(ints({2, 2}, {-1, 0, 1, -1})), given(ints({2}, {2, 3}))},
+           [](Context& c, const In& in) {
+             return ops::paged_attention(c, in[0], in[1], in[2], in[3], in[4], 0.5f);
+           });
+  blind.allow_nan = true;
+  cases.push_back(blind);
+  cases.push_back(make(OpKind::WritePages, "write_pages past the table and into no page",
+                       {random({3, 4, 6}, 1770), random({2, 6, 6}, 1771),
+                        given(ints({2, 2}, {2, -1, 0, 1})), given(ints({2}, {1, 5}))},
+                       [](Context& c, const In& in) {
+                         Tensor written = ops::to_device(c, in[0], in[0].dtype());
+                         return ops::write_pages(c, written, in[1], in[2], in[3]);
+                       }));
+  // A decode step end to end: the new key and value written into the pages at each sequence's
+  // position, then attention of the new query over them.
+  OpCase step =
+      make(OpKind::WritePages, "paged decode step: write_pages, paged_attention",
+           {random({2, 1, 2, 8}, 1780), random({2, 1, 2, 8}, 1781), random({2, 1, 2, 8}, 1782),
+            random({5, 4, 2, 8}, 1783), random({5, 4, 2, 8}, 1784)},
+           [](Context& c, const In& in) {
+             const Tensor table = ints({2, 2}, {3, 1, 0, -1});
+             const Tensor positions = ints({2}, {6, 2});
+             Tensor k_pages = ops::to_device(c, in[3], in[3].dtype());
+             Tensor v_pages = ops::to_device(c, in[4], in[4].dtype());
+             ops::write_pages(c, k_pages, in[1], table, positions);
+             ops::write_pages(c, v_pages, in[2], table, positions);
+             return ops::paged_attention(c, in[0], k_pages, v_pages, table, positions, 0.35f);
+           });
+  step.needs = {OpKind::WritePages, OpKind::PagedAttention};
+  cases.push_back(step);
+  // Tables the ops layer refuses before any kernel runs.
+  const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> bad = {
+      {"page_table[0, 1] = 4 is neither a page in [0, 4)", {ints({1, 2}, {0, 4}), ints({1}, {0})}},
+      {"positions[0] = -1 is negative", {ints({1, 2}, {0, 1}), ints({1}, {-1})}},
+      {"page_table must be [B, P] with B = 1", {ints({2, 2}, {0, 1, 2, 3}), ints({1}, {0})}},
+  };
+  for (const auto& [message, metadata] : bad) {
+    OpCase c = make(OpKind::PagedAttention, "paged_attention refuses: " + message,
+                    {random({1, 1, 2, 8}, 1790), random({4, 4, 2, 8}, 1791),
+                     random({4, 4, 2, 8}, 1792), given(metadata.first), given(metadata.second)},
+                    [](Context& ctx, const In& in) {
+                      return ops::paged_attention(ctx, in[0], in[1], in[2], in[3], in[4], 1.0f);
+                    });
+    c.error = message;
+    cases.push_back(c);
+  }
+}
+
 void add_length_cases(std::vector<OpCase>& cases) {
   for (const std::vector<int64_t>& lengths :
        {std::vector<int64_t>{6, 2, 0}, std::vector<int64_t>{6, 9, 1}}) {
@@ -800,6 +917,7 @@ std::vector<OpCase> build_cases() {
   add_norm_cases(cases);
   add_embedding_cases(cases);
   add_attention_cases(cases);
+  add_paged_cases(cases);
   add_rope_cases(cases);
   add_write_rows_cases(cases);
   add_length_cases(cases);

@@ -100,6 +100,47 @@ TEST_F(HostBackends, InPlaceUnaryOverwritesItsInput) {
   }
 }
 
+// A paged cache holds the same keys as a contiguous one: paged_attention over pages scattered
+// out of order equals attention over the contiguous cache with each sequence's length, causal
+// from its position (independent code on each backend), and write_pages puts each row where the
+// contiguous cache's write_rows does.
+TEST_F(HostBackends, PagedAttentionEqualsAttentionOverTheContiguousCache) {
+  const int64_t batch = 3, steps = 2, heads = 2, dim = 8, page_size = 4, width = 4;
+  const int64_t capacity = page_size * width;
+  const std::vector<int64_t> positions = {9, 0, 13};  // each sequence's first new position
+  // Pages of the three sequences, out of order, in a pool of 14.
+  const Tensor table = Tensor::from_vector(
+      {batch, width}, std::vector<int64_t>{13, 2, 7, 5, 0, 11, 4, 9, 1, 3, 12, 6});
+  const Tensor q = random_tensor({batch, steps, heads, dim}, 1900, -2.0f, 2.0f);
+  const Tensor k = random_tensor({batch, capacity, heads, dim}, 1901, -2.0f, 2.0f);
+  const Tensor v = random_tensor({batch, capacity, heads, dim}, 1902);
+  const Tensor new_k = random_tensor({batch, steps, heads, dim}, 1903, -2.0f, 2.0f);
+  const Tensor new_v = random_tensor({batch, steps, heads, dim}, 1904);
+  for (Context& c : contexts()) {
+    // The contiguous cache with the new rows, and the pages with the old rows then the new.
+    Tensor k_cache = ops::to_device(c, k);
+    Tensor v_cache = ops::to_device(c, v);
+    ops::write_rows(c, k_cache, new_k, positions);
+    ops::write_rows(c, v_cache, new_v, positions);
+    Tensor k_pages = ops::zeros(c, {14, page_size, heads, dim}, DType::F32);
+    Tensor v_pages = ops::zeros(c, {14, page_size, heads, dim}, DType::F32);
+    const Tensor from_zero = Tensor::from_vector({batch}, std::vector<int64_t>(batch, 0));
+    ops::write_pages(c, k_pages, k, table, from_zero);
+    ops::write_pages(c, v_pages, v, table, from_zero);
+    const Tensor at = Tensor::from_vector({batch}, positions);
+    ops::write_pages(c, k_pages, new_k, table, at);
+    ops::write_pages(c, v_pages, new_v, table, at);
+    AttentionParams params;
+    params.scale = 0.3f;
+    params.causal = true;
+    params.query_offsets = positions;
+    for (int64_t p : positions) params.key_lengths.push_back(p + steps);
+    expect_close(ops::paged_attention(c, q, k_pages, v_pages, table, at, params.scale),
+                 ops::attention(c, q, k_cache, v_cache, params), 1e-5,
+                 c.backend().name() + " paged vs contiguous", false);
+  }
+}
+
 // conv1d with a ConvFusion is leaky_relu → conv1d → + residual, whatever the backend fuses.
 TEST_F(HostBackends, FusedConv1dIsLeakyReluConvPlusResidual) {
   const Tensor x = random_tensor({2, 6, 37}, 1400);
@@ -368,7 +409,7 @@ TEST(OpKinds, EveryKindHasItsName) {
   for (int op = 0; op <= static_cast<int>(OpKind::Istft); ++op) {
     names.emplace_back(op_name(static_cast<OpKind>(op)));
   }
-  EXPECT_EQ(names.size(), 25u);
+  EXPECT_EQ(names.size(), 27u);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a name twice";
   EXPECT_EQ(op_kind(UnaryOp::ClampMax), OpKind::ClampMax);
@@ -400,12 +441,18 @@ TEST_F(HostBackends, TheNewOpsPlanWhatTheyRun) {
       const Tensor g = ops::gelu(c, ops::silu(c, n));
       const Tensor s = ops::clamp_max(c, ops::cos(c, ops::sin(c, g)), 0.5f);
       const Tensor a = ops::attention(c, s, cache, cache, AttentionParams{0.5f, {3, 6}, false, {}});
+      Tensor pages = ops::zeros(c, {3, 2, 4, 8});
+      const Tensor table = Tensor::from_vector({2, 2}, std::vector<int64_t>{0, 1, 2, -1});
+      const Tensor positions = Tensor::from_vector({2}, std::vector<int64_t>{0, 1});
+      ops::write_pages(c, pages, ops::to_device(c, rows), table, positions);
+      const Tensor paged = ops::paged_attention(c, s, pages, pages, table, positions, 0.5f);
       const Tensor conv = ops::conv1d(c, ops::to_device(c, dw_x), ops::to_device(c, dw_w), Tensor(),
                                       Conv1dParams{1, 3, 1, 16});
       const Tensor spec_d = ops::to_device(c, spec);
       const Tensor audio = ops::istft(c, spec_d, spec_d, window, 16);
       return ops::to_host(c, ops::add(c, audio, ops::scale(c, audio, 2.0f))).numel() +
-             ops::to_host(c, a).numel() + ops::to_host(c, conv).numel();
+             ops::to_host(c, a).numel() + ops::to_host(c, conv).numel() +
+             ops::to_host(c, paged).numel();
     };
     WorkspaceArena planning(Device::cpu());
     Context plan = Context::for_planning(backend, planning);

@@ -714,6 +714,70 @@ void CpuBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vector
   }
 }
 
+void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                                 const Tensor& page_table, const Tensor& positions, float scale,
+                                 Tensor& out, const KernelScratch& scratch) {
+  assert(q.dtype() == DType::F32 && out.shape() == q.shape());
+  const int64_t batch = q.size(0);
+  const int64_t tq = q.size(1);
+  const int64_t heads = q.size(2);
+  const int64_t dim = q.size(3);
+  const int64_t page_size = k_pages.size(1);
+  const int64_t pages = k_pages.size(0);
+  const int64_t capacity = page_table.size(1) * page_size;
+  // Per thread: the page rows of one query's keys (-1: missing), then their weights.
+  const ScratchBuffer buffer = take_floats(scratch, threads_ * capacity * 3);
+  if (scratch.planning()) return;
+  const int64_t row = heads * dim;  // elements of one page row
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t jobs = batch * heads;
+#pragma omp parallel for num_threads(threads_) schedule(dynamic) if (jobs > 1)
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t b = job / heads;
+    const int64_t h = job % heads;
+    float* weights = buffer.as<float>() + omp_get_thread_num() * capacity * 3;
+    auto* rows = reinterpret_cast<int64_t*>(weights + capacity);
+    for (int64_t i = 0; i < tq; ++i) {
+      const int64_t seen = std::min(positions.data<int64_t>()[b] + i + 1, capacity);
+      const float* qi = q.data<float>() + (b * tq + i) * row + h * dim;
+      float* oi = out.data<float>() + (b * tq + i) * row + h * dim;
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t p = 0; p < seen; ++p) {
+        rows[p] = host::page_row(page_table, b, p, page_size, pages);
+        if (rows[p] < 0) continue;
+        const float* kp = k_pages.data<float>() + rows[p] * row + h * dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < dim; ++d) dot += qi[d] * kp[d];
+        weights[p] = scale * dot;
+        max_score = std::max(max_score, weights[p]);
+      }
+      if (max_score == -std::numeric_limits<float>::infinity()) {
+        std::fill(oi, oi + dim, nan);
+        continue;
+      }
+      float total = 0.0f;
+      for (int64_t p = 0; p < seen; ++p) {
+        weights[p] = rows[p] < 0 ? 0.0f : std::exp(weights[p] - max_score);
+        total += weights[p];
+      }
+      std::fill(oi, oi + dim, 0.0f);
+      const float inv = 1.0f / total;
+      for (int64_t p = 0; p < seen; ++p) {
+        if (rows[p] < 0) continue;
+        const float w = weights[p] * inv;
+        const float* vp = v_pages.data<float>() + rows[p] * row + h * dim;
+        for (int64_t d = 0; d < dim; ++d) oi[d] += w * vp[d];
+      }
+    }
+  }
+}
+
+void CpuBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                             const Tensor& positions, const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  host::write_pages(pages, rows, page_table, positions);
+}
+
 void CpuBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                      const KernelScratch& scratch) {
   if (scratch.planning()) return;

@@ -864,7 +864,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
     }
     tk = std::max(tk, std::clamp<int64_t>(seen, 0, rows));
   }
-  if (tk > 0 && cuda::decode_attention_fits(batch, tq, dim, tk)) {
+  if (tk > 0 && cuda::decode_attention_fits(batch, tq, tk, dim)) {
     // A few queries per sequence (a decode step): one kernel, no scratch, no upload.
     if (scratch.planning()) return;
     open(op);
@@ -1023,6 +1023,63 @@ void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vecto
   cuda::write_rows(cache.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(cache.dtype())),
                    sequence_values(offsets, device_offsets, op), batch, steps, cache.size(1), inner,
                    handles_->stream, op);
+}
+
+cuda::PageTable CudaBackend::page_table_on_device(const Tensor& page_table, const Tensor& positions,
+                                                  int64_t page_size, int64_t pages,
+                                                  const ScratchBuffer& buffer,
+                                                  const char* op) const {
+  // Tables on the host go up through the staging ring into `buffer` (entries, then positions).
+  const auto place = [&](const Tensor& t, size_t offset) -> const int64_t* {
+    if (!t.device().is_cpu()) return t.data<int64_t>();
+    auto* at = reinterpret_cast<int64_t*>(buffer.as<char>() + offset);
+    upload(at, t.raw_data(), t.nbytes(), op);
+    return at;
+  };
+  const size_t table_bytes = page_table.device().is_cpu() ? page_table.nbytes() : 0;
+  return {place(page_table, 0), place(positions, table_bytes), page_table.size(1), page_size,
+          pages};
+}
+
+size_t CudaBackend::page_table_bytes(const Tensor& page_table, const Tensor& positions) {
+  return (page_table.device().is_cpu() ? page_table.nbytes() : 0) +
+         (positions.device().is_cpu() ? positions.nbytes() : 0);
+}
+
+void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                                  const Tensor& page_table, const Tensor& positions, float scale,
+                                  Tensor& out, const KernelScratch& scratch) {
+  const char* op = "paged_attention";
+  const int64_t page_size = k_pages.size(1);
+  const int64_t capacity = page_table.size(1) * page_size;
+  if (!cuda::paged_attention_fits(capacity, q.size(3))) {
+    fail(op, "a page table of " + std::to_string(capacity) +
+                 " positions is more than the kernel's shared memory holds the scores of");
+  }
+  const ScratchBuffer tables = take(scratch, page_table_bytes(page_table, positions));
+  if (scratch.planning() || out.numel() == 0) return;
+  open(op);
+  cuda::paged_attention(
+      q.raw_data(), k_pages.raw_data(), v_pages.raw_data(), out.raw_data(), q.dtype(), q.size(0),
+      q.size(1), q.size(2), q.size(3),
+      page_table_on_device(page_table, positions, page_size, k_pages.size(0), tables, op), scale,
+      handles_->stream, op);
+}
+
+void CudaBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                              const Tensor& positions, const KernelScratch& scratch) {
+  const char* op = "write_pages";
+  const ScratchBuffer tables =
+      take(scratch, rows.numel() == 0 ? 0 : page_table_bytes(page_table, positions));
+  if (scratch.planning() || rows.numel() == 0) return;
+  open(op);
+  const int64_t batch = rows.size(0);
+  const int64_t steps = rows.size(1);
+  cuda::write_pages(
+      pages.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(pages.dtype())), batch, steps,
+      rows.numel() / (batch * steps),
+      page_table_on_device(page_table, positions, pages.size(1), pages.size(0), tables, op),
+      handles_->stream, op);
 }
 
 void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,

@@ -50,6 +50,7 @@ namespace voxd {
 namespace cuda {
 struct SequenceValues;
 struct RopeFrequencies;
+struct PageTable;
 }  // namespace cuda
 
 class CudaBackend final : public Backend {
@@ -124,6 +125,13 @@ class CudaBackend final : public Backend {
             const KernelScratch& scratch) override;
   void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
                   const KernelScratch& scratch) override;
+  // One launch for every sequence, head and query; the page table and positions are read where
+  // they are when on this device (so the launch can be captured), uploaded when on the host.
+  void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                       const Tensor& page_table, const Tensor& positions, float scale, Tensor& out,
+                       const KernelScratch& scratch) override;
+  void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                   const Tensor& positions, const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                            const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
@@ -158,6 +166,12 @@ class CudaBackend final : public Backend {
   cuda::RopeFrequencies rope_frequency_table(const std::vector<float>& frequencies,
                                              const ScratchBuffer& buffer, const char* op) const;
   static size_t rope_frequency_bytes(size_t count);
+  // A paged op's table and positions in device memory: where they are, or uploaded into `buffer`
+  // (page_table_bytes of scratch) from the host.
+  cuda::PageTable page_table_on_device(const Tensor& page_table, const Tensor& positions,
+                                       int64_t page_size, int64_t pages,
+                                       const ScratchBuffer& buffer, const char* op) const;
+  static size_t page_table_bytes(const Tensor& page_table, const Tensor& positions);
   // Throws, naming `op` and `what`, while the stream is recording a graph.
   void refuse_while_capturing(const char* op, const char* what) const;
   // out = bias + the convolution (transposed or not) of x with weight, through cuDNN; shapes

@@ -477,15 +477,51 @@ __global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t row
   }
 }
 
-// Attention of a few queries per sequence over its keys (a decode step over a KV cache): block
+// Where attention_over_rows finds sequence b's keys: a contiguous cache [B, rows, H, D] with
+// key lengths and query offsets (causal or not), ...
+struct ContiguousKeys {
+  int64_t rows;
+  SequenceValues key_lengths;
+  SequenceValues offsets;
+  bool causal;
+  // Keys [0, visible) may be seen by query i.
+  __device__ int64_t visible(int64_t b, int64_t i) const {
+    const int64_t length = value_of(key_lengths, b);
+    if (!causal) return length;
+    const int64_t last = value_of(offsets, b) + i;
+    return last < 0 ? 0 : (last + 1 < length ? last + 1 : length);
+  }
+  // The row (in units of heads · dim elements) of key j, or -1 when it is masked.
+  __device__ int64_t row_of(int64_t b, int64_t j) const { return b * rows + j; }
+};
+
+// ... or pages [N, S, H, D] through a page table [B, P] (device memory), causal from each
+// sequence's position.
+struct PagedKeys {
+  const int64_t* page_table;
+  const int64_t* positions;
+  int64_t pages_per_sequence;
+  int64_t page_size;
+  int64_t pages;
+  __device__ int64_t visible(int64_t b, int64_t i) const {
+    const int64_t last = positions[b] + i;
+    const int64_t capacity = pages_per_sequence * page_size;
+    return last < 0 ? 0 : (last + 1 < capacity ? last + 1 : capacity);
+  }
+  __device__ int64_t row_of(int64_t b, int64_t j) const {
+    const int64_t page = page_table[b * pages_per_sequence + j / page_size];
+    return page < 0 || page >= pages ? -1 : page * page_size + j % page_size;
+  }
+};
+
+// Attention of one query per block over its sequence's keys, wherever Keys keeps them: block
 // (b·heads + h, i) computes query i of head h of sequence b. Scores scale·q·k (F32, a warp per
-// key), the softmax over the visible keys, each probability rounded to T once, then out = Σ p·v
-// accumulated in F32 and rounded once: the same numbers as the gemm path, in one launch.
-template <typename T>
-__global__ void decode_attention_kernel(const T* q, const T* k, const T* v, T* out, int64_t tq,
-                                        int64_t rows, int64_t heads, int64_t dim, float scale,
-                                        SequenceValues key_lengths, SequenceValues offsets,
-                                        bool causal) {
+// key; a masked key scores −inf), the softmax over the visible keys, each probability rounded to
+// T once, then out = Σ p·v accumulated in F32 and rounded once (the gemm path's numbers), NaN
+// when the query sees no key.
+template <typename T, typename Keys>
+__global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T* out, int64_t tq,
+                                           int64_t heads, int64_t dim, float scale, Keys keys) {
   extern __shared__ float shared_memory[];
   float* query = shared_memory;          // [dim]
   float* partial = query + dim;          // [blockDim.x]
@@ -494,25 +530,21 @@ __global__ void decode_attention_kernel(const T* q, const T* k, const T* v, T* o
   const int64_t sequence = blockIdx.x / heads;
   const int64_t head = blockIdx.x % heads;
   const int64_t i = blockIdx.y;
-  const int64_t row = heads * dim;  // elements between positions
-  int64_t limit = value_of(key_lengths, sequence);
-  if (causal) {
-    const int64_t last = value_of(offsets, sequence) + i;
-    limit = last < 0 ? 0 : (last + 1 < limit ? last + 1 : limit);
-  }
+  const int64_t row = heads * dim;  // elements between key rows
+  const int64_t limit = keys.visible(sequence, i);
   T* o = out + ((sequence * tq + i) * heads + head) * dim;
-  if (limit <= 0) {  // no key to attend to: NaN, as the host backends give
-    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
-    return;
-  }
   const T* qrow = q + ((sequence * tq + i) * heads + head) * dim;
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) query[d] = to_float(qrow[d]);
   __syncthreads();
   const int lane = threadIdx.x % 32;
   const int warps = blockDim.x / 32;
-  const T* keys = k + sequence * rows * row + head * dim;
   for (int64_t j = threadIdx.x / 32; j < limit; j += warps) {
-    const T* key = keys + j * row;
+    const int64_t key_row = keys.row_of(sequence, j);
+    if (key_row < 0) {
+      if (lane == 0) probabilities[j] = -INFINITY;
+      continue;
+    }
+    const T* key = k + key_row * row + head * dim;
     float dot = 0.0f;
     for (int64_t d = lane; d < dim; d += 32) dot += query[d] * to_float(key[d]);
     for (int offset = 16; offset > 0; offset >>= 1) {
@@ -526,6 +558,10 @@ __global__ void decode_attention_kernel(const T* q, const T* k, const T* v, T* o
     local_max = fmaxf(local_max, probabilities[j]);
   }
   const float max_score = block_reduce<true>(local_max, reduce);
+  if (max_score == -INFINITY) {  // no key to attend to: NaN, as the host backends give
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
+    return;
+  }
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
     local_sum += __expf(probabilities[j] - max_score);
@@ -535,15 +571,26 @@ __global__ void decode_attention_kernel(const T* q, const T* k, const T* v, T* o
     probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
   }
   __syncthreads();
-  // Thread t sums the keys j ≡ t / dim (mod groups) for element t % dim; the groups are added
-  // after.
+  // Thread t sums the keys j ≡ t / dim (mod groups) for element t % dim, the groups added after;
+  // with dim past the block, each thread sums every key for elements t, t + blockDim.x, ...
   const int64_t groups = blockDim.x / dim;
-  const int64_t values_base = sequence * rows * row + head * dim;
+  if (groups == 0) {
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < limit; ++j) {
+        const int64_t key_row = keys.row_of(sequence, j);
+        if (key_row >= 0) acc += probabilities[j] * to_float(v[key_row * row + head * dim + d]);
+      }
+      o[d] = from_float<T>(acc);
+    }
+    return;
+  }
   if (threadIdx.x < groups * dim) {
     const int64_t d = threadIdx.x % dim;
     float acc = 0.0f;
     for (int64_t j = threadIdx.x / dim; j < limit; j += groups) {
-      acc += probabilities[j] * to_float(v[values_base + j * row + d]);
+      const int64_t key_row = keys.row_of(sequence, j);
+      if (key_row >= 0) acc += probabilities[j] * to_float(v[key_row * row + head * dim + d]);
     }
     partial[threadIdx.x] = acc;
   }
@@ -553,6 +600,44 @@ __global__ void decode_attention_kernel(const T* q, const T* k, const T* v, T* o
     for (int64_t g = 0; g < groups; ++g) sum += partial[g * dim + threadIdx.x];
     o[threadIdx.x] = from_float<T>(sum);
   }
+}
+
+// out [B, T, ...] row t of b: pages [N, S, ...] row of position positions[b] + t, unless missing.
+template <typename U>
+__global__ void write_pages_kernel(U* pages, const U* rows, PagedKeys where, int64_t steps,
+                                   int64_t inner, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t b = i / (steps * inner);
+    const int64_t t = i / inner % steps;
+    const int64_t position = where.positions[b] + t;
+    if (position < 0 || position >= where.pages_per_sequence * where.page_size) continue;
+    const int64_t page_row = where.row_of(b, position);
+    if (page_row >= 0) pages[page_row * inner + i % inner] = rows[i];
+  }
+}
+
+// Launches attention_over_rows_kernel for every sequence, head and query.
+template <typename Keys>
+void launch_attention_over_rows(const void* q, const void* k, const void* v, void* out, DType dtype,
+                                int64_t batch, int64_t tq, int64_t heads, int64_t dim,
+                                int64_t max_keys, float scale, const Keys& keys,
+                                cudaStream_t stream, const char* op) {
+  if (batch * tq * heads * dim == 0) return;
+  const dim3 grid(static_cast<unsigned>(batch * heads), static_cast<unsigned>(tq));
+  const size_t shared = attention_over_rows_shared_bytes(dim, max_keys);
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const auto kernel = attention_over_rows_kernel<T, Keys>;
+    if (shared > 48 * 1024) {
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kAttentionOverRowsMaxSharedBytes)),
+            "cudaFuncSetAttribute", op);
+    }
+    kernel<<<grid, kAttentionOverRowsThreads, shared, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+        static_cast<T*>(out), tq, heads, dim, scale, keys);
+  });
+  check_launch(op);
 }
 
 }  // namespace
@@ -796,10 +881,9 @@ void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
   check_launch(op);
 }
 
-bool decode_attention_fits(int64_t batch, int64_t tq, int64_t dim, int64_t keys) {
+bool decode_attention_fits(int64_t batch, int64_t tq, int64_t keys, int64_t dim) {
   return batch <= SequenceValues::kInline && tq <= kDecodeAttentionMaxQueries &&
-         dim <= kDecodeAttentionThreads &&
-         decode_attention_shared_bytes(dim, keys) <= kDecodeAttentionMaxSharedBytes;
+         attention_over_rows_shared_bytes(dim, keys) <= kAttentionOverRowsMaxSharedBytes;
 }
 
 void decode_attention(const void* q, const void* k, const void* v, void* out, DType dtype,
@@ -807,21 +891,37 @@ void decode_attention(const void* q, const void* k, const void* v, void* out, DT
                       int64_t keys, float scale, const SequenceValues& key_lengths,
                       const SequenceValues& offsets, bool causal, cudaStream_t stream,
                       const char* op) {
-  if (batch * tq * heads * dim == 0) return;
-  const dim3 grid(static_cast<unsigned>(batch * heads), static_cast<unsigned>(tq));
-  const size_t shared = decode_attention_shared_bytes(dim, keys);
-  dispatch_float(dtype, op, [&](auto t) {
-    using T = decltype(t);
-    const auto kernel = decode_attention_kernel<T>;
-    if (shared > 48 * 1024) {
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(kDecodeAttentionMaxSharedBytes)),
-            "cudaFuncSetAttribute", op);
-    }
-    kernel<<<grid, kDecodeAttentionThreads, shared, stream>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-        static_cast<T*>(out), tq, rows, heads, dim, scale, key_lengths, offsets, causal);
-  });
+  launch_attention_over_rows(q, k, v, out, dtype, batch, tq, heads, dim, keys, scale,
+                             ContiguousKeys{rows, key_lengths, offsets, causal}, stream, op);
+}
+
+bool paged_attention_fits(int64_t capacity, int64_t dim) {
+  return attention_over_rows_shared_bytes(dim, capacity) <= kAttentionOverRowsMaxSharedBytes;
+}
+
+void paged_attention(const void* q, const void* k_pages, const void* v_pages, void* out,
+                     DType dtype, int64_t batch, int64_t tq, int64_t heads, int64_t dim,
+                     const PageTable& table, float scale, cudaStream_t stream, const char* op) {
+  launch_attention_over_rows(q, k_pages, v_pages, out, dtype, batch, tq, heads, dim,
+                             table.pages_per_sequence * table.page_size, scale,
+                             PagedKeys{table.entries, table.positions, table.pages_per_sequence,
+                                       table.page_size, table.pages},
+                             stream, op);
+}
+
+void write_pages(void* pages, const void* rows, int element_bytes, int64_t batch, int64_t steps,
+                 int64_t inner, const PageTable& table, cudaStream_t stream, const char* op) {
+  const int64_t n = batch * steps * inner;
+  if (n == 0) return;
+  const PagedKeys where{table.entries, table.positions, table.pages_per_sequence, table.page_size,
+                        table.pages};
+  if (element_bytes == 2) {
+    write_pages_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<uint16_t*>(pages), static_cast<const uint16_t*>(rows), where, steps, inner, n);
+  } else {
+    write_pages_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<uint32_t*>(pages), static_cast<const uint32_t*>(rows), where, steps, inner, n);
+  }
   check_launch(op);
 }
 

@@ -117,16 +117,17 @@ void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
                     const int64_t* key_lengths, const int64_t* offsets, bool causal,
                     int64_t first_query, cudaStream_t stream, const char* op);
 
-constexpr int kDecodeAttentionThreads = 128;
-constexpr int64_t kDecodeAttentionMaxQueries = 4;
-constexpr size_t kDecodeAttentionMaxSharedBytes = 96 * 1024;
-// Shared memory decode_attention takes for `keys` visible keys of `dim` elements.
-constexpr size_t decode_attention_shared_bytes(int64_t dim, int64_t keys) {
-  return static_cast<size_t>(dim + kDecodeAttentionThreads + 32 + keys) * sizeof(float);
+// The one-query-per-block attention kernel behind decode_attention and paged_attention: its
+// threads, and the shared memory it takes for `keys` keys of `dim` elements (their scores).
+constexpr int kAttentionOverRowsThreads = 128;
+constexpr size_t kAttentionOverRowsMaxSharedBytes = 96 * 1024;
+constexpr size_t attention_over_rows_shared_bytes(int64_t dim, int64_t keys) {
+  return static_cast<size_t>(dim + kAttentionOverRowsThreads + 32 + keys) * sizeof(float);
 }
-// Whether decode_attention takes this shape: sequences' values by value, few queries, dim <= its
-// threads, and the keys' scores in shared memory.
-bool decode_attention_fits(int64_t batch, int64_t tq, int64_t dim, int64_t keys);
+constexpr int64_t kDecodeAttentionMaxQueries = 4;
+// Whether decode_attention takes this shape: the sequences' values by value, few queries, and
+// the scores of `keys` keys in shared memory.
+bool decode_attention_fits(int64_t batch, int64_t tq, int64_t keys, int64_t dim);
 // Attention for q [batch, tq, heads, dim] over k, v [batch, rows, heads, dim] (contiguous, dtype)
 // into out (q's shape): the same contract as masked_softmax + the gemms (keys below
 // key_lengths[b], with `causal` query i of sequence b at offsets[b] + i; NaN when a query sees
@@ -137,4 +138,24 @@ void decode_attention(const void* q, const void* k, const void* v, void* out, DT
                       int64_t keys, float scale, const SequenceValues& key_lengths,
                       const SequenceValues& offsets, bool causal, cudaStream_t stream,
                       const char* op);
+// A paged KV cache's table in device memory (Backend::paged_attention's contract): entries
+// [batch, pages_per_sequence], positions [batch], over `pages` pages of page_size rows.
+struct PageTable {
+  const int64_t* entries;
+  const int64_t* positions;
+  int64_t pages_per_sequence;
+  int64_t page_size;
+  int64_t pages;
+};
+// Whether paged_attention's kernel holds the scores of a table of `capacity` positions.
+bool paged_attention_fits(int64_t capacity, int64_t dim);
+// Backend::paged_attention: q [batch, tq, heads, dim] over k_pages, v_pages [pages, page_size,
+// heads, dim] into out, one launch.
+void paged_attention(const void* q, const void* k_pages, const void* v_pages, void* out,
+                     DType dtype, int64_t batch, int64_t tq, int64_t heads, int64_t dim,
+                     const PageTable& table, float scale, cudaStream_t stream, const char* op);
+// Backend::write_pages: rows [batch, steps, inner] (elements of element_bytes, 2 or 4) into
+// pages [pages, page_size, inner].
+void write_pages(void* pages, const void* rows, int element_bytes, int64_t batch, int64_t steps,
+                 int64_t inner, const PageTable& table, cudaStream_t stream, const char* op);
 }  // namespace voxd::cuda

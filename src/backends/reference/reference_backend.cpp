@@ -355,6 +355,70 @@ void ReferenceBackend::write_rows(Tensor& cache, const Tensor& rows,
   }
 }
 
+void ReferenceBackend::paged_attention(const Tensor& q, const Tensor& k_pages,
+                                       const Tensor& v_pages, const Tensor& page_table,
+                                       const Tensor& positions, float scale, Tensor& out,
+                                       const KernelScratch& scratch) {
+  assert(q.dtype() == DType::F32 && out.shape() == q.shape());
+  const int64_t batch = q.size(0);
+  const int64_t tq = q.size(1);
+  const int64_t heads = q.size(2);
+  const int64_t dim = q.size(3);
+  const int64_t page_size = k_pages.size(1);
+  const int64_t capacity = page_table.size(1) * page_size;
+  const ScratchBuffer score_buffer = scratch.take(static_cast<size_t>(capacity) * sizeof(double));
+  if (scratch.planning()) return;
+  double* scores = score_buffer.as<double>();
+  const auto key = [&](const Tensor& pages, int64_t row, int64_t h) {
+    return pages.data<float>() + (row * heads + h) * dim;
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < tq; ++i) {
+      // Keys 0 through the query's own position, those in a page; `rows` their page rows.
+      const int64_t last = std::min(positions.data<int64_t>()[b] + i, capacity - 1);
+      std::vector<int64_t> rows;
+      for (int64_t p = 0; p <= last; ++p) {
+        rows.push_back(host::page_row(page_table, b, p, page_size, k_pages.size(0)));
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* qi = q.data<float>() + ((b * tq + i) * heads + h) * dim;
+        float* oi = out.data<float>() + ((b * tq + i) * heads + h) * dim;
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (size_t j = 0; j < rows.size(); ++j) {
+          if (rows[j] < 0) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < dim; ++d)
+            dot += static_cast<double>(qi[d]) * key(k_pages, rows[j], h)[d];
+          scores[j] = scale * dot;
+          max_score = std::max(max_score, scores[j]);
+        }
+        if (max_score == -std::numeric_limits<double>::infinity()) {
+          for (int64_t d = 0; d < dim; ++d) oi[d] = std::numeric_limits<float>::quiet_NaN();
+          continue;
+        }
+        double total = 0;
+        for (size_t j = 0; j < rows.size(); ++j) {
+          scores[j] = rows[j] < 0 ? 0.0 : std::exp(scores[j] - max_score);
+          total += scores[j];
+        }
+        for (int64_t d = 0; d < dim; ++d) {
+          double acc = 0;
+          for (size_t j = 0; j < rows.size(); ++j) {
+            if (rows[j] >= 0) acc += scores[j] * key(v_pages, rows[j], h)[d];
+          }
+          oi[d] = static_cast<float>(acc / total);
+        }
+      }
+    }
+  }
+}
+
+void ReferenceBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
+                                   const Tensor& positions, const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  host::write_pages(pages, rows, page_table, positions);
+}
+
 void ReferenceBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                            const KernelScratch& scratch) {
   if (scratch.planning()) return;

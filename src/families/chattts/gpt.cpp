@@ -127,11 +127,7 @@ Tensor Gpt::embed(Context& ctx, const Tensor& ids, const Tensor& text_mask) cons
 }
 
 Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) const {
-  const int64_t hidden = config_.hidden_size;
-  if (embeddings.dim() != 3 || embeddings.size(2) != hidden) {
-    throw Error("chattts gpt: embeddings must be [B, T, " + std::to_string(hidden) + "], got " +
-                embeddings.shape_string());
-  }
+  check_embeddings(embeddings);
   const int64_t b = embeddings.size(0);
   const int64_t t = embeddings.size(1);
   if (static_cast<int64_t>(cache.lengths.size()) != b || cache.keys.size() != layers_.size()) {
@@ -146,16 +142,83 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) cons
                   " positions passes its cache of " + std::to_string(cache.capacity));
     }
   }
+  AttentionParams attention;
+  attention.scale = attention_scale();
+  attention.key_lengths = ends;
+  attention.causal = true;
+  attention.query_offsets = cache.lengths;
+  Tensor hidden =
+      run_layers(ctx, embeddings, cache.lengths,
+                 [&](size_t l, const Tensor& q, const Tensor& k, const Tensor& v) {
+                   ops::write_rows(ctx, cache.keys[l], k, cache.lengths);
+                   ops::write_rows(ctx, cache.values[l], v, cache.lengths);
+                   return ops::attention(ctx, q, cache.keys[l], cache.values[l], attention);
+                 });
+  cache.lengths = ends;
+  return hidden;
+}
+
+PagedKvCache Gpt::make_paged_cache(Context& ctx, int64_t pages, int64_t page_size) const {
+  if (pages < 1 || page_size < 1) {
+    throw Error(
+        "chattts gpt: a paged cache needs at least one page of at least one position, got " +
+        std::to_string(pages) + " of " + std::to_string(page_size));
+  }
+  PagedKvCache cache;
+  cache.page_size = page_size;
+  cache.pages = pages;
+  const Shape shape = {pages, page_size, config_.num_attention_heads, config_.head_dim()};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    cache.keys.push_back(ops::zeros(ctx, shape, precision_.compute));
+    cache.values.push_back(ops::zeros(ctx, shape, precision_.compute));
+  }
+  return cache;
+}
+
+Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
+                    const Tensor& page_table, const std::vector<int64_t>& positions) const {
+  check_embeddings(embeddings);
+  const int64_t b = embeddings.size(0);
+  if (static_cast<int64_t>(positions.size()) != b || cache.keys.size() != layers_.size()) {
+    throw Error("chattts gpt: " + std::to_string(positions.size()) + " positions for a batch of " +
+                std::to_string(b) + " sequences");
+  }
+  for (int64_t position : positions) {
+    if (position + embeddings.size(1) > config_.max_position_embeddings) {
+      throw Error("chattts gpt: a sequence of " + std::to_string(position + embeddings.size(1)) +
+                  " positions passes the GPT's " + std::to_string(config_.max_position_embeddings));
+    }
+  }
+  const Tensor at = Tensor::from_vector({b}, positions);
+  return run_layers(ctx, embeddings, positions,
+                    [&](size_t l, const Tensor& q, const Tensor& k, const Tensor& v) {
+                      ops::write_pages(ctx, cache.keys[l], k, page_table, at);
+                      ops::write_pages(ctx, cache.values[l], v, page_table, at);
+                      return ops::paged_attention(ctx, q, cache.keys[l], cache.values[l],
+                                                  page_table, at, attention_scale());
+                    });
+}
+
+void Gpt::check_embeddings(const Tensor& embeddings) const {
+  if (embeddings.dim() != 3 || embeddings.size(2) != config_.hidden_size) {
+    throw Error("chattts gpt: embeddings must be [B, T, " + std::to_string(config_.hidden_size) +
+                "], got " + embeddings.shape_string());
+  }
+}
+
+float Gpt::attention_scale() const {
+  return 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
+}
+
+Tensor Gpt::run_layers(Context& ctx, const Tensor& embeddings,
+                       const std::vector<int64_t>& positions, const Attend& attend) const {
+  const int64_t b = embeddings.size(0);
+  const int64_t t = embeddings.size(1);
+  const int64_t hidden = config_.hidden_size;
   const int64_t heads = config_.num_attention_heads;
   const int64_t head_dim = config_.head_dim();
   const auto eps = static_cast<float>(config_.rms_norm_eps);
   const auto theta = static_cast<float>(config_.rope_theta);
-  AttentionParams attention;
-  attention.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  attention.key_lengths = ends;
-  attention.causal = true;
-  attention.query_offsets = cache.lengths;
-
   Tensor x = precision_.to_stream(ctx, embeddings);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
@@ -163,12 +226,9 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) cons
     const auto heads_of = [&](const Tensor& projection) {
       return ops::linear(ctx, h, projection, Tensor()).reshape({b, t, heads, head_dim});
     };
-    const Tensor q = ops::rope(ctx, heads_of(layer.q), cache.lengths, theta);
-    const Tensor k = ops::rope(ctx, heads_of(layer.k), cache.lengths, theta);
-    ops::write_rows(ctx, cache.keys[l], k, cache.lengths);
-    ops::write_rows(ctx, cache.values[l], heads_of(layer.v), cache.lengths);
-    const Tensor attended =
-        ops::attention(ctx, q, cache.keys[l], cache.values[l], attention).reshape({b, t, hidden});
+    const Tensor q = ops::rope(ctx, heads_of(layer.q), positions, theta);
+    const Tensor k = ops::rope(ctx, heads_of(layer.k), positions, theta);
+    const Tensor attended = attend(l, q, k, heads_of(layer.v)).reshape({b, t, hidden});
     x = ops::add(ctx, x, precision_.to_stream(ctx, ops::linear(ctx, attended, layer.o, Tensor())));
     const Tensor m =
         precision_.to_compute(ctx, ops::rms_norm(ctx, x, layer.post_attention_norm, eps));
@@ -176,7 +236,6 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) cons
                                   ops::linear(ctx, m, layer.up, Tensor()));
     x = ops::add(ctx, x, precision_.to_stream(ctx, ops::linear(ctx, gated, layer.down, Tensor())));
   }
-  cache.lengths = ends;
   return ops::rms_norm(ctx, x, norm_, eps);
 }
 

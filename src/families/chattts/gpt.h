@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/ops.h"
@@ -22,6 +23,16 @@ struct KvCache {
   std::vector<Tensor> values;  // the same
   std::vector<int64_t> lengths;
   int64_t capacity = 0;
+};
+
+// Keys and values of every layer in pages shared by many sequences ([pages, page_size, heads,
+// head_dim] per layer, compute dtype); which sequence holds which page is the caller's page
+// table (ops::paged_attention).
+struct PagedKvCache {
+  std::vector<Tensor> keys;
+  std::vector<Tensor> values;
+  int64_t page_size = 0;
+  int64_t pages = 0;
 };
 
 class Gpt {
@@ -47,6 +58,15 @@ class Gpt {
   // the final hidden states [B, T, hidden] in the stream dtype. Throws voxd::Error when a
   // sequence would pass the cache's capacity.
   Tensor forward(Context& ctx, const Tensor& embeddings, KvCache& cache) const;
+  // `pages` pages of `page_size` positions for every layer, zeroed, from ctx's allocator.
+  PagedKvCache make_paged_cache(Context& ctx, int64_t pages, int64_t page_size) const;
+  // The Llama stack over `embeddings` [B, T, hidden] with sequence b's rows at positions
+  // positions[b] + t, their keys and values written into `cache` through page_table [B, P]
+  // (ops::write_pages; rows in a missing page are dropped, so a batch of prompts may be padded)
+  // and attention over them (ops::paged_attention): the final hidden states [B, T, hidden].
+  // Throws voxd::Error when a sequence would pass max_position_embeddings.
+  Tensor forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
+                 const Tensor& page_table, const std::vector<int64_t>& positions) const;
   // head_text: hidden [B, T, hidden] -> logits [B, T, num_text_tokens] F32.
   Tensor text_logits(Context& ctx, const Tensor& hidden) const;
   // The num_vq code heads: hidden [B, T, hidden] -> logits [B, T, num_vq, num_audio_tokens] F32
@@ -63,6 +83,16 @@ class Gpt {
     Tensor gate, up;                         // [intermediate, hidden]
     Tensor down;                             // [hidden, intermediate]
   };
+
+  // One layer's attention: (layer, q, k, v [B, T, heads, head_dim]) -> attended, same shape.
+  using Attend = std::function<Tensor(size_t, const Tensor&, const Tensor&, const Tensor&)>;
+
+  void check_embeddings(const Tensor& embeddings) const;
+  float attention_scale() const;
+  // The Llama stack over `embeddings` with rows of sequence b at positions[b] + t, each layer's
+  // attention through `attend`.
+  Tensor run_layers(Context& ctx, const Tensor& embeddings, const std::vector<int64_t>& positions,
+                    const Attend& attend) const;
 
   GptConfig config_;
   PrecisionPolicy precision_;
