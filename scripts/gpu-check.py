@@ -17,7 +17,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       4. benchmarks: voxd_gpu_bench (bench/gpu_bench.cpp) on random-weight voices at the public
          checkpoints' sizes, made here by tools/make_bench_voices.py in BENCH_VOICES
          (/tmp/voxd-bench-voices), and on voices/en-demo; BENCH_RUNS overrides the list, one
-         option line per run;
+         option line per run; then ChatTTS's decode steps and vocoding
+         (bench/chattts_bench.cpp, f32, f16 and bf16 or CHATTTS_DTYPES) beside the original's
+         loop (bench/chattts_peer.py) on the same random weights (CHATTTS_BENCH=0 skips them);
       5. a summary table (tests passed/failed, sanitizer errors).
   scripts/gpu-check.py quick
       Steps 1, 2 and 5 only: about 20 s, to fold into another run.
@@ -199,6 +201,12 @@ def last_match(pattern, text):
     return lines[-1] if lines else ""
 
 
+def ctest_summary(text):
+    """ctest's last result line: "100% tests passed out of 114" when none failed (ctest 3.28 and
+    later), "97% tests passed, 3 tests failed out of 114" otherwise; "" when there is none."""
+    return last_match(r"[0-9]+% tests passed(, [0-9]+ tests failed)? out of [0-9]+", text)
+
+
 def exit_code(returncode):
     """A subprocess's exit status as a shell reports it (128 + N for a signal N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -272,7 +280,7 @@ def gpu_tests_step(tests, logs, report):
         report.add(f"list {name}", "--gtest_list_tests failed", ok=False)
     rc = run_logged(["ctest", "-L", "gpu", "--output-on-failure", "-j", "4"], logs / "ctest.log",
                     cwd=folder)
-    summary = last_match(r".*tests passed, [0-9]+ tests failed", (logs / "ctest.log").read_text())
+    summary = ctest_summary((logs / "ctest.log").read_text())
     report.add("gpu tests", summary or f"no summary (ctest exit {rc})", rc == 0)
     ops = DIST / "bin" / "test_cuda_ops"
     if os.access(ops, os.X_OK):
@@ -326,6 +334,29 @@ def bench_step(logs, report):
         rc = run_logged([DIST / "bench" / "voxd_gpu_bench", *run.split()], logs / "bench.log",
                         append=True)
         report.add(f"bench {run}", f"exit {rc}", rc == 0)
+    if os.environ.get("CHATTTS_BENCH", "1") != "0":
+        chattts_bench(logs, report)
+
+
+def chattts_bench(logs, report):
+    """ChatTTS's decode steps and vocoding (voxd_chattts_bench, per dtype of CHATTTS_DTYPES)
+    beside the original's loop (bench/chattts_peer.py) on the same random weights at the
+    release's sizes, made here by bench/make_chattts_bench_voice.py."""
+    voice = Path(os.environ.get("CHATTTS_BENCH_VOICE") or "/tmp/chattts-bench")
+    if not (voice / "config.json").is_file():
+        with open(logs / "chattts-bench-voice.log", "w") as f:
+            make = ["python3", ROOT / "bench" / "make_chattts_bench_voice.py", voice]
+            if subprocess.run(make, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
+                report.add("chattts bench voice", "failed (see chattts-bench-voice.log)", ok=False)
+                return
+    shape = ["--voice", str(voice), "--steps", "300", "--runs", "3", "--frames", "1000"]
+    for dtype in (os.environ.get("CHATTTS_DTYPES") or "f32 f16 bf16").split():
+        rc = run_logged([DIST / "bench" / "voxd_chattts_bench", *shape, "--dtype", dtype],
+                        logs / "chattts-bench.log", append=True)
+        report.add(f"chattts bench {dtype}", f"exit {rc}", rc == 0)
+    rc = run_logged(["python3", ROOT / "bench" / "chattts_peer.py", *shape],
+                    logs / "chattts-bench.log", append=True)
+    report.add("chattts peer", f"exit {rc}", rc == 0)
 
 
 def check(mode):

@@ -139,6 +139,14 @@ class SummaryTest(unittest.TestCase):
                          "memcheck test_a            2 errors, gtest [  PASSED  ] 3 (exit 99)\n"
                          "memcheck test_b            not run (step 2 ran it)\n")
 
+    def test_ctest_summary_in_both_of_ctests_forms(self):
+        log = ("1/2 Test #1: a ... Passed\n\n100% tests passed out of 114\n\n"
+               "Label Time Summary:\n")
+        self.assertEqual(gpu_check.ctest_summary(log), "100% tests passed out of 114")
+        log = "97% tests passed, 3 tests failed out of 114\n"
+        self.assertEqual(gpu_check.ctest_summary(log), log.strip())
+        self.assertEqual(gpu_check.ctest_summary("Errors while running CTest\n"), "")
+
     def test_a_failed_step_without_a_row_fails_the_run(self):
         report = gpu_check.Report()
         report.failed = True
