@@ -7,6 +7,7 @@ family, `voxd serve` (which does not serve ChatTTS voices yet). Every error is o
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_chattts.py` with VOXD_BIN set.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -138,6 +139,13 @@ class ChatTtsCliTest(VoxdTestCase):
         self.assertEqual(plan.returncode, 0, plan.stderr)
         for stage in ("gpt prefill", "gpt decode step", "decoder + vocos"):
             self.assertIn(stage, plan.stdout)
+        # Two streams' pages of 16 positions for the prompt and the code stage's new tokens.
+        pages = re.search(r"pages of 16 positions, (\d+) a stream for (\d+) positions .* x 2 "
+                          r"streams = (\d+) pages", plan.stdout)
+        self.assertIsNotNone(pages, plan.stdout)
+        per_stream, positions, total = (int(g) for g in pages.groups())
+        self.assertEqual(per_stream, (positions + 15) // 16)
+        self.assertEqual(total, 2 * per_stream)
         self.assert_input_error(run("mem", "--voice", VOICE, "--chunks", "2", "--frames", "9"),
                                 "--batch")
         self.assert_input_error(run("mem", "--voice", VOICE, "--batch", "1", "--phonemes", "5000"),

@@ -1,8 +1,9 @@
 // ChatTTS's networks on the CUDA backend in F32, F16 and BF16 against the fixtures of
 // tools/reference/chattts_fixtures.py (the same ones tests/families/chattts/models_test.cpp
-// checks on the host): the GPT's hidden states and logits in one pass and through the KV cache,
-// the Decoder's and the DVAE's mel, Vocos's audio. Device memory comes poisoned (NaN), so a
-// cache row or an output element no kernel wrote shows up. F32: max abs error ≤ 1e-4; F16:
+// checks on the host): the GPT's hidden states and logits in one pass, through the KV cache and
+// through a paged cache beside other streams, the Decoder's and the DVAE's mel, Vocos's audio.
+// Device memory comes poisoned (NaN), so a cache row or an output element no kernel wrote shows
+// up. F32: max abs error ≤ 1e-4; F16:
 // relative L2 ≤ 1e-2; BF16 (8 mantissa bits, F32 stream): relative L2 ≤ 3e-2.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/kv_pages.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "cuda_test_util.h"
@@ -101,6 +103,64 @@ TEST_P(ChatTtsOnCuda, GptInOnePassAndThroughTheCache) {
                      io->get("hidden_cached"), GetParam(), "hidden through the cache");
   std::cout << "gpt " << dtype() << ": hidden " << hidden_err << ", text logits " << text_err
             << ", code logits " << code_err << ", through the cache " << cached_err << "\n";
+}
+
+// The fixture's sequence through a paged cache beside two other streams of other lengths (one
+// padded batch of prompts, then a step at a time, pages out of order): its hidden states are the
+// reference's through a contiguous cache.
+TEST_P(ChatTtsOnCuda, GptThroughAPagedCacheBesideOtherStreams) {
+  const GptConfig config = GptConfig::from_json(read_config("gpt"), "gpt/config.json");
+  const Gpt gpt = Gpt::load(ctx_, config, *open("gpt", "gpt.safetensors"),
+                            *open("gpt", "embed.safetensors"), GetParam());
+  const auto io = open("gpt", "io.safetensors");
+  const Tensor embeds = io->get("inputs_embeds");  // [1, steps, hidden], host
+  const int64_t steps = embeds.size(1);
+  const int64_t hidden = config.hidden_size;
+  const int64_t prefill = read_config("gpt").at("prefill").get<int64_t>();
+  // Stream s reads the fixture's rows from s on: prompts of prefill, 4 and 9 rows.
+  const std::vector<int64_t> prompts = {prefill, 4, 9};
+  const auto row_values = [&](int64_t first, int64_t count) {
+    return ops::contiguous(ctx_, embeds.narrow(1, first, count)).to_float_vector();
+  };
+  KvPagePool pool(32, 4);
+  PagedKvCache cache = gpt.make_paged_cache(ctx_, pool.pages(), pool.page_size());
+  std::vector<std::vector<int64_t>> held(prompts.size());
+  std::vector<int64_t> spacer;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    ASSERT_TRUE(pool.grow(held[s], prompts[s]));
+    ASSERT_TRUE(pool.grow(spacer, static_cast<int64_t>(s + 1) * pool.page_size()));
+  }
+  const int64_t width = pool.pages_for(steps + 2);
+  const auto table = [&] { return page_table({&held[0], &held[1], &held[2]}, width); };
+  const int64_t longest = *std::max_element(prompts.begin(), prompts.end());
+  std::vector<float> batch(prompts.size() * static_cast<size_t>(longest * hidden), 0.0f);
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const std::vector<float> prompt = row_values(static_cast<int64_t>(s), prompts[s]);
+    std::copy(prompt.begin(), prompt.end(),
+              batch.begin() + static_cast<std::ptrdiff_t>(s) * longest * hidden);
+  }
+  const Tensor first = host(gpt.forward(ctx_, Tensor::from_vector({3, longest, hidden}, batch),
+                                        cache, table(), {0, 0, 0}));
+  std::vector<float> got =
+      ops::contiguous(ctx_, first.narrow(0, 0, 1).narrow(1, 0, prefill)).to_float_vector();
+  for (int64_t position = prefill; position < steps; ++position) {
+    std::vector<float> next;
+    std::vector<int64_t> positions;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      const int64_t at = prompts[s] + position - prefill;
+      ASSERT_TRUE(pool.grow(held[s], at + 1));
+      positions.push_back(at);
+      const std::vector<float> row = row_values(static_cast<int64_t>(s) + at, 1);
+      next.insert(next.end(), row.begin(), row.end());
+    }
+    const std::vector<float> h = host(gpt.forward(ctx_, Tensor::from_vector({3, 1, hidden}, next),
+                                                  cache, table(), positions))
+                                     .to_float_vector();
+    got.insert(got.end(), h.begin(), h.begin() + hidden);  // stream 0's
+  }
+  const double err = expect_matches(Tensor::from_vector({1, steps, hidden}, got),
+                                    io->get("hidden_cached"), GetParam(), "hidden through pages");
+  std::cout << "gpt " << dtype() << ": hidden through a paged cache " << err << "\n";
 }
 
 TEST_P(ChatTtsOnCuda, DecoderAndDvaeMel) {

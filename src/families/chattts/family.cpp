@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/kv_pages.h"
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
 #include "core/workspace_plan.h"
@@ -11,6 +12,10 @@
 
 namespace voxd::chattts {
 namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 InputError not_served(const std::string& name) {
   return InputError("voice '" + name +
@@ -74,16 +79,25 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   plan.device = backend.device().to_string();
   plan.dtype = std::string(dtype_name(gpt.compute_dtype()));
   plan.weights_bytes = weights.in_use();
-  // The KV cache lives with the streams: planned once, carried by both GPT steps.
+  // The KV cache lives with the streams, in pages from one pool: enough for `batch` streams of
+  // `capacity` positions, planned once and carried by both GPT steps.
+  KvPagePool pool(batch * ceil_div(capacity, kKvPageSize), kKvPageSize);
   WorkspaceArena cache_arena(backend.device());
   Context cache_ctx = Context::for_planning(backend, cache_arena);
-  KvCache cache = gpt.make_cache(cache_ctx, batch, capacity);
+  PagedKvCache cache = gpt.make_paged_cache(cache_ctx, pool.pages(), pool.page_size());
   const uint64_t cache_bytes = cache_arena.in_use();
+  std::vector<std::vector<int64_t>> held(static_cast<size_t>(batch));
+  std::vector<const std::vector<int64_t>*> lists;
+  for (std::vector<int64_t>& pages : held) {
+    if (!pool.grow(pages, capacity)) throw Error("chattts plan: the pool was sized too small");
+    lists.push_back(&pages);
+  }
+  const Tensor table = page_table(lists, pool.pages_for(capacity));
   const std::string batch_shape = "batch " + std::to_string(batch) + " x ";
   const ArenaLayout prefill = plan_workspace(backend, [&](Context& ctx) {
-    cache.lengths.assign(static_cast<size_t>(batch), 0);
     const Tensor embeds = ops::empty(ctx, {batch, tokens, gpt_config.hidden_size}, DType::F32);
-    const Tensor hidden = gpt.forward(ctx, embeds, cache);
+    const Tensor hidden =
+        gpt.forward(ctx, embeds, cache, table, std::vector<int64_t>(static_cast<size_t>(batch), 0));
     // The heads read the last position only (both: a refine or a code stage's prompt).
     const Tensor last = ops::contiguous(ctx, hidden.narrow(1, tokens - 1, 1));
     (void)gpt.text_logits(ctx, last);
@@ -92,9 +106,9 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   plan.stages.push_back({"gpt prefill", batch_shape + std::to_string(tokens) + " tokens",
                          prefill.bytes(), cache_bytes});
   const ArenaLayout decode = plan_workspace(backend, [&](Context& ctx) {
-    cache.lengths.assign(static_cast<size_t>(batch), capacity - 1);
     const Tensor embeds = ops::empty(ctx, {batch, 1, gpt_config.hidden_size}, DType::F32);
-    const Tensor hidden = gpt.forward(ctx, embeds, cache);
+    const Tensor hidden = gpt.forward(
+        ctx, embeds, cache, table, std::vector<int64_t>(static_cast<size_t>(batch), capacity - 1));
     (void)gpt.text_logits(ctx, hidden);
     (void)gpt.code_logits(ctx, hidden);
   });
@@ -108,9 +122,13 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   });
   plan.stages.push_back(
       {"decoder + vocos", batch_shape + std::to_string(frames) + " mel frames", vocode.bytes(), 0});
-  notes.push_back("carried: the KV cache of " + std::to_string(capacity) +
-                  " positions per prompt (its tokens and the code stage's max_new_token), " +
-                  format_bytes(cache_bytes));
+  notes.push_back("carried: the KV cache in pages of " + std::to_string(kKvPageSize) +
+                  " positions, " + std::to_string(pool.pages_for(capacity)) + " a stream for " +
+                  std::to_string(capacity) +
+                  " positions (its prompt and the code stage's max_new_token) x " +
+                  std::to_string(batch) + " streams = " + std::to_string(pool.pages()) +
+                  " pages of " + format_bytes(cache_bytes / static_cast<uint64_t>(pool.pages())) +
+                  ", " + format_bytes(cache_bytes));
   return plan;
 }
 

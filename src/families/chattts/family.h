@@ -16,6 +16,9 @@
 
 namespace voxd::chattts {
 
+// Positions in a page of the GPT's paged KV cache (vLLM's default block size).
+inline constexpr int64_t kKvPageSize = 16;
+
 class Definition final : public scheduler::VoiceDefinition {
  public:
   explicit Definition(VoiceConfig config);
@@ -29,9 +32,10 @@ class Definition final : public scheduler::VoiceDefinition {
   // Refused: not served yet.
   std::unique_ptr<scheduler::LoadedVoice> load(Context& ctx, DType dtype) const override;
   // The GPT's prefill of shape.batch prompts of shape.units tokens with the heads on the last
-  // position (its KV cache for the prompt plus the code stage's max_new_token, within the GPT's
-  // positions, carried), one decode step of the batch over a full cache with both heads, and the
-  // Decoder + Vocos over shape.frames mel frames (default: 2 per token).
+  // position, one decode step of the batch's streams over full caches with both heads (the KV
+  // cache carried: pages of kKvPageSize for each stream's prompt plus the code stage's
+  // max_new_token, within the GPT's positions), and the Decoder + Vocos over shape.frames mel
+  // frames (default: 2 per token).
   WorkspacePlan plan_memory(Backend& backend, DType dtype, const scheduler::PlanShape& shape,
                             std::vector<std::string>& notes) const override;
   uint64_t smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
