@@ -181,8 +181,9 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
   if (std::optional<ApiError> refusal = scheduler_->refusal()) throw *refusal;
   PreparedStream prepared;
   try {
-    prepared =
-        voice->definition->prepare(request.input, SpeechOptions{.speed = request.speed}, options_);
+    SpeechOptions speech;
+    speech.speed = request.speed;
+    prepared = voice->definition->prepare(request.input, speech, options_);
   } catch (const OptionError& e) {
     throw ApiError::invalid_request(e.what(), e.field());
   } catch (const InputError& e) {
