@@ -128,13 +128,13 @@ int run_chattts_synth(const GlobalOptions& global, const SynthOptions& options,
   generation.top_p = options.top_p;
   generation.top_k = options.top_k;
   generation.refine_text = !options.no_refine;
-  generation.on_audio = [&output](const std::vector<float>& audio) {
-    output.write(audio.data(), audio.size());
-  };
   const std::string text = input_text(options);
   const auto start = Clock::now();
   const voxd::chattts::Generation made =
-      voxd::chattts::Synthesizer(runtime.context(), *voice).synthesize(text, generation);
+      voxd::chattts::Synthesizer(runtime.context(), *voice)
+          .synthesize(text, generation, [&output](const std::vector<float>& audio) {
+            output.write(audio.data(), audio.size());
+          });
   const double compute_seconds = seconds_since(start);
   output.commit();
   if (made.drew_speaker) {

@@ -1,0 +1,184 @@
+#include "families/chattts/generation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "families/chattts/sampling.h"
+
+namespace voxd::chattts {
+namespace {
+
+// A seed of its own for each sentence and stage, so that their draws never repeat each other's.
+uint64_t stage_seed(uint64_t seed, size_t sentence, int stage) {
+  return seed ^ (0x9e3779b97f4a7c15ULL * (2 * static_cast<uint64_t>(sentence) + stage + 1));
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontEnd& front_end,
+                                     const Speakers& speakers, std::string_view text,
+                                     const GenerationOptions& options)
+    : config_(config), front_end_(front_end), options_(options) {
+  const auto positive = [](std::optional<double> value) {
+    return !value || (std::isfinite(*value) && *value > 0.0);
+  };
+  if (!positive(options.temperature) || !positive(options.top_p) ||
+      (options.top_p && *options.top_p > 1.0) || (options.top_k && *options.top_k < 1)) {
+    throw InputError("sampling: temperature must be > 0, top_p in (0, 1] and top_k >= 1");
+  }
+  sentences_ = front_end.analyze(text).sentences;
+  std::optional<std::string> speaker_name = options.speaker;
+  if (!speaker_name && sentences_.size() > 1 && config.spk_stat) {
+    speaker_name = kRandomSpeaker;
+    drew_speaker_ = true;
+  }
+  if (speaker_name) {
+    speaker_ =
+        normalize_speaker(speakers.resolve(*speaker_name, options.seed, config.gpt.hidden_size));
+  }
+  refine_ = config.refine_text;
+  code_ = config.infer_code;
+  if (options.temperature) code_.temperature = *options.temperature;
+  if (options.top_p) code_.sampling.top_p = options.top_p;
+  if (options.top_k) code_.sampling.top_k = options.top_k;
+  // An end token at the first step would leave a sentence without audio (the original draws
+  // again; voxd's draws are seeded, so it would be missing every time): at least one token.
+  refine_.sampling.min_new_token = std::max<int64_t>(refine_.sampling.min_new_token, 1);
+  code_.sampling.min_new_token = std::max<int64_t>(code_.sampling.min_new_token, 1);
+  start_sentence();
+}
+
+void RequestGeneration::start_sentence() {
+  if (sentence_ >= sentences_.size()) {
+    next_ = Next::kDone;
+    return;
+  }
+  hidden_.clear();
+  frames_ = 0;
+  if (options_.refine_text) {
+    start_stage(false, sentences_[sentence_].ids);
+  } else {
+    start_stage(true, sentences_[sentence_].ids);
+  }
+}
+
+void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_ids) {
+  code_stage_ = code;
+  const StageConfig& stage = code ? code_ : refine_;
+  const std::string& template_text =
+      !code ? stage.prompt_template
+            : (speaker_ ? stage.prompt_template : config_.infer_code_template_without_speaker);
+  const size_t at = template_text.find("{text}");
+  VOXD_CHECK(at != std::string::npos, "a ChatTTS prompt template has no {text}");
+  const auto fill = [&](std::string part) {
+    replace_all(part, "{prompt}", stage.prompt);
+    replace_all(part, "{txt_smp}", "");
+    const std::vector<int32_t> ids = front_end_.tokenizer().encode(part);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  };
+  prompt_ = fill(template_text.substr(0, at));
+  prompt_.insert(prompt_.end(), text_ids.begin(), text_ids.end());
+  const std::vector<int64_t> suffix = fill(template_text.substr(at + 6));
+  prompt_.insert(prompt_.end(), suffix.begin(), suffix.end());
+  const GptConfig& gpt = config_.gpt;
+  const auto length = static_cast<int64_t>(prompt_.size());
+  VOXD_CHECK(length > 0, "a ChatTTS prompt has no tokens");
+  if (length >= gpt.max_position_embeddings) {
+    throw InputError("a sentence's prompt of " + std::to_string(length) +
+                     " tokens does not fit the GPT's " +
+                     std::to_string(gpt.max_position_embeddings) +
+                     " positions; split the text into shorter sentences");
+  }
+  capacity_ = std::min(length + stage.max_new_token, gpt.max_position_embeddings);
+  positions_ = 0;
+  step_ = 0;
+  history_.assign(static_cast<size_t>(code ? gpt.num_vq : 1), {});
+  if (!code) refined_.clear();
+  next_ = Next::kPrefill;
+}
+
+uint64_t RequestGeneration::seed_of_stage() const {
+  return stage_seed(options_.seed, sentence_, code_stage_ ? 1 : 0);
+}
+
+void RequestGeneration::advance(std::span<const float> logits, std::span<const float> hidden) {
+  VOXD_CHECK(next_ == Next::kPrefill || next_ == Next::kDecode,
+             "advance() called when the stream wants no GPT step");
+  const GptConfig& gpt = config_.gpt;
+  positions_ = next_ == Next::kPrefill ? static_cast<int64_t>(prompt_.size()) : positions_ + 1;
+  const StageConfig& stage = code_stage_ ? code_ : refine_;
+  const size_t rows = history_.size();
+  VOXD_CHECK(logits.size() % rows == 0 && !logits.empty(), "advance(): logits of a wrong size");
+  VOXD_CHECK(static_cast<int64_t>(hidden.size()) == gpt.hidden_size,
+             "advance(): a hidden state of a wrong size");
+  const size_t vocabulary = logits.size() / rows;
+  std::vector<int64_t> picked(rows);
+  bool ended = false;
+  for (size_t r = 0; r < rows; ++r) {
+    std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(r * vocabulary),
+                           logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocabulary));
+    process_logits(row, stage.temperature, history_[r], step_, stage.sampling);
+    probs_.resize(row.size());
+    softmax(row, probs_);
+    picked[r] = draw_token(probs_, uniform_draw(seed_of_stage(), static_cast<uint64_t>(step_),
+                                                static_cast<uint64_t>(r)));
+    ended = ended || picked[r] == stage.sampling.eos;
+  }
+  if (ended) {
+    end_stage(true);
+    return;
+  }
+  if (code_stage_) {
+    ++frames_;
+    hidden_.insert(hidden_.end(), hidden.begin(), hidden.end());
+  } else {
+    refined_.push_back(picked[0]);
+  }
+  for (size_t r = 0; r < rows; ++r) history_[r].push_back(picked[r]);
+  ++step_;
+  if (step_ == stage.max_new_token || positions_ >= capacity_) {
+    end_stage(false);
+    return;
+  }
+  next_ids_ =
+      code_stage_ ? picked : std::vector<int64_t>(static_cast<size_t>(gpt.num_vq), picked[0]);
+  next_ = Next::kDecode;
+}
+
+void RequestGeneration::end_stage(bool ended) {
+  if (!code_stage_) {
+    std::vector<int64_t> kept;
+    for (int64_t id : refined_) {
+      if (id < config_.refine_keep_below && !front_end_.prompt_only(id)) kept.push_back(id);
+    }
+    // A refinement that ran to max_new_token, or kept nothing, gives the text back as it was.
+    start_stage(true, ended && !kept.empty() ? kept : sentences_[sentence_].ids);
+    return;
+  }
+  code_frames_total_ += frames_;
+  if (!ended) ++truncated_;
+  pause_samples_ = 0;
+  if (frames_ > 0) {
+    next_ = Next::kVocode;
+    return;
+  }
+  vocoded();
+}
+
+void RequestGeneration::vocoded() {
+  // The pause (at most text::kMaxBreakMs) after the sentence.
+  pause_samples_ =
+      static_cast<int64_t>(sentences_[sentence_].pause_after_ms) * config_.sample_rate / 1000;
+  ++sentences_done_;
+  ++sentence_;
+  start_sentence();
+}
+
+}  // namespace voxd::chattts

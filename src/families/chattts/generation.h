@@ -1,0 +1,132 @@
+// One request's way through ChatTTS (the original's Chat.infer) as a state machine that GPT
+// forwards advance one at a time, so that the offline loop (Synthesizer) and batched steps run
+// the same logic: per sentence, the refine-text stage (unless skipped: the GPT writes the text
+// again with ChatTTS's prosody tokens), the audio-code stage (the GPT, prompted with the speaker,
+// makes num_vq codes per step), then the code stage's hidden states for the Decoder and Vocos,
+// and the sentence's pause. Whoever runs the GPT keeps the KV cache: a stage starts from an empty
+// one at its prompt, and each step appends one position.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "families/chattts/speaker.h"
+#include "families/chattts/text_front_end.h"
+#include "families/chattts/voice_config.h"
+
+namespace voxd::chattts {
+
+struct GenerationOptions {
+  uint64_t seed = 0;
+  // A named speaker, "random" (from spk_stat and the seed) or a spk_emb string. None: for one
+  // sentence the original's prompt without a speaker ([empty_spk]); for several, the random
+  // speaker of the seed when the voice has spk_stat, so that every sentence has the same voice
+  // (the original makes the first sentence's audio the others' prompt, which voxd cannot yet).
+  std::optional<std::string> speaker;
+  std::optional<float> temperature;  // the code stage's (default: the voice's)
+  std::optional<double> top_p;
+  std::optional<int64_t> top_k;
+  bool refine_text = true;  // ChatTTS's skip_refine_text=False
+};
+
+class RequestGeneration {
+ public:
+  // What the stream needs next.
+  enum class Next {
+    kPrefill,  // a stage's prompt through the GPT, from an empty cache (prompt())
+    kDecode,   // one more position (next_ids()) after `positions()` cached ones
+    kVocode,   // a sentence's hidden states to audio (hidden_states()), then vocoded()
+    kDone,
+  };
+
+  // Splits `text` into sentences and resolves the speaker. InputError for text with nothing to
+  // say, a bad speaker or sampling option. `config`, `front_end` and `speakers` must outlive it.
+  RequestGeneration(const VoiceConfig& config, const TextFrontEnd& front_end,
+                    const Speakers& speakers, std::string_view text,
+                    const GenerationOptions& options);
+
+  Next next() const { return next_; }
+
+  // kPrefill: the stage's prompt ids (every position a text position), and where the speaker
+  // vector replaces the embedding (the [spk_emb] positions; none without a speaker).
+  const std::vector<int64_t>& prompt() const { return prompt_; }
+  const std::vector<float>* speaker() const { return code_stage_ ? speaker_ptr() : nullptr; }
+  // Positions the stage's cache holds (its prompt and the tokens fed since).
+  int64_t positions() const { return positions_; }
+  // The most positions the stage's cache can need: its prompt and max_new_token, within the
+  // GPT's positions.
+  int64_t capacity() const { return capacity_; }
+  // kDecode: the num_vq ids of the position to feed (a text token repeated in every column, or
+  // the code stage's num_vq codes) and whether it is a text position.
+  const std::vector<int64_t>& next_ids() const { return next_ids_; }
+  bool next_is_text() const { return !code_stage_; }
+  // Whether the stage reads the code heads (else the text head).
+  bool code_stage() const { return code_stage_; }
+
+  // After a kPrefill or kDecode forward: the logits at the stage's last position (the code
+  // heads' [num_vq, num_audio_tokens] or the text head's [num_text_tokens], F32, host) and the
+  // hidden state there. Draws the next token, then: another kDecode, or the stage's end (the
+  // next stage's kPrefill, kVocode or the next sentence).
+  void advance(std::span<const float> logits, std::span<const float> hidden);
+
+  // kVocode: the code stage's hidden states [frames, hidden] of the sentence.
+  const std::vector<float>& hidden_states() const { return hidden_; }
+  int64_t frames() const { return frames_; }
+  // After kVocode: the sentence's audio is made; moves to the next sentence or kDone.
+  void vocoded();
+  // The silence after the sentence just vocoded (or skipped for want of frames), in samples; the
+  // caller plays it before the next sentence's audio.
+  int64_t pause_samples() const { return pause_samples_; }
+
+  // Totals so far: sentences finished, code frames, sentences whose code stage reached
+  // max_new_token without its end token (cut there), and whether the speaker was drawn for want
+  // of one.
+  int64_t sentences_done() const { return sentences_done_; }
+  int64_t code_frames() const { return code_frames_total_; }
+  int64_t truncated() const { return truncated_; }
+  bool drew_speaker() const { return drew_speaker_; }
+
+ private:
+  const std::vector<float>* speaker_ptr() const { return speaker_ ? &*speaker_ : nullptr; }
+  // Starts sentence `sentence_`'s first stage, or kDone past the last.
+  void start_sentence();
+  // The stage's prompt from its template, with {text} the ids and {prompt} the stage's prompt.
+  void start_stage(bool code, const std::vector<int64_t>& text_ids);
+  // The stage drew its end token (`ended`) or ran out of tokens or positions.
+  void end_stage(bool ended);
+  uint64_t seed_of_stage() const;
+
+  const VoiceConfig& config_;
+  const TextFrontEnd& front_end_;
+  GenerationOptions options_;
+  StageConfig refine_;
+  StageConfig code_;
+  std::vector<text::Sentence> sentences_;
+  std::optional<std::vector<float>> speaker_;  // normalised
+  bool drew_speaker_ = false;
+
+  Next next_ = Next::kDone;
+  size_t sentence_ = 0;
+  bool code_stage_ = false;
+  std::vector<int64_t> prompt_;
+  int64_t positions_ = 0;
+  int64_t capacity_ = 0;
+  int64_t step_ = 0;  // tokens drawn in this stage
+  std::vector<std::vector<int64_t>> history_;
+  std::vector<int64_t> next_ids_;
+  std::vector<int64_t> refined_;  // the refine stage's tokens
+  std::vector<float> hidden_;     // the code stage's hidden states
+  int64_t frames_ = 0;
+  int64_t pause_samples_ = 0;
+  std::vector<float> probs_;
+
+  int64_t sentences_done_ = 0;
+  int64_t code_frames_total_ = 0;
+  int64_t truncated_ = 0;
+};
+
+}  // namespace voxd::chattts
