@@ -7,8 +7,11 @@
 #include "core/memory_summary.h"
 #include "core/workspace_arena.h"
 #include "core/workspace_plan.h"
+#include "families/chattts/gpt_kinds.h"
+#include "families/chattts/served.h"
 #include "families/chattts/speaker.h"
 #include "families/chattts/synthesizer.h"
+#include "families/chattts/vocode_kind.h"
 
 namespace voxd::chattts {
 namespace {
@@ -17,11 +20,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-InputError not_served(const std::string& name) {
-  return InputError("voice '" + name +
-                    "' is a ChatTTS voice, which voxd serve does not serve yet; voxd synth "
-                    "speaks it (voxd synth --voice " +
-                    name + " --text ...)");
+// Bytes of one page of `gpt`'s paged KV cache: keys and values of every layer for kKvPageSize
+// positions.
+uint64_t page_bytes(const GptConfig& gpt, DType dtype) {
+  return static_cast<uint64_t>(2 * gpt.num_hidden_layers * kKvPageSize * gpt.hidden_size) *
+         dtype_size(dtype);
 }
 
 }  // namespace
@@ -34,16 +37,59 @@ Definition::Definition(VoiceConfig config)
             .language = config_.language,
             .sample_rate = config_.sample_rate,
             .speakers = Speakers(config_).names()},
-      front_end_(Tokenizer::from_file(config_.tokenizer_path), config_.language) {}
+      front_end_(Tokenizer::from_file(config_.tokenizer_path), config_.language),
+      speakers_(config_) {}
 
-scheduler::PreparedStream Definition::prepare(std::string_view, const scheduler::SpeechOptions&,
-                                              const scheduler::SchedulerOptions&) const {
-  throw not_served(config_.name);
+scheduler::PreparedStream Definition::prepare(std::string_view text,
+                                              const scheduler::SpeechOptions& options,
+                                              const scheduler::SchedulerOptions& scheduling) const {
+  if (options.speed != 1.0f) {
+    throw scheduler::OptionError(
+        "speed is not taken by ChatTTS voices (its speaking rate is the [speed_N] token of the "
+        "voice's prompt); voice '" +
+            config_.name + "' speaks at its own rate",
+        "speed");
+  }
+  GenerationOptions generation;
+  generation.seed = options.seed.value_or(0);
+  generation.speaker = options.speaker;
+  if (options.temperature) generation.temperature = static_cast<float>(*options.temperature);
+  generation.top_p = options.top_p;
+  generation.top_k = options.top_k;
+  generation.refine_text = options.refine_text.value_or(true);
+  if (options.speaker) {
+    try {
+      (void)speakers_.resolve(*options.speaker, generation.seed, config_.gpt.hidden_size);
+    } catch (const InputError& e) {
+      throw scheduler::OptionError(e.what(), "speaker");
+    }
+  }
+  scheduler::PreparedStream prepared;
+  prepared.work = std::make_unique<GenerationWork>(
+      RequestGeneration(config_, front_end_, speakers_, text, generation));
+  prepared.max_buffered_samples =
+      scheduling.buffered_chunks * scheduling.chunk_frames * config_.vocos.hop_length;
+  return prepared;
 }
 
 std::unique_ptr<scheduler::LoadedVoice> Definition::load(
-    Context&, DType, const scheduler::SchedulerOptions&) const {
-  throw not_served(config_.name);
+    Context& ctx, DType dtype, const scheduler::SchedulerOptions& scheduling) const {
+  auto loaded = std::make_unique<LoadedModels>();
+  loaded->voice = Voice::load(ctx, config_.directory, dtype);
+  const Gpt& gpt = loaded->voice->gpt();
+  const uint64_t page = page_bytes(config_.gpt, gpt.compute_dtype());
+  const int64_t pages =
+      scheduling.kv_cache_bytes > 0
+          ? static_cast<int64_t>(scheduling.kv_cache_bytes / page)
+          : scheduling.max_batch * ceil_div(config_.gpt.max_position_embeddings, kKvPageSize);
+  if (pages < 1) {
+    throw InputError("--kv-cache " + format_bytes(scheduling.kv_cache_bytes) +
+                     " is less than one page of voice '" + config_.name + "''s KV cache (" +
+                     format_bytes(page) + ")");
+  }
+  loaded->cache = gpt.make_paged_cache(ctx, pages, kKvPageSize);
+  loaded->pages = std::make_unique<KvPagePool>(pages, kKvPageSize);
+  return loaded;
 }
 
 WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
@@ -133,9 +179,23 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   return plan;
 }
 
-uint64_t Definition::smallest_step_bytes(Backend&, const scheduler::LoadedVoice&,
+uint64_t Definition::smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
                                          const scheduler::SchedulerOptions&) const {
-  throw not_served(config_.name);
+  // A prompt of 16 tokens (less than any stage's prompt: the templates alone are longer), over a
+  // page planned on the side (the voice's own pool is not touched).
+  const Gpt& gpt = static_cast<const LoadedModels&>(loaded).voice->gpt();
+  WorkspaceArena cache_arena(backend.device());
+  Context cache_ctx = Context::for_planning(backend, cache_arena);
+  PagedKvCache cache = gpt.make_paged_cache(cache_ctx, 1, kKvPageSize);
+  const GptStepShape shape{.batch = 1,
+                           .tokens = 16,
+                           .table_width = 1,
+                           .prefill = true,
+                           .text_head = true,
+                           .code_head = false};
+  const ArenaLayout layout =
+      plan_workspace(backend, [&](Context& ctx) { gpt_step(ctx, gpt, cache, shape, nullptr); });
+  return layout.bytes();
 }
 
 std::unique_ptr<scheduler::VoiceDefinition> Family::read(const std::string& directory) const {
@@ -143,8 +203,12 @@ std::unique_ptr<scheduler::VoiceDefinition> Family::read(const std::string& dire
 }
 
 std::vector<std::unique_ptr<scheduler::StepKind>> Family::make_kinds(
-    DeviceRuntime&, const scheduler::SchedulerOptions&) const {
-  throw InputError("voxd serve does not serve ChatTTS voices yet; voxd synth speaks them");
+    DeviceRuntime& runtime, const scheduler::SchedulerOptions&) const {
+  std::vector<std::unique_ptr<scheduler::StepKind>> kinds;
+  kinds.push_back(std::make_unique<VocodeKind>(runtime));
+  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/false));
+  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/true));
+  return kinds;
 }
 
 }  // namespace voxd::chattts

@@ -1,8 +1,8 @@
 // The ChatTTS family ("type": "chattts"): WordPiece tokens → the GPT's refine-text and
 // audio-code stages → the Decoder → Vocos → 24 kHz audio. `voxd synth` speaks its voices
-// (synthesizer.h), `voxd mem` plans them and `voxd voices` / `voxd phonemize` read them; serving
-// them needs step kinds with a paged KV cache, which this family does not have yet, so
-// `voxd serve` refuses its voices with a message saying so.
+// (synthesizer.h); `voxd serve` runs them with the GPT's prefill and decode steps batched across
+// streams over a paged KV cache (gpt_kinds.h) and a sentence at a time through the vocoder
+// (vocode_kind.h); `voxd mem` plans them.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "families/chattts/speaker.h"
 #include "families/chattts/text_front_end.h"
 #include "families/chattts/voice_config.h"
 #include "scheduler/family.h"
@@ -26,10 +27,12 @@ class Definition final : public scheduler::VoiceDefinition {
   const VoiceConfig& config() const { return config_; }
   const scheduler::VoiceCard& card() const override { return card_; }
   const text::FrontEnd& front_end() const override { return front_end_; }
-  // Refused: not served yet.
+  // The request's RequestGeneration (seed 0 when it gives none). OptionError for speed (ChatTTS
+  // has no speed to set) and a speaker it cannot resolve.
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
                                     const scheduler::SchedulerOptions& scheduling) const override;
-  // Refused: not served yet.
+  // The voice, and its KV cache pool: scheduling.kv_cache_bytes of pages, or by default pages
+  // for max_batch streams of the GPT's every position.
   std::unique_ptr<scheduler::LoadedVoice> load(
       Context& ctx, DType dtype, const scheduler::SchedulerOptions& scheduling) const override;
   // The GPT's prefill of shape.batch prompts of shape.units tokens with the heads on the last
@@ -46,13 +49,15 @@ class Definition final : public scheduler::VoiceDefinition {
   VoiceConfig config_;
   scheduler::VoiceCard card_;
   TextFrontEnd front_end_;
+  Speakers speakers_;
 };
 
 class Family final : public scheduler::Family {
  public:
   std::string_view type() const override { return kChatTtsType; }
   std::unique_ptr<scheduler::VoiceDefinition> read(const std::string& directory) const override;
-  // Refused: not served yet.
+  // The vocoder, the decode step, the prefill: at equal slack, audio from what was made first,
+  // then streams already generating.
   std::vector<std::unique_ptr<scheduler::StepKind>> make_kinds(
       DeviceRuntime& runtime, const scheduler::SchedulerOptions& scheduling) const override;
 };

@@ -1,0 +1,314 @@
+#include "families/chattts/gpt_kinds.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "core/memory_summary.h"
+#include "core/workspace_plan.h"
+
+namespace voxd::chattts {
+namespace {
+
+using scheduler::Batch;
+using scheduler::Stream;
+using Next = RequestGeneration::Next;
+
+// A plan holds a placement per block of its step (a few KiB); past this many the cache starts
+// over.
+constexpr size_t kMaxPlans = 4096;
+
+struct Candidate {
+  std::shared_ptr<Stream> stream;
+  double slack;
+};
+
+int64_t prompt_length(const Stream& stream) {
+  return static_cast<int64_t>(work_of(stream).generation.prompt().size());
+}
+
+}  // namespace
+
+void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepShape& shape,
+              GptStepIo* io) {
+  const GptConfig& c = gpt.config();
+  const int64_t b = shape.batch;
+  const int64_t t = shape.tokens;
+  const auto rows = static_cast<size_t>(b * t);
+  std::vector<int64_t> ids(rows * static_cast<size_t>(c.num_vq), 0);
+  // Planning: a prefill's positions are text; a decode step mixes text and code as its heads say.
+  std::vector<int64_t> mask(rows, shape.prefill || !shape.code_head ? 1 : 0);
+  if (!shape.prefill && shape.text_head && shape.code_head) mask[0] = 1;
+  if (io != nullptr) {
+    for (int64_t s = 0; s < b; ++s) {
+      const auto i = static_cast<size_t>(s);
+      std::copy(io->ids[i].begin(), io->ids[i].end(),
+                ids.begin() + static_cast<std::ptrdiff_t>(s * t * c.num_vq));
+      std::copy(io->text_mask[i].begin(), io->text_mask[i].end(),
+                mask.begin() + static_cast<std::ptrdiff_t>(s * t));
+    }
+  }
+  Tensor embedded =
+      gpt.embed(ctx, Tensor::from_vector({b, t, c.num_vq}, ids), Tensor::from_vector({b, t}, mask));
+  if (shape.prefill) {
+    // The speaker vector at each [spk_emb] position, through the host (every prefill, so that the
+    // plan does not depend on who has a speaker).
+    Tensor host = ops::to_host(ctx, embedded);
+    if (io != nullptr) {
+      for (int64_t s = 0; s < b; ++s) {
+        const std::vector<float>* speaker = io->speakers[static_cast<size_t>(s)];
+        if (speaker == nullptr) continue;
+        for (int64_t p = 0; p < t; ++p) {
+          if (ids[static_cast<size_t>((s * t + p) * c.num_vq)] != io->speaker_token) continue;
+          std::copy(speaker->begin(), speaker->end(),
+                    host.data<float>() + (s * t + p) * c.hidden_size);
+        }
+      }
+    }
+    embedded = ops::to_device(ctx, host, embedded.dtype());
+  }
+  const Tensor table =
+      io != nullptr ? page_table(io->pages, shape.table_width)
+                    : Tensor::from_vector(
+                          {b, shape.table_width},
+                          std::vector<int64_t>(static_cast<size_t>(b * shape.table_width), -1));
+  const std::vector<int64_t> positions =
+      io != nullptr ? io->positions : std::vector<int64_t>(static_cast<size_t>(b), 0);
+  const Tensor hidden = gpt.forward(ctx, embedded, cache, table, positions);
+  // The heads on each stream's last position: the whole batch at once for a decode step, one
+  // stream at a time for a prefill (each at its own length).
+  const auto heads = [&](const Tensor& last, size_t first, int64_t count) {
+    const Tensor h = ops::to_host(ctx, last);
+    const Tensor text = shape.text_head ? ops::to_host(ctx, gpt.text_logits(ctx, last)) : Tensor();
+    const Tensor code = shape.code_head ? ops::to_host(ctx, gpt.code_logits(ctx, last)) : Tensor();
+    if (io == nullptr) return;
+    const auto split = [&](const Tensor& x, std::vector<std::vector<float>>& out) {
+      if (!x.defined()) return;
+      const std::vector<float> values = x.to_float_vector();
+      const size_t each = values.size() / static_cast<size_t>(count);
+      for (int64_t s = 0; s < count; ++s) {
+        const auto begin =
+            values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * each);
+        out[first + static_cast<size_t>(s)].assign(begin,
+                                                   begin + static_cast<std::ptrdiff_t>(each));
+      }
+    };
+    split(h, io->hidden);
+    split(text, io->text_logits);
+    split(code, io->code_logits);
+  };
+  if (io != nullptr) {
+    io->hidden.assign(static_cast<size_t>(b), {});
+    io->text_logits.assign(static_cast<size_t>(b), {});
+    io->code_logits.assign(static_cast<size_t>(b), {});
+  }
+  if (!shape.prefill) {
+    heads(hidden, 0, b);
+    return;
+  }
+  for (int64_t s = 0; s < b; ++s) {
+    const int64_t last = io != nullptr ? io->last[static_cast<size_t>(s)] : t - 1;
+    heads(ops::contiguous(ctx, hidden.narrow(0, s, 1).narrow(1, last, 1)), static_cast<size_t>(s),
+          1);
+  }
+}
+
+scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+                                  const scheduler::Pacing& pacing,
+                                  scheduler::Clock::time_point now) {
+  const Next wanted = prefill_ ? Next::kPrefill : Next::kDecode;
+  std::vector<Candidate> candidates;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    if (!stream->running() || work_of(*stream).generation.next() != wanted) continue;
+    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s)});
+  }
+  Batch batch;
+  if (candidates.empty()) return batch;
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.slack != b.slack) return a.slack < b.slack;
+    return a.stream->admitted < b.stream->admitted;
+  });
+  const Stream& lead = *candidates.front().stream;
+  batch.urgency = urgency_of(lead, pacing, now);
+  batch.slack_s = candidates.front().slack;
+  batch.voice = lead.voice;
+  const KvPagePool* pool = lead.voice->models ? models_of(*lead.voice).pages.get() : nullptr;
+  // A stage starts only when the pages of its whole capacity are free (it then never waits for
+  // memory); the lead is proposed alone when they never can be (run() refuses it).
+  int64_t free = pool != nullptr ? pool->free_pages() : 0;
+  for (const Candidate& c : candidates) {
+    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    if (c.stream->voice != lead.voice) continue;
+    if (prefill_ && pool != nullptr) {
+      // In slack order: the first stage that does not fit waits for pages, and so do the ones
+      // behind it (a long stage is not starved by short ones).
+      const int64_t need = pool->pages_for(work_of(*c.stream).generation.capacity());
+      if (need > free) {
+        if (batch.items.empty() && pool->used_pages() == 0) batch.items.push_back(c.stream);
+        break;
+      }
+      free -= need;
+    }
+    batch.items.push_back(c.stream);
+    if (prefill_ && pool == nullptr) break;  // not loaded yet: its pool is seen at run()
+  }
+  if (batch.items.empty()) return {};
+  return batch;
+}
+
+GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
+  GptStepShape shape;
+  shape.batch = static_cast<int64_t>(size);
+  shape.prefill = prefill_;
+  shape.tokens = 1;
+  const KvPagePool& pool = *models_of(*batch.voice).pages;
+  for (size_t i = 0; i < size; ++i) {
+    const RequestGeneration& g = work_of(*batch.items[i]).generation;
+    if (prefill_) shape.tokens = std::max(shape.tokens, prompt_length(*batch.items[i]));
+    shape.table_width = std::max(shape.table_width, pool.pages_for(g.capacity()));
+    (g.code_stage() ? shape.code_head : shape.text_head) = true;
+  }
+  return shape;
+}
+
+const ArenaLayout& GptKind::plan(scheduler::VoiceEntry& voice, const GptStepShape& shape) {
+  const auto key = std::make_tuple(&voice, shape.batch, shape.tokens, shape.table_width,
+                                   shape.prefill, shape.text_head, shape.code_head);
+  auto at = plans_.find(key);
+  if (at != plans_.end()) return at->second;
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+  LoadedModels& models = models_of(voice);
+  const ArenaLayout made = plan_workspace(runtime_.backend(), [&](Context& ctx) {
+    gpt_step(ctx, models.voice->gpt(), models.cache, shape, nullptr);
+  });
+  return plans_.emplace(key, made).first->second;
+}
+
+uint64_t GptKind::footprint(const Batch& batch, size_t size) {
+  return scheduler::MemoryBudget::footprint(plan(*batch.voice, shape_of(batch, size)).bytes());
+}
+
+scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
+                                        uint64_t available) const {
+  const std::string what =
+      prefill_ ? "a prompt of " + std::to_string(prompt_length(*batch.items.front())) + " tokens"
+               : "one decode step";
+  return {.request_too_large = false,
+          .code = "insufficient_memory",
+          .message = what + " needs " + format_bytes(footprint) +
+                     " of device memory for ChatTTS's GPT, more than the " +
+                     format_bytes(available) + " this server has free for one step now"};
+}
+
+scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {
+  LoadedModels& models = models_of(*batch.voice);
+  KvPagePool& pool = *models.pages;
+  const VoiceConfig& config = models.voice->config();
+  const GptConfig& c = config.gpt;
+  const size_t n = batch.items.size();
+  scheduler::StepOutput out;
+  out.audio.resize(n);
+  out.errors.resize(n);
+  // Each stream starting a stage takes the pages of its whole capacity.
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < n; ++i) {
+    GenerationWork& work = work_of(*batch.items[i]);
+    if (prefill_) {
+      work.pool = &pool;
+      if (!pool.grow(work.pages, work.generation.capacity())) {
+        out.errors[i] = std::make_exception_ptr(scheduler::StepRefusalError(
+            {.request_too_large = false,
+             .code = "kv_cache_full",
+             .message = "a ChatTTS stage of " + std::to_string(work.generation.capacity()) +
+                        " positions needs " +
+                        std::to_string(pool.pages_for(work.generation.capacity())) +
+                        " pages of the KV cache, which has " + std::to_string(pool.pages()) + " (" +
+                        std::to_string(pool.free_pages()) +
+                        " free); give the server a larger --kv-cache"}));
+        continue;
+      }
+    }
+    ready.push_back(i);
+  }
+  if (ready.empty()) return out;
+  Batch running = batch;
+  running.items.clear();
+  for (size_t i : ready) running.items.push_back(batch.items[i]);
+  const GptStepShape shape = shape_of(running, running.items.size());
+  const ArenaLayout& layout = plan(*batch.voice, shape);
+  if (ready.size() < n && !budget.fits(scheduler::MemoryBudget::footprint(layout.bytes()))) {
+    throw Error("chattts: a smaller GPT step does not fit the memory its batch was given");
+  }
+  GptStepIo io;
+  io.speaker_token = config.speaker_token;
+  for (const auto& stream : running.items) {
+    GenerationWork& work = work_of(*stream);
+    const RequestGeneration& g = work.generation;
+    std::vector<int64_t> ids;
+    if (prefill_) {
+      for (int64_t id : g.prompt()) ids.insert(ids.end(), static_cast<size_t>(c.num_vq), id);
+      io.text_mask.emplace_back(static_cast<size_t>(shape.tokens), 1);
+      io.last.push_back(static_cast<int64_t>(g.prompt().size()) - 1);
+      io.positions.push_back(0);
+      io.speakers.push_back(g.speaker());
+    } else {
+      ids = g.next_ids();
+      io.text_mask.push_back({g.next_is_text() ? 1 : 0});
+      io.last.push_back(0);
+      io.positions.push_back(g.positions());
+      io.speakers.push_back(nullptr);
+    }
+    io.ids.push_back(std::move(ids));
+    io.pages.push_back(&work.pages);
+  }
+  run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
+    gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io);
+  });
+  for (size_t r = 0; r < ready.size(); ++r) {
+    const size_t i = ready[r];
+    GenerationWork& work = work_of(*batch.items[i]);
+    try {
+      work.generation.advance(work.generation.code_stage() ? io.code_logits[r] : io.text_logits[r],
+                              io.hidden[r]);
+      if (work.generation.next() != Next::kDecode) work.release_pages();
+      out.audio[i] = pauses_since(work);
+    } catch (const Error&) {
+      work.release_pages();
+      out.errors[i] = std::current_exception();
+    }
+  }
+  return out;
+}
+
+void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing&,
+                      scheduler::MemoryBudget& budget) {
+  if (!prefill_) return;
+  LoadedModels& models = models_of(voice);
+  KvPagePool& pool = *models.pages;
+  constexpr int64_t kTokens = 8;
+  std::vector<int64_t> pages;
+  if (!pool.grow(pages, kTokens)) return;
+  GptStepShape shape{.batch = 1,
+                     .tokens = kTokens,
+                     .table_width = pool.pages_for(kTokens),
+                     .prefill = true,
+                     .text_head = true,
+                     .code_head = true};
+  const ArenaLayout& layout = plan(voice, shape);
+  if (budget.fits(scheduler::MemoryBudget::footprint(layout.bytes()))) {
+    GptStepIo io;
+    io.ids = {std::vector<int64_t>(
+        static_cast<size_t>(kTokens * models.voice->gpt().config().num_vq), 1)};
+    io.text_mask = {std::vector<int64_t>(kTokens, 1)};
+    io.last = {kTokens - 1};
+    io.pages = {&pages};
+    io.positions = {0};
+    io.speakers = {nullptr};
+    run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
+      gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io);
+    });
+  }
+  pool.release(pages);
+}
+
+}  // namespace voxd::chattts

@@ -1,0 +1,86 @@
+// The ChatTTS GPT's steps in the server, batched across streams of one voice (continuous
+// batching, vLLM's way): PrefillKind runs the prompts of streams starting a stage (refine-text or
+// audio-code), padded to the longest, each stream taking its stage's pages of the voice's KV
+// pool first; DecodeKind runs one position for every stream in a stage, each at its own length,
+// over the paged cache. After each forward, every stream's RequestGeneration draws its next token
+// from its own logits (on the host) and its own seed, so a stream's tokens do not depend on what
+// it was batched with. Plans are cached by shape.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "core/workspace_arena.h"
+#include "families/chattts/served.h"
+#include "scheduler/memory_budget.h"
+#include "scheduler/step_kind.h"
+
+namespace voxd::chattts {
+
+// The shape a GPT step is planned for: streams, positions each (the longest prompt, or 1), pages
+// in the widest table, which heads it reads.
+struct GptStepShape {
+  int64_t batch = 0;
+  int64_t tokens = 0;
+  int64_t table_width = 0;
+  bool prefill = false;
+  bool text_head = false;
+  bool code_head = false;
+  auto key() const { return std::tie(batch, tokens, table_width, prefill, text_head, code_head); }
+};
+
+class GptKind : public scheduler::StepKind {
+ public:
+  GptKind(DeviceRuntime& runtime, bool prefill) : runtime_(runtime), prefill_(prefill) {}
+
+  const char* name() const override { return prefill_ ? "prefill" : "decode"; }
+  scheduler::Batch propose(const std::vector<std::shared_ptr<scheduler::Stream>>& streams,
+                           const scheduler::Pacing& pacing,
+                           scheduler::Clock::time_point now) override;
+  uint64_t footprint(const scheduler::Batch& batch, size_t size) override;
+  scheduler::StepRefusal too_big(const scheduler::Batch& batch, uint64_t footprint,
+                                 uint64_t available) const override;
+  scheduler::StepOutput run(const scheduler::Batch& batch,
+                            scheduler::MemoryBudget& budget) override;
+  // Prefill: one made-up prompt of 8 tokens through the GPT, so that kernels and the BLAS are
+  // loaded before the first request.
+  void warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pacing,
+               scheduler::MemoryBudget& budget) override;
+
+ private:
+  GptStepShape shape_of(const scheduler::Batch& batch, size_t size) const;
+  const ArenaLayout& plan(scheduler::VoiceEntry& voice, const GptStepShape& shape);
+
+  DeviceRuntime& runtime_;
+  bool prefill_;
+  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool>,
+           ArenaLayout>
+      plans_;
+};
+
+// What one GPT step of `shape` reads and gives back on the host, per stream in order.
+struct GptStepIo {
+  // In: per stream, the ids of its positions ([tokens][num_vq] flattened, padded with 0), whether
+  // each is a text position, its last real position (prefill: prompt length - 1), its pages, its
+  // first position (0 for a prefill), and the speaker vector of its [spk_emb] positions.
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<int64_t>> text_mask;
+  std::vector<int64_t> last;
+  std::vector<const std::vector<int64_t>*> pages;
+  std::vector<int64_t> positions;
+  std::vector<const std::vector<float>*> speakers;
+  int64_t speaker_token = -1;
+  // Out: per stream, the logits at its last position (the text head's or the code heads') and
+  // the hidden state there.
+  std::vector<std::vector<float>> text_logits;
+  std::vector<std::vector<float>> code_logits;
+  std::vector<std::vector<float>> hidden;
+};
+
+// One GPT step on ctx (a planning context when io is null: the same allocations, no reads).
+void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepShape& shape,
+              GptStepIo* io);
+
+}  // namespace voxd::chattts

@@ -1,0 +1,39 @@
+#include "families/chattts/served.h"
+
+namespace voxd::chattts {
+
+void GenerationWork::release_pages() {
+  if (pool != nullptr) pool->release(pages);
+}
+
+scheduler::StreamGauges GenerationWork::gauges() const {
+  // Each code frame makes 2 mel frames; the hidden states wait for the vocoder while kVocode.
+  const bool vocoding = generation.next() == RequestGeneration::Next::kVocode;
+  return {.mel_frames = vocoding ? 2 * generation.frames() : 0,
+          .lookahead_frames = 0,
+          .largest_unit_frames = 0,
+          .pending_units = generation.next() == RequestGeneration::Next::kDone ? 0 : 1};
+}
+
+LoadedModels& models_of(scheduler::VoiceEntry& entry) {
+  return static_cast<LoadedModels&>(*entry.models);
+}
+
+GenerationWork& work_of(scheduler::Stream& stream) {
+  return static_cast<GenerationWork&>(*stream.work);
+}
+
+const GenerationWork& work_of(const scheduler::Stream& stream) {
+  return static_cast<const GenerationWork&>(*stream.work);
+}
+
+std::vector<float> pauses_since(GenerationWork& work) {
+  std::vector<float> silence;
+  if (work.generation.sentences_done() > work.sentences_paused) {
+    work.sentences_paused = work.generation.sentences_done();
+    silence.assign(static_cast<size_t>(work.generation.pause_samples()), 0.0f);
+  }
+  return silence;
+}
+
+}  // namespace voxd::chattts
