@@ -65,7 +65,7 @@ EngineService::EngineService(const EngineConfig& config)
   }
   const DType dtype = config.dtype.value_or(runtime_->device().is_cpu() ? DType::F32 : DType::F16);
   voices_ = std::make_unique<VoicePool>(*runtime_, *config.families, config.voice_dirs, dtype,
-                                        config.lazy_voices);
+                                        config.lazy_voices, options_);
   for (const auto& entry : voices_->entries()) {
     if (!entry->models) continue;
     smallest_step_bytes_ = std::max(
@@ -183,6 +183,8 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
   try {
     prepared =
         voice->definition->prepare(request.input, SpeechOptions{.speed = request.speed}, options_);
+  } catch (const OptionError& e) {
+    throw ApiError::invalid_request(e.what(), e.field());
   } catch (const InputError& e) {
     throw ApiError::invalid_request(e.what(), "input", "nothing_to_pronounce");
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/runtime.h"
+#include "core/error.h"
 #include "core/workspace_plan.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/step_kind.h"
@@ -30,9 +31,29 @@ struct VoiceCard {
   std::vector<std::string> speakers;  // the speakers it names (none: one unnamed speaker)
 };
 
-// What a request asks of a voice besides its text.
+// What a request asks of a voice besides its text. The sampling fields are for families whose
+// models sample (ChatTTS); unset means the voice's own, and a family that does not sample
+// refuses them (OptionError).
 struct SpeechOptions {
   float speed = 1.0f;  // 0.25 to 4
+  std::optional<uint64_t> seed;        // the same seed, text and options make the same audio
+  std::optional<double> temperature;   // > 0
+  std::optional<double> top_p;         // (0, 1]
+  std::optional<int64_t> top_k;        // >= 1
+  std::optional<std::string> speaker;  // a speaker of the voice, "random" or a spk_emb string
+  std::optional<bool> refine_text;     // ChatTTS's refine-text stage before the audio codes
+};
+
+// A SpeechOptions field the voice cannot take: InputError naming the request's field (the HTTP
+// layer answers 400 with it as the error's param).
+class OptionError : public InputError {
+ public:
+  OptionError(const std::string& message, std::string field)
+      : InputError(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
 };
 
 // A stream's work as the family prepared it at admission.
@@ -70,9 +91,11 @@ class VoiceDefinition {
   // speak (the front end's errors).
   virtual PreparedStream prepare(std::string_view text, const SpeechOptions& options,
                                  const SchedulerOptions& scheduling) const = 0;
-  // Device thread: the voice's models in `dtype` from ctx's allocator. voxd::Error when they do
-  // not fit ("out of memory: ..."), InputError naming the file for bad weights.
-  virtual std::unique_ptr<LoadedVoice> load(Context& ctx, DType dtype) const = 0;
+  // Device thread: the voice's models in `dtype` from ctx's allocator, with what its streams
+  // hold on the device for their life sized by `scheduling` (a KV cache pool). voxd::Error when
+  // they do not fit ("out of memory: ..."), InputError naming the file for bad weights.
+  virtual std::unique_ptr<LoadedVoice> load(Context& ctx, DType dtype,
+                                            const SchedulerOptions& scheduling) const = 0;
   // The memory the voice's steps take for `shape` on `backend` in `dtype`, planned without
   // running anything (the weights loaded in a planning context over a measuring arena); adds
   // what the plan assumes to `notes`. Throws voxd::InputError for a shape the family cannot

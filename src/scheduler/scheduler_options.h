@@ -22,6 +22,9 @@ struct SchedulerOptions {
   double starving_below_s = 1.0;
   // A new request's first audio is due this long after admission (Pacing::first_audio_due_s).
   double first_audio_due_s = 0.2;
+  // Device bytes for each loaded voice's KV cache pool, for families whose streams hold one
+  // (ChatTTS); 0: the family's default (enough for max_batch streams of its longest sentence).
+  uint64_t kv_cache_bytes = 0;
 };
 
 }  // namespace voxd::scheduler

@@ -9,8 +9,9 @@
 namespace voxd::scheduler {
 
 VoicePool::VoicePool(DeviceRuntime& runtime, const FamilyRegistry& families,
-                     const std::vector<std::string>& directories, DType dtype, bool lazy)
-    : runtime_(runtime), dtype_(dtype), lazy_(lazy) {
+                     const std::vector<std::string>& directories, DType dtype, bool lazy,
+                     const SchedulerOptions& scheduling)
+    : runtime_(runtime), dtype_(dtype), scheduling_(scheduling), lazy_(lazy) {
   if (directories.empty()) {
     throw InputError("no voice given: name at least one voice directory (--voice DIR)");
   }
@@ -53,7 +54,7 @@ VoiceEntry* VoicePool::find(const std::string& id) const {
 
 void VoicePool::load(VoiceEntry& entry) {
   if (entry.models) return;
-  entry.models = entry.definition->load(runtime_.weights_context(), dtype_);
+  entry.models = entry.definition->load(runtime_.weights_context(), dtype_, scheduling_);
   entry.last_used = Clock::now();
   entry.loaded.store(true);
   spdlog::info("voice '{}' loaded ({} on {})", entry.card().name, dtype_name(dtype_),

@@ -38,10 +38,12 @@ struct VoiceEntry {
 class VoicePool {
  public:
   // Reads every directory's voice with the family its config names in `families` (and, unless
-  // `lazy`, loads the models in `dtype` onto the runtime's device). Throws voxd::InputError
+  // `lazy`, loads the models in `dtype` onto the runtime's device, with what their streams hold
+  // sized by `scheduling`). Throws voxd::InputError
   // naming the directory for a bad voice, no voice at all, or two voices of one name.
   VoicePool(DeviceRuntime& runtime, const FamilyRegistry& families,
-            const std::vector<std::string>& directories, DType dtype, bool lazy);
+            const std::vector<std::string>& directories, DType dtype, bool lazy,
+            const SchedulerOptions& scheduling);
   ~VoicePool();
   VoicePool(const VoicePool&) = delete;
   VoicePool& operator=(const VoicePool&) = delete;
@@ -64,6 +66,7 @@ class VoicePool {
  private:
   DeviceRuntime& runtime_;
   DType dtype_;
+  SchedulerOptions scheduling_;
   bool lazy_;
   std::vector<std::unique_ptr<VoiceEntry>> entries_;
 };

@@ -41,7 +41,8 @@ scheduler::PreparedStream Definition::prepare(std::string_view, const scheduler:
   throw not_served(config_.name);
 }
 
-std::unique_ptr<scheduler::LoadedVoice> Definition::load(Context&, DType) const {
+std::unique_ptr<scheduler::LoadedVoice> Definition::load(
+    Context&, DType, const scheduler::SchedulerOptions&) const {
   throw not_served(config_.name);
 }
 

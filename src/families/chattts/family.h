@@ -30,7 +30,8 @@ class Definition final : public scheduler::VoiceDefinition {
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
                                     const scheduler::SchedulerOptions& scheduling) const override;
   // Refused: not served yet.
-  std::unique_ptr<scheduler::LoadedVoice> load(Context& ctx, DType dtype) const override;
+  std::unique_ptr<scheduler::LoadedVoice> load(
+      Context& ctx, DType dtype, const scheduler::SchedulerOptions& scheduling) const override;
   // The GPT's prefill of shape.batch prompts of shape.units tokens with the heads on the last
   // position, one decode step of the batch's streams over full caches with both heads (the KV
   // cache carried: pages of kKvPageSize for each stream's prompt plus the code stage's

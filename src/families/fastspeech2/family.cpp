@@ -48,7 +48,8 @@ scheduler::PreparedStream Definition::prepare_sentences(
   return prepared;
 }
 
-std::unique_ptr<scheduler::LoadedVoice> Definition::load(Context& ctx, DType dtype) const {
+std::unique_ptr<scheduler::LoadedVoice> Definition::load(
+    Context& ctx, DType dtype, const scheduler::SchedulerOptions& /*scheduling*/) const {
   auto loaded = std::make_unique<LoadedModels>();
   loaded->voice = Voice::load(ctx, config_.directory, dtype);
   return loaded;

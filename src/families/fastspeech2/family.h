@@ -33,7 +33,8 @@ class Definition final : public scheduler::VoiceDefinition {
   scheduler::PreparedStream prepare_sentences(std::vector<text::Sentence> sentences,
                                               const scheduler::SpeechOptions& options,
                                               const scheduler::SchedulerOptions& scheduling) const;
-  std::unique_ptr<scheduler::LoadedVoice> load(Context& ctx, DType dtype) const override;
+  std::unique_ptr<scheduler::LoadedVoice> load(
+      Context& ctx, DType dtype, const scheduler::SchedulerOptions& scheduling) const override;
   // The acoustic model's two steps for shape.batch sentences of shape.units phonemes (frames:
   // of the longest mel, default 8 per phoneme), and the vocoder for shape.chunks chunks of
   // shape.frames (default: the acoustic batch vocoded whole).

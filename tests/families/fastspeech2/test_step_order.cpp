@@ -31,7 +31,8 @@ class StepOrder : public ::testing::Test {
  protected:
   StepOrder()
       : runtime_(RuntimeOptions{.backend = "cpu", .threads = 1}),
-        voices_(runtime_, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false),
+        voices_(runtime_, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false,
+                scheduler::SchedulerOptions{}),
         voice_(*voices_.entries().front()),
         now_(Clock::now()) {}
 
