@@ -181,9 +181,15 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
   if (std::optional<ApiError> refusal = scheduler_->refusal()) throw *refusal;
   PreparedStream prepared;
   try {
-    SpeechOptions speech;
-    speech.speed = request.speed;
-    prepared = voice->definition->prepare(request.input, speech, options_);
+    prepared = voice->definition->prepare(request.input,
+                                          SpeechOptions{.speed = request.speed,
+                                                        .seed = request.seed,
+                                                        .temperature = request.temperature,
+                                                        .top_p = request.top_p,
+                                                        .top_k = request.top_k,
+                                                        .speaker = request.speaker,
+                                                        .refine_text = request.refine_text},
+                                          options_);
   } catch (const OptionError& e) {
     throw ApiError::invalid_request(e.what(), e.field());
   } catch (const InputError& e) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -17,9 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 9> kKnownFields = {
+constexpr std::array<std::string_view, 15> kKnownFields = {
     "model",         "input",        "voice",  "response_format", "speed",
-    "stream_format", "instructions", "stream", "sample_rate"};
+    "stream_format", "instructions", "stream", "sample_rate",     "seed",
+    "temperature",   "top_p",        "top_k",  "speaker",         "refine_text"};
 
 // Deeper JSON than any valid request has is refused while parsing, before it costs memory.
 constexpr int kMaxJsonDepth = 16;
@@ -279,6 +281,33 @@ std::optional<int64_t> sample_rate_field(const json& value, AudioFormat format) 
                                   "sample_rate", "invalid_value");
 }
 
+// A JSON integer from `min` to `max` (a number written with a fraction or an exponent, 3.0 or
+// 1e3, is not one).
+uint64_t integer_field(const json& value, const std::string& field, uint64_t min, uint64_t max) {
+  const std::string expected =
+      "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  if (!value.is_number_integer()) throw wrong_type(field, expected.c_str(), value);
+  // The parser keeps every integer that is not negative as unsigned.
+  if (value.is_number_unsigned()) {
+    const auto number = value.get<uint64_t>();
+    if (number >= min && number <= max) return number;
+  }
+  throw ApiError::invalid_request("'" + field + "' must be " + expected + ", got " + value.dump(),
+                                  field, "invalid_value");
+}
+
+// A number greater than 0 and at most `max`.
+double positive_number_field(const json& value, const std::string& field, double max) {
+  if (!value.is_number()) throw wrong_type(field, "a number", value);
+  const double number = value.get<double>();
+  if (!(number > 0 && number <= max)) {
+    throw ApiError::invalid_request("'" + field + "' must be greater than 0 and at most " +
+                                        json(max).dump() + ", got " + value.dump(),
+                                    field, "invalid_value");
+  }
+  return number;
+}
+
 }  // namespace
 
 size_t find_invalid_utf8(std::string_view text) {
@@ -400,6 +429,34 @@ SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& po
   if (request.response_format == AudioFormat::kPcm) request.sample_rate = kOpenAiPcmRate;
   if (const json* value = optional_field(parsed, "sample_rate")) {
     request.sample_rate = sample_rate_field(*value, request.response_format);
+  }
+  if (const json* value = optional_field(parsed, "seed")) {
+    request.seed = integer_field(*value, "seed", 0, std::numeric_limits<uint64_t>::max());
+  }
+  if (const json* value = optional_field(parsed, "temperature")) {
+    request.temperature = positive_number_field(*value, "temperature", kMaxTemperature);
+  }
+  if (const json* value = optional_field(parsed, "top_p")) {
+    request.top_p = positive_number_field(*value, "top_p", 1.0);
+  }
+  if (const json* value = optional_field(parsed, "top_k")) {
+    request.top_k = static_cast<int64_t>(integer_field(*value, "top_k", 1, kMaxTopK));
+  }
+  if (const json* value = optional_field(parsed, "speaker")) {
+    request.speaker = string_field(*value, "speaker");
+    if (request.speaker->empty()) {
+      throw ApiError::invalid_request("'speaker' is empty", "speaker", "invalid_value");
+    }
+    if (request.speaker->size() > kMaxSpeakerBytes) {
+      throw ApiError::invalid_request("'speaker' is " + std::to_string(request.speaker->size()) +
+                                          " bytes long; the limit is " +
+                                          std::to_string(kMaxSpeakerBytes),
+                                      "speaker", "invalid_value");
+    }
+  }
+  if (const json* value = optional_field(parsed, "refine_text")) {
+    if (!value->is_boolean()) throw wrong_type("refine_text", "a boolean", *value);
+    request.refine_text = value->get<bool>();
   }
 
   if (!contains(policy.models, request.model)) {

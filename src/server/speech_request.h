@@ -39,6 +39,15 @@ struct SpeechRequest {
   // header to say so); voxd's extension `sample_rate` ("native" or kSampleRates, pcm and wav
   // only) chooses.
   std::optional<int64_t> sample_rate;
+  // voxd's extensions for voices that sample (ChatTTS), checked here for type and range only;
+  // nullopt: the voice's own. A voice that does not sample refuses them when the request is
+  // admitted (scheduler::OptionError).
+  std::optional<uint64_t> seed;        // 0 to 2^64-1
+  std::optional<double> temperature;   // greater than 0, at most kMaxTemperature
+  std::optional<double> top_p;         // greater than 0, at most 1
+  std::optional<int64_t> top_k;        // 1 to kMaxTopK
+  std::optional<std::string> speaker;  // not empty, at most kMaxSpeakerBytes
+  std::optional<bool> refine_text;
 };
 
 // What a request may ask for, given by the server.
@@ -61,13 +70,21 @@ inline constexpr int64_t kOpenAiPcmRate = 24000;
 // resampler (server/resampler.h), and every codec but Opus takes it.
 inline constexpr int64_t kSampleRates[] = {8000,  11025, 12000, 16000, 22050,
                                            24000, 32000, 44100, 48000};
+// The bounds of the sampling extensions: `voxd synth`'s for --temperature and --top-k, and room
+// for a spk_emb string copied from ChatTTS (a few kB) in `speaker`.
+inline constexpr double kMaxTemperature = 10.0;
+inline constexpr int64_t kMaxTopK = 100000;
+inline constexpr size_t kMaxSpeakerBytes = 65536;
 
 // Parses a request body. Throws ApiError: 400 for a body that is not UTF-8 or not a JSON object,
 // a number out of range, an unknown field, a field of the wrong type, a missing or blank input,
 // an unknown voice, an unsupported format or stream_format, a format this build cannot encode
 // (aac without libavcodec: missing_codec_library), speed out of range, instructions too long, a
-// sample_rate not in kSampleRates or for another format than pcm and wav, or "stream_format":
-// "sse" with "stream": false; 404 for an unknown model; 413 for input over the limit.
+// sample_rate not in kSampleRates or for another format than pcm and wav, "stream_format":
+// "sse" with "stream": false, a seed that is not an integer from 0 to 2^64-1, a temperature
+// not in (0, kMaxTemperature], a top_p not in (0, 1], a top_k that is not an integer from 1 to
+// kMaxTopK, a speaker that is empty or over kMaxSpeakerBytes, or a refine_text that is not a
+// boolean; 404 for an unknown model; 413 for input over the limit.
 SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& policy);
 
 // The aliases given as "alias=voice" (`voxd serve --voice-alias`). Throws InputError naming

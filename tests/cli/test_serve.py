@@ -298,6 +298,22 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertGreater(len(wav_frames(body)), 0)
 
+    def test_sampling_options_are_refused_by_a_fastspeech2_voice(self):
+        # Well-formed: the FastSpeech2 voice refuses it at admission, naming the field.
+        error, _ = self.assert_error(self.post(speech_body(seed=3)), 400)
+        self.assertEqual(error["param"], "seed")
+        self.assertIn("voices that sample (ChatTTS)", error["message"])
+        self.assertIn("'en-demo'", error["message"])
+        # The first one set, in SpeechOptions' order.
+        error, _ = self.assert_error(self.post(speech_body(refine_text=False, top_k=5)), 400)
+        self.assertEqual(error["param"], "top_k")
+        # Out of range: refused while the request is parsed, whatever the voice.
+        error, _ = self.assert_error(self.post(speech_body(top_p=0)), 400, "invalid_value")
+        self.assertEqual(error["param"], "top_p")
+        status, _, _ = self.post(speech_body(seed=None, speaker=None))
+        self.assertEqual(status, 200)
+        self.assert_back_at_baseline()
+
     @staticmethod
     def could_be_valid(body):
         """Whether `body` might be a valid request (then the random test makes another)."""

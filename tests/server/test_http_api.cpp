@@ -408,7 +408,7 @@ TEST_F(HttpApiTest, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
     const char* code;
   };
   json unknown = speech();
-  unknown["temperature"] = 1;
+  unknown["volume"] = 1;
   json wrong_type = speech();
   wrong_type["speed"] = "fast";
   json missing = speech();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -80,6 +81,12 @@ TEST(SpeechRequest, ValidRequestGetsOpenAIDefaults) {
   EXPECT_EQ(r.stream_format, StreamFormat::kAudio);
   EXPECT_EQ(r.instructions, "");
   EXPECT_EQ(r.sample_rate, std::nullopt);  // mp3 at the voice's rate
+  EXPECT_EQ(r.seed, std::nullopt);         // the sampling extensions: the voice's own
+  EXPECT_EQ(r.temperature, std::nullopt);
+  EXPECT_EQ(r.top_p, std::nullopt);
+  EXPECT_EQ(r.top_k, std::nullopt);
+  EXPECT_EQ(r.speaker, std::nullopt);
+  EXPECT_EQ(r.refine_text, std::nullopt);
 }
 
 TEST(SpeechRequest, EveryFieldIsRead) {
@@ -138,6 +145,63 @@ TEST(SpeechRequest, SpeedLimitsAreInclusiveAndIntegersAreNumbers) {
   EXPECT_FLOAT_EQ(parse_speech_request(with("speed", 4).dump(), policy()).speed, 4.0f);
 }
 
+TEST(SpeechRequest, SamplingExtensionsAreRead) {
+  json body = valid();
+  body["seed"] = 42;
+  body["temperature"] = 0.3;
+  body["top_p"] = 0.7;
+  body["top_k"] = 20;
+  body["speaker"] = "random";
+  body["refine_text"] = false;
+  const SpeechRequest r = parse_speech_request(body.dump(), policy());
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_EQ(r.temperature, 0.3);
+  EXPECT_EQ(r.top_p, 0.7);
+  EXPECT_EQ(r.top_k, 20);
+  EXPECT_EQ(r.speaker, "random");
+  EXPECT_EQ(r.refine_text, false);
+  EXPECT_EQ(parse_speech_request(with("refine_text", true).dump(), policy()).refine_text, true);
+}
+
+TEST(SpeechRequest, SamplingExtensionLimitsAreInclusive) {
+  const auto parse = [](const std::string& field, const json& value) {
+    return parse_speech_request(with(field, value).dump(), policy());
+  };
+  EXPECT_EQ(parse("seed", 0).seed, 0u);
+  // 2^64-1 as the body spells it: beyond int64, within JSON's unsigned integers.
+  EXPECT_EQ(
+      parse_speech_request(
+          R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "seed": 18446744073709551615})",
+          policy())
+          .seed,
+      UINT64_MAX);
+  EXPECT_EQ(parse("temperature", 10).temperature, 10.0);
+  EXPECT_EQ(parse("temperature", 1e-6).temperature, 1e-6);
+  EXPECT_EQ(parse("top_p", 1).top_p, 1.0);
+  EXPECT_EQ(parse("top_k", 1).top_k, 1);
+  EXPECT_EQ(parse("top_k", kMaxTopK).top_k, kMaxTopK);
+  const std::string longest(kMaxSpeakerBytes, 'a');
+  EXPECT_EQ(parse("speaker", longest).speaker, longest);
+  // Null is no value, as for OpenAI's fields.
+  EXPECT_EQ(parse("seed", nullptr).seed, std::nullopt);
+  EXPECT_EQ(parse("speaker", nullptr).speaker, std::nullopt);
+}
+
+TEST(SpeechRequest, SamplingExtensionErrorsGiveTheRange) {
+  EXPECT_EQ(error_for(with("seed", -1)).message,
+            "'seed' must be an integer from 0 to 18446744073709551615, got -1");
+  EXPECT_EQ(error_for(with("seed", 1.5)).message,
+            "'seed' must be an integer from 0 to 18446744073709551615, got number");
+  EXPECT_EQ(error_for(with("top_k", 0)).message,
+            "'top_k' must be an integer from 1 to 100000, got 0");
+  EXPECT_EQ(error_for(with("temperature", 0)).message,
+            "'temperature' must be greater than 0 and at most 10.0, got 0");
+  EXPECT_EQ(error_for(with("top_p", 1.5)).message,
+            "'top_p' must be greater than 0 and at most 1.0, got 1.5");
+  EXPECT_EQ(error_for(with("speaker", std::string(kMaxSpeakerBytes + 1, 'a'))).message,
+            "'speaker' is 65537 bytes long; the limit is 65536");
+}
+
 TEST(SpeechRequest, InputLimitCountsCharactersNotBytes) {
   // 20 characters of two and three bytes each: at the limit.
   const std::string twenty = "ééééééééééééééé€€€€€";
@@ -167,7 +231,7 @@ TEST(SpeechRequest, BadRequestsGetTheRightError) {
        std::nullopt, "invalid_utf8"},
       {"lone surrogate escape", R"({"model": "tts-1", "input": "\ud800", "voice": "alloy"})", 400,
        std::nullopt, "invalid_json"},
-      {"unknown field", with("temperature", 0.5).dump(), 400, "temperature", "unknown_parameter"},
+      {"unknown field", with("volume", 0.5).dump(), 400, "volume", "unknown_parameter"},
       {"missing input", without("input").dump(), 400, "input", "missing_required_parameter"},
       {"null input", with("input", nullptr).dump(), 400, "input", "missing_required_parameter"},
       {"missing model", without("model").dump(), 400, "model", "missing_required_parameter"},
@@ -219,6 +283,42 @@ TEST(SpeechRequest, BadRequestsGetTheRightError) {
        "sample_rate", "invalid_type"},
       {"sample_rate another word", with("sample_rate", "high", "response_format", "pcm").dump(),
        400, "sample_rate", "invalid_value"},
+      {"seed negative", with("seed", -1).dump(), 400, "seed", "invalid_value"},
+      {"seed a fraction", with("seed", 2.5).dump(), 400, "seed", "invalid_type"},
+      {"seed written 3.0", with("seed", 3.0).dump(), 400, "seed", "invalid_type"},
+      {"seed with an exponent",
+       R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "seed": 1e3})", 400, "seed",
+       "invalid_type"},
+      {"seed a string", with("seed", "3").dump(), 400, "seed", "invalid_type"},
+      {"seed a boolean", with("seed", true).dump(), 400, "seed", "invalid_type"},
+      {"seed 2^64",
+       R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "seed": 18446744073709551616})", 400,
+       "seed", "invalid_type"},
+      {"temperature a string", with("temperature", "hot").dump(), 400, "temperature",
+       "invalid_type"},
+      {"temperature 0", with("temperature", 0).dump(), 400, "temperature", "invalid_value"},
+      {"temperature negative", with("temperature", -0.5).dump(), 400, "temperature",
+       "invalid_value"},
+      {"temperature too high", with("temperature", 10.01).dump(), 400, "temperature",
+       "invalid_value"},
+      {"temperature 1e400",
+       R"({"model": "tts-1", "input": "Hi.", "voice": "alloy", "temperature": 1e400})", 400,
+       "temperature", "invalid_value"},
+      {"top_p a string", with("top_p", "0.5").dump(), 400, "top_p", "invalid_type"},
+      {"top_p 0", with("top_p", 0).dump(), 400, "top_p", "invalid_value"},
+      {"top_p above 1", with("top_p", 1.01).dump(), 400, "top_p", "invalid_value"},
+      {"top_k 0", with("top_k", 0).dump(), 400, "top_k", "invalid_value"},
+      {"top_k negative", with("top_k", -5).dump(), 400, "top_k", "invalid_value"},
+      {"top_k too high", with("top_k", kMaxTopK + 1).dump(), 400, "top_k", "invalid_value"},
+      {"top_k a fraction", with("top_k", 2.5).dump(), 400, "top_k", "invalid_type"},
+      {"top_k a string", with("top_k", "20").dump(), 400, "top_k", "invalid_type"},
+      {"speaker a number", with("speaker", 2).dump(), 400, "speaker", "invalid_type"},
+      {"speaker empty", with("speaker", "").dump(), 400, "speaker", "invalid_value"},
+      {"speaker too long", with("speaker", std::string(kMaxSpeakerBytes + 1, 'a')).dump(), 400,
+       "speaker", "invalid_value"},
+      {"refine_text a string", with("refine_text", "no").dump(), 400, "refine_text",
+       "invalid_type"},
+      {"refine_text a number", with("refine_text", 0).dump(), 400, "refine_text", "invalid_type"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -22,9 +22,32 @@ Definition::Definition(VoiceConfig config)
   for (const auto& [speaker, id] : config_.speakers) card_.speakers.push_back(speaker);
 }
 
+namespace {
+
+// The first sampling option `options` sets (in SpeechOptions' order), or nullptr.
+const char* sampling_option_set(const scheduler::SpeechOptions& options) {
+  if (options.seed) return "seed";
+  if (options.temperature) return "temperature";
+  if (options.top_p) return "top_p";
+  if (options.top_k) return "top_k";
+  if (options.speaker) return "speaker";
+  if (options.refine_text) return "refine_text";
+  return nullptr;
+}
+
+}  // namespace
+
 scheduler::PreparedStream Definition::prepare(std::string_view text,
                                               const scheduler::SpeechOptions& options,
                                               const scheduler::SchedulerOptions& scheduling) const {
+  // Refused rather than ignored: the caller would otherwise believe a seed or temperature took
+  // effect. Checked before the front end runs, so a refused request costs no text processing.
+  if (const char* field = sampling_option_set(options)) {
+    throw scheduler::OptionError(std::string(field) +
+                                     " applies to voices that sample (ChatTTS); voice '" +
+                                     config_.name + "' is a FastSpeech2 + HiFiGAN voice",
+                                 field);
+  }
   return prepare_sentences(front_end_.process(text), options, scheduling);
 }
 

@@ -27,9 +27,12 @@ class Definition final : public scheduler::VoiceDefinition {
   const VoiceConfig& config() const { return config_; }
   const scheduler::VoiceCard& card() const override { return card_; }
   const text::FrontEnd& front_end() const override { return front_end_; }
+  // Throws scheduler::OptionError naming the first sampling option `options` sets: this family
+  // does not sample.
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
                                     const scheduler::SchedulerOptions& scheduling) const override;
-  // prepare() of sentences the front end made already (at least one).
+  // prepare() of sentences the front end made already (at least one), with options prepare()
+  // checked (only speed is read).
   scheduler::PreparedStream prepare_sentences(std::vector<text::Sentence> sentences,
                                               const scheduler::SpeechOptions& options,
                                               const scheduler::SchedulerOptions& scheduling) const;
