@@ -49,6 +49,7 @@ struct ServeCommand::Settings {
   std::string dtype;  // empty: f16 on cuda, f32 elsewhere
   std::optional<std::string> gpu_memory_limit;
   std::optional<std::string> max_split_size;
+  std::optional<std::string> kv_cache;
   int64_t max_batch = 16;
   size_t max_queue = 256;
   int64_t chunk_frames = 64;
@@ -235,6 +236,7 @@ std::string ServeCommand::Settings::as_config_file() const {
   if (gpu_memory_limit)
     out << "gpu-memory-limit = " << nlohmann::json(*gpu_memory_limit).dump() << "\n";
   if (max_split_size) out << "max-split-size = " << nlohmann::json(*max_split_size).dump() << "\n";
+  if (kv_cache) out << "kv-cache = " << nlohmann::json(*kv_cache).dump() << "\n";
   out << "max-batch = " << max_batch << "\nmax-queue = " << max_queue
       << "\nchunk-frames = " << chunk_frames << "\nfirst-chunk-frames = " << first_chunk_frames
       << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
@@ -268,6 +270,13 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   if (max_split_size) {
     config.runtime.max_split_size =
         MemoryAmount::parse(*max_split_size, "--max-split-size (or VOXD_MAX_SPLIT_SIZE)");
+  }
+  if (kv_cache) {
+    const MemoryAmount amount = MemoryAmount::parse(*kv_cache, "--kv-cache (or VOXD_KV_CACHE)");
+    if (amount.is_fraction()) {
+      throw InputError("--kv-cache (or VOXD_KV_CACHE): give bytes (\"2GiB\"), not a fraction");
+    }
+    config.kv_cache_bytes = amount.resolve(0);
   }
   config.dtype = parse_dtype_option(dtype, "--dtype (or VOXD_DTYPE)");
   config.max_batch = max_batch;
@@ -331,8 +340,11 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
               "such as 0.5");
   add_setting(c, "max-split-size", s.max_split_size,
               "Cached blocks this large are never split (PyTorch's max_split_size_mb)");
+  add_setting(c, "kv-cache", s.kv_cache,
+              "Device memory for each ChatTTS voice's KV cache pool: bytes or 2GiB (default: "
+              "--max-batch streams of every GPT position)");
   add_setting(c, "max-batch", s.max_batch,
-              "Most sentences per acoustic step, chunks per vocoder step")
+              "Most sentences per acoustic step, chunks per vocoder step, streams per GPT step")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   add_setting(c, "max-queue", s.max_queue,

@@ -42,6 +42,9 @@ struct EngineConfig {
   // Load a voice on first use; unload the least recently used idle one when memory is needed.
   bool lazy_voices = false;
   bool cuda_graphs = true;
+  // Bytes of each loaded voice's KV cache pool (families whose streams hold one); 0: the
+  // family's default.
+  uint64_t kv_cache_bytes = 0;
   // The memory budget for workspaces is the runtime's limit (or the device's memory) minus the
   // weights and the persistent graph arenas; on CPU a RAM budget.
 };

@@ -2,7 +2,8 @@
 (tools/make_test_voices.py) spoken end to end on the CPU — the same seed gives the same audio,
 another seed other audio — and the bad input a user can give it: a missing or truncated asset
 file, a tokenizer that does not match the embeddings, a bad speaker string, options of another
-family, `voxd serve` (which does not serve ChatTTS voices yet). Every error is one line, exit 2.
+family, a `voxd serve --kv-cache` it cannot use (tests/cli/test_serve_chattts.py serves it). Every
+error is one line, exit 2.
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_chattts.py` with VOXD_BIN set.
 """
@@ -121,10 +122,12 @@ class ChatTtsCliTest(VoxdTestCase):
         self.assertIn("2 sentence(s)", result.stderr)
         self.assertIn("random speaker", result.stderr)
 
-    def test_serve_refuses_the_voice_with_one_line(self):
-        result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--port", "0"],
-                                capture_output=True, text=True, timeout=120)
-        self.assert_input_error(result, "ChatTTS", "voxd synth")
+    def test_serve_refuses_a_kv_cache_it_cannot_use_with_one_line(self):
+        for size, expected in [("0.5", "not a fraction"), ("1KiB", "less than one page")]:
+            result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--port", "0",
+                                     "--kv-cache", size],
+                                    capture_output=True, text=True, timeout=120)
+            self.assert_input_error(result, "--kv-cache", expected)
 
     def test_voices_phonemize_and_mem_read_the_voice(self):
         listed = run("voices", os.path.dirname(VOICE))

@@ -1,0 +1,150 @@
+"""End-to-end tests of `voxd serve` with a ChatTTS voice (the tiny random-weight fixture
+tests/fixtures/voices/tiny-chattts, beside voices/en-demo in the same server): audio over HTTP,
+the same seed making the same audio, streams decoded together getting the audio each gets alone,
+the sampling fields and their refusals, and a KV cache pool that gives every stream's pages back
+(a stream cut off mid-generation included) and refuses, with 503, a stage it can never hold.
+
+Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve_chattts.py` with VOXD_BIN set
+(the CPU build); standard library only. The server helper is test_serve.py's.
+"""
+import io
+import json
+import os
+import socket
+import sys
+import threading
+import unittest
+import wave
+from array import array
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_serve import PCM_DIFFERING_FRACTION, PCM_TOLERANCE, ROOT, Server  # noqa: E402
+
+CHATTTS = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-chattts")
+TEXT = "Hello there. How are you today?"
+
+
+def body(text=TEXT, **extra):
+    request = {"model": "tts-1", "input": text, "voice": "tiny-chattts", "response_format": "wav"}
+    request.update(extra)
+    return json.dumps(request).encode()
+
+
+def pcm(data):
+    """The 16-bit samples of a 24 kHz mono WAV (a streamed one has 0xFFFFFFFF sizes)."""
+    if data[4:8] == b"\xff\xff\xff\xff":
+        data = (data[:4] + (len(data) - 8).to_bytes(4, "little") + data[8:40] +
+                (len(data) - 44).to_bytes(4, "little") + data[44:])
+    with wave.open(io.BytesIO(data), "rb") as w:
+        if (w.getnchannels(), w.getsampwidth(), w.getframerate()) != (1, 2, 24000):
+            raise AssertionError("unexpected WAV layout")
+        return array("h", w.readframes(w.getnframes())).tolist()
+
+
+def samples(server, **extra):
+    status, _, data = server.request("POST", "/v1/audio/speech", body(**extra), key=None)
+    if status != 200:
+        raise AssertionError(f"status {status}: {data[:300]!r}")
+    return pcm(data)
+
+
+class ChatTtsServeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--voice", CHATTTS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def test_the_same_seed_makes_the_same_audio_and_another_seed_other_audio(self):
+        first = samples(self.server, seed=3)
+        self.assertGreater(len(first), 24000)  # at least a second at 24 kHz
+        self.assertGreater(max(abs(s) for s in first), 100)  # not silence
+        self.assertEqual(samples(self.server, seed=3), first)
+        self.assertNotEqual(samples(self.server, seed=4), first)
+
+    def test_streams_decoded_together_get_the_audio_each_gets_alone(self):
+        requests = [dict(seed=s, input=t) for s, t in
+                    [(1, "One sentence here."), (2, TEXT), (3, "Short."), (4, "A third text, a bit longer.")]]
+        alone = [samples(self.server, **r) for r in requests]
+        together = [None] * len(requests)
+
+        def run(i):
+            together[i] = samples(self.server, **requests[i])
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(requests))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for got, want in zip(together, alone):
+            self.assertEqual(len(got), len(want))  # the same tokens: the same number of frames
+            differing = sum(1 for a, b in zip(got, want) if a != b)
+            self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
+            self.assertLessEqual(differing, PCM_DIFFERING_FRACTION * len(want))
+
+    def test_sampling_fields_are_taken_and_bad_ones_refused_naming_the_field(self):
+        self.assertGreater(len(samples(self.server, seed=5, temperature=0.5, top_p=0.9, top_k=5,
+                                       speaker="random", refine_text=False)), 0)
+        for extra, field in [({"speed": 2.0}, "speed"), ({"speaker": "nobody"}, "speaker"),
+                             ({"top_p": 0}, "top_p"), ({"temperature": -1}, "temperature")]:
+            status, _, data = self.server.request("POST", "/v1/audio/speech", body(**extra),
+                                                  key=None)
+            self.assertEqual(status, 400, extra)
+            self.assertEqual(json.loads(data)["error"]["param"], field, data)
+        # en-demo (FastSpeech2) in the same server takes none of them.
+        status, _, data = self.server.request(
+            "POST", "/v1/audio/speech",
+            json.dumps({"model": "tts-1", "input": "Hi.", "voice": "en-demo", "seed": 1}).encode(),
+            key=None)
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(data)["error"]["param"], "seed")
+
+
+class KvPoolTest(unittest.TestCase):
+    def test_a_cut_off_stream_gives_its_pages_back(self):
+        # Room for one code stage at a time (131 pages of 16 positions): a stream that kept its
+        # pages after its client left would leave every later request waiting.
+        server = Server("--voice", CHATTTS, "--kv-cache", "1100KiB")
+        try:
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            payload = body(seed=9)
+            sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: " + str(len(payload)).encode() +
+                         b"\r\n\r\n" + payload)
+            server.wait_for(lambda: server.metric("voxd_engine_step_seconds_count",
+                                                  'kind="decode"') > 0, "a decode step")
+            sock.close()
+            results = [None, None]
+
+            def run(i):
+                results[i] = samples(server, seed=10 + i)
+
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            self.assertTrue(all(r for r in results), "a request after the cut-off one got no audio")
+        finally:
+            server.close()
+
+    def test_a_pool_too_small_for_any_stage_answers_503(self):
+        server = Server("--voice", CHATTTS, "--kv-cache", "64KiB")
+        try:
+            status, _, data = server.request("POST", "/v1/audio/speech", body(), key=None)
+            self.assertEqual(status, 503, data[:300])
+            self.assertIn("KV cache", json.loads(data)["error"]["message"])
+            # en-demo is served as before.
+            status, _, _ = server.request(
+                "POST", "/v1/audio/speech",
+                json.dumps({"model": "tts-1", "input": "Hi.", "voice": "en-demo",
+                            "response_format": "wav"}).encode(), key=None)
+            self.assertEqual(status, 200)
+        finally:
+            server.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
