@@ -146,6 +146,20 @@ void EngineService::collect_metrics(server::MetricsRegistry& registry) {
                {{"kind", kind}})
         .set(static_cast<double>(bytes));
   }
+  double pool_pages = 0.0;
+  for (const auto& entry : voices_->entries()) {
+    pool_pages += static_cast<double>(entry->kv_cache_pages.load());
+  }
+  double held_pages = 0.0;
+  for (const auto& stream : now.streams) held_pages += static_cast<double>(stream.work.kv_pages);
+  const std::pair<const char*, double> pages[] = {{"total", pool_pages}, {"used", held_pages}};
+  for (const auto& [state, count] : pages) {
+    registry
+        .gauge("voxd_engine_kv_cache_pages",
+               "Pages of the loaded voices' KV cache pools: total, and used by streams.",
+               {{"state", state}})
+        .set(count);
+  }
   registry.gauge("voxd_engine_graph_bytes", "Device memory the recorded vocoder graphs hold.")
       .set(static_cast<double>(voices_->graph_bytes()));
   registry

@@ -35,7 +35,7 @@ struct VoiceCard {
 // models sample (ChatTTS); unset means the voice's own, and a family that does not sample
 // refuses them (OptionError).
 struct SpeechOptions {
-  float speed = 1.0f;  // 0.25 to 4
+  float speed = 1.0f;                  // 0.25 to 4
   std::optional<uint64_t> seed;        // the same seed, text and options make the same audio
   std::optional<double> temperature;   // > 0
   std::optional<double> top_p;         // (0, 1]
@@ -78,6 +78,9 @@ struct PlanShape {
 class LoadedVoice {
  public:
   virtual ~LoadedVoice() = default;
+  // Pages of the KV cache pool the voice holds for its streams (families whose streams hold
+  // one; StreamGauges::kv_pages counts what each holds).
+  virtual int64_t kv_cache_pages() const { return 0; }
 };
 
 // One voice of a family: its config and front end, read without touching the weights.

@@ -26,6 +26,7 @@ struct StreamGauges {
   int64_t lookahead_frames = 0;     // the work takes a new unit only while it holds this
   int64_t largest_unit_frames = 0;  // mel frames of the largest unit made so far
   int64_t pending_units = 0;        // units (sentences, tokens) not yet started
+  int64_t kv_pages = 0;             // pages of its voice's KV cache pool it holds
 };
 
 // A family's per-stream state: made by the family at admission (VoiceDefinition::prepare) and

@@ -56,6 +56,7 @@ void VoicePool::load(VoiceEntry& entry) {
   if (entry.models) return;
   entry.models = entry.definition->load(runtime_.weights_context(), dtype_, scheduling_);
   entry.last_used = Clock::now();
+  entry.kv_cache_pages.store(entry.models->kv_cache_pages());
   entry.loaded.store(true);
   spdlog::info("voice '{}' loaded ({} on {})", entry.card().name, dtype_name(dtype_),
                runtime_.device().to_string());
@@ -64,6 +65,7 @@ void VoicePool::load(VoiceEntry& entry) {
 void VoicePool::unload(VoiceEntry& entry) {
   if (!entry.models) return;
   entry.models.reset();
+  entry.kv_cache_pages.store(0);
   entry.loaded.store(false);
   spdlog::info("voice '{}' unloaded", entry.card().name);
 }

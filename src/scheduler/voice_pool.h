@@ -24,6 +24,8 @@ struct VoiceEntry {
   const Family& family;
   const std::unique_ptr<const VoiceDefinition> definition;  // safe to use from any thread
   std::atomic<bool> loaded{false};
+  // LoadedVoice::kv_cache_pages while loaded, for metrics (any thread).
+  std::atomic<int64_t> kv_cache_pages{0};
 
   // Device thread: the models while loaded (what the family's load() made).
   std::unique_ptr<LoadedVoice> models;

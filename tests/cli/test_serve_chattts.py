@@ -2,7 +2,8 @@
 tests/fixtures/voices/tiny-chattts, beside voices/en-demo in the same server): audio over HTTP,
 the same seed making the same audio, streams decoded together getting the audio each gets alone,
 the sampling fields and their refusals, and a KV cache pool that gives every stream's pages back
-(a stream cut off mid-generation included) and refuses, with 503, a stage it can never hold.
+(a stream cut off mid-generation included; voxd_engine_kv_cache_pages back to 0 used) and refuses,
+with 503, a stage it can never hold.
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve_chattts.py` with VOXD_BIN set
 (the CPU build); standard library only. The server helper is test_serve.py's.
@@ -113,8 +114,10 @@ class KvPoolTest(unittest.TestCase):
             sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: "
                          b"application/json\r\nContent-Length: " + str(len(payload)).encode() +
                          b"\r\n\r\n" + payload)
-            server.wait_for(lambda: server.metric("voxd_engine_step_seconds_count",
-                                                  'kind="decode"') > 0, "a decode step")
+            self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="total"'),
+                             1100 * 1024 // 8192)  # tiny-chattts: 8 KiB a page
+            server.wait_for(lambda: server.metric("voxd_engine_kv_cache_pages",
+                                                  'state="used"') > 0, "a stage holding pages")
             sock.close()
             results = [None, None]
 
@@ -127,6 +130,9 @@ class KvPoolTest(unittest.TestCase):
             for t in threads:
                 t.join(timeout=120)
             self.assertTrue(all(r for r in results), "a request after the cut-off one got no audio")
+            server.wait_for(lambda: server.metric("voxd_engine_active_streams") == 0,
+                            "every stream to end")
+            self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="used"'), 0)
         finally:
             server.close()
 

@@ -12,7 +12,8 @@ scheduler::StreamGauges GenerationWork::gauges() const {
   return {.mel_frames = vocoding ? 2 * generation.frames() : 0,
           .lookahead_frames = 0,
           .largest_unit_frames = 0,
-          .pending_units = generation.next() == RequestGeneration::Next::kDone ? 0 : 1};
+          .pending_units = generation.next() == RequestGeneration::Next::kDone ? 0 : 1,
+          .kv_pages = static_cast<int64_t>(pages.size())};
 }
 
 LoadedModels& models_of(scheduler::VoiceEntry& entry) {

@@ -21,6 +21,8 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
   PagedKvCache cache;
   std::unique_ptr<KvPagePool> pages;
+
+  int64_t kv_cache_pages() const override { return pages->pages(); }
 };
 
 // A stream's state: its generation, and the pages of the pool its GPT stage holds. A stage takes
