@@ -15,8 +15,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -279,6 +279,12 @@ std::string frame(const MonitorOptions& options, const Reading& now, const Readi
       << fixed(m.sum("voxd_speech_requests_in_progress"), 0) << "   queue depth "
       << fixed(m.sum("voxd_engine_queue_depth"), 0) << "   connections "
       << fixed(m.sum("voxd_http_connections", {{"state", "active"}}), 0) << "\n";
+  if (const double pages = m.sum("voxd_engine_kv_cache_pages", {{"state", "total"}}).value_or(0);
+      pages > 0) {
+    out << "kv cache    pages used "
+        << fixed(m.sum("voxd_engine_kv_cache_pages", {{"state", "used"}}), 0) << " of "
+        << fixed(pages, 0) << "\n";
+  }
   out << "audio       " << fixed(per_second(now, before, "voxd_speech_audio_seconds_total"), 2)
       << " s of audio per s   total " << fixed(m.sum("voxd_speech_audio_seconds_total"), 1)
       << " s\n";

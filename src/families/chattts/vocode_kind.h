@@ -19,7 +19,8 @@ class VocodeKind final : public scheduler::StepKind {
  public:
   explicit VocodeKind(DeviceRuntime& runtime) : runtime_(runtime) {}
 
-  const char* name() const override { return "vocoder"; }
+  // Distinct from FastSpeech2's "vocoder", so that a server of both families reports each apart.
+  const char* name() const override { return "vocos"; }
   scheduler::Batch propose(const std::vector<std::shared_ptr<scheduler::Stream>>& streams,
                            const scheduler::Pacing& pacing,
                            scheduler::Clock::time_point now) override;
