@@ -120,8 +120,11 @@ TEST_P(ChatTtsOnCuda, GptThroughAPagedCacheBesideOtherStreams) {
   // Stream s reads the fixture's rows from s on: prompts of prefill, 4 and 9 rows.
   const std::vector<int64_t> prompts = {prefill, 4, 9};
   const auto row_values = [&](int64_t first, int64_t count) {
-    return ops::contiguous(ctx_, embeds.narrow(1, first, count)).to_float_vector();
+    return embeds.narrow(1, first, count).to_host_contiguous(DType::F32).to_float_vector();
   };
+  // The embeddings go to the device in F32, as the one-pass test gives them (the GPT converts
+  // them to its stream dtype; an F32 stream takes them as they are).
+  const auto on_device = [&](const Tensor& x) { return ops::to_device(ctx_, x, DType::F32); };
   KvPagePool pool(32, 4);
   PagedKvCache cache = gpt.make_paged_cache(ctx_, pool.pages(), pool.page_size());
   std::vector<std::vector<int64_t>> held(prompts.size());
@@ -139,10 +142,11 @@ TEST_P(ChatTtsOnCuda, GptThroughAPagedCacheBesideOtherStreams) {
     std::copy(prompt.begin(), prompt.end(),
               batch.begin() + static_cast<std::ptrdiff_t>(s) * longest * hidden);
   }
-  const Tensor first = host(gpt.forward(ctx_, Tensor::from_vector({3, longest, hidden}, batch),
-                                        cache, table(), {0, 0, 0}));
+  const Tensor first =
+      host(gpt.forward(ctx_, on_device(Tensor::from_vector({3, longest, hidden}, batch)), cache,
+                       table(), {0, 0, 0}));
   std::vector<float> got =
-      ops::contiguous(ctx_, first.narrow(0, 0, 1).narrow(1, 0, prefill)).to_float_vector();
+      first.narrow(0, 0, 1).narrow(1, 0, prefill).to_host_contiguous(DType::F32).to_float_vector();
   for (int64_t position = prefill; position < steps; ++position) {
     std::vector<float> next;
     std::vector<int64_t> positions;
@@ -153,9 +157,10 @@ TEST_P(ChatTtsOnCuda, GptThroughAPagedCacheBesideOtherStreams) {
       const std::vector<float> row = row_values(static_cast<int64_t>(s) + at, 1);
       next.insert(next.end(), row.begin(), row.end());
     }
-    const std::vector<float> h = host(gpt.forward(ctx_, Tensor::from_vector({3, 1, hidden}, next),
-                                                  cache, table(), positions))
-                                     .to_float_vector();
+    const std::vector<float> h =
+        host(gpt.forward(ctx_, on_device(Tensor::from_vector({3, 1, hidden}, next)), cache, table(),
+                         positions))
+            .to_float_vector();
     got.insert(got.end(), h.begin(), h.begin() + hidden);  // stream 0's
   }
   const double err = expect_matches(Tensor::from_vector({1, steps, hidden}, got),
