@@ -8,6 +8,7 @@
 // delivery of audio and failure handling for all kinds alike (docs/scheduler.md).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -71,6 +72,25 @@ struct Batch {
   VoiceEntry* voice = nullptr;
   std::vector<std::shared_ptr<Stream>> items;
 };
+
+// Orders a kind's candidates (structs with a `stream` and its `slack`) least slack first, the
+// earlier admitted first at equal slack, and starts the batch the first leads: its urgency,
+// slack and voice, no items yet. An empty Batch (no voice) when there are none.
+template <typename Candidate>
+Batch lead_by_slack(std::vector<Candidate>& candidates, const Pacing& pacing,
+                    Clock::time_point now) {
+  Batch batch;
+  if (candidates.empty()) return batch;
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.slack != b.slack) return a.slack < b.slack;
+    return a.stream->admitted < b.stream->admitted;
+  });
+  const Stream& lead = *candidates.front().stream;
+  batch.urgency = urgency_of(lead, pacing, now);
+  batch.slack_s = candidates.front().slack;
+  batch.voice = lead.voice;
+  return batch;
+}
 
 // What a step made: audio per item (empty vectors for kinds that make none) and the items that
 // failed on their own (the rest of the batch carries on).

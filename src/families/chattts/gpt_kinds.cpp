@@ -122,16 +122,9 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
     if (!stream->running() || work_of(*stream).generation.next() != wanted) continue;
     candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s)});
   }
-  Batch batch;
+  Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
   if (candidates.empty()) return batch;
-  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    if (a.slack != b.slack) return a.slack < b.slack;
-    return a.stream->admitted < b.stream->admitted;
-  });
   const Stream& lead = *candidates.front().stream;
-  batch.urgency = urgency_of(lead, pacing, now);
-  batch.slack_s = candidates.front().slack;
-  batch.voice = lead.voice;
   const KvPagePool* pool = lead.voice->models ? models_of(*lead.voice).pages.get() : nullptr;
   // A stage starts only when the pages of its whole capacity are free (it then never waits for
   // memory); the lead is proposed alone when they never can be (run() refuses it).

@@ -61,16 +61,9 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                           static_cast<double>(stream->sample_rate);
     candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s) + held_s});
   }
-  Batch batch;
+  Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
   if (candidates.empty()) return batch;
-  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    if (a.slack != b.slack) return a.slack < b.slack;
-    return a.stream->admitted < b.stream->admitted;
-  });
   const Stream& lead = *candidates.front().stream;
-  batch.urgency = urgency_of(lead, pacing, now);
-  batch.slack_s = candidates.front().slack;
-  batch.voice = lead.voice;
   const auto phonemes = static_cast<double>(phonemes_of(lead));
   for (const Candidate& c : candidates) {
     if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;

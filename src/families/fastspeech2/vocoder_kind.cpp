@@ -53,15 +53,8 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     if (chunk->samples > room) continue;
     candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s), room});
   }
-  Batch batch;
+  Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
   if (candidates.empty()) return batch;
-  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    if (a.slack != b.slack) return a.slack < b.slack;
-    return a.stream->admitted < b.stream->admitted;
-  });
-  batch.urgency = urgency_of(*candidates.front().stream, pacing, now);
-  batch.slack_s = candidates.front().slack;
-  batch.voice = candidates.front().stream->voice;
   const int64_t frames = work_of(*candidates.front().stream).peek_chunk(0)->mel.size(1);
   // A chunk of `frames` joins, and so does a shorter one whose mel does not reach its stream's
   // end: run() pads it on the right with zero frames, which leaves its own samples as they are.
