@@ -283,7 +283,12 @@ std::string frame(const MonitorOptions& options, const Reading& now, const Readi
       pages > 0) {
     out << "kv cache    pages used "
         << fixed(m.sum("voxd_engine_kv_cache_pages", {{"state", "used"}}), 0) << " of "
-        << fixed(pages, 0) << "\n";
+        << fixed(pages, 0) << "   streams holding "
+        << fixed(m.sum("voxd_engine_kv_cache_streams"), 0) << " (most "
+        << fixed(m.sum("voxd_engine_kv_cache_most_pages_per_stream"), 0) << ")   preemptions "
+        << fixed(m.sum("voxd_engine_preemptions_total").value_or(0), 0) << "   decode "
+        << fixed(per_second(now, before, "voxd_engine_batch_size_sum", {{"kind", "decode"}}), 0)
+        << " tokens/s\n";
   }
   out << "audio       " << fixed(per_second(now, before, "voxd_speech_audio_seconds_total"), 2)
       << " s of audio per s   total " << fixed(m.sum("voxd_speech_audio_seconds_total"), 1)

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "core/memory_summary.h"
 #include "scheduler/memory_budget.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/voice_pool.h"
@@ -108,12 +109,50 @@ server::Readiness EngineService::readiness() const {
   return {true, ""};
 }
 
+EngineService::KvCacheUse EngineService::kv_cache_use(const SchedulerLoad& load) const {
+  KvCacheUse use;
+  for (const auto& entry : voices_->entries()) {
+    const int64_t pages = entry->kv_cache_pages.load();
+    use.pages += pages;
+    use.bytes += static_cast<uint64_t>(pages) * entry->kv_cache_page_bytes.load();
+  }
+  for (const auto& stream : load.streams) {
+    use.used_pages += stream.work.kv_pages;
+    if (stream.work.kv_pages > 0) ++use.streams_holding;
+    use.most_held = std::max(use.most_held, stream.work.kv_pages);
+  }
+  use.preemptions = scheduler_->preemptions();
+  return use;
+}
+
 std::string EngineService::memory_summary_text() const {
-  return runtime_->memory_summary();
+  std::string text = runtime_->memory_summary();
+  const KvCacheUse kv = kv_cache_use(scheduler_->load());
+  if (kv.pages == 0) return text;
+  text +=
+      "\nKV cache (the pools of voices that generate token by token; allocated at load, part "
+      "of the weights above)\n";
+  text += "  pages        " + std::to_string(kv.used_pages) + " used of " +
+          std::to_string(kv.pages) + " (" + std::to_string(kv.pages - kv.used_pages) + " free), " +
+          format_bytes(kv.bytes) + "\n";
+  text += "  streams      " + std::to_string(kv.streams_holding) +
+          " hold pages, the most one holds " + std::to_string(kv.most_held) + "\n";
+  text += "  preemptions  " + std::to_string(kv.preemptions) +
+          " (streams that gave their pages back to be recomputed)\n";
+  return text;
 }
 
 nlohmann::json EngineService::memory_summary_json() const {
-  return runtime_->memory_summary_json();
+  nlohmann::json summary = runtime_->memory_summary_json();
+  const KvCacheUse kv = kv_cache_use(scheduler_->load());
+  summary["kv_cache"] = {{"pages", kv.pages},
+                         {"used_pages", kv.used_pages},
+                         {"free_pages", kv.pages - kv.used_pages},
+                         {"bytes", kv.bytes},
+                         {"streams_holding_pages", kv.streams_holding},
+                         {"most_pages_held", kv.most_held},
+                         {"preemptions", kv.preemptions}};
+  return summary;
 }
 
 void EngineService::bind_metrics(server::MetricsRegistry& registry) {
@@ -146,20 +185,25 @@ void EngineService::collect_metrics(server::MetricsRegistry& registry) {
                {{"kind", kind}})
         .set(static_cast<double>(bytes));
   }
-  double pool_pages = 0.0;
-  for (const auto& entry : voices_->entries()) {
-    pool_pages += static_cast<double>(entry->kv_cache_pages.load());
-  }
-  double held_pages = 0.0;
-  for (const auto& stream : now.streams) held_pages += static_cast<double>(stream.work.kv_pages);
-  const std::pair<const char*, double> pages[] = {{"total", pool_pages}, {"used", held_pages}};
+  const KvCacheUse kv = kv_cache_use(now);
+  const std::pair<const char*, int64_t> pages[] = {
+      {"total", kv.pages}, {"used", kv.used_pages}, {"free", kv.pages - kv.used_pages}};
   for (const auto& [state, count] : pages) {
     registry
         .gauge("voxd_engine_kv_cache_pages",
-               "Pages of the loaded voices' KV cache pools: total, and used by streams.",
+               "Pages of the loaded voices' KV cache pools: total, used by streams, free.",
                {{"state", state}})
-        .set(count);
+        .set(static_cast<double>(count));
   }
+  registry
+      .gauge("voxd_engine_kv_cache_bytes", "Device memory of the loaded voices' KV cache pools.")
+      .set(static_cast<double>(kv.bytes));
+  registry.gauge("voxd_engine_kv_cache_streams", "Streams that hold pages of a KV cache pool now.")
+      .set(static_cast<double>(kv.streams_holding));
+  registry
+      .gauge("voxd_engine_kv_cache_most_pages_per_stream",
+             "The most pages of a KV cache pool one stream holds now.")
+      .set(static_cast<double>(kv.most_held));
   registry.gauge("voxd_engine_graph_bytes", "Device memory the recorded vocoder graphs hold.")
       .set(static_cast<double>(voices_->graph_bytes()));
   registry

@@ -93,6 +93,17 @@ class EngineService final : public server::SpeechService {
   std::vector<std::string> loaded_voices() const;
 
  private:
+  // The loaded voices' KV cache pools and what streams hold of them.
+  struct KvCacheUse {
+    int64_t pages = 0;
+    int64_t used_pages = 0;
+    uint64_t bytes = 0;
+    int64_t streams_holding = 0;  // streams that hold pages
+    int64_t most_held = 0;        // the most pages one stream holds
+    uint64_t preemptions = 0;     // since start
+  };
+  KvCacheUse kv_cache_use(const SchedulerLoad& load) const;
+
   EngineConfig config_;
   SchedulerOptions options_;  // what config_ gives the scheduler and the families
   std::unique_ptr<DeviceRuntime> runtime_;

@@ -81,6 +81,8 @@ class LoadedVoice {
   // Pages of the KV cache pool the voice holds for its streams (families whose streams hold
   // one; StreamGauges::kv_pages counts what each holds).
   virtual int64_t kv_cache_pages() const { return 0; }
+  // Bytes of one page of that pool (0 without one).
+  virtual uint64_t kv_cache_page_bytes() const { return 0; }
 };
 
 // One voice of a family: its config and front end, read without touching the weights.

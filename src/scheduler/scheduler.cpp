@@ -259,6 +259,13 @@ StepCounts Scheduler::counts(const std::string& kind) const {
   return at == counts_.end() ? StepCounts{} : at->second;
 }
 
+uint64_t Scheduler::preemptions() const {
+  std::lock_guard lock(mutex_);
+  uint64_t total = 0;
+  for (const auto& [kind, counts] : counts_) total += counts.preempted;
+  return total;
+}
+
 void Scheduler::bind_metrics(server::MetricsRegistry& registry) {
   server::MetricsRegistry* none = nullptr;
   metrics_.compare_exchange_strong(none, &registry);
@@ -360,7 +367,7 @@ void Scheduler::loop() {
       }
     } else {
       deliver(best, output);
-      record_step(*chosen, best.items.size(), seconds, admission.shrunk);
+      record_step(*chosen, best.items.size(), seconds, admission.shrunk, output.preempted);
     }
   }
   for (const auto& stream : streams_) {
@@ -500,10 +507,12 @@ void Scheduler::update_mirrors(Stream& stream) {
   if (stream.work->finished()) stream.finished_making = true;
 }
 
-void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk) {
+void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk,
+                            int64_t preempted) {
   StepCounts& counts = counts_[kind.name()];
   ++counts.steps;
   if (shrunk) ++counts.shrunk;
+  counts.preempted += static_cast<uint64_t>(preempted);
   counts.largest_batch = std::max(counts.largest_batch, static_cast<int64_t>(batch));
   server::MetricsRegistry* metrics = metrics_.load();
   if (metrics == nullptr) return;
@@ -521,6 +530,12 @@ void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, 
         ->counter("voxd_engine_batches_shrunk_total",
                   "Batches made smaller to fit the memory budget, by kind.", labels)
         .inc();
+  }
+  if (preempted > 0) {
+    metrics
+        ->counter("voxd_engine_preemptions_total",
+                  "Streams whose memory a step took back to recompute them later, by kind.", labels)
+        .inc(static_cast<double>(preempted));
   }
 }
 

@@ -52,6 +52,7 @@ struct StepCounts {
   uint64_t steps = 0;
   uint64_t shrunk = 0;  // batches made smaller to fit the memory budget
   int64_t largest_batch = 0;
+  uint64_t preempted = 0;  // streams a step preempted (StepOutput::preempted)
 };
 
 class Scheduler {
@@ -92,6 +93,8 @@ class Scheduler {
   bool idle() const;
   SchedulerLoad load() const;
   StepCounts counts(const std::string& kind) const;
+  // Streams preempted since start, all kinds together.
+  uint64_t preemptions() const;
   // Bytes a step may take now (MemoryBudget::available), as of the last step or start.
   uint64_t budget_bytes() const { return budget_bytes_.load(); }
 
@@ -123,7 +126,8 @@ class Scheduler {
   // Under the lock: ends `stream` with `error` (and wakes its watcher).
   void fail(Stream& stream, std::exception_ptr error);
   void update_mirrors(Stream& stream);
-  void record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk);
+  void record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk,
+                   int64_t preempted);
   void record_finished(const Stream& stream, Clock::time_point now);
 
   DeviceRuntime& runtime_;

@@ -92,11 +92,14 @@ Batch lead_by_slack(std::vector<Candidate>& candidates, const Pacing& pacing,
   return batch;
 }
 
-// What a step made: audio per item (empty vectors for kinds that make none) and the items that
-// failed on their own (the rest of the batch carries on).
+// What a step made: audio per item (empty vectors for kinds that make none, or for an item that
+// must wait and will be proposed again), the items that failed on their own (the rest of the
+// batch carries on), and how many streams it preempted (gave their memory back to be
+// recomputed later, which their kind does on its own).
 struct StepOutput {
   std::vector<std::vector<float>> audio;
   std::vector<std::exception_ptr> errors;
+  int64_t preempted = 0;
 };
 
 // Why a batch of one cannot run within the memory budget.

@@ -57,6 +57,7 @@ void VoicePool::load(VoiceEntry& entry) {
   entry.models = entry.definition->load(runtime_.weights_context(), dtype_, scheduling_);
   entry.last_used = Clock::now();
   entry.kv_cache_pages.store(entry.models->kv_cache_pages());
+  entry.kv_cache_page_bytes.store(entry.models->kv_cache_page_bytes());
   entry.loaded.store(true);
   spdlog::info("voice '{}' loaded ({} on {})", entry.card().name, dtype_name(dtype_),
                runtime_.device().to_string());
@@ -66,6 +67,7 @@ void VoicePool::unload(VoiceEntry& entry) {
   if (!entry.models) return;
   entry.models.reset();
   entry.kv_cache_pages.store(0);
+  entry.kv_cache_page_bytes.store(0);
   entry.loaded.store(false);
   spdlog::info("voice '{}' unloaded", entry.card().name);
 }

@@ -24,8 +24,9 @@ struct VoiceEntry {
   const Family& family;
   const std::unique_ptr<const VoiceDefinition> definition;  // safe to use from any thread
   std::atomic<bool> loaded{false};
-  // LoadedVoice::kv_cache_pages while loaded, for metrics (any thread).
+  // LoadedVoice::kv_cache_pages and kv_cache_page_bytes while loaded, for metrics (any thread).
   std::atomic<int64_t> kv_cache_pages{0};
+  std::atomic<uint64_t> kv_cache_page_bytes{0};
 
   // Device thread: the models while loaded (what the family's load() made).
   std::unique_ptr<LoadedVoice> models;

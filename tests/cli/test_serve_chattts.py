@@ -139,11 +139,14 @@ class KvPoolTest(unittest.TestCase):
             server.wait_for(lambda: server.metric("voxd_engine_active_streams") == 0,
                             "every stream to end")
             self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="used"'), 0)
+            self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="free"'), 137)
+            self.assertEqual(server.metric("voxd_engine_kv_cache_bytes"), 137 * 8192)
             monitor = subprocess.run([VOXD, "monitor", "--url", f"http://127.0.0.1:{server.port}",
                                       "--once", "--interval", "0.2"],
                                      capture_output=True, text=True, timeout=120)
             self.assertEqual(monitor.returncode, 0, monitor.stderr)
-            self.assertIn("kv cache    pages used 0 of 137", monitor.stdout)
+            self.assertIn("kv cache    pages used 0 of 137   streams holding 0 (most 0)   "
+                          "preemptions 0", monitor.stdout)
             self.assertIn("decode mean", monitor.stdout)
         finally:
             server.close()

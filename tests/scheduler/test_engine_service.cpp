@@ -76,52 +76,6 @@ server::SpeechRequest request(const std::string& text, const std::string& voice 
   return r;
 }
 
-// Keeps every sample; can stop after a number of writes (the client going away).
-class CollectingSink final : public AudioReceiver {
- public:
-  explicit CollectingSink(size_t stop_after = SIZE_MAX) : stop_after_(stop_after) {}
-  bool write(std::span<const float> samples) override {
-    audio.insert(audio.end(), samples.begin(), samples.end());
-    return ++writes < stop_after_;
-  }
-
-  std::vector<float> audio;
-  size_t writes = 0;
-
- private:
-  size_t stop_after_;
-};
-
-std::vector<float> speak(EngineService& service, const server::SpeechRequest& r) {
-  std::unique_ptr<server::SpeechJob> job = service.admit(r);
-  CollectingSink sink;
-  run_job(*job, sink);
-  return sink.audio;
-}
-
-// Runs each admitted job on a thread of its own, its audio into audio[i] (as many as jobs), the
-// job released when done; the caller joins the threads.
-std::vector<std::thread> start_all(std::vector<std::unique_ptr<server::SpeechJob>>& jobs,
-                                   std::vector<std::vector<float>>& audio) {
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    threads.emplace_back([&jobs, &audio, i] {
-      CollectingSink sink;
-      run_job(*jobs[i], sink);
-      jobs[i].reset();
-      audio[i] = sink.audio;
-    });
-  }
-  return threads;
-}
-
-// start_all, then waits for every job: each one's audio.
-std::vector<std::vector<float>> run_all(std::vector<std::unique_ptr<server::SpeechJob>>& jobs) {
-  std::vector<std::vector<float>> audio(jobs.size());
-  for (std::thread& t : start_all(jobs, audio)) t.join();
-  return audio;
-}
-
 // What Synthesizer makes for `text` with the same voice and chunking.
 std::vector<float> synthesize(const std::string& text, float speed = 1.0f) {
   std::unique_ptr<Backend> backend = make_backend("cpu", kThreads);

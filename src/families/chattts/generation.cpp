@@ -98,6 +98,7 @@ void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_
   }
   capacity_ = std::min(length + stage.max_new_token, gpt.max_position_embeddings);
   positions_ = 0;
+  recomputing_ = false;
   step_ = 0;
   history_.assign(static_cast<size_t>(code ? gpt.num_vq : 1), {});
   if (!code) refined_.clear();
@@ -112,7 +113,8 @@ void RequestGeneration::advance(std::span<const float> logits, std::span<const f
   VOXD_CHECK(next_ == Next::kPrefill || next_ == Next::kDecode,
              "advance() called when the stream wants no GPT step");
   const GptConfig& gpt = config_.gpt;
-  positions_ = next_ == Next::kPrefill ? static_cast<int64_t>(prompt_.size()) : positions_ + 1;
+  positions_ = next_ == Next::kPrefill ? prefill_length() : positions_ + 1;
+  recomputing_ = false;
   const StageConfig& stage = code_stage_ ? code_ : refine_;
   const size_t rows = history_.size();
   VOXD_CHECK(logits.size() % rows == 0 && !logits.empty(), "advance(): logits of a wrong size");
@@ -170,6 +172,48 @@ void RequestGeneration::end_stage(bool ended) {
     return;
   }
   vocoded();
+}
+
+int64_t RequestGeneration::prefill_length() const {
+  // After a preemption: the prompt, the tokens fed since and the one to feed next (all drawn).
+  return static_cast<int64_t>(prompt_.size()) +
+         (recomputing_ ? static_cast<int64_t>(history_.front().size()) : 0);
+}
+
+std::vector<int64_t> RequestGeneration::prefill_ids() const {
+  const auto num_vq = static_cast<size_t>(config_.gpt.num_vq);
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(prefill_length()) * num_vq);
+  for (int64_t id : prompt_) ids.insert(ids.end(), num_vq, id);
+  if (!recomputing_) return ids;
+  for (size_t step = 0; step < history_.front().size(); ++step) {
+    for (size_t column = 0; column < num_vq; ++column) {
+      ids.push_back(history_[code_stage_ ? column : 0][step]);
+    }
+  }
+  return ids;
+}
+
+std::vector<int64_t> RequestGeneration::prefill_text_mask() const {
+  std::vector<int64_t> mask(static_cast<size_t>(prefill_length()), 1);
+  if (code_stage_)
+    std::fill(mask.begin() + static_cast<std::ptrdiff_t>(prompt_.size()), mask.end(), 0);
+  return mask;
+}
+
+std::vector<int64_t> RequestGeneration::speaker_positions() const {
+  std::vector<int64_t> at;
+  if (speaker() == nullptr) return at;
+  for (size_t p = 0; p < prompt_.size(); ++p) {
+    if (prompt_[p] == config_.speaker_token) at.push_back(static_cast<int64_t>(p));
+  }
+  return at;
+}
+
+void RequestGeneration::preempt() {
+  VOXD_CHECK(next_ == Next::kDecode, "preempt() called when the stream is not decoding");
+  next_ = Next::kPrefill;
+  recomputing_ = true;
 }
 
 void RequestGeneration::vocoded() {

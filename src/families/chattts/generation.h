@@ -37,7 +37,7 @@ class RequestGeneration {
  public:
   // What the stream needs next.
   enum class Next {
-    kPrefill,  // a stage's prompt through the GPT, from an empty cache (prompt())
+    kPrefill,  // a stage's positions through the GPT, from an empty cache (prefill_ids())
     kDecode,   // one more position (next_ids()) after `positions()` cached ones
     kVocode,   // a sentence's hidden states to audio (hidden_states()), then vocoded()
     kDone,
@@ -51,10 +51,19 @@ class RequestGeneration {
 
   Next next() const { return next_; }
 
-  // kPrefill: the stage's prompt ids (every position a text position), and where the speaker
-  // vector replaces the embedding (the [spk_emb] positions; none without a speaker).
+  // The stage's prompt ids (every position a text position).
   const std::vector<int64_t>& prompt() const { return prompt_; }
+  // kPrefill: the positions to run, [prefill_length()][num_vq] ids flattened (a text position's
+  // id repeated in every column) and whether each is a text position: the prompt, and after
+  // preempt() also the tokens the stage had drawn, so that the prefill's last logits are those
+  // its next decode step would have given.
+  int64_t prefill_length() const;
+  std::vector<int64_t> prefill_ids() const;
+  std::vector<int64_t> prefill_text_mask() const;
+  // kPrefill: the speaker vector that replaces the embedding at speaker_positions() (the
+  // prompt's [spk_emb] positions; none without a speaker, or in the refine stage).
   const std::vector<float>* speaker() const { return code_stage_ ? speaker_ptr() : nullptr; }
+  std::vector<int64_t> speaker_positions() const;
   // Positions the stage's cache holds (its prompt and the tokens fed since).
   int64_t positions() const { return positions_; }
   // The most positions the stage's cache can need: its prompt and max_new_token, within the
@@ -78,6 +87,12 @@ class RequestGeneration {
   int64_t frames() const { return frames_; }
   // After kVocode: the sentence's audio is made; moves to the next sentence or kDone.
   void vocoded();
+  // kDecode: the stage's cache is gone (its pages taken back for other streams): back to
+  // kPrefill over every position so far, after which the stage goes on with the tokens it would
+  // have drawn (the draws depend on the seed and the step alone).
+  void preempt();
+  // Whether the next kPrefill recomputes a preempted stage.
+  bool recomputing() const { return recomputing_; }
   // The silence after the sentence just vocoded (or skipped for want of frames), in samples; the
   // caller plays it before the next sentence's audio.
   int64_t pause_samples() const { return pause_samples_; }
@@ -115,6 +130,7 @@ class RequestGeneration {
   std::vector<int64_t> prompt_;
   int64_t positions_ = 0;
   int64_t capacity_ = 0;
+  bool recomputing_ = false;
   int64_t step_ = 0;  // tokens drawn in this stage
   std::vector<std::vector<int64_t>> history_;
   std::vector<int64_t> next_ids_;

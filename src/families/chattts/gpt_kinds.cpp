@@ -23,8 +23,14 @@ struct Candidate {
   double slack;
 };
 
-int64_t prompt_length(const Stream& stream) {
-  return static_cast<int64_t>(work_of(stream).generation.prompt().size());
+int64_t prefill_length(const Stream& stream) {
+  return work_of(stream).generation.prefill_length();
+}
+
+// A stage whose capacity needs more pages than the pool has can never run (every other stage
+// can, once the pool is its own).
+bool never_fits(const KvPagePool& pool, const RequestGeneration& generation) {
+  return pool.pages_for(generation.capacity()) > pool.pages();
 }
 
 }  // namespace
@@ -36,9 +42,11 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
   const int64_t t = shape.tokens;
   const auto rows = static_cast<size_t>(b * t);
   std::vector<int64_t> ids(rows * static_cast<size_t>(c.num_vq), 0);
-  // Planning: a prefill's positions are text; a decode step mixes text and code as its heads say.
+  // Planning: a prefill's positions are text but for a recomputed code stage's; a decode step
+  // mixes text and code as its heads say.
   std::vector<int64_t> mask(rows, shape.prefill || !shape.code_head ? 1 : 0);
   if (!shape.prefill && shape.text_head && shape.code_head) mask[0] = 1;
+  if (shape.prefill && shape.code_positions) mask[rows - 1] = 0;
   if (io != nullptr) {
     for (int64_t s = 0; s < b; ++s) {
       const auto i = static_cast<size_t>(s);
@@ -58,8 +66,7 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
       for (int64_t s = 0; s < b; ++s) {
         const std::vector<float>* speaker = io->speakers[static_cast<size_t>(s)];
         if (speaker == nullptr) continue;
-        for (int64_t p = 0; p < t; ++p) {
-          if (ids[static_cast<size_t>((s * t + p) * c.num_vq)] != io->speaker_token) continue;
+        for (int64_t p : io->speaker_positions[static_cast<size_t>(s)]) {
           std::copy(speaker->begin(), speaker->end(),
                     host.data<float>() + (s * t + p) * c.hidden_size);
         }
@@ -126,20 +133,29 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
   if (candidates.empty()) return batch;
   const Stream& lead = *candidates.front().stream;
   const KvPagePool* pool = lead.voice->models ? models_of(*lead.voice).pages.get() : nullptr;
-  // A stage starts only when the pages of its whole capacity are free (it then never waits for
-  // memory); the lead is proposed alone when they never can be (run() refuses it).
-  int64_t free = pool != nullptr ? pool->free_pages() : 0;
+  // A stage is admitted when its prefill's pages are free beside a page for every decoding
+  // stream of the voice (room for the running streams to grow); one that can never fit is
+  // proposed alone, for run() to refuse.
+  int64_t free = 0;
+  if (prefill_ && pool != nullptr) {
+    free = pool->free_pages();
+    for (const std::shared_ptr<Stream>& stream : streams) {
+      if (stream->voice == lead.voice && !work_of(*stream).pages.empty()) --free;
+    }
+  }
   for (const Candidate& c : candidates) {
     if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
     if (c.stream->voice != lead.voice) continue;
     if (prefill_ && pool != nullptr) {
-      // In slack order: the first stage that does not fit waits for pages, and so do the ones
-      // behind it (a long stage is not starved by short ones).
-      const int64_t need = pool->pages_for(work_of(*c.stream).generation.capacity());
-      if (need > free) {
-        if (batch.items.empty() && pool->used_pages() == 0) batch.items.push_back(c.stream);
+      const RequestGeneration& g = work_of(*c.stream).generation;
+      if (never_fits(*pool, g)) {
+        if (batch.items.empty()) batch.items.push_back(c.stream);
         break;
       }
+      // In slack order: the first stage that does not fit waits for pages, and so do the ones
+      // behind it (a long stage is not starved by short ones).
+      const int64_t need = pool->pages_for(g.prefill_length());
+      if (need > free) break;
       free -= need;
     }
     batch.items.push_back(c.stream);
@@ -157,7 +173,10 @@ GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
   const KvPagePool& pool = *models_of(*batch.voice).pages;
   for (size_t i = 0; i < size; ++i) {
     const RequestGeneration& g = work_of(*batch.items[i]).generation;
-    if (prefill_) shape.tokens = std::max(shape.tokens, prompt_length(*batch.items[i]));
+    if (prefill_) {
+      shape.tokens = std::max(shape.tokens, prefill_length(*batch.items[i]));
+      shape.code_positions = shape.code_positions || (g.recomputing() && g.code_stage());
+    }
     shape.table_width = std::max(shape.table_width, pool.pages_for(g.capacity()));
     (g.code_stage() ? shape.code_head : shape.text_head) = true;
   }
@@ -165,8 +184,9 @@ GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
 }
 
 const ArenaLayout& GptKind::plan(scheduler::VoiceEntry& voice, const GptStepShape& shape) {
-  const auto key = std::make_tuple(&voice, shape.batch, shape.tokens, shape.table_width,
-                                   shape.prefill, shape.text_head, shape.code_head);
+  const auto key =
+      std::make_tuple(&voice, shape.batch, shape.tokens, shape.table_width, shape.prefill,
+                      shape.text_head, shape.code_head, shape.code_positions);
   auto at = plans_.find(key);
   if (at != plans_.end()) return at->second;
   if (plans_.size() >= kMaxPlans) plans_.clear();
@@ -184,7 +204,7 @@ uint64_t GptKind::footprint(const Batch& batch, size_t size) {
 scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
                                         uint64_t available) const {
   const std::string what =
-      prefill_ ? "a prompt of " + std::to_string(prompt_length(*batch.items.front())) + " tokens"
+      prefill_ ? "a prefill of " + std::to_string(prefill_length(*batch.items.front())) + " tokens"
                : "one decode step";
   return {.request_too_large = false,
           .code = "insufficient_memory",
@@ -196,30 +216,42 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
 scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {
   LoadedModels& models = models_of(*batch.voice);
   KvPagePool& pool = *models.pages;
-  const VoiceConfig& config = models.voice->config();
-  const GptConfig& c = config.gpt;
   const size_t n = batch.items.size();
   scheduler::StepOutput out;
   out.audio.resize(n);
   out.errors.resize(n);
-  // Each stream starting a stage takes the pages of its whole capacity.
+  // A prefill takes the pages of its positions; a decode step one more page for each stream
+  // whose last is full.
   std::vector<size_t> ready;
+  std::vector<bool> preempted(n, false);
   for (size_t i = 0; i < n; ++i) {
     GenerationWork& work = work_of(*batch.items[i]);
+    RequestGeneration& g = work.generation;
+    work.pool = &pool;
     if (prefill_) {
-      work.pool = &pool;
-      if (!pool.grow(work.pages, work.generation.capacity())) {
+      if (never_fits(pool, g)) {
         out.errors[i] = std::make_exception_ptr(scheduler::StepRefusalError(
             {.request_too_large = false,
              .code = "kv_cache_full",
-             .message = "a ChatTTS stage of " + std::to_string(work.generation.capacity()) +
-                        " positions needs " +
-                        std::to_string(pool.pages_for(work.generation.capacity())) +
-                        " pages of the KV cache, which has " + std::to_string(pool.pages()) + " (" +
-                        std::to_string(pool.free_pages()) +
-                        " free); give the server a larger --kv-cache"}));
+             .message = "a ChatTTS stage of " + std::to_string(g.capacity()) + " positions needs " +
+                        std::to_string(pool.pages_for(g.capacity())) +
+                        " pages of the KV cache, which has " + std::to_string(pool.pages()) +
+                        "; give the server a larger --kv-cache"}));
         continue;
       }
+      // Taken by others since propose() (a smaller batch ran first): it waits.
+      if (!pool.grow(work.pages, g.prefill_length())) continue;
+    } else {
+      // Out of pages: the stream of the batch with the most slack (the last one still holding
+      // pages, which may be this one) is preempted until the page is found.
+      while (!preempted[i] && !pool.grow(work.pages, g.positions() + 1)) {
+        size_t victim = n - 1;
+        while (preempted[victim]) --victim;  // stops at i, which is not preempted
+        work_of(*batch.items[victim]).preempt();
+        preempted[victim] = true;
+        ++out.preempted;
+      }
+      if (preempted[i]) continue;
     }
     ready.push_back(i);
   }
@@ -233,25 +265,26 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
     throw Error("chattts: a smaller GPT step does not fit the memory its batch was given");
   }
   GptStepIo io;
-  io.speaker_token = config.speaker_token;
   for (const auto& stream : running.items) {
     GenerationWork& work = work_of(*stream);
     const RequestGeneration& g = work.generation;
-    std::vector<int64_t> ids;
     if (prefill_) {
-      for (int64_t id : g.prompt()) ids.insert(ids.end(), static_cast<size_t>(c.num_vq), id);
-      io.text_mask.emplace_back(static_cast<size_t>(shape.tokens), 1);
-      io.last.push_back(static_cast<int64_t>(g.prompt().size()) - 1);
+      std::vector<int64_t> mask = g.prefill_text_mask();
+      mask.resize(static_cast<size_t>(shape.tokens), 1);
+      io.ids.push_back(g.prefill_ids());
+      io.text_mask.push_back(std::move(mask));
+      io.last.push_back(g.prefill_length() - 1);
       io.positions.push_back(0);
       io.speakers.push_back(g.speaker());
+      io.speaker_positions.push_back(g.speaker_positions());
     } else {
-      ids = g.next_ids();
+      io.ids.push_back(g.next_ids());
       io.text_mask.push_back({g.next_is_text() ? 1 : 0});
       io.last.push_back(0);
       io.positions.push_back(g.positions());
       io.speakers.push_back(nullptr);
+      io.speaker_positions.emplace_back();
     }
-    io.ids.push_back(std::move(ids));
     io.pages.push_back(&work.pages);
   }
   run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
@@ -297,6 +330,7 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing&,
     io.pages = {&pages};
     io.positions = {0};
     io.speakers = {nullptr};
+    io.speaker_positions = {{}};
     run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
       gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io);
     });

@@ -1,10 +1,14 @@
 // The ChatTTS GPT's steps in the server, batched across streams of one voice (continuous
-// batching, vLLM's way): PrefillKind runs the prompts of streams starting a stage (refine-text or
-// audio-code), padded to the longest, each stream taking its stage's pages of the voice's KV
-// pool first; DecodeKind runs one position for every stream in a stage, each at its own length,
-// over the paged cache. After each forward, every stream's RequestGeneration draws its next token
-// from its own logits (on the host) and its own seed, so a stream's tokens do not depend on what
-// it was batched with. Plans are cached by shape.
+// batching, vLLM's way): the prefill kind runs the positions of streams starting a stage
+// (refine-text or audio-code) or recomputing a preempted one, padded to the longest; the decode
+// kind runs one position for every stream in a stage, each at its own length, over the paged cache.
+// A stream holds the pages of the voice's KV pool its positions fill, one more when its last is
+// full; when the pool has none, the decoding stream with the most slack gives its pages back and is
+// recomputed later (preemption), so an admitted stream never fails for want of pages. A stage
+// is admitted when its prefill's pages fit beside a page for every decoding stream. After each
+// forward, every stream's RequestGeneration draws its next token from its own logits (on the
+// host) and its own seed, so a stream's tokens do not depend on what it was batched with. Plans
+// are cached by shape.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +23,9 @@
 
 namespace voxd::chattts {
 
-// The shape a GPT step is planned for: streams, positions each (the longest prompt, or 1), pages
-// in the widest table, which heads it reads.
+// The shape a GPT step is planned for: streams, positions each (the longest prefill, or 1),
+// pages in the widest table (a stage's capacity), which heads it reads, and whether a prefill
+// has code positions (a code stage recomputed after preemption).
 struct GptStepShape {
   int64_t batch = 0;
   int64_t tokens = 0;
@@ -28,7 +33,10 @@ struct GptStepShape {
   bool prefill = false;
   bool text_head = false;
   bool code_head = false;
-  auto key() const { return std::tie(batch, tokens, table_width, prefill, text_head, code_head); }
+  bool code_positions = false;
+  auto key() const {
+    return std::tie(batch, tokens, table_width, prefill, text_head, code_head, code_positions);
+  }
 };
 
 class GptKind : public scheduler::StepKind {
@@ -55,23 +63,25 @@ class GptKind : public scheduler::StepKind {
 
   DeviceRuntime& runtime_;
   bool prefill_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool>,
-           ArenaLayout>
+  std::map<
+      std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool, bool>,
+      ArenaLayout>
       plans_;
 };
 
 // What one GPT step of `shape` reads and gives back on the host, per stream in order.
 struct GptStepIo {
   // In: per stream, the ids of its positions ([tokens][num_vq] flattened, padded with 0), whether
-  // each is a text position, its last real position (prefill: prompt length - 1), its pages, its
-  // first position (0 for a prefill), and the speaker vector of its [spk_emb] positions.
+  // each is a text position (padding: text), its last real position (prefill: its length - 1),
+  // its pages, its first position (0 for a prefill), and the speaker vector with the positions it
+  // replaces.
   std::vector<std::vector<int64_t>> ids;
   std::vector<std::vector<int64_t>> text_mask;
   std::vector<int64_t> last;
   std::vector<const std::vector<int64_t>*> pages;
   std::vector<int64_t> positions;
   std::vector<const std::vector<float>*> speakers;
-  int64_t speaker_token = -1;
+  std::vector<std::vector<int64_t>> speaker_positions;
   // Out: per stream, the logits at its last position (the text head's or the code heads') and
   // the hidden state there.
   std::vector<std::vector<float>> text_logits;

@@ -2,8 +2,21 @@
 
 namespace voxd::chattts {
 
+uint64_t LoadedModels::kv_cache_page_bytes() const {
+  uint64_t bytes = 0;
+  for (size_t layer = 0; layer < cache.keys.size(); ++layer) {
+    bytes += cache.keys[layer].nbytes() + cache.values[layer].nbytes();
+  }
+  return bytes / static_cast<uint64_t>(cache.pages);
+}
+
 void GenerationWork::release_pages() {
   if (pool != nullptr) pool->release(pages);
+}
+
+void GenerationWork::preempt() {
+  release_pages();
+  generation.preempt();
 }
 
 scheduler::StreamGauges GenerationWork::gauges() const {

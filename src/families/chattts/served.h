@@ -23,11 +23,12 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<KvPagePool> pages;
 
   int64_t kv_cache_pages() const override { return pages->pages(); }
+  uint64_t kv_cache_page_bytes() const override;
 };
 
-// A stream's state: its generation, and the pages of the pool its GPT stage holds. A stage takes
-// the pages of its whole capacity (prompt and max_new_token) at its prefill and gives them back
-// when it ends, so an admitted stage never waits for memory.
+// A stream's state: its generation, and the pages of the pool its GPT stage holds: those of its
+// prefill's positions, one more each time its last is full, all given back when the stage ends,
+// the stream ends or is preempted.
 class GenerationWork final : public scheduler::StreamWork {
  public:
   explicit GenerationWork(RequestGeneration generation) : generation(std::move(generation)) {}
@@ -39,6 +40,8 @@ class GenerationWork final : public scheduler::StreamWork {
 
   // Gives the stage's pages back (when it has ended).
   void release_pages();
+  // Gives the pages back mid-stage: the stage will be recomputed (RequestGeneration::preempt).
+  void preempt();
 
   bool finished() const override { return generation.next() == RequestGeneration::Next::kDone; }
   scheduler::StreamGauges gauges() const override;

@@ -58,20 +58,14 @@ Generation Synthesizer::synthesize(
   while (generation.next() != RequestGeneration::Next::kDone) {
     switch (generation.next()) {
       case RequestGeneration::Next::kPrefill: {
-        const std::vector<int64_t>& prompt = generation.prompt();
-        const auto length = static_cast<int64_t>(prompt.size());
+        const int64_t length = generation.prefill_length();
         cache = gpt.make_cache(ctx_, 1, generation.capacity());
-        // Text positions, each id in every code column as the original expands it.
-        std::vector<int64_t> ids;
-        ids.reserve(static_cast<size_t>(length * c.num_vq));
-        for (int64_t id : prompt) ids.insert(ids.end(), static_cast<size_t>(c.num_vq), id);
         Tensor embedded =
-            gpt.embed(ctx_, Tensor::from_vector({1, length, c.num_vq}, ids),
-                      Tensor::from_vector({1, length}, std::vector<int64_t>(prompt.size(), 1)));
+            gpt.embed(ctx_, Tensor::from_vector({1, length, c.num_vq}, generation.prefill_ids()),
+                      Tensor::from_vector({1, length}, generation.prefill_text_mask()));
         if (const std::vector<float>* speaker = generation.speaker()) {
           Tensor host = ops::to_host(ctx_, embedded);
-          for (int64_t t = 0; t < length; ++t) {
-            if (prompt[static_cast<size_t>(t)] != voice_.config().speaker_token) continue;
+          for (int64_t t : generation.speaker_positions()) {
             std::copy(speaker->begin(), speaker->end(), host.data<float>() + t * c.hidden_size);
           }
           embedded = ops::to_device(ctx_, host, embedded.dtype());

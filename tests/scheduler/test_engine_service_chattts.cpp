@@ -1,0 +1,197 @@
+// EngineService on the CPU backend with the tiny ChatTTS fixture voice, its KV cache in pages:
+// streams decoded together from a pool too small for all of them are preempted and recomputed
+// and each still gets the audio it gets alone; a stream whose client leaves stops decoding and
+// gives its pages back; many short requests leave the pool and the allocator where they started.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/caching_allocator.h"
+#include "families/registry.h"
+#include "run_job.h"
+#include "scheduler/engine_service.h"
+#include "scheduler/scheduler.h"
+#include "server/metrics.h"
+
+namespace voxd::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixtureVoice = fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-chattts";
+constexpr uint64_t kPageBytes = 8 * 1024;  // tiny-chattts: 2 layers × K and V × 16 × 2 × 16 × 4
+constexpr float kTolerance = 1e-4f;
+
+// The fixture voice with stages short enough that a few streams fill a small pool: a code stage
+// of at most `code_tokens` tokens (its capacity, with the prompt, in a handful of pages).
+class ShortStagesVoice {
+ public:
+  explicit ShortStagesVoice(int64_t code_tokens, int64_t refine_tokens = 24)
+      : dir_(fs::temp_directory_path() /
+             ("voxd-chattts-" + std::to_string(::getpid()) + "-" + std::to_string(code_tokens))) {
+    fs::remove_all(dir_);
+    fs::copy(kFixtureVoice, dir_, fs::copy_options::recursive);
+    nlohmann::json config;
+    std::ifstream(dir_ / "config.json") >> config;
+    config["infer_code"]["max_new_token"] = code_tokens;
+    config["refine_text"]["max_new_token"] = refine_tokens;
+    std::ofstream(dir_ / "config.json") << config.dump(2);
+  }
+  ~ShortStagesVoice() { fs::remove_all(dir_); }
+  std::string path() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
+EngineConfig config_of(const ShortStagesVoice& voice, uint64_t kv_cache_pages) {
+  EngineConfig config;
+  config.families = &families::registry();
+  config.voice_dirs = {voice.path()};
+  config.runtime.backend = "cpu";
+  config.runtime.threads = 1;
+  config.kv_cache_bytes = kv_cache_pages * kPageBytes;
+  return config;
+}
+
+server::SpeechRequest request(const std::string& text, uint64_t seed) {
+  server::SpeechRequest r;
+  r.model = "voxd";
+  r.input = text;
+  r.voice = "tiny-chattts";
+  r.seed = seed;
+  return r;
+}
+
+// A service with its metrics bound from the start.
+struct Served {
+  explicit Served(const EngineConfig& config) : service(config) { service.bind_metrics(metrics); }
+  double kv_pages(const char* state) {
+    service.collect_metrics(metrics);
+    return metrics.gauge("voxd_engine_kv_cache_pages", "", {{"state", state}}).value();
+  }
+  server::MetricsRegistry metrics;  // outlives the service, which records into it
+  EngineService service;
+};
+
+void wait_idle(const EngineService& service) {
+  for (int i = 0; i < 3000 && !service.idle_memory().idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(service.idle_memory().idle);
+}
+
+void expect_same_audio(const std::vector<float>& expected, const std::vector<float>& actual,
+                       const std::string& what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what << ": other tokens were drawn";
+  ASSERT_FALSE(expected.empty()) << what;
+  float worst = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    worst = std::max(worst, std::abs(expected[i] - actual[i]));
+  }
+  EXPECT_LT(worst, kTolerance) << what;
+}
+
+const std::vector<std::string> kTexts = {
+    "One sentence here.",
+    "Hello there. How are you today?",
+    "Short.",
+    "A third text, a bit longer.",
+    "Good morning to you.",
+    "See you at noon.",
+};
+
+TEST(ChatTtsEngine, APoolTooSmallForEveryStreamPreemptsAndEachGetsItsAudioAlone) {
+  const ShortStagesVoice voice(96);
+  std::vector<std::vector<float>> alone;
+  {
+    EngineService service(config_of(voice, 256));
+    for (size_t i = 0; i < kTexts.size(); ++i)
+      alone.push_back(speak(service, request(kTexts[i], i)));
+    EXPECT_EQ(service.step_counts("decode").preempted, 0u);
+  }
+  // Room for one stage's capacity (prompt + 96 tokens, 8 pages) and a little more: six streams
+  // decoding together run out and take pages from each other.
+  Served served(config_of(voice, 12));
+  EngineService& service = served.service;
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (size_t i = 0; i < kTexts.size(); ++i) jobs.push_back(service.admit(request(kTexts[i], i)));
+  const std::vector<std::vector<float>> together = run_all(jobs);
+  for (size_t i = 0; i < kTexts.size(); ++i) expect_same_audio(alone[i], together[i], kTexts[i]);
+  const uint64_t preempted = service.step_counts("decode").preempted;
+  EXPECT_GT(preempted, 0u);
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+  EXPECT_EQ(served.kv_pages("free"), 12.0);
+  EXPECT_EQ(
+      served.metrics.counter("voxd_engine_preemptions_total", "", {{"kind", "decode"}}).value(),
+      static_cast<double>(preempted));
+  const nlohmann::json kv = service.memory_summary_json()["kv_cache"];
+  EXPECT_EQ(kv["pages"], 12);
+  EXPECT_EQ(kv["used_pages"], 0);
+  EXPECT_EQ(kv["bytes"], 12 * kPageBytes);
+  EXPECT_EQ(kv["preemptions"], preempted);
+  EXPECT_NE(service.memory_summary_text().find("preemptions  " + std::to_string(preempted)),
+            std::string::npos)
+      << service.memory_summary_text();
+}
+
+TEST(ChatTtsEngine, AStreamWhoseClientLeavesStopsDecodingAndGivesItsPagesBack) {
+  const ShortStagesVoice voice(200);
+  // Two sentences: the client takes the first one's audio and leaves during the second.
+  const server::SpeechRequest r = request("Hello there. How are you today, my friend?", 5);
+  Served served(config_of(voice, 64));
+  EngineService& service = served.service;
+  const uint64_t before = service.step_counts("decode").steps;
+  (void)speak(service, r);
+  const uint64_t whole = service.step_counts("decode").steps - before;
+  {
+    std::unique_ptr<server::SpeechJob> job = service.admit(r);
+    CollectingSink sink(1);
+    run_job(*job, sink);
+    EXPECT_EQ(sink.writes, 1u);
+  }
+  wait_idle(service);
+  const uint64_t cut = service.step_counts("decode").steps - before - whole;
+  EXPECT_LT(cut, whole) << "the cut-off stream decoded its whole text";
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+TEST(ChatTtsEngine, ManyShortRandomRequestsLeaveThePoolAndTheAllocatorWhereTheyStarted) {
+  const ShortStagesVoice voice(12, 6);
+  Served served(config_of(voice, 24));
+  EngineService& service = served.service;
+  wait_idle(service);
+  const AllocatorStats start = service.runtime().allocator().stats();
+  std::mt19937 random(7);
+  const std::vector<std::string> words = {"one", "two", "hello", "there", "rain", "noon", "ok"};
+  constexpr int kRequests = 1000;
+  constexpr int kAtOnce = 8;
+  for (int done = 0; done < kRequests; done += kAtOnce) {
+    std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+    for (int i = 0; i < kAtOnce; ++i) {
+      std::string text;
+      for (int w = 0, n = 1 + static_cast<int>(random() % 4); w < n; ++w) {
+        text += (w > 0 ? " " : "") + words[random() % words.size()];
+      }
+      jobs.push_back(service.admit(request(text + ".", random())));
+    }
+    for (const std::vector<float>& audio : run_all(jobs)) ASSERT_FALSE(audio.empty());
+  }
+  wait_idle(service);
+  const AllocatorStats end = service.runtime().allocator().stats();
+  EXPECT_EQ(end.allocated_bytes, start.allocated_bytes);
+  EXPECT_EQ(end.reserved_bytes, start.reserved_bytes);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+}  // namespace
+}  // namespace voxd::scheduler
