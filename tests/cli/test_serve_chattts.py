@@ -111,8 +111,8 @@ class ChatTtsServeTest(unittest.TestCase):
 
 class KvPoolTest(unittest.TestCase):
     def test_a_cut_off_stream_gives_its_pages_back(self):
-        # Room for one code stage at a time (131 pages of 16 positions): a stream that kept its
-        # pages after its client left would leave every later request waiting.
+        # Room for one code stage's capacity (131 pages of 16 positions) and a little more: a
+        # stream that kept its pages after its client left would leave later requests waiting.
         server = Server("--voice", CHATTTS, "--kv-cache", "1100KiB", *DTYPE)
         try:
             sock = socket.create_connection(("127.0.0.1", server.port))
@@ -145,8 +145,9 @@ class KvPoolTest(unittest.TestCase):
                                       "--once", "--interval", "0.2"],
                                      capture_output=True, text=True, timeout=120)
             self.assertEqual(monitor.returncode, 0, monitor.stderr)
-            self.assertIn("kv cache    pages used 0 of 137   streams holding 0 (most 0)   "
-                          "preemptions 0", monitor.stdout)
+            # Three streams of up to 131 pages each from 137: they may preempt one another.
+            self.assertRegex(monitor.stdout, r"kv cache    pages used 0 of 137   streams holding 0 "
+                                             r"\(most 0\)   preemptions \d+   decode \d+ tokens/s")
             self.assertIn("decode mean", monitor.stdout)
         finally:
             server.close()

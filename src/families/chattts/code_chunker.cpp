@@ -75,7 +75,7 @@ CodeChunker::CodeChunker(const DvaeConfig& decoder, const VocosConfig& vocos, in
   if (chunk_frames < 1) {
     throw InputError("chunk_frames must be at least 1 code frame per Decoder + Vocos chunk, got " +
                      std::to_string(chunk_frames) +
-                     " (to vocode a whole sentence at once, use vocode_step)");
+                     " (to vocode a whole sentence at once, use vocode_sentence)");
   }
   if (first_chunk_frames_ < 1 || first_chunk_frames_ > chunk_frames) {
     throw InputError("the first chunk's code frames must be between 1 and chunk_frames (" +
@@ -158,44 +158,69 @@ bool CodeChunker::done() const {
 
 namespace {
 
-// The Decoder and Vocos over `hidden` (host [rows, 2·idim]) on ctx: the run's whole audio on the
-// host (zeros on a planning context).
-Tensor run_chunk(Context& ctx, const Dvae& decoder, const Vocos& vocos, const Tensor& hidden) {
-  const Tensor states = ops::to_device(ctx, hidden.unsqueeze(0), DType::F32);
+// The Decoder and Vocos over hidden [B, rows, 2·idim] (host) on ctx: the runs' whole audio
+// [B, hop·(2·rows − 1)] on the host (zeros on a planning context).
+Tensor run_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos, const Tensor& hidden) {
+  const Tensor states = ops::to_device(ctx, hidden, DType::F32);
   return ops::to_host(ctx, vocos.forward(ctx, decoder.decode_hidden(ctx, states)));
 }
 
 }  // namespace
 
-std::vector<float> vocode_chunk(Context& ctx, const Dvae& decoder, const Vocos& vocos,
-                                const CodeChunk& chunk) {
+std::vector<std::vector<float>> vocode_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos,
+                                              std::span<const CodeChunk* const> chunks) {
+  VOXD_CHECK(!chunks.empty(), "vocode_chunks: no chunks");
   const int64_t size = 2 * decoder.config().decoder.idim;
   const int64_t hop = vocos.config().hop_length;
-  const int64_t run_samples = (2 * chunk.rows - 1) * hop;
-  if (chunk.rows < 1 || static_cast<int64_t>(chunk.hidden.size()) != chunk.rows * size) {
-    throw InputError("vocode_chunk: the chunk has " + std::to_string(chunk.hidden.size()) +
-                     " floats for " + std::to_string(chunk.rows) + " rows, expected rows >= 1 of " +
-                     std::to_string(size) + " (the Decoder's input channels)");
+  const int64_t rows = chunks.front()->rows;
+  const int64_t run_samples = (2 * rows - 1) * hop;
+  std::vector<float> hidden;
+  hidden.reserve(static_cast<size_t>(static_cast<int64_t>(chunks.size()) * rows * size));
+  for (const CodeChunk* chunk : chunks) {
+    if (chunk->rows != rows) {
+      throw InputError("vocode_chunks: chunks of " + std::to_string(rows) + " and " +
+                       std::to_string(chunk->rows) + " rows in one batch; batch equal rows only");
+    }
+    if (rows < 1 || static_cast<int64_t>(chunk->hidden.size()) != rows * size) {
+      throw InputError("vocode_chunks: a chunk has " + std::to_string(chunk->hidden.size()) +
+                       " floats for " + std::to_string(rows) + " rows, expected rows >= 1 of " +
+                       std::to_string(size) + " (the Decoder's input channels)");
+    }
+    if (chunk->skip_samples < 0 || chunk->samples < 1 ||
+        chunk->skip_samples + chunk->samples > run_samples) {
+      throw InputError("vocode_chunks: a chunk asks for samples [" +
+                       std::to_string(chunk->skip_samples) + ", " +
+                       std::to_string(chunk->skip_samples + chunk->samples) + ") of a " +
+                       std::to_string(run_samples) + "-sample run; expected a chunk cut by a " +
+                       "CodeChunker for this voice");
+    }
+    hidden.insert(hidden.end(), chunk->hidden.begin(), chunk->hidden.end());
   }
-  if (chunk.skip_samples < 0 || chunk.samples < 1 ||
-      chunk.skip_samples + chunk.samples > run_samples) {
-    throw InputError("vocode_chunk: the chunk asks for samples [" +
-                     std::to_string(chunk.skip_samples) + ", " +
-                     std::to_string(chunk.skip_samples + chunk.samples) + ") of a " +
-                     std::to_string(run_samples) + "-sample run; expected a chunk cut by a " +
-                     "CodeChunker for this voice");
-  }
+  const auto batch = static_cast<int64_t>(chunks.size());
   const Tensor audio =
-      run_chunk(ctx, decoder, vocos, Tensor::from_vector({chunk.rows, size}, chunk.hidden));
-  if (ctx.planning()) return {};
-  const float* first = audio.data<float>() + chunk.skip_samples;
-  return std::vector<float>(first, first + chunk.samples);
+      run_chunks(ctx, decoder, vocos, Tensor::from_vector({batch, rows, size}, hidden));
+  std::vector<std::vector<float>> out;
+  if (ctx.planning()) return out;
+  for (int64_t b = 0; b < batch; ++b) {
+    const CodeChunk& chunk = *chunks[static_cast<size_t>(b)];
+    const float* first = audio.data<float>() + b * run_samples + chunk.skip_samples;
+    out.emplace_back(first, first + chunk.samples);
+  }
+  return out;
 }
 
-void plan_vocode_chunk(Context& ctx, const Dvae& decoder, const Vocos& vocos, int64_t rows) {
-  VOXD_CHECK(rows >= 1, "a chunk of no rows");
+std::vector<float> vocode_chunk(Context& ctx, const Dvae& decoder, const Vocos& vocos,
+                                const CodeChunk& chunk) {
+  const CodeChunk* one[] = {&chunk};
+  std::vector<std::vector<float>> audio = vocode_chunks(ctx, decoder, vocos, one);
+  return audio.empty() ? std::vector<float>() : std::move(audio.front());
+}
+
+void plan_vocode_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos, int64_t batch,
+                        int64_t rows) {
+  VOXD_CHECK(batch >= 1 && rows >= 1, "plan_vocode_chunks: a batch of no chunks or rows");
   const int64_t size = 2 * decoder.config().decoder.idim;
-  (void)run_chunk(ctx, decoder, vocos, Tensor::empty({rows, size}, DType::F32));
+  (void)run_chunks(ctx, decoder, vocos, Tensor::empty({batch, rows, size}, DType::F32));
 }
 
 }  // namespace voxd::chattts

@@ -1,7 +1,7 @@
 // Streaming ChatTTS's audio within a sentence: a CodeChunker cuts one sentence's GPT hidden states
 // (one row per code frame), as the code stage makes them, into chunks of own frames plus context
 // on each side, so that running the Decoder and Vocos on each chunk and keeping only its own
-// samples (vocode_chunk) gives the same audio as vocode_step on the whole sentence, while the
+// samples (vocode_chunk) gives the same audio as vocode_sentence on the whole sentence, while the
 // chunker holds at most chunk_frames + left + right rows whatever the sentence's length.
 //
 // Code frame t becomes mel frames 2t and 2t + 1; Vocos gives hop·(F − 1) samples for F mel frames
@@ -131,12 +131,18 @@ class CodeChunker {
   std::vector<float> buffer_;
 };
 
-// Runs `decoder` and `vocos` on chunk.hidden ([1, rows, hidden] on ctx's device) and returns the
-// chunk's own samples as host floats; throws voxd::InputError for a chunk that does not fit them.
+// Runs `decoder` and `vocos` on the chunks' hidden states at once ([chunks, rows, hidden] on
+// ctx's device; every chunk of the same rows, from any streams) and returns each chunk's own
+// samples as host floats; throws voxd::InputError for chunks that do not fit them or differ in
+// rows.
+std::vector<std::vector<float>> vocode_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos,
+                                              std::span<const CodeChunk* const> chunks);
+// vocode_chunks for one chunk.
 std::vector<float> vocode_chunk(Context& ctx, const Dvae& decoder, const Vocos& vocos,
                                 const CodeChunk& chunk);
-// The allocations vocode_chunk makes for a chunk of `rows` rows, on a planning context (nothing
-// read): the workspace plan for that shape.
-void plan_vocode_chunk(Context& ctx, const Dvae& decoder, const Vocos& vocos, int64_t rows);
+// The allocations vocode_chunks makes for `batch` chunks of `rows` rows, on a planning context
+// (nothing read): the workspace plan for that shape.
+void plan_vocode_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos, int64_t batch,
+                        int64_t rows);
 
 }  // namespace voxd::chattts

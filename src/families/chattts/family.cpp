@@ -66,7 +66,7 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   }
   scheduler::PreparedStream prepared;
   prepared.work = std::make_unique<GenerationWork>(
-      RequestGeneration(config_, front_end_, speakers_, text, generation));
+      RequestGeneration(config_, front_end_, speakers_, text, generation), config_);
   prepared.max_buffered_samples =
       scheduling.buffered_chunks * scheduling.chunk_frames * config_.vocos.hop_length;
   return prepared;

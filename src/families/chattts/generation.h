@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "families/chattts/speaker.h"
@@ -82,8 +83,11 @@ class RequestGeneration {
   // next stage's kPrefill, kVocode or the next sentence).
   void advance(std::span<const float> logits, std::span<const float> hidden);
 
-  // kVocode: the code stage's hidden states [frames, hidden] of the sentence.
+  // kVocode: the code stage's hidden states [frames, hidden] of the sentence (those not taken).
   const std::vector<float>& hidden_states() const { return hidden_; }
+  // The code stage's hidden states made since the last take, moved out: a caller that streams
+  // the sentence's audio takes them after each advance().
+  std::vector<float> take_hidden_states() { return std::exchange(hidden_, {}); }
   int64_t frames() const { return frames_; }
   // After kVocode: the sentence's audio is made; moves to the next sentence or kDone.
   void vocoded();

@@ -126,7 +126,10 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
   const Next wanted = prefill_ ? Next::kPrefill : Next::kDecode;
   std::vector<Candidate> candidates;
   for (const std::shared_ptr<Stream>& stream : streams) {
-    if (!stream->running() || work_of(*stream).generation.next() != wanted) continue;
+    const GenerationWork& work = work_of(*stream);
+    if (!stream->running() || work.generation.next() != wanted || work.audio_backlogged()) {
+      continue;
+    }
     candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s)});
   }
   Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
@@ -297,7 +300,8 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
       work.generation.advance(work.generation.code_stage() ? io.code_logits[r] : io.text_logits[r],
                               io.hidden[r]);
       if (work.generation.next() != Next::kDecode) work.release_pages();
-      out.audio[i] = pauses_since(work);
+      work.collect();
+      out.audio[i] = work.take_finished_pauses();
     } catch (const Error&) {
       work.release_pages();
       out.errors[i] = std::current_exception();

@@ -1,14 +1,19 @@
 // What serving a ChatTTS voice holds: the loaded voice with its KV cache in pages (one pool per
 // voice, allocated at load with the weights, so it is part of the memory the server holds from
-// the start), and each stream's RequestGeneration with the pages its current GPT stage holds.
-// The step kinds (gpt_kinds.h, vocode_kind.h) touch them on the device thread only.
+// the start), and each stream's RequestGeneration with the pages its current GPT stage holds and
+// its sentences' audio on the way: the code stage's hidden states cut into chunks as they come
+// (code_chunker.h), so that audio streams within a sentence. The step kinds (gpt_kinds.h,
+// vocode_kind.h) touch them on the device thread only.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/kv_pages.h"
+#include "families/chattts/code_chunker.h"
 #include "families/chattts/generation.h"
 #include "families/chattts/gpt.h"
 #include "families/chattts/synthesizer.h"
@@ -16,6 +21,11 @@
 #include "scheduler/voice_pool.h"
 
 namespace voxd::chattts {
+
+// Code frames of a streamed chunk's own audio: ChatTTS's stream interval; a sentence's first chunk
+// is smaller, for time to first audio.
+constexpr int64_t kStreamChunkFrames = 24;
+constexpr int64_t kFirstStreamChunkFrames = 8;
 
 struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
@@ -26,34 +36,60 @@ struct LoadedModels final : scheduler::LoadedVoice {
   uint64_t kv_cache_page_bytes() const override;
 };
 
-// A stream's state: its generation, and the pages of the pool its GPT stage holds: those of its
+// A stream's state: its generation; the pages of the pool its GPT stage holds (those of its
 // prefill's positions, one more each time its last is full, all given back when the stage ends,
-// the stream ends or is preempted.
+// the stream ends or is preempted); and its sentences whose audio is not all out, in order, each
+// a chunker of its code stage's hidden states and the pause after it.
 class GenerationWork final : public scheduler::StreamWork {
  public:
-  explicit GenerationWork(RequestGeneration generation) : generation(std::move(generation)) {}
+  // `config` must outlive the work.
+  GenerationWork(RequestGeneration generation, const VoiceConfig& config);
 
   RequestGeneration generation;
   std::vector<int64_t> pages;
-  KvPagePool* pool = nullptr;    // the pool `pages` are from, once the stream has taken any
-  int64_t sentences_paused = 0;  // sentences whose pause has gone out as audio
+  KvPagePool* pool = nullptr;  // the pool `pages` are from, once the stream has taken any
 
   // Gives the stage's pages back (when it has ended).
   void release_pages();
   // Gives the pages back mid-stage: the stage will be recomputed (RequestGeneration::preempt).
   void preempt();
 
-  bool finished() const override { return generation.next() == RequestGeneration::Next::kDone; }
+  // After a GPT step: moves the code stage's new hidden states into the current sentence's
+  // chunker, and when the stage has ended, finishes the sentence (its pause recorded) and moves
+  // the generation on to the next one (it never waits in kVocode: the chunks carry the audio).
+  void collect();
+  // The chunk the vocoder takes next (the first sentence's, cut here when ready and kept until
+  // taken), or null when none is ready; then take_chunk() hands it over.
+  const CodeChunk* next_chunk();
+  CodeChunk take_chunk();
+  // The pauses of the leading sentences whose audio is all out (removing them): the silence to
+  // follow the audio already made.
+  std::vector<float> take_finished_pauses();
+  // Whether the hidden states held wait for the vocoder (a client reading slowly): the GPT then
+  // makes no more for this stream until they go, so that what it holds stays bounded.
+  bool audio_backlogged() const;
+
+  bool finished() const override;
   scheduler::StreamGauges gauges() const override;
   void release() override { release_pages(); }
+
+ private:
+  struct SentenceAudio {
+    CodeChunker chunker;
+    bool ended = false;
+    int64_t pause_samples = 0;
+  };
+  SentenceAudio& current_sentence();
+  int64_t rows_held() const;
+
+  const VoiceConfig& config_;
+  std::deque<SentenceAudio> sentences_;
+  std::optional<CodeChunk> next_chunk_;  // cut from sentences_.front(), not vocoded yet
+  int64_t sentences_ended_ = 0;
 };
 
 LoadedModels& models_of(scheduler::VoiceEntry& entry);
 GenerationWork& work_of(scheduler::Stream& stream);
 const GenerationWork& work_of(const scheduler::Stream& stream);
-
-// Silence for the sentences `work`'s generation finished since the last call (their pauses), to
-// follow the audio already out.
-std::vector<float> pauses_since(GenerationWork& work);
 
 }  // namespace voxd::chattts

@@ -37,6 +37,18 @@ std::unique_ptr<Voice> Voice::load(Context& ctx, const std::string& directory, D
   return voice;
 }
 
+std::vector<float> vocode_sentence(Context& ctx, const Voice& voice, std::span<const float> hidden,
+                                   int64_t frames) {
+  const int64_t size = voice.gpt().config().hidden_size;
+  VOXD_CHECK(frames >= 1 && static_cast<int64_t>(hidden.size()) == frames * size,
+             "vocode_sentence: hidden states of a wrong size");
+  const Tensor states = ops::to_device(
+      ctx, Tensor::from_vector({1, frames, size}, std::vector<float>(hidden.begin(), hidden.end())),
+      DType::F32);
+  return ops::to_host(ctx, voice.vocos().forward(ctx, voice.decoder().decode_hidden(ctx, states)))
+      .to_float_vector();
+}
+
 Generation Synthesizer::synthesize(
     std::string_view text, const GenerationOptions& options,
     const std::function<void(const std::vector<float>&)>& on_audio) const {
@@ -82,14 +94,8 @@ Generation Synthesizer::synthesize(
             *cache));
         break;
       case RequestGeneration::Next::kVocode: {
-        const Tensor hidden =
-            ops::to_device(ctx_,
-                           Tensor::from_vector({1, generation.frames(), c.hidden_size},
-                                               generation.hidden_states()),
-                           DType::F32);
-        const Tensor mel = voice_.decoder().decode_hidden(ctx_, hidden);
         const std::vector<float> audio =
-            ops::to_host(ctx_, voice_.vocos().forward(ctx_, mel)).to_float_vector();
+            vocode_sentence(ctx_, voice_, generation.hidden_states(), generation.frames());
         out.samples += static_cast<int64_t>(audio.size());
         if (on_audio && !audio.empty()) on_audio(audio);
         generation.vocoded();

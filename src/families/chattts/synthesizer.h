@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,11 @@ class Voice {
   Dvae decoder_;
   Vocos vocos_;
 };
+
+// The Decoder and Vocos over a sentence's hidden states (host [frames, hidden], frames ≥ 1) in
+// one piece on ctx: its audio (what streaming in chunks, code_chunker.h, must equal).
+std::vector<float> vocode_sentence(Context& ctx, const Voice& voice, std::span<const float> hidden,
+                                   int64_t frames);
 
 struct Generation {
   int64_t sentences = 0;

@@ -1,12 +1,14 @@
-// ChatTTS's vocoding in the server: a stream's sentence, once its audio-code stage has ended,
-// through the Decoder (hidden states → mel) and Vocos (mel → 24 kHz audio) in one planned step,
-// while the audio waiting for its client has room (back-pressure). One stream per step: sentences
-// differ in length, and a sentence is already hundreds of frames.
+// ChatTTS's vocoding in the server: streams' chunks of code frames (served.h: cut from the code
+// stage's hidden states as the GPT makes them, with the context that makes each chunk's audio
+// its share of the whole sentence's) through the Decoder (hidden states → mel) and Vocos (mel →
+// 24 kHz audio) in one planned step, while the audio waiting for each client has room
+// (back-pressure). Chunks of the same rows from several streams run together (every chunk with
+// full context has the same rows).
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <utility>
+#include <tuple>
 
 #include "core/workspace_arena.h"
 #include "families/chattts/served.h"
@@ -33,15 +35,10 @@ class VocodeKind final : public scheduler::StepKind {
                scheduler::MemoryBudget& budget) override;
 
  private:
-  const ArenaLayout& plan(scheduler::VoiceEntry& voice, int64_t frames);
+  const ArenaLayout& plan(scheduler::VoiceEntry& voice, int64_t batch, int64_t rows);
 
   DeviceRuntime& runtime_;
-  std::map<std::pair<const scheduler::VoiceEntry*, int64_t>, ArenaLayout> plans_;
+  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
 };
-
-// The Decoder and Vocos over `frames` code frames' hidden states (host, [frames, hidden]) on ctx:
-// the audio (a planning context when `hidden` is null: the same allocations, nothing read).
-std::vector<float> vocode_step(Context& ctx, const Voice& voice, int64_t frames,
-                               const std::vector<float>* hidden);
 
 }  // namespace voxd::chattts

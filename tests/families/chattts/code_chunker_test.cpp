@@ -1,7 +1,7 @@
 // CodeChunker and vocode_chunk on the tiny ChatTTS voice (tests/fixtures/voices/tiny-chattts,
 // random weights): for sentences of 1 frame up to many chunks, several chunk and first-chunk
-// sizes and rows appended in uneven pieces, the chunks' own audio concatenated is vocode_step's on
-// the whole sentence, also with chunk boundaries shifted by a hop (an odd receptive field); the
+// sizes and rows appended in uneven pieces, the chunks' own audio concatenated is vocode_sentence's
+// on the whole sentence, also with chunk boundaries shifted by a hop (an odd receptive field); the
 // outermost context rows matter and the rows beyond do not; the context follows the networks'
 // sizes (the real ChatTTS's by hand); the rows held stay bounded; interior chunks share
 // one shape and one workspace plan; bad sizes and misuse are refused.
@@ -24,7 +24,6 @@
 #include "core/safetensors.h"
 #include "core/workspace_plan.h"
 #include "families/chattts/synthesizer.h"
-#include "families/chattts/vocode_kind.h"
 
 namespace voxd::chattts {
 namespace {
@@ -286,7 +285,7 @@ TEST_F(CodeChunkerTest, ContextFollowsTheNetworksSizes) {
 
 // For sentences of 1 frame, fewer than a chunk, exactly a chunk, many chunks and lengths that are
 // no multiple of it, chunk and first-chunk sizes from 1 up, rows fed in uneven pieces: the
-// chunks tile the sentence and their audio is vocode_step's on the whole.
+// chunks tile the sentence and their audio is vocode_sentence's on the whole.
 TEST_F(CodeChunkerTest, ChunkedAudioEqualsTheWholeSentence) {
   const std::vector<std::vector<int64_t>> pieces = {{1}, {5, 1, 0, 12, 3}, {40}, {2, 7}};
   unsigned seed = 1;
@@ -304,7 +303,7 @@ TEST_F(CodeChunkerTest, ChunkedAudioEqualsTheWholeSentence) {
                      ", " + std::to_string(frames) + " frames, pieces from " +
                      std::to_string(feed.front()));
         const std::vector<float> hidden = random_rows(frames, hidden_size(), seed++);
-        const std::vector<float> want = vocode_step(ctx_, *voice_, frames, &hidden);
+        const std::vector<float> want = vocode_sentence(ctx_, *voice_, hidden, frames);
         CodeChunker c = chunker(chunk_frames, first);
         const auto [chunks, got] = chunked(c, hidden, feed);
         EXPECT_TRUE(c.done());
@@ -373,12 +372,12 @@ TEST_F(CodeChunkerTest, RetainedRowsStayBoundedAndInteriorChunksShareAShape) {
     }
   }
   EXPECT_EQ(interior_rows, std::set<int64_t>{c.max_retained_frames()});
-  const std::vector<float> want = vocode_step(ctx_, *voice_, frames, &hidden);
+  const std::vector<float> want = vocode_sentence(ctx_, *voice_, hidden, frames);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LE(max_abs_diff(got, want), kTolerance);
 
   const ArenaLayout plan = plan_workspace(*backend_, [&](Context& ctx) {
-    plan_vocode_chunk(ctx, decoder(), vocos(), c.max_retained_frames());
+    plan_vocode_chunks(ctx, decoder(), vocos(), 1, c.max_retained_frames());
   });
   EXPECT_GT(plan.bytes(), 0u);
   for (const CodeChunk& chunk : chunks) {
@@ -390,6 +389,37 @@ TEST_F(CodeChunkerTest, RetainedRowsStayBoundedAndInteriorChunksShareAShape) {
     EXPECT_EQ(used, plan.bytes());
     EXPECT_EQ(static_cast<int64_t>(own.size()), chunk.samples);
   }
+}
+
+// Chunks of equal rows from different sentences run as one batch, each giving the audio it gives
+// alone; chunks of different rows are refused.
+TEST_F(CodeChunkerTest, ChunksOfEqualRowsBatchAcrossSentences) {
+  std::vector<CodeChunk> interior;
+  std::vector<CodeChunk> others;
+  for (unsigned seed : {21u, 22u, 23u}) {
+    CodeChunker c = chunker(6, 2);
+    c.append(random_rows(40, hidden_size(), seed));
+    c.finish();
+    for (CodeChunk& chunk : c.take_chunks()) {
+      (chunk.rows == c.max_retained_frames() ? interior : others).push_back(std::move(chunk));
+    }
+  }
+  ASSERT_GE(interior.size(), 3u);
+  std::vector<const CodeChunk*> batch;
+  for (const CodeChunk& chunk : interior) batch.push_back(&chunk);
+  const std::vector<std::vector<float>> together = vocode_chunks(ctx_, decoder(), vocos(), batch);
+  ASSERT_EQ(together.size(), interior.size());
+  for (size_t i = 0; i < interior.size(); ++i) {
+    const std::vector<float> alone = vocode_chunk(ctx_, decoder(), vocos(), interior[i]);
+    ASSERT_EQ(together[i].size(), alone.size());
+    EXPECT_LE(max_abs_diff(together[i], alone), kTolerance);
+  }
+  ASSERT_FALSE(others.empty());
+  const CodeChunk* mixed[] = {&interior.front(), &others.front()};
+  EXPECT_NE(error_message<InputError>([&] {
+              (void)vocode_chunks(ctx_, decoder(), vocos(), mixed);
+            }).find("rows"),
+            std::string::npos);
 }
 
 // Nothing is ready before a chunk's right context exists; the end makes the rest ready.
