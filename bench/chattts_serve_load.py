@@ -12,7 +12,8 @@ first audio; bench/serve_workload.py). Three parts, each skipped once --deadline
 
   rounds   for C in --clients: C streams of --sentences sentences each, sent at once;
   search   for C in --search, in order: the same, until a round in which a stream fell behind
-           or failed; the most real-time streams is the largest C before it;
+           or failed; the most real-time streams is the largest C before it (a lower bound
+           when no round fell behind: most_realtime_exact false in the JSON);
   random   --random requests of random length (--random-sentences, seeded by --seed), at most
            --window open at once, with the server's memory before and after.
 
@@ -122,13 +123,14 @@ def error_line(label, summary):
             if kinds else None)
 
 
-async def run(args, out=print):
+async def run(args, out=print, save=lambda result: None):
     """Every part that time allows; returns (the JSON-ready result, whether a round of --clients
-    or the random part had an error)."""
+    or the random part had an error). `save` gets the result after each round too."""
     target = Target(args)
     deadline = time.monotonic() + args.deadline
     result = {"start_memory": memory(args.url, args.api_key), "rounds": [], "search": [],
-              "most_realtime": None, "random": None, "sentences": args.sentences}
+              "most_realtime": None, "most_realtime_exact": False, "random": None,
+              "sentences": args.sentences}
     failed = False
 
     async def one_round(count, label):
@@ -140,24 +142,30 @@ async def run(args, out=print):
             out(error_line(label, summary))
         return {"concurrency": count, "summary": summary, "memory": mem}
 
+    def add(part, entry):
+        result[part].append(entry)
+        save(result)
+        return entry
+
     out(HEADER)
     for count in args.clients:
         if time.monotonic() > deadline:
             out(f"| {count} at once | not run: past the deadline |")
             continue
-        entry = await one_round(count, f"{count} at once")
-        result["rounds"].append(entry)
+        entry = add("rounds", await one_round(count, f"{count} at once"))
         failed = failed or entry["summary"]["errors"] > 0
     for count in args.search:
         if time.monotonic() > deadline:
             out(f"| search, {count} at once | not run: past the deadline |")
             break
-        entry = await one_round(count, f"search, {count} at once")
-        result["search"].append(entry)
+        entry = add("search", await one_round(count, f"search, {count} at once"))
         if not workload.all_kept_up(entry["summary"]):
             result["most_realtime"] = result["most_realtime"] or 0
+            result["most_realtime_exact"] = True
+            save(result)
             break
         result["most_realtime"] = count
+        save(result)
     if args.random and time.monotonic() <= deadline:
         before = memory(args.url, args.api_key)
         requests = workload.random_requests(args.random, args.seed,
@@ -175,6 +183,7 @@ async def run(args, out=print):
             f"{workload.gib(after['reserved'])} GiB after; allocated "
             f"{workload.gib(before['allocated'])} -> {workload.gib(after['allocated'])} GiB")
         failed = failed or summary["errors"] > 0
+        save(result)
     elif args.random:
         out(f"| {args.random} random length | not run: past the deadline |")
     return result, failed
@@ -206,10 +215,12 @@ def main():
     args = parser.parse_args()
     most = max(args.clients + args.search + [args.window])
     stream_load.raise_open_file_limit(most + 16)
-    result, failed = asyncio.run(run(args, lambda line: print(line, flush=True)))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+
+    def save(result):
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+    _, failed = asyncio.run(run(args, lambda line: print(line, flush=True), save))
     sys.exit(1 if failed else 0)
 
 

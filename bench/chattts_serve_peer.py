@@ -39,11 +39,18 @@ Three ways, each under N requests sent at once (time 0):
   threads     one thread per request, all calling infer() on the one model.
 For each: TTFA (non-streaming, the audio comes when infer() returns), audio-s/s, torch.cuda's
 peak and steady (after the round) reserved and allocated memory, each way from an emptied cache.
-Then stream=True rounds that step N up (sequential: one stream, the most it serves at once) until
-a stream falls behind real time or fails: the most real-time streams. Then --random requests of
-random length (bench/serve_workload.py's, the first of the 1,000 voxd gets) through the batched
-way, with the reserved memory before and after. Prints Markdown rows and, with --json, writes
-them for scripts/gpu-check.py.
+Then stream=True rounds that step N up (sequential: one stream, the most it serves at once;
+batched: all N in one list, the best case for that way) until a stream falls behind real time or
+fails: the most real-time streams (a lower bound when every round kept up; most_realtime_exact
+false in the JSON). Then --random requests of random length (bench/serve_workload.py's, the
+first of the 1,000 voxd gets) through the batched way, with the reserved memory before and
+after. Prints Markdown rows and, with --json, writes them (after each part) for
+scripts/gpu-check.py.
+
+Needs torch, transformers and tokenizers (the GPU machine has them; Debian's python3 here lacks
+the last two: tests/tools/test_chattts_serve_bench.py runs OriginalChat around a stand-in for
+LlamaModel). On the CPU with the tiny fixture voice, where transformers is installed:
+--device cpu --voice tests/fixtures/voices/tiny-chattts --tokens 16.
 
     python3 bench/chattts_serve_peer.py --voice DIR [--device cuda] [--dtype f32] \\
         [--sentences 3] [--sequential 4] [--batched 32 --batch 8] [--threads 8] \\
@@ -146,7 +153,8 @@ class OriginalChat:
         for step in range(longest + 1):
             hidden = out.last_hidden_state[:, -1].float()
             hiddens.append(hidden)
-            logits = torch.stack([hidden @ h.T for h in peer.head_code], 1).reshape(rows * num_vq, -1)
+            logits = torch.stack([hidden @ h.T for h in peer.head_code], 1)
+            logits = logits.reshape(rows * num_vq, -1)
             logits = chattts_peer.penalize(logits / self.temperature, history, self.penalty,
                                            self.window)
             for warp in peer.warpers:
@@ -252,7 +260,8 @@ def summarize(jobs, wall, slack):
 
 def search(chat, way, steps, requests_of, deadline, slack, rows, label):
     """stream=True rounds of n requests for n in `steps` (batched: all n in one list) until one
-    falls behind or fails; returns (the most real-time streams or None if none ran, rounds)."""
+    falls behind or fails. Returns (the most real-time streams, None if no round ran; whether
+    that is the most, a round having fallen behind after it; the rounds)."""
     most, rounds = None, []
     for n in steps:
         if time.monotonic() > deadline:
@@ -264,10 +273,9 @@ def search(chat, way, steps, requests_of, deadline, slack, rows, label):
         rounds.append({"concurrency": n, "summary": summary})
         rows.append(row(label, f"stream, {n} at once", summary, None))
         if not workload.all_kept_up(summary):
-            most = most or 0
-            break
+            return most or 0, True, rounds
         most = n
-    return most, rounds
+    return most, False, rounds
 
 
 def row(label, round_label, summary, mem):
@@ -280,8 +288,9 @@ def row(label, round_label, summary, mem):
     return workload.markdown_row(cells)
 
 
-def run(chat, args, deadline, print_row=print):
-    """Every part of the benchmark that time allows; returns the JSON-ready result."""
+def run(chat, args, deadline, print_row=print, save=lambda result: None):
+    """Every part of the benchmark that time allows; returns the JSON-ready result, given to
+    `save` after each part too (so that a run cut short leaves what it measured)."""
     device = chat.peer.device
     tokens = args.tokens
 
@@ -294,7 +303,8 @@ def run(chat, args, deadline, print_row=print):
                               ("batched", args.batched, args.search_batched),
                               ("threads", args.threads, args.search_threads)):
         label = WAYS[way].replace("B", str(args.batch)) if way == "batched" else WAYS[way]
-        entry = {"label": label, "main": None, "search": [], "most_realtime": None}
+        entry = {"label": label, "main": None, "search": [], "most_realtime": None,
+                 "most_realtime_exact": False}
         result["ways"][way] = entry
         if time.monotonic() > deadline:
             print_row(f"| {label} | {count} at once | not run: past the deadline |")
@@ -306,10 +316,13 @@ def run(chat, args, deadline, print_row=print):
         entry["main"] = {"concurrency": count, "summary": summary, "memory": mem}
         print_row(row(label, f"{count} at once", summary, mem))
         rows = []
-        entry["most_realtime"], entry["search"] = search(
+        entry["most_realtime"], entry["most_realtime_exact"], entry["search"] = search(
             chat, way, steps, fixed, deadline, args.slack, rows, label)
+        # One request at a time serves one stream at once, however many are queued.
+        entry["most_realtime_exact"] |= way == "sequential" and entry["most_realtime"] == 1
         for line in rows:
             print_row(line)
+        save(result)
     if args.random and time.monotonic() <= deadline:
         before = memory(device)
         jobs = jobs_of(workload.random_requests(args.random, args.seed,
@@ -324,6 +337,7 @@ def run(chat, args, deadline, print_row=print):
         if before is not None:
             print_row(f"  random-length requests: reserved {workload.gib(before['reserved'])} GiB "
                       f"before, {workload.gib(after['reserved'])} GiB after")
+        save(result)
     elif args.random:
         print_row(f"| random length | {args.random} requests | not run: past the deadline |")
     return result
@@ -373,7 +387,8 @@ def main():
     import tokenizers
     import transformers
     config = json.load(open(os.path.join(args.voice, "config.json")))
-    tokenizer = tokenizers.Tokenizer.from_file(os.path.join(args.voice, config["tokenizer"]["file"]))
+    tokenizer = tokenizers.Tokenizer.from_file(
+        os.path.join(args.voice, config["tokenizer"]["file"]))
     chat = OriginalChat(chattts_peer.build(args.voice, dtype, args.device),
                         lambda text: tokenizer.encode(text, add_special_tokens=False).ids)
     code = config["infer_code"]
@@ -387,14 +402,15 @@ def main():
           f"a request ({args.sentences * args.tokens * 2 * chat.hop / workload.RATE:.2f} s of "
           f"audio), built in {time.monotonic() - start:.1f} s", flush=True)
     print(HEADER, flush=True)
-    result = run(chat, args, start + args.deadline, lambda line: print(line, flush=True))
-    result.update({"device": device_name, "torch": torch.__version__,
-                   "transformers": transformers.__version__, "dtype": args.dtype,
-                   "tokens_per_sentence": args.tokens, "sentences": args.sentences,
-                   "batch": args.batch})
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    meta = {"device": device_name, "torch": torch.__version__,
+            "transformers": transformers.__version__, "dtype": args.dtype,
+            "tokens_per_sentence": args.tokens, "sentences": args.sentences, "batch": args.batch}
+
+    def save(result):
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({**meta, **result}, f, indent=1)
+    run(chat, args, start + args.deadline, lambda line: print(line, flush=True), save)
 
 
 if __name__ == "__main__":

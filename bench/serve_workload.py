@@ -98,7 +98,8 @@ def max_lag(arrivals, rate=RATE):
 
 
 def percentile(values, q):
-    """The value at quantile q of `values` (nearest rank, as bench/stream_load.py), None if empty."""
+    """The value at quantile q of `values` (nearest rank, as bench/stream_load.py); None for
+    none."""
     if not values:
         return None
     ordered = sorted(values)
