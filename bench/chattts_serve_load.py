@@ -19,7 +19,9 @@ first audio; bench/serve_workload.py). Three parts, each skipped once --deadline
 
 After each round it reads GET /debug/memory?format=json: stats.reserved_bytes and
 allocated_bytes (now), stats.peak_reserved_bytes (the allocator's peak since the server started:
-it covers every round so far), device_reading.used_bytes (NVML, when there is a reading). Prints
+it covers every round so far), device_reading.used_bytes (NVML, when there is a reading), and
+kv_cache (the KV pool's pages and preemptions, kept as the server gives it; servers before
+6c15a6f have none). Prints
 Markdown rows; --json writes them for scripts/gpu-check.py. Exits 1 when a round of --clients or
 the random part had a failed stream (errors in the search only end the search).
 
@@ -72,7 +74,7 @@ def memory(url, api_key):
     return {"reserved": stats["reserved_bytes"], "allocated": stats["allocated_bytes"],
             "peak_reserved": stats["peak_reserved_bytes"],
             "peak_allocated": stats["peak_allocated_bytes"],
-            "device_used": reading.get("used_bytes")}
+            "device_used": reading.get("used_bytes"), "kv_cache": summary.get("kv_cache")}
 
 
 class Target:
@@ -182,6 +184,10 @@ async def run(args, out=print, save=lambda result: None):
         out(f"  random-length requests: reserved {workload.gib(before['reserved'])} GiB before, "
             f"{workload.gib(after['reserved'])} GiB after; allocated "
             f"{workload.gib(before['allocated'])} -> {workload.gib(after['allocated'])} GiB")
+        if after["kv_cache"]:
+            kv = after["kv_cache"]
+            out(f"  KV cache after them: {kv['used_pages']} of {kv['pages']} pages used, "
+                f"{kv['preemptions']} preemptions since the server started")
         failed = failed or summary["errors"] > 0
         save(result)
     elif args.random:

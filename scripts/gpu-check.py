@@ -983,6 +983,16 @@ def target_lines(peer, voxd):
     return lines
 
 
+def kv_line(voxd):
+    """voxd's KV pool after the random-length requests (servers since 6c15a6f say), or None."""
+    random = (voxd or {}).get("random")
+    kv = random["after"].get("kv_cache") if random else None
+    if not kv:
+        return None
+    return (f"voxd's KV cache after the random-length requests: {kv['used_pages']} of "
+            f"{kv['pages']} pages used, {kv['preemptions']} preemptions since it started")
+
+
 def run_to_log(cap, command, log):
     """run_capped with the output to `log`, then printed; returns the exit status."""
     with open(log, "w") as f:
@@ -1046,8 +1056,8 @@ def chattts_serve():
           "real-time streams), each way from an emptied cache; voxd's peak reserved since the "
           "server started")
     print(side_by_side(peer, voxd_result), end="")
-    print(f"voxd takes each code stage's KV pages for its prompt and max_new_token ({tokens} "
-          "here, 2048 in the release's config): its concurrency here holds for that length.")
+    if kv_line(voxd_result):
+        print(kv_line(voxd_result))
     print("== 6. summary")
     print(report.table(26), end="")
     for line in target_lines(peer, voxd_result):

@@ -9,6 +9,7 @@ Run by ctest with Debian's python3 (python3-torch, python3-numpy):
     /usr/bin/python3 -m unittest -v tests/tools/test_chattts_serve_bench.py
 """
 import asyncio
+import http.server
 import importlib.util
 import json
 import shutil
@@ -161,6 +162,39 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(summary["realtime"], 0)  # 0.3 s apart, 0.1 s of audio before
         past = asyncio.run(chattts_serve_load.Target(args).streams(requests, 2, deadline=0))
         self.assertEqual(past, ([], past[1]))  # none opened after the deadline
+
+    def test_memory_reads_the_allocator_nvml_and_the_kv_pool(self):
+        summary = {"device": "cuda:0", "stats": {"reserved_bytes": 5, "allocated_bytes": 4,
+                                                 "peak_reserved_bytes": 9,
+                                                 "peak_allocated_bytes": 8},
+                   "device_reading": {"available": True, "used_bytes": 11},
+                   "kv_cache": {"pages": 100, "used_pages": 0, "preemptions": 2}}
+        answers = [summary, {"stats": summary["stats"]}]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                assert self.path == "/debug/memory?format=json"
+                data = json.dumps(answers.pop(0)).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.assertEqual(chattts_serve_load.memory(url, None), {
+            "reserved": 5, "allocated": 4, "peak_reserved": 9, "peak_allocated": 8,
+            "device_used": 11, "kv_cache": summary["kv_cache"]})
+        older = chattts_serve_load.memory(url, None)  # a server without NVML or the KV section
+        self.assertEqual((older["device_used"], older["kv_cache"]), (None, None))
 
     def test_records_of_failures_and_the_request_body(self):
         self.assertEqual(chattts_serve_load.record_of((503, None, 0.1, 0, [])).error, "HTTP 503")
@@ -350,6 +384,12 @@ class ChatttsServeModeTest(unittest.TestCase):
         self.assertIn("| voxd serve, 1 at once | 1 | 50 / 100 | 3.0 | >= 384 | 1.00 / 0.50 | "
                       "4.00 / 4.10 (1000 requests) |", lines)
         self.assertTrue(lines[-1].endswith("| 250.0 |  | 1.00 / 0.50 |  |"))
+        self.assertIsNone(gpu_check.kv_line(voxd_result()))
+        with_kv = voxd_result()
+        with_kv["random"]["after"]["kv_cache"] = {"pages": 64, "used_pages": 0, "preemptions": 3}
+        self.assertEqual(gpu_check.kv_line(with_kv), "voxd's KV cache after the random-length "
+                         "requests: 0 of 64 pages used, 3 preemptions since it started")
+        self.assertIsNone(gpu_check.kv_line(None))
         missing = gpu_check.side_by_side(None, None)
         self.assertIn("| original: sequential | - | not run |", missing)
         self.assertIn("| voxd serve | - | not run |", missing)
