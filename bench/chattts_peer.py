@@ -7,8 +7,12 @@ Decoder + Vocos (tools/reference/chattts.py's modules, which follow dvae.py and 
 torch.istft) on the same number of frames. Prints one Markdown row per dtype.
 
     python3 bench/chattts_peer.py --voice DIR [--steps 300] [--prompt 64] [--frames 1000]
+
+build() and vocode() serve bench/chattts_serve_peer.py too; transformers is imported where the
+model is built, so that what runs around it loads where transformers is missing (its tests).
 """
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -17,8 +21,6 @@ import time
 
 import numpy as np
 import torch
-from transformers import LlamaConfig, LlamaModel
-from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -30,7 +32,27 @@ def tensors(path):
     return {k: torch.from_numpy(np.ascontiguousarray(v).astype(np.float32)) for k, v in load(path).items()}
 
 
-def build(voice, dtype):
+@dataclasses.dataclass
+class Peer:
+    """The original's modules on `device`: transformers' LlamaModel in the dtype asked for, the
+    Embed tables in float32 (ChatTTS keeps Embed in float32 whatever the GPT's dtype), the
+    reference Decoder and Vocos in float32, and the infer_code stage's logits warpers."""
+    config: dict
+    llama: torch.nn.Module
+    emb_text: torch.Tensor
+    emb_code: list
+    head_code: list
+    decoder: torch.nn.Module
+    vocos: torch.nn.Module
+    warpers: list
+    device: str
+
+
+def build(voice, dtype, device="cuda"):
+    """The original's model from a voice directory: transformers' LlamaModel in `dtype` and its
+    TopP/TopK warpers at the voice's infer_code settings, around assemble()'s modules."""
+    from transformers import LlamaConfig, LlamaModel
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
     config = json.load(open(os.path.join(voice, "config.json")))
     g = config["gpt"]
     llama = LlamaModel(LlamaConfig(
@@ -39,21 +61,34 @@ def build(voice, dtype):
         num_hidden_layers=g["num_hidden_layers"], max_position_embeddings=g["max_position_embeddings"],
         rms_norm_eps=g["rms_norm_eps"], rope_theta=g["rope_theta"], vocab_size=32000))
     llama.load_state_dict(tensors(os.path.join(voice, "gpt.safetensors")), strict=False)
+    code = config["infer_code"]
+    keep = config["sampling"]["min_tokens_to_keep"]
+    warpers = [TopPLogitsWarper(code["top_P"], min_tokens_to_keep=keep),
+               TopKLogitsWarper(code["top_K"], min_tokens_to_keep=keep)]
+    return assemble(voice, config, llama.to(device, dtype).eval(), warpers, device)
+
+
+def assemble(voice, config, llama, warpers, device):
+    """A Peer of `llama` (called as ChatTTS calls LlamaModel) and `warpers` (called as
+    transformers' logits warpers are, (input_ids, scores) -> scores), with the voice's Embed
+    tables, Decoder and Vocos on `device`."""
+    g = config["gpt"]
     embed = tensors(os.path.join(voice, "embed.safetensors"))
-    emb_code = [embed[f"emb_code.{q}.weight"] for q in range(g["num_vq"])]
-    head_code = [embed[f"head_code.{q}.weight"] for q in range(g["num_vq"])]
-    device = "cuda"
-    llama = llama.to(device, dtype).eval()
-    emb_code = [e.to(device, dtype) for e in emb_code]
-    head_code = [h.to(device, dtype) for h in head_code]
     d = config["decoder"]
     decoder = chattts.DVAE({k: d[k] for k in ("idim", "odim", "hidden", "n_layer", "bn_dim",
                                               "kernel", "dilation")}, d["dim"])
     decoder.load_state_dict(tensors(os.path.join(voice, "decoder.safetensors")), strict=False)
-    v = config["vocos"]
-    vocos = chattts.Vocos(v)
+    vocos = chattts.Vocos(config["vocos"])
     vocos.load_state_dict(tensors(os.path.join(voice, "vocos.safetensors")), strict=False)
-    return config, llama, emb_code, head_code, decoder.to(device).eval(), vocos.to(device).eval()
+    return Peer(config, llama, embed["emb_text.weight"].to(device),
+                [embed[f"emb_code.{q}.weight"].to(device) for q in range(g["num_vq"])],
+                [embed[f"head_code.{q}.weight"].to(device) for q in range(g["num_vq"])],
+                decoder.to(device).eval(), vocos.to(device).eval(), warpers, device)
+
+
+def synchronize(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def penalize(logits, history, penalty=1.05, window=16):
@@ -66,16 +101,22 @@ def penalize(logits, history, penalty=1.05, window=16):
 
 
 @torch.inference_mode()
-def decode(llama, emb_code, head_code, prompt, steps, dtype):
+def decode(peer, prompt, steps, dtype):
+    """chattts_bench.cpp's loop: the embeddings and heads cast to the GPT's dtype, the warpers at
+    0.7 / 20 as the bench fixes them (the voice's defaults too)."""
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+    llama, device = peer.llama, peer.device
+    emb_code = [e.to(dtype) for e in peer.emb_code]
+    head_code = [h.to(dtype) for h in peer.head_code]
     num_vq = len(emb_code)
     top_p, top_k = TopPLogitsWarper(0.7, min_tokens_to_keep=3), TopKLogitsWarper(20, min_tokens_to_keep=3)
-    ids = (torch.arange(prompt, device="cuda") % 1000 + 5)
+    ids = (torch.arange(prompt, device=device) % 1000 + 5)
     embeds = sum(torch.nn.functional.embedding(ids % 626, e) for e in emb_code)[None]
     out = llama(inputs_embeds=embeds, use_cache=True)
     past, hidden = out.past_key_values, out.last_hidden_state[:, -1]
-    history = torch.zeros((num_vq, 0), dtype=torch.long, device="cuda")
+    history = torch.zeros((num_vq, 0), dtype=torch.long, device=device)
     hiddens = []
-    torch.cuda.synchronize()
+    synchronize(device)
     start = time.perf_counter()
     for step in range(steps):
         logits = torch.stack([hidden @ h.T for h in head_code], 1)[0].float() / 0.3
@@ -86,24 +127,27 @@ def decode(llama, emb_code, head_code, prompt, steps, dtype):
         history = torch.cat([history, codes], 1)
         hiddens.append(hidden)
         embeds = sum(torch.nn.functional.embedding(codes[q], emb_code[q]) for q in range(num_vq))[None]
-        position = torch.tensor([[prompt + step]], device="cuda")
+        position = torch.tensor([[prompt + step]], device=device)
         out = llama(inputs_embeds=embeds, past_key_values=past, position_ids=position, use_cache=True)
         past, hidden = out.past_key_values, out.last_hidden_state[:, -1]
-    torch.cuda.synchronize()
+    synchronize(device)
     return time.perf_counter() - start, torch.stack(hiddens, 1)
 
 
 @torch.inference_mode()
-def vocode(decoder, vocos, hidden, config):
-    mel = decoder(hidden.float().transpose(1, 2))
-    x = vocos.backbone(mel)
-    log_mag, phase = vocos.head.log_mag_phase(x)
+def vocode(peer, hidden):
+    """The Decoder and Vocos on hidden states [B, T, hidden]: audio [B, hop·(2T - 1)], on the
+    device, finished (synchronized)."""
+    config = peer.config
+    mel = peer.decoder(hidden.float().transpose(1, 2))
+    x = peer.vocos.backbone(mel)
+    log_mag, phase = peer.vocos.head.log_mag_phase(x)
     mag = torch.clip(torch.exp(log_mag), max=1e2)
     spec = torch.complex(mag * torch.cos(phase), mag * torch.sin(phase))
-    window = vocos.head.istft.window
+    window = peer.vocos.head.istft.window
     audio = torch.istft(spec, config["vocos"]["n_fft"], config["vocos"]["hop_length"],
                         config["vocos"]["n_fft"], window, center=True)
-    torch.cuda.synchronize()
+    synchronize(peer.device)
     return audio
 
 
@@ -120,18 +164,18 @@ def main():
     print("| peer | dtype | prompt | decode steps/s (batch 1) | min..max | Decoder+Vocos | RTF |")
     print("|---|---|---|---|---|---|---|")
     for name, dtype in (("f32", torch.float32), ("f16", torch.float16)):
-        config, llama, emb_code, head_code, decoder, vocos = build(args.voice, dtype)
-        decode(llama, emb_code, head_code, args.prompt, 8, dtype)
+        peer = build(args.voice, dtype)
+        decode(peer, args.prompt, 8, dtype)
         rates, hidden = [], None
         for _ in range(args.runs):
-            seconds, hidden = decode(llama, emb_code, head_code, args.prompt, args.steps, dtype)
+            seconds, hidden = decode(peer, args.prompt, args.steps, dtype)
             rates.append(args.steps / seconds)
         states = hidden[:, : args.frames // 2]
-        vocode(decoder, vocos, states, config)
+        vocode(peer, states)
         times = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            audio = vocode(decoder, vocos, states, config)
+            audio = vocode(peer, states)
             times.append(time.perf_counter() - start)
         audio_s = audio.shape[-1] / 24000
         t = statistics.median(times)

@@ -51,7 +51,9 @@ TEXTS = [
 
 
 async def one_stream(host, port, path, body, api_key, timeout, delay):
-    """Returns (status, ttfa_s, total_s, audio_bytes), after waiting `delay` seconds to start."""
+    """Returns (status, ttfa_s, total_s, audio_bytes, arrivals), after waiting `delay` seconds to
+    start; arrivals: (seconds since the start, bytes) of each chunk of the body as it was read
+    (bench/chattts_serve_load.py reads real time from them)."""
     if delay > 0:
         await asyncio.sleep(delay)
     start = time.perf_counter()
@@ -80,19 +82,18 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
                 chunked = True
         if status != 200 or not chunked:
             await asyncio.wait_for(reader.read(), timeout)
-            return status, None, time.perf_counter() - start, 0
-        ttfa = None
-        audio = 0
+            return status, None, time.perf_counter() - start, 0, []
+        arrivals = []
         while True:
             size_line = await asyncio.wait_for(reader.readline(), timeout)
             size = int(size_line.split(b";")[0], 16)
             if size == 0:
                 break
             data = await asyncio.wait_for(reader.readexactly(size + 2), timeout)
-            audio += len(data) - 2
-            if ttfa is None:
-                ttfa = time.perf_counter() - start
-        return status, ttfa, time.perf_counter() - start, audio
+            arrivals.append((time.perf_counter() - start, len(data) - 2))
+        ttfa = arrivals[0][0] if arrivals else None
+        return (status, ttfa, time.perf_counter() - start, sum(n for _, n in arrivals),
+                arrivals)
     finally:
         writer.close()
 

@@ -44,6 +44,30 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          memory <= 8 GiB, no errors) as met or missed (informational).
       Each step is capped, children killed, so that the whole stays under SERVE_DEADLINE
       (570) seconds.
+  scripts/gpu-check.py chattts-serve
+      ChatTTS served (issue 14): the original against `voxd serve`, on the same random weights
+      at the release's sizes, in about 8 minutes:
+      1. nvidia-smi summary;
+      2. the bench voice CHATTTS_BENCH_VOICE (/tmp/chattts-bench, made by
+         bench/make_chattts_bench_voice.py if missing), and from it
+         /tmp/chattts-serve-bench-L: its infer_code min_new_token = max_new_token = L
+         (CHATTTS_SERVE_TOKENS, 64), so that every sentence makes L codes on either side
+         (random weights end no sentence sensibly), the other files linked;
+      3. bench/chattts_serve_peer.py: the original served one request at a time, infer() on
+         padded lists, a thread per request (TTFA, audio-s/s, the most real-time streams,
+         torch's peak and steady memory, random-length requests), CHATTTS_SENTENCES (3)
+         sentences a request, CHATTTS_PEER_ARGS added to its options, capped at
+         CHATTTS_PEER_TIMEOUT (210) seconds;
+      4. `voxd serve` on that voice with CHATTTS_SERVE_ARGS (--device cuda --max-batch 512
+         --kv-cache 6GiB --gpu-memory-limit 16GiB --max-connections 2048 --max-queue 4096)
+         under bench/chattts_serve_load.py (rounds of 1 and 100 streams, the search for the
+         most real-time streams, 1,000 random-length requests with the server's reserved
+         memory before and after), CHATTTS_LOAD_ARGS added to its options, capped at
+         CHATTTS_LOAD_TIMEOUT (180) seconds; then SIGTERM, exit status 0 wanted;
+      5. the side-by-side table, then the summary and the issue's four targets as met or
+         missed (informational).
+      Both sides write JSON (chattts-serve-peer.json, chattts-serve-voxd.json in OUT) after
+      each part, so a run cut short still tabulates what it measured.
 
 GPU_TESTS (names separated by spaces) narrows the test binaries run. Logs go to OUT (or a
 temporary folder). Exit status 0 only when every step passed (serve: the suite passed, every
@@ -53,6 +77,8 @@ stays under the run tool's 600 s. The device runs, after scripts/gpu-pack.sh her
   run(command="scripts/gpu-check.py", carry=["build-gpu/dist.tar.xz"], kind="nvidia-h200",
       timeout_s=600)
   run(command="scripts/gpu-check.py serve", carry=["build-gpu/dist.tar.xz"],
+      kind="nvidia-h200", timeout_s=600)
+  run(command="scripts/gpu-check.py chattts-serve", carry=["build-gpu/dist.tar.xz"],
       kind="nvidia-h200", timeout_s=600)
 """
 import dataclasses
@@ -339,17 +365,26 @@ def bench_step(logs, report):
         chattts_bench(logs, report)
 
 
-def chattts_bench(logs, report):
-    """ChatTTS's decode steps and vocoding (voxd_chattts_bench, per dtype of CHATTTS_DTYPES)
-    beside the original's loop (bench/chattts_peer.py) on the same random weights at the
-    release's sizes, made here by bench/make_chattts_bench_voice.py."""
+def chattts_bench_voice(logs, report):
+    """CHATTTS_BENCH_VOICE (/tmp/chattts-bench), made by bench/make_chattts_bench_voice.py if
+    missing; None (and a failed row) when making it failed."""
     voice = Path(os.environ.get("CHATTTS_BENCH_VOICE") or "/tmp/chattts-bench")
     if not (voice / "config.json").is_file():
         with open(logs / "chattts-bench-voice.log", "w") as f:
             make = ["python3", ROOT / "bench" / "make_chattts_bench_voice.py", voice]
             if subprocess.run(make, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
                 report.add("chattts bench voice", "failed (see chattts-bench-voice.log)", ok=False)
-                return
+                return None
+    return voice
+
+
+def chattts_bench(logs, report):
+    """ChatTTS's decode steps and vocoding (voxd_chattts_bench, per dtype of CHATTTS_DTYPES)
+    beside the original's loop (bench/chattts_peer.py) on the same random weights at the
+    release's sizes, made here by bench/make_chattts_bench_voice.py."""
+    voice = chattts_bench_voice(logs, report)
+    if voice is None:
+        return
     shape = ["--voice", str(voice), "--steps", "300", "--runs", "3", "--frames", "1000"]
     for dtype in (os.environ.get("CHATTTS_DTYPES") or "f32 f16 bf16").split():
         rc = run_logged([DIST / "bench" / "voxd_chattts_bench", *shape, "--dtype", dtype],
@@ -637,6 +672,40 @@ def load_step(voxd, logs, report):
     report.add("load server exit", str(server_rc), server_rc == 0)
 
 
+def start_server(command, log, ready_cap):
+    """Starts `command` (a `voxd serve --port 0 --log-format json ...`), its standard error to
+    `log`; waits up to `ready_cap` seconds for /readyz. Returns (the process, its URL or None
+    when it did not get ready)."""
+    print(" ".join(map(str, command)), flush=True)
+    with open(log, "w") as f:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=f)
+    url, end = None, time.monotonic() + ready_cap
+    while time.monotonic() < end and server.poll() is None:
+        url = url or server_url(log)
+        if url and http_get(f"{url}/readyz") is not None:
+            break
+        time.sleep(0.5)
+    print(grep_lines('"msg":"listening"', log, first=True), end="")
+    if not url or http_get(f"{url}/readyz") is None:
+        print("voxd serve did not get ready:")
+        print(tail(log, 20), end="")
+        return server, None
+    return server, url
+
+
+def stop_server(server, log):
+    """SIGTERM, then the exit status (or why there is none)."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server_rc = exit_code(server.wait(timeout=budget(60, 5)))
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+        server_rc = "did not exit after SIGTERM (killed)"
+    print(grep_lines('"msg":"(shutting down|stopped)"', log), end="", flush=True)
+    return server_rc
+
+
 def serve_load(voxd, voice, logs, report):
     """Starts the server on `voice`, runs the load rounds once it is ready, stops it; returns its
     exit status (or why there is none)."""
@@ -644,19 +713,8 @@ def serve_load(voxd, voice, logs, report):
     server_args = (os.environ.get("SERVE_ARGS") or DEFAULT_SERVE_ARGS).split()
     command = [str(voxd), "serve", "--device", "cuda", "--voice", str(voice), "--port", "0",
                "--log-format", "json", *server_args]
-    print(" ".join(command), flush=True)
-    with open(serve_log, "w") as f:
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=f)
-    url, end = None, time.monotonic() + budget(90, 120)
-    while time.monotonic() < end and server.poll() is None:
-        url = url or server_url(serve_log)
-        if url and http_get(f"{url}/readyz") is not None:
-            break
-        time.sleep(0.5)
-    print(grep_lines('"msg":"listening"', serve_log, first=True), end="")
-    if not url or http_get(f"{url}/readyz") is None:
-        print("voxd serve did not get ready:")
-        print(tail(serve_log, 20), end="")
+    server, url = start_server(command, serve_log, budget(90, 120))
+    if url is None:
         report.add("load server", "not ready (see serve-load.log)", ok=False)
     else:
         idle = start_idle_connections(url, server, logs)
@@ -671,15 +729,7 @@ def serve_load(voxd, voice, logs, report):
         if memory is not None:
             (logs / "memory-after-load.json").write_text(memory)
             print(memory_line(json.loads(memory)))
-    server.send_signal(signal.SIGTERM)
-    try:
-        server_rc = exit_code(server.wait(timeout=budget(60, 5)))
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-        server_rc = "did not exit after SIGTERM (killed)"
-    print(grep_lines('"msg":"(shutting down|stopped)"', serve_log), end="", flush=True)
-    return server_rc
+    return stop_server(server, serve_log)
 
 
 def raise_open_files():
@@ -689,9 +739,10 @@ def raise_open_files():
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def serve():
-    """serve: the end-to-end suite and the load on the GPU; returns the exit status."""
-    logs = logs_folder()
+def packed_voxd():
+    """The packed voxd, its libraries and eSpeak data in place (LD_LIBRARY_PATH,
+    ESPEAK_DATA_PATH), the open files raised; None (after saying why) when the packed tree is
+    missing."""
     unpack_dist()
     use_dist_libraries()
     os.environ["ESPEAK_DATA_PATH"] = str(DIST / "share")
@@ -700,8 +751,17 @@ def serve():
     espeak_data = DIST / "share" / "espeak-ng-data"
     if not os.access(voxd, os.X_OK) or not (espeak_data / "phontab").is_file():
         print(f"missing {voxd} or {espeak_data}: run 'scripts/gpu-pack.sh' first")
-        return 2
+        return None
     raise_open_files()
+    return voxd
+
+
+def serve():
+    """serve: the end-to-end suite and the load on the GPU; returns the exit status."""
+    logs = logs_folder()
+    voxd = packed_voxd()
+    if voxd is None:
+        return 2
     report = Report()
     nvidia_smi(report)
     print(f"open files: {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; voxd: {voxd}; "
@@ -714,13 +774,306 @@ def serve():
     return report.exit_status()
 
 
+# ---------------------------------------------------------------------------------------------
+# chattts-serve: the original ChatTTS served against voxd serve (issue 14)
+
+DEFAULT_CHATTTS_SERVE_ARGS = ("--device cuda --max-batch 512 --kv-cache 6GiB "
+                              "--gpu-memory-limit 16GiB --max-connections 2048 --max-queue 4096")
+GIB = 2**30
+
+
+def derive_serve_voice(base, out, tokens):
+    """`out`: the voice `base` with infer_code's min_new_token = max_new_token = `tokens` (every
+    sentence makes that many codes, on either side), its other files linked to base's. Returns
+    the voice's name."""
+    config = json.loads((base / "config.json").read_text())
+    config["infer_code"]["min_new_token"] = config["infer_code"]["max_new_token"] = tokens
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for entry in base.iterdir():
+        if entry.name != "config.json":
+            (out / entry.name).symlink_to(entry.resolve())
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return config["name"]
+
+
+def read_json(path):
+    """A JSON file's content, or None when it is missing or cut short."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def figure(value, digits=0):
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def gib_text(n):
+    return "-" if n is None else f"{n / GIB:.2f}"
+
+
+def round_rate(entry):
+    """A round's audio-s/s (None when it has none)."""
+    return entry["summary"]["audio_per_s"] if entry else None
+
+
+def most_text(most, exact):
+    """The most real-time streams: '>= N' when every round of the search kept up (N a lower
+    bound), '-' when none ran."""
+    if most is None:
+        return "-"
+    return str(most) if exact else f">= {most}"
+
+
+def pair_text(first, second):
+    """Two byte counts as 'a / b' GiB."""
+    return f"{gib_text(first)} / {gib_text(second)}"
+
+
+def ttfa_text(summary):
+    return f"{figure(summary['ttfa_p50_ms'])} / {figure(summary['ttfa_p95_ms'])}"
+
+
+def peer_rows(peer):
+    """The side-by-side rows of the original's ways: their non-streaming rounds, and the TTFA
+    of the largest stream=True round of at most as many requests."""
+    rows = []
+    for way in ("sequential", "batched", "threads"):
+        entry = (peer or {}).get("ways", {}).get(way)
+        if not entry or not entry["main"]:
+            label = entry["label"] if entry else way
+            rows.append([f"original: {label}", "-", "not run", "-", "-", "-", "-"])
+            continue
+        main, mem = entry["main"], entry["main"]["memory"]
+        random = peer.get("random") if way == "batched" else None
+        random_text = "-"
+        if random and random["before"]:
+            random_text = (pair_text(random["before"]["reserved"], random["after"]["reserved"])
+                           + f" ({random['requests']} requests)")
+        streams = [e for e in entry["search"] if e["concurrency"] <= main["concurrency"]]
+        ttfa = ttfa_text(main["summary"])
+        if streams:
+            ttfa += (f" (stream=True, {streams[-1]['concurrency']} at once: "
+                     f"{ttfa_text(streams[-1]['summary'])})")
+        rows.append([f"original: {entry['label']}", str(main["concurrency"]), ttfa,
+                     figure(round_rate(main), 1),
+                     most_text(entry["most_realtime"], entry["most_realtime_exact"]),
+                     pair_text(mem["peak_reserved"], mem["reserved"]) if mem else "-",
+                     random_text])
+    return rows
+
+
+def voxd_rows(voxd):
+    """The side-by-side rows of voxd's rounds; the most real-time streams and the random-length
+    memory (properties of the server, not of a round) in the first."""
+    if not voxd or not voxd["rounds"]:
+        return [["voxd serve", "-", "not run", "-", "-", "-", "-"]]
+    rows = []
+    for i, entry in enumerate(voxd["rounds"]):
+        mem, random = entry["memory"], voxd["random"]
+        random_text = most = ""
+        if i == 0:
+            most = most_text(voxd["most_realtime"], voxd["most_realtime_exact"])
+            random_text = "-" if not random else (
+                pair_text(random["before"]["reserved"], random["after"]["reserved"])
+                + f" ({random['sent']} requests)")
+        rows.append([f"voxd serve, {entry['concurrency']} at once", str(entry["concurrency"]),
+                     ttfa_text(entry["summary"]), figure(round_rate(entry), 1), most,
+                     pair_text(mem["peak_reserved"], mem["reserved"]), random_text])
+    return rows
+
+
+SIDE_BY_SIDE_COLUMNS = ["way", "requests at once", "TTFA p50 / p95 ms", "audio-s/s",
+                        "most real-time streams", "peak / steady reserved GiB",
+                        "random-length requests: reserved before / after GiB"]
+
+
+def side_by_side(peer, voxd):
+    """The Markdown table of both sides."""
+    lines = ["| " + " | ".join(SIDE_BY_SIDE_COLUMNS) + " |",
+             "|" + "---|" * len(SIDE_BY_SIDE_COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in peer_rows(peer) + voxd_rows(voxd)]
+    return "\n".join(lines) + "\n"
+
+
+def best_rate(entries):
+    """(audio-s/s, label) of the fastest of (label, round entry) pairs, or (None, None)."""
+    rated = [(round_rate(e), label) for label, e in entries if e and round_rate(e) is not None]
+    return max(rated) if rated else (None, None)
+
+
+def peer_rounds(peer):
+    """Every measured round of the original, labelled."""
+    out = []
+    for entry in (peer or {}).get("ways", {}).values():
+        out.append((entry["label"], entry["main"]))
+        out += [(f"{entry['label']}, stream, {e['concurrency']} at once", e)
+                for e in entry["search"]]
+    if peer and peer.get("random"):
+        out.append(("random-length requests", peer["random"]))
+    return out
+
+
+def voxd_rounds(voxd):
+    """Every measured round of voxd, labelled."""
+    if not voxd:
+        return []
+    out = [(f"{e['concurrency']} at once", e) for e in voxd["rounds"]]
+    out += [(f"search, {e['concurrency']} at once", e) for e in voxd["search"]]
+    if voxd.get("random"):
+        out.append(("random-length requests", voxd["random"]))
+    return out
+
+
+def verdict(met):
+    return "met" if met else "missed"
+
+
+def target_lines(peer, voxd):
+    """The issue's four targets as measured (informational: met, missed or not measured)."""
+    lines = []
+    most = voxd["most_realtime"] if voxd else None
+    name = ">= 256 concurrent streams each faster than real time within 16 GiB"
+    if most is None:
+        lines.append(f"{name}: not measured")
+    else:
+        at = [e for e in voxd["search"] if e["concurrency"] == most]
+        peak = at[0]["memory"]["peak_reserved"] if at else None
+        text = (f"{name}: {most_text(most, voxd['most_realtime_exact'])} streams, peak reserved "
+                f"by then {gib_text(peak)} GiB")
+        if most >= 256:
+            lines.append(f"{text}: {verdict(peak is not None and peak <= 16 * GIB)}")
+        elif voxd["most_realtime_exact"]:
+            lines.append(f"{text}: missed")
+        else:
+            lines.append(f"{text}: not measured at 256 (the search ended before a stream fell "
+                         "behind)")
+    hundred = [e for e in (voxd or {}).get("rounds", []) if e["concurrency"] == 100]
+    name = "p95 TTFA <= 300 ms at 100 concurrent requests"
+    if not hundred:
+        lines.append(f"{name}: not measured (no round of 100)")
+    else:
+        s = hundred[0]["summary"]
+        met = s["errors"] == 0 and s["ttfa_p95_ms"] is not None and s["ttfa_p95_ms"] <= 300
+        lines.append(f"{name}: {figure(s['ttfa_p95_ms'])} ms, {s['errors']} errors: "
+                     f"{verdict(met)}")
+    voxd_best, voxd_label = best_rate(voxd_rounds(voxd))
+    peer_best, peer_label = best_rate(peer_rounds(peer))
+    if voxd_best is None or peer_best is None:
+        lines.append("aggregate audio-s/s >= 30x the original's best way: not measured")
+    else:
+        ratio = voxd_best / peer_best
+        lines.append(f"aggregate audio-s/s >= 30x the original's best way: voxd {voxd_best:,.1f} "
+                     f"({voxd_label}) / original {peer_best:,.1f} ({peer_label}) = {ratio:.1f}x: "
+                     f"{verdict(ratio >= 30)}")
+    random = voxd.get("random") if voxd else None
+    if not random:
+        lines.append("reserved within 5% before/after 1,000 random-length requests: not measured")
+    else:
+        before, after = random["before"]["reserved"], random["after"]["reserved"]
+        change = (after - before) / before
+        text = (f"reserved within 5% before/after 1,000 random-length requests: "
+                f"{gib_text(before)} -> {gib_text(after)} GiB ({100 * change:+.1f} %) over "
+                f"{random['sent']} requests, {random['summary']['errors']} errors")
+        if random["sent"] < 1000:
+            lines.append(f"{text}: not measured at 1,000")
+        else:
+            lines.append(f"{text}: {verdict(abs(change) <= 0.05)}")
+    return lines
+
+
+def kv_line(voxd):
+    """voxd's KV pool after the random-length requests (servers since 6c15a6f say), or None."""
+    random = (voxd or {}).get("random")
+    kv = random["after"].get("kv_cache") if random else None
+    if not kv:
+        return None
+    return (f"voxd's KV cache after the random-length requests: {kv['used_pages']} of "
+            f"{kv['pages']} pages used, {kv['preemptions']} preemptions since it started")
+
+
+def run_to_log(cap, command, log):
+    """run_capped with the output to `log`, then printed; returns the exit status."""
+    with open(log, "w") as f:
+        rc = run_capped(cap, command, stdout=f, stderr=subprocess.STDOUT)
+    print(Path(log).read_text(errors="replace"), end="", flush=True)
+    return rc
+
+
+def chattts_serve():
+    """chattts-serve: the original ChatTTS served three ways beside voxd serve on the same random
+    weights; returns the exit status."""
+    logs = logs_folder()
+    voxd = packed_voxd()
+    if voxd is None:
+        return 2
+    report = Report()
+    nvidia_smi(report)
+    tokens = int(os.environ.get("CHATTTS_SERVE_TOKENS") or 64)
+    sentences = os.environ.get("CHATTTS_SENTENCES") or "3"
+    print("== 2. the bench voice (bench/make_chattts_bench_voice.py), "
+          f"{tokens} codes a sentence", flush=True)
+    base = chattts_bench_voice(logs, report)
+    if base is None:
+        return report.exit_status()
+    voice = Path(f"/tmp/chattts-serve-bench-{tokens}")
+    name = derive_serve_voice(base, voice, tokens)
+    print(f"{voice}: {base} with infer_code min_new_token = max_new_token = {tokens}", flush=True)
+
+    print("== 3. the original, served (bench/chattts_serve_peer.py)", flush=True)
+    cap = budget(int(os.environ.get("CHATTTS_PEER_TIMEOUT") or 210), 200)
+    peer_json = logs / "chattts-serve-peer.json"
+    rc = run_to_log(cap, ["python3", ROOT / "bench" / "chattts_serve_peer.py", "--voice", voice,
+                          "--sentences", sentences, "--deadline", str(max(cap - 30, 0)),
+                          "--json", peer_json,
+                          *(os.environ.get("CHATTTS_PEER_ARGS") or "").split()],
+                    logs / "chattts-serve-peer.log")
+    report.add("original, served", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+
+    print("== 4. voxd serve (bench/chattts_serve_load.py)", flush=True)
+    serve_log = logs / "chattts-serve.log"
+    command = [str(voxd), "serve", "--voice", str(voice), "--port", "0", "--log-format", "json",
+               *(os.environ.get("CHATTTS_SERVE_ARGS") or DEFAULT_CHATTTS_SERVE_ARGS).split()]
+    server, url = start_server(command, serve_log, budget(90, 60))
+    voxd_json = logs / "chattts-serve-voxd.json"
+    if url is None:
+        report.add("voxd serve", "not ready (see chattts-serve.log)", ok=False)
+    else:
+        cap = budget(int(os.environ.get("CHATTTS_LOAD_TIMEOUT") or 180), 30)
+        rc = run_to_log(cap, ["python3", ROOT / "bench" / "chattts_serve_load.py", "--url", url,
+                              "--voice", name, "--sentences", sentences,
+                              "--deadline", str(max(cap - 40, 0)), "--json", voxd_json,
+                              *(os.environ.get("CHATTTS_LOAD_ARGS") or "").split()],
+                        logs / "chattts-serve-load.log")
+        report.add("voxd serve, load", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    server_rc = stop_server(server, serve_log)
+    report.add("voxd serve exit", str(server_rc), server_rc == 0)
+
+    peer, voxd_result = read_json(peer_json), read_json(voxd_json)
+    print(f"== 5. side by side: {tokens} codes a sentence, {sentences} sentences a request "
+          "in the rounds; the original's rows its non-streaming rounds (stream=True for the most "
+          "real-time streams), each way from an emptied cache; voxd's peak reserved since the "
+          "server started")
+    print(side_by_side(peer, voxd_result), end="")
+    if kv_line(voxd_result):
+        print(kv_line(voxd_result))
+    print("== 6. summary")
+    print(report.table(26), end="")
+    for line in target_lines(peer, voxd_result):
+        print(f"{'target (informational)':<26} {line}")
+    return report.exit_status()
+
+
 def main(argv):
     mode = argv[1] if len(argv) > 1 else "check"
     if mode in ("check", "quick", "bench"):
         return check(mode)
     if mode == "serve":
         return serve()
-    print("usage: scripts/gpu-check.py [check|quick|bench|serve]")
+    if mode == "chattts-serve":
+        return chattts_serve()
+    print("usage: scripts/gpu-check.py [check|quick|bench|serve|chattts-serve]")
     return 2
 
 
