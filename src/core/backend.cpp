@@ -149,8 +149,8 @@ void Backend::rms_norm(const Tensor& /*x*/, const Tensor& /*weight*/, float /*ep
   not_implemented("rms_norm");
 }
 
-void Backend::rope(const Tensor& /*x*/, const std::vector<int64_t>& /*start_positions*/,
-                   float /*theta*/, Tensor& /*out*/, const KernelScratch& /*scratch*/) {
+void Backend::rope(const Tensor& /*x*/, const Tensor& /*start_positions*/, float /*theta*/,
+                   Tensor& /*out*/, const KernelScratch& /*scratch*/) {
   not_implemented("rope");
 }
 

@@ -229,9 +229,10 @@ class Backend {
   // with i + D/2, not interleaved): x [B, T, H, D] with row t of batch b at position
   // start_positions[b] + t (any integer) -> out = x·cos + rotate_half(x)·sin, with angles
   // position · rope_frequencies(theta, D) formed in F32 and cos/sin taken of those.
-  // start_positions.size() == B. out may be x itself.
-  virtual void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta,
-                    Tensor& out, const KernelScratch& scratch);
+  // start_positions: I64 [B], contiguous, on the host or (a device backend) its device, so that
+  // a recorded step reads them where they are when it replays. out may be x itself.
+  virtual void rope(const Tensor& x, const Tensor& start_positions, float theta, Tensor& out,
+                    const KernelScratch& scratch);
   // cache [B, Tmax, ...] and rows [B, T, ...] (the same trailing sizes): cache[b, offsets[b] + t]
   // = rows[b, t] in place, with 0 <= offsets[b] and offsets[b] + T <= Tmax; the other rows of
   // the cache are left as they are.

@@ -533,6 +533,20 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
 
 Tensor rope(Context& ctx, const Tensor& x, const std::vector<int64_t>& start_positions,
             float theta) {
+  require_rank("rope", "x", x, 4);
+  const int64_t batch = x.size(0);
+  if (!start_positions.empty() && static_cast<int64_t>(start_positions.size()) != batch) {
+    fail("rope", std::to_string(start_positions.size()) + " start positions for x " +
+                     x.shape_string() + " (one per batch item, or none for 0)");
+  }
+  return rope(ctx, x,
+              Tensor::from_vector({batch}, start_positions.empty()
+                                               ? std::vector<int64_t>(static_cast<size_t>(batch), 0)
+                                               : start_positions),
+              theta);
+}
+
+Tensor rope(Context& ctx, const Tensor& x, const Tensor& start_positions, float theta) {
   const char* op = "rope";
   require_float_input(ctx, op, "x", x);
   require_rank(op, "x", x, 4);
@@ -542,20 +556,20 @@ Tensor rope(Context& ctx, const Tensor& x, const std::vector<int64_t>& start_pos
                  " has an odd head size D; rotate_half pairs "
                  "dimension i with i + D/2");
   }
-  if (!start_positions.empty() && static_cast<int64_t>(start_positions.size()) != batch) {
-    fail(op, std::to_string(start_positions.size()) + " start positions for x " + x.shape_string() +
-                 " (one per batch item, or none for 0)");
+  if (start_positions.dtype() != DType::I64 || start_positions.shape() != Shape{batch} ||
+      !start_positions.is_contiguous() ||
+      !(start_positions.device().is_cpu() || start_positions.device() == ctx.device())) {
+    fail(op, "start positions must be I64 [B] = [" + std::to_string(batch) +
+                 "], contiguous, on the host or the context's device, got " +
+                 start_positions.shape_string() + " on " + start_positions.device().to_string());
   }
   if (!(theta > 0.0f) || !std::isfinite(theta)) {
     fail(op, "theta must be a positive finite base (Llama: 10000), got " + std::to_string(theta));
   }
   require_backend(ctx, op, OpKind::Rope, x.dtype());
-  const std::vector<int64_t> positions = start_positions.empty()
-                                             ? std::vector<int64_t>(static_cast<size_t>(batch), 0)
-                                             : start_positions;
   const Tensor xc = contiguous(ctx, x);
   Tensor out = empty(ctx, x.shape(), x.dtype());
-  ctx.backend().rope(xc, positions, theta, out, ctx.scratch());
+  ctx.backend().rope(xc, start_positions, theta, out, ctx.scratch());
   return out;
 }
 

@@ -111,6 +111,9 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
 // padding). A decode step passes T = 1 and each batch's own position. theta > 0 (Llama: 10000).
 Tensor rope(Context& ctx, const Tensor& x, const std::vector<int64_t>& start_positions,
             float theta);
+// The same with start_positions I64 [B] (contiguous) on the host or the context's device, where
+// a recorded step (Backend::capture) reads them when it replays.
+Tensor rope(Context& ctx, const Tensor& x, const Tensor& start_positions, float theta);
 // Writes rows [B, T, ...] into cache [B, Tmax, ...] (contiguous, the same dtype and trailing
 // sizes) at cache[b, offsets[b] + t], in place, so a decode step appends one row per batch item;
 // every offsets[b] in [0, Tmax − T]. Returns cache.

@@ -620,6 +620,19 @@ void add_rope_cases(std::vector<OpCase>& cases) {
                        [](Context& c, const In& in) {
                          return ops::rope(c, in[0].permute({0, 2, 1, 3}), {3, 9}, 10000.0f);
                        }));
+  // Positions in device memory, as a recorded decode step reads them (more than fit by value).
+  for (const int64_t batch : {int64_t{3}, int64_t{130}}) {
+    std::vector<int64_t> start(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) start[static_cast<size_t>(b)] = (b * 37) % 1000 - 2;
+    cases.push_back(
+        make(OpKind::Rope, "rope from " + str(batch) + " positions in a tensor on the device",
+             {random({batch, 1, 2, 16}, 1511 + static_cast<uint32_t>(batch))},
+             [start, batch](Context& c, const In& in) {
+               return ops::rope(c, in[0],
+                                ops::to_device(c, Tensor::from_vector({batch}, start), DType::I64),
+                                10000.0f);
+             }));
+  }
 }
 
 void add_write_rows_cases(std::vector<OpCase>& cases) {

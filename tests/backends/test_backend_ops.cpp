@@ -296,7 +296,7 @@ TEST_F(HostBackends, TheNewOpsCheckTheirArguments) {
   EXPECT_EQ(error_message([&] { ops::rms_norm(c, x, random_tensor({7}, 2), 1e-6f); }),
             "rms_norm: weight [7] should be [8] for x [2, 3, 4, 8]");
   EXPECT_EQ(error_message([&] {
-              ops::rope(c, random_tensor({2, 3, 4, 7}, 3), {}, 1e4f);
+              ops::rope(c, random_tensor({2, 3, 4, 7}, 3), std::vector<int64_t>{}, 1e4f);
             }),
             "rope: x [B, T, H, D] [2, 3, 4, 7] has an odd head size D; rotate_half pairs "
             "dimension i with i + D/2");
@@ -304,7 +304,12 @@ TEST_F(HostBackends, TheNewOpsCheckTheirArguments) {
               ops::rope(c, x, {1, 2, 3}, 1e4f);
             }),
             "rope: 3 start positions for x [2, 3, 4, 8] (one per batch item, or none for 0)");
-  EXPECT_NE(error_message([&] { ops::rope(c, x, {}, -1.0f); }).find("theta must be"),
+  EXPECT_NE(
+      error_message([&] { ops::rope(c, x, std::vector<int64_t>{}, -1.0f); }).find("theta must be"),
+      std::string::npos);
+  EXPECT_NE(error_message([&] {
+              ops::rope(c, x, Tensor::from_vector({2}, std::vector<float>{0.0f, 1.0f}), 1e4f);
+            }).find("start positions must be I64 [B] = [2]"),
             std::string::npos);
   Tensor cache = ops::zeros(c, {2, 5, 4, 8});
   EXPECT_EQ(error_message([&] {
@@ -396,8 +401,10 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
     EXPECT_FALSE(minimal.supports(op, DType::F32)) << op_name(op);
   }
   Tensor x = random_tensor({1, 1, 1, 2}, 1);
-  const std::string message =
-      error_message([&] { minimal.rope(x, {0}, 1e4f, x, KernelScratch(host_allocator(), false)); });
+  const std::string message = error_message([&] {
+    minimal.rope(x, Tensor::from_vector({1}, std::vector<int64_t>{0}), 1e4f, x,
+                 KernelScratch(host_allocator(), false));
+  });
   EXPECT_EQ(message.rfind("minimal: rope is not implemented by this backend", 0), 0u) << message;
   Context ctx(minimal, host_allocator());
   EXPECT_EQ(error_message([&] { ops::silu(ctx, x); }),

@@ -661,8 +661,8 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
   }
 }
 
-void CpuBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta,
-                      Tensor& out, const KernelScratch& scratch) {
+void CpuBackend::rope(const Tensor& x, const Tensor& start_positions, float theta, Tensor& out,
+                      const KernelScratch& scratch) {
   const int64_t t = x.size(1);
   const int64_t heads = x.size(2);
   const int64_t dim = x.size(3);
@@ -674,12 +674,12 @@ void CpuBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positio
   const std::vector<float> inv_freq = rope_frequencies(theta, dim);
   const float* px = x.data<float>();
   float* po = out.data<float>();
+  const int64_t* starts = start_positions.data<int64_t>();
 #pragma omp parallel for num_threads(threads_) schedule(static) if (x.numel() > kParallelMin)
   for (int64_t row = 0; row < rows; ++row) {
     float* cosines = tables.as<float>() + omp_get_thread_num() * dim;
     float* sines = cosines + half;
-    const auto position =
-        static_cast<float>(start_positions[static_cast<size_t>(row / t)] + row % t);
+    const auto position = static_cast<float>(starts[row / t] + row % t);
     for (int64_t j = 0; j < half; ++j) {
       const double angle = position * inv_freq[static_cast<size_t>(j)];  // formed in F32
       cosines[j] = static_cast<float>(std::cos(angle));

@@ -74,7 +74,7 @@ class CpuBackend final : public Backend {
                  const KernelScratch& scratch) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                  const AttentionParams& params, const KernelScratch& scratch) override;
-  void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta, Tensor& out,
+  void rope(const Tensor& x, const Tensor& start_positions, float theta, Tensor& out,
             const KernelScratch& scratch) override;
   void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
                   const KernelScratch& scratch) override;

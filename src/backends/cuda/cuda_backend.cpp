@@ -992,20 +992,27 @@ void CudaBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& o
                   out.data<int64_t>(), handles_->stream, op);
 }
 
-void CudaBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta,
-                       Tensor& out, const KernelScratch& scratch) {
+void CudaBackend::rope(const Tensor& x, const Tensor& start_positions, float theta, Tensor& out,
+                       const KernelScratch& scratch) {
   const char* op = "rope";
   const int64_t batch = x.size(0);
   const int64_t dim = x.size(3);
   const bool empty = x.numel() == 0;
+  const bool on_host = start_positions.device().is_cpu();
   const ScratchBuffer positions =
-      take(scratch, empty ? 0 : sequence_values_bytes(start_positions.size()));
+      take(scratch, empty || !on_host ? 0 : sequence_values_bytes(static_cast<size_t>(batch)));
   const ScratchBuffer frequencies =
       take(scratch, empty ? 0 : rope_frequency_bytes(static_cast<size_t>(dim / 2)));
   if (scratch.planning() || empty) return;
   open(op);
-  cuda::rope(x.raw_data(), out.raw_data(), x.dtype(),
-             sequence_values(start_positions, positions, op),
+  cuda::SequenceValues starts{};
+  if (on_host) {
+    const int64_t* first = start_positions.data<int64_t>();
+    starts = sequence_values(std::vector<int64_t>(first, first + batch), positions, op);
+  } else {
+    starts.device = start_positions.data<int64_t>();
+  }
+  cuda::rope(x.raw_data(), out.raw_data(), x.dtype(), starts,
              rope_frequency_table(rope_frequencies(theta, dim), frequencies, op), batch, x.size(1),
              x.size(2), dim, handles_->stream, op);
 }

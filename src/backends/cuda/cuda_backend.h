@@ -121,7 +121,7 @@ class CudaBackend final : public Backend {
   // KV cache of Tmax rows costs its filled rows, not Tmax).
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                  const AttentionParams& params, const KernelScratch& scratch) override;
-  void rope(const Tensor& x, const std::vector<int64_t>& start_positions, float theta, Tensor& out,
+  void rope(const Tensor& x, const Tensor& start_positions, float theta, Tensor& out,
             const KernelScratch& scratch) override;
   void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
                   const KernelScratch& scratch) override;

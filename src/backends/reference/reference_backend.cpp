@@ -307,8 +307,8 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
   }
 }
 
-void ReferenceBackend::rope(const Tensor& x, const std::vector<int64_t>& start_positions,
-                            float theta, Tensor& out, const KernelScratch& scratch) {
+void ReferenceBackend::rope(const Tensor& x, const Tensor& start_positions, float theta,
+                            Tensor& out, const KernelScratch& scratch) {
   if (scratch.planning()) return;
   const int64_t batch = x.size(0);
   const int64_t t = x.size(1);
@@ -318,7 +318,7 @@ void ReferenceBackend::rope(const Tensor& x, const std::vector<int64_t>& start_p
   const std::vector<float> inv_freq = rope_frequencies(theta, dim);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < t; ++i) {
-      const auto position = static_cast<float>(start_positions[static_cast<size_t>(b)] + i);
+      const auto position = static_cast<float>(start_positions.data<int64_t>()[b] + i);
       for (int64_t h = 0; h < heads; ++h) {
         const float* in = x.data<float>() + ((b * t + i) * heads + h) * dim;
         float* o = out.data<float>() + ((b * t + i) * heads + h) * dim;

@@ -148,7 +148,7 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) cons
   attention.causal = true;
   attention.query_offsets = cache.lengths;
   Tensor hidden =
-      run_layers(ctx, embeddings, cache.lengths,
+      run_layers(ctx, embeddings, Tensor::from_vector({b}, cache.lengths),
                  [&](size_t l, const Tensor& q, const Tensor& k, const Tensor& v) {
                    ops::write_rows(ctx, cache.keys[l], k, cache.lengths);
                    ops::write_rows(ctx, cache.values[l], v, cache.lengths);
@@ -189,13 +189,18 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
                   " positions passes the GPT's " + std::to_string(config_.max_position_embeddings));
     }
   }
-  const Tensor at = Tensor::from_vector({b}, positions);
+  return forward(ctx, embeddings, cache, page_table, Tensor::from_vector({b}, positions));
+}
+
+Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
+                    const Tensor& page_table, const Tensor& positions) const {
+  check_embeddings(embeddings);
   return run_layers(ctx, embeddings, positions,
                     [&](size_t l, const Tensor& q, const Tensor& k, const Tensor& v) {
-                      ops::write_pages(ctx, cache.keys[l], k, page_table, at);
-                      ops::write_pages(ctx, cache.values[l], v, page_table, at);
+                      ops::write_pages(ctx, cache.keys[l], k, page_table, positions);
+                      ops::write_pages(ctx, cache.values[l], v, page_table, positions);
                       return ops::paged_attention(ctx, q, cache.keys[l], cache.values[l],
-                                                  page_table, at, attention_scale());
+                                                  page_table, positions, attention_scale());
                     });
 }
 
@@ -210,8 +215,8 @@ float Gpt::attention_scale() const {
   return 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
 }
 
-Tensor Gpt::run_layers(Context& ctx, const Tensor& embeddings,
-                       const std::vector<int64_t>& positions, const Attend& attend) const {
+Tensor Gpt::run_layers(Context& ctx, const Tensor& embeddings, const Tensor& positions,
+                       const Attend& attend) const {
   const int64_t b = embeddings.size(0);
   const int64_t t = embeddings.size(1);
   const int64_t hidden = config_.hidden_size;

@@ -67,6 +67,11 @@ class Gpt {
   // Throws voxd::Error when a sequence would pass max_position_embeddings.
   Tensor forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
                  const Tensor& page_table, const std::vector<int64_t>& positions) const;
+  // The same with positions I64 [B] on the host or ctx's device and page_table there too (a
+  // recorded step's inputs, read where they are when it replays); the caller keeps every
+  // sequence within max_position_embeddings.
+  Tensor forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
+                 const Tensor& page_table, const Tensor& positions) const;
   // head_text: hidden [B, T, hidden] -> logits [B, T, num_text_tokens] F32.
   Tensor text_logits(Context& ctx, const Tensor& hidden) const;
   // The num_vq code heads: hidden [B, T, hidden] -> logits [B, T, num_vq, num_audio_tokens] F32
@@ -75,6 +80,8 @@ class Gpt {
 
   const GptConfig& config() const { return config_; }
   DType compute_dtype() const { return precision_.compute; }
+  // The dtype of embed()'s and forward()'s hidden states.
+  DType stream_dtype() const { return precision_.stream; }
 
  private:
   struct Layer {
@@ -89,9 +96,9 @@ class Gpt {
 
   void check_embeddings(const Tensor& embeddings) const;
   float attention_scale() const;
-  // The Llama stack over `embeddings` with rows of sequence b at positions[b] + t, each layer's
-  // attention through `attend`.
-  Tensor run_layers(Context& ctx, const Tensor& embeddings, const std::vector<int64_t>& positions,
+  // The Llama stack over `embeddings` with rows of sequence b at positions[b] + t (positions I64
+  // [B] on the host or ctx's device), each layer's attention through `attend`.
+  Tensor run_layers(Context& ctx, const Tensor& embeddings, const Tensor& positions,
                     const Attend& attend) const;
 
   GptConfig config_;
