@@ -1,7 +1,8 @@
 // ChatTTS's networks on the CUDA backend in F32, F16 and BF16 against the fixtures of
 // tools/reference/chattts_fixtures.py (the same ones tests/families/chattts/models_test.cpp
-// checks on the host): the GPT's hidden states and logits in one pass, through the KV cache and
-// through a paged cache beside other streams, the Decoder's and the DVAE's mel, Vocos's audio.
+// checks on the host): the GPT's hidden states and logits in one pass, through the KV cache,
+// through a paged cache beside other streams and with its decode steps replayed as recorded
+// graphs (DecodeGraphs, padded batches), the Decoder's and the DVAE's mel, Vocos's audio.
 // Device memory comes poisoned (NaN), so a cache row or an output element no kernel wrote shows
 // up. F32: max abs error ≤ 1e-4; F16:
 // relative L2 ≤ 1e-2; BF16 (8 mantissa bits, F32 stream): relative L2 ≤ 3e-2.
@@ -19,6 +20,7 @@
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "cuda_test_util.h"
+#include "families/chattts/decode_graphs.h"
 #include "families/chattts/dvae.h"
 #include "families/chattts/gpt.h"
 #include "families/chattts/vocos.h"
@@ -166,6 +168,76 @@ TEST_P(ChatTtsOnCuda, GptThroughAPagedCacheBesideOtherStreams) {
   const double err = expect_matches(Tensor::from_vector({1, steps, hidden}, got),
                                     io->get("hidden_cached"), GetParam(), "hidden through pages");
   std::cout << "gpt " << dtype() << ": hidden through a paged cache " << err << "\n";
+}
+
+// The paged test's three streams with every decode step through DecodeGraphs (three streams run
+// as a recorded batch of four, the fourth row without pages): stream 0's hidden states and the
+// stage head's logits are the reference's, for the code heads and for the text head.
+TEST_P(ChatTtsOnCuda, DecodeStepsReplayedAsRecordedGraphs) {
+  const GptConfig config = GptConfig::from_json(read_config("gpt"), "gpt/config.json");
+  const Gpt gpt = Gpt::load(ctx_, config, *open("gpt", "gpt.safetensors"),
+                            *open("gpt", "embed.safetensors"), GetParam());
+  const auto io = open("gpt", "io.safetensors");
+  const Tensor embeds = io->get("inputs_embeds");
+  const int64_t steps = embeds.size(1);
+  const int64_t hidden = config.hidden_size;
+  const int64_t prefill = read_config("gpt").at("prefill").get<int64_t>();
+  const std::vector<int64_t> prompts = {prefill, 4, 9};
+  const auto rows_of = [&](int64_t first, int64_t count, DType dtype) {
+    return ops::to_device(ctx_, embeds.narrow(1, first, count).to_host_contiguous(DType::F32),
+                          dtype);
+  };
+  for (const bool code : {true, false}) {
+    SCOPED_TRACE(code ? "code heads" : "text head");
+    KvPagePool pool(32, 4);
+    PagedKvCache cache = gpt.make_paged_cache(ctx_, pool.pages(), pool.page_size());
+    std::vector<std::vector<int64_t>> held(prompts.size());
+    const int64_t width = pool.pages_for(steps + 2);
+    DecodeGraphs graphs(ctx_, gpt, cache, width);
+    ASSERT_TRUE(graphs.enabled());
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      ASSERT_TRUE(pool.grow(held[s], prompts[s]));
+      (void)gpt.forward(ctx_, rows_of(static_cast<int64_t>(s), prompts[s], DType::F32), cache,
+                        page_table({&held[s]}, width), std::vector<int64_t>{0});
+    }
+    std::vector<float> got_hidden;
+    std::vector<float> got_logits;
+    for (int64_t position = prefill; position < steps; ++position) {
+      std::vector<Tensor> next;
+      std::vector<int64_t> positions;
+      for (size_t s = 0; s < prompts.size(); ++s) {
+        const int64_t at = prompts[s] + position - prefill;
+        ASSERT_TRUE(pool.grow(held[s], at + 1));
+        positions.push_back(at);
+        next.push_back(embeds.narrow(1, static_cast<int64_t>(s) + at, 1));
+      }
+      std::vector<float> rows;
+      for (const Tensor& row : next) {
+        const std::vector<float> values = row.to_host_contiguous(DType::F32).to_float_vector();
+        rows.insert(rows.end(), values.begin(), values.end());
+      }
+      const Tensor embedded =
+          ops::to_device(ctx_, Tensor::from_vector({3, 1, hidden}, rows), gpt.stream_dtype());
+      const DecodeGraphs::Output out =
+          graphs.run(ctx_, embedded, {&held[0], &held[1], &held[2]}, positions, code);
+      const std::vector<float> h = out.hidden.to_float_vector();
+      const std::vector<float> l = out.logits.to_float_vector();
+      got_hidden.insert(got_hidden.end(), h.begin(), h.begin() + hidden);
+      got_logits.insert(got_logits.end(), l.begin(),
+                        l.begin() + static_cast<std::ptrdiff_t>(l.size() / 3));
+    }
+    const int64_t decoded = steps - prefill;
+    expect_matches(
+        Tensor::from_vector({1, decoded, hidden}, got_hidden),
+        io->get("hidden_cached").narrow(1, prefill, decoded).to_host_contiguous(DType::F32),
+        GetParam(), "hidden through graphs");
+    const Tensor want = io->get(code ? "code_logits_cached" : "text_logits_cached")
+                            .narrow(1, prefill, decoded)
+                            .to_host_contiguous(DType::F32);
+    expect_matches(Tensor::from_vector(want.shape(), got_logits), want, GetParam(),
+                   "logits through graphs");
+    EXPECT_GT(graphs.bytes(), 0u);
+  }
 }
 
 TEST_P(ChatTtsOnCuda, DecoderAndDvaeMel) {

@@ -203,11 +203,11 @@ std::unique_ptr<scheduler::VoiceDefinition> Family::read(const std::string& dire
 }
 
 std::vector<std::unique_ptr<scheduler::StepKind>> Family::make_kinds(
-    DeviceRuntime& runtime, const scheduler::SchedulerOptions&) const {
+    DeviceRuntime& runtime, const scheduler::SchedulerOptions& options) const {
   std::vector<std::unique_ptr<scheduler::StepKind>> kinds;
   kinds.push_back(std::make_unique<VocodeKind>(runtime));
-  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/false));
-  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/true));
+  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/false, options.cuda_graphs));
+  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/true, options.cuda_graphs));
   return kinds;
 }
 

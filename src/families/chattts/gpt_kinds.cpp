@@ -146,9 +146,12 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
       if (stream->voice == lead.voice && !work_of(*stream).pages.empty()) --free;
     }
   }
+  const bool code_stage = work_of(lead).generation.code_stage();
   for (const Candidate& c : candidates) {
     if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
     if (c.stream->voice != lead.voice) continue;
+    // A decode step is of one stage: one head, one table of embeddings (and one graph).
+    if (!prefill_ && work_of(*c.stream).generation.code_stage() != code_stage) continue;
     if (prefill_ && pool != nullptr) {
       const RequestGeneration& g = work_of(*c.stream).generation;
       if (never_fits(*pool, g)) {
@@ -200,7 +203,44 @@ const ArenaLayout& GptKind::plan(scheduler::VoiceEntry& voice, const GptStepShap
   return plans_.emplace(key, made).first->second;
 }
 
+bool GptKind::use_graphs() const {
+  return cuda_graphs_ && !prefill_ && runtime_.backend().can_capture();
+}
+
+DecodeGraphs& GptKind::graphs_of(scheduler::VoiceEntry& voice) {
+  LoadedModels& models = models_of(voice);
+  if (!models.decode_graphs) {
+    const Gpt& gpt = models.voice->gpt();
+    models.decode_graphs = std::make_unique<DecodeGraphs>(
+        runtime_.persistent_context(), gpt, models.cache,
+        models.pages->pages_for(gpt.config().max_position_embeddings));
+  }
+  return *models.decode_graphs;
+}
+
+const ArenaLayout& GptKind::embed_plan(scheduler::VoiceEntry& voice, int64_t batch, bool code) {
+  const auto key = std::make_tuple(&voice, batch, code);
+  auto at = embed_plans_.find(key);
+  if (at != embed_plans_.end()) return at->second;
+  if (embed_plans_.size() >= kMaxPlans) embed_plans_.clear();
+  const Gpt& gpt = models_of(voice).voice->gpt();
+  const int64_t num_vq = gpt.config().num_vq;
+  const ArenaLayout made = plan_workspace(runtime_.backend(), [&](Context& ctx) {
+    (void)gpt.embed(
+        ctx, Tensor::zeros({batch, 1, num_vq}, DType::I64),
+        Tensor::from_vector({batch, 1}, std::vector<int64_t>(static_cast<size_t>(batch), !code)));
+  });
+  return embed_plans_.emplace(key, made).first->second;
+}
+
 uint64_t GptKind::footprint(const Batch& batch, size_t size) {
+  if (use_graphs()) {
+    const auto streams = static_cast<int64_t>(size);
+    const bool code = work_of(*batch.items.front()).generation.code_stage();
+    const uint64_t record = graphs_of(*batch.voice).bytes_to_record(streams, code);
+    return scheduler::MemoryBudget::footprint(embed_plan(*batch.voice, streams, code).bytes()) +
+           (record > 0 ? scheduler::MemoryBudget::footprint(record) : 0);
+  }
   return scheduler::MemoryBudget::footprint(plan(*batch.voice, shape_of(batch, size)).bytes());
 }
 
@@ -262,11 +302,10 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
   Batch running = batch;
   running.items.clear();
   for (size_t i : ready) running.items.push_back(batch.items[i]);
-  const GptStepShape shape = shape_of(running, running.items.size());
-  const ArenaLayout& layout = plan(*batch.voice, shape);
-  if (ready.size() < n && !budget.fits(scheduler::MemoryBudget::footprint(layout.bytes()))) {
+  if (ready.size() < n && !budget.fits(footprint(running, running.items.size()))) {
     throw Error("chattts: a smaller GPT step does not fit the memory its batch was given");
   }
+  const GptStepShape shape = shape_of(running, running.items.size());
   GptStepIo io;
   for (const auto& stream : running.items) {
     GenerationWork& work = work_of(*stream);
@@ -290,9 +329,13 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
     }
     io.pages.push_back(&work.pages);
   }
-  run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
-    gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io);
-  });
+  if (use_graphs()) {
+    run_graphed(*batch.voice, shape.code_head, io);
+  } else {
+    run_in_workspace(
+        runtime_.backend(), runtime_.allocator(), plan(*batch.voice, shape),
+        [&](Context& ctx) { gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io); });
+  }
   for (size_t r = 0; r < ready.size(); ++r) {
     const size_t i = ready[r];
     GenerationWork& work = work_of(*batch.items[i]);
@@ -310,8 +353,63 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
   return out;
 }
 
-void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing&,
+void GptKind::run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io) {
+  const Gpt& gpt = models_of(voice).voice->gpt();
+  const auto batch = static_cast<int64_t>(io.ids.size());
+  const int64_t num_vq = gpt.config().num_vq;
+  std::vector<int64_t> ids;
+  for (const std::vector<int64_t>& row : io.ids) ids.insert(ids.end(), row.begin(), row.end());
+  DecodeGraphs& graphs = graphs_of(voice);
+  DecodeGraphs::Output out;
+  run_in_workspace(
+      runtime_.backend(), runtime_.allocator(), embed_plan(voice, batch, code), [&](Context& ctx) {
+        const Tensor embedded =
+            gpt.embed(ctx, Tensor::from_vector({batch, 1, num_vq}, ids),
+                      Tensor::from_vector({batch, 1},
+                                          std::vector<int64_t>(static_cast<size_t>(batch), !code)));
+        out = graphs.run(ctx, embedded, io.pages, io.positions, code);
+      });
+  const std::vector<float> logits = out.logits.to_float_vector();
+  const std::vector<float> hidden = out.hidden.to_float_vector();
+  const auto split = [batch](const std::vector<float>& values,
+                             std::vector<std::vector<float>>& to) {
+    const size_t each = values.size() / static_cast<size_t>(batch);
+    to.resize(static_cast<size_t>(batch));
+    for (size_t s = 0; s < to.size(); ++s) {
+      const auto first = values.begin() + static_cast<std::ptrdiff_t>(s * each);
+      to[s].assign(first, first + static_cast<std::ptrdiff_t>(each));
+    }
+  };
+  split(logits, code ? io.code_logits : io.text_logits);
+  split(hidden, io.hidden);
+}
+
+void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pacing,
                       scheduler::MemoryBudget& budget) {
+  if (use_graphs()) {
+    // Records every graph a batch up to max_batch can use, on rows without pages (nothing is
+    // written to the cache).
+    const int64_t num_vq = models_of(voice).voice->gpt().config().num_vq;
+    for (int64_t rows = 1; rows <= DecodeGraphs::padded(pacing.max_batch); rows *= 2) {
+      for (const bool code : {true, false}) {
+        const uint64_t record = graphs_of(voice).bytes_to_record(rows, code);
+        if (record == 0) continue;
+        if (!budget.fits(
+                scheduler::MemoryBudget::footprint(record) +
+                scheduler::MemoryBudget::footprint(embed_plan(voice, rows, code).bytes()))) {
+          return;
+        }
+        const std::vector<int64_t> none;
+        GptStepIo io;
+        io.ids.assign(static_cast<size_t>(rows),
+                      std::vector<int64_t>(static_cast<size_t>(num_vq), 0));
+        io.pages.assign(static_cast<size_t>(rows), &none);
+        io.positions.assign(static_cast<size_t>(rows), 0);
+        run_graphed(voice, code, io);
+      }
+    }
+    return;
+  }
   if (!prefill_) return;
   LoadedModels& models = models_of(voice);
   KvPagePool& pool = *models.pages;

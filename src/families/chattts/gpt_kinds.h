@@ -7,8 +7,9 @@
 // recomputed later (preemption), so an admitted stream never fails for want of pages. A stage
 // is admitted when its prefill's pages fit beside a page for every decoding stream. After each
 // forward, every stream's RequestGeneration draws its next token from its own logits (on the
-// host) and its own seed, so a stream's tokens do not depend on what it was batched with. Plans
-// are cached by shape.
+// host) and its own seed, so a stream's tokens do not depend on what it was batched with. A
+// decode step runs the streams of one stage (code or text) and, on a backend that records, as a
+// recorded graph at the next power-of-two batch (decode_graphs.h); plans are cached by shape.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +40,13 @@ struct GptStepShape {
   }
 };
 
+struct GptStepIo;
+
 class GptKind : public scheduler::StepKind {
  public:
-  GptKind(DeviceRuntime& runtime, bool prefill) : runtime_(runtime), prefill_(prefill) {}
+  // `cuda_graphs`: decode steps through recorded graphs where the backend records them.
+  GptKind(DeviceRuntime& runtime, bool prefill, bool cuda_graphs)
+      : runtime_(runtime), prefill_(prefill), cuda_graphs_(cuda_graphs) {}
 
   const char* name() const override { return prefill_ ? "prefill" : "decode"; }
   scheduler::Batch propose(const std::vector<std::shared_ptr<scheduler::Stream>>& streams,
@@ -60,9 +65,20 @@ class GptKind : public scheduler::StepKind {
  private:
   GptStepShape shape_of(const scheduler::Batch& batch, size_t size) const;
   const ArenaLayout& plan(scheduler::VoiceEntry& voice, const GptStepShape& shape);
+  // Whether decode steps of `voice` run as recorded graphs, and its graphs (made on first use).
+  bool use_graphs() const;
+  DecodeGraphs& graphs_of(scheduler::VoiceEntry& voice);
+  // The plan of a graphed step's embedding, which runs before the graph (ids come from the
+  // host).
+  const ArenaLayout& embed_plan(scheduler::VoiceEntry& voice, int64_t batch, bool code);
+  // A decode step of io's streams (all in the code stage, or all in the text stage) through the
+  // voice's recorded graphs: io's logits and hidden states filled.
+  void run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io);
 
   DeviceRuntime& runtime_;
   bool prefill_;
+  bool cuda_graphs_;
+  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, bool>, ArenaLayout> embed_plans_;
   std::map<
       std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool, bool>,
       ArenaLayout>

@@ -14,6 +14,7 @@
 
 #include "core/kv_pages.h"
 #include "families/chattts/code_chunker.h"
+#include "families/chattts/decode_graphs.h"
 #include "families/chattts/generation.h"
 #include "families/chattts/gpt.h"
 #include "families/chattts/synthesizer.h"
@@ -31,6 +32,7 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
   PagedKvCache cache;
   std::unique_ptr<KvPagePool> pages;
+  std::unique_ptr<DecodeGraphs> decode_graphs;  // made on the first decode step that records
 
   int64_t kv_cache_pages() const override { return pages->pages(); }
   uint64_t kv_cache_page_bytes() const override;
