@@ -3,19 +3,26 @@
 // `--prompt` tokens prefilled, then `--steps` decode steps at batch 1, each the four code heads'
 // logits copied to the host in one copy, processed (temperature, repetition penalty, top-P, top-K)
 // and drawn, and the four codes embedded for the next step; then the Decoder + Vocos over the
-// hidden states of `--frames`/2 steps. Prints decode steps per second (median of --runs) and the
-// vocoding's real-time factor. The voice is a directory made by bench/make_chattts_bench_voice.py.
+// hidden states of `--frames`/2 steps. Then the same loop as the server runs it: the KV cache in
+// pages and each step replayed as a recorded graph (DecodeGraphs; on a backend that records), at
+// each batch of `--graph-batches` (every stream drawing its own codes on the host). Prints decode
+// steps per second (median of --runs; a step makes a code frame for every stream of the batch)
+// and the vocoding's real-time factor. The voice is a directory made by
+// bench/make_chattts_bench_voice.py.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "backends/runtime.h"
 #include "core/error.h"
+#include "core/kv_pages.h"
 #include "core/safetensors.h"
 #include "core/voice_directory.h"
+#include "families/chattts/decode_graphs.h"
 #include "families/chattts/dvae.h"
 #include "families/chattts/gpt.h"
 #include "families/chattts/sampling.h"
@@ -38,6 +45,29 @@ DType parse_dtype(const std::string& name) {
   throw InputError("--dtype: expected f32, f16 or bf16, got '" + name + "'");
 }
 
+SamplingParams bench_sampling(const GptConfig& c) {
+  SamplingParams sampling;
+  sampling.repetition_penalty = 1.05f;
+  sampling.top_p = 0.7;
+  sampling.top_k = 20;
+  sampling.eos = c.num_audio_tokens - 1;
+  return sampling;
+}
+
+// One row of code logits processed and drawn as the server does (an EOS drawn becomes the code
+// before it, so that the benchmark runs every step).
+int64_t draw_code(std::span<const float> logits, std::vector<int64_t>& history, int64_t step,
+                  uint64_t row, const SamplingParams& sampling, std::vector<float>& probs) {
+  std::vector<float> values(logits.begin(), logits.end());
+  process_logits(values, 0.3f, history, step, sampling);
+  probs.resize(values.size());
+  softmax(values, probs);
+  const int64_t code = std::min(
+      draw_token(probs, uniform_draw(1, static_cast<uint64_t>(step), row)), sampling.eos - 1);
+  history.push_back(code);
+  return code;
+}
+
 // The code stage's decode loop: `steps` steps after a prefill of `prompt` tokens. Returns the
 // seconds the steps took (the prefill not counted) and leaves each step's hidden state in
 // `hidden`.
@@ -55,11 +85,7 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
       cache);
   last = ops::contiguous(ctx, last.narrow(1, prompt - 1, 1));
   backend.synchronize();
-  SamplingParams sampling;
-  sampling.repetition_penalty = 1.05f;
-  sampling.top_p = 0.7;
-  sampling.top_k = 20;
-  sampling.eos = c.num_audio_tokens - 1;
+  const SamplingParams sampling = bench_sampling(c);
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(c.num_vq));
   std::vector<float> probs;
   hidden.clear();
@@ -70,16 +96,10 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
     const auto vocabulary = static_cast<std::ptrdiff_t>(c.num_audio_tokens);
     std::vector<int64_t> codes(static_cast<size_t>(c.num_vq));
     for (int64_t q = 0; q < c.num_vq; ++q) {
-      const auto begin = logits.begin() + q * vocabulary;
-      std::vector<float> row(begin, begin + vocabulary);
-      process_logits(row, 0.3f, history[static_cast<size_t>(q)], step, sampling);
-      probs.resize(row.size());
-      softmax(row, probs);
-      // The benchmark runs every step: a drawn EOS becomes the code before it.
-      codes[static_cast<size_t>(q)] = std::min(
-          draw_token(probs, uniform_draw(1, static_cast<uint64_t>(step), static_cast<uint64_t>(q))),
-          sampling.eos - 1);
-      history[static_cast<size_t>(q)].push_back(codes[static_cast<size_t>(q)]);
+      codes[static_cast<size_t>(q)] = draw_code(
+          std::span<const float>(logits).subspan(static_cast<size_t>(q * vocabulary),
+                                                 static_cast<size_t>(vocabulary)),
+          history[static_cast<size_t>(q)], step, static_cast<uint64_t>(q), sampling, probs);
     }
     const std::vector<float> h = ops::to_host(ctx, last).to_float_vector();
     hidden.insert(hidden.end(), h.begin(), h.end());
@@ -92,8 +112,62 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
   return seconds_since(start);
 }
 
+// The server's decode loop for `batch` streams: prompts of `prompt` tokens prefilled into a paged
+// cache, then `steps` steps each embedded, replayed through `graphs` and drawn per stream. Returns
+// the seconds the steps took.
+double decode_graphed(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, int64_t steps,
+                      int64_t batch) {
+  const GptConfig& c = gpt.config();
+  constexpr int64_t kPageSize = 16;
+  KvPagePool pool(batch * ((prompt + steps + kPageSize) / kPageSize + 1), kPageSize);
+  PagedKvCache cache = gpt.make_paged_cache(ctx, pool.pages(), pool.page_size());
+  DecodeGraphs graphs(ctx, gpt, cache, pool.pages_for(c.max_position_embeddings));
+  std::vector<std::vector<int64_t>> pages(static_cast<size_t>(batch));
+  std::vector<const std::vector<int64_t>*> lists;
+  std::vector<int64_t> ids(static_cast<size_t>(prompt * c.num_vq));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i / 4 % 1000 + 5);
+  const Tensor prompt_mask =
+      Tensor::from_vector({1, prompt}, std::vector<int64_t>(static_cast<size_t>(prompt), 1));
+  for (auto& held : pages) {
+    if (!pool.grow(held, prompt + steps + 1)) throw Error("chattts_bench: the pool is too small");
+    (void)gpt.forward(
+        ctx, gpt.embed(ctx, Tensor::from_vector({1, prompt, c.num_vq}, ids), prompt_mask), cache,
+        page_table({&held}, pool.pages_for(prompt + steps + 1)), std::vector<int64_t>{0});
+    lists.push_back(&held);
+  }
+  backend.synchronize();
+  const SamplingParams sampling = bench_sampling(c);
+  std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch * c.num_vq));
+  std::vector<int64_t> codes(static_cast<size_t>(batch * c.num_vq), 5);
+  const Tensor code_mask =
+      Tensor::from_vector({batch, 1}, std::vector<int64_t>(static_cast<size_t>(batch), 0));
+  std::vector<float> probs;
+  // The first step records the graph: it is not timed.
+  Clock::time_point start;
+  for (int64_t step = -1; step < steps; ++step) {
+    if (step == 0) {
+      backend.synchronize();
+      start = Clock::now();
+    }
+    const std::vector<int64_t> positions(static_cast<size_t>(batch),
+                                         prompt + std::max<int64_t>(step, 0));
+    const DecodeGraphs::Output out =
+        graphs.run(ctx, gpt.embed(ctx, Tensor::from_vector({batch, 1, c.num_vq}, codes), code_mask),
+                   lists, positions, true);
+    const std::vector<float> logits = out.logits.to_float_vector();
+    const size_t vocabulary = static_cast<size_t>(c.num_audio_tokens);
+    for (size_t row = 0; row < codes.size(); ++row) {
+      codes[row] = draw_code(std::span<const float>(logits).subspan(row * vocabulary, vocabulary),
+                             history[row], std::max<int64_t>(step, 0), row, sampling, probs);
+    }
+  }
+  backend.synchronize();
+  return seconds_since(start);
+}
+
 int run(const std::string& voice_dir, const std::string& backend_name,
-        const std::string& dtype_name, int64_t prompt, int64_t steps, int64_t frames, int runs) {
+        const std::string& dtype_name, int64_t prompt, int64_t steps, int64_t frames, int runs,
+        const std::vector<int64_t>& graph_batches) {
   const DType dtype = parse_dtype(dtype_name);
   DeviceRuntime runtime(RuntimeOptions{.backend = backend_name});
   Context& ctx = runtime.context();
@@ -149,6 +223,24 @@ int run(const std::string& voice_dir, const std::string& backend_name,
               static_cast<long long>(prompt), rates[rates.size() / 2], rates.front(), rates.back(),
               1e3 * vocode_s[vocode_s.size() / 2], audio_s,
               vocode_s[vocode_s.size() / 2] / audio_s);
+  if (!runtime.backend().can_capture() || graph_batches.empty()) return 0;
+  std::printf(
+      "\n| device | dtype | prompt | batch | graphed decode steps/s | min..max | code frames/s "
+      "|\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const int64_t batch : graph_batches) {
+    std::vector<double> graphed;
+    for (int r = 0; r < runs; ++r) {
+      graphed.push_back(static_cast<double>(steps) /
+                        decode_graphed(ctx, runtime.backend(), gpt, prompt, steps, batch));
+    }
+    std::sort(graphed.begin(), graphed.end());
+    const double median = graphed[graphed.size() / 2];
+    std::printf("| %s | %s | %lld | %lld | %.1f | %.1f..%.1f | %.0f |\n",
+                runtime.device().to_string().c_str(), dtype_name.c_str(),
+                static_cast<long long>(prompt), static_cast<long long>(batch), median,
+                graphed.front(), graphed.back(), median * static_cast<double>(batch));
+  }
   return 0;
 }
 
@@ -163,7 +255,12 @@ int main(int argc, char** argv) {
   int64_t steps = 300;
   int64_t frames = 1000;
   int runs = 3;
+  std::vector<int64_t> graph_batches = {1, 64};
   app.add_option("--voice", voice, "A ChatTTS voice directory")->required();
+  app.add_option("--graph-batches", graph_batches,
+                 "Batches of the graphed paged loop (none: skip it)")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--backend", backend)->capture_default_str();
   app.add_option("--dtype", dtype, "f32, f16 or bf16")->capture_default_str();
   app.add_option("--prompt", prompt, "Prompt tokens prefilled before the steps")
@@ -174,7 +271,7 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "Runs (the median is reported)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(voice, backend, dtype, prompt, steps, frames, runs);
+    return run(voice, backend, dtype, prompt, steps, frames, runs, graph_batches);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chattts_bench: %s\n", e.what());
     return 2;

@@ -365,7 +365,8 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
       ->check(CLI::PositiveNumber);
   add_switch(c, "lazy", s.lazy,
              "Load each voice on first use; unload idle ones when memory is needed");
-  add_switch(c, "no-cuda-graphs", s.no_cuda_graphs, "Vocode without CUDA graphs");
+  add_switch(c, "no-cuda-graphs", s.no_cuda_graphs,
+             "Run the vocoder and ChatTTS's decode steps without CUDA graphs");
   add_setting(c, "api-key", s.api_keys,
               "Accept this bearer token (repeat for more); with none, no authentication")
       ->delimiter(',');
