@@ -336,19 +336,32 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
         runtime_.backend(), runtime_.allocator(), plan(*batch.voice, shape),
         [&](Context& ctx) { gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io); });
   }
-  for (size_t r = 0; r < ready.size(); ++r) {
-    const size_t i = ready[r];
-    GenerationWork& work = work_of(*batch.items[i]);
+  // Every stream draws from its own logits on its own state, so the draws (top-P's sort and two
+  // softmaxes per row, the batch's largest host cost) run in parallel; pages go back after.
+  std::vector<std::exception_ptr> failed(ready.size());
+  std::vector<char> failed_own(ready.size(), 0);  // a voxd::Error: the stream's alone
+  const auto count = static_cast<int64_t>(ready.size());
+#pragma omp parallel for schedule(dynamic) if (count > 1)
+  for (int64_t r = 0; r < count; ++r) {
+    const auto at = static_cast<size_t>(r);
+    GenerationWork& work = work_of(*batch.items[ready[at]]);
     try {
-      work.generation.advance(work.generation.code_stage() ? io.code_logits[r] : io.text_logits[r],
-                              io.hidden[r]);
-      if (work.generation.next() != Next::kDecode) work.release_pages();
+      work.generation.advance(
+          work.generation.code_stage() ? io.code_logits[at] : io.text_logits[at], io.hidden[at]);
       work.collect();
-      out.audio[i] = work.take_finished_pauses();
+      out.audio[ready[at]] = work.take_finished_pauses();
     } catch (const Error&) {
-      work.release_pages();
-      out.errors[i] = std::current_exception();
+      failed[at] = std::current_exception();
+      failed_own[at] = 1;
+    } catch (...) {
+      failed[at] = std::current_exception();
     }
+  }
+  for (size_t r = 0; r < ready.size(); ++r) {
+    GenerationWork& work = work_of(*batch.items[ready[r]]);
+    if (failed[r] && !failed_own[r]) std::rethrow_exception(failed[r]);
+    if (failed[r] || work.generation.next() != Next::kDecode) work.release_pages();
+    if (failed[r]) out.errors[ready[r]] = failed[r];
   }
   return out;
 }
