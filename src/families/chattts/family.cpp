@@ -101,6 +101,11 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
         "(tokens of the longest prompt)");
   }
   if (shape.chunks) throw InputError("--chunks does not apply to a ChatTTS voice");
+  if (shape.frames) {
+    throw InputError(
+        "--frames does not apply to a ChatTTS voice: its audio is made in chunks of a fixed size "
+        "(the plan shows them)");
+  }
   const int64_t batch = *shape.batch;
   const int64_t tokens = *shape.units;
   const GptConfig& gpt_config = config_.gpt;
@@ -111,12 +116,6 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   // As the synthesizer sizes it: the prompt and the code stage's new tokens, within the GPT.
   const int64_t capacity =
       std::min(tokens + config_.infer_code.max_new_token, gpt_config.max_position_embeddings);
-  const int64_t frames = shape.frames.value_or(2 * tokens);
-  if (!shape.frames) {
-    notes.push_back(std::to_string(frames) +
-                    " mel frames for the decoder and Vocos is the default, 2 per token (set "
-                    "--frames)");
-  }
   WorkspaceArena weights(backend.device());
   Context load = Context::for_planning(backend, weights);
   const std::unique_ptr<Voice> voice = Voice::load(load, config_.directory, dtype);
@@ -162,13 +161,21 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   plan.stages.push_back({"gpt decode step",
                          batch_shape + "1 token over " + std::to_string(capacity) + " cached",
                          decode.bytes(), cache_bytes});
+  // The server vocodes chunks of the code stage's hidden states, every chunk with its context at
+  // most this many rows, a batch of them from as many streams.
+  const CodeChunker chunks(config_.decoder, config_.vocos, kStreamChunkFrames,
+                           kFirstStreamChunkFrames);
+  const int64_t rows = chunks.max_retained_frames();
   const ArenaLayout vocode = plan_workspace(backend, [&](Context& ctx) {
-    const Tensor hidden =
-        ops::empty(ctx, {batch, (frames + 1) / 2, gpt_config.hidden_size}, DType::F32);
-    (void)voice->vocos().forward(ctx, voice->decoder().decode_hidden(ctx, hidden));
+    plan_vocode_chunks(ctx, voice->decoder(), voice->vocos(), batch, rows);
   });
-  plan.stages.push_back(
-      {"decoder + vocos", batch_shape + std::to_string(frames) + " mel frames", vocode.bytes(), 0});
+  plan.stages.push_back({"decoder + vocos",
+                         batch_shape + std::to_string(rows) + " code frames a chunk",
+                         vocode.bytes(), 0});
+  notes.push_back("decoder + vocos: a chunk is " + std::to_string(kStreamChunkFrames) +
+                  " code frames of audio with " + std::to_string(chunks.context().left_frames) +
+                  " and " + std::to_string(chunks.context().right_frames) +
+                  " of context (exactly the audio of the sentence in one piece)");
   notes.push_back("carried: the KV cache in pages of " + std::to_string(kKvPageSize) +
                   " positions, " + std::to_string(pool.pages_for(capacity)) + " a stream for " +
                   std::to_string(capacity) +
