@@ -57,13 +57,6 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   generation.top_p = options.top_p;
   generation.top_k = options.top_k;
   generation.refine_text = options.refine_text.value_or(true);
-  if (options.speaker) {
-    try {
-      (void)speakers_.resolve(*options.speaker, generation.seed, config_.gpt.hidden_size);
-    } catch (const InputError& e) {
-      throw scheduler::OptionError(e.what(), "speaker");
-    }
-  }
   scheduler::PreparedStream prepared;
   prepared.work = std::make_unique<GenerationWork>(
       RequestGeneration(config_, front_end_, speakers_, text, generation), config_);

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "families/chattts/sampling.h"
+#include "scheduler/family.h"
 
 namespace voxd::chattts {
 namespace {
@@ -40,8 +41,12 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
     drew_speaker_ = true;
   }
   if (speaker_name) {
-    speaker_ =
-        normalize_speaker(speakers.resolve(*speaker_name, options.seed, config.gpt.hidden_size));
+    try {
+      speaker_ =
+          normalize_speaker(speakers.resolve(*speaker_name, options.seed, config.gpt.hidden_size));
+    } catch (const InputError& e) {
+      throw scheduler::OptionError(e.what(), "speaker");
+    }
   }
   refine_ = config.refine_text;
   code_ = config.infer_code;

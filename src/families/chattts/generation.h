@@ -45,7 +45,7 @@ class RequestGeneration {
   };
 
   // Splits `text` into sentences and resolves the speaker. InputError for text with nothing to
-  // say, a bad speaker or sampling option. `config`, `front_end` and `speakers` must outlive it.
+  // say or a bad sampling option; scheduler::OptionError (field "speaker") for a bad speaker. `config`, `front_end` and `speakers` must outlive it.
   RequestGeneration(const VoiceConfig& config, const TextFrontEnd& front_end,
                     const Speakers& speakers, std::string_view text,
                     const GenerationOptions& options);
