@@ -1,6 +1,7 @@
 // EngineService on the CPU backend with the tiny ChatTTS fixture voice, its KV cache in pages:
 // a sentence's audio streams in chunks as its tokens come and equals the audio the offline
-// Synthesizer makes in one piece; streams decoded together from a pool too small for all of them
+// Synthesizer makes in one piece; a client that does not read stops its stream's decoding;
+// streams decoded together from a pool too small for all of them
 // are preempted and recomputed and each still gets the audio it gets alone; a stream whose client
 // leaves stops decoding and gives its pages back; many short requests leave the pool and the
 // allocator where they started.
@@ -8,12 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/registry.h"
@@ -198,6 +201,46 @@ TEST(ChatTtsEngine, AStreamWhoseClientLeavesStopsDecodingAndGivesItsPagesBack) {
   wait_idle(service);
   const uint64_t cut = service.step_counts("decode").steps - before - whole;
   EXPECT_LT(cut, whole) << "the cut-off stream decoded its whole text";
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+// A client that never reads: its audio fills its buffer, the chunks after it wait, and then the
+// GPT makes no more for the stream (the hidden states it holds stay bounded, the decode steps
+// stop) until the client goes, which gives the pages back.
+TEST(ChatTtsEngine, AClientThatDoesNotReadStopsTheDecodingAndHoldsBoundedAudio) {
+  const ShortStagesVoice voice(400);
+  Served served(config_of(voice, 256));
+  EngineService& service = served.service;
+  const std::string text =
+      "One sentence goes on for a while. Another one comes after it. A third goes on and on. "
+      "And a fourth, to be sure that this request is long.";
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(text, 4));
+  job->start([] {});
+  uint64_t steps = service.step_counts("decode").steps;
+  int unchanged = 0;
+  for (int poll = 0; poll < 300 && unchanged < 5; ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const uint64_t now = service.step_counts("decode").steps;
+    unchanged = now == steps ? unchanged + 1 : 0;
+    steps = now;
+  }
+  ASSERT_EQ(unchanged, 5) << "the decode steps went on for a client that does not read";
+  const SchedulerLoad load = service.load();
+  ASSERT_EQ(load.streams.size(), 1u) << "the stream ended: the text is too short for this test";
+  const SchedulerLoad::StreamLoad& stream = load.streams.front();
+  EXPECT_LE(stream.buffered_samples, stream.max_buffered_samples + 24 * 2 * 256);
+  // What the GPT stops at: two chunks' rows held (the one cut for the vocoder besides), 2 mel
+  // frames a row. A sentence is up to 400 rows: without the stop it would hold far more.
+  const chattts::VoiceConfig config = chattts::VoiceConfig::load(voice.path());
+  const int64_t chunk_rows =
+      chattts::CodeChunker(config.decoder, config.vocos, chattts::kStreamChunkFrames,
+                           chattts::kFirstStreamChunkFrames)
+          .max_retained_frames();
+  EXPECT_GT(stream.work.mel_frames, 0);
+  EXPECT_LE(stream.work.mel_frames, 2 * (3 * chunk_rows + 1));
+  EXPECT_GT(served.kv_pages("used"), 0.0);
+  job.reset();
+  wait_idle(service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);
 }
 
