@@ -37,7 +37,6 @@ import os
 import sys
 import time
 import urllib.parse
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_workload as workload  # noqa: E402
@@ -65,11 +64,7 @@ def record_of(result):
 
 def memory(url, api_key):
     """The server's allocator and NVML figures from GET /debug/memory?format=json."""
-    request = urllib.request.Request(url + "/debug/memory?format=json")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        summary = json.load(response)
+    summary = stream_load.memory_summary(url, api_key, timeout=10)
     stats, reading = summary["stats"], summary.get("device_reading") or {}
     return {"reserved": stats["reserved_bytes"], "allocated": stats["allocated_bytes"],
             "peak_reserved": stats["peak_reserved_bytes"],

@@ -21,23 +21,9 @@ was sent, samples that arrived then), and an error or None. From them:
 import dataclasses
 import random
 
-RATE = 24000  # ChatTTS's rate, and OpenAI's pcm
+from stream_load import TEXTS  # one sentence each (voxd cuts at . ! ?), 4 to 17 words
 
-# One sentence each (voxd cuts at . ! ?; none has more), 4 to 17 words.
-SENTENCES = [
-    "The quick brown fox jumps over the lazy dog.",
-    "Streaming speech arrives while the rest of the sentence is still being made.",
-    "A server that knows its memory before it runs never runs out of it.",
-    "It is ten thirty on the third of May, and the weather is fine.",
-    "Please hold.",
-    "Your order has shipped and should arrive on Thursday afternoon.",
-    "Turn left at the next light, then keep right for two miles until you see the bridge.",
-    "Thank you for calling.",
-    "The meeting moved to room four.",
-    "Seven hundred and twelve people signed up before noon, more than last year.",
-    "Good evening.",
-    "Remember to water the plants while I am away for the weekend.",
-]
+RATE = 24000  # ChatTTS's rate, and OpenAI's pcm
 
 
 @dataclasses.dataclass
@@ -58,14 +44,14 @@ class Record:
 def fixed_requests(count, sentences, offset=0):
     """`count` requests of `sentences` sentences each, request i from sentence i + offset on (so
     that neighbours differ), seeds offset + i."""
-    return [Request(" ".join(SENTENCES[(offset + i + k) % len(SENTENCES)]
+    return [Request(" ".join(TEXTS[(offset + i + k) % len(TEXTS)]
                              for k in range(sentences)), sentences, offset + i)
             for i in range(count)]
 
 
 def random_requests(count, seed, fewest=1, most=4):
     """`count` requests of random length from `seed`: each of fewest..most sentences (uniform),
-    the sentences drawn from SENTENCES, a random 32-bit sampling seed. The same seed gives the
+    the sentences drawn from TEXTS, a random 32-bit sampling seed. The same seed gives the
     same requests, and a longer list starts with a shorter one's requests."""
     if not 1 <= fewest <= most:
         raise ValueError("random_requests: want 1 <= fewest <= most")
@@ -73,7 +59,7 @@ def random_requests(count, seed, fewest=1, most=4):
     out = []
     for _ in range(count):
         n = rng.randint(fewest, most)
-        text = " ".join(rng.choice(SENTENCES) for _ in range(n))
+        text = " ".join(rng.choice(TEXTS) for _ in range(n))
         out.append(Request(text, n, rng.getrandbits(32)))
     return out
 

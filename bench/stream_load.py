@@ -98,13 +98,18 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
         writer.close()
 
 
-def memory_reading(url, api_key):
-    """(reserved, peak reserved, device used or None) from GET /debug/memory?format=json."""
+def memory_summary(url, api_key, timeout=5):
+    """The server's GET /debug/memory?format=json, parsed."""
     request = urllib.request.Request(url + "/debug/memory?format=json")
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(request, timeout=5) as response:
-        summary = json.load(response)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.load(response)
+
+
+def memory_reading(url, api_key):
+    """(reserved, peak reserved, device used or None) from GET /debug/memory?format=json."""
+    summary = memory_summary(url, api_key)
     stats = summary.get("stats", {})
     reading = summary.get("device_reading") or {}  # NVML; without a reading only "reason"
     return (stats.get("reserved_bytes", 0), stats.get("peak_reserved_bytes", 0),

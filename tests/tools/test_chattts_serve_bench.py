@@ -45,7 +45,7 @@ class WorkloadTest(unittest.TestCase):
         self.assertNotEqual(a, workload.random_requests(200, seed=8))
         self.assertEqual(workload.random_requests(50, seed=7), a[:50])
         self.assertEqual({r.sentences for r in a}, {1, 2, 3, 4})
-        for r in a:  # each of SENTENCES ends in its only full stop
+        for r in a:  # each of TEXTS ends in its only full stop
             self.assertEqual(r.text.count("."), r.sentences)
         self.assertTrue(all(r.sentences == 2 for r in workload.random_requests(20, 1, 2, 2)))
         with self.assertRaises(ValueError):
@@ -56,7 +56,7 @@ class WorkloadTest(unittest.TestCase):
         self.assertEqual([r.sentences for r in requests], [2, 2, 2])
         self.assertEqual([r.seed for r in requests], [0, 1, 2])
         self.assertEqual(requests[1].text,
-                         workload.SENTENCES[1] + " " + workload.SENTENCES[2])
+                         workload.TEXTS[1] + " " + workload.TEXTS[2])
         self.assertEqual(workload.parse_range("1-4"), (1, 4))
         self.assertEqual(workload.parse_range("3"), (3, 3))
 
