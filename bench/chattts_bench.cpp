@@ -1,11 +1,12 @@
 // Times ChatTTS's audio-code stage and its vocoding on one device, the way bench/chattts_peer.py
 // times the original's loop (transformers' LlamaModel with past_key_values): a prompt of
 // `--prompt` tokens prefilled, then `--steps` decode steps at batch 1, each the four code heads'
-// logits copied to the host in one copy, processed (temperature, repetition penalty, top-P, top-K)
-// and drawn, and the four codes embedded for the next step; then the Decoder + Vocos over the
-// hidden states of `--frames`/2 steps. Then the same loop as the server runs it: the KV cache in
-// pages and each step replayed as a recorded graph (DecodeGraphs; on a backend that records), at
-// each batch of `--graph-batches` (every stream drawing its own codes on the host). Prints decode
+// codes drawn on the device as the server draws them (temperature, repetition penalty, top-P,
+// top-K: ops::sample_tokens), copied to the host, and embedded for the next step; then the
+// Decoder + Vocos over the hidden states of `--frames`/2 steps. Then the same loop as the server
+// runs it: the KV cache in pages and each step replayed as a recorded graph (DecodeGraphs; on a
+// backend that records), at each batch of `--graph-batches` (every stream drawing its own codes
+// with its own history and seed, all in one sample_tokens). Prints decode
 // steps per second (median of --runs; a step makes a code frame for every stream of the batch)
 // and the vocoding's real-time factor. The voice is a directory made by
 // bench/make_chattts_bench_voice.py.
@@ -13,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -54,18 +54,34 @@ SamplingParams bench_sampling(const GptConfig& c) {
   return sampling;
 }
 
-// One row of code logits processed and drawn as the server does (an EOS drawn becomes the code
-// before it, so that the benchmark runs every step).
-int64_t draw_code(std::span<const float> logits, std::vector<int64_t>& history, int64_t step,
-                  uint64_t row, const SamplingParams& sampling, std::vector<float>& probs) {
-  std::vector<float> values(logits.begin(), logits.end());
-  process_logits(values, 0.3f, history, step, sampling);
-  probs.resize(values.size());
-  softmax(values, probs);
-  const int64_t code = std::min(
-      draw_token(probs, uniform_draw(1, static_cast<uint64_t>(step), row)), sampling.eos - 1);
-  history.push_back(code);
-  return code;
+// The codes of a step drawn as the server draws them, one per row of code logits (on the device,
+// one row per stream and head, each with its own history; an EOS drawn becomes the code before
+// it, so that the benchmark runs every step).
+std::vector<int64_t> draw_codes(Context& ctx, const Tensor& logits,
+                                std::vector<std::vector<int64_t>>& history, int64_t step,
+                                const SamplingParams& sampling) {
+  const auto rows = static_cast<int64_t>(history.size());
+  std::vector<TokenDraw> draws;
+  std::vector<int64_t> recent;
+  for (int64_t r = 0; r < rows; ++r) {
+    draws.push_back(token_draw(sampling, 0.3f, step, 1, static_cast<uint64_t>(r)));
+    const std::vector<int64_t> window =
+        recent_tokens(history[static_cast<size_t>(r)], sampling.repetition_window);
+    recent.insert(recent.end(), window.begin(), window.end());
+  }
+  const Tensor drawn = ops::to_host(
+      ctx,
+      ops::sample_tokens(ctx, logits.reshape({rows, logits.numel() / rows}),
+                         Tensor::from_vector({rows, sampling.repetition_window}, recent), draws),
+      DType::I64);
+  std::vector<int64_t> codes(static_cast<size_t>(rows));
+  for (size_t r = 0; r < codes.size(); ++r) {
+    const int64_t token = drawn.data<int64_t>()[r];
+    if (token < 0) throw Error("chattts_bench: a row of logits drew no token (NaN logits)");
+    codes[r] = std::min(token, sampling.eos - 1);
+    history[r].push_back(codes[r]);
+  }
+  return codes;
 }
 
 // The code stage's decode loop: `steps` steps after a prefill of `prompt` tokens. Returns the
@@ -87,20 +103,11 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
   backend.synchronize();
   const SamplingParams sampling = bench_sampling(c);
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(c.num_vq));
-  std::vector<float> probs;
   hidden.clear();
   const Clock::time_point start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    const std::vector<float> logits =
-        ops::to_host(ctx, gpt.code_logits(ctx, last)).to_float_vector();
-    const auto vocabulary = static_cast<std::ptrdiff_t>(c.num_audio_tokens);
-    std::vector<int64_t> codes(static_cast<size_t>(c.num_vq));
-    for (int64_t q = 0; q < c.num_vq; ++q) {
-      codes[static_cast<size_t>(q)] = draw_code(
-          std::span<const float>(logits).subspan(static_cast<size_t>(q * vocabulary),
-                                                 static_cast<size_t>(vocabulary)),
-          history[static_cast<size_t>(q)], step, static_cast<uint64_t>(q), sampling, probs);
-    }
+    const std::vector<int64_t> codes =
+        draw_codes(ctx, gpt.code_logits(ctx, last), history, step, sampling);
     const std::vector<float> h = ops::to_host(ctx, last).to_float_vector();
     hidden.insert(hidden.end(), h.begin(), h.end());
     last = gpt.forward(ctx,
@@ -114,12 +121,12 @@ double decode(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt, in
 
 struct GraphedTimes {
   double seconds = 0;       // the steps
-  double draw_seconds = 0;  // of which drawing on the host
+  double draw_seconds = 0;  // of which drawing (on the device, codes to the host)
 };
 
 // The server's decode loop for `batch` streams: prompts of `prompt` tokens prefilled into a paged
-// cache, then `steps` steps each embedded, replayed through `graphs` and drawn per row (rows in
-// parallel, as the server draws its streams).
+// cache, then `steps` steps each embedded, replayed through `graphs` and drawn (every row in one
+// sample_tokens, as the server draws its streams).
 GraphedTimes decode_graphed(Context& ctx, Backend& backend, const Gpt& gpt, int64_t prompt,
                             int64_t steps, int64_t batch) {
   const GptConfig& c = gpt.config();
@@ -159,17 +166,9 @@ GraphedTimes decode_graphed(Context& ctx, Backend& backend, const Gpt& gpt, int6
     const DecodeGraphs::Output out =
         graphs.run(ctx, gpt.embed(ctx, Tensor::from_vector({batch, 1, c.num_vq}, codes), code_mask),
                    lists, positions, true);
-    const std::vector<float> logits = out.logits.to_float_vector();
-    const size_t vocabulary = static_cast<size_t>(c.num_audio_tokens);
+    backend.synchronize();
     const Clock::time_point drawing = Clock::now();
-    const auto rows = static_cast<int64_t>(codes.size());
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t row = 0; row < rows; ++row) {
-      std::vector<float> probs;
-      const auto r = static_cast<size_t>(row);
-      codes[r] = draw_code(std::span<const float>(logits).subspan(r * vocabulary, vocabulary),
-                           history[r], std::max<int64_t>(step, 0), r, sampling, probs);
-    }
+    codes = draw_codes(ctx, out.logits, history, std::max<int64_t>(step, 0), sampling);
     if (step >= 0) times.draw_seconds += seconds_since(drawing);
   }
   backend.synchronize();

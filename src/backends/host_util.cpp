@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,14 @@ void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                   row);
     }
   }
+}
+
+int64_t sample_row(const Tensor& logits, const Tensor& history, const TokenDraw& draw, int64_t r) {
+  const int64_t vocab = logits.size(1);
+  const int64_t window = history.size(1);
+  return sample_token(
+      std::span<const float>(logits.data<float>() + r * vocab, static_cast<size_t>(vocab)), draw,
+      std::span<const int64_t>(history.data<int64_t>() + r * window, static_cast<size_t>(window)));
 }
 
 }  // namespace voxd::host

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "core/token_sampling.h"
 
 namespace voxd::host {
 
@@ -30,5 +31,7 @@ int64_t page_row(const Tensor& page_table, int64_t b, int64_t p, int64_t page_si
 // Backend::write_pages on the host: each row of rows [B, T, ...] copied to its page row.
 void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                  const Tensor& positions);
+// Backend::sample_tokens's token of row r: sample_token over logits row r and history row r.
+int64_t sample_row(const Tensor& logits, const Tensor& history, const TokenDraw& draw, int64_t r);
 
 }  // namespace voxd::host

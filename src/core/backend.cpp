@@ -63,6 +63,8 @@ std::string_view op_name(OpKind op) {
       return "write_pages";
     case OpKind::Istft:
       return "istft";
+    case OpKind::SampleTokens:
+      return "sample_tokens";
   }
   return "?";
 }
@@ -175,6 +177,12 @@ void Backend::write_pages(Tensor& /*pages*/, const Tensor& /*rows*/, const Tenso
 void Backend::istft(const Tensor& /*real*/, const Tensor& /*imag*/, const Tensor& /*window*/,
                     int64_t /*hop*/, Tensor& /*out*/, const KernelScratch& /*scratch*/) {
   not_implemented("istft");
+}
+
+void Backend::sample_tokens(const Tensor& /*logits*/, const Tensor& /*history*/,
+                            const std::vector<TokenDraw>& /*draws*/, Tensor& /*tokens*/,
+                            const KernelScratch& /*scratch*/) {
+  not_implemented("sample_tokens");
 }
 
 }  // namespace voxd

@@ -31,6 +31,7 @@
 #include "core/device.h"
 #include "core/kernel_scratch.h"
 #include "core/tensor.h"
+#include "core/token_sampling.h"
 
 namespace voxd {
 
@@ -78,7 +79,8 @@ enum class OpKind : uint8_t {
   Bucketize,
   PagedAttention,
   WritePages,
-  Istft,  // the last: OpKind values run from 0 to Istft
+  Istft,
+  SampleTokens,  // the last: OpKind values run from 0 to SampleTokens
 };
 
 // The op as core/ops.h names it: "relu", "conv_transpose1d", "rms_norm".
@@ -275,6 +277,14 @@ class Backend {
   // this envelope is at least 1e-11 everywhere kept, as torch does).
   virtual void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,
                      Tensor& out, const KernelScratch& scratch);
+  // One token per row of logits [R, V] (F32, V < 2^24): tokens [R] (I64) = sample_token
+  // (core/token_sampling.h) of row r with draws[r] (R of them, on the host) over row r of history
+  // [R, W] (I64, on the host or this device; W may be 0), or −1 where the row draws nothing.
+  // Equal to the host's up to rounding: a draw or a top-P cut within ~1e-12 of a boundary may
+  // fall on its other side.
+  virtual void sample_tokens(const Tensor& logits, const Tensor& history,
+                             const std::vector<TokenDraw>& draws, Tensor& tokens,
+                             const KernelScratch& scratch);
 
  protected:
   // Throws the voxd::Error of a kernel this backend does not implement (called by the defaults).

@@ -858,6 +858,55 @@ Tensor istft(Context& ctx, const Tensor& real, const Tensor& imag, const Tensor&
   return out;
 }
 
+Tensor sample_tokens(Context& ctx, const Tensor& logits, const Tensor& history,
+                     const std::vector<TokenDraw>& draws) {
+  const char* op = "sample_tokens";
+  require_float_input(ctx, op, "logits", logits);
+  require_rank(op, "logits", logits, 2);
+  if (logits.dtype() != DType::F32) {
+    fail(op, "logits must be F32, got " + std::string(dtype_name(logits.dtype())));
+  }
+  const int64_t rows = logits.size(0);
+  constexpr int64_t kMaxVocabulary = int64_t{1} << 24;
+  if (logits.size(1) < 1 || logits.size(1) >= kMaxVocabulary) {
+    fail(op, "logits " + logits.shape_string() + " need between 1 and 2^24 − 1 tokens per row");
+  }
+  require_defined(op, "history", history);
+  if (history.dtype() != DType::I64 || !history.is_contiguous() || history.dim() != 2 ||
+      history.size(0) != rows) {
+    fail(op, "history must be contiguous I64 [R, W] with R = " + std::to_string(rows) + ", got " +
+                 std::string(dtype_name(history.dtype())) + " " + history.shape_string());
+  }
+  if (!history.device().is_cpu() && history.device() != ctx.device()) {
+    fail(op, "history is on " + history.device().to_string() + "; the backend '" +
+                 ctx.backend().name() + "' reads it from the host or " + ctx.device().to_string());
+  }
+  if (static_cast<int64_t>(draws.size()) != rows) {
+    fail(op, std::to_string(draws.size()) + " draws for logits " + logits.shape_string() +
+                 "; expected one per row");
+  }
+  for (size_t r = 0; r < draws.size(); ++r) {
+    const TokenDraw& d = draws[r];
+    const auto positive = [](float v) { return std::isfinite(v) && v > 0.0f; };
+    const char* field = !positive(d.temperature)              ? "temperature"
+                        : !positive(d.repetition_penalty)     ? "repetition_penalty"
+                        : !(d.top_p >= 0.0 && d.top_p <= 1.0) ? "top_p"
+                        : d.top_k < 0                         ? "top_k"
+                        : d.min_keep < 0                      ? "min_keep"
+                                                              : nullptr;
+    if (field != nullptr) {
+      fail(op, "draws[" + std::to_string(r) + "]." + field +
+                   " is out of range (temperature and repetition_penalty > 0, top_p in [0, 1] "
+                   "with 0 for none, top_k and min_keep >= 0)");
+    }
+  }
+  require_backend(ctx, op, OpKind::SampleTokens, DType::F32);
+  Tensor tokens = empty(ctx, {rows}, DType::I64);
+  if (rows == 0) return tokens;
+  ctx.backend().sample_tokens(contiguous(ctx, logits), history, draws, tokens, ctx.scratch());
+  return tokens;
+}
+
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1) {
   require_defined("transpose", "x", x);
   return contiguous(ctx, x.transpose(d0, d1));

@@ -146,6 +146,13 @@ Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries);
 // on the host; not in a planning pass, which reads no element).
 Tensor istft(Context& ctx, const Tensor& real, const Tensor& imag, const Tensor& window,
              int64_t hop);
+// A GPT's next tokens, one per row of logits [R, V] (F32, on the context's device): tokens [R]
+// I64 on the device, each row drawn by draws[r] over history row r (see Backend::sample_tokens;
+// history [R, W] I64 on the host or the device, −1 for no token), −1 where a row draws nothing.
+// Refuses draws whose settings are out of range (temperature and penalty positive and finite,
+// top_p in [0, 1], top_k and min_keep not negative), naming the row and the field.
+Tensor sample_tokens(Context& ctx, const Tensor& logits, const Tensor& history,
+                     const std::vector<TokenDraw>& draws);
 // Swaps two dimensions and returns a contiguous result.
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1);
 

@@ -893,6 +893,135 @@ void add_istft_cases(std::vector<OpCase>& cases) {
   cases.push_back(gap);
 }
 
+// sample_tokens: rows of ChatTTS's shapes and settings (four code heads of 626, its text head of
+// 21178), every warper alone and together, ties, the penalty's history, rows that draw nothing,
+// rows long enough for global scratch, and settings the ops layer refuses.
+void add_sampling_cases(std::vector<OpCase>& cases) {
+  struct Case {
+    std::string what;
+    int64_t rows, vocab, window;
+    float lo, hi;  // the logits' range
+    TokenDraw draw;
+    std::vector<float> temperatures;  // cycled over the rows
+  };
+  const TokenDraw chattts_code{.temperature = 0.3f,
+                               .repetition_penalty = 1.05f,
+                               .top_p = 0.7,
+                               .top_k = 20,
+                               .min_keep = 3,
+                               .banned = 625};
+  const TokenDraw text{
+      .temperature = 0.7f, .repetition_penalty = 1.0f, .top_p = 0.7, .top_k = 20, .min_keep = 3};
+  const std::vector<Case> list = {
+      {"ChatTTS code heads", 64, 626, 16, -6.0f, 6.0f, chattts_code, {0.3f, 0.1f, 1.0f, 0.7f}},
+      {"ChatTTS text head", 4, 21178, 16, -5.0f, 5.0f, text, {0.7f, 1.0f}},
+      {"top-P alone", 16, 300, 0, -3.0f, 3.0f, {.top_p = 0.9, .min_keep = 1}, {1.0f}},
+      {"top-P of 1 and a narrow one, keeping none",
+       8,
+       100,
+       0,
+       -3.0f,
+       3.0f,
+       {.top_p = 1.0, .min_keep = 0},
+       {1.0f, 40.0f}},
+      {"top-K alone", 16, 300, 0, -3.0f, 3.0f, {.top_k = 7, .min_keep = 1}, {1.0f}},
+      {"no warper", 16, 300, 0, -3.0f, 3.0f, {}, {1.0f, 0.5f}},
+      {"the penalty over a window of 8",
+       16,
+       40,
+       8,
+       -2.0f,
+       2.0f,
+       {.repetition_penalty = 1.5f, .top_p = 0.8, .min_keep = 1},
+       {1.0f}},
+      {"rows in global scratch", 2, 50000, 4, -4.0f, 4.0f, text, {1.0f}},
+  };
+  uint32_t seed = 1800;
+  for (const Case& tc : list) {
+    std::vector<TokenDraw> draws;
+    std::vector<int64_t> history;
+    for (int64_t r = 0; r < tc.rows; ++r) {
+      TokenDraw d = tc.draw;
+      d.temperature = tc.temperatures[static_cast<size_t>(r) % tc.temperatures.size()];
+      if (tc.what.starts_with("top-P of 1")) d.top_p = r % 2 == 0 ? 1.0 : 0.01;
+      d.seed = 77 + static_cast<uint64_t>(r % 5);
+      d.step = static_cast<uint64_t>(r / 5);
+      d.row = static_cast<uint64_t>(r % 4);
+      draws.push_back(d);
+      // Ids that repeat, padding (−1) and one past the vocabulary, which count for nothing.
+      for (int64_t j = 0; j < tc.window; ++j) {
+        const int64_t id = j == 0 ? -1 : j == 1 ? tc.vocab : (r * 7 + j * j) % (tc.vocab / 8 + 2);
+        history.push_back(id);
+      }
+    }
+    const Tensor past = ints({tc.rows, tc.window}, history);
+    for (bool device : {false, true}) {
+      if (device && tc.window == 0) continue;
+      OpCase c = make(OpKind::SampleTokens,
+                      "sample_tokens " + tc.what + " R" + str(tc.rows) + " V" + str(tc.vocab) +
+                          (device ? ", history on the device" : ""),
+                      {random({tc.rows, tc.vocab}, seed, tc.lo, tc.hi),
+                       device ? given_on_device(past) : given(past)},
+                      [draws](Context& ctx, const In& in) {
+                        return ops::sample_tokens(ctx, in[0], in[1], draws);
+                      });
+      c.dtypes = {DType::F32};
+      c.exact = true;
+      cases.push_back(c);
+    }
+    ++seed;
+  }
+  // Ties: in ascending (logit, id) order top-P cuts between equal logits; top-K keeps every
+  // logit equal to the k-th largest.
+  std::vector<float> tied;
+  for (int64_t i = 0; i < 3 * 40; ++i) tied.push_back(static_cast<float>((i * 7) % 5) * 0.5f);
+  std::vector<TokenDraw> tie_draws;
+  for (uint64_t r = 0; r < 3; ++r) {
+    tie_draws.push_back({.top_p = r == 0 ? 0.6 : 0.0, .top_k = r == 1 ? 3 : 0, .seed = r});
+  }
+  tie_draws[2].top_p = 0.35;
+  tie_draws[2].top_k = 9;
+  OpCase ties = make(OpKind::SampleTokens, "sample_tokens of tied logits",
+                     {given(floats({3, 40}, tied)), given(ints({3, 0}, {}))},
+                     [tie_draws](Context& ctx, const In& in) {
+                       return ops::sample_tokens(ctx, in[0], in[1], tie_draws);
+                     });
+  ties.dtypes = {DType::F32};
+  ties.exact = true;
+  cases.push_back(ties);
+  // A NaN, every logit −inf, the one finite logit banned: −1; the last row draws.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  OpCase nothing = make(
+      OpKind::SampleTokens, "sample_tokens of rows that draw nothing",
+      {given(
+           floats({4, 3}, {0.5f, nan, 1.0f, -inf, -inf, -inf, -inf, 2.0f, -inf, 0.1f, 0.2f, 0.3f})),
+       given(ints({4, 0}, {}))},
+      [](Context& ctx, const In& in) {
+        return ops::sample_tokens(ctx, in[0], in[1],
+                                  {TokenDraw{}, TokenDraw{}, TokenDraw{.banned = 1}, TokenDraw{}});
+      });
+  nothing.dtypes = {DType::F32};
+  nothing.exact = true;
+  cases.push_back(nothing);
+  const std::vector<std::pair<std::string, TokenDraw>> refused = {
+      {"draws[0].temperature is out of range", {.temperature = 0.0f}},
+      {"draws[0].top_p is out of range", {.top_p = 1.5}},
+      {"draws[0].top_k is out of range", {.top_k = -1}},
+      {"draws[0].repetition_penalty is out of range", {.repetition_penalty = nan}},
+  };
+  for (const auto& [message, draw] : refused) {
+    OpCase c =
+        make(OpKind::SampleTokens, "sample_tokens refuses: " + message,
+             {random({1, 5}, 1850), given(ints({1, 0}, {}))}, [draw](Context& ctx, const In& in) {
+               return ops::sample_tokens(ctx, in[0], in[1], {draw});
+             });
+    c.dtypes = {DType::F32};
+    c.error = message;
+    cases.push_back(c);
+  }
+}
+
 void add_copy_cases(std::vector<OpCase>& cases) {
   const auto add = [&](const std::string& what, const CaseInput& input, const CaseRun& run) {
     OpCase c;
@@ -932,6 +1061,7 @@ std::vector<OpCase> build_cases() {
   add_attention_cases(cases);
   add_paged_cases(cases);
   add_rope_cases(cases);
+  add_sampling_cases(cases);
   add_write_rows_cases(cases);
   add_length_cases(cases);
   add_bucketize_cases(cases);

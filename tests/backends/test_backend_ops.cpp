@@ -397,7 +397,8 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
   EXPECT_TRUE(minimal.supports(OpKind::Bucketize, DType::F32));
   EXPECT_FALSE(minimal.supports(OpKind::Bucketize, DType::F16));
   for (OpKind op : {OpKind::Silu, OpKind::Gelu, OpKind::Sin, OpKind::Cos, OpKind::ClampMax,
-                    OpKind::RmsNorm, OpKind::Rope, OpKind::WriteRows, OpKind::Istft}) {
+                    OpKind::RmsNorm, OpKind::Rope, OpKind::WriteRows, OpKind::Istft,
+                    OpKind::SampleTokens}) {
     EXPECT_FALSE(minimal.supports(op, DType::F32)) << op_name(op);
   }
   Tensor x = random_tensor({1, 1, 1, 2}, 1);
@@ -413,10 +414,10 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
 
 TEST(OpKinds, EveryKindHasItsName) {
   std::vector<std::string> names;
-  for (int op = 0; op <= static_cast<int>(OpKind::Istft); ++op) {
+  for (int op = 0; op <= static_cast<int>(OpKind::SampleTokens); ++op) {
     names.emplace_back(op_name(static_cast<OpKind>(op)));
   }
-  EXPECT_EQ(names.size(), 27u);
+  EXPECT_EQ(names.size(), 28u);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a name twice";
   EXPECT_EQ(op_kind(UnaryOp::ClampMax), OpKind::ClampMax);

@@ -220,8 +220,8 @@ TEST_P(ChatTtsOnCuda, DecodeStepsReplayedAsRecordedGraphs) {
           ops::to_device(ctx_, Tensor::from_vector({3, 1, hidden}, rows), gpt.stream_dtype());
       const DecodeGraphs::Output out =
           graphs.run(ctx_, embedded, {&held[0], &held[1], &held[2]}, positions, code);
-      const std::vector<float> h = out.hidden.to_float_vector();
-      const std::vector<float> l = out.logits.to_float_vector();
+      const std::vector<float> h = host(out.hidden).to_float_vector();
+      const std::vector<float> l = host(out.logits).to_float_vector();
       got_hidden.insert(got_hidden.end(), h.begin(), h.begin() + hidden);
       got_logits.insert(got_logits.end(), l.begin(),
                         l.begin() + static_cast<std::ptrdiff_t>(l.size() / 3));

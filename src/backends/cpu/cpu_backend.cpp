@@ -936,4 +936,16 @@ void CpuBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& win
   }
 }
 
+void CpuBackend::sample_tokens(const Tensor& logits, const Tensor& history,
+                               const std::vector<TokenDraw>& draws, Tensor& tokens,
+                               const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  // Rows are independent (top-P's sort and two softmaxes each): in parallel.
+  const int64_t rows = logits.size(0);
+#pragma omp parallel for num_threads(threads_) schedule(dynamic) if (rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    tokens.data<int64_t>()[r] = host::sample_row(logits, history, draws[static_cast<size_t>(r)], r);
+  }
+}
+
 }  // namespace voxd

@@ -19,7 +19,8 @@
 //
 // Depthwise conv1d (one input channel per output channel: ConvNeXt's groups == channels) runs
 // its own loop per (batch, channel) row, tap by tap over the row (vectorised by the compiler).
-// rope, rms_norm and write_rows are plain loops over rows; istft runs KISS FFT's inverse real
+// rope, rms_norm and write_rows are plain loops over rows, sample_tokens the host definition
+// (core/token_sampling.h) row by row in parallel; istft runs KISS FFT's inverse real
 // transform per frame (its state in the call's scratch) and overlap-adds per output sample.
 //
 // The kernels need AVX2 and FMA (x86-64-v3, the Release build's target); the constructor throws
@@ -91,6 +92,9 @@ class CpuBackend final : public Backend {
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
   void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
              const KernelScratch& scratch) override;
+  void sample_tokens(const Tensor& logits, const Tensor& history,
+                     const std::vector<TokenDraw>& draws, Tensor& tokens,
+                     const KernelScratch& scratch) override;
 
  private:
   // conv1d with one input channel per output channel (cin/groups == cout/groups == 1).

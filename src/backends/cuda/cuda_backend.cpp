@@ -20,6 +20,7 @@
 #include "backends/cuda/cudnn_convolutions.h"
 #include "backends/cuda/implicit_gemm_conv.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/sample_tokens.h"
 #include "core/error.h"
 
 namespace voxd {
@@ -352,7 +353,9 @@ std::string CudaBackend::name() const {
 }
 
 bool CudaBackend::supports(OpKind op, DType dtype) const {
-  if (op == OpKind::Bucketize || op == OpKind::Istft) return dtype == DType::F32;
+  if (op == OpKind::Bucketize || op == OpKind::Istft || op == OpKind::SampleTokens) {
+    return dtype == DType::F32;
+  }
   return is_floating(dtype);
 }
 
@@ -1131,6 +1134,38 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
                       out.data<float>() + item0 * length, count, frames, n_fft, hop, length, stream,
                       op);
   }
+}
+
+void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& history,
+                                const std::vector<TokenDraw>& draws, Tensor& tokens,
+                                const KernelScratch& scratch) {
+  const char* op = "sample_tokens";
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
+  const bool history_on_host = history.device().is_cpu();
+  // The draws, a host history and (for long rows) the rows being filtered go through scratch.
+  const ScratchBuffer device_draws = take(scratch, draws.size() * sizeof(TokenDraw));
+  const ScratchBuffer device_history = take(scratch, history_on_host ? history.nbytes() : 0);
+  const ScratchBuffer rows_scratch =
+      take(scratch, vocab > cuda::kSharedRowTokens ? logits.nbytes() : 0);
+  if (scratch.planning()) return;
+  open(op);
+  upload(device_draws.data(), draws.data(), device_draws.bytes(), op);
+  const int64_t* history_rows = history.data<int64_t>();
+  if (history_on_host && history.numel() > 0) {
+    upload(device_history.data(), history.raw_data(), history.nbytes(), op);
+    history_rows = device_history.as<int64_t>();
+  }
+  cuda::sample_tokens(
+      {.logits = logits.data<float>(),
+       .history = history_rows,
+       .draws = device_draws.as<TokenDraw>(),
+       .rows_scratch = rows_scratch.bytes() > 0 ? rows_scratch.as<float>() : nullptr,
+       .tokens = tokens.data<int64_t>(),
+       .rows = rows,
+       .vocab = vocab,
+       .window = history.size(1)},
+      handles_->stream, op);
 }
 
 }  // namespace voxd

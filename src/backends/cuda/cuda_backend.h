@@ -77,7 +77,7 @@ class CudaBackend final : public Backend {
   // "cuda:<index>".
   std::string name() const override;
   Device device() const override { return Device::cuda(index_); }
-  // Every op on F32, F16 and BF16 operands, except bucketize and istft: F32 only.
+  // Every op on F32, F16 and BF16 operands, except bucketize, istft and sample_tokens: F32 only.
   bool supports(OpKind op, DType dtype) const override;
   // Waits for the stream; throws voxd::Error for a failure in queued work.
   void synchronize() override;
@@ -147,6 +147,9 @@ class CudaBackend final : public Backend {
   // checks that this is at least what cuFFT asks for).
   void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
              const KernelScratch& scratch) override;
+  void sample_tokens(const Tensor& logits, const Tensor& history,
+                     const std::vector<TokenDraw>& draws, Tensor& tokens,
+                     const KernelScratch& scratch) override;
 
  private:
   struct Handles;  // stream, cuBLAS handle and staging ring (CUDA types stay out of this header)

@@ -516,4 +516,13 @@ void ReferenceBackend::istft(const Tensor& real, const Tensor& imag, const Tenso
   }
 }
 
+void ReferenceBackend::sample_tokens(const Tensor& logits, const Tensor& history,
+                                     const std::vector<TokenDraw>& draws, Tensor& tokens,
+                                     const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  for (int64_t r = 0; r < logits.size(0); ++r) {
+    tokens.data<int64_t>()[r] = host::sample_row(logits, history, draws[static_cast<size_t>(r)], r);
+  }
+}
+
 }  // namespace voxd

@@ -57,6 +57,9 @@ class ReferenceBackend final : public Backend {
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;
   void istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop, Tensor& out,
              const KernelScratch& scratch) override;
+  void sample_tokens(const Tensor& logits, const Tensor& history,
+                     const std::vector<TokenDraw>& draws, Tensor& tokens,
+                     const KernelScratch& scratch) override;
 };
 
 }  // namespace voxd

@@ -106,8 +106,7 @@ DecodeGraphs::Output DecodeGraphs::run(Context& ctx, const Tensor& embedded,
   backend.copy(page_table(lists, width_), graph.inputs.table, in_arena.scratch());
   backend.copy(Tensor::from_vector({rows}, at), graph.inputs.positions, in_arena.scratch());
   graph.work->replay();
-  return {ops::to_host(in_arena, graph.outputs.logits.narrow(0, 0, batch)),
-          ops::to_host(in_arena, graph.outputs.hidden.narrow(0, 0, batch))};
+  return {graph.outputs.logits.narrow(0, 0, batch), graph.outputs.hidden.narrow(0, 0, batch)};
 }
 
 uint64_t DecodeGraphs::bytes() const {

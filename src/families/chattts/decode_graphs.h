@@ -4,9 +4,10 @@
 // takes an arena of that size from the persistent context, places the step's inputs in it (the
 // embedded tokens, a page table `width` pages wide per stream, each stream's position: every
 // one in device memory, where the step's kernels read them when it replays) and records the
-// step once with Backend::capture. A step then copies its inputs in, replays and copies the
-// logits and hidden states out. Rows past the batch have no pages: their keys are dropped and
-// their outputs never read. One thread at a time, like the backend.
+// step once with Backend::capture. A step then copies its inputs in and replays; its logits and
+// hidden states stay on the device for the caller to draw from and read. Rows past the batch have
+// no pages: their keys are dropped and their outputs never read. One thread at a time, like the
+// backend.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,9 @@ namespace voxd::chattts {
 
 class DecodeGraphs {
  public:
-  // What one step gives back, on the host: the stage head's logits (F32 [B, 1, num_vq,
-  // num_audio_tokens] or [B, 1, num_text_tokens]) and the hidden states (F32 [B, 1, hidden]).
+  // What one step gives back, on the device (views of the graph's outputs, valid until the next
+  // run()): the stage head's logits (F32 [B, 1, num_vq, num_audio_tokens] or
+  // [B, 1, num_text_tokens]) and the hidden states (F32 [B, 1, hidden]).
   struct Output {
     Tensor logits;
     Tensor hidden;

@@ -133,14 +133,15 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
   }
   const Tensor table = page_table(lists, pool.pages_for(capacity));
   const std::string batch_shape = "batch " + std::to_string(batch) + " x ";
+  const int64_t window = RequestGeneration::history_window(config_);
   const ArenaLayout prefill = plan_workspace(backend, [&](Context& ctx) {
     const Tensor embeds = ops::empty(ctx, {batch, tokens, gpt_config.hidden_size}, DType::F32);
     const Tensor hidden =
         gpt.forward(ctx, embeds, cache, table, std::vector<int64_t>(static_cast<size_t>(batch), 0));
     // The heads read the last position only (both: a refine or a code stage's prompt).
     const Tensor last = ops::contiguous(ctx, hidden.narrow(1, tokens - 1, 1));
-    (void)gpt.text_logits(ctx, last);
-    (void)gpt.code_logits(ctx, last);
+    draw_tokens(ctx, gpt.text_logits(ctx, last), false, gpt_config, window, 0, batch, nullptr);
+    draw_tokens(ctx, gpt.code_logits(ctx, last), true, gpt_config, window, 0, batch, nullptr);
   });
   plan.stages.push_back({"gpt prefill", batch_shape + std::to_string(tokens) + " tokens",
                          prefill.bytes(), cache_bytes});
@@ -148,8 +149,8 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
     const Tensor embeds = ops::empty(ctx, {batch, 1, gpt_config.hidden_size}, DType::F32);
     const Tensor hidden = gpt.forward(
         ctx, embeds, cache, table, std::vector<int64_t>(static_cast<size_t>(batch), capacity - 1));
-    (void)gpt.text_logits(ctx, hidden);
-    (void)gpt.code_logits(ctx, hidden);
+    draw_tokens(ctx, gpt.text_logits(ctx, hidden), false, gpt_config, window, 0, batch, nullptr);
+    draw_tokens(ctx, gpt.code_logits(ctx, hidden), true, gpt_config, window, 0, batch, nullptr);
   });
   plan.stages.push_back({"gpt decode step",
                          batch_shape + "1 token over " + std::to_string(capacity) + " cached",
@@ -183,7 +184,8 @@ uint64_t Definition::smallest_step_bytes(Backend& backend, const scheduler::Load
                                          const scheduler::SchedulerOptions&) const {
   // A prompt of 16 tokens (less than any stage's prompt: the templates alone are longer), over a
   // page planned on the side (the voice's own pool is not touched).
-  const Gpt& gpt = static_cast<const LoadedModels&>(loaded).voice->gpt();
+  const LoadedModels& models = static_cast<const LoadedModels&>(loaded);
+  const Gpt& gpt = models.voice->gpt();
   WorkspaceArena cache_arena(backend.device());
   Context cache_ctx = Context::for_planning(backend, cache_arena);
   PagedKvCache cache = gpt.make_paged_cache(cache_ctx, 1, kKvPageSize);
@@ -193,8 +195,10 @@ uint64_t Definition::smallest_step_bytes(Backend& backend, const scheduler::Load
                            .prefill = true,
                            .text_head = true,
                            .code_head = false};
-  const ArenaLayout layout =
-      plan_workspace(backend, [&](Context& ctx) { gpt_step(ctx, gpt, cache, shape, nullptr); });
+  const ArenaLayout layout = plan_workspace(backend, [&](Context& ctx) {
+    gpt_step(ctx, gpt, cache, shape, RequestGeneration::history_window(models.voice->config()),
+             nullptr);
+  });
   return layout.bytes();
 }
 

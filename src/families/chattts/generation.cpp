@@ -114,30 +114,44 @@ uint64_t RequestGeneration::seed_of_stage() const {
   return stage_seed(options_.seed, sentence_, code_stage_ ? 1 : 0);
 }
 
-void RequestGeneration::advance(std::span<const float> logits, std::span<const float> hidden) {
+void RequestGeneration::next_draws(int64_t window, std::vector<TokenDraw>& draws,
+                                   std::vector<int64_t>& history) const {
+  VOXD_CHECK(next_ == Next::kPrefill || next_ == Next::kDecode,
+             "next_draws() called when the stream wants no GPT step");
+  const StageConfig& stage = code_stage_ ? code_ : refine_;
+  VOXD_CHECK(window >= stage.sampling.repetition_window,
+             "next_draws(): a history window narrower than the stage's penalty counts");
+  for (size_t r = 0; r < history_.size(); ++r) {
+    draws.push_back(token_draw(stage.sampling, stage.temperature, step_, seed_of_stage(), r));
+    std::vector<int64_t> recent = recent_tokens(history_[r], stage.sampling.repetition_window);
+    history.insert(history.end(), static_cast<size_t>(window) - recent.size(), -1);
+    history.insert(history.end(), recent.begin(), recent.end());
+  }
+}
+
+int64_t RequestGeneration::history_window(const VoiceConfig& config) {
+  return std::max(config.refine_text.sampling.repetition_window,
+                  config.infer_code.sampling.repetition_window);
+}
+
+void RequestGeneration::advance(std::span<const int64_t> tokens, std::span<const float> hidden) {
   VOXD_CHECK(next_ == Next::kPrefill || next_ == Next::kDecode,
              "advance() called when the stream wants no GPT step");
   const GptConfig& gpt = config_.gpt;
-  positions_ = next_ == Next::kPrefill ? prefill_length() : positions_ + 1;
-  recomputing_ = false;
   const StageConfig& stage = code_stage_ ? code_ : refine_;
   const size_t rows = history_.size();
-  VOXD_CHECK(logits.size() % rows == 0 && !logits.empty(), "advance(): logits of a wrong size");
+  VOXD_CHECK(tokens.size() == rows, "advance(): tokens for a wrong number of rows");
   VOXD_CHECK(static_cast<int64_t>(hidden.size()) == gpt.hidden_size,
              "advance(): a hidden state of a wrong size");
-  const size_t vocabulary = logits.size() / rows;
-  std::vector<int64_t> picked(rows);
-  bool ended = false;
-  for (size_t r = 0; r < rows; ++r) {
-    std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(r * vocabulary),
-                           logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocabulary));
-    process_logits(row, stage.temperature, history_[r], step_, stage.sampling);
-    probs_.resize(row.size());
-    softmax(row, probs_);
-    picked[r] = draw_token(probs_, uniform_draw(seed_of_stage(), static_cast<uint64_t>(step_),
-                                                static_cast<uint64_t>(r)));
-    ended = ended || picked[r] == stage.sampling.eos;
+  if (std::find(tokens.begin(), tokens.end(), -1) != tokens.end()) {
+    throw Error("chattts: the GPT's logits at step " + std::to_string(step_) + " of sentence " +
+                std::to_string(sentence_ + 1) + "'s " + (code_stage_ ? "code" : "refine-text") +
+                " stage drew no token (NaN logits, or every token removed)");
   }
+  positions_ = next_ == Next::kPrefill ? prefill_length() : positions_ + 1;
+  recomputing_ = false;
+  const std::vector<int64_t> picked(tokens.begin(), tokens.end());
+  const bool ended = std::find(picked.begin(), picked.end(), stage.sampling.eos) != picked.end();
   if (ended) {
     end_stage(true);
     return;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/token_sampling.h"
 #include "families/chattts/speaker.h"
 #include "families/chattts/text_front_end.h"
 #include "families/chattts/voice_config.h"
@@ -45,7 +46,8 @@ class RequestGeneration {
   };
 
   // Splits `text` into sentences and resolves the speaker. InputError for text with nothing to
-  // say or a bad sampling option; scheduler::OptionError (field "speaker") for a bad speaker. `config`, `front_end` and `speakers` must outlive it.
+  // say or a bad sampling option; scheduler::OptionError (field "speaker") for a bad speaker.
+  // `config`, `front_end` and `speakers` must outlive it.
   RequestGeneration(const VoiceConfig& config, const TextFrontEnd& front_end,
                     const Speakers& speakers, std::string_view text,
                     const GenerationOptions& options);
@@ -77,11 +79,20 @@ class RequestGeneration {
   // Whether the stage reads the code heads (else the text head).
   bool code_stage() const { return code_stage_; }
 
-  // After a kPrefill or kDecode forward: the logits at the stage's last position (the code
-  // heads' [num_vq, num_audio_tokens] or the text head's [num_text_tokens], F32, host) and the
-  // hidden state there. Draws the next token, then: another kDecode, or the stage's end (the
-  // next stage's kPrefill, kVocode or the next sentence).
-  void advance(std::span<const float> logits, std::span<const float> hidden);
+  // kPrefill or kDecode: how the next token is drawn from the logits at the stage's last
+  // position, one row per head row (the code stage's num_vq, the refine stage's one): each row's
+  // draw (its settings, its seed and step) appended to `draws`, and its last `window` tokens (−1
+  // in front where fewer; window >= history_window()) to `history`, for ops::sample_tokens.
+  void next_draws(int64_t window, std::vector<TokenDraw>& draws,
+                  std::vector<int64_t>& history) const;
+  int64_t draw_rows() const { return static_cast<int64_t>(history_.size()); }
+  // The most recent tokens a stage's penalty counts, over both stages of `config`.
+  static int64_t history_window(const VoiceConfig& config);
+  // After a kPrefill or kDecode forward: the tokens drawn for next_draws()'s rows and the hidden
+  // state at the stage's last position. Then: another kDecode, or the stage's end (the next
+  // stage's kPrefill, kVocode or the next sentence). voxd::Error when a row drew nothing (−1:
+  // the logits were NaN), leaving the stream as it was.
+  void advance(std::span<const int64_t> tokens, std::span<const float> hidden);
 
   // kVocode: the code stage's hidden states [frames, hidden] of the sentence (those not taken).
   const std::vector<float>& hidden_states() const { return hidden_; }
@@ -142,7 +153,6 @@ class RequestGeneration {
   std::vector<float> hidden_;     // the code stage's hidden states
   int64_t frames_ = 0;
   int64_t pause_samples_ = 0;
-  std::vector<float> probs_;
 
   int64_t sentences_done_ = 0;
   int64_t code_frames_total_ = 0;

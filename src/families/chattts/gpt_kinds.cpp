@@ -23,8 +23,22 @@ struct Candidate {
   double slack;
 };
 
+// The history each draw carries: the most tokens either stage's penalty counts.
+int64_t window_of(const LoadedModels& models) {
+  return RequestGeneration::history_window(models.voice->config());
+}
+
 int64_t prefill_length(const Stream& stream) {
   return work_of(stream).generation.prefill_length();
+}
+
+// Default draws for `streams` warm-up streams of a stage, with empty histories.
+void placeholder_draws(GptStepIo& io, size_t streams, bool code, const GptConfig& config,
+                       int64_t window) {
+  const auto rows = static_cast<size_t>(code ? config.num_vq : 1);
+  io.code_stage.assign(streams, code ? 1 : 0);
+  io.draws.assign(streams, std::vector<TokenDraw>(rows));
+  io.history.assign(streams, std::vector<int64_t>(rows * static_cast<size_t>(window), -1));
 }
 
 // A stage whose capacity needs more pages than the pool has can never run (every other stage
@@ -35,17 +49,48 @@ bool never_fits(const KvPagePool& pool, const RequestGeneration& generation) {
 
 }  // namespace
 
+void draw_tokens(Context& ctx, const Tensor& logits, bool code, const GptConfig& config,
+                 int64_t window, size_t first, int64_t count, GptStepIo* io) {
+  const int64_t each = code ? config.num_vq : 1;
+  const int64_t vocab = code ? config.num_audio_tokens : config.num_text_tokens;
+  const int64_t rows = count * each;
+  std::vector<TokenDraw> draws;
+  std::vector<int64_t> history;
+  if (io != nullptr) {
+    for (size_t s = first; s < first + static_cast<size_t>(count); ++s) {
+      VOXD_CHECK(static_cast<int64_t>(io->draws[s].size()) == each,
+                 "draw_tokens: a stream's draws do not match its head");
+      draws.insert(draws.end(), io->draws[s].begin(), io->draws[s].end());
+      history.insert(history.end(), io->history[s].begin(), io->history[s].end());
+    }
+  } else {
+    draws.resize(static_cast<size_t>(rows));
+    history.assign(static_cast<size_t>(rows * window), -1);
+  }
+  const Tensor tokens =
+      ops::to_host(ctx,
+                   ops::sample_tokens(ctx, logits.reshape({rows, vocab}),
+                                      Tensor::from_vector({rows, window}, history), draws),
+                   DType::I64);
+  if (io == nullptr) return;
+  const int64_t* drawn = tokens.data<int64_t>();
+  for (int64_t s = 0; s < count; ++s) {
+    io->tokens[first + static_cast<size_t>(s)].assign(drawn + s * each, drawn + (s + 1) * each);
+  }
+}
+
 void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepShape& shape,
-              GptStepIo* io) {
+              int64_t window, GptStepIo* io) {
   const GptConfig& c = gpt.config();
   const int64_t b = shape.batch;
   const int64_t t = shape.tokens;
   const auto rows = static_cast<size_t>(b * t);
+  VOXD_CHECK(shape.prefill || !(shape.text_head && shape.code_head),
+             "a decode step is of one stage: the code heads or the text head");
   std::vector<int64_t> ids(rows * static_cast<size_t>(c.num_vq), 0);
-  // Planning: a prefill's positions are text but for a recomputed code stage's; a decode step
-  // mixes text and code as its heads say.
+  // Planning: a prefill's positions are text but for a recomputed code stage's; a decode step's
+  // are its stage's.
   std::vector<int64_t> mask(rows, shape.prefill || !shape.code_head ? 1 : 0);
-  if (!shape.prefill && shape.text_head && shape.code_head) mask[0] = 1;
   if (shape.prefill && shape.code_positions) mask[rows - 1] = 0;
   if (io != nullptr) {
     for (int64_t s = 0; s < b; ++s) {
@@ -82,33 +127,32 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
   const std::vector<int64_t> positions =
       io != nullptr ? io->positions : std::vector<int64_t>(static_cast<size_t>(b), 0);
   const Tensor hidden = gpt.forward(ctx, embedded, cache, table, positions);
-  // The heads on each stream's last position: the whole batch at once for a decode step, one
-  // stream at a time for a prefill (each at its own length).
-  const auto heads = [&](const Tensor& last, size_t first, int64_t count) {
-    const Tensor h = ops::to_host(ctx, last);
-    const Tensor text = shape.text_head ? ops::to_host(ctx, gpt.text_logits(ctx, last)) : Tensor();
-    const Tensor code = shape.code_head ? ops::to_host(ctx, gpt.code_logits(ctx, last)) : Tensor();
-    if (io == nullptr) return;
-    const auto split = [&](const Tensor& x, std::vector<std::vector<float>>& out) {
-      if (!x.defined()) return;
-      const std::vector<float> values = x.to_float_vector();
-      const size_t each = values.size() / static_cast<size_t>(count);
-      for (int64_t s = 0; s < count; ++s) {
-        const auto begin =
-            values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * each);
-        out[first + static_cast<size_t>(s)].assign(begin,
-                                                   begin + static_cast<std::ptrdiff_t>(each));
-      }
-    };
-    split(h, io->hidden);
-    split(text, io->text_logits);
-    split(code, io->code_logits);
-  };
   if (io != nullptr) {
     io->hidden.assign(static_cast<size_t>(b), {});
-    io->text_logits.assign(static_cast<size_t>(b), {});
-    io->code_logits.assign(static_cast<size_t>(b), {});
+    io->tokens.assign(static_cast<size_t>(b), {});
   }
+  // The draws on each stream's last position: the whole batch at once for a decode step, one
+  // stream at a time for a prefill (each at its own length). A prefill step runs every head its
+  // shape has for every stream, a stream's own with its draws and the other with placeholder
+  // draws, so that it allocates as its plan did whatever stage each stream is in.
+  const auto heads = [&](const Tensor& last, size_t first, int64_t count) {
+    const Tensor h = ops::to_host(ctx, last);
+    for (const bool code : {false, true}) {
+      if (!(code ? shape.code_head : shape.text_head)) continue;
+      const bool own = io != nullptr && (shape.prefill ? io->code_stage[first] != 0 : code) == code;
+      draw_tokens(ctx, code ? gpt.code_logits(ctx, last) : gpt.text_logits(ctx, last), code, c,
+                  window, first, count, own ? io : nullptr);
+    }
+    if (io == nullptr) return;
+    const std::vector<float> values = h.to_float_vector();
+    const auto size = static_cast<size_t>(c.hidden_size);
+    for (int64_t s = 0; s < count; ++s) {
+      const auto begin =
+          values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * size);
+      io->hidden[first + static_cast<size_t>(s)].assign(begin,
+                                                        begin + static_cast<std::ptrdiff_t>(size));
+    }
+  };
   if (!shape.prefill) {
     heads(hidden, 0, b);
     return;
@@ -198,7 +242,7 @@ const ArenaLayout& GptKind::plan(scheduler::VoiceEntry& voice, const GptStepShap
   if (plans_.size() >= kMaxPlans) plans_.clear();
   LoadedModels& models = models_of(voice);
   const ArenaLayout made = plan_workspace(runtime_.backend(), [&](Context& ctx) {
-    gpt_step(ctx, models.voice->gpt(), models.cache, shape, nullptr);
+    gpt_step(ctx, models.voice->gpt(), models.cache, shape, window_of(models), nullptr);
   });
   return plans_.emplace(key, made).first->second;
 }
@@ -223,12 +267,21 @@ const ArenaLayout& GptKind::embed_plan(scheduler::VoiceEntry& voice, int64_t bat
   auto at = embed_plans_.find(key);
   if (at != embed_plans_.end()) return at->second;
   if (embed_plans_.size() >= kMaxPlans) embed_plans_.clear();
-  const Gpt& gpt = models_of(voice).voice->gpt();
-  const int64_t num_vq = gpt.config().num_vq;
-  const ArenaLayout made = plan_workspace(runtime_.backend(), [&](Context& ctx) {
+  const LoadedModels& models = models_of(voice);
+  const Gpt& gpt = models.voice->gpt();
+  const GptConfig& c = gpt.config();
+  Backend& backend = runtime_.backend();
+  const ArenaLayout made = plan_workspace(backend, [&](Context& ctx) {
     (void)gpt.embed(
-        ctx, Tensor::zeros({batch, 1, num_vq}, DType::I64),
+        ctx, Tensor::zeros({batch, 1, c.num_vq}, DType::I64),
         Tensor::from_vector({batch, 1}, std::vector<int64_t>(static_cast<size_t>(batch), !code)));
+    // The logits are the graph's (in its own arena): planned elsewhere, drawn from here.
+    WorkspaceArena graph_arena(backend.device());
+    Context graph = Context::for_planning(backend, graph_arena);
+    const Tensor logits =
+        code ? ops::empty(graph, {batch, 1, c.num_vq, c.num_audio_tokens}, DType::F32)
+             : ops::empty(graph, {batch, 1, c.num_text_tokens}, DType::F32);
+    draw_tokens(ctx, logits, code, c, window_of(models), 0, batch, nullptr);
   });
   return embed_plans_.emplace(key, made).first->second;
 }
@@ -306,10 +359,15 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
     throw Error("chattts: a smaller GPT step does not fit the memory its batch was given");
   }
   const GptStepShape shape = shape_of(running, running.items.size());
+  const int64_t window = window_of(models);
   GptStepIo io;
   for (const auto& stream : running.items) {
     GenerationWork& work = work_of(*stream);
     const RequestGeneration& g = work.generation;
+    io.code_stage.push_back(g.code_stage() ? 1 : 0);
+    io.draws.emplace_back();
+    io.history.emplace_back();
+    g.next_draws(window, io.draws.back(), io.history.back());
     if (prefill_) {
       std::vector<int64_t> mask = g.prefill_text_mask();
       mask.resize(static_cast<size_t>(shape.tokens), 1);
@@ -332,69 +390,52 @@ scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& 
   if (use_graphs()) {
     run_graphed(*batch.voice, shape.code_head, io);
   } else {
-    run_in_workspace(
-        runtime_.backend(), runtime_.allocator(), plan(*batch.voice, shape),
-        [&](Context& ctx) { gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io); });
+    run_in_workspace(runtime_.backend(), runtime_.allocator(), plan(*batch.voice, shape),
+                     [&](Context& ctx) {
+                       gpt_step(ctx, models.voice->gpt(), models.cache, shape, window, &io);
+                     });
   }
-  // Every stream draws from its own logits on its own state, so the draws (top-P's sort and two
-  // softmaxes per row, the batch's largest host cost) run in parallel; pages go back after.
-  std::vector<std::exception_ptr> failed(ready.size());
-  std::vector<char> failed_own(ready.size(), 0);  // a voxd::Error: the stream's alone
-  const auto count = static_cast<int64_t>(ready.size());
-#pragma omp parallel for schedule(dynamic) if (count > 1)
-  for (int64_t r = 0; r < count; ++r) {
-    const auto at = static_cast<size_t>(r);
-    GenerationWork& work = work_of(*batch.items[ready[at]]);
-    try {
-      work.generation.advance(
-          work.generation.code_stage() ? io.code_logits[at] : io.text_logits[at], io.hidden[at]);
-      work.collect();
-      out.audio[ready[at]] = work.take_finished_pauses();
-    } catch (const Error&) {
-      failed[at] = std::current_exception();
-      failed_own[at] = 1;
-    } catch (...) {
-      failed[at] = std::current_exception();
-    }
-  }
+  // Every stream takes its tokens (a voxd::Error is the stream's alone); pages go back after.
   for (size_t r = 0; r < ready.size(); ++r) {
     GenerationWork& work = work_of(*batch.items[ready[r]]);
-    if (failed[r] && !failed_own[r]) std::rethrow_exception(failed[r]);
-    if (failed[r] || work.generation.next() != Next::kDecode) work.release_pages();
-    if (failed[r]) out.errors[ready[r]] = failed[r];
+    try {
+      work.generation.advance(io.tokens[r], io.hidden[r]);
+      work.collect();
+      out.audio[ready[r]] = work.take_finished_pauses();
+    } catch (const Error&) {
+      out.errors[ready[r]] = std::current_exception();
+    }
+    if (out.errors[ready[r]] || work.generation.next() != Next::kDecode) work.release_pages();
   }
   return out;
 }
 
 void GptKind::run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io) {
-  const Gpt& gpt = models_of(voice).voice->gpt();
+  const LoadedModels& models = models_of(voice);
+  const Gpt& gpt = models.voice->gpt();
+  const GptConfig& c = gpt.config();
   const auto batch = static_cast<int64_t>(io.ids.size());
-  const int64_t num_vq = gpt.config().num_vq;
   std::vector<int64_t> ids;
   for (const std::vector<int64_t>& row : io.ids) ids.insert(ids.end(), row.begin(), row.end());
   DecodeGraphs& graphs = graphs_of(voice);
-  DecodeGraphs::Output out;
+  io.tokens.assign(static_cast<size_t>(batch), {});
+  io.hidden.assign(static_cast<size_t>(batch), {});
+  std::vector<float> hidden;
   run_in_workspace(
       runtime_.backend(), runtime_.allocator(), embed_plan(voice, batch, code), [&](Context& ctx) {
         const Tensor embedded =
-            gpt.embed(ctx, Tensor::from_vector({batch, 1, num_vq}, ids),
+            gpt.embed(ctx, Tensor::from_vector({batch, 1, c.num_vq}, ids),
                       Tensor::from_vector({batch, 1},
                                           std::vector<int64_t>(static_cast<size_t>(batch), !code)));
-        out = graphs.run(ctx, embedded, io.pages, io.positions, code);
+        const DecodeGraphs::Output out = graphs.run(ctx, embedded, io.pages, io.positions, code);
+        draw_tokens(ctx, out.logits, code, c, window_of(models), 0, batch, &io);
+        hidden = ops::to_host(ctx, out.hidden).to_float_vector();
       });
-  const std::vector<float> logits = out.logits.to_float_vector();
-  const std::vector<float> hidden = out.hidden.to_float_vector();
-  const auto split = [batch](const std::vector<float>& values,
-                             std::vector<std::vector<float>>& to) {
-    const size_t each = values.size() / static_cast<size_t>(batch);
-    to.resize(static_cast<size_t>(batch));
-    for (size_t s = 0; s < to.size(); ++s) {
-      const auto first = values.begin() + static_cast<std::ptrdiff_t>(s * each);
-      to[s].assign(first, first + static_cast<std::ptrdiff_t>(each));
-    }
-  };
-  split(logits, code ? io.code_logits : io.text_logits);
-  split(hidden, io.hidden);
+  const auto size = static_cast<size_t>(c.hidden_size);
+  for (size_t s = 0; s < io.hidden.size(); ++s) {
+    const auto first = hidden.begin() + static_cast<std::ptrdiff_t>(s * size);
+    io.hidden[s].assign(first, first + static_cast<std::ptrdiff_t>(size));
+  }
 }
 
 void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pacing,
@@ -402,7 +443,8 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pac
   if (use_graphs()) {
     // Records every graph a batch up to max_batch can use, on rows without pages (nothing is
     // written to the cache).
-    const int64_t num_vq = models_of(voice).voice->gpt().config().num_vq;
+    const LoadedModels& models = models_of(voice);
+    const GptConfig& config = models.voice->gpt().config();
     for (int64_t rows = 1; rows <= DecodeGraphs::padded(pacing.max_batch); rows *= 2) {
       for (const bool code : {true, false}) {
         const uint64_t record = graphs_of(voice).bytes_to_record(rows, code);
@@ -415,9 +457,10 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pac
         const std::vector<int64_t> none;
         GptStepIo io;
         io.ids.assign(static_cast<size_t>(rows),
-                      std::vector<int64_t>(static_cast<size_t>(num_vq), 0));
+                      std::vector<int64_t>(static_cast<size_t>(config.num_vq), 0));
         io.pages.assign(static_cast<size_t>(rows), &none);
         io.positions.assign(static_cast<size_t>(rows), 0);
+        placeholder_draws(io, static_cast<size_t>(rows), code, config, window_of(models));
         run_graphed(voice, code, io);
       }
     }
@@ -446,8 +489,9 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pac
     io.positions = {0};
     io.speakers = {nullptr};
     io.speaker_positions = {{}};
+    placeholder_draws(io, 1, false, models.voice->gpt().config(), window_of(models));
     run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
-      gpt_step(ctx, models.voice->gpt(), models.cache, shape, &io);
+      gpt_step(ctx, models.voice->gpt(), models.cache, shape, window_of(models), &io);
     });
   }
   pool.release(pages);

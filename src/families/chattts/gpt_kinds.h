@@ -6,8 +6,9 @@
 // full; when the pool has none, the decoding stream with the most slack gives its pages back and is
 // recomputed later (preemption), so an admitted stream never fails for want of pages. A stage
 // is admitted when its prefill's pages fit beside a page for every decoding stream. After each
-// forward, every stream's RequestGeneration draws its next token from its own logits (on the
-// host) and its own seed, so a stream's tokens do not depend on what it was batched with. A
+// forward, every stream's next tokens are drawn on the device (ops::sample_tokens) from its own
+// logits, history and seed, so a stream's tokens do not depend on what it was batched with; only
+// the tokens and hidden states come back to the host. A
 // decode step runs the streams of one stage (code or text) and, on a backend that records, as a
 // recorded graph at the next power-of-two batch (decode_graphs.h); plans are cached by shape.
 #pragma once
@@ -68,11 +69,11 @@ class GptKind : public scheduler::StepKind {
   // Whether decode steps of `voice` run as recorded graphs, and its graphs (made on first use).
   bool use_graphs() const;
   DecodeGraphs& graphs_of(scheduler::VoiceEntry& voice);
-  // The plan of a graphed step's embedding, which runs before the graph (ids come from the
-  // host).
+  // The plan of what a graphed step runs around its graph: the embedding before it (ids come
+  // from the host) and the draws after it.
   const ArenaLayout& embed_plan(scheduler::VoiceEntry& voice, int64_t batch, bool code);
   // A decode step of io's streams (all in the code stage, or all in the text stage) through the
-  // voice's recorded graphs: io's logits and hidden states filled.
+  // voice's recorded graphs: io's tokens and hidden states filled.
   void run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io);
 
   DeviceRuntime& runtime_;
@@ -89,8 +90,9 @@ class GptKind : public scheduler::StepKind {
 struct GptStepIo {
   // In: per stream, the ids of its positions ([tokens][num_vq] flattened, padded with 0), whether
   // each is a text position (padding: text), its last real position (prefill: its length - 1),
-  // its pages, its first position (0 for a prefill), and the speaker vector with the positions it
-  // replaces.
+  // its pages, its first position (0 for a prefill), the speaker vector with the positions it
+  // replaces, whether it reads the code heads (else the text head), and its next tokens' draws
+  // with their histories (RequestGeneration::next_draws, `window` tokens a row).
   std::vector<std::vector<int64_t>> ids;
   std::vector<std::vector<int64_t>> text_mask;
   std::vector<int64_t> last;
@@ -98,15 +100,25 @@ struct GptStepIo {
   std::vector<int64_t> positions;
   std::vector<const std::vector<float>*> speakers;
   std::vector<std::vector<int64_t>> speaker_positions;
-  // Out: per stream, the logits at its last position (the text head's or the code heads') and
-  // the hidden state there.
-  std::vector<std::vector<float>> text_logits;
-  std::vector<std::vector<float>> code_logits;
+  std::vector<char> code_stage;
+  std::vector<std::vector<TokenDraw>> draws;
+  std::vector<std::vector<int64_t>> history;
+  // Out: per stream, the tokens drawn at its last position (one per draw) and the hidden state
+  // there.
+  std::vector<std::vector<int64_t>> tokens;
   std::vector<std::vector<float>> hidden;
 };
 
-// One GPT step on ctx (a planning context when io is null: the same allocations, no reads).
+// One GPT step on ctx (a planning context when io is null: the same allocations, no reads), its
+// draws with histories `window` tokens wide.
 void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepShape& shape,
-              GptStepIo* io);
+              int64_t window, GptStepIo* io);
+
+// Draws the next tokens of `count` streams, io's from `first` on, from their head's logits
+// [count, 1, ...] (the code heads' when `code`, on ctx's device) into io->tokens, on ctx (a
+// planning context when io is null: the same allocations; the logits may then come from
+// another).
+void draw_tokens(Context& ctx, const Tensor& logits, bool code, const GptConfig& config,
+                 int64_t window, size_t first, int64_t count, GptStepIo* io);
 
 }  // namespace voxd::chattts

@@ -1,130 +1,28 @@
 #include "families/chattts/sampling.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
-#include <numeric>
-#include <vector>
-
-#include "core/error.h"
 
 namespace voxd::chattts {
-namespace {
 
-constexpr float kRemoved = -std::numeric_limits<float>::infinity();
-
-void apply_repetition_penalty(std::span<float> logits, std::span<const int64_t> history,
-                              const SamplingParams& params) {
-  if (params.repetition_penalty == 1.0f || history.empty()) return;
-  const size_t window = std::min(history.size(), static_cast<size_t>(params.repetition_window));
-  std::vector<int64_t> recent(history.end() - static_cast<std::ptrdiff_t>(window), history.end());
-  std::sort(recent.begin(), recent.end());
-  const auto vocab = static_cast<int64_t>(logits.size());
-  for (size_t i = 0; i < recent.size();) {
-    size_t j = i;
-    while (j < recent.size() && recent[j] == recent[i]) ++j;
-    const int64_t id = recent[i];
-    if (id >= 0 && id < vocab) {
-      const float alpha = std::pow(params.repetition_penalty, static_cast<float>(j - i));
-      float& logit = logits[static_cast<size_t>(id)];
-      logit = logit < 0.0f ? logit * alpha : logit / alpha;
-    }
-    i = j;
-  }
+TokenDraw token_draw(const SamplingParams& params, float temperature, int64_t step, uint64_t seed,
+                     uint64_t row) {
+  return {.temperature = temperature,
+          .repetition_penalty = params.repetition_penalty,
+          .top_p = params.top_p.value_or(0.0),
+          .top_k = params.top_k.value_or(0),
+          .min_keep = params.min_tokens_to_keep,
+          .banned = step < params.min_new_token ? params.eos : -1,
+          .seed = seed,
+          .step = static_cast<uint64_t>(step),
+          .row = row};
 }
 
-// transformers' TopPLogitsWarper: in ascending order of logit (ties by id), the tokens whose
-// cumulative probability is at most 1 − top_p go, except the last min_tokens_to_keep.
-void apply_top_p(std::span<float> logits, double top_p, int64_t min_keep) {
-  const size_t n = logits.size();
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return logits[a] < logits[b]; });
-  std::vector<float> probs(n);
-  softmax(logits, probs);
-  // As transformers compares: float32 probabilities against float32(1 − top_p in double).
-  const auto threshold = static_cast<float>(1.0 - top_p);
-  const size_t keep_from =
-      n > static_cast<size_t>(min_keep) ? n - static_cast<size_t>(min_keep) : 0;
-  double cumulative = 0.0;
-  std::vector<size_t> removed;
-  for (size_t rank = 0; rank < keep_from; ++rank) {
-    cumulative += probs[order[rank]];
-    if (cumulative <= threshold) removed.push_back(order[rank]);
-  }
-  for (size_t id : removed) logits[id] = kRemoved;
-}
-
-// transformers' TopKLogitsWarper: logits below the k-th largest go.
-void apply_top_k(std::span<float> logits, int64_t top_k, int64_t min_keep) {
-  const size_t k = std::min(static_cast<size_t>(std::max(top_k, min_keep)), logits.size());
-  if (k == 0) return;
-  std::vector<float> sorted(logits.begin(), logits.end());
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1),
-                   sorted.end(), std::greater<>());
-  const float kth = sorted[k - 1];
-  for (float& logit : logits) {
-    if (logit < kth) logit = kRemoved;
-  }
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
-void process_logits(std::span<float> logits, float temperature, std::span<const int64_t> history,
-                    int64_t step, const SamplingParams& params) {
-  VOXD_CHECK(temperature > 0.0f, "the sampling temperature must be positive");
-  for (float& logit : logits) logit /= temperature;
-  apply_repetition_penalty(logits, history, params);
-  if (params.top_p) apply_top_p(logits, *params.top_p, params.min_tokens_to_keep);
-  if (params.top_k) apply_top_k(logits, *params.top_k, params.min_tokens_to_keep);
-  if (step < params.min_new_token && params.eos >= 0 &&
-      params.eos < static_cast<int64_t>(logits.size())) {
-    logits[static_cast<size_t>(params.eos)] = kRemoved;
-  }
-}
-
-void softmax(std::span<const float> logits, std::span<float> probs) {
-  VOXD_CHECK(logits.size() == probs.size(), "softmax needs as many probabilities as logits");
-  const float top = *std::max_element(logits.begin(), logits.end());
-  if (top == kRemoved) {
-    std::fill(probs.begin(), probs.end(), 0.0f);
-    return;
-  }
-  double total = 0.0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const double e = std::exp(static_cast<double>(logits[i]) - static_cast<double>(top));
-    probs[i] = static_cast<float>(e);
-    total += e;
-  }
-  for (float& p : probs) p = static_cast<float>(static_cast<double>(p) / total);
-}
-
-int64_t draw_token(std::span<const float> probs, double u) {
-  double total = 0.0;
-  for (float p : probs) total += p;
-  const double target = u * total;
-  double cumulative = 0.0;
-  for (size_t i = 0; i < probs.size(); ++i) {
-    cumulative += probs[i];
-    if (cumulative > target) return static_cast<int64_t>(i);
-  }
-  for (size_t i = probs.size(); i-- > 0;) {
-    if (probs[i] > 0.0f) return static_cast<int64_t>(i);
-  }
-  throw Error("cannot draw a token: every probability is 0");
-}
-
-double uniform_draw(uint64_t seed, uint64_t step, uint64_t row) {
-  const uint64_t bits = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ row);
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+std::vector<int64_t> recent_tokens(std::span<const int64_t> history, int64_t window) {
+  std::vector<int64_t> recent(static_cast<size_t>(std::max<int64_t>(window, 0)), -1);
+  const size_t kept = std::min(history.size(), recent.size());
+  std::copy(history.end() - static_cast<std::ptrdiff_t>(kept), history.end(),
+            recent.end() - static_cast<std::ptrdiff_t>(kept));
+  return recent;
 }
 
 }  // namespace voxd::chattts

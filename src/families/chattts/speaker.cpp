@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "families/chattts/sampling.h"
+#include "core/token_sampling.h"
 #include "families/chattts/speaker_code.h"
 
 namespace voxd::chattts {

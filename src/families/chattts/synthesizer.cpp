@@ -59,11 +59,21 @@ Generation Synthesizer::synthesize(
   Generation out;
   std::optional<KvCache> cache;
   Tensor last;  // the hidden state at the stage's last position
+  const int64_t window = RequestGeneration::history_window(voice_.config());
   const auto take = [&](const Tensor& hidden) {
     last = ops::contiguous(ctx_, hidden.narrow(1, hidden.size(1) - 1, 1));
     const Tensor logits =
         generation.code_stage() ? gpt.code_logits(ctx_, last) : gpt.text_logits(ctx_, last);
-    generation.advance(ops::to_host(ctx_, logits).to_float_vector(),
+    std::vector<TokenDraw> draws;
+    std::vector<int64_t> history;
+    generation.next_draws(window, draws, history);
+    const auto rows = static_cast<int64_t>(draws.size());
+    const Tensor tokens =
+        ops::to_host(ctx_,
+                     ops::sample_tokens(ctx_, logits.reshape({rows, logits.numel() / rows}),
+                                        Tensor::from_vector({rows, window}, history), draws),
+                     DType::I64);
+    generation.advance(std::span<const int64_t>(tokens.data<int64_t>(), draws.size()),
                        ops::to_host(ctx_, last).to_float_vector());
   };
   constexpr int64_t kPauseBlock = 4096;

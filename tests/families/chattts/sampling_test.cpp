@@ -1,4 +1,5 @@
-// ChatTTS's logits processors and voxd's draw rule against tests/fixtures/chattts/sampling (from
+// ChatTTS's logits processors and voxd's draw rule (core/token_sampling.h with the draws
+// chattts/sampling.h makes of a stage's settings) against tests/fixtures/chattts/sampling (from
 // tools/reference/chattts_fixtures.py, which follows the original's processors.py and gpt.py):
 // every intermediate of every case, and the tokens each fixed draw picks.
 #include "families/chattts/sampling.h"
@@ -7,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -53,6 +55,13 @@ Case load_case(const std::string& name) {
   return c;
 }
 
+// process_logits with a stage's settings, as the stage's draws make them.
+void process(std::vector<float>& logits, float temperature, const std::vector<int64_t>& history,
+             int64_t step, const SamplingParams& params) {
+  process_logits(logits, token_draw(params, temperature, step, 0, 0),
+                 recent_tokens(history, params.repetition_window));
+}
+
 // Equal, or both removed (−inf).
 void expect_logits(const std::vector<float>& got, const std::vector<float>& expected,
                    const std::string& what) {
@@ -80,7 +89,7 @@ TEST_P(Sampling, EveryStepAndEveryDrawAsTheOriginal) {
     std::vector<float> logits = c.row<float>("logits", r);
     const std::vector<int64_t> history = c.row<int64_t>("history", r);
     // The whole chain, then each stage alone from the fixture's previous one.
-    process_logits(logits, temperature.data<float>()[r], history, step, params);
+    process(logits, temperature.data<float>()[r], history, step, params);
     expect_logits(logits, c.row<float>("masked", r), "masked");
 
     std::vector<float> probs(logits.size());
@@ -112,21 +121,21 @@ TEST(Sampling, EachProcessorAlone) {
   only_penalty.top_k.reset();
   only_penalty.min_new_token = 0;
   std::vector<float> scaled = c.row<float>("scaled", 0);
-  process_logits(scaled, 1.0f, c.row<int64_t>("history", 0), 0, only_penalty);
+  process(scaled, 1.0f, c.row<int64_t>("history", 0), 0, only_penalty);
   expect_logits(scaled, c.row<float>("penalized", 0), "penalized");
 
   SamplingParams only_top_p = c.params();
   only_top_p.repetition_penalty = 1.0f;
   only_top_p.top_k.reset();
   std::vector<float> penalized = c.row<float>("penalized", 0);
-  process_logits(penalized, 1.0f, {}, 1 << 20, only_top_p);
+  process(penalized, 1.0f, {}, 1 << 20, only_top_p);
   expect_logits(penalized, c.row<float>("top_p", 0), "top_p");
 
   SamplingParams only_top_k = c.params();
   only_top_k.repetition_penalty = 1.0f;
   only_top_k.top_p.reset();
   std::vector<float> top_p = c.row<float>("top_p", 0);
-  process_logits(top_p, 1.0f, {}, 1 << 20, only_top_k);
+  process(top_p, 1.0f, {}, 1 << 20, only_top_k);
   expect_logits(top_p, c.row<float>("top_k", 0), "top_k");
 }
 
@@ -138,7 +147,7 @@ TEST(Sampling, RepetitionPenaltyKnownAnswers) {
   params.repetition_window = 3;
   std::vector<float> logits = {-2.0f, 3.0f, 1.0f};
   const std::vector<int64_t> history = {2, 2, 0, 0, 1};  // the window holds 0, 0, 1
-  process_logits(logits, 1.0f, history, 0, params);
+  process(logits, 1.0f, history, 0, params);
   EXPECT_FLOAT_EQ(logits[0], -2.0f * 1.5f * 1.5f);
   EXPECT_FLOAT_EQ(logits[1], 3.0f / 1.5f);
   EXPECT_FLOAT_EQ(logits[2], 1.0f);
@@ -151,7 +160,7 @@ TEST(Sampling, DrawsNeverPickAZeroProbabilityToken) {
   EXPECT_EQ(draw_token(probs, 0.5), 3);
   EXPECT_EQ(draw_token(probs, 0.999999999), 3);
   const std::vector<float> none = {0.0f, 0.0f};
-  EXPECT_THROW(draw_token(none, 0.5), Error);
+  EXPECT_EQ(draw_token(none, 0.5), -1);
 }
 
 TEST(Sampling, DrawsDependOnSeedStepAndRowOnly) {
@@ -171,6 +180,54 @@ TEST(Sampling, DrawsDependOnSeedStepAndRowOnly) {
   double sum = 0.0;
   for (uint64_t i = 0; i < 10000; ++i) sum += uniform_draw(42, i, 0);
   EXPECT_NEAR(sum / 10000.0, 0.5, 0.02);
+}
+
+// A row's history is its last repetition_window tokens, padded in front with −1 (which the
+// penalty ignores): the same logits as the whole history.
+TEST(Sampling, RecentTokensAreTheWindowPaddedInFront) {
+  EXPECT_EQ(recent_tokens(std::vector<int64_t>{1, 2, 3}, 5),
+            (std::vector<int64_t>{-1, -1, 1, 2, 3}));
+  EXPECT_EQ(recent_tokens(std::vector<int64_t>{1, 2, 3, 4}, 2), (std::vector<int64_t>{3, 4}));
+  EXPECT_TRUE(recent_tokens(std::vector<int64_t>{1}, 0).empty());
+  SamplingParams params;
+  params.repetition_penalty = 2.0f;
+  std::vector<float> padded = {1.0f, -1.0f, 3.0f};
+  process_logits(padded, token_draw(params, 1.0f, 0, 0, 0), std::vector<int64_t>{-1, -1, 0, 1});
+  EXPECT_EQ(padded, (std::vector<float>{0.5f, -2.0f, 3.0f}));
+}
+
+// The stage's settings become the draw's: eos is banned before min_new_token, the uniform number
+// is the stage seed's at (step, row).
+TEST(Sampling, StageSettingsBecomeTheDraw) {
+  SamplingParams params;
+  params.top_p = 0.7;
+  params.top_k = 20;
+  params.eos = 625;
+  params.min_new_token = 2;
+  const TokenDraw early = token_draw(params, 0.3f, 1, 9, 3);
+  EXPECT_EQ(early.banned, 625);
+  EXPECT_EQ(early.top_p, 0.7);
+  EXPECT_EQ(early.top_k, 20);
+  EXPECT_EQ(early.min_keep, 3);
+  EXPECT_FLOAT_EQ(early.temperature, 0.3f);
+  EXPECT_EQ(early.seed, 9u);
+  EXPECT_EQ(early.step, 1u);
+  EXPECT_EQ(early.row, 3u);
+  EXPECT_EQ(token_draw(params, 0.3f, 2, 9, 3).banned, -1);
+  params.top_p.reset();
+  params.top_k.reset();
+  EXPECT_EQ(token_draw(params, 0.3f, 2, 9, 3).top_p, 0.0);
+  EXPECT_EQ(token_draw(params, 0.3f, 2, 9, 3).top_k, 0);
+}
+
+// A row with a NaN draws nothing, and neither does one whose every token is removed.
+TEST(Sampling, RowsThatDrawNothing) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sample_token(std::vector<float>{0.0f, nan}, TokenDraw{}, {}), -1);
+  EXPECT_EQ(sample_token(std::vector<float>{-inf, -inf}, TokenDraw{}, {}), -1);
+  EXPECT_EQ(sample_token(std::vector<float>{-inf, 1.0f}, TokenDraw{.banned = 1}, {}), -1);
+  EXPECT_EQ(sample_token(std::vector<float>{-inf, 1.0f}, TokenDraw{}, {}), 1);
 }
 
 }  // namespace
