@@ -243,8 +243,8 @@ __global__ void __launch_bounds__(kMaxThreads) sample_tokens_kernel(SampleTokens
     return;
   }
   const int64_t per_thread = (vocab + blockDim.x - 1) / blockDim.x;
-  const int64_t begin = min<int64_t>(threadIdx.x * per_thread, vocab);
-  const int64_t end = min<int64_t>(begin + per_thread, vocab);
+  const int64_t begin = min(static_cast<int64_t>(threadIdx.x) * per_thread, vocab);
+  const int64_t end = min(begin + per_thread, vocab);
   u64 mine = 0;
   for (int64_t i = begin; i < end; ++i) mine += sm.fixed(w[i]);
   s.partial[threadIdx.x] = mine;
