@@ -13,14 +13,19 @@ constexpr double kFixedOne = 72057594037927936.0;  // 2^56: probability 1 in fix
 
 using u64 = unsigned long long;
 
+constexpr int kWarps = kMaxThreads / 32;
+constexpr int kSharedHistory = 64;  // a row's history up to this long is read from shared memory
+
 struct Shared {
   unsigned int count[kBins];
   u64 mass[kBins];
-  u64 partial[kMaxThreads];  // per-thread sums, then their exclusive prefix sums
-  double reduce_double[kMaxThreads / 32];
-  float reduce_float[kMaxThreads / 32];
+  u64 warp_total[kWarps];
+  double reduce_double[kWarps];
+  float reduce_float[kWarps];
+  int64_t history[kSharedHistory];
   u64 prefix;
-  u64 total;
+  int64_t before_count;  // the ranks, and their mass, before the bin being searched
+  u64 before_mass;
   int chosen;
 };
 
@@ -99,6 +104,61 @@ __device__ Softmax softmax_of(const float* w, int64_t vocab, Shared& s) {
   return out;
 }
 
+// Inclusive prefix sums over the warp's lanes.
+template <typename T>
+__device__ T warp_inclusive_sum(T v) {
+  const unsigned lane = threadIdx.x & 31;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const T other = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= static_cast<unsigned>(offset)) v += other;
+  }
+  return v;
+}
+
+// Warp 0 walks the bins in order (descending: from the last), eight a lane, and finds the
+// first at whose end the running count passes count_limit (or reaches it, when `reach`) or the
+// running mass passes mass_limit, counting from s.before_count and s.before_mass. It leaves
+// the bin in s.chosen (−1: none) and the totals before it in s.before_count/before_mass.
+template <bool kDescending>
+__device__ void find_bin(Shared& s, int64_t count_limit, bool reach, u64 mass_limit) {
+  if (threadIdx.x >= 32) return;
+  const unsigned lane = threadIdx.x;
+  const auto bin_at = [](int j) { return kDescending ? kBins - 1 - j : j; };
+  int64_t count = 0;
+  u64 mass = 0;
+  for (int j = 8 * lane; j < 8 * static_cast<int>(lane) + 8; ++j) {
+    count += s.count[bin_at(j)];
+    mass += s.mass[bin_at(j)];
+  }
+  const int64_t base_count = s.before_count;
+  const u64 base_mass = s.before_mass;
+  const auto crosses = [&](int64_t c, u64 m) {
+    return (reach ? base_count + c >= count_limit : base_count + c > count_limit) ||
+           base_mass + m > mass_limit;
+  };
+  const int64_t count_through = warp_inclusive_sum(count);
+  const u64 mass_through = warp_inclusive_sum(mass);
+  const unsigned crossing = __ballot_sync(0xffffffffu, crosses(count_through, mass_through));
+  if (crossing == 0) {
+    if (lane == 0) s.chosen = -1;
+    return;
+  }
+  if (lane != static_cast<unsigned>(__ffs(crossing) - 1)) return;
+  int64_t c = count_through - count;
+  u64 m = mass_through - mass;
+  for (int j = 8 * lane;; ++j) {
+    const int bin = bin_at(j);
+    if (crosses(c + s.count[bin], m + s.mass[bin])) {
+      s.chosen = bin;
+      s.before_count = base_count + c;
+      s.before_mass = base_mass + m;
+      return;
+    }
+    c += s.count[bin];
+    m += s.mass[bin];
+  }
+}
+
 __device__ void clear_bins(Shared& s) {
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
     s.count[b] = 0;
@@ -121,9 +181,11 @@ __device__ void top_p(float* w, int64_t vocab, const TokenDraw& d, Shared& s) {
   const auto key = [&](int64_t i) {
     return (static_cast<u64>(ordered(w[i])) << id_bits) | static_cast<u64>(i);
   };
-  if (threadIdx.x == 0) s.prefix = 0;
-  int64_t below_count = 0;  // thread 0's: ranks and mass before the bin being searched
-  u64 below_mass = 0;
+  if (threadIdx.x == 0) {
+    s.prefix = 0;
+    s.before_count = 0;
+    s.before_mass = 0;
+  }
   bool every_rank_goes = false;
   for (int hi = key_bits; hi > 0; hi -= 8) {
     const int lo = hi > 8 ? hi - 8 : 0;
@@ -138,19 +200,9 @@ __device__ void top_p(float* w, int64_t vocab, const TokenDraw& d, Shared& s) {
       if (q != 0) atomicAdd(&s.mass[bin], q);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int chosen = -1;
-      for (int b = 0; b < (1 << (hi - lo)); ++b) {
-        if (below_count + s.count[b] > keep_from || below_mass + s.mass[b] > threshold) {
-          chosen = b;
-          break;
-        }
-        below_count += s.count[b];
-        below_mass += s.mass[b];
-      }
-      s.chosen = chosen;
-      if (chosen >= 0) s.prefix = prefix | (static_cast<u64>(chosen) << lo);
-    }
+    find_bin<false>(s, keep_from, false, threshold);
+    __syncthreads();
+    if (threadIdx.x == 0 && s.chosen >= 0) s.prefix = prefix | (static_cast<u64>(s.chosen) << lo);
     __syncthreads();
     if (s.chosen < 0) {  // only on the first digit: every rank may go (min_keep 0)
       every_rank_goes = true;
@@ -169,8 +221,11 @@ __device__ void top_p(float* w, int64_t vocab, const TokenDraw& d, Shared& s) {
 __device__ void top_k(float* w, int64_t vocab, const TokenDraw& d, Shared& s) {
   const int64_t k = min(max(d.top_k, d.min_keep), vocab);
   if (k == 0) return;
-  if (threadIdx.x == 0) s.prefix = 0;
-  int64_t above = 0;  // thread 0's: logits above the bin being searched
+  if (threadIdx.x == 0) {
+    s.prefix = 0;
+    s.before_count = 0;
+    s.before_mass = 0;
+  }
   for (int hi = 32; hi > 0; hi -= 8) {
     const int lo = hi - 8;
     clear_bins(s);
@@ -180,11 +235,10 @@ __device__ void top_k(float* w, int64_t vocab, const TokenDraw& d, Shared& s) {
       if ((o >> hi) == (prefix >> hi)) atomicAdd(&s.count[(o >> lo) & 0xff], 1u);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int b = kBins - 1;
-      for (; b > 0 && above + s.count[b] < k; --b) above += s.count[b];
-      s.prefix = prefix | (static_cast<u64>(b) << lo);
-    }
+    // The bins hold at least k logits, so one is found; no mass counts.
+    find_bin<true>(s, k, true, ~u64{0});
+    __syncthreads();
+    if (threadIdx.x == 0) s.prefix = prefix | (static_cast<u64>(s.chosen) << lo);
     __syncthreads();
   }
   const u64 kth = s.prefix;
@@ -212,23 +266,29 @@ __global__ void __launch_bounds__(kMaxThreads) sample_tokens_kernel(SampleTokens
     if (threadIdx.x == 0) a.tokens[r] = -1;
     return;
   }
-  // The repetition penalty, once per distinct id of the row's history.
-  if (d.repetition_penalty != 1.0f && threadIdx.x == 0) {
-    const int64_t* h = a.history + r * a.window;
-    for (int64_t j = 0; j < a.window; ++j) {
-      const int64_t id = h[j];
-      if (id < 0 || id >= vocab) continue;
-      int count = 0;
-      bool earlier = false;
-      for (int64_t k = 0; k < a.window; ++k) {
-        if (h[k] != id) continue;
-        earlier = earlier || k < j;
-        ++count;
-      }
-      if (earlier) continue;
-      const float alpha = powf(d.repetition_penalty, static_cast<float>(count));
-      w[id] = w[id] < 0.0f ? w[id] * alpha : w[id] / alpha;
+  // The repetition penalty, once per distinct id of the row's history (read from shared memory
+  // when short).
+  const bool penalised = d.repetition_penalty != 1.0f && a.window > 0;
+  const int64_t* h = a.history + r * a.window;
+  if (penalised && a.window <= kSharedHistory) {
+    for (int64_t j = threadIdx.x; j < a.window; j += blockDim.x) s.history[j] = h[j];
+    h = s.history;
+  }
+  __syncthreads();
+  // Thread j takes entry j when it is its id's first: each id is penalised by one thread.
+  for (int64_t j = threadIdx.x; penalised && j < a.window; j += blockDim.x) {
+    const int64_t id = h[j];
+    if (id < 0 || id >= vocab) continue;
+    int count = 0;
+    bool earlier = false;
+    for (int64_t k = 0; k < a.window; ++k) {
+      if (h[k] != id) continue;
+      earlier = earlier || k < j;
+      ++count;
     }
+    if (earlier) continue;
+    const float alpha = powf(d.repetition_penalty, static_cast<float>(count));
+    w[id] = w[id] < 0.0f ? w[id] * alpha : w[id] / alpha;
   }
   __syncthreads();
   if (d.top_p > 0.0) top_p(w, vocab, d, s);
@@ -247,26 +307,24 @@ __global__ void __launch_bounds__(kMaxThreads) sample_tokens_kernel(SampleTokens
   const int64_t end = min(begin + per_thread, vocab);
   u64 mine = 0;
   for (int64_t i = begin; i < end; ++i) mine += sm.fixed(w[i]);
-  s.partial[threadIdx.x] = mine;
+  // The mass before this thread's run: its warp's lanes before it, and the warps before.
+  const u64 through_lane = warp_inclusive_sum(mine);
+  const unsigned warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 31) s.warp_total[warp] = through_lane;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    u64 running = 0;
-    for (unsigned t = 0; t < blockDim.x; ++t) {
-      const u64 part = s.partial[t];
-      s.partial[t] = running;
-      running += part;
-    }
-    s.total = running;
+  u64 before = through_lane - mine;
+  u64 total = 0;
+  for (unsigned other = 0; other < blockDim.x / 32; ++other) {
+    if (other < warp) before += s.warp_total[other];
+    total += s.warp_total[other];
   }
-  __syncthreads();
-  const u64 total = s.total;
   if (total == 0) {
     if (threadIdx.x == 0) a.tokens[r] = -1;
     return;
   }
   auto target = static_cast<u64>(uniform_draw(d.seed, d.step, d.row) * static_cast<double>(total));
   if (target >= total) target = total - 1;
-  u64 running = s.partial[threadIdx.x];
+  u64 running = before;
   if (running > target || running + mine <= target) return;
   for (int64_t i = begin; i < end; ++i) {
     running += sm.fixed(w[i]);

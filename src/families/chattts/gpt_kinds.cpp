@@ -272,7 +272,8 @@ const ArenaLayout& GptKind::embed_plan(scheduler::VoiceEntry& voice, int64_t bat
   const GptConfig& c = gpt.config();
   Backend& backend = runtime_.backend();
   const ArenaLayout made = plan_workspace(backend, [&](Context& ctx) {
-    (void)gpt.embed(
+    // The embedding lives through the step, as run_graphed holds it.
+    const Tensor embedded = gpt.embed(
         ctx, Tensor::zeros({batch, 1, c.num_vq}, DType::I64),
         Tensor::from_vector({batch, 1}, std::vector<int64_t>(static_cast<size_t>(batch), !code)));
     // The logits are the graph's (in its own arena): planned elsewhere, drawn from here.
