@@ -280,8 +280,8 @@ class Backend {
   // One token per row of logits [R, V] (F32, V < 2^24): tokens [R] (I64) = sample_token
   // (core/token_sampling.h) of row r with draws[r] (R of them, on the host) over row r of history
   // [R, W] (I64, on the host or this device; W may be 0), or −1 where the row draws nothing.
-  // Equal to the host's up to rounding: a draw or a top-P cut within ~1e-12 of a boundary may
-  // fall on its other side.
+  // Equal to the host's up to rounding: exp, pow and the softmax's sum may differ from the host's
+  // by an ulp, so a draw or a top-P cut within that of a boundary may fall on its other side.
   virtual void sample_tokens(const Tensor& logits, const Tensor& history,
                              const std::vector<TokenDraw>& draws, Tensor& tokens,
                              const KernelScratch& scratch);

@@ -80,6 +80,11 @@ void process_logits(std::span<float> logits, const TokenDraw& draw,
                     std::span<const int64_t> history) {
   for (float& logit : logits) logit /= draw.temperature;
   apply_repetition_penalty(logits, history, draw.repetition_penalty);
+  // An infinite logit penalised by an infinite or vanishing factor is NaN: every token goes.
+  if (std::any_of(logits.begin(), logits.end(), [](float v) { return std::isnan(v); })) {
+    std::fill(logits.begin(), logits.end(), kRemoved);
+    return;
+  }
   if (draw.top_p > 0.0) apply_top_p(logits, draw.top_p, draw.min_keep);
   if (draw.top_k > 0) apply_top_k(logits, draw.top_k, draw.min_keep);
   if (draw.banned >= 0 && draw.banned < static_cast<int64_t>(logits.size())) {

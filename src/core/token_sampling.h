@@ -31,7 +31,8 @@ struct TokenDraw {
 // penalty^c when negative, ÷ penalty^c otherwise; ids outside the row, such as −1 padding,
 // count for nothing); top-P (in ascending order of logit, ties by id, the tokens whose cumulative
 // probability is at most float(1 − top_p) go, but for the last min_keep); top-K (logits below
-// the k-th largest, k = max(top_k, min_keep), go); the banned token. Removed tokens become −inf.
+// the k-th largest, k = max(top_k, min_keep), go); the banned token. Removed tokens become −inf;
+// a NaN left by the penalty (an infinite logit) removes every token.
 void process_logits(std::span<float> logits, const TokenDraw& draw,
                     std::span<const int64_t> history);
 

@@ -1004,6 +1004,20 @@ void add_sampling_cases(std::vector<OpCase>& cases) {
   nothing.dtypes = {DType::F32};
   nothing.exact = true;
   cases.push_back(nothing);
+  // An infinite logit divided by an infinite penalty (1e30 twice) is NaN: the row draws nothing;
+  // the other row's penalty is finite.
+  OpCase infinite = make(
+      OpKind::SampleTokens, "sample_tokens of an infinite logit under an infinite penalty",
+      {given(floats({2, 3}, {inf, 1.0f, 2.0f, 0.5f, 1.0f, 2.0f})),
+       given(ints({2, 2}, {0, 0, 2, 2}))},
+      [](Context& ctx, const In& in) {
+        return ops::sample_tokens(ctx, in[0], in[1],
+                                  {TokenDraw{.repetition_penalty = 1e30f},
+                                   TokenDraw{.repetition_penalty = 3.0f, .seed = 4}});
+      });
+  infinite.dtypes = {DType::F32};
+  infinite.exact = true;
+  cases.push_back(infinite);
   const std::vector<std::pair<std::string, TokenDraw>> refused = {
       {"draws[0].temperature is out of range", {.temperature = 0.0f}},
       {"draws[0].top_p is out of range", {.top_p = 1.5}},

@@ -85,8 +85,10 @@ struct Softmax {
     const auto e = static_cast<float>(exp(static_cast<double>(logit) - static_cast<double>(max)));
     return static_cast<float>(static_cast<double>(e) / total);
   }
+  // At least one unit for a probability above 0, so that only a token of probability 0 has none.
   __device__ u64 fixed(float logit) const {
-    return static_cast<u64>(static_cast<double>(probability(logit)) * kFixedOne);
+    const float p = probability(logit);
+    return p > 0.0f ? max(static_cast<u64>(static_cast<double>(p) * kFixedOne), u64{1}) : 0;
   }
 };
 
@@ -290,7 +292,16 @@ __global__ void __launch_bounds__(kMaxThreads) sample_tokens_kernel(SampleTokens
     const float alpha = powf(d.repetition_penalty, static_cast<float>(count));
     w[id] = w[id] < 0.0f ? w[id] * alpha : w[id] / alpha;
   }
-  __syncthreads();
+  // An infinite logit penalised by an infinite or vanishing factor is NaN: no token.
+  bool penalised_nan = false;
+  for (int64_t j = threadIdx.x; penalised && j < a.window; j += blockDim.x) {
+    const int64_t id = h[j];
+    penalised_nan = penalised_nan || (id >= 0 && id < vocab && isnan(w[id]));
+  }
+  if (__syncthreads_or(penalised_nan)) {
+    if (threadIdx.x == 0) a.tokens[r] = -1;
+    return;
+  }
   if (d.top_p > 0.0) top_p(w, vocab, d, s);
   if (d.top_k > 0) top_k(w, vocab, d, s);
   if (threadIdx.x == 0 && d.banned >= 0 && d.banned < vocab) w[d.banned] = -INFINITY;
@@ -342,7 +353,7 @@ void sample_tokens(const SampleTokens& a, cudaStream_t stream, const char* op) {
   const int threads = a.vocab > 4096 ? kMaxThreads : 256;
   const size_t shared =
       a.rows_scratch != nullptr ? 0 : static_cast<size_t>(a.vocab) * sizeof(float);
-  if (shared > 48 * 1024) {
+  if (shared + sizeof(Shared) > 48 * 1024) {  // the default limit counts static memory too
     check(cudaFuncSetAttribute(sample_tokens_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(kSharedRowTokens * sizeof(float))),
           "cudaFuncSetAttribute", op);
