@@ -88,7 +88,8 @@ struct Softmax {
   // At least one unit for a probability above 0, so that only a token of probability 0 has none.
   __device__ u64 fixed(float logit) const {
     const float p = probability(logit);
-    return p > 0.0f ? max(static_cast<u64>(static_cast<double>(p) * kFixedOne), u64{1}) : 0;
+    const auto units = static_cast<u64>(static_cast<double>(p) * kFixedOne);
+    return p > 0.0f && units == 0 ? 1 : units;
   }
 };
 
