@@ -69,14 +69,11 @@ std::vector<int64_t> draw_codes(Context& ctx, const Tensor& logits,
         recent_tokens(history[static_cast<size_t>(r)], sampling.repetition_window);
     recent.insert(recent.end(), window.begin(), window.end());
   }
-  const Tensor drawn = ops::to_host(
-      ctx,
-      ops::sample_tokens(ctx, logits.reshape({rows, logits.numel() / rows}),
-                         Tensor::from_vector({rows, sampling.repetition_window}, recent), draws),
-      DType::I64);
+  const std::vector<int64_t> drawn =
+      sample_rows(ctx, logits, draws, recent, sampling.repetition_window);
   std::vector<int64_t> codes(static_cast<size_t>(rows));
   for (size_t r = 0; r < codes.size(); ++r) {
-    const int64_t token = drawn.data<int64_t>()[r];
+    const int64_t token = drawn[r];
     if (token < 0) throw Error("chattts_bench: a row of logits drew no token (NaN logits)");
     codes[r] = std::min(token, sampling.eos - 1);
     history[r].push_back(codes[r]);

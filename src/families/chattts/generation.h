@@ -85,7 +85,6 @@ class RequestGeneration {
   // in front where fewer; window >= history_window()) to `history`, for ops::sample_tokens.
   void next_draws(int64_t window, std::vector<TokenDraw>& draws,
                   std::vector<int64_t>& history) const;
-  int64_t draw_rows() const { return static_cast<int64_t>(history_.size()); }
   // The most recent tokens a stage's penalty counts, over both stages of `config`.
   static int64_t history_window(const VoiceConfig& config);
   // After a kPrefill or kDecode forward: the tokens drawn for next_draws()'s rows and the hidden

@@ -52,7 +52,6 @@ bool never_fits(const KvPagePool& pool, const RequestGeneration& generation) {
 void draw_tokens(Context& ctx, const Tensor& logits, bool code, const GptConfig& config,
                  int64_t window, size_t first, int64_t count, GptStepIo* io) {
   const int64_t each = code ? config.num_vq : 1;
-  const int64_t vocab = code ? config.num_audio_tokens : config.num_text_tokens;
   const int64_t rows = count * each;
   std::vector<TokenDraw> draws;
   std::vector<int64_t> history;
@@ -67,15 +66,12 @@ void draw_tokens(Context& ctx, const Tensor& logits, bool code, const GptConfig&
     draws.resize(static_cast<size_t>(rows));
     history.assign(static_cast<size_t>(rows * window), -1);
   }
-  const Tensor tokens =
-      ops::to_host(ctx,
-                   ops::sample_tokens(ctx, logits.reshape({rows, vocab}),
-                                      Tensor::from_vector({rows, window}, history), draws),
-                   DType::I64);
+  const std::vector<int64_t> tokens = sample_rows(ctx, logits, draws, history, window);
   if (io == nullptr) return;
-  const int64_t* drawn = tokens.data<int64_t>();
   for (int64_t s = 0; s < count; ++s) {
-    io->tokens[first + static_cast<size_t>(s)].assign(drawn + s * each, drawn + (s + 1) * each);
+    io->tokens[first + static_cast<size_t>(s)].assign(
+        tokens.begin() + static_cast<std::ptrdiff_t>(s * each),
+        tokens.begin() + static_cast<std::ptrdiff_t>((s + 1) * each));
   }
 }
 

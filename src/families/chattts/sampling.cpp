@@ -25,4 +25,16 @@ std::vector<int64_t> recent_tokens(std::span<const int64_t> history, int64_t win
   return recent;
 }
 
+std::vector<int64_t> sample_rows(Context& ctx, const Tensor& logits,
+                                 const std::vector<TokenDraw>& draws,
+                                 const std::vector<int64_t>& history, int64_t window) {
+  const auto rows = static_cast<int64_t>(draws.size());
+  const Tensor tokens =
+      ops::to_host(ctx,
+                   ops::sample_tokens(ctx, logits.reshape({rows, logits.numel() / rows}),
+                                      Tensor::from_vector({rows, window}, history), draws),
+                   DType::I64);
+  return tokens.to_int_vector();
+}
+
 }  // namespace voxd::chattts

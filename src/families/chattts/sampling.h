@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "core/ops.h"
 #include "core/token_sampling.h"
 
 namespace voxd::chattts {
@@ -32,5 +33,12 @@ TokenDraw token_draw(const SamplingParams& params, float temperature, int64_t st
 // The row's history as the penalty counts it: the last `window` tokens of `history` (oldest
 // first), −1 in front where it has fewer.
 std::vector<int64_t> recent_tokens(std::span<const int64_t> history, int64_t window);
+
+// One token per draw from `logits` (on ctx's device, a row of V per draw, any shape of that
+// many elements) through ops::sample_tokens, each row with its `window` tokens of `history`:
+// the tokens on the host, −1 where a row drew nothing.
+std::vector<int64_t> sample_rows(Context& ctx, const Tensor& logits,
+                                 const std::vector<TokenDraw>& draws,
+                                 const std::vector<int64_t>& history, int64_t window);
 
 }  // namespace voxd::chattts

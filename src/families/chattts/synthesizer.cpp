@@ -67,13 +67,7 @@ Generation Synthesizer::synthesize(
     std::vector<TokenDraw> draws;
     std::vector<int64_t> history;
     generation.next_draws(window, draws, history);
-    const auto rows = static_cast<int64_t>(draws.size());
-    const Tensor tokens =
-        ops::to_host(ctx_,
-                     ops::sample_tokens(ctx_, logits.reshape({rows, logits.numel() / rows}),
-                                        Tensor::from_vector({rows, window}, history), draws),
-                     DType::I64);
-    generation.advance(std::span<const int64_t>(tokens.data<int64_t>(), draws.size()),
+    generation.advance(sample_rows(ctx_, logits, draws, history, window),
                        ops::to_host(ctx_, last).to_float_vector());
   };
   constexpr int64_t kPauseBlock = 4096;
