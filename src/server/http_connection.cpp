@@ -133,9 +133,25 @@ void Connection::read_header() {
   parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
   parser_->body_limit(limits_.max_body_bytes);
   arm(read_timer_, limits_.header_timeout);
-  http::async_read_header(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](error_code error, size_t) { self->on_header(error); });
+  read_request_part(State::kReadingHeader);
+}
+
+void Connection::read_request_part(State reading) {
+  http::async_read_some(
+      socket_, buffer_, *parser_, [self = shared_from_this(), reading](error_code error, size_t) {
+        if (self->state_ != reading) return;
+        // A deadline that passed while this read's completion was queued cancelled nothing.
+        if (!error && self->read_timed_out_) error = net::error::operation_aborted;
+        const bool part_done = reading == State::kReadingHeader ? self->parser_->is_header_done()
+                                                                : self->parser_->is_done();
+        if (!error && !part_done) {
+          self->read_request_part(reading);
+        } else if (reading == State::kReadingHeader) {
+          self->on_header(error);
+        } else {
+          self->on_body(error);
+        }
+      });
 }
 
 void Connection::on_header(error_code error) {
@@ -178,9 +194,9 @@ void Connection::read_body() {
     on_body({});
     return;
   }
+  parser_->eager(true);
   arm(read_timer_, limits_.body_timeout);
-  http::async_read(socket_, buffer_, *parser_,
-                   [self = shared_from_this()](error_code error, size_t) { self->on_body(error); });
+  read_request_part(State::kReadingBody);
 }
 
 void Connection::on_body(error_code error) {

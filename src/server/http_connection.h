@@ -109,6 +109,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_header(boost::system::error_code error);
   void read_body();
   void on_body(boost::system::error_code error);
+  // Reads and parses what has arrived, again until the headers (kReadingHeader) or the whole
+  // request (kReadingBody) are in, or until the read's deadline has passed.
+  void read_request_part(State reading);
   // Answers a request that could not be read (a parse error, a limit, a timeout), or closes the
   // connection when the client has gone.
   void fail_read(boost::system::error_code error);
