@@ -65,6 +65,8 @@ std::string_view op_name(OpKind op) {
       return "istft";
     case OpKind::SampleTokens:
       return "sample_tokens";
+    case OpKind::Lstm:
+      return "lstm";
   }
   return "?";
 }
@@ -183,6 +185,12 @@ void Backend::sample_tokens(const Tensor& /*logits*/, const Tensor& /*history*/,
                             const std::vector<TokenDraw>& /*draws*/, Tensor& /*tokens*/,
                             const KernelScratch& /*scratch*/) {
   not_implemented("sample_tokens");
+}
+
+void Backend::lstm(const Tensor& /*x_gates*/, const Tensor& /*w_hh*/, Tensor& /*h*/, Tensor& /*c*/,
+                   const std::vector<int64_t>& /*lengths*/, bool /*reverse*/, Tensor& /*out*/,
+                   const KernelScratch& /*scratch*/) {
+  not_implemented("lstm");
 }
 
 }  // namespace voxd

@@ -80,7 +80,8 @@ enum class OpKind : uint8_t {
   PagedAttention,
   WritePages,
   Istft,
-  SampleTokens,  // the last: OpKind values run from 0 to SampleTokens
+  SampleTokens,
+  Lstm,  // the last: OpKind values run from 0 to Lstm
 };
 
 // The op as core/ops.h names it: "relu", "conv_transpose1d", "rms_norm".
@@ -130,6 +131,9 @@ struct AttentionParams {
   // query_offsets[b] + i (0 when empty) and sees keys at positions <= its own.
   bool causal = false;
   std::vector<int64_t> query_offsets;
+  // Keys at positions < key_starts[b] are masked out too, so batch b sees a window of keys
+  // [key_starts[b], key_lengths[b]) (banded attention). Empty means 0 for every batch.
+  std::vector<int64_t> key_starts;
 };
 
 // Device work recorded once by Backend::capture and launched again as a whole: the same kernels
@@ -285,6 +289,13 @@ class Backend {
   virtual void sample_tokens(const Tensor& logits, const Tensor& history,
                              const std::vector<TokenDraw>& draws, Tensor& tokens,
                              const KernelScratch& scratch);
+  // ops::lstm's layer: x_gates [B, T, 4H] and w_hh [4H, H] in one floating dtype, h and c F32
+  // [B, H] updated in place, lengths (B of them, each in [0, T]) or empty for T; out [B, T, H] in
+  // x_gates' dtype, zeros past each length. The gates' sums are F32 (or wider), c and h stay F32
+  // between steps; each step's h is rounded to out's dtype on its way out only.
+  virtual void lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+                    const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
+                    const KernelScratch& scratch);
 
  protected:
   // Throws the voxd::Error of a kernel this backend does not implement (called by the defaults).

@@ -520,6 +520,18 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
       }
     }
   }
+  if (!params.key_starts.empty()) {
+    if (static_cast<int64_t>(params.key_starts.size()) != batch) {
+      fail(op, std::to_string(params.key_starts.size()) + " key_starts for batch size " +
+                   std::to_string(batch));
+    }
+    for (int64_t start : params.key_starts) {
+      if (start < 0 || start > tk) {
+        fail(op, "key start " + std::to_string(start) + " outside [0, " + std::to_string(tk) +
+                     "] for k " + k.shape_string());
+      }
+    }
+  }
   if (!params.query_offsets.empty() && static_cast<int64_t>(params.query_offsets.size()) != batch) {
     fail(op, std::to_string(params.query_offsets.size()) + " query_offsets for batch size " +
                  std::to_string(batch));
@@ -905,6 +917,50 @@ Tensor sample_tokens(Context& ctx, const Tensor& logits, const Tensor& history,
   if (rows == 0) return tokens;
   ctx.backend().sample_tokens(contiguous(ctx, logits), history, draws, tokens, ctx.scratch());
   return tokens;
+}
+
+Tensor lstm(Context& ctx, const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+            const std::vector<int64_t>& lengths, bool reverse) {
+  const char* op = "lstm";
+  require_float_input(ctx, op, "x_gates", x_gates);
+  require_float_input(ctx, op, "w_hh", w_hh);
+  require_same_dtype(op, "w_hh", w_hh, x_gates);
+  require_rank(op, "x_gates", x_gates, 3);
+  require_rank(op, "w_hh", w_hh, 2);
+  const int64_t batch = x_gates.size(0);
+  const int64_t steps = x_gates.size(1);
+  const int64_t hidden = w_hh.size(1);
+  if (w_hh.size(0) != 4 * hidden || x_gates.size(2) != 4 * hidden) {
+    fail(op, "w_hh [4H, H] and x_gates [B, T, 4H] do not match: w_hh " + w_hh.shape_string() +
+                 ", x_gates " + x_gates.shape_string());
+  }
+  for (const auto& [name, state] : {std::pair{"h", &h}, std::pair{"c", &c}}) {
+    require_defined(op, name, *state);
+    if (state->dtype() != DType::F32 || !state->is_contiguous() ||
+        state->shape() != Shape{batch, hidden} || state->device() != ctx.device()) {
+      fail(op, std::string(name) + " must be contiguous F32 [" + std::to_string(batch) + ", " +
+                   std::to_string(hidden) + "] on " + ctx.device().to_string() + ", got " +
+                   std::string(dtype_name(state->dtype())) + " " + state->shape_string() + " on " +
+                   state->device().to_string());
+    }
+  }
+  if (!lengths.empty()) {
+    if (static_cast<int64_t>(lengths.size()) != batch) {
+      fail(op, std::to_string(lengths.size()) + " lengths for batch size " + std::to_string(batch));
+    }
+    for (int64_t length : lengths) {
+      if (length < 0 || length > steps) {
+        fail(op, "length " + std::to_string(length) + " outside [0, " + std::to_string(steps) +
+                     "] for x_gates " + x_gates.shape_string());
+      }
+    }
+  }
+  require_backend(ctx, op, OpKind::Lstm, x_gates.dtype());
+  Tensor out = empty(ctx, {batch, steps, hidden}, x_gates.dtype());
+  if (out.numel() == 0) return out;
+  ctx.backend().lstm(contiguous(ctx, x_gates), contiguous(ctx, w_hh), h, c, lengths, reverse, out,
+                     ctx.scratch());
+  return out;
 }
 
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1) {

@@ -153,6 +153,16 @@ Tensor istft(Context& ctx, const Tensor& real, const Tensor& imag, const Tensor&
 // top_p in [0, 1], top_k and min_keep not negative), naming the row and the field.
 Tensor sample_tokens(Context& ctx, const Tensor& logits, const Tensor& history,
                      const std::vector<TokenDraw>& draws);
+// One LSTM layer (torch.nn.LSTM's cell, gates in the order i, f, g, o) over x_gates [B, T, 4H],
+// the input's part of the gates (x·W_ihᵀ + b_ih + b_hh, made by linear), with the recurrent
+// weights w_hh [4H, H] in x_gates' dtype. h and c (F32 [B, H], contiguous, on the device) are
+// the state, updated in place: zeros start a sequence, and a step-by-step caller (an
+// autoregressive predictor) passes T = 1 and keeps them. Batch b runs steps [0, lengths[b])
+// (every step when lengths is empty) forward, or from lengths[b] − 1 down to 0 when `reverse`
+// (a bidirectional LSTM's backward half over packed sequences). Returns out [B, T, H] in
+// x_gates' dtype: each step's h, zeros at the steps past a length.
+Tensor lstm(Context& ctx, const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+            const std::vector<int64_t>& lengths, bool reverse);
 // Swaps two dimensions and returns a contiguous result.
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1);
 

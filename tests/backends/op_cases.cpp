@@ -562,8 +562,41 @@ void add_attention_cases(std::vector<OpCase>& cases) {
              inputs,
              [p](Context& c, const In& in) { return ops::attention(c, in[0], in[1], in[2], p); }));
   }
-  // A query that sees no key is NaN: a batch with no keys, and causal with a negative offset
-  // (query 0 of batch 1 sits before every key).
+  // Windows of keys [key_starts, key_lengths), as Sambert's PNCA decoder attends: its own steps
+  // [s − band, s] and the memory groups [s, s + band] (one query, CUDA's decode kernel), then
+  // many queries (CUDA's gemm path) with causal masking inside a window.
+  struct Window {
+    int64_t batch, tq, tk;
+    std::vector<int64_t> key_lengths, key_starts;
+    bool causal;
+    std::vector<int64_t> offsets;
+    std::string what;
+  };
+  const std::vector<Window> windows = {
+      {3, 1, 40, {10, 40, 1}, {7, 35, 0}, false, {}, " own steps"},
+      {2, 1, 30, {8, 30}, {3, 27}, false, {}, " memory groups"},
+      {2, 20, 300, {300, 150}, {100, 149}, true, {150, 149}, " causal, many queries"},
+      {2, 3, 12, {12, 12}, {0, 11}, false, {}, " one key"},
+  };
+  for (const Window& w : windows) {
+    const std::vector<CaseInput> inputs = {random({w.batch, w.tq, 8, 16}, seed, -2.0f, 2.0f),
+                                           random({w.batch, w.tk, 8, 16}, seed + 1, -2.0f, 2.0f),
+                                           random({w.batch, w.tk, 8, 16}, seed + 2)};
+    seed += 3;
+    AttentionParams p;
+    p.scale = 0.25f;
+    p.key_lengths = w.key_lengths;
+    p.key_starts = w.key_starts;
+    p.causal = w.causal;
+    p.query_offsets = w.offsets;
+    cases.push_back(make(
+        OpKind::Attention,
+        "attention over a window B" + str(w.batch) + " Tq" + str(w.tq) + " Tk" + str(w.tk) + w.what,
+        inputs,
+        [p](Context& c, const In& in) { return ops::attention(c, in[0], in[1], in[2], p); }));
+  }
+  // A query that sees no key is NaN: a batch with no keys, causal with a negative offset (query
+  // 0 of batch 1 sits before every key), and a window that starts at its end.
   const std::vector<CaseInput> small = {random({2, 3, 2, 4}, 700), random({2, 5, 2, 4}, 701),
                                         random({2, 5, 2, 4}, 702)};
   AttentionParams masked;
@@ -571,14 +604,26 @@ void add_attention_cases(std::vector<OpCase>& cases) {
   AttentionParams before;
   before.causal = true;
   before.query_offsets = {0, -1};
+  AttentionParams empty_window;
+  empty_window.key_lengths = {3, 5};
+  empty_window.key_starts = {3, 1};
   for (const auto& [what, p] :
-       {std::pair{"fully masked batch", masked}, std::pair{"causal before the keys", before}}) {
+       {std::pair{"fully masked batch", masked}, std::pair{"causal before the keys", before},
+        std::pair{"empty window", empty_window}}) {
     OpCase c = make(
         OpKind::Attention, std::string("attention ") + what, small,
         [p](Context& ctx, const In& in) { return ops::attention(ctx, in[0], in[1], in[2], p); });
     c.allow_nan = true;
     cases.push_back(c);
   }
+  AttentionParams past_the_keys;
+  past_the_keys.key_starts = {0, 6};
+  OpCase refused = make(OpKind::Attention, "attention refuses a key start past the keys", small,
+                        [past_the_keys](Context& c, const In& in) {
+                          return ops::attention(c, in[0], in[1], in[2], past_the_keys);
+                        });
+  refused.error = "key start 6 outside [0, 5]";
+  cases.push_back(refused);
   cases.push_back(make(OpKind::Attention, "attention on permuted q", {random({2, 4, 3, 5}, 1106)},
                        [](Context& c, const In& in) {
                          const Tensor q = in[0].permute({0, 2, 1, 3});
@@ -1006,15 +1051,15 @@ void add_sampling_cases(std::vector<OpCase>& cases) {
   cases.push_back(nothing);
   // An infinite logit divided by an infinite penalty (1e30 twice) is NaN: the row draws nothing;
   // the other row's penalty is finite.
-  OpCase infinite = make(
-      OpKind::SampleTokens, "sample_tokens of an infinite logit under an infinite penalty",
-      {given(floats({2, 3}, {inf, 1.0f, 2.0f, 0.5f, 1.0f, 2.0f})),
-       given(ints({2, 2}, {0, 0, 2, 2}))},
-      [](Context& ctx, const In& in) {
-        return ops::sample_tokens(ctx, in[0], in[1],
-                                  {TokenDraw{.repetition_penalty = 1e30f},
-                                   TokenDraw{.repetition_penalty = 3.0f, .seed = 4}});
-      });
+  OpCase infinite =
+      make(OpKind::SampleTokens, "sample_tokens of an infinite logit under an infinite penalty",
+           {given(floats({2, 3}, {inf, 1.0f, 2.0f, 0.5f, 1.0f, 2.0f})),
+            given(ints({2, 2}, {0, 0, 2, 2}))},
+           [](Context& ctx, const In& in) {
+             return ops::sample_tokens(ctx, in[0], in[1],
+                                       {TokenDraw{.repetition_penalty = 1e30f},
+                                        TokenDraw{.repetition_penalty = 3.0f, .seed = 4}});
+           });
   infinite.dtypes = {DType::F32};
   infinite.exact = true;
   cases.push_back(infinite);
@@ -1063,6 +1108,75 @@ void add_copy_cases(std::vector<OpCase>& cases) {
       });
 }
 
+void add_lstm_cases(std::vector<OpCase>& cases) {
+  // What the case returns after running the layer once from a state.
+  enum class Result { kOut, kH, kC };
+  struct Case {
+    int64_t batch, steps, hidden;
+    std::vector<int64_t> lengths;
+    bool reverse;
+    bool from_zero;  // zeros as the state, else a seeded one
+    Result result;
+    std::string what;
+  };
+  const std::vector<Case> list = {
+      {1, 1, 1, {}, false, true, Result::kOut, ""},
+      {2, 7, 8, {}, false, true, Result::kOut, ""},
+      {2, 7, 8, {7, 4}, true, true, Result::kOut, " backward over packed lengths"},
+      {3, 9, 5, {9, 0, 3}, false, false, Result::kOut, " from a state, one sequence empty"},
+      {3, 9, 5, {9, 0, 3}, false, false, Result::kH, " final h"},
+      {3, 9, 5, {2, 9, 0}, true, false, Result::kC, " final c, backward"},
+      // Sambert's sizes: the pitch and energy BiLSTMs and the postnet (128 units), a batch of
+      // sentences, and its duration predictor one step at a time.
+      {4, 40, 128, {40, 13, 1, 27}, false, true, Result::kOut, " Sambert's postnet"},
+      {4, 40, 128, {40, 13, 1, 27}, true, true, Result::kOut, " Sambert's backward half"},
+      {16, 1, 128, {}, false, false, Result::kH, " one step of a batch"},
+  };
+  uint32_t seed = 1300;
+  for (const Case& tc : list) {
+    const std::vector<CaseInput> inputs = {
+        random({tc.batch, tc.steps, 4 * tc.hidden}, seed, -2.0f, 2.0f),
+        random({4 * tc.hidden, tc.hidden}, seed + 1, -0.3f, 0.3f)};
+    const uint32_t state_seed = seed + 2;
+    seed += 3;
+    const auto run = [tc, state_seed](Context& c, const In& in) {
+      const auto state = [&](uint32_t s) {
+        if (tc.from_zero) return ops::zeros(c, {tc.batch, tc.hidden});
+        return ops::to_device(c, random_tensor({tc.batch, tc.hidden}, s), DType::F32);
+      };
+      Tensor h = state(state_seed);
+      Tensor cell = state(state_seed + 1);
+      Tensor out = ops::lstm(c, in[0], in[1], h, cell, tc.lengths, tc.reverse);
+      return tc.result == Result::kOut ? out : (tc.result == Result::kH ? h : cell);
+    };
+    cases.push_back(make(OpKind::Lstm,
+                         "lstm B" + str(tc.batch) + " T" + str(tc.steps) + " H" + str(tc.hidden) +
+                             (tc.reverse ? " reverse" : "") + tc.what,
+                         inputs, run));
+  }
+  // Three single steps carry the state as one run of three does.
+  cases.push_back(make(OpKind::Lstm, "lstm three single steps",
+                       {random({2, 3, 32}, 1400, -2.0f, 2.0f), random({32, 8}, 1401, -0.3f, 0.3f)},
+                       [](Context& c, const In& in) {
+                         Tensor h = ops::zeros(c, {2, 8});
+                         Tensor cell = ops::zeros(c, {2, 8});
+                         Tensor out;
+                         for (int64_t t = 0; t < 3; ++t) {
+                           out = ops::lstm(c, in[0].narrow(1, t, 1), in[1], h, cell, {}, false);
+                         }
+                         return out;
+                       }));
+  OpCase refused =
+      make(OpKind::Lstm, "lstm refuses a state in another dtype",
+           {random({1, 2, 8}, 1402), random({8, 2}, 1403)}, [](Context& c, const In& in) {
+             Tensor h = ops::zeros(c, {1, 2}, DType::F16);
+             Tensor cell = ops::zeros(c, {1, 2});
+             return ops::lstm(c, in[0], in[1], h, cell, {}, false);
+           });
+  refused.error = "h must be contiguous F32 [1, 2]";
+  cases.push_back(refused);
+}
+
 std::vector<OpCase> build_cases() {
   std::vector<OpCase> cases;
   add_unary_cases(cases);
@@ -1076,6 +1190,7 @@ std::vector<OpCase> build_cases() {
   add_paged_cases(cases);
   add_rope_cases(cases);
   add_sampling_cases(cases);
+  add_lstm_cases(cases);
   add_write_rows_cases(cases);
   add_length_cases(cases);
   add_bucketize_cases(cases);

@@ -612,51 +612,56 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Te
   for (int64_t job = 0; job < jobs; ++job) {
     const int64_t b = job / heads;
     const int64_t h = job % heads;
-    // Both masks keep a prefix of the keys: query i sees keys [0, visible(i)).
+    // The masks keep a window of the keys: query i sees keys [first, first + seen(i)).
     const int64_t valid = params.key_lengths.empty() ? tk : params.key_lengths[b];
+    const int64_t first = params.key_starts.empty() ? 0 : std::min(params.key_starts[b], valid);
+    const int64_t window = valid - first;
     const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
     const float* qb = q.data<float>() + b * tq * row + h * dim;
-    const float* kb = k.data<float>() + b * tk * row + h * dim;
-    const float* vb = v.data<float>() + b * tk * row + h * dim;
+    const float* kb = k.data<float>() + (b * tk + first) * row + h * dim;
+    const float* vb = v.data<float>() + (b * tk + first) * row + h * dim;
     float* ob = out.data<float>() + b * tq * row + h * dim;
     float* s = scores.as<float>() + omp_get_thread_num() * tq * tk;
-    if (valid > 0 && dim > 0) {
-      // s [tq, valid] = scale · q·kᵀ
+    const auto seen = [&](int64_t i) {
+      return params.causal ? std::clamp(offset + i + 1 - first, int64_t{0}, window) : window;
+    };
+    if (window > 0 && dim > 0) {
+      // s [tq, window] = scale · q·kᵀ
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
-                  static_cast<int>(valid), static_cast<int>(dim), params.scale, qb,
+                  static_cast<int>(window), static_cast<int>(dim), params.scale, qb,
                   static_cast<int>(row), kb, static_cast<int>(row), 0.0f, s,
-                  static_cast<int>(valid));
-    } else if (valid > 0) {
-      std::fill(s, s + tq * valid, 0.0f);
+                  static_cast<int>(window));
+    } else if (window > 0) {
+      std::fill(s, s + tq * window, 0.0f);
     }
     // Masked softmax between the two gemms.
     for (int64_t i = 0; i < tq; ++i) {
-      const int64_t seen = params.causal ? std::clamp(offset + i + 1, int64_t{0}, valid) : valid;
-      float* si = s + i * valid;
-      if (seen == 0) {
-        std::fill(si, si + valid, 0.0f);
+      const int64_t visible = seen(i);
+      float* si = s + i * window;
+      if (visible == 0) {
+        std::fill(si, si + window, 0.0f);
         continue;
       }
       float max_score = si[0];
-      for (int64_t j = 1; j < seen; ++j) max_score = std::max(max_score, si[j]);
+      for (int64_t j = 1; j < visible; ++j) max_score = std::max(max_score, si[j]);
       float total = 0.0f;
-      for (int64_t j = 0; j < seen; ++j) {
+      for (int64_t j = 0; j < visible; ++j) {
         si[j] = std::exp(si[j] - max_score);
         total += si[j];
       }
       const float inv = 1.0f / total;
-      for (int64_t j = 0; j < seen; ++j) si[j] *= inv;
-      std::fill(si + seen, si + valid, 0.0f);
+      for (int64_t j = 0; j < visible; ++j) si[j] *= inv;
+      std::fill(si + visible, si + window, 0.0f);
     }
-    if (valid > 0 && dim > 0) {
-      // out [tq, dim] = p [tq, valid] · v [valid, dim]
+    if (window > 0 && dim > 0) {
+      // out [tq, dim] = p [tq, window] · v [window, dim]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
-                  static_cast<int>(dim), static_cast<int>(valid), 1.0f, s, static_cast<int>(valid),
-                  vb, static_cast<int>(row), 0.0f, ob, static_cast<int>(row));
+                  static_cast<int>(dim), static_cast<int>(window), 1.0f, s,
+                  static_cast<int>(window), vb, static_cast<int>(row), 0.0f, ob,
+                  static_cast<int>(row));
     }
     for (int64_t i = 0; i < tq; ++i) {
-      const bool blind = valid == 0 || (params.causal && offset + i < 0);
-      if (blind) std::fill(ob + i * row, ob + i * row + dim, nan);
+      if (seen(i) == 0) std::fill(ob + i * row, ob + i * row + dim, nan);
     }
   }
 }
@@ -945,6 +950,52 @@ void CpuBackend::sample_tokens(const Tensor& logits, const Tensor& history,
 #pragma omp parallel for num_threads(threads_) schedule(dynamic) if (rows > 1)
   for (int64_t r = 0; r < rows; ++r) {
     tokens.data<int64_t>()[r] = host::sample_row(logits, history, draws[static_cast<size_t>(r)], r);
+  }
+}
+
+void CpuBackend::lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+                      const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
+                      const KernelScratch& scratch) {
+  const int64_t batch = x_gates.size(0);
+  const int64_t steps = x_gates.size(1);
+  const int64_t hidden = w_hh.size(1);
+  // Every batch item's recurrent gates h·W_hhᵀ for one step, as one gemm.
+  const ScratchBuffer recurrent = take_floats(scratch, batch * 4 * hidden);
+  if (scratch.planning()) return;
+  const float* gates_in = x_gates.data<float>();
+  float* ph = h.data<float>();
+  float* pc = c.data<float>();
+  float* po = out.data<float>();
+  float* pr = recurrent.as<float>();
+  std::fill(po, po + out.numel(), 0.0f);
+  const auto length_of = [&](int64_t b) {
+    return lengths.empty() ? steps : lengths[static_cast<size_t>(b)];
+  };
+  int64_t longest = 0;
+  for (int64_t b = 0; b < batch; ++b) longest = std::max(longest, length_of(b));
+  const auto sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  for (int64_t step = 0; step < longest; ++step) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(batch),
+                static_cast<int>(4 * hidden), static_cast<int>(hidden), 1.0f, ph,
+                static_cast<int>(hidden), w_hh.data<float>(), static_cast<int>(hidden), 0.0f, pr,
+                static_cast<int>(4 * hidden));
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t length = length_of(b);
+      if (step >= length) continue;
+      const int64_t t = reverse ? length - 1 - step : step;
+      const float* xg = gates_in + (b * steps + t) * 4 * hidden;
+      const float* rg = pr + b * 4 * hidden;
+      for (int64_t j = 0; j < hidden; ++j) {
+        const float in = sigmoid(xg[j] + rg[j]);
+        const float forget = sigmoid(xg[hidden + j] + rg[hidden + j]);
+        const float cell = std::tanh(xg[2 * hidden + j] + rg[2 * hidden + j]);
+        const float outg = sigmoid(xg[3 * hidden + j] + rg[3 * hidden + j]);
+        const float next_c = forget * pc[b * hidden + j] + in * cell;
+        pc[b * hidden + j] = next_c;
+        ph[b * hidden + j] = outg * std::tanh(next_c);
+        po[(b * steps + t) * hidden + j] = ph[b * hidden + j];
+      }
+    }
   }
 }
 

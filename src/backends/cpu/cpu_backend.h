@@ -95,6 +95,9 @@ class CpuBackend final : public Backend {
   void sample_tokens(const Tensor& logits, const Tensor& history,
                      const std::vector<TokenDraw>& draws, Tensor& tokens,
                      const KernelScratch& scratch) override;
+  void lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+            const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
+            const KernelScratch& scratch) override;
 
  private:
   // conv1d with one input channel per output channel (cin/groups == cout/groups == 1).

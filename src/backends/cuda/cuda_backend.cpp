@@ -20,6 +20,7 @@
 #include "backends/cuda/cudnn_convolutions.h"
 #include "backends/cuda/implicit_gemm_conv.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/lstm.h"
 #include "backends/cuda/sample_tokens.h"
 #include "core/error.h"
 
@@ -872,14 +873,16 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
     if (scratch.planning()) return;
     open(op);
     cuda::SequenceValues key_lengths{};
+    cuda::SequenceValues key_starts{};
     cuda::SequenceValues offsets{};
     for (int64_t b = 0; b < batch; ++b) {
       key_lengths.values[b] =
           params.key_lengths.empty() ? tk : std::clamp<int64_t>(params.key_lengths[b], 0, tk);
+      key_starts.values[b] = params.key_starts.empty() ? 0 : params.key_starts[b];
       offsets.values[b] = params.query_offsets.empty() ? 0 : params.query_offsets[b];
     }
     cuda::decode_attention(q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), dtype, batch,
-                           tq, rows, heads, dim, tk, params.scale, key_lengths, offsets,
+                           tq, rows, heads, dim, tk, params.scale, key_lengths, key_starts, offsets,
                            params.causal, handles_->stream, op);
     return;
   }
@@ -895,7 +898,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const ScratchBuffer probs =
       take(scratch, tk == 0 || dtype == DType::F32 ? 0 : score_count * dtype_size(dtype));
   const ScratchBuffer workspace = take(scratch, tk == 0 ? 0 : kCublasWorkspaceBytes);
-  const ScratchBuffer lists = take(scratch, tk == 0 ? 0 : 2 * batch * sizeof(int64_t));
+  const ScratchBuffer lists = take(scratch, tk == 0 ? 0 : 3 * batch * sizeof(int64_t));
   if (scratch.planning()) return;
   open(op);
   cudaStream_t stream = handles_->stream;
@@ -906,17 +909,21 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
                        stream, op);
     return;
   }
-  std::vector<int64_t> host_lists(static_cast<size_t>(2 * batch), 0);
+  // key_lengths, key_starts, query offsets: one array of 3·batch.
+  std::vector<int64_t> host_lists(static_cast<size_t>(3 * batch), 0);
   for (int64_t b = 0; b < batch; ++b) {
     host_lists[static_cast<size_t>(b)] =
         params.key_lengths.empty() ? tk : std::clamp<int64_t>(params.key_lengths[b], 0, tk);
+    if (!params.key_starts.empty())
+      host_lists[static_cast<size_t>(batch + b)] = params.key_starts[b];
     if (!params.query_offsets.empty()) {
-      host_lists[static_cast<size_t>(batch + b)] = params.query_offsets[b];
+      host_lists[static_cast<size_t>(2 * batch + b)] = params.query_offsets[b];
     }
   }
   upload(lists.data(), host_lists.data(), lists.bytes(), op);
   const int64_t* key_lengths = lists.as<int64_t>();
-  const int64_t* offsets = key_lengths + batch;
+  const int64_t* key_starts = key_lengths + batch;
+  const int64_t* offsets = key_starts + batch;
   const cudaDataType type = cuda_type(dtype);
   const int64_t row = heads * dim;  // elements between time steps (rows · row between sequences)
   use_gemm_workspace(workspace, op);
@@ -933,7 +940,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
            scores.as<float>() + h * qc * tk, CUDA_R_32F, tk, per_sequence, batch, params.scale);
     }
     cuda::masked_softmax(scores.as<float>(), probabilities, dtype, batch * heads * qc, heads * qc,
-                         qc, tk, key_lengths, offsets, params.causal, q0, stream, op);
+                         qc, tk, key_lengths, key_starts, offsets, params.causal, q0, stream, op);
     for (int64_t h = 0; h < heads; ++h) {
       // Column-major out_hᵀ [dim, qc] = v_hᵀ [dim, tk] · probsᵀ [tk, qc], per sequence.
       gemm(
@@ -1166,6 +1173,35 @@ void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& history,
        .vocab = vocab,
        .window = history.size(1)},
       handles_->stream, op);
+}
+
+void CudaBackend::lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+                       const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
+                       const KernelScratch& scratch) {
+  const char* op = "lstm";
+  const int64_t batch = x_gates.size(0);
+  const int64_t steps = x_gates.size(1);
+  std::vector<int64_t> all_lengths = lengths;
+  if (all_lengths.empty()) all_lengths.assign(static_cast<size_t>(batch), steps);
+  const ScratchBuffer device_lengths = take(scratch, all_lengths.size() * sizeof(int64_t));
+  const ScratchBuffer h_scratch = take(scratch, h.nbytes());
+  if (scratch.planning()) return;
+  open(op);
+  upload(device_lengths.data(), all_lengths.data(), device_lengths.bytes(), op);
+  cuda::lstm({.x_gates = x_gates.raw_data(),
+              .w_hh = w_hh.raw_data(),
+              .h = h.data<float>(),
+              .h_scratch = h_scratch.as<float>(),
+              .c = c.data<float>(),
+              .out = out.raw_data(),
+              .lengths = device_lengths.as<int64_t>(),
+              .dtype = x_gates.dtype(),
+              .batch = batch,
+              .steps = steps,
+              .hidden = w_hh.size(1),
+              .longest = *std::max_element(all_lengths.begin(), all_lengths.end()),
+              .reverse = reverse},
+             handles_->stream, op);
 }
 
 }  // namespace voxd

@@ -150,6 +150,9 @@ class CudaBackend final : public Backend {
   void sample_tokens(const Tensor& logits, const Tensor& history,
                      const std::vector<TokenDraw>& draws, Tensor& tokens,
                      const KernelScratch& scratch) override;
+  void lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+            const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
+            const KernelScratch& scratch) override;
 
  private:
   struct Handles;  // stream, cuBLAS handle and staging ring (CUDA types stay out of this header)

@@ -442,18 +442,19 @@ __global__ void bucketize_kernel(const float* x, int64_t count, const float* bou
 // One block per (batch, query, head) row: scores of the visible keys (a prefix [0, limit)) into
 // the block's slice of `scores`, softmax in F32, then the weighted sum of v.
 // Row r of scores [rows, tk] (query r % rows_per_head, i.e. first_query + that in the
-// sequence): probs = softmax over the visible keys (below key_length, and with `causal` at most
-// the query's own position), zeros for the other keys below key_length, NaN everywhere when no
-// key is visible. probs may be scores (T = float).
+// sequence): probs = softmax over the visible keys (from key_start, below key_length, and with
+// `causal` at most the query's own position), zeros for the other keys below tk, NaN everywhere
+// when no key is visible. probs may be scores (T = float).
 template <typename T>
 __global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t rows,
                                       int64_t rows_per_sequence, int64_t rows_per_head, int64_t tk,
-                                      const int64_t* key_lengths, const int64_t* offsets,
-                                      bool causal, int64_t first_query) {
+                                      const int64_t* key_lengths, const int64_t* key_starts,
+                                      const int64_t* offsets, bool causal, int64_t first_query) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t sequence = r / rows_per_sequence;
     const int64_t key_length = key_lengths[sequence];
+    const int64_t first = key_starts[sequence];
     int64_t limit = key_length;
     if (causal) {  // the last visible key
       const int64_t last = first_query + offsets[sequence] + r % rows_per_head;
@@ -461,27 +462,32 @@ __global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t row
     }
     const float* s = scores + r * tk;
     T* p = probs + r * tk;
-    if (limit <= 0) {
+    if (limit <= first) {
       for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) p[j] = from_float<T>(NAN);
       continue;
     }
     float local_max = -INFINITY;
-    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) local_max = fmaxf(local_max, s[j]);
+    for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+      local_max = fmaxf(local_max, s[j]);
+    }
     const float max_score = block_reduce<true>(local_max, shared);
     float local_sum = 0;
-    for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) local_sum += __expf(s[j] - max_score);
+    for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+      local_sum += __expf(s[j] - max_score);
+    }
     const float inv_sum = 1.0f / block_reduce<false>(local_sum, shared);
     for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) {
-      p[j] = from_float<T>(j < limit ? __expf(s[j] - max_score) * inv_sum : 0.0f);
+      p[j] = from_float<T>(j >= first && j < limit ? __expf(s[j] - max_score) * inv_sum : 0.0f);
     }
   }
 }
 
 // Where attention_over_rows finds sequence b's keys: a contiguous cache [B, rows, H, D] with
-// key lengths and query offsets (causal or not), ...
+// key lengths, key starts and query offsets (causal or not), ...
 struct ContiguousKeys {
   int64_t rows;
   SequenceValues key_lengths;
+  SequenceValues key_starts;
   SequenceValues offsets;
   bool causal;
   // Keys [0, visible) may be seen by query i.
@@ -492,7 +498,9 @@ struct ContiguousKeys {
     return last < 0 ? 0 : (last + 1 < length ? last + 1 : length);
   }
   // The row (in units of heads · dim elements) of key j, or -1 when it is masked.
-  __device__ int64_t row_of(int64_t b, int64_t j) const { return b * rows + j; }
+  __device__ int64_t row_of(int64_t b, int64_t j) const {
+    return j < value_of(key_starts, b) ? -1 : b * rows + j;
+  }
 };
 
 // ... or pages [N, S, H, D] through a page table [B, P] (device memory), causal from each
@@ -867,8 +875,8 @@ void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n
 
 void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
                     int64_t rows_per_sequence, int64_t rows_per_head, int64_t tk,
-                    const int64_t* key_lengths, const int64_t* offsets, bool causal,
-                    int64_t first_query, cudaStream_t stream, const char* op) {
+                    const int64_t* key_lengths, const int64_t* key_starts, const int64_t* offsets,
+                    bool causal, int64_t first_query, cudaStream_t stream, const char* op) {
   if (rows == 0 || tk == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
   const int threads = tk >= 256 ? 256 : (tk >= 128 ? 128 : 64);
@@ -876,7 +884,7 @@ void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
     using T = decltype(t);
     masked_softmax_kernel<T><<<blocks, threads, 0, stream>>>(
         scores, static_cast<T*>(probs), rows, rows_per_sequence, rows_per_head, tk, key_lengths,
-        offsets, causal, first_query);
+        key_starts, offsets, causal, first_query);
   });
   check_launch(op);
 }
@@ -889,10 +897,11 @@ bool decode_attention_fits(int64_t batch, int64_t tq, int64_t keys, int64_t dim)
 void decode_attention(const void* q, const void* k, const void* v, void* out, DType dtype,
                       int64_t batch, int64_t tq, int64_t rows, int64_t heads, int64_t dim,
                       int64_t keys, float scale, const SequenceValues& key_lengths,
-                      const SequenceValues& offsets, bool causal, cudaStream_t stream,
-                      const char* op) {
+                      const SequenceValues& key_starts, const SequenceValues& offsets, bool causal,
+                      cudaStream_t stream, const char* op) {
   launch_attention_over_rows(q, k, v, out, dtype, batch, tq, heads, dim, keys, scale,
-                             ContiguousKeys{rows, key_lengths, offsets, causal}, stream, op);
+                             ContiguousKeys{rows, key_lengths, key_starts, offsets, causal}, stream,
+                             op);
 }
 
 bool paged_attention_fits(int64_t capacity, int64_t dim) {

@@ -109,13 +109,13 @@ void bucketize(const float* x, int64_t count, const float* boundaries, int64_t n
 // The softmax step of attention over scores [rows, tk] (F32) of several sequences: rows
 // [s·rows_per_sequence, (s + 1)·rows_per_sequence) are sequence s's, rows_per_head queries of
 // each of its heads, query i of a head being first_query + offsets[s] + i in its sequence. probs
-// [rows, tk] in `dtype` (may be `scores` for F32) = softmax over the keys below key_lengths[s]
-// (device array) that the query may see (with `causal`, those up to its own position), zeros for
-// every other key up to tk, and NaN for every key when the query sees none.
+// [rows, tk] in `dtype` (may be `scores` for F32) = softmax over the keys in [key_starts[s],
+// key_lengths[s]) (device arrays) that the query may see (with `causal`, those up to its own
+// position), zeros for every other key up to tk, and NaN for every key when the query sees none.
 void masked_softmax(const float* scores, void* probs, DType dtype, int64_t rows,
                     int64_t rows_per_sequence, int64_t rows_per_head, int64_t tk,
-                    const int64_t* key_lengths, const int64_t* offsets, bool causal,
-                    int64_t first_query, cudaStream_t stream, const char* op);
+                    const int64_t* key_lengths, const int64_t* key_starts, const int64_t* offsets,
+                    bool causal, int64_t first_query, cudaStream_t stream, const char* op);
 
 // The one-query-per-block attention kernel behind decode_attention and paged_attention: its
 // threads, and the shared memory it takes for `keys` keys of `dim` elements (their scores).
@@ -130,14 +130,14 @@ constexpr int64_t kDecodeAttentionMaxQueries = 4;
 bool decode_attention_fits(int64_t batch, int64_t tq, int64_t keys, int64_t dim);
 // Attention for q [batch, tq, heads, dim] over k, v [batch, rows, heads, dim] (contiguous, dtype)
 // into out (q's shape): the same contract as masked_softmax + the gemms (keys below
-// key_lengths[b], with `causal` query i of sequence b at offsets[b] + i; NaN when a query sees
-// no key), at most `keys` keys visible to any query, one launch for every sequence, head and
-// query.
+// key_lengths[b] and from key_starts[b], with `causal` query i of sequence b at offsets[b] + i;
+// NaN when a query sees no key), at most `keys` keys visible to any query, one launch for every
+// sequence, head and query.
 void decode_attention(const void* q, const void* k, const void* v, void* out, DType dtype,
                       int64_t batch, int64_t tq, int64_t rows, int64_t heads, int64_t dim,
                       int64_t keys, float scale, const SequenceValues& key_lengths,
-                      const SequenceValues& offsets, bool causal, cudaStream_t stream,
-                      const char* op);
+                      const SequenceValues& key_starts, const SequenceValues& offsets, bool causal,
+                      cudaStream_t stream, const char* op);
 // A paged KV cache's table in device memory (Backend::paged_attention's contract): entries
 // [batch, pages_per_sequence], positions [batch], over `pages` pages of page_size rows.
 struct PageTable {

@@ -266,6 +266,7 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
   double* scores = score_buffer.as<double>();
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t valid = params.key_lengths.empty() ? tk : params.key_lengths[b];
+    const int64_t first = params.key_starts.empty() ? 0 : params.key_starts[b];
     const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t i = 0; i < tq; ++i) {
@@ -273,7 +274,7 @@ void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor&
         bool any = false;
         double max_score = -std::numeric_limits<double>::infinity();
         const auto sees = [&](int64_t j) {
-          return j < valid && (!params.causal || j <= offset + i);
+          return j >= first && j < valid && (!params.causal || j <= offset + i);
         };
         for (int64_t j = 0; j < tk; ++j) {
           if (!sees(j)) continue;
@@ -522,6 +523,49 @@ void ReferenceBackend::sample_tokens(const Tensor& logits, const Tensor& history
   if (scratch.planning()) return;
   for (int64_t r = 0; r < logits.size(0); ++r) {
     tokens.data<int64_t>()[r] = host::sample_row(logits, history, draws[static_cast<size_t>(r)], r);
+  }
+}
+
+void ReferenceBackend::lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
+                            const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
+                            const KernelScratch& scratch) {
+  if (scratch.planning()) return;
+  const int64_t batch = x_gates.size(0);
+  const int64_t steps = x_gates.size(1);
+  const int64_t hidden = w_hh.size(1);
+  const float* gates_in = x_gates.data<float>();
+  const float* weights = w_hh.data<float>();
+  float* ph = h.data<float>();
+  float* pc = c.data<float>();
+  float* po = out.data<float>();
+  std::fill(po, po + out.numel(), 0.0f);
+  const auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  std::vector<double> gates(static_cast<size_t>(4 * hidden));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = lengths.empty() ? steps : lengths[static_cast<size_t>(b)];
+    float* hb = ph + b * hidden;
+    float* cb = pc + b * hidden;
+    for (int64_t step = 0; step < length; ++step) {
+      const int64_t t = reverse ? length - 1 - step : step;
+      const float* xg = gates_in + (b * steps + t) * 4 * hidden;
+      for (int64_t g = 0; g < 4 * hidden; ++g) {
+        double sum = xg[g];
+        for (int64_t k = 0; k < hidden; ++k) {
+          sum += static_cast<double>(weights[g * hidden + k]) * hb[k];
+        }
+        gates[static_cast<size_t>(g)] = sum;
+      }
+      for (int64_t j = 0; j < hidden; ++j) {
+        const double in = sigmoid(gates[static_cast<size_t>(j)]);
+        const double forget = sigmoid(gates[static_cast<size_t>(hidden + j)]);
+        const double cell = std::tanh(gates[static_cast<size_t>(2 * hidden + j)]);
+        const double outg = sigmoid(gates[static_cast<size_t>(3 * hidden + j)]);
+        const double next_c = forget * cb[j] + in * cell;
+        cb[j] = static_cast<float>(next_c);
+        hb[j] = static_cast<float>(outg * std::tanh(next_c));
+        po[(b * steps + t) * hidden + j] = hb[j];
+      }
+    }
   }
 }
 
