@@ -1,0 +1,643 @@
+#include "families/sambert/sambert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "core/weight_loading.h"
+
+namespace voxd {
+namespace {
+
+constexpr float kLayerNormEps = 1e-6f;  // every LayerNorm of KAN-TTS's Sambert
+const char* const kChannels[4] = {"phone (sy)", "tone", "syllable_flag", "word_segment"};
+
+struct Linear {
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], or undefined
+};
+
+struct Norm {
+  Tensor gamma, beta;
+};
+
+struct EncoderLayer {
+  Norm attention_norm;
+  Linear qkv, fc;
+  bool attention_residual = false;  // the attention's output width equals its input's
+  Norm ffn_norm;
+  Tensor ffn_conv, ffn_conv_bias;  // [inner, units, 3]
+  Linear ffn_out;                  // the kernel-1 conv
+};
+
+// FeedForwardNet + MemoryBlockV2 of an FSMN encoder. The first conv's weight is split by the
+// parts of the layer's input (text, speaker, emotion for a predictor's first layer).
+struct FsmnLayer {
+  std::vector<Linear> ffn_in;  // one per input part, the bias on the first
+  Linear ffn_out;              // no bias
+  Tensor depthwise;            // [memory, 1, K]
+  bool residual = false;       // the input's width equals the memory's: the input is added
+  // For a residual over an input of several parts: identity column blocks that place each part
+  // where it sits in the input (an exact copy, as a concatenation would be).
+  std::vector<Linear> residual_parts;
+};
+
+struct LstmDirection {
+  std::vector<Linear> input;  // W_ih's column blocks by input part, b_ih + b_hh on the first
+  Tensor recurrent;           // W_hh [4H, H]
+};
+
+struct Predictor {
+  std::vector<FsmnLayer> fsmn;
+  LstmDirection forward, backward;
+  Linear head_forward, head_backward;  // fc's columns over each direction, the bias on the first
+  Tensor embed, embed_bias;            // pitch_emb / energy_emb [P, 1, 9]
+};
+
+struct DurationPredictor {
+  std::vector<Linear> prenet;
+  LstmDirection layer0;  // input parts: prenet, text, speaker, emotion
+  LstmDirection layer1;
+  Linear head;
+};
+
+struct DecoderLayer {
+  Norm attention_norm;
+  Linear qkv, fc_self, fc_memory;
+  std::vector<Linear> memory_kv;  // w_h_kv's columns over text, speaker, emotion
+  Norm ffn_norm;
+  Linear ffn_in, ffn_out;  // kernel-1 convs
+};
+
+Tensor apply(Context& ctx, const Tensor& x, const Linear& l) {
+  return ops::linear(ctx, x, l.weight, l.bias);
+}
+
+// Σ parts[i]'s linear over inputs[i]: one linear layer over the inputs side by side.
+Tensor apply_parts(Context& ctx, const std::vector<Tensor>& inputs,
+                   const std::vector<Linear>& parts) {
+  Tensor sum = apply(ctx, inputs[0], parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) ops::add_(ctx, sum, apply(ctx, inputs[i], parts[i]));
+  return sum;
+}
+
+Tensor layer_norm(Context& ctx, const Tensor& x, const Norm& n) {
+  return ops::layer_norm(ctx, x, n.gamma, n.beta, kLayerNormEps);
+}
+
+// [1, T, C] with its features split into heads [1, T, heads, C / heads], contiguous.
+Tensor heads_of(Context& ctx, const Tensor& x, int64_t start, int64_t width, int64_t heads) {
+  return ops::contiguous(ctx, x.narrow(2, start, width))
+      .reshape({x.size(0), x.size(1), heads, width / heads});
+}
+
+// The encoder's position table, SinusoidalPositionEncoder's formula (float64, then F32): row n
+// is position n + 1; sines in the first half of the columns, cosines in the second.
+Tensor position_table(int64_t rows, int64_t depth) {
+  const int64_t half = depth / 2;
+  const double divisor = static_cast<double>(depth) / 2.0 - 1.0;
+  std::vector<float> values(static_cast<size_t>(rows * depth));
+  for (int64_t n = 0; n < rows; ++n) {
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle =
+          static_cast<double>(n + 1) / std::pow(10000.0, static_cast<double>(j) / divisor);
+      values[static_cast<size_t>(n * depth + j)] = static_cast<float>(std::sin(angle));
+      values[static_cast<size_t>(n * depth + half + j)] = static_cast<float>(std::cos(angle));
+    }
+  }
+  return Tensor::from_vector({1, rows, depth}, values);
+}
+
+// Takes the state dict's tensors, shape-checked, onto the device.
+struct Loader {
+  Context& ctx;
+  const WeightSource& source;
+  DType dtype;
+
+  Tensor param(const std::string& name, const Shape& shape) const {
+    return load_parameter(ctx, source, name, shape, dtype);
+  }
+  Tensor host(const std::string& name, const Shape& shape) const {
+    return load_host_parameter(source, name, shape);
+  }
+  Shape shape_of(const std::string& name, int64_t rank, const std::string& expected) const {
+    const Tensor t = source.get(name);
+    if (t.dim() != rank) {
+      throw Error(source.describe() + ": tensor '" + name + "' has shape " + t.shape_string() +
+                  ", expected " + expected);
+    }
+    return t.shape();
+  }
+  Tensor device(const Tensor& host_tensor) const {
+    return ops::to_device(ctx, host_tensor.to_host_contiguous(DType::F32), dtype);
+  }
+  // A weight [out, in] (or [out, in, 1], a kernel-1 conv) cut into column blocks of `widths`;
+  // `bias` (if any) on the first block.
+  std::vector<Linear> split(const std::string& weight_name, int64_t out,
+                            const std::vector<int64_t>& widths, bool kernel_dim,
+                            const Tensor& bias) const {
+    int64_t in = 0;
+    for (int64_t w : widths) in += w;
+    Tensor w = kernel_dim ? host(weight_name, {out, in, 1}).reshape({out, in})
+                          : host(weight_name, {out, in});
+    std::vector<Linear> parts;
+    int64_t start = 0;
+    for (int64_t width : widths) {
+      parts.push_back({device(w.narrow(1, start, width)), parts.empty() ? bias : Tensor{}});
+      start += width;
+    }
+    return parts;
+  }
+  Linear linear(const std::string& prefix, int64_t out, int64_t in, bool bias = true) const {
+    return {param(prefix + ".weight", {out, in}), bias ? param(prefix + ".bias", {out}) : Tensor{}};
+  }
+  Linear conv1x1(const std::string& prefix, int64_t out, int64_t in, bool bias = true) const {
+    return {device(host(prefix + ".weight", {out, in, 1}).reshape({out, in})),
+            bias ? param(prefix + ".bias", {out}) : Tensor{}};
+  }
+  Norm norm(const std::string& prefix, int64_t width) const {
+    return {param(prefix + ".weight", {width}), param(prefix + ".bias", {width})};
+  }
+
+  std::vector<FsmnLayer> fsmn(const std::string& prefix, const FsmnSizes& s,
+                              const std::vector<int64_t>& input_parts) const {
+    std::vector<FsmnLayer> layers;
+    int64_t input = 0;
+    for (int64_t w : input_parts) input += w;
+    for (int64_t l = 0; l < s.layers; ++l) {
+      const std::string ffn = prefix + ".ffn_lst." + std::to_string(l);
+      const std::vector<int64_t> parts =
+          l == 0 ? input_parts : std::vector<int64_t>{s.memory_units};
+      FsmnLayer layer;
+      layer.ffn_in = split(ffn + ".w_1.weight", s.ffn_inner, parts, true,
+                           param(ffn + ".w_1.bias", {s.ffn_inner}));
+      layer.ffn_out = conv1x1(ffn + ".w_2", s.memory_units, s.ffn_inner, false);
+      layer.depthwise = param(prefix + ".memory_block_lst." + std::to_string(l) + ".conv_dw.weight",
+                              {s.memory_units, 1, s.filter_size});
+      layer.residual = (l == 0 ? input : s.memory_units) == s.memory_units;
+      if (layer.residual && parts.size() > 1) {
+        int64_t start = 0;
+        for (int64_t width : parts) {
+          std::vector<float> identity(static_cast<size_t>(s.memory_units * width), 0.0f);
+          for (int64_t i = 0; i < width; ++i) {
+            identity[static_cast<size_t>((start + i) * width + i)] = 1.0f;
+          }
+          layer.residual_parts.push_back(
+              {device(Tensor::from_vector({s.memory_units, width}, identity)), Tensor{}});
+          start += width;
+        }
+      }
+      layers.push_back(std::move(layer));
+    }
+    return layers;
+  }
+
+  // nn.LSTM's layer `layer` (suffix "" or "_reverse") over inputs of `input_parts` widths.
+  LstmDirection lstm(const std::string& prefix, int64_t layer, const std::string& suffix,
+                     int64_t hidden, const std::vector<int64_t>& input_parts) const {
+    const std::string tag = "_l" + std::to_string(layer) + suffix;
+    const Tensor b_ih = host(prefix + ".bias_ih" + tag, {4 * hidden});
+    const Tensor b_hh = host(prefix + ".bias_hh" + tag, {4 * hidden});
+    std::vector<float> bias = b_ih.to_float_vector();
+    const std::vector<float> second = b_hh.to_float_vector();
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] += second[i];
+    LstmDirection d;
+    d.input = split(prefix + ".weight_ih" + tag, 4 * hidden, input_parts, false,
+                    device(Tensor::from_vector({4 * hidden}, bias)));
+    d.recurrent = param(prefix + ".weight_hh" + tag, {4 * hidden, hidden});
+    return d;
+  }
+};
+
+// One FSMN encoder over x [1, T, C] (its input parts), as FsmnEncoderV2 computes it.
+Tensor run_fsmn(Context& ctx, const std::vector<Tensor>& parts,
+                const std::vector<FsmnLayer>& layers, const FsmnSizes& sizes) {
+  const int64_t left = sizes.left_padding();
+  const int64_t padding = std::max(left, sizes.right_padding());
+  Tensor x;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const FsmnLayer& layer = layers[l];
+    const std::vector<Tensor> inputs = l == 0 ? parts : std::vector<Tensor>{x};
+    const Tensor context =
+        apply(ctx, ops::relu(ctx, apply_parts(ctx, inputs, layer.ffn_in)), layer.ffn_out);
+    const int64_t frames = context.size(1);
+    // Per channel: context[t] + Σ_k w[k] · context[t − left + k], zeros outside the frames.
+    const Tensor windowed =
+        ops::conv1d(ctx, ops::transpose(ctx, context, 1, 2), layer.depthwise, Tensor{},
+                    {.padding = padding, .groups = sizes.memory_units});
+    Tensor out = ops::transpose(ctx, windowed.narrow(2, padding - left, frames), 1, 2);
+    ops::add_(ctx, out, context);
+    if (!layer.residual_parts.empty()) {
+      ops::add_(ctx, out, apply_parts(ctx, inputs, layer.residual_parts));
+    } else if (layer.residual) {
+      ops::add_(ctx, out, inputs[0]);
+    }
+    x = std::move(out);
+  }
+  return x;
+}
+
+// One direction of an LSTM layer over [1, T, ...] inputs from zero state.
+Tensor run_lstm(Context& ctx, const std::vector<Tensor>& parts, const LstmDirection& d,
+                bool reverse) {
+  const int64_t hidden = d.recurrent.size(1);
+  Tensor h = ops::zeros(ctx, {parts[0].size(0), hidden});
+  Tensor c = ops::zeros(ctx, {parts[0].size(0), hidden});
+  return ops::lstm(ctx, apply_parts(ctx, parts, d.input), d.recurrent, h, c, {}, reverse);
+}
+
+}  // namespace
+
+struct Sambert::Weights {
+  std::array<Tensor, 4> linguistic_tables;  // [vocab, embedding_dim]
+  Tensor position;                          // [1, rows, embedding_dim]
+  std::vector<EncoderLayer> encoder;
+  Norm encoder_norm;
+  Linear projection;
+  Tensor speaker_table, emotion_table;
+  Predictor pitch, energy;
+  DurationPredictor duration;
+  std::vector<float> duration_timescales;  // inv_timescales [P]
+  std::vector<Linear> decoder_prenet;
+  std::vector<Linear> decoder_input;  // dec_in_proj over text frames, speaker, emotion, prenet
+  std::vector<DecoderLayer> decoder;
+  Norm decoder_norm;
+  Linear decoder_output;
+  std::vector<FsmnLayer> postnet_fsmn;
+  LstmDirection postnet_lstm;
+  Linear postnet_output;
+};
+
+Sambert Sambert::load(Context& ctx, const SambertConfig& c, const WeightSource& weights,
+                      DType dtype) {
+  if (dtype != DType::F32) {
+    throw InputError("Sambert runs in F32 for now; got " + std::string(dtype_name(dtype)));
+  }
+  const Loader l{ctx, weights, dtype};
+  auto w = std::make_shared<Weights>();
+  const std::array<const char*, 4> tables = {"sy_emb", "tone_emb", "syllable_flag_emb", "ws_emb"};
+  for (size_t i = 0; i < 4; ++i) {
+    const std::string name = std::string("text_encoder.") + tables[i] + ".weight";
+    const int64_t rows = l.shape_of(name, 2, "[vocabulary, embedding_dim]")[0];
+    w->linguistic_tables[i] = l.param(name, {rows, c.embedding_dim});
+  }
+  const std::string enc = "text_encoder.ling_enc.";
+  const std::string position = enc + "position_enc.position_enc";
+  w->position = l.param(
+      position, {1, l.shape_of(position, 3, "[1, max_len, embedding_dim]")[1], c.embedding_dim});
+  const int64_t units = c.encoder_units;
+  for (int64_t i = 0; i < c.encoder_layers; ++i) {
+    const std::string p = enc + "fft." + std::to_string(i) + ".";
+    const int64_t in = i == 0 ? c.embedding_dim : units;
+    EncoderLayer layer;
+    layer.attention_norm = l.norm(p + "slf_attn.layer_norm", in);
+    layer.qkv = l.linear(p + "slf_attn.w_qkv", 3 * units, in);
+    layer.fc = l.linear(p + "slf_attn.fc", units, units);
+    layer.attention_residual = in == units;
+    layer.ffn_norm = l.norm(p + "pos_ffn.layer_norm", units);
+    layer.ffn_conv = l.param(p + "pos_ffn.w_1.weight", {c.encoder_ffn_inner, units, 3});
+    layer.ffn_conv_bias = l.param(p + "pos_ffn.w_1.bias", {c.encoder_ffn_inner});
+    layer.ffn_out = l.conv1x1(p + "pos_ffn.w_2", units, c.encoder_ffn_inner);
+    w->encoder.push_back(std::move(layer));
+  }
+  w->encoder_norm = l.norm(enc + "ln", units);
+  w->projection = l.linear("text_encoder.ling_proj", c.projection_units, units, false);
+  w->speaker_table = l.param(
+      "spk_tokenizer.weight",
+      {l.shape_of("spk_tokenizer.weight", 2, "[speakers, speaker_units]")[0], c.speaker_units});
+  w->emotion_table = l.param(
+      "emo_tokenizer.weight",
+      {l.shape_of("emo_tokenizer.weight", 2, "[emotions, emotion_units]")[0], c.emotion_units});
+
+  const int64_t p_units = c.projection_units;
+  const std::vector<int64_t> token_parts = {p_units, c.speaker_units, c.emotion_units};
+  for (auto [name, predictor] : {std::pair{"pitch", &w->pitch}, std::pair{"energy", &w->energy}}) {
+    const std::string p = std::string("variance_adaptor.") + name + "_predictor.";
+    const int64_t hidden = c.predictor.lstm_units;
+    predictor->fsmn = l.fsmn(p + "fsmn", c.predictor, token_parts);
+    const std::vector<int64_t> memory = {c.predictor.memory_units};
+    predictor->forward = l.lstm(p + "blstm", 0, "", hidden, memory);
+    predictor->backward = l.lstm(p + "blstm", 0, "_reverse", hidden, memory);
+    const std::vector<Linear> head =
+        l.split(p + "fc.weight", 1, {hidden, hidden}, false, l.param(p + "fc.bias", {1}));
+    predictor->head_forward = head[0];
+    predictor->head_backward = head[1];
+    const std::string embed = std::string("variance_adaptor.") + name + "_emb.";
+    predictor->embed = l.param(embed + "weight", {p_units, 1, 9});
+    predictor->embed_bias = l.param(embed + "bias", {p_units});
+  }
+  const std::string dur = "variance_adaptor.duration_predictor.";
+  int64_t prenet_in = 1;
+  for (size_t i = 0; i < c.duration_prenet_units.size(); ++i) {
+    const int64_t out = c.duration_prenet_units[i];
+    w->duration.prenet.push_back(
+        l.linear(dur + "prenet.fcs." + std::to_string(3 * i), out, prenet_in));
+    prenet_in = out;
+  }
+  const int64_t dh = c.duration_lstm_units;
+  w->duration.layer0 =
+      l.lstm(dur + "lstm", 0, "", dh, {prenet_in, p_units, c.speaker_units, c.emotion_units});
+  w->duration.layer1 = l.lstm(dur + "lstm", 1, "", dh, {dh});
+  w->duration.head = l.linear(dur + "fc", 1, dh);
+  w->duration_timescales =
+      l.host("variance_adaptor.dur_position_encoder.inv_timescales", {p_units}).to_float_vector();
+
+  const std::string dec = "mel_decoder.mel_dec.";
+  const int64_t d_units = c.decoder_units;
+  const int64_t r = c.outputs_per_step;
+  int64_t in = c.num_mels;
+  for (size_t i = 0; i < c.decoder_prenet_units.size(); ++i) {
+    const int64_t out = c.decoder_prenet_units[i];
+    w->decoder_prenet.push_back(l.linear(dec + "prenet.fcs." + std::to_string(3 * i), out, in));
+    in = out;
+  }
+  w->decoder_prenet.push_back(l.linear(
+      dec + "prenet.fcs." + std::to_string(3 * c.decoder_prenet_units.size()), d_units, in));
+  const std::vector<int64_t> memory_parts = {r * p_units, c.speaker_units, c.emotion_units};
+  w->decoder_input = l.split(dec + "dec_in_proj.weight", d_units,
+                             {r * p_units, c.speaker_units, c.emotion_units, d_units}, false,
+                             l.param(dec + "dec_in_proj.bias", {d_units}));
+  for (int64_t j = 0; j < c.decoder_layers; ++j) {
+    const std::string p = dec + "pnca." + std::to_string(j) + ".";
+    DecoderLayer layer;
+    layer.attention_norm = l.norm(p + "pnca_attn.layer_norm", d_units);
+    layer.qkv = l.linear(p + "pnca_attn.w_x_qkv", 3 * d_units, d_units);
+    layer.fc_self = l.linear(p + "pnca_attn.fc_x", d_units, d_units);
+    layer.memory_kv = l.split(p + "pnca_attn.w_h_kv.weight", 2 * d_units, memory_parts, false,
+                              l.param(p + "pnca_attn.w_h_kv.bias", {2 * d_units}));
+    layer.fc_memory = l.linear(p + "pnca_attn.fc_h", d_units, d_units);
+    layer.ffn_norm = l.norm(p + "pos_ffn.layer_norm", d_units);
+    layer.ffn_in = l.conv1x1(p + "pos_ffn.w_1", c.decoder_ffn_inner, d_units);
+    layer.ffn_out = l.conv1x1(p + "pos_ffn.w_2", d_units, c.decoder_ffn_inner);
+    w->decoder.push_back(std::move(layer));
+  }
+  w->decoder_norm = l.norm(dec + "ln", d_units);
+  w->decoder_output = l.linear(dec + "dec_out_proj", r * c.num_mels, d_units);
+
+  w->postnet_fsmn = l.fsmn("mel_postnet.fsmn", c.postnet, {c.num_mels});
+  w->postnet_lstm =
+      l.lstm("mel_postnet.lstm", 0, "", c.postnet.lstm_units, {c.postnet.memory_units});
+  w->postnet_output = l.linear("mel_postnet.fc", c.num_mels, c.postnet.lstm_units);
+  return Sambert(c, std::move(w));
+}
+
+std::array<int64_t, 4> Sambert::linguistic_vocabulary() const {
+  std::array<int64_t, 4> sizes{};
+  for (size_t i = 0; i < 4; ++i) sizes[i] = weights_->linguistic_tables[i].size(0);
+  return sizes;
+}
+
+int64_t Sambert::n_emotions() const {
+  return weights_->emotion_table.size(0);
+}
+
+int64_t Sambert::n_speakers() const {
+  return weights_->speaker_table.size(0);
+}
+
+SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens,
+                                  SambertDebug* debug) const {
+  const Weights& w = *weights_;
+  const SambertConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(tokens.linguistic.size());
+  if (n == 0) throw InputError("Sambert: the utterance has no token");
+  if (static_cast<int64_t>(tokens.emotion.size()) != n ||
+      static_cast<int64_t>(tokens.speaker.size()) != n) {
+    throw InputError("Sambert: " + std::to_string(n) + " tokens but " +
+                     std::to_string(tokens.emotion.size()) + " emotions and " +
+                     std::to_string(tokens.speaker.size()) + " speakers; one of each per token");
+  }
+  const auto check_id = [&](int64_t id, int64_t rows, const std::string& channel, int64_t token) {
+    if (id < 0 || id >= rows) {
+      throw InputError("Sambert: token " + std::to_string(token) + " has " + channel + " id " +
+                       std::to_string(id) + ", outside the table's " + std::to_string(rows) +
+                       " rows");
+    }
+  };
+  std::array<std::vector<int64_t>, 4> channel_ids;
+  for (int64_t t = 0; t < n; ++t) {
+    for (size_t ch = 0; ch < 4; ++ch) {
+      const int64_t id = tokens.linguistic[static_cast<size_t>(t)][ch];
+      check_id(id, w.linguistic_tables[ch].size(0), kChannels[ch], t);
+      channel_ids[ch].push_back(id);
+    }
+    check_id(tokens.emotion[static_cast<size_t>(t)], n_emotions(), "emotion", t);
+    check_id(tokens.speaker[static_cast<size_t>(t)], n_speakers(), "speaker", t);
+  }
+
+  // Text encoder.
+  Tensor x =
+      ops::embedding(ctx, Tensor::from_vector({1, n}, channel_ids[0]), w.linguistic_tables[0]);
+  for (size_t ch = 1; ch < 4; ++ch) {
+    ops::add_(
+        ctx, x,
+        ops::embedding(ctx, Tensor::from_vector({1, n}, channel_ids[ch]), w.linguistic_tables[ch]));
+  }
+  x = ops::scale(ctx, x, std::sqrt(static_cast<float>(c.encoder_units)));
+  const Tensor positions = n <= w.position.size(1)
+                               ? ops::contiguous(ctx, w.position.narrow(1, 0, n))
+                               : ops::to_device(ctx, position_table(n, c.embedding_dim), x.dtype());
+  ops::add_(ctx, x, positions);
+  const int64_t e_heads = c.encoder_heads;
+  const int64_t e_units = c.encoder_units;
+  AttentionParams encoder_attention;
+  encoder_attention.scale = 1.0f / std::sqrt(static_cast<float>(e_units / e_heads));
+  for (const EncoderLayer& layer : w.encoder) {
+    const Tensor qkv = apply(ctx, layer_norm(ctx, x, layer.attention_norm), layer.qkv);
+    Tensor attended = ops::attention(
+        ctx, heads_of(ctx, qkv, 0, e_units, e_heads), heads_of(ctx, qkv, e_units, e_units, e_heads),
+        heads_of(ctx, qkv, 2 * e_units, e_units, e_heads), encoder_attention);
+    Tensor a = apply(ctx, attended.reshape({1, n, e_units}), layer.fc);
+    if (layer.attention_residual) ops::add_(ctx, a, x);
+    const Tensor inner = ops::relu(
+        ctx, ops::conv1d(ctx, ops::transpose(ctx, layer_norm(ctx, a, layer.ffn_norm), 1, 2),
+                         layer.ffn_conv, layer.ffn_conv_bias, {.padding = 1}));
+    x = apply(ctx, ops::transpose(ctx, inner, 1, 2), layer.ffn_out);
+    ops::add_(ctx, x, a);
+  }
+  const Tensor text = apply(ctx, layer_norm(ctx, x, w.encoder_norm), w.projection);  // [1, N, P]
+  const Tensor speaker =
+      ops::embedding(ctx, Tensor::from_vector({1, n}, tokens.speaker), w.speaker_table);
+  const Tensor emotion =
+      ops::embedding(ctx, Tensor::from_vector({1, n}, tokens.emotion), w.emotion_table);
+
+  // Pitch and energy, each embedded back onto the text.
+  Tensor text_aug = text;
+  std::array<Tensor, 2> predictions;
+  for (size_t i = 0; i < 2; ++i) {
+    const Predictor& p = i == 0 ? w.pitch : w.energy;
+    const Tensor hidden = run_fsmn(ctx, {text, speaker, emotion}, p.fsmn, c.predictor);
+    const Tensor forward = run_lstm(ctx, {hidden}, p.forward, false);
+    const Tensor backward = run_lstm(ctx, {hidden}, p.backward, true);
+    predictions[i] = apply_parts(ctx, {forward, backward}, {p.head_forward, p.head_backward});
+    const Tensor embedded =
+        ops::conv1d(ctx, predictions[i].reshape({1, 1, n}), p.embed, p.embed_bias, {.padding = 4});
+    text_aug = ops::add(ctx, text_aug, ops::transpose(ctx, embedded, 1, 2));
+  }
+
+  // Durations, token by token.
+  const DurationPredictor& dp = w.duration;
+  const Tensor condition = apply_parts(
+      ctx, {text_aug, speaker, emotion},
+      {Linear{dp.layer0.input[1].weight, Tensor{}}, dp.layer0.input[2], dp.layer0.input[3]});
+  const int64_t dh = dp.layer1.recurrent.size(1);
+  Tensor h0 = ops::zeros(ctx, {1, dh}), c0 = ops::zeros(ctx, {1, dh});
+  Tensor h1 = ops::zeros(ctx, {1, dh}), c1 = ops::zeros(ctx, {1, dh});
+  Tensor log_durations = ops::zeros(ctx, {1, n, 1});
+  Tensor previous = ops::zeros(ctx, {1, 1, 1});
+  for (int64_t t = 0; t < n; ++t) {
+    Tensor pre = previous;
+    for (const Linear& layer : dp.prenet) pre = ops::relu(ctx, apply(ctx, pre, layer));
+    Tensor gates = apply(ctx, pre, Linear{dp.layer0.input[0].weight, dp.layer0.input[0].bias});
+    ops::add_(ctx, gates, condition.narrow(1, t, 1));
+    const Tensor out0 = ops::lstm(ctx, gates, dp.layer0.recurrent, h0, c0, {}, false);
+    const Tensor out1 = ops::lstm(ctx, apply(ctx, out0, dp.layer1.input[0]), dp.layer1.recurrent,
+                                  h1, c1, {}, false);
+    previous = ops::relu(ctx, apply(ctx, out1, dp.head));
+    ops::write_rows(ctx, log_durations, previous, {t});
+  }
+  const std::vector<float> log_d = ops::to_host(ctx, log_durations).to_float_vector();
+  const int64_t r = c.outputs_per_step;
+  SambertOutput result;
+  float longest = 0.0f;
+  int64_t frames = 0;
+  for (float l : log_d) {
+    const float d = std::exp(l) - 1.0f;
+    longest = std::max(longest, d);
+    result.durations.push_back(static_cast<int64_t>(d + 0.5f));
+    frames += result.durations.back();
+  }
+  if (frames == 0) {
+    throw InputError("Sambert: every one of the " + std::to_string(n) +
+                     " tokens got 0 frames; there is no audio to make");
+  }
+  result.band_width = static_cast<int64_t>(longest / static_cast<float>(r) + 0.5f);
+  const int64_t band = result.band_width;
+  const int64_t steps = (frames + r - 1) / r;
+  const int64_t padded = steps * r;
+
+  // Frames: the text repeated, plus each frame's position inside its token.
+  std::vector<int64_t> token_of_frame;
+  std::vector<int64_t> token_start;  // the token's first frame
+  std::vector<float> encoding(static_cast<size_t>(padded * c.projection_units), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t start = static_cast<int64_t>(token_of_frame.size());
+    for (int64_t k = 0; k < result.durations[static_cast<size_t>(t)]; ++k) {
+      token_of_frame.push_back(t);
+      token_start.push_back(start);
+    }
+  }
+  for (int64_t f = 0; f < padded; ++f) {
+    // 1-based inside the token; the r-padding frames get position 0.
+    const int64_t position = f < frames ? f - token_start[static_cast<size_t>(f)] + 1 : 0;
+    for (int64_t i = 0; i < c.projection_units; ++i) {
+      const float angle =
+          static_cast<float>(position) / w.duration_timescales[static_cast<size_t>(i)];
+      encoding[static_cast<size_t>(f * c.projection_units + i)] =
+          i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+  }
+  Tensor frames_text = ops::length_regulate(ctx, text_aug, {result.durations}, padded);
+  ops::add_(ctx, frames_text,
+            ops::to_device(ctx, Tensor::from_vector({1, padded, c.projection_units}, encoding),
+                           frames_text.dtype()));
+  const Tensor group_text = frames_text.reshape({1, steps, r * c.projection_units});
+  std::vector<int64_t> group_speaker, group_emotion;
+  for (int64_t s = 0; s < steps; ++s) {
+    const size_t token = static_cast<size_t>(token_of_frame[static_cast<size_t>(s * r)]);
+    group_speaker.push_back(tokens.speaker[token]);
+    group_emotion.push_back(tokens.emotion[token]);
+  }
+  const Tensor speaker_groups =
+      ops::embedding(ctx, Tensor::from_vector({1, steps}, group_speaker), w.speaker_table);
+  const Tensor emotion_groups =
+      ops::embedding(ctx, Tensor::from_vector({1, steps}, group_emotion), w.emotion_table);
+  const std::vector<Tensor> memory = {group_text, speaker_groups, emotion_groups};
+
+  // The decoder, step by step.
+  const int64_t d_units = c.decoder_units;
+  const int64_t d_heads = c.decoder_heads;
+  const int64_t head_dim = d_units / d_heads;
+  const Tensor memory_input =
+      apply_parts(ctx, memory, {w.decoder_input[0], w.decoder_input[1], w.decoder_input[2]});
+  std::vector<Tensor> memory_keys, memory_values, self_keys, self_values;
+  for (const DecoderLayer& layer : w.decoder) {
+    const Tensor kv = apply_parts(ctx, memory, layer.memory_kv);
+    memory_keys.push_back(heads_of(ctx, kv, 0, d_units, d_heads));
+    memory_values.push_back(heads_of(ctx, kv, d_units, d_units, d_heads));
+    self_keys.push_back(ops::zeros(ctx, {1, steps, d_heads, head_dim}));
+    self_values.push_back(ops::zeros(ctx, {1, steps, d_heads, head_dim}));
+  }
+  const int64_t mels = c.num_mels;
+  Tensor decoded = ops::zeros(ctx, {1, steps, r * mels});
+  Tensor previous_frame = ops::zeros(ctx, {1, 1, mels});
+  const float input_scale = std::sqrt(static_cast<float>(d_units));
+  for (int64_t s = 0; s < steps; ++s) {
+    Tensor pre = previous_frame;
+    for (size_t i = 0; i < w.decoder_prenet.size(); ++i) {
+      pre = apply(ctx, pre, w.decoder_prenet[i]);
+      if (i + 1 < w.decoder_prenet.size()) pre = ops::relu(ctx, pre);
+    }
+    Tensor u = apply(ctx, pre, w.decoder_input[3]);
+    ops::add_(ctx, u, memory_input.narrow(1, s, 1));
+    u = ops::scale(ctx, u, input_scale);
+    AttentionParams own;
+    own.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    own.key_starts = {std::max<int64_t>(0, s - band)};
+    own.key_lengths = {s + 1};
+    AttentionParams groups = own;
+    groups.key_starts = {s};
+    groups.key_lengths = {std::min(s + band + 1, steps)};
+    for (size_t j = 0; j < w.decoder.size(); ++j) {
+      const DecoderLayer& layer = w.decoder[j];
+      const Tensor qkv = apply(ctx, layer_norm(ctx, u, layer.attention_norm), layer.qkv);
+      const Tensor q = heads_of(ctx, qkv, 0, d_units, d_heads);
+      ops::write_rows(ctx, self_keys[j], heads_of(ctx, qkv, d_units, d_units, d_heads), {s});
+      ops::write_rows(ctx, self_values[j], heads_of(ctx, qkv, 2 * d_units, d_units, d_heads), {s});
+      const Tensor to_steps = ops::attention(ctx, q, self_keys[j], self_values[j], own);
+      const Tensor to_memory = ops::attention(ctx, q, memory_keys[j], memory_values[j], groups);
+      Tensor next = apply(ctx, to_steps.reshape({1, 1, d_units}), layer.fc_self);
+      ops::add_(ctx, next, apply(ctx, to_memory.reshape({1, 1, d_units}), layer.fc_memory));
+      ops::add_(ctx, next, u);
+      u = apply(ctx,
+                ops::relu(ctx, apply(ctx, layer_norm(ctx, next, layer.ffn_norm), layer.ffn_in)),
+                layer.ffn_out);
+      ops::add_(ctx, u, next);
+    }
+    const Tensor out = apply(ctx, layer_norm(ctx, u, w.decoder_norm), w.decoder_output);
+    ops::write_rows(ctx, decoded, out, {s});
+    previous_frame = ops::contiguous(ctx, out.narrow(2, (r - 1) * mels, mels));
+  }
+  const Tensor decoder_mel =
+      ops::contiguous(ctx, decoded.reshape({1, padded, mels}).narrow(1, 0, frames));
+
+  // The postnet's residual over the T frames (zeros around them, as the original's masks give).
+  const Tensor fsmn = run_fsmn(ctx, {decoder_mel}, w.postnet_fsmn, c.postnet);
+  Tensor mel = apply(ctx, run_lstm(ctx, {fsmn}, w.postnet_lstm, false), w.postnet_output);
+  ops::add_(ctx, mel, decoder_mel);
+  result.mel = mel.reshape({frames, mels});
+
+  if (debug != nullptr) {
+    debug->text_hidden = ops::to_host(ctx, text).reshape({n, c.projection_units});
+    debug->pitch = ops::to_host(ctx, predictions[0]).reshape({n});
+    debug->energy = ops::to_host(ctx, predictions[1]).reshape({n});
+    debug->log_durations = ops::to_host(ctx, log_durations).reshape({n});
+    debug->decoder_mel = ops::to_host(ctx, decoder_mel).reshape({frames, mels});
+    std::vector<float> joined;
+    std::vector<std::vector<float>> parts;
+    for (const Tensor& part : memory) parts.push_back(ops::to_host(ctx, part).to_float_vector());
+    for (int64_t s = 0; s < steps; ++s) {
+      for (const std::vector<float>& part : parts) {
+        const size_t width = part.size() / static_cast<size_t>(steps);
+        joined.insert(joined.end(), part.begin() + static_cast<int64_t>(s * width),
+                      part.begin() + static_cast<int64_t>((s + 1) * width));
+      }
+    }
+    debug->memory = Tensor::from_vector({steps, c.memory_units()}, joined);
+  }
+  return result;
+}
+
+}  // namespace voxd
