@@ -1,5 +1,7 @@
 #include "core/weight_loading.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace voxd {
@@ -41,6 +43,17 @@ Tensor checked_parameter(const WeightSource& source, const std::string& name,
   return t;
 }
 
+std::string quoted(const std::string& name) {
+  return "'" + name + "'";
+}
+
+// load_host_parameter's F32 tensor, contiguous so its elements can be read through a pointer.
+Tensor load_host_contiguous(const WeightSource& source, const std::string& name,
+                            const Shape& shape) {
+  Tensor t = load_host_parameter(source, name, shape);
+  return t.is_contiguous() ? t : t.to_host_contiguous(DType::F32);
+}
+
 }  // namespace
 
 Tensor load_host_parameter(const WeightSource& source, const std::string& name,
@@ -54,6 +67,38 @@ Tensor load_parameter(Context& ctx, const WeightSource& source, const std::strin
   // Straight from the file's mapping to the device: the backend converts the stored dtype
   // (on the device, for CUDA) instead of a converted copy being made on the host first.
   return ops::to_device(ctx, checked_parameter(source, name, expected), dtype);
+}
+
+Tensor load_weight_norm_parameter(const WeightSource& source, const std::string& prefix,
+                                  const Shape& shape) {
+  const std::string g_name = prefix + ".weight_g";
+  const std::string v_name = prefix + ".weight_v";
+  if (!source.contains(g_name) && !source.contains(v_name)) {
+    if (!source.contains(prefix + ".weight")) {
+      throw Error(source.describe() + ": missing tensors " + quoted(g_name) + " and " +
+                  quoted(v_name) + " (or a folded " + quoted(prefix + ".weight") +
+                  ", expected shape " + shape_to_string(shape) + ")");
+    }
+    return load_host_parameter(source, prefix + ".weight", shape);
+  }
+  const Tensor g = load_host_contiguous(source, g_name, {shape[0], 1, 1});
+  const Tensor v = load_host_contiguous(source, v_name, shape);
+  Tensor w = Tensor::empty(shape, DType::F32);
+  const int64_t rows = shape[0];
+  const int64_t row_size = v.numel() / rows;
+  const float* gp = g.data<float>();
+  const float* vp = v.data<float>();
+  float* wp = w.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* vr = vp + r * row_size;
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < row_size; ++i) sum_sq += static_cast<double>(vr[i]) * vr[i];
+    const double factor = static_cast<double>(gp[r]) / std::sqrt(sum_sq);
+    for (int64_t i = 0; i < row_size; ++i) {
+      wp[r * row_size + i] = static_cast<float>(vr[i] * factor);
+    }
+  }
+  return w;
 }
 
 }  // namespace voxd

@@ -45,4 +45,12 @@ Tensor load_parameter(Context& ctx, const WeightSource& source, const std::strin
 Tensor load_host_parameter(const WeightSource& source, const std::string& name,
                            const Shape& expected);
 
+// The folded weight of the weight-normed layer `prefix` (torch.nn.utils.weight_norm, dim 0), as
+// a host F32 tensor of `shape`: weight_g [shape[0], 1, 1] and weight_v `shape` folded to
+// g · v / ‖v‖ with the norm over all dims but the first (in double); or `prefix`.weight when the
+// checkpoint holds folded weights. For a transposed conv (weight [in, out, k]) the norm is per
+// input channel. Missing or misshapen tensors throw voxd::Error naming them.
+Tensor load_weight_norm_parameter(const WeightSource& source, const std::string& prefix,
+                                  const Shape& shape);
+
 }  // namespace voxd

@@ -63,52 +63,6 @@ std::vector<int64_t> positive_int_list(const json& value, const std::string& whe
   return out;
 }
 
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
-}
-
-// load_host_parameter's F32 tensor, contiguous so its elements can be read through a pointer.
-Tensor load_host_contiguous(const WeightSource& source, const std::string& name,
-                            const Shape& shape) {
-  Tensor t = load_host_parameter(source, name, shape);
-  return t.is_contiguous() ? t : t.to_host_contiguous(DType::F32);
-}
-
-// The folded weight of the weight-normed conv `prefix`: weight_g [S0, 1, 1] and weight_v `shape`
-// folded to g · v / ‖v‖ (norm over all dims but 0, computed in double), or `prefix`.weight when
-// the checkpoint holds folded weights.
-Tensor load_folded_weight(const WeightSource& source, const std::string& prefix,
-                          const Shape& shape) {
-  const std::string g_name = prefix + ".weight_g";
-  const std::string v_name = prefix + ".weight_v";
-  if (!source.contains(g_name) && !source.contains(v_name)) {
-    if (!source.contains(prefix + ".weight")) {
-      throw Error(source.describe() + ": missing tensors " + quoted(g_name) + " and " +
-                  quoted(v_name) + " (or a folded " + quoted(prefix + ".weight") +
-                  ", expected shape " + shape_to_string(shape) + ")");
-    }
-    return load_host_parameter(source, prefix + ".weight", shape);
-  }
-  const Tensor g = load_host_contiguous(source, g_name, {shape[0], 1, 1});
-  const Tensor v = load_host_contiguous(source, v_name, shape);
-  Tensor w = Tensor::empty(shape, DType::F32);
-  const int64_t rows = shape[0];
-  const int64_t row_size = v.numel() / rows;
-  const float* gp = g.data<float>();
-  const float* vp = v.data<float>();
-  float* wp = w.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* vr = vp + r * row_size;
-    double sum_sq = 0.0;
-    for (int64_t i = 0; i < row_size; ++i) sum_sq += static_cast<double>(vr[i]) * vr[i];
-    const double factor = static_cast<double>(gp[r]) / std::sqrt(sum_sq);
-    for (int64_t i = 0; i < row_size; ++i) {
-      wp[r * row_size + i] = static_cast<float>(vr[i] * factor);
-    }
-  }
-  return w;
-}
-
 }  // namespace
 
 HifiGanConfig HifiGanConfig::from_json(const json& j, const std::string& where) {
@@ -272,7 +226,7 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
   const auto make_conv = [&](const std::string& prefix, const Shape& shape, int64_t out_channels,
                              int64_t stride, int64_t padding, int64_t dilation, DType dtype) {
     Conv c;
-    c.weight = ops::to_device(ctx, load_folded_weight(weights, prefix, shape), dtype);
+    c.weight = ops::to_device(ctx, load_weight_norm_parameter(weights, prefix, shape), dtype);
     c.bias = load_parameter(ctx, weights, prefix + ".bias", {out_channels}, dtype);
     c.stride = stride;
     c.padding = padding;

@@ -1,0 +1,270 @@
+#include "families/sambert/hifigan.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/config_fields.h"
+#include "core/error.h"
+#include "core/weight_loading.h"
+
+namespace voxd {
+namespace {
+
+using nlohmann::json;
+
+constexpr float kFinalSlope = 0.01f;  // F.leaky_relu's default, before conv_post
+
+void refuse(const std::string& where, const std::string& field, const std::string& why) {
+  throw InputError(where + ": field '" + field + "' " + why);
+}
+
+void require_odd(const std::vector<int64_t>& values, const std::string& field,
+                 const std::string& where) {
+  for (int64_t v : values) {
+    if (v % 2 == 0)
+      refuse(where, field,
+             "holds the even kernel " + std::to_string(v) + "; the original needs odd ones");
+  }
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
+
+// The input indices [lo, hi] that output indices [lo, hi] of a layer depend on.
+struct Span {
+  int64_t lo, hi;
+  Span operator|(const Span& o) const { return {std::min(lo, o.lo), std::max(hi, o.hi)}; }
+};
+
+Span through_conv(Span s, int64_t k, int64_t d, bool causal) {
+  if (causal) return {s.lo - (k - 1) * d, s.hi};
+  const int64_t p = d * (k - 1) / 2;
+  return {s.lo - p, s.hi + p};
+}
+
+// The mel frames output sample `n` depends on.
+Span frames_of_sample(const KanTtsHifiGanConfig& c, int64_t n) {
+  Span s = through_conv({n, n}, c.kernel_size, 1, c.causal);  // conv_post
+  for (size_t i = c.upsample_scales.size(); i-- > 0;) {
+    Span blocks = s;
+    for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
+      Span through = s;
+      for (int64_t d : c.resblock_dilations[j]) {
+        through = through_conv(through_conv(through, c.resblock_kernel_sizes[j], 1, c.causal),
+                               c.resblock_kernel_sizes[j], d, c.causal);
+      }
+      blocks = blocks | through;
+    }
+    const int64_t scale = c.upsample_scales[i];
+    const int64_t k = c.upsample_kernel_sizes[i];
+    const Span conv = through_conv(blocks, c.kernel_size, 1, c.causal);
+    const Span repeat = {floor_div(conv.lo, scale), floor_div(conv.hi, scale)};
+    const int64_t p = c.causal ? 0 : (k - scale) / 2;
+    const Span transposed = {ceil_div(blocks.lo + p - k + 1, scale),
+                             floor_div(blocks.hi + p, scale)};
+    s = repeat | transposed;
+  }
+  return through_conv(s, c.kernel_size, 1, c.causal);  // conv_pre
+}
+
+// The farthest frame, before (or after) its own, that a sample of a frame depends on.
+int64_t context_frames(const KanTtsHifiGanConfig& c, bool ahead) {
+  const int64_t hop = c.hop_length();
+  const int64_t frame = 1 << 20;  // far from both ends, where no padding is reached
+  int64_t reach = 0;
+  for (int64_t n = frame * hop; n < (frame + 1) * hop; ++n) {
+    const Span s = frames_of_sample(c, n);
+    reach = std::max(reach, ahead ? s.hi - frame : frame - s.lo);
+  }
+  return reach;
+}
+
+}  // namespace
+
+KanTtsHifiGanConfig KanTtsHifiGanConfig::from_json(const json& p, const std::string& where) {
+  if (!p.is_object()) {
+    throw InputError(where + ": expected Model.Generator.params as an object, got " + p.dump());
+  }
+  if (p.contains("nsf_params") && !p["nsf_params"].is_null()) {
+    refuse(where, "nsf_params",
+           "is set: the HiFiGAN-NSF vocoder (a source module driven by f0) is not supported yet");
+  }
+  KanTtsHifiGanConfig c;
+  c.in_channels = config::positive_int(p, "in_channels", where);
+  if (config::positive_int(p, "out_channels", where) != 1) {
+    refuse(where, "out_channels", "must be 1 (several output bands need PQMF, not supported)");
+  }
+  c.channels = config::positive_int(p, "channels", where);
+  c.kernel_size = config::positive_int(p, "kernel_size", where);
+  c.upsample_scales = config::positive_int_list(p, "upsample_scales", where);
+  c.upsample_kernel_sizes = config::positive_int_list(p, "upsample_kernal_sizes", where);
+  c.resblock_kernel_sizes = config::positive_int_list(p, "resblock_kernel_sizes", where);
+  const json& dilations = config::require(p, "resblock_dilations", where);
+  if (!dilations.is_array() || dilations.size() != c.resblock_kernel_sizes.size()) {
+    refuse(where, "resblock_dilations",
+           "must be a list of dilation lists, one per resblock kernel size");
+  }
+  for (size_t i = 0; i < dilations.size(); ++i) {
+    const json wrapped = {{"d", dilations[i]}};
+    c.resblock_dilations.push_back(config::positive_int_list(
+        wrapped, "d", where + ": resblock_dilations[" + std::to_string(i) + "]"));
+  }
+  if (c.upsample_kernel_sizes.size() != c.upsample_scales.size()) {
+    refuse(where, "upsample_kernal_sizes", "must have one kernel per upsample scale");
+  }
+  for (size_t i = 0; i < c.upsample_scales.size(); ++i) {
+    if (c.upsample_kernel_sizes[i] < c.upsample_scales[i]) {
+      refuse(where, "upsample_kernal_sizes",
+             "holds a kernel smaller than its upsample scale (" +
+                 std::to_string(c.upsample_kernel_sizes[i]) + " < " +
+                 std::to_string(c.upsample_scales[i]) + ")");
+    }
+  }
+  if ((c.channels >> c.upsample_scales.size()) < 1) {
+    refuse(where, "channels", "leaves no channel after halving once per upsample stage");
+  }
+  require_odd({c.kernel_size}, "kernel_size", where);
+  require_odd(c.resblock_kernel_sizes, "resblock_kernel_sizes", where);
+  if (p.contains("repeat_upsample") && !p["repeat_upsample"].get<bool>()) {
+    refuse(where, "repeat_upsample", "is false; the original's forward fails without the branch");
+  }
+  if (p.contains("causal")) c.causal = p["causal"].get<bool>();
+  const std::string activation = p.contains("nonlinear_activation")
+                                     ? config::string(p, "nonlinear_activation", where)
+                                     : "LeakyReLU";
+  if (activation != "LeakyReLU") {
+    refuse(where, "nonlinear_activation", "is '" + activation + "'; only LeakyReLU is supported");
+  }
+  c.negative_slope = 0.01f;
+  if (p.contains("nonlinear_activation_params") &&
+      p["nonlinear_activation_params"].contains("negative_slope")) {
+    c.negative_slope =
+        static_cast<float>(config::number(p["nonlinear_activation_params"], "negative_slope",
+                                          where + ": nonlinear_activation_params"));
+  }
+  return c;
+}
+
+int64_t KanTtsHifiGanConfig::hop_length() const {
+  int64_t hop = 1;
+  for (int64_t s : upsample_scales) hop *= s;
+  return hop;
+}
+
+int64_t KanTtsHifiGanConfig::left_context_frames() const {
+  return context_frames(*this, false);
+}
+
+int64_t KanTtsHifiGanConfig::lookahead_frames() const {
+  return context_frames(*this, true);
+}
+
+KanTtsHifiGan KanTtsHifiGan::load(Context& ctx, const KanTtsHifiGanConfig& config,
+                                  const WeightSource& weights, DType dtype) {
+  if (dtype != DType::F32) {
+    throw InputError("KAN-TTS HiFiGAN runs in F32 for now; got " + std::string(dtype_name(dtype)));
+  }
+  KanTtsHifiGan g;
+  g.config_ = config;
+  const auto take = [&](const std::string& prefix, const Shape& shape, int64_t bias_size,
+                        int64_t dilation, int64_t stride) {
+    Conv c;
+    c.weight = ops::to_device(ctx, load_weight_norm_parameter(weights, prefix, shape), dtype);
+    c.bias = load_parameter(ctx, weights, prefix + ".bias", {bias_size}, dtype);
+    c.dilation = dilation;
+    c.stride = stride;
+    return c;
+  };
+  const int64_t k = config.kernel_size;
+  g.conv_pre_ =
+      take("conv_pre.conv1d", {config.channels, config.in_channels, k}, config.channels, 1, 1);
+  int64_t width = config.channels;
+  for (size_t i = 0; i < config.upsample_scales.size(); ++i) {
+    const int64_t next = width / 2;
+    const std::string index = std::to_string(i);
+    g.transposed_.push_back(take("transpose_upsamples." + index + ".1.deconv",
+                                 {width, next, config.upsample_kernel_sizes[i]}, next, 1,
+                                 config.upsample_scales[i]));
+    g.repeat_convs_.push_back(
+        take("repeat_upsamples." + index + ".2.conv1d", {next, width, k}, next, 1, 1));
+    for (size_t j = 0; j < config.resblock_kernel_sizes.size(); ++j) {
+      const std::string block =
+          "conv_blocks." + std::to_string(i * config.resblock_kernel_sizes.size() + j) + ".";
+      const int64_t rk = config.resblock_kernel_sizes[j];
+      ResBlock r;
+      for (size_t m = 0; m < config.resblock_dilations[j].size(); ++m) {
+        const std::string sub = std::to_string(m) + ".conv1d";
+        r.dilated.push_back(take(block + "convs1." + sub, {next, next, rk}, next,
+                                 config.resblock_dilations[j][m], 1));
+        r.plain.push_back(take(block + "convs2." + sub, {next, next, rk}, next, 1, 1));
+      }
+      g.resblocks_.push_back(std::move(r));
+    }
+    width = next;
+  }
+  g.conv_post_ = take("conv_post.conv1d", {1, width, k}, 1, 1, 1);
+  return g;
+}
+
+Tensor KanTtsHifiGan::conv(Context& ctx, const Conv& c, const Tensor& x) const {
+  const int64_t reach = (c.weight.size(2) - 1) * c.dilation;
+  if (!config_.causal) {
+    return ops::conv1d(ctx, x, c.weight, c.bias, {.padding = reach / 2, .dilation = c.dilation});
+  }
+  // (k − 1)·d zeros on the left only: padded on both sides, the last outputs dropped.
+  const Tensor y =
+      ops::conv1d(ctx, x, c.weight, c.bias, {.padding = reach, .dilation = c.dilation});
+  return ops::contiguous(ctx, y.narrow(2, 0, x.size(2)));
+}
+
+Tensor KanTtsHifiGan::transposed(Context& ctx, const Conv& c, const Tensor& x) const {
+  const int64_t k = c.weight.size(2);
+  const int64_t padding = config_.causal ? 0 : (k - c.stride) / 2;
+  const Tensor y =
+      ops::conv_transpose1d(ctx, x, c.weight, c.bias, {.stride = c.stride, .padding = padding});
+  return ops::contiguous(ctx, y.narrow(2, 0, x.size(2) * c.stride));
+}
+
+Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
+  const KanTtsHifiGanConfig& c = config_;
+  if (mel.dim() != 3 || mel.size(1) != c.in_channels || mel.size(2) < 1) {
+    throw InputError("KAN-TTS HiFiGAN: mel must be [B, " + std::to_string(c.in_channels) +
+                     ", T ≥ 1], got " + mel.shape_string());
+  }
+  const int64_t batch = mel.size(0);
+  Tensor x = conv(ctx, conv_pre_, mel);
+  const size_t kernels = c.resblock_kernel_sizes.size();
+  for (size_t i = 0; i < c.upsample_scales.size(); ++i) {
+    x = ops::add(ctx, ops::sin(ctx, x), x);
+    const Tensor activated = ops::leaky_relu(ctx, x, c.negative_slope);
+    // Nearest upsampling by s: each time step repeated s times.
+    const std::vector<std::vector<int64_t>> repeats(
+        static_cast<size_t>(batch),
+        std::vector<int64_t>(static_cast<size_t>(x.size(2)), c.upsample_scales[i]));
+    const Tensor upsampled = ops::transpose(
+        ctx, ops::length_regulate(ctx, ops::transpose(ctx, activated, 1, 2), repeats), 1, 2);
+    x = conv(ctx, repeat_convs_[i], upsampled);
+    ops::add_(ctx, x, transposed(ctx, transposed_[i], activated));
+    Tensor sum;
+    for (size_t j = 0; j < kernels; ++j) {
+      const ResBlock& block = resblocks_[i * kernels + j];
+      Tensor y = x;
+      for (size_t m = 0; m < block.dilated.size(); ++m) {
+        const Tensor inner = conv(ctx, block.dilated[m], ops::leaky_relu(ctx, y, c.negative_slope));
+        y = ops::add(ctx, y,
+                     conv(ctx, block.plain[m], ops::leaky_relu(ctx, inner, c.negative_slope)));
+      }
+      sum = j == 0 ? y : ops::add(ctx, sum, y);
+    }
+    x = ops::scale(ctx, sum, 1.0f / static_cast<float>(kernels));
+  }
+  const Tensor audio = ops::tanh(ctx, conv(ctx, conv_post_, ops::leaky_relu(ctx, x, kFinalSlope)));
+  return audio.reshape({batch, audio.size(2)});
+}
+
+}  // namespace voxd
