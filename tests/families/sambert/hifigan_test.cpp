@@ -1,7 +1,6 @@
-// Parity of KanTtsHifiGan with KAN-TTS's HiFiGAN Generator on the fixtures tools/reference/
-// kantts_hifigan_fixtures.py writes (checked there against the original), its receptive field
-// against the one measured there by gradients, chunked causal vocoding against one piece, and
-// config errors.
+// Parity of KanTtsHifiGan with KAN-TTS's HiFiGAN Generator and its receptive field against the
+// one measured by gradients (parity.h), on the reference and cpu backends; chunked causal
+// vocoding against one piece; config errors.
 #include "families/sambert/hifigan.h"
 
 #include <gtest/gtest.h>
@@ -19,31 +18,24 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "parity.h"
 
 namespace voxd {
 namespace {
 
 using nlohmann::json;
 
-const std::string kFixtures = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/kantts_hifigan/";
-const std::vector<std::string> kCases = {"v1_16k", "v1_24k", "noncausal_v1_16k"};
+using sambert_testing::kHifiGanCases;
+using sambert_testing::read_json;
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path);
-  return json::parse(in);
-}
+const std::string& kFixtures = sambert_testing::kHifiGanFixtures;
 
 KanTtsHifiGanConfig read_config(const std::string& fixture) {
-  return KanTtsHifiGanConfig::from_json(read_json(kFixtures + fixture + "/config.json")["params"],
-                                        fixture);
+  return sambert_testing::read_hifigan_config(fixture);
 }
 
 TensorMapSource read_weights(const std::string& fixture) {
-  auto file = SafetensorsFile::open(kFixtures + fixture + "/generator.safetensors");
-  std::map<std::string, Tensor> state;
-  for (const std::string& name : file->names()) state[name] = file->get(name);
-  return TensorMapSource(state, fixture);
+  return sambert_testing::read_weights(kFixtures + fixture + "/generator.safetensors");
 }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -65,23 +57,8 @@ class KanTtsHifiGanParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KanTtsHifiGanParity, MatchesKanTtsOnEveryFixture) {
   Runner run(GetParam());
-  for (const std::string& fixture : kCases) {
-    SCOPED_TRACE(fixture + " on " + GetParam());
-    const KanTtsHifiGanConfig config = read_config(fixture);
-    const json expected = read_json(kFixtures + fixture + "/expected.json");
-    EXPECT_EQ(config.hop_length(), expected["hop_length"].get<int64_t>());
-    EXPECT_EQ(config.left_context_frames(), expected["receptive_field_frames"].get<int64_t>());
-    EXPECT_EQ(config.lookahead_frames(), expected["lookahead_frames"].get<int64_t>());
-    const KanTtsHifiGan vocoder = KanTtsHifiGan::load(run.ctx, config, read_weights(fixture));
-    const auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
-    const Tensor mel = io->get("mel");
-    const Tensor audio = vocoder.forward(run.ctx, ops::to_device(run.ctx, mel));
-    const Tensor reference = io->get("audio");
-    ASSERT_EQ(audio.shape(), (Shape{reference.size(0), reference.size(2)}));
-    EXPECT_LE(
-        max_abs_diff(ops::to_host(run.ctx, audio).to_float_vector(), reference.to_float_vector()),
-        1e-4f);
-  }
+  for (const std::string& fixture : kHifiGanCases)
+    sambert_testing::check_hifigan_fixture(run.ctx, fixture);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, KanTtsHifiGanParity, ::testing::Values("reference", "cpu"));

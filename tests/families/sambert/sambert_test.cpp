@@ -1,6 +1,5 @@
-// Parity of Sambert with KAN-TTS's KanTtsSAMBERT on the fixtures tools/reference/
-// sambert_fixtures.py writes (checked there against the original), on the reference and cpu
-// backends; config, weight and input errors.
+// Parity of Sambert with KAN-TTS's KanTtsSAMBERT (parity.h) on the reference and cpu backends;
+// config, weight and input errors.
 #include "families/sambert/sambert.h"
 
 #include <gtest/gtest.h>
@@ -19,26 +18,22 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "parity.h"
 
 namespace voxd {
 namespace {
 
 using nlohmann::json;
 
-const std::string kFixtures = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/sambert/";
-const std::vector<std::string> kCases = {"basic",     "mixed",          "aligned",
-                                         "one_token", "negative_shift", "equal_widths"};
-constexpr float kTolerance = 1e-4f;
+using sambert_testing::check_sambert_fixture;
+using sambert_testing::kSambertCases;
+using sambert_testing::read_json;
+using sambert_testing::read_tokens;
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + path);
-  return json::parse(in);
-}
+const std::string& kFixtures = sambert_testing::kSambertFixtures;
 
 SambertConfig read_config(const std::string& fixture) {
-  return SambertConfig::from_json(read_json(kFixtures + fixture + "/config.json")["params"],
-                                  fixture);
+  return sambert_testing::read_sambert_config(fixture);
 }
 
 std::map<std::string, Tensor> read_state(const std::string& fixture) {
@@ -46,30 +41,6 @@ std::map<std::string, Tensor> read_state(const std::string& fixture) {
   std::map<std::string, Tensor> state;
   for (const std::string& name : file->names()) state[name] = file->get(name);
   return state;
-}
-
-SambertTokens read_tokens(const SafetensorsFile& io) {
-  const std::vector<int64_t> ling = io.get("ling").to_int_vector();
-  SambertTokens tokens;
-  for (size_t i = 0; i + 3 < ling.size(); i += 4) {
-    tokens.linguistic.push_back({ling[i], ling[i + 1], ling[i + 2], ling[i + 3]});
-  }
-  tokens.emotion = io.get("emotion").to_int_vector();
-  tokens.speaker = io.get("speaker").to_int_vector();
-  return tokens;
-}
-
-// Largest |a − e| / max(1, |e|); the shapes must match.
-float max_error(const Tensor& actual, const Tensor& expected) {
-  EXPECT_EQ(actual.shape(), expected.shape());
-  if (actual.shape() != expected.shape()) return INFINITY;
-  const std::vector<float> a = actual.to_float_vector();
-  const std::vector<float> e = expected.to_float_vector();
-  float worst = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::abs(a[i] - e[i]) / std::max(1.0f, std::abs(e[i])));
-  }
-  return worst;
 }
 
 struct Runner {
@@ -84,27 +55,11 @@ class SambertParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(SambertParity, MatchesKanTtsOnEveryFixture) {
   Runner run(GetParam());
   float worst = 0.0f;
-  for (const std::string& fixture : kCases) {
-    SCOPED_TRACE(fixture + " on " + GetParam());
-    const TensorMapSource weights(read_state(fixture), fixture);
-    const Sambert model = Sambert::load(run.ctx, read_config(fixture), weights);
-    const auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
-    SambertDebug debug;
-    const SambertOutput out = model.synthesize(run.ctx, read_tokens(*io), &debug);
-    EXPECT_EQ(out.durations, io->get("durations").to_int_vector());
-    EXPECT_EQ(out.band_width, io->get("band_width").to_int_vector()[0]);
-    EXPECT_LE(max_error(debug.text_hidden, io->get("text_hid")), kTolerance) << "text_hid";
-    EXPECT_LE(max_error(debug.pitch, io->get("pitch")), kTolerance) << "pitch";
-    EXPECT_LE(max_error(debug.energy, io->get("energy")), kTolerance) << "energy";
-    EXPECT_LE(max_error(debug.log_durations, io->get("log_duration")), kTolerance);
-    EXPECT_LE(max_error(debug.memory, io->get("memory")), kTolerance) << "memory";
-    EXPECT_LE(max_error(debug.decoder_mel, io->get("decoder_mel")), kTolerance) << "decoder";
-    const float mel_error = max_error(ops::to_host(run.ctx, out.mel), io->get("mel"));
-    EXPECT_LE(mel_error, kTolerance) << "mel";
-    worst = std::max(worst, mel_error);
+  for (const std::string& fixture : kSambertCases) {
+    worst = std::max(worst, check_sambert_fixture(run.ctx, fixture));
   }
   std::cout << "[ sambert ] " << GetParam() << ": worst mel error " << worst << " over "
-            << kCases.size() << " fixtures\n";
+            << kSambertCases.size() << " fixtures\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SambertParity, ::testing::Values("reference", "cpu"));
