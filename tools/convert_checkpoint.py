@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Converts FastSpeech2 (ming024) and HiFi-GAN (jik876) PyTorch checkpoints, or a ChatTTS
-(2noise) asset folder, to a voxd voice.
+"""Converts FastSpeech2 (ming024) and HiFi-GAN (jik876) PyTorch checkpoints, a ChatTTS
+(2noise) asset folder, or a Sambert-HiFiGAN (KAN-TTS) voice, to a voxd voice.
 
 A voice directory (docs/voice-format.md) holds config.json, symbols.txt, acoustic.safetensors
 and vocoder.safetensors; tensors keep the original state-dict names (weight norm stays split in
@@ -28,6 +28,13 @@ string of ChatTTS/config/config.py is optional):
 
     /usr/bin/python3 tools/convert_checkpoint.py --chattts ChatTTS/asset \\
         --spk-stat spk_stat.txt --name chattts --out voices/chattts
+
+Sambert-HiFiGAN (a ModelScope model folder such as speech_sambert-hifigan_tts_zh-cn_16k, and
+KAN-TTS's language inventories):
+
+    /usr/bin/python3 tools/convert_checkpoint.py --kantts speech_sambert-hifigan_tts_zh-cn_16k \\
+        --kantts-voice zhitian_emo --kantts-languages KAN-TTS/kantts/preprocess/languages \\
+        --out voices/zhitian
 """
 import argparse
 import io
@@ -47,6 +54,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import chattts_codec  # noqa: E402
+import kantts_voice  # noqa: E402
 import safetensors_io  # noqa: E402
 import symbols as symbol_tables  # noqa: E402
 
@@ -679,9 +687,14 @@ def convert(args):
     """Runs the conversion described by parsed arguments; returns a summary line."""
     if args.chattts:
         return convert_chattts(args)
+    if args.kantts:
+        if args.fastspeech2 or args.hifigan or args.vocoder_weights:
+            raise ConvertError("--kantts converts a whole Sambert-HiFiGAN voice; give it "
+                               "without --fastspeech2, --hifigan or --vocoder-weights")
+        return kantts_voice.convert(sys.modules[__name__], args)
     dtype = np.float16 if args.dtype == "f16" else np.float32
     if not args.fastspeech2 and not args.hifigan:
-        raise ConvertError("nothing to convert: give --fastspeech2 and/or --hifigan, or "
+        raise ConvertError("nothing to convert: give --fastspeech2 and/or --hifigan, --kantts or "
                            "--chattts")
     if args.fastspeech2 and not args.hifigan and not args.vocoder_weights:
         raise ConvertError("a voice needs a vocoder: give --hifigan CKPT or --vocoder-weights "
@@ -1285,6 +1298,14 @@ def build_parser():
     chat.add_argument("--speaker", metavar="NAME=FILE", action="append", help="a named "
                       "speaker: FILE holds a spk_emb string (as sample_random_speaker() "
                       "returns); may be repeated")
+    kan = parser.add_argument_group("Sambert-HiFiGAN (modelscope/KAN-TTS, ModelScope's voices)")
+    kan.add_argument("--kantts", metavar="DIR", help="a ModelScope model folder (voices/"
+                     "voices.json, voices/<name>/am and voc) or one voice folder with am/ and "
+                     "voc/")
+    kan.add_argument("--kantts-voice", metavar="NAME", help="which voice of voices.json "
+                     "(default: the first, ModelScope's default)")
+    kan.add_argument("--kantts-languages", metavar="DIR", help="KAN-TTS's kantts/preprocess/"
+                     "languages folder, for the phone inventory (default: the voice's dict/)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="voice directory to create")
     out.add_argument("--name", help="voice name (default: the directory's name)")
