@@ -21,6 +21,8 @@ import kantts_symbols
 # Training-only tensors of MAS checkpoints (the aligner); KAN-TTS loads with strict=False.
 IGNORED_PREFIXES = ("align_attention.",)
 TENSORFLOW_MARKS = (".index", ".meta", ".pb")
+# KAN-TTS's inventories (kantts_symbols.KNOWN_LANGUAGES) as the voice's language tag.
+LANGUAGE_TAGS = {"PinYin": "zh-cn", "ZhHK": "yue", "WuuShanghai": "wuu", "Sichuan": "zh-sichuan"}
 
 
 def _latest_checkpoint(cc, folder):
@@ -219,7 +221,8 @@ def convert(cc, args):
     dtype = np.float16 if args.dtype == "f16" else np.float32
     out_name = args.name or name
     voice = {
-        "format": "voxd-voice", "version": 1, "name": out_name, "language": "zh-cn",
+        "format": "voxd-voice", "version": 1, "name": out_name,
+        "language": LANGUAGE_TAGS[kantts_symbols.language(unit)],
         "sample_rate": rate, "hop_length": hop, "n_mels": params["num_mels"],
         "acoustic": {"type": "sambert", "weights": "acoustic.safetensors", "model": params,
                      "symbols": symbols},

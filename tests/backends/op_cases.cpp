@@ -578,7 +578,12 @@ void add_attention_cases(std::vector<OpCase>& cases) {
       {2, 20, 300, {300, 150}, {100, 149}, true, {150, 149}, " causal, many queries"},
       {2, 3, 12, {12, 12}, {0, 11}, false, {}, " one key"},
   };
-  for (const Window& w : windows) {
+  // Causal inside a window whose first queries come before it: those see no key (NaN).
+  const std::vector<Window> early = {
+      {1, 3, 30, {30}, {10}, true, {8}, " one query before the window"},
+      {2, 20, 300, {300, 200}, {10, 150}, true, {0, 140}, " many queries before the window"},
+  };
+  const auto add_window = [&](const Window& w, bool allow_nan) {
     const std::vector<CaseInput> inputs = {random({w.batch, w.tq, 8, 16}, seed, -2.0f, 2.0f),
                                            random({w.batch, w.tk, 8, 16}, seed + 1, -2.0f, 2.0f),
                                            random({w.batch, w.tk, 8, 16}, seed + 2)};
@@ -589,12 +594,16 @@ void add_attention_cases(std::vector<OpCase>& cases) {
     p.key_starts = w.key_starts;
     p.causal = w.causal;
     p.query_offsets = w.offsets;
-    cases.push_back(make(
+    OpCase c = make(
         OpKind::Attention,
         "attention over a window B" + str(w.batch) + " Tq" + str(w.tq) + " Tk" + str(w.tk) + w.what,
         inputs,
-        [p](Context& c, const In& in) { return ops::attention(c, in[0], in[1], in[2], p); }));
-  }
+        [p](Context& ctx, const In& in) { return ops::attention(ctx, in[0], in[1], in[2], p); });
+    c.allow_nan = allow_nan;
+    cases.push_back(c);
+  };
+  for (const Window& w : windows) add_window(w, false);
+  for (const Window& w : early) add_window(w, true);
   // A query that sees no key is NaN: a batch with no keys, causal with a negative offset (query
   // 0 of batch 1 sits before every key), and a window that starts at its end.
   const std::vector<CaseInput> small = {random({2, 3, 2, 4}, 700), random({2, 5, 2, 4}, 701),
@@ -1154,7 +1163,8 @@ void add_lstm_cases(std::vector<OpCase>& cases) {
                              (tc.reverse ? " reverse" : "") + tc.what,
                          inputs, run));
   }
-  // Three single steps carry the state as one run of three does.
+  // One step at a time, the state carried (HostBackends.LstmStepByStepEqualsOneRun checks that
+  // it equals one run).
   cases.push_back(make(OpKind::Lstm, "lstm three single steps",
                        {random({2, 3, 32}, 1400, -2.0f, 2.0f), random({32, 8}, 1401, -0.3f, 0.3f)},
                        [](Context& c, const In& in) {

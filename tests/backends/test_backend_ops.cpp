@@ -141,6 +141,27 @@ TEST_F(HostBackends, PagedAttentionEqualsAttentionOverTheContiguousCache) {
   }
 }
 
+// An LSTM layer run one step at a time, carrying h and c, gives what one run over the steps
+// gives: every step's output and the final state.
+TEST_F(HostBackends, LstmStepByStepEqualsOneRun) {
+  const Tensor gates = random_tensor({2, 3, 32}, 1950, -2.0f, 2.0f);
+  const Tensor w_hh = random_tensor({32, 8}, 1951, -0.3f, 0.3f);
+  for (Context& c : contexts()) {
+    Tensor h = ops::zeros(c, {2, 8});
+    Tensor cell = ops::zeros(c, {2, 8});
+    const Tensor whole = ops::lstm(c, gates, w_hh, h, cell, {}, false);
+    Tensor step_h = ops::zeros(c, {2, 8});
+    Tensor step_c = ops::zeros(c, {2, 8});
+    for (int64_t t = 0; t < 3; ++t) {
+      const Tensor out = ops::lstm(c, gates.narrow(1, t, 1), w_hh, step_h, step_c, {}, false);
+      expect_close(out, ops::contiguous(c, whole.narrow(1, t, 1)), 1e-6,
+                   c.backend().name() + " step " + std::to_string(t));
+    }
+    expect_close(step_h, h, 1e-6, c.backend().name() + " final h");
+    expect_close(step_c, cell, 1e-6, c.backend().name() + " final c");
+  }
+}
+
 // conv1d with a ConvFusion is leaky_relu → conv1d → + residual, whatever the backend fuses.
 TEST_F(HostBackends, FusedConv1dIsLeakyReluConvPlusResidual) {
   const Tensor x = random_tensor({2, 6, 37}, 1400);
@@ -396,9 +417,9 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
   EXPECT_TRUE(minimal.supports(OpKind::Conv1d, DType::BF16));
   EXPECT_TRUE(minimal.supports(OpKind::Bucketize, DType::F32));
   EXPECT_FALSE(minimal.supports(OpKind::Bucketize, DType::F16));
-  for (OpKind op : {OpKind::Silu, OpKind::Gelu, OpKind::Sin, OpKind::Cos, OpKind::ClampMax,
-                    OpKind::RmsNorm, OpKind::Rope, OpKind::WriteRows, OpKind::Istft,
-                    OpKind::SampleTokens, OpKind::Lstm}) {
+  for (OpKind op :
+       {OpKind::Silu, OpKind::Gelu, OpKind::Sin, OpKind::Cos, OpKind::ClampMax, OpKind::RmsNorm,
+        OpKind::Rope, OpKind::WriteRows, OpKind::Istft, OpKind::SampleTokens, OpKind::Lstm}) {
     EXPECT_FALSE(minimal.supports(op, DType::F32)) << op_name(op);
   }
   Tensor x = random_tensor({1, 1, 1, 2}, 1);
@@ -448,7 +469,8 @@ TEST_F(HostBackends, TheNewOpsPlanWhatTheyRun) {
       const Tensor n = ops::rms_norm(c, r, ops::to_device(c, weight), 1e-6f);
       const Tensor g = ops::gelu(c, ops::silu(c, n));
       const Tensor s = ops::clamp_max(c, ops::cos(c, ops::sin(c, g)), 0.5f);
-      const Tensor a = ops::attention(c, s, cache, cache, AttentionParams{0.5f, {3, 6}, false, {}, {}});
+      const Tensor a =
+          ops::attention(c, s, cache, cache, AttentionParams{0.5f, {3, 6}, false, {}, {}});
       Tensor pages = ops::zeros(c, {3, 2, 4, 8});
       const Tensor table = Tensor::from_vector({2, 2}, std::vector<int64_t>{0, 1, 2, -1});
       const Tensor positions = Tensor::from_vector({2}, std::vector<int64_t>{0, 1});

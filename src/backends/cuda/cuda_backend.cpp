@@ -1181,6 +1181,11 @@ void CudaBackend::lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Ten
   const char* op = "lstm";
   const int64_t batch = x_gates.size(0);
   const int64_t steps = x_gates.size(1);
+  // One block row per batch item, the previous h of one in 48 KiB of shared memory.
+  if (batch > 65535 || w_hh.size(1) > 12 * 1024) {
+    throw Error(name() + ": lstm takes at most 65535 batch items and 12288 hidden units, got " +
+                std::to_string(batch) + " and " + std::to_string(w_hh.size(1)));
+  }
   std::vector<int64_t> all_lengths = lengths;
   if (all_lengths.empty()) all_lengths.assign(static_cast<size_t>(batch), steps);
   const ScratchBuffer device_lengths = take(scratch, all_lengths.size() * sizeof(int64_t));

@@ -439,8 +439,7 @@ __global__ void bucketize_kernel(const float* x, int64_t count, const float* bou
   }
 }
 
-// One block per (batch, query, head) row: scores of the visible keys (a prefix [0, limit)) into
-// the block's slice of `scores`, softmax in F32, then the weighted sum of v.
+// One block per (batch, query, head) row of scores, softmax in F32 over its visible keys.
 // Row r of scores [rows, tk] (query r % rows_per_head, i.e. first_query + that in the
 // sequence): probs = softmax over the visible keys (from key_start, below key_length, and with
 // `causal` at most the query's own position), zeros for the other keys below tk, NaN everywhere
@@ -490,7 +489,7 @@ struct ContiguousKeys {
   SequenceValues key_starts;
   SequenceValues offsets;
   bool causal;
-  // Keys [0, visible) may be seen by query i.
+  // Keys below visible may be seen by query i (row_of masks those before the key start).
   __device__ int64_t visible(int64_t b, int64_t i) const {
     const int64_t length = value_of(key_lengths, b);
     if (!causal) return length;
@@ -502,6 +501,10 @@ struct ContiguousKeys {
     return j < value_of(key_starts, b) ? -1 : b * rows + j;
   }
 };
+
+// Kernel parameters are limited (4 KB before CUDA 12.1): three SequenceValues fit, a fourth would
+// not.
+static_assert(sizeof(ContiguousKeys) <= 3584);
 
 // ... or pages [N, S, H, D] through a page table [B, P] (device memory), causal from each
 // sequence's position.

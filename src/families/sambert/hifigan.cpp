@@ -130,6 +130,9 @@ KanTtsHifiGanConfig KanTtsHifiGanConfig::from_json(const json& p, const std::str
   }
   require_odd({c.kernel_size}, "kernel_size", where);
   require_odd(c.resblock_kernel_sizes, "resblock_kernel_sizes", where);
+  for (const char* flag : {"repeat_upsample", "causal", "bias", "use_weight_norm"}) {
+    if (p.contains(flag) && !p[flag].is_boolean()) refuse(where, flag, "must be true or false");
+  }
   if (p.contains("repeat_upsample") && !p["repeat_upsample"].get<bool>()) {
     refuse(where, "repeat_upsample", "is false; the original's forward fails without the branch");
   }
@@ -140,7 +143,15 @@ KanTtsHifiGanConfig KanTtsHifiGanConfig::from_json(const json& p, const std::str
   if (activation != "LeakyReLU") {
     refuse(where, "nonlinear_activation", "is '" + activation + "'; only LeakyReLU is supported");
   }
-  c.negative_slope = 0.01f;
+  // The Generator's default block is {"negative_slope": 0.1}; a block without the field gets
+  // torch.nn.LeakyReLU's default, 0.01.
+  c.negative_slope = 0.1f;
+  if (p.contains("nonlinear_activation_params")) {
+    if (!p["nonlinear_activation_params"].is_object()) {
+      refuse(where, "nonlinear_activation_params", "must be a mapping");
+    }
+    c.negative_slope = 0.01f;
+  }
   if (p.contains("nonlinear_activation_params") &&
       p["nonlinear_activation_params"].contains("negative_slope")) {
     c.negative_slope =

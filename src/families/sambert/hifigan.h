@@ -1,5 +1,6 @@
 // KAN-TTS's HiFiGAN generator (kantts/models/hifigan/hifigan.py, Generator, without NSF): mel ->
-// waveform exactly as the original computes it, loaded by its state-dict names.
+// waveform as the original computes it (up to rounding: the resblocks' mean multiplies by 1/R
+// where the original divides by R), loaded by its state-dict names.
 //
 //   conv_pre     conv(in_channels → C0, kernel_size)
 //   stage i      x = sin(x) + x; x = repeat(x) + transposed(x), where repeat is nearest
@@ -35,7 +36,7 @@ struct KanTtsHifiGanConfig {
   std::vector<int64_t> resblock_kernel_sizes;
   std::vector<std::vector<int64_t>> resblock_dilations;
   bool causal = true;
-  float negative_slope = 0.1f;  // nonlinear_activation_params of LeakyReLU
+  float negative_slope = 0.1f;  // nonlinear_activation_params' negative_slope
 
   // Throws voxd::InputError "<where>: field '<name>' ..." for a missing or wrong field, and for
   // what voxd does not run: NSF (nsf_params), several output channels (PQMF), an activation
@@ -54,7 +55,8 @@ struct KanTtsHifiGanConfig {
 class KanTtsHifiGan {
  public:
   // Weight-norm pairs (weight_g, weight_v) or folded .weight per conv, checked against `config`.
-  // Only F32 for now. A missing or misshapen tensor throws voxd::Error naming it.
+  // Computes in F32 only for now (weights stored in F16 are converted). A missing or misshapen
+  // tensor throws voxd::Error naming it.
   static KanTtsHifiGan load(Context& ctx, const KanTtsHifiGanConfig& config,
                             const WeightSource& weights, DType dtype = DType::F32);
 

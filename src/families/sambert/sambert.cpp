@@ -397,12 +397,16 @@ int64_t Sambert::n_speakers() const {
   return weights_->speaker_table.size(0);
 }
 
-SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens,
-                                  SambertDebug* debug) const {
+SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug,
+                                  const SambertLimits& limits) const {
   const Weights& w = *weights_;
   const SambertConfig& c = config_;
   const int64_t n = static_cast<int64_t>(tokens.linguistic.size());
   if (n == 0) throw InputError("Sambert: the utterance has no token");
+  if (n > limits.max_tokens) {
+    throw InputError("Sambert: the utterance has " + std::to_string(n) + " tokens, more than the " +
+                     std::to_string(limits.max_tokens) + " one may have; split the sentence");
+  }
   if (static_cast<int64_t>(tokens.emotion.size()) != n ||
       static_cast<int64_t>(tokens.speaker.size()) != n) {
     throw InputError("Sambert: " + std::to_string(n) + " tokens but " +
@@ -490,7 +494,7 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens,
   for (int64_t t = 0; t < n; ++t) {
     Tensor pre = previous;
     for (const Linear& layer : dp.prenet) pre = ops::relu(ctx, apply(ctx, pre, layer));
-    Tensor gates = apply(ctx, pre, Linear{dp.layer0.input[0].weight, dp.layer0.input[0].bias});
+    Tensor gates = apply(ctx, pre, dp.layer0.input[0]);
     ops::add_(ctx, gates, condition.narrow(1, t, 1));
     const Tensor out0 = ops::lstm(ctx, gates, dp.layer0.recurrent, h0, c0, {}, false);
     const Tensor out1 = ops::lstm(ctx, apply(ctx, out0, dp.layer1.input[0]), dp.layer1.recurrent,
@@ -503,8 +507,14 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens,
   SambertOutput result;
   float longest = 0.0f;
   int64_t frames = 0;
-  for (float l : log_d) {
-    const float d = std::exp(l) - 1.0f;
+  for (size_t t = 0; t < log_d.size(); ++t) {
+    const float d = std::exp(log_d[t]) - 1.0f;
+    // Checked before any cast: a model can predict any log duration (or NaN).
+    if (!(d + 0.5f < static_cast<float>(limits.max_frames - frames + 1))) {
+      throw InputError("Sambert: token " + std::to_string(t) + " would take " + std::to_string(d) +
+                       " frames, past the " + std::to_string(limits.max_frames) +
+                       " frames an utterance may have; split the sentence");
+    }
     longest = std::max(longest, d);
     result.durations.push_back(static_cast<int64_t>(d + 0.5f));
     frames += result.durations.back();

@@ -17,7 +17,9 @@
 //              group, PNCA blocks attending to their own steps [s − band, s] and to the memory
 //              groups [s, s + band], r frames out
 //   postnet    FSMN encoder + LSTM + linear, a residual on the decoder's T frames
-// All of it is written in ops, so it runs on every backend. Concatenations are not built: a
+// Equal to the original up to rounding: attention multiplies by 1/sqrt(d_head) where KAN-TTS
+// divides by it (the same for d_head 16, as every shipped config has). All of it is written in
+// ops, so it runs on every backend. Concatenations are not built: a
 // linear layer over [a | b] runs as the sum of its column blocks over a and over b.
 #pragma once
 
@@ -47,6 +49,13 @@ struct SambertOutput {
   int64_t band_width = 0;          // the decoder's attention band, in steps
 };
 
+// How long an utterance may be: requests are refused past these, before anything is sized by
+// them (a model can predict any duration).
+struct SambertLimits {
+  int64_t max_tokens = 1000;
+  int64_t max_frames = 8000;  // 100 s at 16 kHz and hop 200
+};
+
 // Intermediate results synthesize keeps when asked for them (tests, analysis), on the host.
 struct SambertDebug {
   Tensor text_hidden;    // [N, projection_units], the encoder's output
@@ -62,15 +71,17 @@ class Sambert {
  public:
   // Reads KAN-TTS's state-dict names from `weights`, checks each shape against `config` (the
   // vocabulary sizes are taken from the embedding tables) and moves everything to ctx's device.
-  // Only F32 weights for now. A missing or misshapen tensor throws voxd::Error naming it.
+  // Computes in F32 only for now (weights stored in F16 are converted). A missing or misshapen
+  // tensor throws voxd::Error naming it.
   static Sambert load(Context& ctx, const SambertConfig& config, const WeightSource& weights,
                       DType dtype = DType::F32);
 
   // The mel of one utterance. An empty utterance, lists of different lengths or an id outside
-  // its table throw voxd::InputError naming the token and the channel; an utterance whose every
-  // token rounds to 0 frames throws voxd::InputError.
-  SambertOutput synthesize(Context& ctx, const SambertTokens& tokens,
-                           SambertDebug* debug = nullptr) const;
+  // its table throw voxd::InputError naming the token and the channel; so do an utterance past
+  // `limits` (its tokens, or the frames its durations come to) and one whose every token rounds
+  // to 0 frames.
+  SambertOutput synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug = nullptr,
+                           const SambertLimits& limits = {}) const;
 
   const SambertConfig& config() const { return config_; }
   // Rows of the tables: phone, tone, syllable flag, word segment.

@@ -36,7 +36,7 @@ FsmnSizes read_fsmn(const json& p, const std::string& prefix, const std::string&
     throw InputError(where + ": field '" + prefix + "_filter_size' is " +
                      std::to_string(s.filter_size) +
                      ", whose FSMN window does not keep the sequence length (KAN-TTS fails on "
-                     "it too); use an odd size or a multiple of 4 plus 1");
+                     "it too); use an odd size or a multiple of 4");
   }
   return s;
 }
@@ -63,11 +63,12 @@ SambertConfig SambertConfig::from_json(const json& p, const std::string& where) 
   if (!p.is_object()) {
     throw InputError(where + ": expected Model.KanTtsSAMBERT.params as an object, got " + p.dump());
   }
-  for (const char* variant : {"SE", "FP", "using_byte"}) {
+  for (const char* variant : {"SE", "FP", "using_byte", "NSF"}) {
     if (p.contains(variant) && p[variant].is_boolean() && p[variant].get<bool>()) {
       throw InputError(where + ": field '" + variant +
                        "' is true; voxd runs the plain Sambert (phone, tone, syllable flag and "
-                       "word segment input, speaker and emotion tables) and not this variant yet");
+                       "word segment input, speaker and emotion tables, a mel without f0 and uv) "
+                       "and not this variant yet");
     }
   }
   SambertConfig c;

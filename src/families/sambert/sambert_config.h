@@ -48,7 +48,8 @@ struct SambertConfig {
 
   // Reads the params block `params` (unknown fields, such as the dropouts, are ignored). The
   // variants voxd does not run yet — a speaker-embedding input (SE), filled-pause insertion
-  // (FP), byte input (using_byte) — are refused by name, as are sizes the original cannot build
+  // (FP), byte input (using_byte), f0 and uv in the mel for HiFiGAN-NSF (NSF) — are refused by
+  // name, as are sizes the original cannot build
   // (heads that do not divide the units, an FSMN filter whose window does not keep the length).
   // Throws voxd::InputError "<where>: field '<name>' ...".
   static SambertConfig from_json(const nlohmann::json& params, const std::string& where);

@@ -25,8 +25,10 @@ namespace {
 
 using nlohmann::json;
 
+using sambert_testing::error_of;
 using sambert_testing::kHifiGanCases;
 using sambert_testing::read_json;
+using sambert_testing::Runner;
 
 const std::string& kFixtures = sambert_testing::kHifiGanFixtures;
 
@@ -45,13 +47,6 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
   return worst;
 }
-
-struct Runner {
-  std::unique_ptr<Backend> backend;
-  Context ctx;
-  explicit Runner(const std::string& name)
-      : backend(make_backend(name, 2)), ctx(*backend, host_allocator()) {}
-};
 
 class KanTtsHifiGanParity : public ::testing::TestWithParam<std::string> {};
 
@@ -101,15 +96,6 @@ TEST(KanTtsHifiGanStreaming, ChunksWithLeftContextEqualOnePiece) {
   EXPECT_GT(max_abs_diff(short_pieces, whole), 1e-4f);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(KanTtsHifiGanConfig, WhatVoxdDoesNotRunIsRefusedByField) {
   const json params = read_json(kFixtures + "v1_16k/config.json")["params"];
   const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
@@ -126,6 +112,7 @@ TEST(KanTtsHifiGanConfig, WhatVoxdDoesNotRunIsRefusedByField) {
        },
        "field 'upsample_kernal_sizes'"},
       {[](json& p) { p.erase("channels"); }, "channels"},
+      {[](json& p) { p["causal"] = "yes"; }, "field 'causal' must be true or false"},
   };
   for (const auto& [edit, expected] : cases) {
     json p = params;
@@ -135,6 +122,19 @@ TEST(KanTtsHifiGanConfig, WhatVoxdDoesNotRunIsRefusedByField) {
     EXPECT_NE(message.find(expected), std::string::npos) << message;
     EXPECT_EQ(message.rfind("voc/config.yaml", 0), 0u) << message;
   }
+}
+
+// The Generator's own default activation block is LeakyReLU(0.1); a block without the slope
+// gets torch's LeakyReLU default, 0.01.
+TEST(KanTtsHifiGanConfig, TheSlopeDefaultsAsTheOriginals) {
+  json params = read_json(kFixtures + "v1_16k/config.json")["params"];
+  EXPECT_EQ(KanTtsHifiGanConfig::from_json(params, "c").negative_slope, 0.1f);
+  params["nonlinear_activation_params"] = {{"negative_slope", 0.2}};
+  EXPECT_EQ(KanTtsHifiGanConfig::from_json(params, "c").negative_slope, 0.2f);
+  params["nonlinear_activation_params"] = json::object();
+  EXPECT_EQ(KanTtsHifiGanConfig::from_json(params, "c").negative_slope, 0.01f);
+  params.erase("nonlinear_activation_params");
+  EXPECT_EQ(KanTtsHifiGanConfig::from_json(params, "c").negative_slope, 0.1f);
 }
 
 }  // namespace

@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "families/sambert/hifigan.h"
@@ -29,6 +32,24 @@ inline const std::vector<std::string> kSambertCases = {
     "basic", "mixed", "aligned", "one_token", "negative_shift", "equal_widths"};
 inline const std::vector<std::string> kHifiGanCases = {"v1_16k", "v1_24k", "noncausal_v1_16k"};
 constexpr float kTolerance = 1e-4f;
+
+// One host backend with a context on it.
+struct Runner {
+  std::unique_ptr<Backend> backend;
+  Context ctx;
+  explicit Runner(const std::string& name)
+      : backend(make_backend(name, 2)), ctx(*backend, host_allocator()) {}
+};
+
+// The voxd::Error message `f` throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

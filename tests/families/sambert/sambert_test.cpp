@@ -26,9 +26,11 @@ namespace {
 using nlohmann::json;
 
 using sambert_testing::check_sambert_fixture;
+using sambert_testing::error_of;
 using sambert_testing::kSambertCases;
 using sambert_testing::read_json;
 using sambert_testing::read_tokens;
+using sambert_testing::Runner;
 
 const std::string& kFixtures = sambert_testing::kSambertFixtures;
 
@@ -37,18 +39,12 @@ SambertConfig read_config(const std::string& fixture) {
 }
 
 std::map<std::string, Tensor> read_state(const std::string& fixture) {
-  auto file = SafetensorsFile::open(kFixtures + fixture + "/model.safetensors");
+  const TensorMapSource source =
+      sambert_testing::read_weights(kFixtures + fixture + "/model.safetensors");
   std::map<std::string, Tensor> state;
-  for (const std::string& name : file->names()) state[name] = file->get(name);
+  for (const std::string& name : source.names()) state[name] = source.get(name);
   return state;
 }
-
-struct Runner {
-  std::unique_ptr<Backend> backend;
-  Context ctx;
-  explicit Runner(const std::string& name)
-      : backend(make_backend(name, 2)), ctx(*backend, host_allocator()) {}
-};
 
 class SambertParity : public ::testing::TestWithParam<std::string> {};
 
@@ -63,15 +59,6 @@ TEST_P(SambertParity, MatchesKanTtsOnEveryFixture) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SambertParity, ::testing::Values("reference", "cpu"));
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(SambertInput, BadTokensAreRefusedByName) {
   Runner run("cpu");
@@ -96,6 +83,40 @@ TEST(SambertInput, BadTokensAreRefusedByName) {
       error_of([&] { model.synthesize(run.ctx, short_emotions); }).find("one of each per token"),
       std::string::npos);
   EXPECT_NE(error_of([&] { model.synthesize(run.ctx, SambertTokens{}); }).find("no token"),
+            std::string::npos);
+}
+
+// What a model predicts is checked before anything is sized by it: durations that sum past the
+// frame limit, an infinite one, and none at all; and too many tokens.
+TEST(SambertInput, UtterancesPastTheLimitsAreRefused) {
+  Runner run("cpu");
+  const auto io = SafetensorsFile::open(kFixtures + "basic/io.safetensors");
+  const SambertTokens tokens = read_tokens(*io);
+  const auto with_duration_bias = [&](float bias) {
+    std::map<std::string, Tensor> state = read_state("basic");
+    state["variance_adaptor.duration_predictor.fc.bias"] = Tensor::from_vector({1}, std::vector<float>{bias});
+    return Sambert::load(run.ctx, read_config("basic"), TensorMapSource(state, "basic"));
+  };
+  const Sambert model = with_duration_bias(0.0f);
+  SambertLimits limits;
+  limits.max_frames = 10;
+  EXPECT_NE(error_of([&] {
+              model.synthesize(run.ctx, tokens, nullptr, limits);
+            }).find("past the 10 frames an utterance may have"),
+            std::string::npos);
+  limits = {};
+  limits.max_tokens = static_cast<int64_t>(tokens.linguistic.size()) - 1;
+  EXPECT_NE(error_of([&] {
+              model.synthesize(run.ctx, tokens, nullptr, limits);
+            }).find("tokens, more than the"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              with_duration_bias(1e4f).synthesize(run.ctx, tokens);
+            }).find("would take inf frames"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              with_duration_bias(-1e4f).synthesize(run.ctx, tokens);
+            }).find("tokens got 0 frames"),
             std::string::npos);
 }
 
