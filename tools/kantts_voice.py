@@ -221,7 +221,7 @@ def convert(cc, args):
     dtype = np.float16 if args.dtype == "f16" else np.float32
     out_name = args.name or name
     voice = {
-        "format": "voxd-voice", "version": 1, "name": out_name,
+        "format": "voxd-voice", "version": 1, "name": out_name, "type": "sambert",
         "language": LANGUAGE_TAGS[kantts_symbols.language(unit)],
         "sample_rate": rate, "hop_length": hop, "n_mels": params["num_mels"],
         "acoustic": {"type": "sambert", "weights": "acoustic.safetensors", "model": params,

@@ -106,6 +106,7 @@ class KanTtsConvertTest(unittest.TestCase):
         voice_dir = os.path.join(self.tmp, "out")
         with open(os.path.join(voice_dir, "config.json")) as f:
             voice = json.load(f)
+        self.assertEqual(voice["type"], "sambert")
         self.assertEqual(voice["acoustic"]["type"], "sambert")
         self.assertEqual(voice["vocoder"]["type"], "kantts-hifigan")
         self.assertEqual(voice["sample_rate"], 16000)
