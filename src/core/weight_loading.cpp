@@ -56,6 +56,16 @@ Tensor load_host_contiguous(const WeightSource& source, const std::string& name,
 
 }  // namespace
 
+Shape parameter_shape(const WeightSource& source, const std::string& name, int64_t rank,
+                      const std::string& expected) {
+  const Tensor t = source.get(name);
+  if (t.dim() != rank) {
+    throw Error(source.describe() + ": tensor '" + name + "' has shape " + t.shape_string() +
+                ", expected " + expected);
+  }
+  return t.shape();
+}
+
 Tensor load_host_parameter(const WeightSource& source, const std::string& name,
                            const Shape& expected) {
   Tensor t = checked_parameter(source, name, expected);

@@ -40,6 +40,12 @@ struct PrecisionPolicy {
 Tensor load_parameter(Context& ctx, const WeightSource& source, const std::string& name,
                       const Shape& expected, DType dtype = DType::F32);
 
+// The shape of `name`, which must exist and have `rank` dimensions (for sizes a model takes from
+// its weights: vocabularies, table rows). Throws voxd::Error naming the source, the tensor, its
+// shape and `expected` ("[n_symbols, hidden]").
+Shape parameter_shape(const WeightSource& source, const std::string& name, int64_t rank,
+                      const std::string& expected);
+
 // Host copy of `name` as F32, shape-checked the same way; for loaders that transform weights
 // (weight-norm folding, batch-norm folding) before moving them to the device.
 Tensor load_host_parameter(const WeightSource& source, const std::string& name,

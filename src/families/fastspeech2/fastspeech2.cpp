@@ -341,14 +341,8 @@ struct Loader {
     const DType dtype = precision.stream;
     return {param(prefix + ".weight", {width}, dtype), param(prefix + ".bias", {width}, dtype)};
   }
-  // Shape of `name`, which must exist and have `rank` dimensions.
-  Shape shape_of(const std::string& name, size_t rank, const char* expected) const {
-    const Tensor t = source.get(name);
-    if (t.shape().size() != rank) {
-      throw Error(source.describe() + ": tensor '" + name + "' has shape " + t.shape_string() +
-                  ", expected " + expected);
-    }
-    return t.shape();
+  Shape shape_of(const std::string& name, int64_t rank, const char* expected) const {
+    return parameter_shape(source, name, rank, expected);
   }
 
   FftBlockWeights fft_block(const std::string& prefix, int64_t hidden, int64_t heads,

@@ -123,13 +123,9 @@ struct Loader {
     return load_host_parameter(source, name, shape);
   }
   Shape shape_of(const std::string& name, int64_t rank, const std::string& expected) const {
-    const Tensor t = source.get(name);
-    if (t.dim() != rank) {
-      throw Error(source.describe() + ": tensor '" + name + "' has shape " + t.shape_string() +
-                  ", expected " + expected);
-    }
-    return t.shape();
+    return parameter_shape(source, name, rank, expected);
   }
+
   Tensor device(const Tensor& host_tensor) const {
     return ops::to_device(ctx, host_tensor.to_host_contiguous(DType::F32), dtype);
   }
@@ -483,9 +479,11 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, Sam
 
   // Durations, token by token.
   const DurationPredictor& dp = w.duration;
-  const Tensor condition = apply_parts(
-      ctx, {text_aug, speaker, emotion},
-      {Linear{dp.layer0.input[1].weight, Tensor{}}, dp.layer0.input[2], dp.layer0.input[3]});
+  // The condition's part of the first layer's gates, for every token at once (the bias rides on
+  // the prenet's block, input[0], added each step).
+  const Tensor condition =
+      apply_parts(ctx, {text_aug, speaker, emotion},
+                  {dp.layer0.input[1], dp.layer0.input[2], dp.layer0.input[3]});
   const int64_t dh = dp.layer1.recurrent.size(1);
   Tensor h0 = ops::zeros(ctx, {1, dh}), c0 = ops::zeros(ctx, {1, dh});
   Tensor h1 = ops::zeros(ctx, {1, dh}), c1 = ops::zeros(ctx, {1, dh});
