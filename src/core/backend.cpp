@@ -166,8 +166,8 @@ void Backend::write_rows(Tensor& /*cache*/, const Tensor& /*rows*/,
 
 void Backend::paged_attention(const Tensor& /*q*/, const Tensor& /*k_pages*/,
                               const Tensor& /*v_pages*/, const Tensor& /*page_table*/,
-                              const Tensor& /*positions*/, float /*scale*/, Tensor& /*out*/,
-                              const KernelScratch& /*scratch*/) {
+                              const Tensor& /*positions*/, const Tensor& /*key_starts*/,
+                              float /*scale*/, Tensor& /*out*/, const KernelScratch& /*scratch*/) {
   not_implemented("paged_attention");
 }
 

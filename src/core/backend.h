@@ -251,11 +251,14 @@ class Backend {
   // (I64) are contiguous, on the host or on this device.
   //
   // Causal attention of q [B, T, H, D] over the cache: query t of sequence b sits at position
-  // positions[b] + t and sees the keys at positions 0 through its own that are not in a missing
-  // page: out [B, T, H, D] = softmax(scale · q·kᵀ) · v over those, NaN when it sees none.
+  // positions[b] + t and sees the keys at positions key_starts[b] (0 when key_starts is
+  // undefined) through its own that are not in a missing page: out [B, T, H, D] =
+  // softmax(scale · q·kᵀ) · v over those, NaN when it sees none. key_starts [B] (I64, >= 0) is
+  // contiguous, where positions is: a window of keys per sequence (Sambert's banded attention).
   virtual void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                               const Tensor& page_table, const Tensor& positions, float scale,
-                               Tensor& out, const KernelScratch& scratch);
+                               const Tensor& page_table, const Tensor& positions,
+                               const Tensor& key_starts, float scale, Tensor& out,
+                               const KernelScratch& scratch);
   // Writes rows [B, T, ...] (pages' trailing sizes) into pages [N, S, ...] in place: row t of
   // sequence b at position positions[b] + t, dropped where that position's page is missing.
   // Sequences hold distinct pages.

@@ -667,10 +667,32 @@ void check_page_metadata(Context& ctx, const char* op, const Tensor& page_table,
   }
 }
 
+// paged_attention's key_starts: contiguous I64 [batch] on the host (each >= 0) or ctx's device.
+void check_key_starts(Context& ctx, const char* op, const Tensor& key_starts, int64_t batch) {
+  if (key_starts.dtype() != DType::I64 || !key_starts.is_contiguous() ||
+      key_starts.shape() != Shape{batch}) {
+    fail(op, "key_starts must be contiguous I64 [B] = [" + std::to_string(batch) + "], got " +
+                 std::string(dtype_name(key_starts.dtype())) + " " + key_starts.shape_string());
+  }
+  if (!key_starts.device().is_cpu() && key_starts.device() != ctx.device()) {
+    fail(op, "key_starts is on " + key_starts.device().to_string() + "; the backend '" +
+                 ctx.backend().name() + "' reads it from the host or " + ctx.device().to_string());
+  }
+  if (key_starts.device().is_cpu()) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (key_starts.data<int64_t>()[b] < 0) {
+        fail(op, "key_starts[" + std::to_string(b) +
+                     "] = " + std::to_string(key_starts.data<int64_t>()[b]) + " is negative");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Tensor paged_attention(Context& ctx, const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                       const Tensor& page_table, const Tensor& positions, float scale) {
+                       const Tensor& page_table, const Tensor& positions, float scale,
+                       const Tensor& key_starts) {
   const char* op = "paged_attention";
   require_float_input(ctx, op, "q", q);
   require_float_input(ctx, op, "k_pages", k_pages);
@@ -689,10 +711,11 @@ Tensor paged_attention(Context& ctx, const Tensor& q, const Tensor& k_pages, con
     fail(op, "the pages are read in place and must be contiguous");
   }
   check_page_metadata(ctx, op, page_table, positions, q.size(0), k_pages.size(0));
+  if (key_starts.defined()) check_key_starts(ctx, op, key_starts, q.size(0));
   require_backend(ctx, op, OpKind::PagedAttention, q.dtype());
   Tensor out = empty(ctx, q.shape(), q.dtype());
-  ctx.backend().paged_attention(contiguous(ctx, q), k_pages, v_pages, page_table, positions, scale,
-                                out, ctx.scratch());
+  ctx.backend().paged_attention(contiguous(ctx, q), k_pages, v_pages, page_table, positions,
+                                key_starts, scale, out, ctx.scratch());
   return out;
 }
 

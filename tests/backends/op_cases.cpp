@@ -841,6 +841,34 @@ void add_paged_cases(std::vector<OpCase>& cases) {
            });
   step.needs = {OpKind::WritePages, OpKind::PagedAttention};
   cases.push_back(step);
+  // Windows of keys (Sambert's banded attention): sequence b sees keys [key_starts[b], its
+  // position]; a window that starts past the position sees none (NaN, sequence 2).
+  struct Window {
+    int64_t tq;
+    std::vector<int64_t> positions, starts;
+    std::string what;
+  };
+  const std::vector<Window> windows = {{1, {9, 2, 11}, {4, 0, 12}, "decode"},
+                                       {2, {5, 0, 7}, {3, 0, 8}, "two steps"},
+                                       {1, {11, 3, 6}, {11, 3, 6}, "of one key"}};
+  for (const Window& w : windows) {
+    const Tensor table = ints({3, 3}, {5, 2, 7, 0, -1, -1, 3, 6, 1});
+    const Shape pages = {8, 4, 2, 16};
+    for (bool device : {false, true}) {
+      const auto meta = [&](const Tensor& t) { return device ? given_on_device(t) : given(t); };
+      OpCase c =
+          make(OpKind::PagedAttention,
+               "paged_attention over a window, " + w.what + (device ? ", table on the device" : ""),
+               {random({3, w.tq, 2, 16}, 1800, -2.0f, 2.0f), random(pages, 1801, -2.0f, 2.0f),
+                random(pages, 1802), meta(table), meta(ints({3}, w.positions)),
+                meta(ints({3}, w.starts))},
+               [](Context& ctx, const In& in) {
+                 return ops::paged_attention(ctx, in[0], in[1], in[2], in[3], in[4], 0.25f, in[5]);
+               });
+      c.allow_nan = true;
+      cases.push_back(c);
+    }
+  }
   // Tables the ops layer refuses before any kernel runs.
   const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> bad = {
       {"page_table[0, 1] = 4 is neither a page in [0, 4)", {ints({1, 2}, {0, 4}), ints({1}, {0})}},
@@ -857,6 +885,15 @@ void add_paged_cases(std::vector<OpCase>& cases) {
     c.error = message;
     cases.push_back(c);
   }
+  OpCase negative_start =
+      make(OpKind::PagedAttention, "paged_attention refuses: key_starts[0] = -2 is negative",
+           {random({1, 1, 2, 8}, 1793), random({4, 4, 2, 8}, 1794), random({4, 4, 2, 8}, 1795),
+            given(ints({1, 2}, {0, 1})), given(ints({1}, {5})), given(ints({1}, {-2}))},
+           [](Context& ctx, const In& in) {
+             return ops::paged_attention(ctx, in[0], in[1], in[2], in[3], in[4], 1.0f, in[5]);
+           });
+  negative_start.error = "key_starts[0] = -2 is negative";
+  cases.push_back(negative_start);
 }
 
 void add_length_cases(std::vector<OpCase>& cases) {

@@ -138,6 +138,14 @@ TEST_F(HostBackends, PagedAttentionEqualsAttentionOverTheContiguousCache) {
     expect_close(ops::paged_attention(c, q, k_pages, v_pages, table, at, params.scale),
                  ops::attention(c, q, k_cache, v_cache, params), 1e-5,
                  c.backend().name() + " paged vs contiguous", false);
+    // A window of keys per sequence (Sambert's banded attention) hides the keys before it, as
+    // the contiguous attention's key starts do.
+    const std::vector<int64_t> starts = {6, 0, 12};
+    params.key_starts = starts;
+    expect_close(ops::paged_attention(c, q, k_pages, v_pages, table, at, params.scale,
+                                      Tensor::from_vector({batch}, starts)),
+                 ops::attention(c, q, k_cache, v_cache, params), 1e-5,
+                 c.backend().name() + " paged vs contiguous over windows", false);
   }
 }
 

@@ -720,8 +720,9 @@ void CpuBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vector
 }
 
 void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                                 const Tensor& page_table, const Tensor& positions, float scale,
-                                 Tensor& out, const KernelScratch& scratch) {
+                                 const Tensor& page_table, const Tensor& positions,
+                                 const Tensor& key_starts, float scale, Tensor& out,
+                                 const KernelScratch& scratch) {
   assert(q.dtype() == DType::F32 && out.shape() == q.shape());
   const int64_t batch = q.size(0);
   const int64_t tq = q.size(1);
@@ -742,12 +743,13 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const T
     const int64_t h = job % heads;
     float* weights = buffer.as<float>() + omp_get_thread_num() * capacity * 3;
     auto* rows = reinterpret_cast<int64_t*>(weights + capacity);
+    const int64_t first = key_starts.defined() ? key_starts.data<int64_t>()[b] : 0;
     for (int64_t i = 0; i < tq; ++i) {
       const int64_t seen = std::min(positions.data<int64_t>()[b] + i + 1, capacity);
       const float* qi = q.data<float>() + (b * tq + i) * row + h * dim;
       float* oi = out.data<float>() + (b * tq + i) * row + h * dim;
       float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t p = 0; p < seen; ++p) {
+      for (int64_t p = first; p < seen; ++p) {
         rows[p] = host::page_row(page_table, b, p, page_size, pages);
         if (rows[p] < 0) continue;
         const float* kp = k_pages.data<float>() + rows[p] * row + h * dim;
@@ -761,13 +763,13 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const T
         continue;
       }
       float total = 0.0f;
-      for (int64_t p = 0; p < seen; ++p) {
+      for (int64_t p = first; p < seen; ++p) {
         weights[p] = rows[p] < 0 ? 0.0f : std::exp(weights[p] - max_score);
         total += weights[p];
       }
       std::fill(oi, oi + dim, 0.0f);
       const float inv = 1.0f / total;
-      for (int64_t p = 0; p < seen; ++p) {
+      for (int64_t p = first; p < seen; ++p) {
         if (rows[p] < 0) continue;
         const float w = weights[p] * inv;
         const float* vp = v_pages.data<float>() + rows[p] * row + h * dim;

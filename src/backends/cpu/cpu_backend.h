@@ -81,8 +81,8 @@ class CpuBackend final : public Backend {
                   const KernelScratch& scratch) override;
   // Parallel over (sequence, head): each query's scores in F32 against its keys' page rows.
   void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                       const Tensor& page_table, const Tensor& positions, float scale, Tensor& out,
-                       const KernelScratch& scratch) override;
+                       const Tensor& page_table, const Tensor& positions, const Tensor& key_starts,
+                       float scale, Tensor& out, const KernelScratch& scratch) override;
   void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                    const Tensor& positions, const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,

@@ -1043,29 +1043,39 @@ void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vecto
 }
 
 cuda::PageTable CudaBackend::page_table_on_device(const Tensor& page_table, const Tensor& positions,
-                                                  int64_t page_size, int64_t pages,
-                                                  const ScratchBuffer& buffer,
+                                                  const Tensor& key_starts, int64_t page_size,
+                                                  int64_t pages, const ScratchBuffer& buffer,
                                                   const char* op) const {
-  // Tables on the host go up through the staging ring into `buffer` (entries, then positions).
-  const auto place = [&](const Tensor& t, size_t offset) -> const int64_t* {
+  // Tables on the host go up through the staging ring into `buffer` (entries, positions, then
+  // key starts).
+  size_t offset = 0;
+  const auto place = [&](const Tensor& t) -> const int64_t* {
+    if (!t.defined()) return nullptr;
     if (!t.device().is_cpu()) return t.data<int64_t>();
     auto* at = reinterpret_cast<int64_t*>(buffer.as<char>() + offset);
     upload(at, t.raw_data(), t.nbytes(), op);
+    offset += t.nbytes();
     return at;
   };
-  const size_t table_bytes = page_table.device().is_cpu() ? page_table.nbytes() : 0;
-  return {place(page_table, 0), place(positions, table_bytes), page_table.size(1), page_size,
-          pages};
+  const int64_t* entries = place(page_table);
+  const int64_t* on_device_positions = place(positions);
+  const int64_t* starts = place(key_starts);
+  return {entries, on_device_positions, starts, page_table.size(1), page_size, pages};
 }
 
-size_t CudaBackend::page_table_bytes(const Tensor& page_table, const Tensor& positions) {
-  return (page_table.device().is_cpu() ? page_table.nbytes() : 0) +
-         (positions.device().is_cpu() ? positions.nbytes() : 0);
+size_t CudaBackend::page_table_bytes(const Tensor& page_table, const Tensor& positions,
+                                     const Tensor& key_starts) {
+  size_t bytes = 0;
+  for (const Tensor* t : {&page_table, &positions, &key_starts}) {
+    if (t->defined() && t->device().is_cpu()) bytes += t->nbytes();
+  }
+  return bytes;
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                                  const Tensor& page_table, const Tensor& positions, float scale,
-                                  Tensor& out, const KernelScratch& scratch) {
+                                  const Tensor& page_table, const Tensor& positions,
+                                  const Tensor& key_starts, float scale, Tensor& out,
+                                  const KernelScratch& scratch) {
   const char* op = "paged_attention";
   const int64_t page_size = k_pages.size(1);
   const int64_t capacity = page_table.size(1) * page_size;
@@ -1073,30 +1083,30 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const 
     fail(op, "a page table of " + std::to_string(capacity) +
                  " positions is more than the kernel's shared memory holds the scores of");
   }
-  const ScratchBuffer tables = take(scratch, page_table_bytes(page_table, positions));
+  const ScratchBuffer tables = take(scratch, page_table_bytes(page_table, positions, key_starts));
   if (scratch.planning() || out.numel() == 0) return;
   open(op);
-  cuda::paged_attention(
-      q.raw_data(), k_pages.raw_data(), v_pages.raw_data(), out.raw_data(), q.dtype(), q.size(0),
-      q.size(1), q.size(2), q.size(3),
-      page_table_on_device(page_table, positions, page_size, k_pages.size(0), tables, op), scale,
-      handles_->stream, op);
+  cuda::paged_attention(q.raw_data(), k_pages.raw_data(), v_pages.raw_data(), out.raw_data(),
+                        q.dtype(), q.size(0), q.size(1), q.size(2), q.size(3),
+                        page_table_on_device(page_table, positions, key_starts, page_size,
+                                             k_pages.size(0), tables, op),
+                        scale, handles_->stream, op);
 }
 
 void CudaBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                               const Tensor& positions, const KernelScratch& scratch) {
   const char* op = "write_pages";
   const ScratchBuffer tables =
-      take(scratch, rows.numel() == 0 ? 0 : page_table_bytes(page_table, positions));
+      take(scratch, rows.numel() == 0 ? 0 : page_table_bytes(page_table, positions, Tensor{}));
   if (scratch.planning() || rows.numel() == 0) return;
   open(op);
   const int64_t batch = rows.size(0);
   const int64_t steps = rows.size(1);
-  cuda::write_pages(
-      pages.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(pages.dtype())), batch, steps,
-      rows.numel() / (batch * steps),
-      page_table_on_device(page_table, positions, pages.size(1), pages.size(0), tables, op),
-      handles_->stream, op);
+  cuda::write_pages(pages.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(pages.dtype())),
+                    batch, steps, rows.numel() / (batch * steps),
+                    page_table_on_device(page_table, positions, Tensor{}, pages.size(1),
+                                         pages.size(0), tables, op),
+                    handles_->stream, op);
 }
 
 void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,

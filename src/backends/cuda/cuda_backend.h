@@ -128,8 +128,8 @@ class CudaBackend final : public Backend {
   // One launch for every sequence, head and query; the page table and positions are read where
   // they are when on this device (so the launch can be captured), uploaded when on the host.
   void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                       const Tensor& page_table, const Tensor& positions, float scale, Tensor& out,
-                       const KernelScratch& scratch) override;
+                       const Tensor& page_table, const Tensor& positions, const Tensor& key_starts,
+                       float scale, Tensor& out, const KernelScratch& scratch) override;
   void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                    const Tensor& positions, const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
@@ -172,12 +172,13 @@ class CudaBackend final : public Backend {
   cuda::RopeFrequencies rope_frequency_table(const std::vector<float>& frequencies,
                                              const ScratchBuffer& buffer, const char* op) const;
   static size_t rope_frequency_bytes(size_t count);
-  // A paged op's table and positions in device memory: where they are, or uploaded into `buffer`
-  // (page_table_bytes of scratch) from the host.
+  // A paged op's table, positions and key starts (when defined) in device memory: where they are,
+  // or uploaded into `buffer` (page_table_bytes of scratch) from the host.
   cuda::PageTable page_table_on_device(const Tensor& page_table, const Tensor& positions,
-                                       int64_t page_size, int64_t pages,
+                                       const Tensor& key_starts, int64_t page_size, int64_t pages,
                                        const ScratchBuffer& buffer, const char* op) const;
-  static size_t page_table_bytes(const Tensor& page_table, const Tensor& positions);
+  static size_t page_table_bytes(const Tensor& page_table, const Tensor& positions,
+                                 const Tensor& key_starts);
   // Throws, naming `op` and `what`, while the stream is recording a graph.
   void refuse_while_capturing(const char* op, const char* what) const;
   // out = bias + the convolution (transposed or not) of x with weight, through cuDNN; shapes

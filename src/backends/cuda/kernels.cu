@@ -489,17 +489,19 @@ struct ContiguousKeys {
   SequenceValues key_starts;
   SequenceValues offsets;
   bool causal;
-  // Keys below visible may be seen by query i (row_of masks those before the key start).
+  // Keys from first to below visible may be seen by query i.
+  __device__ int64_t first(int64_t b) const {
+    const int64_t start = value_of(key_starts, b);
+    return start < 0 ? 0 : start;
+  }
   __device__ int64_t visible(int64_t b, int64_t i) const {
     const int64_t length = value_of(key_lengths, b);
     if (!causal) return length;
     const int64_t last = value_of(offsets, b) + i;
     return last < 0 ? 0 : (last + 1 < length ? last + 1 : length);
   }
-  // The row (in units of heads · dim elements) of key j, or -1 when it is masked.
-  __device__ int64_t row_of(int64_t b, int64_t j) const {
-    return j < value_of(key_starts, b) ? -1 : b * rows + j;
-  }
+  // The row (in units of heads · dim elements) of key j (not before first), or -1 when masked.
+  __device__ int64_t row_of(int64_t b, int64_t j) const { return b * rows + j; }
 };
 
 // Kernel parameters are limited (4 KB before CUDA 12.1): three SequenceValues fit, a fourth would
@@ -507,13 +509,15 @@ struct ContiguousKeys {
 static_assert(sizeof(ContiguousKeys) <= 3584);
 
 // ... or pages [N, S, H, D] through a page table [B, P] (device memory), causal from each
-// sequence's position.
+// sequence's position, from its key start (none: 0).
 struct PagedKeys {
   const int64_t* page_table;
   const int64_t* positions;
+  const int64_t* key_starts;
   int64_t pages_per_sequence;
   int64_t page_size;
   int64_t pages;
+  __device__ int64_t first(int64_t b) const { return key_starts == nullptr ? 0 : key_starts[b]; }
   __device__ int64_t visible(int64_t b, int64_t i) const {
     const int64_t last = positions[b] + i;
     const int64_t capacity = pages_per_sequence * page_size;
@@ -542,6 +546,7 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
   const int64_t head = blockIdx.x % heads;
   const int64_t i = blockIdx.y;
   const int64_t row = heads * dim;  // elements between key rows
+  const int64_t first = keys.first(sequence);
   const int64_t limit = keys.visible(sequence, i);
   T* o = out + ((sequence * tq + i) * heads + head) * dim;
   const T* qrow = q + ((sequence * tq + i) * heads + head) * dim;
@@ -549,7 +554,7 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
   __syncthreads();
   const int lane = threadIdx.x % 32;
   const int warps = blockDim.x / 32;
-  for (int64_t j = threadIdx.x / 32; j < limit; j += warps) {
+  for (int64_t j = first + threadIdx.x / 32; j < limit; j += warps) {
     const int64_t key_row = keys.row_of(sequence, j);
     if (key_row < 0) {
       if (lane == 0) probabilities[j] = -INFINITY;
@@ -565,7 +570,7 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
   }
   __syncthreads();
   float local_max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
     local_max = fmaxf(local_max, probabilities[j]);
   }
   const float max_score = block_reduce<true>(local_max, reduce);
@@ -574,11 +579,11 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
     return;
   }
   float local_sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
     local_sum += __expf(probabilities[j] - max_score);
   }
   const float inv_sum = 1.0f / block_reduce<false>(local_sum, reduce);
-  for (int64_t j = threadIdx.x; j < limit; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
     probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
   }
   __syncthreads();
@@ -588,7 +593,7 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
   if (groups == 0) {
     for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < limit; ++j) {
+      for (int64_t j = first; j < limit; ++j) {
         const int64_t key_row = keys.row_of(sequence, j);
         if (key_row >= 0) acc += probabilities[j] * to_float(v[key_row * row + head * dim + d]);
       }
@@ -599,7 +604,7 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
   if (threadIdx.x < groups * dim) {
     const int64_t d = threadIdx.x % dim;
     float acc = 0.0f;
-    for (int64_t j = threadIdx.x / dim; j < limit; j += groups) {
+    for (int64_t j = first + threadIdx.x / dim; j < limit; j += groups) {
       const int64_t key_row = keys.row_of(sequence, j);
       if (key_row >= 0) acc += probabilities[j] * to_float(v[key_row * row + head * dim + d]);
     }
@@ -916,8 +921,8 @@ void paged_attention(const void* q, const void* k_pages, const void* v_pages, vo
                      const PageTable& table, float scale, cudaStream_t stream, const char* op) {
   launch_attention_over_rows(q, k_pages, v_pages, out, dtype, batch, tq, heads, dim,
                              table.pages_per_sequence * table.page_size, scale,
-                             PagedKeys{table.entries, table.positions, table.pages_per_sequence,
-                                       table.page_size, table.pages},
+                             PagedKeys{table.entries, table.positions, table.key_starts,
+                                       table.pages_per_sequence, table.page_size, table.pages},
                              stream, op);
 }
 
@@ -925,8 +930,8 @@ void write_pages(void* pages, const void* rows, int element_bytes, int64_t batch
                  int64_t inner, const PageTable& table, cudaStream_t stream, const char* op) {
   const int64_t n = batch * steps * inner;
   if (n == 0) return;
-  const PagedKeys where{table.entries, table.positions, table.pages_per_sequence, table.page_size,
-                        table.pages};
+  const PagedKeys where{table.entries,   table.positions, nullptr, table.pages_per_sequence,
+                        table.page_size, table.pages};
   if (element_bytes == 2) {
     write_pages_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
         static_cast<uint16_t*>(pages), static_cast<const uint16_t*>(rows), where, steps, inner, n);

@@ -139,10 +139,12 @@ void decode_attention(const void* q, const void* k, const void* v, void* out, DT
                       const SequenceValues& key_starts, const SequenceValues& offsets, bool causal,
                       cudaStream_t stream, const char* op);
 // A paged KV cache's table in device memory (Backend::paged_attention's contract): entries
-// [batch, pages_per_sequence], positions [batch], over `pages` pages of page_size rows.
+// [batch, pages_per_sequence], positions [batch] and key starts [batch] (null: 0), over `pages`
+// pages of page_size rows.
 struct PageTable {
   const int64_t* entries;
   const int64_t* positions;
+  const int64_t* key_starts;
   int64_t pages_per_sequence;
   int64_t page_size;
   int64_t pages;

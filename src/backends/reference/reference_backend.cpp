@@ -358,8 +358,8 @@ void ReferenceBackend::write_rows(Tensor& cache, const Tensor& rows,
 
 void ReferenceBackend::paged_attention(const Tensor& q, const Tensor& k_pages,
                                        const Tensor& v_pages, const Tensor& page_table,
-                                       const Tensor& positions, float scale, Tensor& out,
-                                       const KernelScratch& scratch) {
+                                       const Tensor& positions, const Tensor& key_starts,
+                                       float scale, Tensor& out, const KernelScratch& scratch) {
   assert(q.dtype() == DType::F32 && out.shape() == q.shape());
   const int64_t batch = q.size(0);
   const int64_t tq = q.size(1);
@@ -374,12 +374,15 @@ void ReferenceBackend::paged_attention(const Tensor& q, const Tensor& k_pages,
     return pages.data<float>() + (row * heads + h) * dim;
   };
   for (int64_t b = 0; b < batch; ++b) {
+    const int64_t first = key_starts.defined() ? key_starts.data<int64_t>()[b] : 0;
     for (int64_t i = 0; i < tq; ++i) {
-      // Keys 0 through the query's own position, those in a page; `rows` their page rows.
+      // Keys from the sequence's key start through the query's own position, those in a page;
+      // `rows` their page rows (-1: not seen).
       const int64_t last = std::min(positions.data<int64_t>()[b] + i, capacity - 1);
       std::vector<int64_t> rows;
       for (int64_t p = 0; p <= last; ++p) {
-        rows.push_back(host::page_row(page_table, b, p, page_size, k_pages.size(0)));
+        rows.push_back(p < first ? -1
+                                 : host::page_row(page_table, b, p, page_size, k_pages.size(0)));
       }
       for (int64_t h = 0; h < heads; ++h) {
         const float* qi = q.data<float>() + ((b * tq + i) * heads + h) * dim;

@@ -46,8 +46,8 @@ class ReferenceBackend final : public Backend {
   void write_rows(Tensor& cache, const Tensor& rows, const std::vector<int64_t>& offsets,
                   const KernelScratch& scratch) override;
   void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                       const Tensor& page_table, const Tensor& positions, float scale, Tensor& out,
-                       const KernelScratch& scratch) override;
+                       const Tensor& page_table, const Tensor& positions, const Tensor& key_starts,
+                       float scale, Tensor& out, const KernelScratch& scratch) override;
   void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                    const Tensor& positions, const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
