@@ -4,8 +4,34 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/ops.h"
 
 namespace voxd {
+
+PagedKvCache PagedKvCache::make(Context& ctx, int64_t layers, int64_t pages, int64_t page_size,
+                                int64_t heads, int64_t head_dim, DType dtype) {
+  if (pages < 1 || page_size < 1) {
+    throw Error("kv pages: a paged cache needs at least one page of at least one position, got " +
+                std::to_string(pages) + " of " + std::to_string(page_size));
+  }
+  PagedKvCache cache;
+  cache.page_size = page_size;
+  cache.pages = pages;
+  const Shape shape = {pages, page_size, heads, head_dim};
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    cache.keys.push_back(ops::zeros(ctx, shape, dtype));
+    cache.values.push_back(ops::zeros(ctx, shape, dtype));
+  }
+  return cache;
+}
+
+uint64_t PagedKvCache::page_bytes() const {
+  uint64_t bytes = 0;
+  for (size_t layer = 0; layer < keys.size(); ++layer) {
+    bytes += keys[layer].nbytes() + values[layer].nbytes();
+  }
+  return bytes / static_cast<uint64_t>(pages);
+}
 
 KvPagePool::KvPagePool(int64_t pages, int64_t page_size) : page_size_(page_size) {
   if (pages < 1 || page_size < 1) {

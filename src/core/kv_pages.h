@@ -12,6 +12,26 @@
 
 namespace voxd {
 
+class Context;
+
+// The keys and values of a model's attention layers in pages shared by many sequences: per
+// layer, pages [N, S, H, D] that ops::write_pages fills and ops::paged_attention reads through a
+// page table; which sequence holds which page is a KvPagePool's (below) and the caller's.
+struct PagedKvCache {
+  std::vector<Tensor> keys;
+  std::vector<Tensor> values;
+  int64_t page_size = 0;
+  int64_t pages = 0;
+
+  // `layers` layers of `pages` pages of `page_size` positions of [heads, head_dim] in `dtype`,
+  // zeroed (attention reads rows past a sequence's length times zero, so they must be finite),
+  // from ctx's allocator. Throws voxd::Error for fewer than one page of one position.
+  static PagedKvCache make(Context& ctx, int64_t layers, int64_t pages, int64_t page_size,
+                           int64_t heads, int64_t head_dim, DType dtype);
+  // Device bytes of one page over every layer's keys and values.
+  uint64_t page_bytes() const;
+};
+
 class KvPagePool {
  public:
   // `pages` pages (>= 1) of `page_size` positions (>= 1), all free.

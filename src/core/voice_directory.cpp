@@ -41,6 +41,16 @@ std::string voice_family_type(const VoiceConfigFile& file, const std::string& fa
   return type.get<std::string>();
 }
 
+std::string voice_file(const std::string& directory, const std::string& relative,
+                       const std::string& where) {
+  const fs::path path = fs::path(directory) / relative;
+  if (!fs::is_regular_file(path)) {
+    throw InputError(where + ": file '" + relative + "' not found (looked for " + path.string() +
+                     ")");
+  }
+  return path.lexically_normal().string();
+}
+
 std::vector<std::string> find_voices(const std::string& root) {
   if (!fs::is_directory(root)) throw InputError("not a directory: " + root);
   std::vector<std::string> voices;

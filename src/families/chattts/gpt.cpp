@@ -159,20 +159,8 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) cons
 }
 
 PagedKvCache Gpt::make_paged_cache(Context& ctx, int64_t pages, int64_t page_size) const {
-  if (pages < 1 || page_size < 1) {
-    throw Error(
-        "chattts gpt: a paged cache needs at least one page of at least one position, got " +
-        std::to_string(pages) + " of " + std::to_string(page_size));
-  }
-  PagedKvCache cache;
-  cache.page_size = page_size;
-  cache.pages = pages;
-  const Shape shape = {pages, page_size, config_.num_attention_heads, config_.head_dim()};
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    cache.keys.push_back(ops::zeros(ctx, shape, precision_.compute));
-    cache.values.push_back(ops::zeros(ctx, shape, precision_.compute));
-  }
-  return cache;
+  return PagedKvCache::make(ctx, static_cast<int64_t>(layers_.size()), pages, page_size,
+                            config_.num_attention_heads, config_.head_dim(), precision_.compute);
 }
 
 Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/kv_pages.h"
 #include "core/ops.h"
 #include "core/weight_loading.h"
 #include "core/weights.h"
@@ -23,16 +24,6 @@ struct KvCache {
   std::vector<Tensor> values;  // the same
   std::vector<int64_t> lengths;
   int64_t capacity = 0;
-};
-
-// Keys and values of every layer in pages shared by many sequences ([pages, page_size, heads,
-// head_dim] per layer, compute dtype); which sequence holds which page is the caller's page
-// table (ops::paged_attention).
-struct PagedKvCache {
-  std::vector<Tensor> keys;
-  std::vector<Tensor> values;
-  int64_t page_size = 0;
-  int64_t pages = 0;
 };
 
 class Gpt {

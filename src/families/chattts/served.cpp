@@ -7,11 +7,7 @@ namespace voxd::chattts {
 using Next = RequestGeneration::Next;
 
 uint64_t LoadedModels::kv_cache_page_bytes() const {
-  uint64_t bytes = 0;
-  for (size_t layer = 0; layer < cache.keys.size(); ++layer) {
-    bytes += cache.keys[layer].nbytes() + cache.values[layer].nbytes();
-  }
-  return bytes / static_cast<uint64_t>(cache.pages);
+  return cache.page_bytes();
 }
 
 GenerationWork::GenerationWork(RequestGeneration generation, const VoiceConfig& config)

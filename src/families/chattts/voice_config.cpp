@@ -15,13 +15,7 @@ using nlohmann::json;
 
 std::string existing_file(const fs::path& directory, const json& section, const std::string& key,
                           const std::string& where) {
-  const std::string relative = config::string(section, key, where);
-  const fs::path path = directory / relative;
-  if (!fs::is_regular_file(path)) {
-    throw InputError(where + ": file '" + relative + "' not found (looked for " + path.string() +
-                     ")");
-  }
-  return path.lexically_normal().string();
+  return voice_file(directory.string(), config::string(section, key, where), where);
 }
 
 StageConfig read_stage(const json& root, const std::string& key, const std::string& template_key,

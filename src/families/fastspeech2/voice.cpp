@@ -37,17 +37,6 @@ int64_t positive_int(const json& object, const std::string& key, int64_t fallbac
   return value.get<int64_t>();
 }
 
-// A path from the config, relative to the voice directory, that must name an existing file.
-std::string resolve_file(const fs::path& directory, const std::string& relative,
-                         const std::string& where) {
-  fs::path path = directory / relative;
-  if (!fs::is_regular_file(path)) {
-    throw InputError(where + ": file '" + relative + "' not found (looked for " + path.string() +
-                     ")");
-  }
-  return path.lexically_normal().string();
-}
-
 }  // namespace
 
 VoiceConfig VoiceConfig::load(const std::string& directory) {
@@ -73,7 +62,8 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
     throw InputError(where + ": field 'phonemes' must be \"arpabet\" or \"espeak-ipa\", got \"" +
                      config.phonemes + "\"");
   }
-  config.symbols_path = resolve_file(dir, root.value("symbols", std::string("symbols.txt")), where);
+  config.symbols_path =
+      voice_file(file.directory, root.value("symbols", std::string("symbols.txt")), where);
   if (root.contains("speakers")) {
     const json& speakers = root.at("speakers");
     if (!speakers.is_object()) throw InputError(where + ": field 'speakers' must be an object");
@@ -92,8 +82,8 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
   }
   config.acoustic = FastSpeech2Config::from_json(acoustic, acoustic_where);
   config.acoustic.n_mels = config.n_mels;
-  config.acoustic_weights_path =
-      resolve_file(dir, require_string(acoustic, "weights", acoustic_where), acoustic_where);
+  config.acoustic_weights_path = voice_file(
+      file.directory, require_string(acoustic, "weights", acoustic_where), acoustic_where);
 
   const json& vocoder = require(root, "vocoder", where);
   const std::string vocoder_where = where + ": vocoder";
@@ -103,7 +93,7 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
   config.vocoder =
       HifiGanConfig::from_json(require(vocoder, "model", vocoder_where), vocoder_where + ".model");
   config.vocoder_weights_path =
-      resolve_file(dir, require_string(vocoder, "weights", vocoder_where), vocoder_where);
+      voice_file(file.directory, require_string(vocoder, "weights", vocoder_where), vocoder_where);
 
   if (config.vocoder.hop_length() != config.hop_length) {
     throw InputError(where + ": the vocoder's upsample rates multiply to " +
