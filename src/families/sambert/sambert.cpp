@@ -207,17 +207,21 @@ struct Loader {
   }
 };
 
-// One FSMN encoder over x [1, T, C] (its input parts), as FsmnEncoderV2 computes it.
+// One FSMN encoder over its input parts [B, T, ...], as FsmnEncoderV2 computes it. `mask`
+// ([B, T, 1], or undefined for none) zeroes each layer's context on the rows that are not frames
+// of the sequence, as the original's masks do, so that padding and the rows outside a window
+// change no frame.
 Tensor run_fsmn(Context& ctx, const std::vector<Tensor>& parts,
-                const std::vector<FsmnLayer>& layers, const FsmnSizes& sizes) {
+                const std::vector<FsmnLayer>& layers, const FsmnSizes& sizes, const Tensor& mask) {
   const int64_t left = sizes.left_padding();
   const int64_t padding = std::max(left, sizes.right_padding());
   Tensor x;
   for (size_t l = 0; l < layers.size(); ++l) {
     const FsmnLayer& layer = layers[l];
     const std::vector<Tensor> inputs = l == 0 ? parts : std::vector<Tensor>{x};
-    const Tensor context =
+    Tensor context =
         apply(ctx, ops::relu(ctx, apply_parts(ctx, inputs, layer.ffn_in)), layer.ffn_out);
+    if (mask.defined()) context = ops::mul(ctx, context, mask);
     const int64_t frames = context.size(1);
     // Per channel: context[t] + Σ_k w[k] · context[t − left + k], zeros outside the frames.
     const Tensor windowed =
@@ -235,13 +239,29 @@ Tensor run_fsmn(Context& ctx, const std::vector<Tensor>& parts,
   return x;
 }
 
-// One direction of an LSTM layer over [1, T, ...] inputs from zero state.
+// One direction of an LSTM layer over [B, T, ...] inputs from zero state, batch b over its
+// first lengths[b] steps (all of them when `lengths` is empty).
 Tensor run_lstm(Context& ctx, const std::vector<Tensor>& parts, const LstmDirection& d,
-                bool reverse) {
+                bool reverse, const std::vector<int64_t>& lengths) {
   const int64_t hidden = d.recurrent.size(1);
   Tensor h = ops::zeros(ctx, {parts[0].size(0), hidden});
   Tensor c = ops::zeros(ctx, {parts[0].size(0), hidden});
-  return ops::lstm(ctx, apply_parts(ctx, parts, d.input), d.recurrent, h, c, {}, reverse);
+  return ops::lstm(ctx, apply_parts(ctx, parts, d.input), d.recurrent, h, c, lengths, reverse);
+}
+
+// x on ctx's device in `dtype`: itself when it is there already.
+Tensor on_device(Context& ctx, const Tensor& x, DType dtype) {
+  return x.device() == ctx.device() && x.dtype() == dtype ? x : ops::to_device(ctx, x, dtype);
+}
+
+// [B, T, 1] of `dtype` on ctx's device: 1 in the first lengths[b] rows of b, 0 after.
+Tensor length_mask(Context& ctx, const std::vector<int64_t>& lengths, int64_t rows, DType dtype) {
+  std::vector<float> mask(lengths.size() * static_cast<size_t>(rows), 0.0f);
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    std::fill_n(mask.begin() + static_cast<int64_t>(b) * rows, lengths[b], 1.0f);
+  }
+  return ops::to_device(
+      ctx, Tensor::from_vector({static_cast<int64_t>(lengths.size()), rows, 1}, mask), dtype);
 }
 
 }  // namespace
@@ -393,10 +413,24 @@ int64_t Sambert::n_speakers() const {
   return weights_->speaker_table.size(0);
 }
 
-SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug,
-                                  const SambertLimits& limits) const {
+DType Sambert::dtype() const {
+  return weights_->decoder_output.weight.dtype();
+}
+
+int64_t Sambert::postnet_context() const {
+  return config_.postnet.layers * std::max<int64_t>(0, config_.postnet.left_padding());
+}
+
+int64_t Sambert::postnet_lookahead() const {
+  return config_.postnet.layers * std::max<int64_t>(0, config_.postnet.right_padding());
+}
+
+int64_t Sambert::stored_positions() const {
+  return weights_->position.size(1);
+}
+
+void Sambert::check(const SambertTokens& tokens, const SambertLimits& limits) const {
   const Weights& w = *weights_;
-  const SambertConfig& c = config_;
   const int64_t n = static_cast<int64_t>(tokens.linguistic.size());
   if (n == 0) throw InputError("Sambert: the utterance has no token");
   if (n > limits.max_tokens) {
@@ -416,68 +450,106 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, Sam
                        " rows");
     }
   };
-  std::array<std::vector<int64_t>, 4> channel_ids;
   for (int64_t t = 0; t < n; ++t) {
     for (size_t ch = 0; ch < 4; ++ch) {
-      const int64_t id = tokens.linguistic[static_cast<size_t>(t)][ch];
-      check_id(id, w.linguistic_tables[ch].size(0), kChannels[ch], t);
-      channel_ids[ch].push_back(id);
+      check_id(tokens.linguistic[static_cast<size_t>(t)][ch], w.linguistic_tables[ch].size(0),
+               kChannels[ch], t);
     }
     check_id(tokens.emotion[static_cast<size_t>(t)], n_emotions(), "emotion", t);
     check_id(tokens.speaker[static_cast<size_t>(t)], n_speakers(), "speaker", t);
   }
+}
+
+std::vector<SambertEncoding> Sambert::encode(Context& ctx,
+                                             const std::vector<const SambertTokens*>& batch,
+                                             int64_t padded, bool masked,
+                                             SambertDebug* debug) const {
+  const Weights& w = *weights_;
+  const SambertConfig& c = config_;
+  const auto b = static_cast<int64_t>(batch.size());
+  VOXD_CHECK(b >= 1, "Sambert::encode needs at least one utterance");
+  VOXD_CHECK(debug == nullptr || b == 1, "Sambert::encode keeps debug outputs of one utterance");
+  std::vector<int64_t> lengths;
+  std::array<std::vector<int64_t>, 4> channel_ids;
+  for (auto& ids : channel_ids) ids.assign(static_cast<size_t>(b * padded), 0);
+  std::vector<int64_t> speaker_ids(static_cast<size_t>(b * padded), 0);
+  std::vector<int64_t> emotion_ids(static_cast<size_t>(b * padded), 0);
+  for (int64_t i = 0; i < b; ++i) {
+    const SambertTokens& tokens = *batch[static_cast<size_t>(i)];
+    const auto n = static_cast<int64_t>(tokens.linguistic.size());
+    VOXD_CHECK(n >= 1 && n <= padded, "Sambert::encode: an utterance longer than the padding");
+    VOXD_CHECK(masked || (b == 1 && n == padded), "Sambert::encode: padding must be masked");
+    lengths.push_back(n);
+    for (int64_t t = 0; t < n; ++t) {
+      const auto at = static_cast<size_t>(i * padded + t);
+      for (size_t ch = 0; ch < 4; ++ch) {
+        channel_ids[ch][at] = tokens.linguistic[static_cast<size_t>(t)][ch];
+      }
+      speaker_ids[at] = tokens.speaker[static_cast<size_t>(t)];
+      emotion_ids[at] = tokens.emotion[static_cast<size_t>(t)];
+    }
+  }
+  const DType dtype = this->dtype();
+  const Tensor mask = masked ? length_mask(ctx, lengths, padded, dtype) : Tensor{};
+  const std::vector<int64_t> lstm_lengths = masked ? lengths : std::vector<int64_t>{};
 
   // Text encoder.
   Tensor x =
-      ops::embedding(ctx, Tensor::from_vector({1, n}, channel_ids[0]), w.linguistic_tables[0]);
+      ops::embedding(ctx, Tensor::from_vector({b, padded}, channel_ids[0]), w.linguistic_tables[0]);
   for (size_t ch = 1; ch < 4; ++ch) {
-    ops::add_(
-        ctx, x,
-        ops::embedding(ctx, Tensor::from_vector({1, n}, channel_ids[ch]), w.linguistic_tables[ch]));
+    ops::add_(ctx, x,
+              ops::embedding(ctx, Tensor::from_vector({b, padded}, channel_ids[ch]),
+                             w.linguistic_tables[ch]));
   }
   x = ops::scale(ctx, x, std::sqrt(static_cast<float>(c.encoder_units)));
-  const Tensor positions = n <= w.position.size(1)
-                               ? ops::contiguous(ctx, w.position.narrow(1, 0, n))
-                               : ops::to_device(ctx, position_table(n, c.embedding_dim), x.dtype());
+  const Tensor positions =
+      padded <= w.position.size(1)
+          ? ops::contiguous(ctx, w.position.narrow(1, 0, padded))
+          : ops::to_device(ctx, position_table(padded, c.embedding_dim), x.dtype());
   ops::add_(ctx, x, positions);
   const int64_t e_heads = c.encoder_heads;
   const int64_t e_units = c.encoder_units;
   AttentionParams encoder_attention;
   encoder_attention.scale = 1.0f / std::sqrt(static_cast<float>(e_units / e_heads));
+  if (masked) encoder_attention.key_lengths = lengths;
   for (const EncoderLayer& layer : w.encoder) {
     const Tensor qkv = apply(ctx, layer_norm(ctx, x, layer.attention_norm), layer.qkv);
     Tensor attended = ops::attention(
         ctx, heads_of(ctx, qkv, 0, e_units, e_heads), heads_of(ctx, qkv, e_units, e_units, e_heads),
         heads_of(ctx, qkv, 2 * e_units, e_units, e_heads), encoder_attention);
-    Tensor a = apply(ctx, attended.reshape({1, n, e_units}), layer.fc);
+    Tensor a = apply(ctx, attended.reshape({b, padded, e_units}), layer.fc);
     if (layer.attention_residual) ops::add_(ctx, a, x);
-    const Tensor inner = ops::relu(
-        ctx, ops::conv1d(ctx, ops::transpose(ctx, layer_norm(ctx, a, layer.ffn_norm), 1, 2),
-                         layer.ffn_conv, layer.ffn_conv_bias, {.padding = 1}));
+    Tensor normed = layer_norm(ctx, a, layer.ffn_norm);
+    if (masked) normed = ops::mul(ctx, normed, mask);  // the kernel-3 conv reads no padding
+    const Tensor inner =
+        ops::relu(ctx, ops::conv1d(ctx, ops::transpose(ctx, normed, 1, 2), layer.ffn_conv,
+                                   layer.ffn_conv_bias, {.padding = 1}));
     x = apply(ctx, ops::transpose(ctx, inner, 1, 2), layer.ffn_out);
     ops::add_(ctx, x, a);
   }
-  const Tensor text = apply(ctx, layer_norm(ctx, x, w.encoder_norm), w.projection);  // [1, N, P]
+  const Tensor text = apply(ctx, layer_norm(ctx, x, w.encoder_norm), w.projection);  // [B, N, P]
   const Tensor speaker =
-      ops::embedding(ctx, Tensor::from_vector({1, n}, tokens.speaker), w.speaker_table);
+      ops::embedding(ctx, Tensor::from_vector({b, padded}, speaker_ids), w.speaker_table);
   const Tensor emotion =
-      ops::embedding(ctx, Tensor::from_vector({1, n}, tokens.emotion), w.emotion_table);
+      ops::embedding(ctx, Tensor::from_vector({b, padded}, emotion_ids), w.emotion_table);
 
   // Pitch and energy, each embedded back onto the text.
   Tensor text_aug = text;
   std::array<Tensor, 2> predictions;
   for (size_t i = 0; i < 2; ++i) {
     const Predictor& p = i == 0 ? w.pitch : w.energy;
-    const Tensor hidden = run_fsmn(ctx, {text, speaker, emotion}, p.fsmn, c.predictor);
-    const Tensor forward = run_lstm(ctx, {hidden}, p.forward, false);
-    const Tensor backward = run_lstm(ctx, {hidden}, p.backward, true);
+    const Tensor hidden = run_fsmn(ctx, {text, speaker, emotion}, p.fsmn, c.predictor, mask);
+    const Tensor forward = run_lstm(ctx, {hidden}, p.forward, false, lstm_lengths);
+    const Tensor backward = run_lstm(ctx, {hidden}, p.backward, true, lstm_lengths);
     predictions[i] = apply_parts(ctx, {forward, backward}, {p.head_forward, p.head_backward});
-    const Tensor embedded =
-        ops::conv1d(ctx, predictions[i].reshape({1, 1, n}), p.embed, p.embed_bias, {.padding = 4});
+    if (masked) predictions[i] = ops::mul(ctx, predictions[i], mask);
+    const Tensor embedded = ops::conv1d(ctx, predictions[i].reshape({b, 1, padded}), p.embed,
+                                        p.embed_bias, {.padding = 4});
     text_aug = ops::add(ctx, text_aug, ops::transpose(ctx, embedded, 1, 2));
   }
 
-  // Durations, token by token.
+  // Durations, token by token (every utterance of the batch at once; past its length an
+  // utterance's steps make values no one reads).
   const DurationPredictor& dp = w.duration;
   // The condition's part of the first layer's gates, for every token at once (the bias rides on
   // the prenet's block, input[0], added each step).
@@ -485,11 +557,11 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, Sam
       apply_parts(ctx, {text_aug, speaker, emotion},
                   {dp.layer0.input[1], dp.layer0.input[2], dp.layer0.input[3]});
   const int64_t dh = dp.layer1.recurrent.size(1);
-  Tensor h0 = ops::zeros(ctx, {1, dh}), c0 = ops::zeros(ctx, {1, dh});
-  Tensor h1 = ops::zeros(ctx, {1, dh}), c1 = ops::zeros(ctx, {1, dh});
-  Tensor log_durations = ops::zeros(ctx, {1, n, 1});
-  Tensor previous = ops::zeros(ctx, {1, 1, 1});
-  for (int64_t t = 0; t < n; ++t) {
+  Tensor h0 = ops::zeros(ctx, {b, dh}), c0 = ops::zeros(ctx, {b, dh});
+  Tensor h1 = ops::zeros(ctx, {b, dh}), c1 = ops::zeros(ctx, {b, dh});
+  Tensor log_durations = ops::zeros(ctx, {b, padded, 1}, dtype);
+  Tensor previous = ops::zeros(ctx, {b, 1, 1}, dtype);
+  for (int64_t t = 0; t < padded; ++t) {
     Tensor pre = previous;
     for (const Linear& layer : dp.prenet) pre = ops::relu(ctx, apply(ctx, pre, layer));
     Tensor gates = apply(ctx, pre, dp.layer0.input[0]);
@@ -498,153 +570,270 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, Sam
     const Tensor out1 = ops::lstm(ctx, apply(ctx, out0, dp.layer1.input[0]), dp.layer1.recurrent,
                                   h1, c1, {}, false);
     previous = ops::relu(ctx, apply(ctx, out1, dp.head));
-    ops::write_rows(ctx, log_durations, previous, {t});
+    ops::write_rows(ctx, log_durations, previous, std::vector<int64_t>(static_cast<size_t>(b), t));
   }
+
+  const Tensor text_host = ops::to_host(ctx, text_aug);
   const std::vector<float> log_d = ops::to_host(ctx, log_durations).to_float_vector();
-  const int64_t r = c.outputs_per_step;
-  SambertOutput result;
+  std::vector<SambertEncoding> out(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t n = lengths[static_cast<size_t>(i)];
+    SambertEncoding& e = out[static_cast<size_t>(i)];
+    e.text = text_host.select(0, i).narrow(0, 0, n).to_host_contiguous(DType::F32);
+    e.log_durations.assign(log_d.begin() + i * padded, log_d.begin() + i * padded + n);
+  }
+  if (debug != nullptr) {
+    const int64_t n = lengths[0];
+    debug->text_hidden = ops::to_host(ctx, text).reshape({n, c.projection_units});
+    debug->pitch = ops::to_host(ctx, predictions[0]).reshape({n});
+    debug->energy = ops::to_host(ctx, predictions[1]).reshape({n});
+    debug->log_durations = Tensor::from_vector({n}, out[0].log_durations);
+  }
+  return out;
+}
+
+SambertAlignment Sambert::align(const std::vector<float>& log_durations,
+                                const SambertLimits& limits) const {
+  const int64_t r = config_.outputs_per_step;
+  SambertAlignment a;
   float longest = 0.0f;
-  int64_t frames = 0;
-  for (size_t t = 0; t < log_d.size(); ++t) {
-    const float d = std::exp(log_d[t]) - 1.0f;
+  for (size_t t = 0; t < log_durations.size(); ++t) {
+    const float d = std::exp(log_durations[t]) - 1.0f;
     // Checked before any cast: a model can predict any log duration (or NaN).
-    if (!(d + 0.5f < static_cast<float>(limits.max_frames - frames + 1))) {
+    if (!(d + 0.5f < static_cast<float>(limits.max_frames - a.frames + 1))) {
       throw InputError("Sambert: token " + std::to_string(t) + " would take " + std::to_string(d) +
                        " frames, past the " + std::to_string(limits.max_frames) +
                        " frames an utterance may have; split the sentence");
     }
     longest = std::max(longest, d);
-    result.durations.push_back(static_cast<int64_t>(d + 0.5f));
-    frames += result.durations.back();
+    a.durations.push_back(static_cast<int64_t>(d + 0.5f));
+    a.frames += a.durations.back();
   }
-  if (frames == 0) {
-    throw InputError("Sambert: every one of the " + std::to_string(n) +
+  if (a.frames == 0) {
+    throw InputError("Sambert: every one of the " + std::to_string(log_durations.size()) +
                      " tokens got 0 frames; there is no audio to make");
   }
-  result.band_width = static_cast<int64_t>(longest / static_cast<float>(r) + 0.5f);
-  const int64_t band = result.band_width;
-  const int64_t steps = (frames + r - 1) / r;
-  const int64_t padded = steps * r;
+  a.band_width = static_cast<int64_t>(longest / static_cast<float>(r) + 0.5f);
+  a.steps = (a.frames + r - 1) / r;
+  return a;
+}
 
-  // Frames: the text repeated, plus each frame's position inside its token.
+SambertMemory Sambert::memory(const SambertTokens& tokens, const SambertEncoding& encoding,
+                              const SambertAlignment& alignment) const {
+  const int64_t r = config_.outputs_per_step;
+  const int64_t p = config_.projection_units;
+  const int64_t steps = alignment.steps;
+  // Each frame's token and the token's first frame.
   std::vector<int64_t> token_of_frame;
-  std::vector<int64_t> token_start;  // the token's first frame
-  std::vector<float> encoding(static_cast<size_t>(padded * c.projection_units), 0.0f);
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t start = static_cast<int64_t>(token_of_frame.size());
-    for (int64_t k = 0; k < result.durations[static_cast<size_t>(t)]; ++k) {
-      token_of_frame.push_back(t);
+  std::vector<int64_t> token_start;
+  for (size_t t = 0; t < alignment.durations.size(); ++t) {
+    const auto start = static_cast<int64_t>(token_of_frame.size());
+    for (int64_t k = 0; k < alignment.durations[t]; ++k) {
+      token_of_frame.push_back(static_cast<int64_t>(t));
       token_start.push_back(start);
     }
   }
-  for (int64_t f = 0; f < padded; ++f) {
-    // 1-based inside the token; the r-padding frames get position 0.
-    const int64_t position = f < frames ? f - token_start[static_cast<size_t>(f)] + 1 : 0;
-    for (int64_t i = 0; i < c.projection_units; ++i) {
-      const float angle =
-          static_cast<float>(position) / w.duration_timescales[static_cast<size_t>(i)];
-      encoding[static_cast<size_t>(f * c.projection_units + i)] =
-          i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+  const std::vector<float>& timescales = weights_->duration_timescales;
+  const float* text = encoding.text.data<float>();
+  std::vector<float> groups(static_cast<size_t>(steps * r * p), 0.0f);
+  for (int64_t f = 0; f < steps * r; ++f) {
+    const bool real = f < alignment.frames;
+    // 1-based inside the token; the frames padding the last step get position 0.
+    const int64_t position = real ? f - token_start[static_cast<size_t>(f)] + 1 : 0;
+    const float* row = real ? text + token_of_frame[static_cast<size_t>(f)] * p : nullptr;
+    for (int64_t i = 0; i < p; ++i) {
+      const float angle = static_cast<float>(position) / timescales[static_cast<size_t>(i)];
+      const float encoded = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+      groups[static_cast<size_t>(f * p + i)] = (real ? row[i] : 0.0f) + encoded;
     }
   }
-  Tensor frames_text = ops::length_regulate(ctx, text_aug, {result.durations}, padded);
-  ops::add_(ctx, frames_text,
-            ops::to_device(ctx, Tensor::from_vector({1, padded, c.projection_units}, encoding),
-                           frames_text.dtype()));
-  const Tensor group_text = frames_text.reshape({1, steps, r * c.projection_units});
-  std::vector<int64_t> group_speaker, group_emotion;
+  SambertMemory m;
+  m.text = Tensor::from_vector({steps, r * p}, groups);
   for (int64_t s = 0; s < steps; ++s) {
-    const size_t token = static_cast<size_t>(token_of_frame[static_cast<size_t>(s * r)]);
-    group_speaker.push_back(tokens.speaker[token]);
-    group_emotion.push_back(tokens.emotion[token]);
+    const auto token = static_cast<size_t>(token_of_frame[static_cast<size_t>(s * r)]);
+    m.speaker.push_back(tokens.speaker[token]);
+    m.emotion.push_back(tokens.emotion[token]);
   }
-  const Tensor speaker_groups =
-      ops::embedding(ctx, Tensor::from_vector({1, steps}, group_speaker), w.speaker_table);
-  const Tensor emotion_groups =
-      ops::embedding(ctx, Tensor::from_vector({1, steps}, group_emotion), w.emotion_table);
-  const std::vector<Tensor> memory = {group_text, speaker_groups, emotion_groups};
+  return m;
+}
 
-  // The decoder, step by step.
+PagedKvCache Sambert::make_cache(Context& ctx, int64_t pages, int64_t page_size) const {
+  return PagedKvCache::make(ctx, config_.decoder_layers, pages, page_size, config_.decoder_heads,
+                            config_.decoder_units / config_.decoder_heads, dtype());
+}
+
+Tensor Sambert::prefill(Context& ctx, PagedKvCache& cache,
+                        const std::vector<const SambertMemory*>& batch,
+                        const std::vector<const std::vector<int64_t>*>& pages, int64_t padded,
+                        SambertDebug* debug) const {
+  const Weights& w = *weights_;
+  const SambertConfig& c = config_;
+  const auto b = static_cast<int64_t>(batch.size());
+  VOXD_CHECK(b >= 1 && pages.size() == batch.size(), "Sambert::prefill: one page list per memory");
+  VOXD_CHECK(debug == nullptr || b == 1, "Sambert::prefill keeps debug outputs of one utterance");
+  const int64_t width = c.outputs_per_step * c.projection_units;
+  std::vector<float> text(static_cast<size_t>(b * padded * width), 0.0f);
+  std::vector<int64_t> speaker_ids(static_cast<size_t>(b * padded), 0);
+  std::vector<int64_t> emotion_ids(static_cast<size_t>(b * padded), 0);
+  int64_t table_width = 1;
+  for (int64_t i = 0; i < b; ++i) {
+    const SambertMemory& m = *batch[static_cast<size_t>(i)];
+    const int64_t steps = m.text.size(0);
+    VOXD_CHECK(steps <= padded, "Sambert::prefill: a memory longer than the padding");
+    std::copy_n(m.text.data<float>(), steps * width, text.begin() + i * padded * width);
+    std::copy(m.speaker.begin(), m.speaker.end(), speaker_ids.begin() + i * padded);
+    std::copy(m.emotion.begin(), m.emotion.end(), emotion_ids.begin() + i * padded);
+    table_width =
+        std::max(table_width, static_cast<int64_t>(pages[static_cast<size_t>(i)]->size()));
+  }
+  const std::vector<Tensor> memory = {
+      ops::to_device(ctx, Tensor::from_vector({b, padded, width}, text), dtype()),
+      ops::embedding(ctx, Tensor::from_vector({b, padded}, speaker_ids), w.speaker_table),
+      ops::embedding(ctx, Tensor::from_vector({b, padded}, emotion_ids), w.emotion_table)};
+  const Tensor input =
+      apply_parts(ctx, memory, {w.decoder_input[0], w.decoder_input[1], w.decoder_input[2]});
+  const Tensor table = on_device(ctx, page_table(pages, table_width), DType::I64);
+  const Tensor starts = on_device(
+      ctx, Tensor::from_vector({b}, std::vector<int64_t>(static_cast<size_t>(b), 0)), DType::I64);
   const int64_t d_units = c.decoder_units;
   const int64_t d_heads = c.decoder_heads;
-  const int64_t head_dim = d_units / d_heads;
-  const Tensor memory_input =
-      apply_parts(ctx, memory, {w.decoder_input[0], w.decoder_input[1], w.decoder_input[2]});
-  std::vector<Tensor> memory_keys, memory_values, self_keys, self_values;
-  for (const DecoderLayer& layer : w.decoder) {
-    const Tensor kv = apply_parts(ctx, memory, layer.memory_kv);
-    memory_keys.push_back(heads_of(ctx, kv, 0, d_units, d_heads));
-    memory_values.push_back(heads_of(ctx, kv, d_units, d_units, d_heads));
-    self_keys.push_back(ops::zeros(ctx, {1, steps, d_heads, head_dim}));
-    self_values.push_back(ops::zeros(ctx, {1, steps, d_heads, head_dim}));
+  for (size_t j = 0; j < w.decoder.size(); ++j) {
+    const Tensor kv = apply_parts(ctx, memory, w.decoder[j].memory_kv);
+    ops::write_pages(ctx, cache.keys[j], heads_of(ctx, kv, 0, d_units, d_heads), table, starts);
+    ops::write_pages(ctx, cache.values[j], heads_of(ctx, kv, d_units, d_units, d_heads), table,
+                     starts);
   }
-  const int64_t mels = c.num_mels;
-  Tensor decoded = ops::zeros(ctx, {1, steps, r * mels});
-  Tensor previous_frame = ops::zeros(ctx, {1, 1, mels});
-  const float input_scale = std::sqrt(static_cast<float>(d_units));
-  for (int64_t s = 0; s < steps; ++s) {
-    Tensor pre = previous_frame;
-    for (size_t i = 0; i < w.decoder_prenet.size(); ++i) {
-      pre = apply(ctx, pre, w.decoder_prenet[i]);
-      if (i + 1 < w.decoder_prenet.size()) pre = ops::relu(ctx, pre);
-    }
-    Tensor u = apply(ctx, pre, w.decoder_input[3]);
-    ops::add_(ctx, u, memory_input.narrow(1, s, 1));
-    u = ops::scale(ctx, u, input_scale);
-    AttentionParams own;
-    own.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    own.key_starts = {std::max<int64_t>(0, s - band)};
-    own.key_lengths = {s + 1};
-    AttentionParams groups = own;
-    groups.key_starts = {s};
-    groups.key_lengths = {std::min(s + band + 1, steps)};
-    for (size_t j = 0; j < w.decoder.size(); ++j) {
-      const DecoderLayer& layer = w.decoder[j];
-      const Tensor qkv = apply(ctx, layer_norm(ctx, u, layer.attention_norm), layer.qkv);
-      const Tensor q = heads_of(ctx, qkv, 0, d_units, d_heads);
-      ops::write_rows(ctx, self_keys[j], heads_of(ctx, qkv, d_units, d_units, d_heads), {s});
-      ops::write_rows(ctx, self_values[j], heads_of(ctx, qkv, 2 * d_units, d_units, d_heads), {s});
-      const Tensor to_steps = ops::attention(ctx, q, self_keys[j], self_values[j], own);
-      const Tensor to_memory = ops::attention(ctx, q, memory_keys[j], memory_values[j], groups);
-      Tensor next = apply(ctx, to_steps.reshape({1, 1, d_units}), layer.fc_self);
-      ops::add_(ctx, next, apply(ctx, to_memory.reshape({1, 1, d_units}), layer.fc_memory));
-      ops::add_(ctx, next, u);
-      u = apply(ctx,
-                ops::relu(ctx, apply(ctx, layer_norm(ctx, next, layer.ffn_norm), layer.ffn_in)),
-                layer.ffn_out);
-      ops::add_(ctx, u, next);
-    }
-    const Tensor out = apply(ctx, layer_norm(ctx, u, w.decoder_norm), w.decoder_output);
-    ops::write_rows(ctx, decoded, out, {s});
-    previous_frame = ops::contiguous(ctx, out.narrow(2, (r - 1) * mels, mels));
-  }
-  const Tensor decoder_mel =
-      ops::contiguous(ctx, decoded.reshape({1, padded, mels}).narrow(1, 0, frames));
-
-  // The postnet's residual over the T frames (zeros around them, as the original's masks give).
-  const Tensor fsmn = run_fsmn(ctx, {decoder_mel}, w.postnet_fsmn, c.postnet);
-  Tensor mel = apply(ctx, run_lstm(ctx, {fsmn}, w.postnet_lstm, false), w.postnet_output);
-  ops::add_(ctx, mel, decoder_mel);
-  result.mel = mel.reshape({frames, mels});
-
   if (debug != nullptr) {
-    debug->text_hidden = ops::to_host(ctx, text).reshape({n, c.projection_units});
-    debug->pitch = ops::to_host(ctx, predictions[0]).reshape({n});
-    debug->energy = ops::to_host(ctx, predictions[1]).reshape({n});
-    debug->log_durations = ops::to_host(ctx, log_durations).reshape({n});
-    debug->decoder_mel = ops::to_host(ctx, decoder_mel).reshape({frames, mels});
+    const int64_t steps = batch[0]->text.size(0);
+    const std::vector<float> speaker = ops::to_host(ctx, memory[1]).to_float_vector();
+    const std::vector<float> emotion = ops::to_host(ctx, memory[2]).to_float_vector();
     std::vector<float> joined;
-    std::vector<std::vector<float>> parts;
-    for (const Tensor& part : memory) parts.push_back(ops::to_host(ctx, part).to_float_vector());
     for (int64_t s = 0; s < steps; ++s) {
-      for (const std::vector<float>& part : parts) {
-        const size_t width = part.size() / static_cast<size_t>(steps);
-        joined.insert(joined.end(), part.begin() + static_cast<int64_t>(s * width),
-                      part.begin() + static_cast<int64_t>((s + 1) * width));
-      }
+      joined.insert(joined.end(), text.begin() + s * width, text.begin() + (s + 1) * width);
+      joined.insert(joined.end(), speaker.begin() + s * c.speaker_units,
+                    speaker.begin() + (s + 1) * c.speaker_units);
+      joined.insert(joined.end(), emotion.begin() + s * c.emotion_units,
+                    emotion.begin() + (s + 1) * c.emotion_units);
     }
     debug->memory = Tensor::from_vector({steps, c.memory_units()}, joined);
   }
+  return ops::to_host(ctx, input);
+}
+
+Tensor Sambert::decode(Context& ctx, PagedKvCache& cache, const SambertStepInputs& in) const {
+  const Weights& w = *weights_;
+  const SambertConfig& c = config_;
+  const DType dtype = this->dtype();
+  const int64_t d_units = c.decoder_units;
+  const int64_t d_heads = c.decoder_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d_units / d_heads));
+  // The tables go to the device once for the step's 4 · layers paged ops.
+  const Tensor step_table = on_device(ctx, in.step_table, DType::I64);
+  const Tensor steps = on_device(ctx, in.steps, DType::I64);
+  const Tensor step_starts = on_device(ctx, in.step_starts, DType::I64);
+  const Tensor memory_table = on_device(ctx, in.memory_table, DType::I64);
+  const Tensor memory_ends = on_device(ctx, in.memory_ends, DType::I64);
+
+  Tensor pre = on_device(ctx, in.previous_frame, dtype);
+  for (size_t i = 0; i < w.decoder_prenet.size(); ++i) {
+    pre = apply(ctx, pre, w.decoder_prenet[i]);
+    if (i + 1 < w.decoder_prenet.size()) pre = ops::relu(ctx, pre);
+  }
+  Tensor u = apply(ctx, pre, w.decoder_input[3]);
+  ops::add_(ctx, u, on_device(ctx, in.memory_input, dtype));
+  u = ops::scale(ctx, u, std::sqrt(static_cast<float>(d_units)));
+  const int64_t b = u.size(0);
+  for (size_t j = 0; j < w.decoder.size(); ++j) {
+    const DecoderLayer& layer = w.decoder[j];
+    const Tensor qkv = apply(ctx, layer_norm(ctx, u, layer.attention_norm), layer.qkv);
+    const Tensor q = heads_of(ctx, qkv, 0, d_units, d_heads);
+    ops::write_pages(ctx, cache.keys[j], heads_of(ctx, qkv, d_units, d_units, d_heads), step_table,
+                     steps);
+    ops::write_pages(ctx, cache.values[j], heads_of(ctx, qkv, 2 * d_units, d_units, d_heads),
+                     step_table, steps);
+    // Its own steps [s − band, s], and its memory's steps [s, s + band].
+    const Tensor to_steps = ops::paged_attention(ctx, q, cache.keys[j], cache.values[j], step_table,
+                                                 steps, scale, step_starts);
+    const Tensor to_memory = ops::paged_attention(ctx, q, cache.keys[j], cache.values[j],
+                                                  memory_table, memory_ends, scale, steps);
+    Tensor next = apply(ctx, to_steps.reshape({b, 1, d_units}), layer.fc_self);
+    ops::add_(ctx, next, apply(ctx, to_memory.reshape({b, 1, d_units}), layer.fc_memory));
+    ops::add_(ctx, next, u);
+    u = apply(ctx, ops::relu(ctx, apply(ctx, layer_norm(ctx, next, layer.ffn_norm), layer.ffn_in)),
+              layer.ffn_out);
+    ops::add_(ctx, u, next);
+  }
+  return apply(ctx, layer_norm(ctx, u, w.decoder_norm), w.decoder_output);
+}
+
+Tensor Sambert::postnet(Context& ctx, SambertPostnetInputs& in) const {
+  const Weights& w = *weights_;
+  const Tensor fsmn = run_fsmn(ctx, {in.window}, w.postnet_fsmn, config_.postnet, in.mask);
+  const Tensor gates = apply_parts(ctx, {ops::contiguous(ctx, fsmn.narrow(1, in.first, in.rows))},
+                                   w.postnet_lstm.input);
+  const Tensor out =
+      ops::lstm(ctx, gates, w.postnet_lstm.recurrent, in.h, in.c, in.counts, /*reverse=*/false);
+  Tensor mel = apply(ctx, out, w.postnet_output);
+  ops::add_(ctx, mel, in.window.narrow(1, in.first, in.rows));
+  return mel;
+}
+
+SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug,
+                                  const SambertLimits& limits) const {
+  check(tokens, limits);
+  const SambertConfig& c = config_;
+  const auto n = static_cast<int64_t>(tokens.linguistic.size());
+  const SambertEncoding encoding = std::move(encode(ctx, {&tokens}, n, false, debug)[0]);
+  const SambertAlignment alignment = align(encoding.log_durations, limits);
+  const SambertMemory memory_in = memory(tokens, encoding, alignment);
+  const int64_t steps = alignment.steps;
+  const int64_t band = alignment.band_width;
+
+  // Pages of its own for the memory's steps and the decoder's.
+  constexpr int64_t kPageSize = 16;
+  const int64_t pages = (steps + kPageSize - 1) / kPageSize;
+  PagedKvCache cache = make_cache(ctx, 2 * pages, kPageSize);
+  std::vector<int64_t> memory_pages(static_cast<size_t>(pages));
+  std::vector<int64_t> step_pages(static_cast<size_t>(pages));
+  for (int64_t i = 0; i < pages; ++i) {
+    memory_pages[static_cast<size_t>(i)] = i;
+    step_pages[static_cast<size_t>(i)] = pages + i;
+  }
+  const Tensor memory_input = prefill(ctx, cache, {&memory_in}, {&memory_pages}, steps, debug);
+
+  const int64_t mels = c.num_mels;
+  const int64_t r = c.outputs_per_step;
+  SambertStepInputs in;
+  in.step_table = page_table({&step_pages}, pages);
+  in.memory_table = page_table({&memory_pages}, pages);
+  std::vector<float> decoded;
+  decoded.reserve(static_cast<size_t>(steps * r * mels));
+  std::vector<float> previous(static_cast<size_t>(mels), 0.0f);
+  for (int64_t s = 0; s < steps; ++s) {
+    in.previous_frame = Tensor::from_vector({1, 1, mels}, previous);
+    in.memory_input = memory_input.narrow(1, s, 1);
+    in.steps = Tensor::from_vector({1}, std::vector<int64_t>{s});
+    in.step_starts = Tensor::from_vector({1}, std::vector<int64_t>{std::max<int64_t>(0, s - band)});
+    in.memory_ends = Tensor::from_vector({1}, std::vector<int64_t>{std::min(s + band, steps - 1)});
+    const std::vector<float> frames = ops::to_host(ctx, decode(ctx, cache, in)).to_float_vector();
+    decoded.insert(decoded.end(), frames.begin(), frames.end());
+    previous.assign(frames.end() - mels, frames.end());
+  }
+  const int64_t t = alignment.frames;
+  decoded.resize(static_cast<size_t>(t * mels));
+  const Tensor decoder_mel = Tensor::from_vector({1, t, mels}, decoded);
+
+  SambertPostnetInputs post;
+  post.window = ops::to_device(ctx, decoder_mel, dtype());
+  post.counts = {t};
+  post.rows = t;
+  post.h = ops::zeros(ctx, {1, c.postnet.lstm_units});
+  post.c = ops::zeros(ctx, {1, c.postnet.lstm_units});
+  SambertOutput result;
+  result.mel = postnet(ctx, post).reshape({t, mels});
+  result.durations = alignment.durations;
+  result.band_width = band;
+  if (debug != nullptr) debug->decoder_mel = decoder_mel.reshape({t, mels});
   return result;
 }
 

@@ -19,8 +19,15 @@
 //   postnet    FSMN encoder + LSTM + linear, a residual on the decoder's T frames
 // Equal to the original up to rounding: attention multiplies by 1/sqrt(d_head) where KAN-TTS
 // divides by it (the same for d_head 16, as every shipped config has). All of it is written in
-// ops, so it runs on every backend. Concatenations are not built: a
-// linear layer over [a | b] runs as the sum of its column blocks over a and over b.
+// ops, so it runs on every backend. Concatenations are not built: a linear layer over [a | b]
+// runs as the sum of its column blocks over a and over b.
+//
+// The decoder's keys and values (its memory's and its own steps') live in pages of a
+// PagedKvCache, read in place through windows of keys (ops::paged_attention's key starts), so
+// that steps of many utterances, each at its own step, run as one batch (voxd serve); the
+// encoder takes a batch padded and masked so that padding changes no utterance; the postnet runs
+// over chunks as the decoder's frames come, its FSMN masked outside the utterance and its LSTM
+// carrying its state.
 #pragma once
 
 #include <array>
@@ -28,6 +35,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/kv_pages.h"
 #include "core/ops.h"
 #include "core/weights.h"
 #include "families/sambert/sambert_config.h"
@@ -66,6 +74,59 @@ struct SambertDebug {
   Tensor decoder_mel;    // [T, num_mels], before the postnet
 };
 
+// One utterance after the encoder and the variance adaptor, on the host: the text its decoder
+// memory is made of and the durations it is made with.
+struct SambertEncoding {
+  Tensor text;                       // [N, projection_units] F32: with pitch and energy added
+  std::vector<float> log_durations;  // [N], the duration predictor's
+};
+
+// An utterance's frames: frames per token and the decoder's schedule.
+struct SambertAlignment {
+  std::vector<int64_t> durations;  // frames per token
+  int64_t frames = 0;              // T, their sum
+  int64_t steps = 0;               // decoder steps L = ceil(T / outputs_per_step)
+  int64_t band_width = 0;          // the decoder's attention band, in steps
+};
+
+// An utterance's decoder memory before the model's projections, on the host: per step s the
+// text of frames [s·r, (s + 1)·r) (each frame its token's text plus the position of the frame in
+// the token; frames past T are the position 0 alone), and the speaker and emotion of the step's
+// first frame.
+struct SambertMemory {
+  Tensor text;                   // [L, r · projection_units] F32
+  std::vector<int64_t> speaker;  // [L]
+  std::vector<int64_t> emotion;  // [L]
+};
+
+// One decoder step of several utterances, each at its own step s (tensors on the host or ctx's
+// device; the floating ones in the model's dtype, the rest I64).
+struct SambertStepInputs {
+  Tensor previous_frame;  // [B, 1, num_mels]: the last frame of the utterance's previous step
+                          // (zeros at step 0)
+  Tensor memory_input;    // [B, 1, decoder_units]: prefill's projection of memory step s
+  Tensor step_table;      // [B, P]: the pages of the utterance's own steps' keys and values
+  Tensor steps;           // [B]: s
+  Tensor step_starts;     // [B]: max(0, s − band), the first own step attended to
+  Tensor memory_table;    // [B, P']: the pages of its memory's keys and values
+  Tensor memory_ends;     // [B]: min(s + band, L − 1), the last memory step attended to
+};
+
+// The postnet over part of several utterances' decoder mel (chunks of a served stream, or a
+// whole utterance). Row `first` of `window` is each item's first frame to make; the FSMN looks
+// postnet_context() frames back and postnet_lookahead() ahead of each, so `window` holds them
+// where the utterance has them, and `mask` says which rows are frames of the utterance.
+struct SambertPostnetInputs {
+  Tensor window;      // [B, W, num_mels] decoder mel on ctx's device, in the model's dtype
+  Tensor mask;        // [B, W, 1] 1 on the utterance's frames, 0 elsewhere; undefined: every row
+  int64_t first = 0;  // the row of the first frame to make
+  std::vector<int64_t> counts;  // frames to make per item, from `first` (at most `rows`)
+  int64_t rows = 0;             // frames made per item (those past an item's count: garbage)
+  // The postnet LSTM's state [B, H] (F32, on ctx's device) before each item's first frame;
+  // updated in place to its state after counts[b] frames.
+  Tensor h, c;
+};
+
 // A loaded Sambert: parameters on one device, ready to run. Cheap to copy.
 class Sambert {
  public:
@@ -76,14 +137,62 @@ class Sambert {
   static Sambert load(Context& ctx, const SambertConfig& config, const WeightSource& weights,
                       DType dtype = DType::F32);
 
-  // The mel of one utterance. An empty utterance, lists of different lengths or an id outside
-  // its table throw voxd::InputError naming the token and the channel; so do an utterance past
-  // `limits` (its tokens, or the frames its durations come to) and one whose every token rounds
-  // to 0 frames.
+  // The mel of one utterance: check, encode, align, prefill into pages of its own, decode step
+  // by step, the postnet whole. Throws as check() and align() do.
   SambertOutput synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug = nullptr,
                            const SambertLimits& limits = {}) const;
 
+  // The parts synthesize runs, for a caller that runs many utterances' steps together (voxd
+  // serve): every utterance is check()ed, encode()d (batched) and align()ed; its memory()
+  // prefill()ed into pages of a PagedKvCache with page_size rows of [decoder_heads,
+  // decoder_units / decoder_heads] in each of decoder_layers layers (make_cache()); its L steps
+  // decode()d, batched with other utterances' at other steps; and its decoder mel through the
+  // postnet(), in chunks or whole. Each is written in ops, so a planning context plans it.
+
+  // An empty utterance, lists of different lengths, an id outside its table, or more tokens
+  // than `limits` allow throw voxd::InputError naming the token and the channel.
+  void check(const SambertTokens& tokens, const SambertLimits& limits = {}) const;
+  // The encoder, pitch, energy and durations of each utterance of `batch` (checked), padded to
+  // `padded_tokens` (at least the longest). `masked`: padded rows are kept from every valid row
+  // (a batch, or one utterance shorter than padded_tokens, must be masked); unmasked, the batch
+  // is one utterance of padded_tokens tokens. `debug` (text_hidden, pitch, energy,
+  // log_durations) for a batch of one.
+  std::vector<SambertEncoding> encode(Context& ctx, const std::vector<const SambertTokens*>& batch,
+                                      int64_t padded_tokens, bool masked,
+                                      SambertDebug* debug = nullptr) const;
+  // Frames per token int(exp(l) − 1 + 0.5) and the band int(max(exp(l) − 1) / r + 0.5). Throws
+  // voxd::InputError for durations past limits.max_frames (or not finite) and for an utterance
+  // whose every token rounds to 0 frames.
+  SambertAlignment align(const std::vector<float>& log_durations,
+                         const SambertLimits& limits = {}) const;
+  // The decoder memory of `tokens` as `encoding` and `alignment` make it (host arithmetic).
+  SambertMemory memory(const SambertTokens& tokens, const SambertEncoding& encoding,
+                       const SambertAlignment& alignment) const;
+  // A cache of `pages` pages of `page_size` decoder steps for every decoder layer, zeroed, from
+  // ctx's allocator.
+  PagedKvCache make_cache(Context& ctx, int64_t pages, int64_t page_size) const;
+  // Writes each memory's keys and values, every layer's, into `cache` through pages[b] from
+  // position 0 (steps past the item's L land in its last page or nowhere; no step reads them),
+  // the batch padded to `padded_steps` (at least the longest); returns the input projection of
+  // each memory [B, padded_steps, decoder_units] on the host (F32), which decode() takes a row
+  // of at each step. `debug` (memory) for a batch of one.
+  Tensor prefill(Context& ctx, PagedKvCache& cache, const std::vector<const SambertMemory*>& batch,
+                 const std::vector<const std::vector<int64_t>*>& pages, int64_t padded_steps,
+                 SambertDebug* debug = nullptr) const;
+  // One decoder step of every utterance of `in`: writes its step's keys and values into its
+  // step pages at s and returns its r frames [B, 1, r · num_mels] on ctx's device.
+  Tensor decode(Context& ctx, PagedKvCache& cache, const SambertStepInputs& in) const;
+  // The postnet's frames [B, in.rows, num_mels] on ctx's device (see SambertPostnetInputs).
+  Tensor postnet(Context& ctx, SambertPostnetInputs& in) const;
+  // Decoder frames before and after a postnet frame that it depends on.
+  int64_t postnet_context() const;
+  int64_t postnet_lookahead() const;
+  // Rows of the checkpoint's position table: utterances padded to at most this many tokens take
+  // their positions from it (longer ones compute the same sinusoids).
+  int64_t stored_positions() const;
+
   const SambertConfig& config() const { return config_; }
+  DType dtype() const;
   // Rows of the tables: phone, tone, syllable flag, word segment.
   std::array<int64_t, 4> linguistic_vocabulary() const;
   int64_t n_emotions() const;

@@ -178,6 +178,10 @@ int64_t SambertSymbols::speaker_id(std::string_view name) const {
   return named_id(kSpeaker, name, "speaker");
 }
 
+const std::string& SambertSymbols::phone(int64_t id) const {
+  return channels_[kSy].values.at(static_cast<size_t>(id));
+}
+
 std::vector<std::string> SambertSymbols::emotions() const {
   const Channel& channel = channels_[kEmotion];
   return {channel.values.begin(), channel.values.begin() + channel.inputs};

@@ -56,6 +56,8 @@ class SambertSymbols {
                       const std::optional<std::string>& emotion = std::nullopt,
                       const std::optional<std::string>& speaker = std::nullopt) const;
 
+  // The phone (sy value, without its "@") of a sy id parse gave.
+  const std::string& phone(int64_t id) const;
   // The names parse accepts as emotion / speaker, in id order, the reserved entries left out.
   std::vector<std::string> emotions() const;
   std::vector<std::string> speakers() const;
