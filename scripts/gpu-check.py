@@ -29,7 +29,8 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       `voxd serve` on the GPU with the packed voxd (LD_LIBRARY_PATH on dist/lib,
       ESPEAK_DATA_PATH on dist/share, open files raised to 65536):
       1. nvidia-smi summary;
-      2. the end-to-end suites tests/cli/test_serve.py and test_serve_chattts.py with
+      2. the end-to-end suites tests/cli/test_serve.py, test_serve_chattts.py and
+         test_serve_sambert.py with
          VOXD_BIN=dist/bin/voxd and VOXD_TEST_DEVICE=cuda, capped at E2E_TIMEOUT seconds (240; 0
          skips them, and fails);
       3. load: makes the lj-v1 bench voice if missing, starts `voxd serve --device cuda` on it
@@ -556,9 +557,9 @@ def target_line(rows):
 
 
 def e2e_step(voxd, logs, report):
-    """Serve step 2: the end-to-end suites (FastSpeech2's and ChatTTS's) on the GPU."""
-    print("== 2. end to end: tests/cli/test_serve.py and test_serve_chattts.py with "
-          "VOXD_TEST_DEVICE=cuda", flush=True)
+    """Serve step 2: the end-to-end suites (FastSpeech2's, ChatTTS's, Sambert's) on the GPU."""
+    print("== 2. end to end: tests/cli/test_serve.py, test_serve_chattts.py and "
+          "test_serve_sambert.py with VOXD_TEST_DEVICE=cuda", flush=True)
     timeout = int(os.environ.get("E2E_TIMEOUT") or 240)
     if timeout == 0:
         report.add("e2e tests (cuda)", "not run (E2E_TIMEOUT=0)", ok=False)
@@ -567,7 +568,7 @@ def e2e_step(voxd, logs, report):
     log = logs / "serve-e2e.log"
     with open(log, "w") as f:
         rc = run_capped(cap, ["python3", "-m", "unittest", "-v", "tests/cli/test_serve.py",
-                              "tests/cli/test_serve_chattts.py"],
+                              "tests/cli/test_serve_chattts.py", "tests/cli/test_serve_sambert.py"],
                         cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
                         env={**os.environ, "VOXD_BIN": str(voxd), "VOXD_TEST_DEVICE": "cuda"})
     print(tail(log, 40), end="", flush=True)

@@ -16,8 +16,13 @@ for lengths and plumbing.
                 tokenizer/ with a small WordPiece vocabulary of our own plus ChatTTS's 50
                 tokens) at TINY_CHATTTS's sizes, a spk_stat string and one speaker, converted
                 with --chattts (--chattts-assets DIR writes only the asset folder)
+  tiny-sambert  a Sambert-HiFiGAN voice: a made-up ModelScope voice folder (am/ and voc/ with
+                KAN-TTS's config.yaml and checkpoint_<N>.pth files) at the sizes of the Sambert
+                fixture "basic" and the KAN-TTS HiFiGAN fixture "v1_16k", over the made-up phone
+                inventory of tests/fixtures/sambert_symbols (speakers F7, F74, M7), the duration
+                head set for about 4 frames a token, converted with --kantts
 
-    /usr/bin/python3 tools/make_test_voices.py [--out tests/fixtures/voices]
+    /usr/bin/python3 tools/make_test_voices.py [--out tests/fixtures/voices] [--only NAME]
 """
 import argparse
 import json
@@ -35,10 +40,18 @@ import chattts_codec  # noqa: E402
 import convert_checkpoint  # noqa: E402
 import safetensors_io  # noqa: E402
 import symbols as symbol_tables  # noqa: E402
+import kantts_symbols  # noqa: E402
 from reference import chattts, chattts_fixtures, fastspeech2, hifigan  # noqa: E402
+from reference import kantts_hifigan, sambert, sambert_fixtures  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures", "voices")
 IPA_SYMBOLS = os.path.join(os.path.dirname(TOOLS), "data", "symbols", "espeak-ipa-en.txt")
+FIXTURES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures")
+SAMBERT_INVENTORY = os.path.join(FIXTURES, "sambert_symbols", "inventory")
+SAMBERT_UNIT = {"cleaners": "english_cleaners",
+                "lfeat_type_list": "sy,tone,syllable_flag,word_segment,emo_category,"
+                                   "speaker_category",
+                "speaker_list": "F7,F74,M7"}
 
 # A ming024 model.yaml shrunk to hidden 32 (the original: 4/6 layers, hidden 256, filter 1024).
 TINY_MODEL_YAML = {
@@ -375,9 +388,50 @@ def make_chattts_voice(out_dir, work, sizes=TINY_CHATTTS, seed=0, name=None):
         raise SystemExit(f"converting {out_dir} failed")
 
 
+def make_sambert_voice(out_dir, work, seed=0):
+    """Writes a ModelScope voice folder (am/, voc/) in `work`, then converts it into out_dir."""
+    with open(os.path.join(FIXTURES, "sambert", "basic", "config.json")) as f:
+        params = json.load(f)["params"]
+    lists = kantts_symbols.symbol_lists(SAMBERT_INVENTORY, SAMBERT_UNIT)
+    # ModelScope's checkpoints leave out the mask's row of each table.
+    sizes = {"sy": len(lists["sy"]) - 1, "tone": len(lists["tone"]) - 1,
+             "syllable_flag": len(lists["syllable_flag"]) - 1,
+             "word_segment": len(lists["word_segment"]) - 1,
+             "emotion": len(lists["emo_category"]) - 1,
+             "speaker": len(lists["speaker_category"]) - 1}
+    am = sambert.KanTtsSAMBERT(dict(params, **sizes))
+    # Log durations near 1.6 (about 4 frames a token), as the parity fixtures set them.
+    sambert_fixtures._randomize(am, (1.6, 0.5), torch.Generator().manual_seed(seed))
+    with open(os.path.join(FIXTURES, "kantts_hifigan", "v1_16k", "config.json")) as f:
+        gen_params = dict(json.load(f)["params"], in_channels=params["num_mels"])
+    torch.manual_seed(seed + 1)
+    gen = kantts_hifigan.Generator(**gen_params)
+    voice = os.path.join(work, "tiny-sambert")
+    audio = {"sampling_rate": 16000, "hop_length": 200, "n_mels": params["num_mels"]}
+    for part, config in (("am", {"audio_config": audio, "model_type": "sambert",
+                                 "Model": {"KanTtsSAMBERT": {"params": params}},
+                                 "linguistic_unit": SAMBERT_UNIT}),
+                         ("voc", {"audio_config": audio,
+                                  "Model": {"Generator": {"params": gen_params}}})):
+        os.makedirs(os.path.join(voice, part, "ckpt"))
+        write_yaml(os.path.join(voice, part, "config.yaml"), config)
+    torch.save({"model": am.state_dict(), "steps": 1},
+               os.path.join(voice, "am", "ckpt", "checkpoint_1.pth"))
+    torch.save({"model": {"generator": gen.state_dict()}, "steps": 1},
+               os.path.join(voice, "voc", "ckpt", "checkpoint_1.pth"))
+    argv = ["--kantts", voice, "--kantts-languages", SAMBERT_INVENTORY, "--out", out_dir,
+            "--force"]
+    if convert_checkpoint.main(argv) != 0:
+        raise SystemExit(f"converting {out_dir} failed")
+
+
+VOICES = ("tiny-arpabet", "tiny-ipa", "tiny-chattts", "tiny-sambert")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=DEFAULT_OUT, help="where the voice directories go")
+    parser.add_argument("--only", choices=VOICES, help="write this voice alone")
     parser.add_argument("--chattts-assets", metavar="DIR", help="only write tiny-chattts's "
                         "ChatTTS asset/ folder (and spk_stat.txt, speaker-tiny.txt) under DIR")
     args = parser.parse_args()
@@ -386,17 +440,24 @@ def main():
         write_chattts_assets(os.path.join(args.chattts_assets, "asset"))
         write_chattts_speakers(args.chattts_assets, TINY_CHATTTS["gpt"]["hidden_size"], 2)
         return
+    wanted = [args.only] if args.only else VOICES
     arpabet = os.path.join(args.out, "tiny-arpabet")
-    with tempfile.TemporaryDirectory() as work:
-        make_voice(arpabet, work, symbol_tables.MING024_SYMBOLS, phonemes="arpabet", seed=1)
-    if not os.path.isfile(IPA_SYMBOLS):
-        raise SystemExit(f"{IPA_SYMBOLS}: no such file (the espeak-ipa symbol table)")
-    with tempfile.TemporaryDirectory() as work:
-        make_voice(os.path.join(args.out, "tiny-ipa"), work,
-                   symbol_tables.read_symbols(IPA_SYMBOLS), phonemes="espeak-ipa", seed=3,
-                   vocoder_weights=os.path.join(arpabet, "vocoder.safetensors"))
-    with tempfile.TemporaryDirectory() as work:
-        make_chattts_voice(os.path.join(args.out, "tiny-chattts"), work)
+    if "tiny-arpabet" in wanted:
+        with tempfile.TemporaryDirectory() as work:
+            make_voice(arpabet, work, symbol_tables.MING024_SYMBOLS, phonemes="arpabet", seed=1)
+    if "tiny-ipa" in wanted:
+        if not os.path.isfile(IPA_SYMBOLS):
+            raise SystemExit(f"{IPA_SYMBOLS}: no such file (the espeak-ipa symbol table)")
+        with tempfile.TemporaryDirectory() as work:
+            make_voice(os.path.join(args.out, "tiny-ipa"), work,
+                       symbol_tables.read_symbols(IPA_SYMBOLS), phonemes="espeak-ipa", seed=3,
+                       vocoder_weights=os.path.join(arpabet, "vocoder.safetensors"))
+    if "tiny-chattts" in wanted:
+        with tempfile.TemporaryDirectory() as work:
+            make_chattts_voice(os.path.join(args.out, "tiny-chattts"), work)
+    if "tiny-sambert" in wanted:
+        with tempfile.TemporaryDirectory() as work:
+            make_sambert_voice(os.path.join(args.out, "tiny-sambert"), work)
 
 
 if __name__ == "__main__":

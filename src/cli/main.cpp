@@ -28,6 +28,7 @@
 #include "families/fastspeech2/synthesizer.h"
 #include "families/fastspeech2/voice.h"
 #include "families/registry.h"
+#include "families/sambert/voice.h"
 #include "text/espeak_front_end.h"
 #include "text/ids.h"
 
@@ -47,6 +48,8 @@ struct SynthOptions {
   std::string voice;
   std::optional<std::string> text;
   std::optional<std::string> ids;
+  std::optional<std::string> symbols;  // Sambert voices: KAN-TTS symbol strings
+  std::optional<std::string> emotion;
   std::optional<std::string> speaker;
   float speed = 1.0f;
   float pitch = 1.0f;
@@ -151,10 +154,54 @@ int run_chattts_synth(const GlobalOptions& global, const SynthOptions& options,
   return 0;
 }
 
+// `voxd synth` for a Sambert-HiFiGAN voice: each line of KAN-TTS symbols (--symbols or standard
+// input) through Sambert and the vocoder.
+int run_sambert_synth(const GlobalOptions& global, const SynthOptions& options,
+                      const std::string& directory) {
+  if (options.text) {
+    throw voxd::InputError(
+        "a Sambert voice reads KAN-TTS symbol strings (--symbols, or standard input), not text: "
+        "voxd has no Mandarin text front end for Sambert voices yet");
+  }
+  if (options.ids || options.mel_out || options.chunk_frames != 0 || options.pitch != 1.0f ||
+      options.energy != 1.0f || options.speed != 1.0f || options.seed || options.temperature ||
+      options.top_p || options.top_k || options.no_refine) {
+    throw voxd::InputError(
+        "a Sambert voice takes --symbols, --emotion and --speaker (--ids, --mel-out, "
+        "--chunk-frames, --speed, --pitch, --energy and the ChatTTS options do not apply)");
+  }
+  voxd::DeviceRuntime runtime(runtime_options(global));
+  const auto load_start = Clock::now();
+  const auto voice = voxd::sambert::Voice::load(runtime.weights_context(),
+                                                voxd::sambert::VoiceConfig::load(directory));
+  spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, directory,
+               seconds_since(load_start));
+  const std::string symbols =
+      options.symbols
+          ? *options.symbols
+          : std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  voxd::AudioOutput output(options.out, options.format, voice->config().sample_rate);
+  const auto start = Clock::now();
+  const voxd::sambert::Spoken spoken = voxd::sambert::speak(
+      runtime.context(), *voice, symbols, options.emotion, options.speaker,
+      [&output](const std::vector<float>& audio) { output.write(audio.data(), audio.size()); });
+  const double compute_seconds = seconds_since(start);
+  output.commit();
+  spdlog::info("{} utterance(s), {} mel frames", spoken.utterances, spoken.frames);
+  report(output.description(), spoken.samples, voice->config().sample_rate, compute_seconds);
+  if (options.memory_summary) std::cerr << runtime.memory_summary();
+  return 0;
+}
+
 int run_synth(const GlobalOptions& global, const SynthOptions& options) {
   if (options.text && options.ids) throw voxd::InputError("give either --text or --ids, not both");
   const std::string directory = voxd::resolve_voice(options.voice);
-  if (voxd::families::registry().family_of(directory).type() == voxd::chattts::kChatTtsType) {
+  const std::string_view family = voxd::families::registry().family_of(directory).type();
+  if (family == voxd::sambert::kSambertType) return run_sambert_synth(global, options, directory);
+  if (options.symbols || options.emotion) {
+    throw voxd::InputError("--symbols and --emotion apply to sambert voices only");
+  }
+  if (family == voxd::chattts::kChatTtsType) {
     return run_chattts_synth(global, options, directory);
   }
   if (options.seed || options.temperature || options.top_p || options.top_k || options.no_refine) {
@@ -323,9 +370,17 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--voice", synth.voice, kVoiceHelp)->required();
   synth_cmd->add_option("--text", synth.text, "Text to speak (default: read standard input)");
   synth_cmd->add_option("--ids", synth.ids, "Symbol ids instead of text, e.g. \"12 5 7\"");
+  synth_cmd->add_option("--symbols", synth.symbols,
+                        "Sambert: KAN-TTS symbol strings, one utterance a line, e.g. "
+                        "\"{ge$tone5$s_begin$word_begin$emotion_neutral$F7} ...\" (default: read "
+                        "standard input)");
+  synth_cmd->add_option("--emotion", synth.emotion,
+                        "Sambert: every token's emotion, e.g. emotion_happy (default: each "
+                        "token's own)");
   synth_cmd->add_option("--speaker", synth.speaker,
                         "Speaker name or id (default 0); for a ChatTTS voice a named speaker, "
-                        "random (from --seed) or a spk_emb string copied from ChatTTS");
+                        "random (from --seed) or a spk_emb string copied from ChatTTS; for a "
+                        "Sambert voice every token's speaker (default: each token's own)");
   synth_cmd->add_option("--seed", synth.seed, "ChatTTS: sampling seed (default 0)");
   synth_cmd->add_option("--temperature", synth.temperature, "ChatTTS: the code stage's temperature")
       ->check(CLI::Range(0.01, 10.0));

@@ -4,6 +4,7 @@
 
 #include "families/chattts/family.h"
 #include "families/fastspeech2/family.h"
+#include "families/sambert/family.h"
 
 namespace voxd::families {
 
@@ -12,6 +13,7 @@ const scheduler::FamilyRegistry& registry() {
     scheduler::FamilyRegistry made;
     made.add(std::make_unique<fastspeech2::Family>());
     made.add(std::make_unique<chattts::Family>());
+    made.add(std::make_unique<sambert::Family>());
     return made;
   }();
   return families;

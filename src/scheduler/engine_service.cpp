@@ -54,6 +54,11 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   return options;
 }
 
+InputFormat input_format_of(const server::SpeechRequest& request) {
+  return request.input_format == server::InputFormat::kKanTtsSymbols ? InputFormat::kKanTtsSymbols
+                                                                     : InputFormat::kText;
+}
+
 }  // namespace
 
 EngineService::EngineService(const EngineConfig& config)
@@ -247,7 +252,9 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
                                                         .top_p = request.top_p,
                                                         .top_k = request.top_k,
                                                         .speaker = request.speaker,
-                                                        .refine_text = request.refine_text},
+                                                        .refine_text = request.refine_text,
+                                                        .emotion = request.emotion,
+                                                        .input_format = input_format_of(request)},
                                           options_);
   } catch (const OptionError& e) {
     throw ApiError::invalid_request(e.what(), e.field());

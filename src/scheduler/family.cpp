@@ -5,6 +5,16 @@
 
 namespace voxd::scheduler {
 
+void require_plain_text(const SpeechOptions& options, const std::string& voice) {
+  if (options.emotion) {
+    throw OptionError("voice '" + voice + "' has no emotions to choose from", "emotion");
+  }
+  if (options.input_format != InputFormat::kText) {
+    throw OptionError("voice '" + voice + "' reads text; KAN-TTS symbols are for Sambert voices",
+                      "input_format");
+  }
+}
+
 void FamilyRegistry::add(std::unique_ptr<Family> family) {
   VOXD_CHECK(find(family->type()) == nullptr,
              "family '" + std::string(family->type()) + "' is registered twice");

@@ -29,11 +29,16 @@ struct VoiceCard {
   std::string language;   // eSpeak-style, e.g. "en-us"
   int64_t sample_rate = 0;
   std::vector<std::string> speakers;  // the speakers it names (none: one unnamed speaker)
+  std::vector<std::string> emotions;  // the emotions it names (none: it has no emotions to pick)
 };
+
+// What a request's input holds: text for the voice's front end, or KAN-TTS symbol strings
+// (families/sambert/symbols.h), which only voices that read them take.
+enum class InputFormat { kText, kKanTtsSymbols };
 
 // What a request asks of a voice besides its text. The sampling fields are for families whose
 // models sample (ChatTTS); unset means the voice's own, and a family that does not sample
-// refuses them (OptionError).
+// refuses them (OptionError), as it does an emotion when it has none to choose from.
 struct SpeechOptions {
   float speed = 1.0f;                  // 0.25 to 4
   std::optional<uint64_t> seed;        // the same seed, text and options make the same audio
@@ -42,6 +47,8 @@ struct SpeechOptions {
   std::optional<int64_t> top_k;        // >= 1
   std::optional<std::string> speaker;  // a speaker of the voice, "random" or a spk_emb string
   std::optional<bool> refine_text;     // ChatTTS's refine-text stage before the audio codes
+  std::optional<std::string> emotion;  // an emotion the voice names (Sambert)
+  InputFormat input_format = InputFormat::kText;
 };
 
 // A SpeechOptions field the voice cannot take: InputError naming the request's field (the HTTP
@@ -55,6 +62,10 @@ class OptionError : public InputError {
  private:
   std::string field_;
 };
+
+// For voices that read text and name no emotions: OptionError for an emotion, or for input that is
+// not text, naming the voice.
+void require_plain_text(const SpeechOptions& options, const std::string& voice);
 
 // A stream's work as the family prepared it at admission.
 struct PreparedStream {

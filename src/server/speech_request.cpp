@@ -18,10 +18,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 15> kKnownFields = {
+constexpr std::array<std::string_view, 17> kKnownFields = {
     "model",         "input",        "voice",  "response_format", "speed",
     "stream_format", "instructions", "stream", "sample_rate",     "seed",
-    "temperature",   "top_p",        "top_k",  "speaker",         "refine_text"};
+    "temperature",   "top_p",        "top_k",  "speaker",         "refine_text",
+    "emotion",       "input_format"};
 
 // Deeper JSON than any valid request has is refused while parsing, before it costs memory.
 constexpr int kMaxJsonDepth = 16;
@@ -457,6 +458,24 @@ SpeechRequest parse_speech_request(std::string_view body, const SpeechPolicy& po
   if (const json* value = optional_field(parsed, "refine_text")) {
     if (!value->is_boolean()) throw wrong_type("refine_text", "a boolean", *value);
     request.refine_text = value->get<bool>();
+  }
+  if (const json* value = optional_field(parsed, "emotion")) {
+    request.emotion = string_field(*value, "emotion");
+    if (request.emotion->empty() || request.emotion->size() > kMaxEmotionBytes) {
+      throw ApiError::invalid_request(
+          "'emotion' must be a name of 1 to " + std::to_string(kMaxEmotionBytes) + " bytes",
+          "emotion", "invalid_value");
+    }
+  }
+  if (const json* value = optional_field(parsed, "input_format")) {
+    const std::string name = string_field(*value, "input_format");
+    if (name == "kantts_symbols") {
+      request.input_format = InputFormat::kKanTtsSymbols;
+    } else if (name != "text") {
+      throw ApiError::invalid_request(
+          "input_format '" + shown(name) + "' is not valid; use 'text' or 'kantts_symbols'",
+          "input_format", "invalid_value");
+    }
   }
 
   if (!contains(policy.models, request.model)) {

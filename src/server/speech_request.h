@@ -21,6 +21,10 @@ enum class StreamFormat {
   kSse,    // text/event-stream: speech.audio.delta events (base64 audio), then speech.audio.done
 };
 
+// What `input` holds (voxd's extension `input_format`): text, or KAN-TTS symbol strings for
+// Sambert voices.
+enum class InputFormat { kText, kKanTtsSymbols };
+
 struct SpeechRequest {
   std::string model;
   std::string input;  // valid UTF-8, not blank, at most SpeechPolicy::max_input_chars code points
@@ -48,6 +52,9 @@ struct SpeechRequest {
   std::optional<int64_t> top_k;        // 1 to kMaxTopK
   std::optional<std::string> speaker;  // not empty, at most kMaxSpeakerBytes
   std::optional<bool> refine_text;
+  // voxd's extensions for Sambert voices: an emotion the voice names, and symbol input.
+  std::optional<std::string> emotion;  // not empty, at most kMaxEmotionBytes
+  InputFormat input_format = InputFormat::kText;
 };
 
 // What a request may ask for, given by the server.
@@ -75,6 +82,7 @@ inline constexpr int64_t kSampleRates[] = {8000,  11025, 12000, 16000, 22050,
 inline constexpr double kMaxTemperature = 10.0;
 inline constexpr int64_t kMaxTopK = 100000;
 inline constexpr size_t kMaxSpeakerBytes = 65536;
+inline constexpr size_t kMaxEmotionBytes = 256;
 
 // Parses a request body. Throws ApiError: 400 for a body that is not UTF-8 or not a JSON object,
 // a number out of range, an unknown field, a field of the wrong type, a missing or blank input,

@@ -358,10 +358,11 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = [line.split("\t") for line in result.stdout.splitlines()]
         self.assertEqual([row[0] for row in rows],
-                         ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa"])
+                         ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert"])
+        rates = {"tiny-chattts": "24000 Hz", "tiny-sambert": "16000 Hz"}
         for row in rows:
             self.assertEqual(len(row), 6, row)
-            self.assertEqual(row[2], "24000 Hz" if row[0] == "tiny-chattts" else "22050 Hz")
+            self.assertEqual(row[2], rates.get(row[0], "22050 Hz"))
             self.assertTrue(os.path.isfile(os.path.join(row[5], "config.json")), row)
         self.assertEqual(rows[0][1:], ["en-us", "22050 Hz", "espeak-ipa", "1 speaker(s)",
                                        os.path.join(REPO_VOICES, "en-demo")])
@@ -373,7 +374,7 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         listed = self.voxd("voices", VOICES)
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertEqual([line.split("\t")[0] for line in listed.stdout.splitlines()],
-                         ["tiny-arpabet", "tiny-chattts", "tiny-ipa"])
+                         ["tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert"])
 
     def synth_bytes(self, *args):
         """voxd synth with its info log and memory summary on, which go to stderr."""

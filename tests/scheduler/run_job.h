@@ -1,17 +1,25 @@
 // Drives SpeechJobs as the HTTP layer does from its event loop (start, wait for wakes, take each
 // piece of audio and hand it on), for tests of EngineService: one on the calling thread, or many
-// on threads of their own.
+// on threads of their own; and what those tests check with (the same audio, an idle service, the
+// KV cache's pages).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "scheduler/engine_service.h"
+#include "server/metrics.h"
 #include "server/speech_service.h"
 
 namespace voxd::scheduler {
@@ -99,5 +107,38 @@ inline std::vector<std::vector<float>> run_all(
   for (std::thread& t : start_all(jobs, audio)) t.join();
   return audio;
 }
+
+// Every sample of `actual` within `tolerance` of `expected`'s, which is not empty.
+inline void expect_same_audio(const std::vector<float>& expected, const std::vector<float>& actual,
+                              const std::string& what, float tolerance = 1e-4f) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  ASSERT_FALSE(expected.empty()) << what;
+  float worst = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    worst = std::max(worst, std::abs(expected[i] - actual[i]));
+  }
+  EXPECT_LT(worst, tolerance) << what;
+}
+
+// Waits (bounded) until the service has nothing admitted, held or running.
+inline void wait_idle(const EngineService& service) {
+  // A step already running for a cancelled stream finishes first (slow under sanitizers).
+  for (int i = 0; i < 3000 && !service.idle_memory().idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(service.idle_memory().idle);
+}
+
+// A service with its metrics bound from the start.
+struct Served {
+  explicit Served(const EngineConfig& config) : service(config) { service.bind_metrics(metrics); }
+  // The voxd_engine_kv_cache_pages gauge of `state` (total, used, free) now.
+  double kv_pages(const char* state) {
+    service.collect_metrics(metrics);
+    return metrics.gauge("voxd_engine_kv_cache_pages", "", {{"state", state}}).value();
+  }
+  server::MetricsRegistry metrics;  // outlives the service, which records into it
+  EngineService service;
+};
 
 }  // namespace voxd::scheduler

@@ -41,7 +41,6 @@ const std::string kDemoVoice = std::string(VOXD_SOURCE_DIR) + "/voices/en-demo";
 // tests compare audio, not speed.
 constexpr int kThreads = 1;
 constexpr int64_t kChunkFrames = 64;
-constexpr float kTolerance = 1e-4f;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 // Short texts of different lengths (two of them twice), each at least one 32-frame chunk with
@@ -92,29 +91,9 @@ std::vector<float> synthesize(const std::string& text, float speed = 1.0f) {
   return audio;
 }
 
-void expect_same_audio(const std::vector<float>& expected, const std::vector<float>& actual,
-                       const std::string& what) {
-  ASSERT_EQ(expected.size(), actual.size()) << what;
-  ASSERT_FALSE(expected.empty()) << what;
-  float worst = 0.0f;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    worst = std::max(worst, std::abs(expected[i] - actual[i]));
-  }
-  EXPECT_LT(worst, kTolerance) << what;
-}
-
 void expect_valid_audio(const std::vector<float>& audio) {
   ASSERT_FALSE(audio.empty());
   for (float s : audio) ASSERT_TRUE(std::isfinite(s));
-}
-
-// Waits (bounded) until the service has nothing admitted, held or running.
-void wait_idle(const EngineService& service) {
-  // A step already running for a cancelled stream finishes first (slow under sanitizers).
-  for (int i = 0; i < 3000 && !service.idle_memory().idle; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(service.idle_memory().idle);
 }
 
 void expect_workspace_free(EngineService& service) {

@@ -36,7 +36,6 @@ namespace fs = std::filesystem;
 
 const fs::path kFixtureVoice = fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-chattts";
 constexpr uint64_t kPageBytes = 8 * 1024;  // tiny-chattts: 2 layers × K and V × 16 × 2 × 16 × 4
-constexpr float kTolerance = 1e-4f;
 
 // The fixture voice with stages short enough that a few streams fill a small pool: a code stage
 // of at most `code_tokens` tokens (its capacity, with the prompt, in a handful of pages).
@@ -77,35 +76,6 @@ server::SpeechRequest request(const std::string& text, uint64_t seed) {
   r.voice = "tiny-chattts";
   r.seed = seed;
   return r;
-}
-
-// A service with its metrics bound from the start.
-struct Served {
-  explicit Served(const EngineConfig& config) : service(config) { service.bind_metrics(metrics); }
-  double kv_pages(const char* state) {
-    service.collect_metrics(metrics);
-    return metrics.gauge("voxd_engine_kv_cache_pages", "", {{"state", state}}).value();
-  }
-  server::MetricsRegistry metrics;  // outlives the service, which records into it
-  EngineService service;
-};
-
-void wait_idle(const EngineService& service) {
-  for (int i = 0; i < 3000 && !service.idle_memory().idle; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(service.idle_memory().idle);
-}
-
-void expect_same_audio(const std::vector<float>& expected, const std::vector<float>& actual,
-                       const std::string& what) {
-  ASSERT_EQ(expected.size(), actual.size()) << what << ": other tokens were drawn";
-  ASSERT_FALSE(expected.empty()) << what;
-  float worst = 0.0f;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    worst = std::max(worst, std::abs(expected[i] - actual[i]));
-  }
-  EXPECT_LT(worst, kTolerance) << what;
 }
 
 const std::vector<std::string> kTexts = {

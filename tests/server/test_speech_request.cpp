@@ -87,6 +87,8 @@ TEST(SpeechRequest, ValidRequestGetsOpenAIDefaults) {
   EXPECT_EQ(r.top_k, std::nullopt);
   EXPECT_EQ(r.speaker, std::nullopt);
   EXPECT_EQ(r.refine_text, std::nullopt);
+  EXPECT_EQ(r.emotion, std::nullopt);
+  EXPECT_EQ(r.input_format, InputFormat::kText);
 }
 
 TEST(SpeechRequest, EveryFieldIsRead) {
@@ -161,6 +163,17 @@ TEST(SpeechRequest, SamplingExtensionsAreRead) {
   EXPECT_EQ(r.speaker, "random");
   EXPECT_EQ(r.refine_text, false);
   EXPECT_EQ(parse_speech_request(with("refine_text", true).dump(), policy()).refine_text, true);
+}
+
+TEST(SpeechRequest, SambertExtensionsAreRead) {
+  json body = valid();
+  body["emotion"] = "emotion_happy";
+  body["input_format"] = "kantts_symbols";
+  const SpeechRequest r = parse_speech_request(body.dump(), policy());
+  EXPECT_EQ(r.emotion, "emotion_happy");
+  EXPECT_EQ(r.input_format, InputFormat::kKanTtsSymbols);
+  EXPECT_EQ(parse_speech_request(with("input_format", "text").dump(), policy()).input_format,
+            InputFormat::kText);
 }
 
 TEST(SpeechRequest, SamplingExtensionLimitsAreInclusive) {
@@ -319,6 +332,14 @@ TEST(SpeechRequest, BadRequestsGetTheRightError) {
       {"refine_text a string", with("refine_text", "no").dump(), 400, "refine_text",
        "invalid_type"},
       {"refine_text a number", with("refine_text", 0).dump(), 400, "refine_text", "invalid_type"},
+      {"emotion empty", with("emotion", "").dump(), 400, "emotion", "invalid_value"},
+      {"emotion too long", with("emotion", std::string(kMaxEmotionBytes + 1, 'e')).dump(), 400,
+       "emotion", "invalid_value"},
+      {"emotion a number", with("emotion", 3).dump(), 400, "emotion", "invalid_type"},
+      {"input_format unknown", with("input_format", "ssml").dump(), 400, "input_format",
+       "invalid_value"},
+      {"input_format a list", with("input_format", json::array()).dump(), 400, "input_format",
+       "invalid_type"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

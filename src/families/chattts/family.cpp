@@ -36,7 +36,8 @@ Definition::Definition(VoiceConfig config)
             .family = kChatTtsType,
             .language = config_.language,
             .sample_rate = config_.sample_rate,
-            .speakers = Speakers(config_).names()},
+            .speakers = Speakers(config_).names(),
+            .emotions = {}},
       front_end_(Tokenizer::from_file(config_.tokenizer_path), config_.language),
       speakers_(config_) {}
 
@@ -50,6 +51,7 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
             config_.name + "' speaks at its own rate",
         "speed");
   }
+  scheduler::require_plain_text(options, config_.name);
   GenerationOptions generation;
   generation.seed = options.seed.value_or(0);
   generation.speaker = options.speaker;

@@ -16,7 +16,8 @@ Definition::Definition(VoiceConfig config)
             .family = kFastSpeech2HifiGanType,
             .language = config_.language,
             .sample_rate = config_.sample_rate,
-            .speakers = {}},
+            .speakers = {},
+            .emotions = {}},
       front_end_(text::parse_phoneme_set(config_.phonemes),
                  text::SymbolTable::load(config_.symbols_path), config_.language) {
   for (const auto& [speaker, id] : config_.speakers) card_.speakers.push_back(speaker);
@@ -48,6 +49,7 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
                                      config_.name + "' is a FastSpeech2 + HiFiGAN voice",
                                  field);
   }
+  scheduler::require_plain_text(options, config_.name);
   return prepare_sentences(front_end_.process(text), options, scheduling);
 }
 

@@ -1,0 +1,57 @@
+// A loaded Sambert-HiFiGAN voice: its config, the acoustic model and the vocoder on one device;
+// and `voxd synth`'s way of speaking with it, an utterance at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "families/sambert/front_end.h"
+#include "families/sambert/hifigan.h"
+#include "families/sambert/sambert.h"
+#include "families/sambert/voice_config.h"
+
+namespace voxd::sambert {
+
+class Voice {
+ public:
+  // Both models of the voice `config` describes onto ctx's device in `dtype`. Throws
+  // voxd::InputError naming the file for missing or misshapen weights, or symbol lists that do
+  // not fit the model's tables.
+  static std::unique_ptr<Voice> load(Context& ctx, VoiceConfig config, DType dtype = DType::F32);
+  Voice(const Voice&) = delete;
+  Voice& operator=(const Voice&) = delete;
+
+  const VoiceConfig& config() const { return config_; }
+  const Sambert& acoustic() const { return acoustic_; }
+  const KanTtsHifiGan& vocoder() const { return vocoder_; }
+  const SymbolFrontEnd& front_end() const { return front_end_; }
+
+ private:
+  Voice(VoiceConfig config, Sambert acoustic, KanTtsHifiGan vocoder);
+
+  VoiceConfig config_;
+  Sambert acoustic_;
+  KanTtsHifiGan vocoder_;
+  SymbolFrontEnd front_end_;
+};
+
+// What `voxd synth` made.
+struct Spoken {
+  int64_t utterances = 0;
+  int64_t frames = 0;
+  int64_t samples = 0;
+};
+
+// Speaks each utterance of `symbols` (SymbolFrontEnd::utterances, with the emotion and speaker
+// overrides) on ctx: Sambert::synthesize, then the vocoder over its whole mel, the audio of each
+// utterance to `sink` in order. Throws voxd::InputError for input the voice cannot speak.
+Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
+             const std::optional<std::string>& emotion, const std::optional<std::string>& speaker,
+             const std::function<void(const std::vector<float>&)>& sink);
+
+}  // namespace voxd::sambert

@@ -1,0 +1,120 @@
+"""End-to-end tests of `voxd serve` with a Sambert-HiFiGAN voice (the tiny random-weight fixture
+tests/fixtures/voices/tiny-sambert, beside voices/en-demo in the same server): KAN-TTS symbol
+strings in, audio out over HTTP equal to what `voxd synth --symbols` makes, with the emotion and
+speaker fields; the refusals of text, of unknown emotions and of symbols sent to an English voice,
+each naming its field; and the KV cache pool's pages all back once the streams have ended.
+
+Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve_sambert.py` with VOXD_BIN set
+(the CPU build); standard library only. The server helper is test_serve.py's; `scripts/gpu-check.py
+serve` runs the suite on CUDA too (VOXD_TEST_DEVICE=cuda).
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import wave
+from array import array
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_serve import DEVICE, PCM_TOLERANCE, ROOT, VOXD, Server  # noqa: E402
+
+SAMBERT = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-sambert")
+# On CUDA in f32, as `voxd synth` runs, so that the two are compared at one precision.
+DTYPE = ["--dtype", "f32"] if DEVICE == "cuda" else []
+
+
+def token(phone, tone, speaker="F7", emotion="emotion_neutral"):
+    return "{%s$%s$s_begin$word_begin$%s$%s}" % (phone, tone, emotion, speaker)
+
+
+SYMBOLS = "\n".join([
+    " ".join(token(p, t) for p, t in [("ge", "tone5"), ("en_c", "tone1"), ("a_c", "tone3"),
+                                      ("h_c", "tone2"), ("ao_c", "tone1"), ("n_c", "tone5")]),
+    " ".join(token(p, t, "M7") for p, t in [("i_c", "tone3"), ("e_c", "tone2"), ("l", "tone1")]),
+])
+
+
+def body(symbols=SYMBOLS, **extra):
+    request = {"model": "tts-1", "input": symbols, "voice": "tiny-sambert",
+               "response_format": "wav", "input_format": "kantts_symbols"}
+    request.update(extra)
+    return json.dumps(request).encode()
+
+
+def pcm(data, rate=16000):
+    """The 16-bit samples of a mono WAV (a streamed one has 0xFFFFFFFF sizes)."""
+    if data[4:8] == b"\xff\xff\xff\xff":
+        data = (data[:4] + (len(data) - 8).to_bytes(4, "little") + data[8:40] +
+                (len(data) - 44).to_bytes(4, "little") + data[44:])
+    with wave.open(io.BytesIO(data), "rb") as w:
+        if (w.getnchannels(), w.getsampwidth(), w.getframerate()) != (1, 2, rate):
+            raise AssertionError("unexpected WAV layout")
+        return array("h", w.readframes(w.getnframes())).tolist()
+
+
+class SambertServeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--voice", SAMBERT, "--chunk-frames", "8", "--first-chunk-frames", "4",
+                            *DTYPE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def post(self, payload):
+        return self.server.request("POST", "/v1/audio/speech", payload, key=None)
+
+    def test_symbols_stream_the_audio_voxd_synth_makes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "synth.wav")
+            result = subprocess.run(
+                [VOXD, "--backend", DEVICE, "synth", "--voice", SAMBERT, "--symbols", SYMBOLS,
+                 "--emotion", "emotion_happy", "--speaker", "F74", "--out", out],
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with open(out, "rb") as f:
+                want = pcm(f.read())
+        status, headers, data = self.post(body(emotion="emotion_happy", speaker="F74"))
+        self.assertEqual(status, 200, data[:300])
+        self.assertEqual(headers.get("transfer-encoding"), "chunked")
+        got = pcm(data)
+        self.assertEqual(len(got), len(want))
+        self.assertGreater(len(got), 0)
+        self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
+
+    def test_refusals_name_their_field(self):
+        for payload, field in [
+                (body("今天天气真好", input_format="text"), "input_format"),
+                (body(emotion="gloomy"), "emotion"),
+                (body(speaker="F8"), "speaker"),
+                (body(speed=1.5), "speed"),
+                (body("{zz$tone1$s_begin$word_begin$emotion_neutral$F7}"), "input"),
+                (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "en-demo",
+                             "input_format": "kantts_symbols"}).encode(), "input_format"),
+                (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "en-demo",
+                             "emotion": "emotion_happy"}).encode(), "emotion")]:
+            status, _, data = self.post(payload)
+            self.assertEqual(status, 400, (payload, data))
+            self.assertEqual(json.loads(data)["error"]["param"], field, data)
+
+    def test_the_kv_pool_is_whole_again_once_streams_end(self):
+        for _ in range(3):
+            status, _, data = self.post(body())
+            self.assertEqual(status, 200, data[:300])
+        self.server.wait_for(lambda: self.server.metric("voxd_engine_active_streams") == 0,
+                             "every stream to end")
+        total = self.server.metric("voxd_engine_kv_cache_pages", 'state="total"')
+        self.assertGreater(total, 0)
+        self.assertEqual(self.server.metric("voxd_engine_kv_cache_pages", 'state="used"'), 0)
+        self.assertEqual(self.server.metric("voxd_engine_kv_cache_pages", 'state="free"'), total)
+        for kind in ("encode", "prefill", "decode", "vocoder"):
+            self.assertGreater(self.server.metric("voxd_engine_batch_size_count", f'kind="{kind}"'),
+                               0, kind)
+
+
+if __name__ == "__main__":
+    unittest.main()

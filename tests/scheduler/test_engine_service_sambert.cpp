@@ -1,0 +1,283 @@
+// EngineService on the CPU backend with the tiny Sambert-HiFiGAN fixture voice: utterances go
+// through the encoder, prefill and decoder steps over a paged KV cache and the postnet and the
+// vocoder in chunks, and a request's audio equals what `voxd synth` makes an utterance at a time
+// in one piece (with a causal vocoder, and one that looks ahead); streams batched together each
+// get the audio they get alone; the request's options are checked by name; an utterance larger
+// than the pool is refused; a client that does not read holds the decoder back; a client that
+// leaves gives its pages back, and many short requests leave the pool and the allocator where
+// they started.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/registry.h"
+#include "core/caching_allocator.h"
+#include "families/registry.h"
+#include "families/sambert/served.h"
+#include "families/sambert/voice.h"
+#include "run_job.h"
+#include "scheduler/engine_service.h"
+#include "scheduler/scheduler.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+
+namespace voxd::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixtureVoice = fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-sambert";
+// tiny-sambert: 2 decoder layers × keys and values × 16 steps × 16 units × 4 bytes.
+constexpr uint64_t kPageBytes = 2 * 2 * 16 * 16 * 4;
+
+// A copy of the fixture voice with its vocoder `causal` or not (the same weights: causality only
+// moves the padding).
+class VoiceCopy {
+ public:
+  explicit VoiceCopy(bool causal)
+      : dir_(fs::temp_directory_path() /
+             ("voxd-sambert-" + std::to_string(::getpid()) + (causal ? "-causal" : "-lookahead"))) {
+    fs::remove_all(dir_);
+    fs::copy(kFixtureVoice, dir_, fs::copy_options::recursive);
+    nlohmann::json config;
+    std::ifstream(dir_ / "config.json") >> config;
+    config["vocoder"]["model"]["causal"] = causal;
+    std::ofstream(dir_ / "config.json") << config.dump(2);
+  }
+  ~VoiceCopy() { fs::remove_all(dir_); }
+  std::string path() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
+EngineConfig config_of(const std::string& voice, uint64_t kv_cache_pages) {
+  EngineConfig config;
+  config.families = &families::registry();
+  config.voice_dirs = {voice};
+  config.runtime.backend = "cpu";
+  config.runtime.threads = 1;
+  config.kv_cache_bytes = kv_cache_pages * kPageBytes;
+  // Small chunks, so that an utterance of the tiny voice (about 4 frames a token) takes several.
+  config.chunk_frames = 12;
+  config.first_chunk_frames = 5;
+  return config;
+}
+
+// A token of the fixture inventory (tests/fixtures/sambert_symbols/inventory).
+std::string token(const std::string& phone, const std::string& tone, const std::string& speaker,
+                  const std::string& emotion = "emotion_neutral") {
+  std::string out = "{";
+  for (const std::string* field : {&phone, &tone}) out.append(*field).append("$");
+  out.append("s_begin$word_begin$").append(emotion).append("$").append(speaker).append("}");
+  return out;
+}
+
+// An utterance of `tokens` tokens drawn from `seed`.
+std::string utterance(int tokens, uint32_t seed, const std::string& speaker = "F7") {
+  const std::vector<std::string> phones = {"a_c", "ao_c", "e_c", "en_c", "g_c", "h_c", "i_c",
+                                           "n_c", "ga",   "ge",  "aa",   "hh",  "iy",  "l"};
+  const std::vector<std::string> tones = {"tone1", "tone2", "tone3", "tone5"};
+  std::mt19937 random(seed);
+  std::string out;
+  for (int t = 0; t < tokens; ++t) {
+    if (t > 0) out.append(" ");
+    out.append(token(phones[random() % phones.size()], tones[random() % tones.size()], speaker));
+  }
+  return out;
+}
+
+server::SpeechRequest request(const std::string& symbols) {
+  server::SpeechRequest r;
+  r.model = "voxd";
+  r.input = symbols;
+  r.voice = "tiny-sambert";
+  r.input_format = server::InputFormat::kKanTtsSymbols;
+  return r;
+}
+
+std::vector<float> offline(const std::string& voice, const std::string& symbols,
+                           const std::optional<std::string>& emotion = std::nullopt,
+                           const std::optional<std::string>& speaker = std::nullopt) {
+  std::unique_ptr<Backend> backend = make_backend("cpu", 1);
+  Context ctx(*backend, host_allocator());
+  const auto models = sambert::Voice::load(ctx, sambert::VoiceConfig::load(voice));
+  std::vector<float> audio;
+  sambert::speak(ctx, *models, symbols, emotion, speaker, [&](const std::vector<float>& piece) {
+    audio.insert(audio.end(), piece.begin(), piece.end());
+  });
+  return audio;
+}
+
+class SambertServedAudio : public ::testing::TestWithParam<bool> {};
+
+// Two utterances, the first of them spoken by another speaker with another emotion: the served
+// audio is the offline audio, made in several vocoder chunks.
+TEST_P(SambertServedAudio, EqualsTheAudioOfEachUtteranceMadeInOnePiece) {
+  const VoiceCopy voice(GetParam());
+  std::string symbols = utterance(14, 1);
+  symbols.append("\n\n").append(utterance(9, 2, "M7"));
+  const std::vector<float> whole = offline(voice.path(), symbols, "emotion_happy", "F74");
+  Served served(config_of(voice.path(), 64));
+  server::SpeechRequest r = request(symbols);
+  r.emotion = "emotion_happy";
+  r.speaker = "F74";
+  const uint64_t chunks = served.service.step_counts("vocoder").steps;
+  expect_same_audio(whole, speak(served.service, r), GetParam() ? "causal" : "lookahead");
+  // 23 tokens of about 4 frames in chunks of at most 12 frames.
+  EXPECT_GE(served.service.step_counts("vocoder").steps - chunks, 6u);
+  wait_idle(served.service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocoders, SambertServedAudio, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "causal" : "lookahead"; });
+
+TEST(SambertEngine, StreamsBatchedTogetherEachGetTheAudioTheyGetAlone) {
+  const std::string voice = kFixtureVoice.string();
+  std::vector<std::string> inputs;
+  for (uint32_t i = 0; i < 6; ++i) {
+    std::string input = utterance(4 + 5 * static_cast<int>(i), 10 + i, i % 2 == 0 ? "F7" : "M7");
+    if (i % 3 == 0) input.append("\n").append(utterance(6, 20 + i));
+    inputs.push_back(input);
+  }
+  std::vector<std::vector<float>> alone;
+  {
+    EngineService service(config_of(voice, 64));
+    for (const std::string& input : inputs) alone.push_back(speak(service, request(input)));
+  }
+  Served served(config_of(voice, 64));
+  EngineService& service = served.service;
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (const std::string& input : inputs) jobs.push_back(service.admit(request(input)));
+  const std::vector<std::vector<float>> together = run_all(jobs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    expect_same_audio(alone[i], together[i], "stream " + std::to_string(i));
+  }
+  EXPECT_GT(service.step_counts("decode").largest_batch, 1) << "no decode step took two streams";
+  EXPECT_GT(service.step_counts("encode").largest_batch, 1) << "no encoder step took two";
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+// The 400s a request gets before any work: each names its field.
+TEST(SambertEngine, OptionsTheVoiceCannotTakeAreRefusedByName) {
+  EngineService service(config_of(kFixtureVoice.string(), 64));
+  const auto field_of = [&](const server::SpeechRequest& r) -> std::string {
+    try {
+      (void)service.admit(r);
+    } catch (const server::ApiError& e) {
+      EXPECT_EQ(e.status, 400) << e.message;
+      return e.param.value_or("");
+    }
+    return "";
+  };
+  server::SpeechRequest text = request("今天天气真好");
+  text.input_format = server::InputFormat::kText;
+  EXPECT_EQ(field_of(text), "input_format");
+  server::SpeechRequest emotion = request(utterance(3, 1));
+  emotion.emotion = "emotion_gloomy";
+  EXPECT_EQ(field_of(emotion), "emotion");
+  server::SpeechRequest speaker = request(utterance(3, 1));
+  speaker.speaker = "F8";
+  EXPECT_EQ(field_of(speaker), "speaker");
+  server::SpeechRequest speed = request(utterance(3, 1));
+  speed.speed = 1.5f;
+  EXPECT_EQ(field_of(speed), "speed");
+  server::SpeechRequest seed = request(utterance(3, 1));
+  seed.seed = 3;
+  EXPECT_EQ(field_of(seed), "seed");
+  EXPECT_EQ(field_of(request("{zz$tone1$s_begin$word_begin$emotion_neutral$F7}")), "input");
+  EXPECT_EQ(field_of(request("not symbols")), "input");
+}
+
+// An utterance whose keys and values need more pages than the pool has fails alone; the
+// request beside it is served.
+TEST(SambertEngine, AnUtteranceLargerThanThePoolIsRefusedAndOthersAreServed) {
+  Served served(config_of(kFixtureVoice.string(), 4));
+  EngineService& service = served.service;
+  std::unique_ptr<server::SpeechJob> large = service.admit(request(utterance(60, 3)));
+  std::unique_ptr<server::SpeechJob> small = service.admit(request(utterance(5, 4)));
+  CollectingSink sink;
+  try {
+    run_job(*large, sink);
+    ADD_FAILURE() << "an utterance of 60 tokens fit 4 pages of 16 steps";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 413) << e.message;
+    EXPECT_NE(e.message.find("pages of the KV cache"), std::string::npos) << e.message;
+  }
+  CollectingSink served_sink;
+  run_job(*small, served_sink);
+  EXPECT_FALSE(served_sink.audio.empty());
+  large.reset();
+  small.reset();
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+// A client that never reads: its audio fills its buffer, then the decoder makes no more for it
+// (the frames it holds stay bounded, its decode steps stop) until the client goes.
+TEST(SambertEngine, AClientThatDoesNotReadHoldsTheDecoderBack) {
+  Served served(config_of(kFixtureVoice.string(), 64));
+  EngineService& service = served.service;
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(utterance(120, 5)));
+  job->start([] {});
+  uint64_t steps = service.step_counts("decode").steps;
+  int unchanged = 0;
+  for (int poll = 0; poll < 300 && unchanged < 5; ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const uint64_t now = service.step_counts("decode").steps;
+    unchanged = now == steps ? unchanged + 1 : 0;
+    steps = now;
+  }
+  ASSERT_EQ(unchanged, 5) << "the decode steps went on for a client that does not read";
+  const SchedulerLoad load = service.load();
+  ASSERT_EQ(load.streams.size(), 1u)
+      << "the stream ended: the utterance is too short for this test";
+  const SchedulerLoad::StreamLoad& stream = load.streams.front();
+  EXPECT_GT(stream.work.mel_frames, 0);
+  EXPECT_LE(stream.work.mel_frames, stream.work.lookahead_frames + 3);
+  EXPECT_GT(served.kv_pages("used"), 0.0);
+  job.reset();
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+TEST(SambertEngine, ManyShortRandomRequestsLeaveThePoolAndTheAllocatorWhereTheyStarted) {
+  Served served(config_of(kFixtureVoice.string(), 24));
+  EngineService& service = served.service;
+  wait_idle(service);
+  const uint64_t weights = service.runtime().allocator().stats().allocated_bytes;
+  std::mt19937 random(7);
+  constexpr int kRequests = 300;
+  constexpr int kAtOnce = 6;
+  for (int done = 0; done < kRequests; done += kAtOnce) {
+    std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+    for (int i = 0; i < kAtOnce; ++i) {
+      jobs.push_back(service.admit(
+          request(utterance(1 + static_cast<int>(random() % 8), static_cast<uint32_t>(random())))));
+    }
+    for (const std::vector<float>& audio : run_all(jobs)) ASSERT_FALSE(audio.empty());
+  }
+  wait_idle(service);
+  const AllocatorStats end = service.runtime().allocator().stats();
+  EXPECT_EQ(end.allocated_bytes, weights);
+  constexpr uint64_t kSegment = CachingAllocator::kSmallSegment;
+  EXPECT_LE(end.reserved_bytes,
+            (end.peak_allocated_bytes + kSegment - 1) / kSegment * kSegment + kSegment)
+      << "peak allocated " << end.peak_allocated_bytes;
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+}  // namespace
+}  // namespace voxd::scheduler
