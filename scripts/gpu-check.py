@@ -70,6 +70,14 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       Both sides write JSON (chattts-serve-peer.json, chattts-serve-voxd.json in OUT) after
       each part, so a run cut short still tabulates what it measured.
 
+  scripts/gpu-check.py sambert-serve
+      Sambert-HiFiGAN served (issue 15): 1. nvidia-smi; 2. tests/cli/test_serve_sambert.py on
+      CUDA with the packed voxd; 3. bench/sambert_serve_bench.py: KAN-TTS's own inference code
+      (a checkout at KANTTS_DIR, default .peer/KAN-TTS: carry it, it is not committed) one
+      request at a time and from threads, against voxd serve on the same random weights at
+      sambert_16k / hifigan_v1_16k sizes, SAMBERT_SERVE_ARGS added to its options, capped at
+      SAMBERT_SERVE_TIMEOUT seconds (400); writes sambert-serve.json in OUT.
+
 GPU_TESTS (names separated by spaces) narrows the test binaries run. Logs go to OUT (or a
 temporary folder). Exit status 0 only when every step passed (serve: the suite passed, every
 load run had no errors and the server exited 0), 2 when the packed tree is missing; each mode
@@ -1066,6 +1074,43 @@ def chattts_serve():
     return report.exit_status()
 
 
+# ---------------------------------------------------------------------------------------------
+# sambert-serve: KAN-TTS's own inference code against voxd serve (issue 15)
+
+
+def sambert_serve():
+    """sambert-serve: the Sambert end-to-end suite on CUDA, then KAN-TTS's own inference code
+    beside voxd serve on the same random weights (bench/sambert_serve_bench.py); returns the exit
+    status."""
+    logs = logs_folder()
+    voxd = packed_voxd()
+    if voxd is None:
+        return 2
+    report = Report()
+    nvidia_smi(report)
+    print("== 2. end to end: tests/cli/test_serve_sambert.py with VOXD_TEST_DEVICE=cuda",
+          flush=True)
+    with open(logs / "sambert-e2e.log", "w") as f:
+        rc = run_capped(budget(120, 300), ["python3", "-m", "unittest", "-v",
+                                           "tests/cli/test_serve_sambert.py"],
+                        cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                        env={**os.environ, "VOXD_BIN": str(voxd), "VOXD_TEST_DEVICE": "cuda"})
+    print(tail(logs / "sambert-e2e.log", 20), end="", flush=True)
+    report.add("e2e tests (cuda)", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    kantts = os.environ.get("KANTTS_DIR") or str(ROOT / ".peer" / "KAN-TTS")
+    print(f"== 3. KAN-TTS ({kantts}) against voxd serve (bench/sambert_serve_bench.py)",
+          flush=True)
+    rc = run_to_log(budget(int(os.environ.get("SAMBERT_SERVE_TIMEOUT") or 400), 20),
+                    ["python3", ROOT / "bench" / "sambert_serve_bench.py", "--voxd", voxd,
+                     "--kantts", kantts, "--json", logs / "sambert-serve.json",
+                     *(os.environ.get("SAMBERT_SERVE_ARGS") or "").split()],
+                    logs / "sambert-serve.log")
+    report.add("KAN-TTS vs voxd serve", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    print("== 4. summary")
+    print(report.table(26), end="")
+    return report.exit_status()
+
+
 def main(argv):
     mode = argv[1] if len(argv) > 1 else "check"
     if mode in ("check", "quick", "bench"):
@@ -1074,7 +1119,9 @@ def main(argv):
         return serve()
     if mode == "chattts-serve":
         return chattts_serve()
-    print("usage: scripts/gpu-check.py [check|quick|bench|serve|chattts-serve]")
+    if mode == "sambert-serve":
+        return sambert_serve()
+    print("usage: scripts/gpu-check.py [check|quick|bench|serve|chattts-serve|sambert-serve]")
     return 2
 
 

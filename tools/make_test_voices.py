@@ -388,10 +388,21 @@ def make_chattts_voice(out_dir, work, sizes=TINY_CHATTTS, seed=0, name=None):
         raise SystemExit(f"converting {out_dir} failed")
 
 
-def make_sambert_voice(out_dir, work, seed=0):
-    """Writes a ModelScope voice folder (am/, voc/) in `work`, then converts it into out_dir."""
+def sambert_fixture_sizes():
+    """tiny-sambert's sizes: the Sambert params of the fixture "basic" and the Generator params of
+    the KAN-TTS HiFiGAN fixture "v1_16k" (reading the Sambert's mel)."""
     with open(os.path.join(FIXTURES, "sambert", "basic", "config.json")) as f:
         params = json.load(f)["params"]
+    with open(os.path.join(FIXTURES, "kantts_hifigan", "v1_16k", "config.json")) as f:
+        gen_params = dict(json.load(f)["params"], in_channels=params["num_mels"])
+    return params, gen_params
+
+
+def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6):
+    """A ModelScope voice folder `voice` (am/ and voc/, each config.yaml and ckpt/checkpoint_1.pth
+    as KAN-TTS writes them) of a random Sambert of `params` over the made-up inventory, its
+    duration head set for log durations near `log_duration`, and a random Generator of
+    `gen_params`. Returns the two modules."""
     lists = kantts_symbols.symbol_lists(SAMBERT_INVENTORY, SAMBERT_UNIT)
     # ModelScope's checkpoints leave out the mask's row of each table.
     sizes = {"sy": len(lists["sy"]) - 1, "tone": len(lists["tone"]) - 1,
@@ -400,13 +411,9 @@ def make_sambert_voice(out_dir, work, seed=0):
              "emotion": len(lists["emo_category"]) - 1,
              "speaker": len(lists["speaker_category"]) - 1}
     am = sambert.KanTtsSAMBERT(dict(params, **sizes))
-    # Log durations near 1.6 (about 4 frames a token), as the parity fixtures set them.
-    sambert_fixtures._randomize(am, (1.6, 0.5), torch.Generator().manual_seed(seed))
-    with open(os.path.join(FIXTURES, "kantts_hifigan", "v1_16k", "config.json")) as f:
-        gen_params = dict(json.load(f)["params"], in_channels=params["num_mels"])
+    sambert_fixtures._randomize(am, (log_duration, 0.5), torch.Generator().manual_seed(seed))
     torch.manual_seed(seed + 1)
     gen = kantts_hifigan.Generator(**gen_params)
-    voice = os.path.join(work, "tiny-sambert")
     audio = {"sampling_rate": 16000, "hop_length": 200, "n_mels": params["num_mels"]}
     for part, config in (("am", {"audio_config": audio, "model_type": "sambert",
                                  "Model": {"KanTtsSAMBERT": {"params": params}},
@@ -419,10 +426,24 @@ def make_sambert_voice(out_dir, work, seed=0):
                os.path.join(voice, "am", "ckpt", "checkpoint_1.pth"))
     torch.save({"model": {"generator": gen.state_dict()}, "steps": 1},
                os.path.join(voice, "voc", "ckpt", "checkpoint_1.pth"))
+    return am, gen
+
+
+def convert_modelscope_voice(voice, out_dir, name=None):
+    """tools/convert_checkpoint.py --kantts on `voice` (over the made-up inventory) into out_dir."""
     argv = ["--kantts", voice, "--kantts-languages", SAMBERT_INVENTORY, "--out", out_dir,
-            "--force"]
+            "--force"] + (["--name", name] if name else [])
     if convert_checkpoint.main(argv) != 0:
         raise SystemExit(f"converting {out_dir} failed")
+
+
+def make_sambert_voice(out_dir, work, seed=0):
+    """Writes tiny-sambert's ModelScope voice folder in `work`, then converts it into out_dir."""
+    params, gen_params = sambert_fixture_sizes()
+    voice = os.path.join(work, "tiny-sambert")
+    # Log durations near 1.6 (about 4 frames a token), as the parity fixtures set them.
+    write_modelscope_voice(voice, params, gen_params, seed, log_duration=1.6)
+    convert_modelscope_voice(voice, out_dir)
 
 
 VOICES = ("tiny-arpabet", "tiny-ipa", "tiny-chattts", "tiny-sambert")

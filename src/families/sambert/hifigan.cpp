@@ -177,11 +177,10 @@ int64_t KanTtsHifiGanConfig::lookahead_frames() const {
 
 KanTtsHifiGan KanTtsHifiGan::load(Context& ctx, const KanTtsHifiGanConfig& config,
                                   const WeightSource& weights, DType dtype) {
-  if (dtype != DType::F32) {
-    throw InputError("KAN-TTS HiFiGAN runs in F32 for now; got " + std::string(dtype_name(dtype)));
-  }
   KanTtsHifiGan g;
   g.config_ = config;
+  g.precision_ = PrecisionPolicy::for_weights(dtype);
+  dtype = g.precision_.compute;
   const auto take = [&](const std::string& prefix, const Shape& shape, int64_t bias_size,
                         int64_t dilation, int64_t stride) {
     Conv c;
@@ -222,14 +221,17 @@ KanTtsHifiGan KanTtsHifiGan::load(Context& ctx, const KanTtsHifiGanConfig& confi
   return g;
 }
 
-Tensor KanTtsHifiGan::conv(Context& ctx, const Conv& c, const Tensor& x) const {
+Tensor KanTtsHifiGan::conv(Context& ctx, const Conv& c, const Tensor& x,
+                           std::optional<float> slope, DType out) const {
   const int64_t reach = (c.weight.size(2) - 1) * c.dilation;
+  const ConvFusion fusion{.input_leaky_relu = slope, .residual = nullptr, .output_dtype = out};
   if (!config_.causal) {
-    return ops::conv1d(ctx, x, c.weight, c.bias, {.padding = reach / 2, .dilation = c.dilation});
+    return ops::conv1d(ctx, x, c.weight, c.bias, {.padding = reach / 2, .dilation = c.dilation},
+                       fusion);
   }
   // (k − 1)·d zeros on the left only: padded on both sides, the last outputs dropped.
   const Tensor y =
-      ops::conv1d(ctx, x, c.weight, c.bias, {.padding = reach, .dilation = c.dilation});
+      ops::conv1d(ctx, x, c.weight, c.bias, {.padding = reach, .dilation = c.dilation}, fusion);
   return ops::contiguous(ctx, y.narrow(2, 0, x.size(2)));
 }
 
@@ -238,7 +240,7 @@ Tensor KanTtsHifiGan::transposed(Context& ctx, const Conv& c, const Tensor& x) c
   const int64_t padding = config_.causal ? 0 : (k - c.stride) / 2;
   const Tensor y =
       ops::conv_transpose1d(ctx, x, c.weight, c.bias, {.stride = c.stride, .padding = padding});
-  return ops::contiguous(ctx, y.narrow(2, 0, x.size(2) * c.stride));
+  return precision_.to_stream(ctx, ops::contiguous(ctx, y.narrow(2, 0, x.size(2) * c.stride)));
 }
 
 Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
@@ -248,7 +250,9 @@ Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
                      ", T ≥ 1], got " + mel.shape_string());
   }
   const int64_t batch = mel.size(0);
-  Tensor x = conv(ctx, conv_pre_, mel);
+  const DType stream = precision_.stream;
+  const DType compute = precision_.compute;
+  Tensor x = conv(ctx, conv_pre_, mel, std::nullopt, stream);
   const size_t kernels = c.resblock_kernel_sizes.size();
   for (size_t i = 0; i < c.upsample_scales.size(); ++i) {
     x = ops::add(ctx, ops::sin(ctx, x), x);
@@ -259,22 +263,21 @@ Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
         std::vector<int64_t>(static_cast<size_t>(x.size(2)), c.upsample_scales[i]));
     const Tensor upsampled = ops::transpose(
         ctx, ops::length_regulate(ctx, ops::transpose(ctx, activated, 1, 2), repeats), 1, 2);
-    x = conv(ctx, repeat_convs_[i], upsampled);
-    ops::add_(ctx, x, transposed(ctx, transposed_[i], activated));
+    x = conv(ctx, repeat_convs_[i], upsampled, std::nullopt, stream);
+    ops::add_(ctx, x, transposed(ctx, transposed_[i], precision_.to_compute(ctx, activated)));
     Tensor sum;
     for (size_t j = 0; j < kernels; ++j) {
       const ResBlock& block = resblocks_[i * kernels + j];
       Tensor y = x;
       for (size_t m = 0; m < block.dilated.size(); ++m) {
-        const Tensor inner = conv(ctx, block.dilated[m], ops::leaky_relu(ctx, y, c.negative_slope));
-        y = ops::add(ctx, y,
-                     conv(ctx, block.plain[m], ops::leaky_relu(ctx, inner, c.negative_slope)));
+        const Tensor inner = conv(ctx, block.dilated[m], y, c.negative_slope, compute);
+        y = ops::add(ctx, y, conv(ctx, block.plain[m], inner, c.negative_slope, stream));
       }
       sum = j == 0 ? y : ops::add(ctx, sum, y);
     }
     x = ops::scale(ctx, sum, 1.0f / static_cast<float>(kernels));
   }
-  const Tensor audio = ops::tanh(ctx, conv(ctx, conv_post_, ops::leaky_relu(ctx, x, kFinalSlope)));
+  const Tensor audio = ops::tanh(ctx, conv(ctx, conv_post_, x, kFinalSlope, stream));
   return audio.reshape({batch, audio.size(2)});
 }
 

@@ -20,7 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "core/ops.h"
+#include "core/weight_loading.h"
 #include "core/weights.h"
 
 namespace voxd {
@@ -54,9 +57,11 @@ struct KanTtsHifiGanConfig {
 // A loaded generator on one device. Cheap to copy.
 class KanTtsHifiGan {
  public:
-  // Weight-norm pairs (weight_g, weight_v) or folded .weight per conv, checked against `config`.
-  // Computes in F32 only for now (weights stored in F16 are converted). A missing or misshapen
-  // tensor throws voxd::Error naming it.
+  // Weight-norm pairs (weight_g, weight_v) or folded .weight per conv, checked against `config`,
+  // in the dtypes PrecisionPolicy::for_weights(dtype) gives: the convolutions compute in the
+  // compute dtype, the activations between them (the stage sums, the resblocks' residuals) are
+  // in the stream dtype (F32 for BF16). A missing or misshapen tensor throws voxd::Error naming
+  // it.
   static KanTtsHifiGan load(Context& ctx, const KanTtsHifiGanConfig& config,
                             const WeightSource& weights, DType dtype = DType::F32);
 
@@ -76,10 +81,15 @@ class KanTtsHifiGan {
     std::vector<Conv> dilated, plain;
   };
 
-  Tensor conv(Context& ctx, const Conv& c, const Tensor& x) const;
+  // c over x (any floating dtype), through leaky_relu(slope) first when it is set; the output
+  // in `out`.
+  Tensor conv(Context& ctx, const Conv& c, const Tensor& x, std::optional<float> slope,
+              DType out) const;
+  // The transposed conv over x (the compute dtype), its output in the stream dtype.
   Tensor transposed(Context& ctx, const Conv& c, const Tensor& x) const;
 
   KanTtsHifiGanConfig config_;
+  PrecisionPolicy precision_;
   Conv conv_pre_;
   std::vector<Conv> repeat_convs_;
   std::vector<Conv> transposed_;

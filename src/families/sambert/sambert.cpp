@@ -114,7 +114,8 @@ Tensor position_table(int64_t rows, int64_t depth) {
 struct Loader {
   Context& ctx;
   const WeightSource& source;
-  DType dtype;
+  DType dtype;         // matrices, convs and the tables they read
+  DType stream_dtype;  // LayerNorms and the encoder's tables (the residual stream's)
 
   Tensor param(const std::string& name, const Shape& shape) const {
     return load_parameter(ctx, source, name, shape, dtype);
@@ -154,7 +155,11 @@ struct Loader {
             bias ? param(prefix + ".bias", {out}) : Tensor{}};
   }
   Norm norm(const std::string& prefix, int64_t width) const {
-    return {param(prefix + ".weight", {width}), param(prefix + ".bias", {width})};
+    return {load_parameter(ctx, source, prefix + ".weight", {width}, stream_dtype),
+            load_parameter(ctx, source, prefix + ".bias", {width}, stream_dtype)};
+  }
+  Tensor stream_param(const std::string& name, const Shape& shape) const {
+    return load_parameter(ctx, source, name, shape, stream_dtype);
   }
 
   std::vector<FsmnLayer> fsmn(const std::string& prefix, const FsmnSizes& s,
@@ -267,6 +272,7 @@ Tensor length_mask(Context& ctx, const std::vector<int64_t>& lengths, int64_t ro
 }  // namespace
 
 struct Sambert::Weights {
+  PrecisionPolicy precision;
   std::array<Tensor, 4> linguistic_tables;  // [vocab, embedding_dim]
   Tensor position;                          // [1, rows, embedding_dim]
   std::vector<EncoderLayer> encoder;
@@ -288,20 +294,21 @@ struct Sambert::Weights {
 
 Sambert Sambert::load(Context& ctx, const SambertConfig& c, const WeightSource& weights,
                       DType dtype) {
-  if (dtype != DType::F32) {
-    throw InputError("Sambert runs in F32 for now; got " + std::string(dtype_name(dtype)));
-  }
-  const Loader l{ctx, weights, dtype};
   auto w = std::make_shared<Weights>();
+  w->precision = PrecisionPolicy::for_weights(dtype);
+  const Loader l{ctx, weights, w->precision.compute, w->precision.stream};
+  // The duration predictor runs in F32 whatever the dtype: it is small, and the frames of every
+  // token come from its output.
+  const Loader f32{ctx, weights, DType::F32, DType::F32};
   const std::array<const char*, 4> tables = {"sy_emb", "tone_emb", "syllable_flag_emb", "ws_emb"};
   for (size_t i = 0; i < 4; ++i) {
     const std::string name = std::string("text_encoder.") + tables[i] + ".weight";
     const int64_t rows = l.shape_of(name, 2, "[vocabulary, embedding_dim]")[0];
-    w->linguistic_tables[i] = l.param(name, {rows, c.embedding_dim});
+    w->linguistic_tables[i] = l.stream_param(name, {rows, c.embedding_dim});
   }
   const std::string enc = "text_encoder.ling_enc.";
   const std::string position = enc + "position_enc.position_enc";
-  w->position = l.param(
+  w->position = l.stream_param(
       position, {1, l.shape_of(position, 3, "[1, max_len, embedding_dim]")[1], c.embedding_dim});
   const int64_t units = c.encoder_units;
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
@@ -349,14 +356,14 @@ Sambert Sambert::load(Context& ctx, const SambertConfig& c, const WeightSource& 
   for (size_t i = 0; i < c.duration_prenet_units.size(); ++i) {
     const int64_t out = c.duration_prenet_units[i];
     w->duration.prenet.push_back(
-        l.linear(dur + "prenet.fcs." + std::to_string(3 * i), out, prenet_in));
+        f32.linear(dur + "prenet.fcs." + std::to_string(3 * i), out, prenet_in));
     prenet_in = out;
   }
   const int64_t dh = c.duration_lstm_units;
   w->duration.layer0 =
-      l.lstm(dur + "lstm", 0, "", dh, {prenet_in, p_units, c.speaker_units, c.emotion_units});
-  w->duration.layer1 = l.lstm(dur + "lstm", 1, "", dh, {dh});
-  w->duration.head = l.linear(dur + "fc", 1, dh);
+      f32.lstm(dur + "lstm", 0, "", dh, {prenet_in, p_units, c.speaker_units, c.emotion_units});
+  w->duration.layer1 = f32.lstm(dur + "lstm", 1, "", dh, {dh});
+  w->duration.head = f32.linear(dur + "fc", 1, dh);
   w->duration_timescales =
       l.host("variance_adaptor.dur_position_encoder.inv_timescales", {p_units}).to_float_vector();
 
@@ -489,8 +496,8 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
       emotion_ids[at] = tokens.emotion[static_cast<size_t>(t)];
     }
   }
-  const DType dtype = this->dtype();
-  const Tensor mask = masked ? length_mask(ctx, lengths, padded, dtype) : Tensor{};
+  const PrecisionPolicy& precision = w.precision;
+  const Tensor mask = masked ? length_mask(ctx, lengths, padded, precision.compute) : Tensor{};
   const std::vector<int64_t> lstm_lengths = masked ? lengths : std::vector<int64_t>{};
 
   // Text encoder.
@@ -512,22 +519,26 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
   AttentionParams encoder_attention;
   encoder_attention.scale = 1.0f / std::sqrt(static_cast<float>(e_units / e_heads));
   if (masked) encoder_attention.key_lengths = lengths;
+  // x and a are the residual stream (the stream dtype); the rest computes in the compute dtype.
   for (const EncoderLayer& layer : w.encoder) {
-    const Tensor qkv = apply(ctx, layer_norm(ctx, x, layer.attention_norm), layer.qkv);
+    const Tensor qkv = apply(
+        ctx, precision.to_compute(ctx, layer_norm(ctx, x, layer.attention_norm)), layer.qkv);
     Tensor attended = ops::attention(
         ctx, heads_of(ctx, qkv, 0, e_units, e_heads), heads_of(ctx, qkv, e_units, e_units, e_heads),
         heads_of(ctx, qkv, 2 * e_units, e_units, e_heads), encoder_attention);
-    Tensor a = apply(ctx, attended.reshape({b, padded, e_units}), layer.fc);
+    Tensor a =
+        precision.to_stream(ctx, apply(ctx, attended.reshape({b, padded, e_units}), layer.fc));
     if (layer.attention_residual) ops::add_(ctx, a, x);
-    Tensor normed = layer_norm(ctx, a, layer.ffn_norm);
+    Tensor normed = precision.to_compute(ctx, layer_norm(ctx, a, layer.ffn_norm));
     if (masked) normed = ops::mul(ctx, normed, mask);  // the kernel-3 conv reads no padding
     const Tensor inner =
         ops::relu(ctx, ops::conv1d(ctx, ops::transpose(ctx, normed, 1, 2), layer.ffn_conv,
                                    layer.ffn_conv_bias, {.padding = 1}));
-    x = apply(ctx, ops::transpose(ctx, inner, 1, 2), layer.ffn_out);
+    x = precision.to_stream(ctx, apply(ctx, ops::transpose(ctx, inner, 1, 2), layer.ffn_out));
     ops::add_(ctx, x, a);
   }
-  const Tensor text = apply(ctx, layer_norm(ctx, x, w.encoder_norm), w.projection);  // [B, N, P]
+  const Tensor text = apply(ctx, precision.to_compute(ctx, layer_norm(ctx, x, w.encoder_norm)),
+                            w.projection);  // [B, N, P]
   const Tensor speaker =
       ops::embedding(ctx, Tensor::from_vector({b, padded}, speaker_ids), w.speaker_table);
   const Tensor emotion =
@@ -552,15 +563,16 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
   // utterance's steps make values no one reads).
   const DurationPredictor& dp = w.duration;
   // The condition's part of the first layer's gates, for every token at once (the bias rides on
-  // the prenet's block, input[0], added each step).
+  // the prenet's block, input[0], added each step). All of it in F32.
+  const auto f32 = [&ctx](const Tensor& t) { return on_device(ctx, t, DType::F32); };
   const Tensor condition =
-      apply_parts(ctx, {text_aug, speaker, emotion},
+      apply_parts(ctx, {f32(text_aug), f32(speaker), f32(emotion)},
                   {dp.layer0.input[1], dp.layer0.input[2], dp.layer0.input[3]});
   const int64_t dh = dp.layer1.recurrent.size(1);
   Tensor h0 = ops::zeros(ctx, {b, dh}), c0 = ops::zeros(ctx, {b, dh});
   Tensor h1 = ops::zeros(ctx, {b, dh}), c1 = ops::zeros(ctx, {b, dh});
-  Tensor log_durations = ops::zeros(ctx, {b, padded, 1}, dtype);
-  Tensor previous = ops::zeros(ctx, {b, 1, 1}, dtype);
+  Tensor log_durations = ops::zeros(ctx, {b, padded, 1});
+  Tensor previous = ops::zeros(ctx, {b, 1, 1});
   for (int64_t t = 0; t < padded; ++t) {
     Tensor pre = previous;
     for (const Linear& layer : dp.prenet) pre = ops::relu(ctx, apply(ctx, pre, layer));
@@ -739,13 +751,17 @@ Tensor Sambert::decode(Context& ctx, PagedKvCache& cache, const SambertStepInput
     pre = apply(ctx, pre, w.decoder_prenet[i]);
     if (i + 1 < w.decoder_prenet.size()) pre = ops::relu(ctx, pre);
   }
-  Tensor u = apply(ctx, pre, w.decoder_input[3]);
-  ops::add_(ctx, u, on_device(ctx, in.memory_input, dtype));
-  u = ops::scale(ctx, u, std::sqrt(static_cast<float>(d_units)));
+  Tensor input = apply(ctx, pre, w.decoder_input[3]);
+  ops::add_(ctx, input, on_device(ctx, in.memory_input, dtype));
+  // u and next are the residual stream (the stream dtype); the rest computes in the compute dtype.
+  const PrecisionPolicy& precision = w.precision;
+  Tensor u = precision.to_stream(
+      ctx, ops::scale(ctx, input, std::sqrt(static_cast<float>(d_units))));
   const int64_t b = u.size(0);
   for (size_t j = 0; j < w.decoder.size(); ++j) {
     const DecoderLayer& layer = w.decoder[j];
-    const Tensor qkv = apply(ctx, layer_norm(ctx, u, layer.attention_norm), layer.qkv);
+    const Tensor qkv = apply(
+        ctx, precision.to_compute(ctx, layer_norm(ctx, u, layer.attention_norm)), layer.qkv);
     const Tensor q = heads_of(ctx, qkv, 0, d_units, d_heads);
     ops::write_pages(ctx, cache.keys[j], heads_of(ctx, qkv, d_units, d_units, d_heads), step_table,
                      steps);
@@ -756,14 +772,17 @@ Tensor Sambert::decode(Context& ctx, PagedKvCache& cache, const SambertStepInput
                                                  steps, scale, step_starts);
     const Tensor to_memory = ops::paged_attention(ctx, q, cache.keys[j], cache.values[j],
                                                   memory_table, memory_ends, scale, steps);
-    Tensor next = apply(ctx, to_steps.reshape({b, 1, d_units}), layer.fc_self);
-    ops::add_(ctx, next, apply(ctx, to_memory.reshape({b, 1, d_units}), layer.fc_memory));
+    Tensor attended = apply(ctx, to_steps.reshape({b, 1, d_units}), layer.fc_self);
+    ops::add_(ctx, attended, apply(ctx, to_memory.reshape({b, 1, d_units}), layer.fc_memory));
+    Tensor next = precision.to_stream(ctx, attended);
     ops::add_(ctx, next, u);
-    u = apply(ctx, ops::relu(ctx, apply(ctx, layer_norm(ctx, next, layer.ffn_norm), layer.ffn_in)),
-              layer.ffn_out);
+    const Tensor normed = precision.to_compute(ctx, layer_norm(ctx, next, layer.ffn_norm));
+    u = precision.to_stream(
+        ctx, apply(ctx, ops::relu(ctx, apply(ctx, normed, layer.ffn_in)), layer.ffn_out));
     ops::add_(ctx, u, next);
   }
-  return apply(ctx, layer_norm(ctx, u, w.decoder_norm), w.decoder_output);
+  return apply(ctx, precision.to_compute(ctx, layer_norm(ctx, u, w.decoder_norm)),
+               w.decoder_output);
 }
 
 Tensor Sambert::postnet(Context& ctx, SambertPostnetInputs& in) const {

@@ -131,9 +131,12 @@ struct SambertPostnetInputs {
 class Sambert {
  public:
   // Reads KAN-TTS's state-dict names from `weights`, checks each shape against `config` (the
-  // vocabulary sizes are taken from the embedding tables) and moves everything to ctx's device.
-  // Computes in F32 only for now (weights stored in F16 are converted). A missing or misshapen
-  // tensor throws voxd::Error naming it.
+  // vocabulary sizes are taken from the embedding tables) and moves everything to ctx's device
+  // in the dtypes PrecisionPolicy::for_weights(dtype) gives: matrices and convolutions in the
+  // compute dtype, LayerNorms and the encoder's and decoder's residual streams in the stream
+  // dtype (F32 for BF16), and the duration predictor in F32 whatever the dtype (it is small, and
+  // every token's frames come from it). A missing or misshapen tensor throws voxd::Error naming
+  // it.
   static Sambert load(Context& ctx, const SambertConfig& config, const WeightSource& weights,
                       DType dtype = DType::F32);
 

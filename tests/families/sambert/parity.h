@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -24,10 +25,15 @@
 
 namespace voxd::sambert_testing {
 
-inline const std::string kSambertFixtures =
-    std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/sambert/";
-inline const std::string kHifiGanFixtures =
-    std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/kantts_hifigan/";
+// The repository: VOXD_SOURCE_DIR from the environment (the GPU machine's copy of the tree), or
+// where the tests were built.
+inline std::string source_root() {
+  const char* env = std::getenv("VOXD_SOURCE_DIR");
+  return env != nullptr ? env : VOXD_SOURCE_DIR;
+}
+
+inline const std::string kSambertFixtures = source_root() + "/tests/fixtures/sambert/";
+inline const std::string kHifiGanFixtures = source_root() + "/tests/fixtures/kantts_hifigan/";
 inline const std::vector<std::string> kSambertCases = {
     "basic", "mixed", "aligned", "one_token", "negative_shift", "equal_widths"};
 inline const std::vector<std::string> kHifiGanCases = {"v1_16k", "v1_24k", "noncausal_v1_16k"};
