@@ -305,21 +305,55 @@ scheduler::StepOutput PrefillKind::run(const Batch& batch, scheduler::MemoryBudg
                   padded, plan(voice, static_cast<int64_t>(taken.size()), padded));
   const int64_t d_units = model.config().decoder_units;
   for (size_t k = 0; k < taken.size(); ++k) {
-    Stream& stream = *batch.items[taken[k]];
-    SentenceWork& work = work_of(stream);
+    SentenceWork& work = work_of(*batch.items[taken[k]]);
     Utterance& u = work.utterances.front();
     const float* row = inputs.data<float>() + static_cast<int64_t>(k) * padded * d_units;
     u.memory_input.assign(row, row + u.alignment.steps * d_units);
     u.memory = {};
     u.stage = Stage::kDecoding;
     u.previous_frame.assign(static_cast<size_t>(model.config().num_mels), 0.0f);
-    const bool first = stream.produced_samples == 0 && work.audio.empty();
     UtteranceAudio audio;
     audio.frames = u.alignment.frames;
-    audio.first_chunk = first ? first_chunk_frames_ : chunk_frames_;
+    audio.first_chunk = work.started ? chunk_frames_ : first_chunk_frames_;
     work.audio.push_back(std::move(audio));
+    work.started = true;
   }
   return out;
+}
+
+void PrefillKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
+                          scheduler::MemoryBudget& budget) {
+  LoadedModels& models = models_of(voice);
+  const Sambert& model = models.voice->acoustic();
+  const SambertConfig& c = model.config();
+  const ArenaLayout& prefill = plan(voice, 1, kKvPageSize);
+  const ArenaLayout decode = plan_decode(runtime_.backend(), model, models.cache, 1, 1, 1);
+  if (!budget.fits(scheduler::MemoryBudget::footprint(std::max(prefill.bytes(), decode.bytes())))) {
+    return;
+  }
+  std::vector<int64_t> memory_pages, step_pages;
+  if (!models.pages->grow(memory_pages, kKvPageSize)) return;
+  if (!models.pages->grow(step_pages, kKvPageSize)) {
+    models.pages->release(memory_pages);
+    return;
+  }
+  SambertMemory memory;
+  memory.text = Tensor::zeros({kKvPageSize, c.outputs_per_step * c.projection_units}, DType::F32);
+  memory.speaker.assign(static_cast<size_t>(kKvPageSize), 0);
+  memory.emotion.assign(static_cast<size_t>(kKvPageSize), 0);
+  (void)run_prefill(runtime_.backend(), runtime_.allocator(), model, models.cache, {&memory},
+                    {&memory_pages}, kKvPageSize, prefill);
+  SambertStepInputs inputs;
+  inputs.previous_frame = Tensor::zeros({1, 1, c.num_mels}, DType::F32);
+  inputs.memory_input = Tensor::zeros({1, 1, c.decoder_units}, DType::F32);
+  inputs.step_table = page_table({&step_pages}, 1);
+  inputs.steps = Tensor::from_vector({1}, std::vector<int64_t>{0});
+  inputs.step_starts = inputs.steps;
+  inputs.memory_table = page_table({&memory_pages}, 1);
+  inputs.memory_ends = Tensor::from_vector({1}, std::vector<int64_t>{1});
+  (void)run_decode(runtime_.backend(), runtime_.allocator(), model, models.cache, inputs, decode);
+  models.pages->release(memory_pages);
+  models.pages->release(step_pages);
 }
 
 // ---- DecodeKind ----------------------------------------------------------------------------

@@ -65,8 +65,10 @@ class PrefillKind final : public scheduler::StepKind {
                                  uint64_t available) const override;
   scheduler::StepOutput run(const scheduler::Batch& batch,
                             scheduler::MemoryBudget& budget) override;
-  void warm_up(scheduler::VoiceEntry&, const scheduler::Pacing&,
-               scheduler::MemoryBudget&) override {}
+  // Prefills a made-up utterance of one page of steps into two pages of the pool and runs one
+  // decoder step over them (loading both steps' kernels), then gives the pages back.
+  void warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pacing,
+               scheduler::MemoryBudget& budget) override;
 
  private:
   const ArenaLayout& plan(scheduler::VoiceEntry& voice, int64_t batch, int64_t padded);

@@ -221,8 +221,8 @@ KanTtsHifiGan KanTtsHifiGan::load(Context& ctx, const KanTtsHifiGanConfig& confi
   return g;
 }
 
-Tensor KanTtsHifiGan::conv(Context& ctx, const Conv& c, const Tensor& x,
-                           std::optional<float> slope, DType out) const {
+Tensor KanTtsHifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, std::optional<float> slope,
+                           DType out) const {
   const int64_t reach = (c.weight.size(2) - 1) * c.dilation;
   const ConvFusion fusion{.input_leaky_relu = slope, .residual = nullptr, .output_dtype = out};
   if (!config_.causal) {

@@ -17,10 +17,9 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "core/ops.h"
 #include "core/weight_loading.h"

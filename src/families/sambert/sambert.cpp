@@ -521,8 +521,8 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
   if (masked) encoder_attention.key_lengths = lengths;
   // x and a are the residual stream (the stream dtype); the rest computes in the compute dtype.
   for (const EncoderLayer& layer : w.encoder) {
-    const Tensor qkv = apply(
-        ctx, precision.to_compute(ctx, layer_norm(ctx, x, layer.attention_norm)), layer.qkv);
+    const Tensor qkv =
+        apply(ctx, precision.to_compute(ctx, layer_norm(ctx, x, layer.attention_norm)), layer.qkv);
     Tensor attended = ops::attention(
         ctx, heads_of(ctx, qkv, 0, e_units, e_heads), heads_of(ctx, qkv, e_units, e_units, e_heads),
         heads_of(ctx, qkv, 2 * e_units, e_units, e_heads), encoder_attention);
@@ -755,13 +755,13 @@ Tensor Sambert::decode(Context& ctx, PagedKvCache& cache, const SambertStepInput
   ops::add_(ctx, input, on_device(ctx, in.memory_input, dtype));
   // u and next are the residual stream (the stream dtype); the rest computes in the compute dtype.
   const PrecisionPolicy& precision = w.precision;
-  Tensor u = precision.to_stream(
-      ctx, ops::scale(ctx, input, std::sqrt(static_cast<float>(d_units))));
+  Tensor u =
+      precision.to_stream(ctx, ops::scale(ctx, input, std::sqrt(static_cast<float>(d_units))));
   const int64_t b = u.size(0);
   for (size_t j = 0; j < w.decoder.size(); ++j) {
     const DecoderLayer& layer = w.decoder[j];
-    const Tensor qkv = apply(
-        ctx, precision.to_compute(ctx, layer_norm(ctx, u, layer.attention_norm)), layer.qkv);
+    const Tensor qkv =
+        apply(ctx, precision.to_compute(ctx, layer_norm(ctx, u, layer.attention_norm)), layer.qkv);
     const Tensor q = heads_of(ctx, qkv, 0, d_units, d_heads);
     ops::write_pages(ctx, cache.keys[j], heads_of(ctx, qkv, d_units, d_units, d_heads), step_table,
                      steps);

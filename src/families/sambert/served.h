@@ -82,6 +82,7 @@ class SentenceWork final : public scheduler::StreamWork {
   // Utterances with frames not yet vocoded, in order.
   std::deque<UtteranceAudio> audio;
   KvPagePool* pool = nullptr;  // where the first utterance's pages are from, once it has any
+  bool started = false;        // an utterance has been prefilled (the first chunk is cut small)
 
   // The utterance the encoder takes next, or null.
   Utterance* next_to_encode();
