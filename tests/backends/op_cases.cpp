@@ -1193,7 +1193,9 @@ void add_lstm_cases(std::vector<OpCase>& cases) {
       Tensor h = state(state_seed);
       Tensor cell = state(state_seed + 1);
       Tensor out = ops::lstm(c, in[0], in[1], h, cell, tc.lengths, tc.reverse);
-      return tc.result == Result::kOut ? out : (tc.result == Result::kH ? h : cell);
+      if (tc.result == Result::kOut) return out;
+      // The state is F32 in every dtype; compared in the dtype the case runs in.
+      return ops::to_device(c, tc.result == Result::kH ? h : cell, in[0].dtype());
     };
     cases.push_back(make(OpKind::Lstm,
                          "lstm B" + str(tc.batch) + " T" + str(tc.steps) + " H" + str(tc.hidden) +

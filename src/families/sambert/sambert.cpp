@@ -114,8 +114,8 @@ Tensor position_table(int64_t rows, int64_t depth) {
 struct Loader {
   Context& ctx;
   const WeightSource& source;
-  DType dtype;         // matrices, convs and the tables they read
-  DType stream_dtype;  // LayerNorms and the encoder's tables (the residual stream's)
+  DType dtype;         // matrices and convs
+  DType stream_dtype;  // LayerNorms (the residual stream's)
 
   Tensor param(const std::string& name, const Shape& shape) const {
     return load_parameter(ctx, source, name, shape, dtype);
@@ -157,9 +157,6 @@ struct Loader {
   Norm norm(const std::string& prefix, int64_t width) const {
     return {load_parameter(ctx, source, prefix + ".weight", {width}, stream_dtype),
             load_parameter(ctx, source, prefix + ".bias", {width}, stream_dtype)};
-  }
-  Tensor stream_param(const std::string& name, const Shape& shape) const {
-    return load_parameter(ctx, source, name, shape, stream_dtype);
   }
 
   std::vector<FsmnLayer> fsmn(const std::string& prefix, const FsmnSizes& s,
@@ -297,59 +294,60 @@ Sambert Sambert::load(Context& ctx, const SambertConfig& c, const WeightSource& 
   auto w = std::make_shared<Weights>();
   w->precision = PrecisionPolicy::for_weights(dtype);
   const Loader l{ctx, weights, w->precision.compute, w->precision.stream};
-  // The duration predictor runs in F32 whatever the dtype: it is small, and the frames of every
-  // token come from its output.
+  // The encoder and the variance adaptor run in F32 whatever the dtype: they run once an
+  // utterance, and every token's frames come from them, so half precision would move durations
+  // (and the decoder's whole schedule) where the F32 original has them.
   const Loader f32{ctx, weights, DType::F32, DType::F32};
   const std::array<const char*, 4> tables = {"sy_emb", "tone_emb", "syllable_flag_emb", "ws_emb"};
   for (size_t i = 0; i < 4; ++i) {
     const std::string name = std::string("text_encoder.") + tables[i] + ".weight";
-    const int64_t rows = l.shape_of(name, 2, "[vocabulary, embedding_dim]")[0];
-    w->linguistic_tables[i] = l.stream_param(name, {rows, c.embedding_dim});
+    const int64_t rows = f32.shape_of(name, 2, "[vocabulary, embedding_dim]")[0];
+    w->linguistic_tables[i] = f32.param(name, {rows, c.embedding_dim});
   }
   const std::string enc = "text_encoder.ling_enc.";
   const std::string position = enc + "position_enc.position_enc";
-  w->position = l.stream_param(
-      position, {1, l.shape_of(position, 3, "[1, max_len, embedding_dim]")[1], c.embedding_dim});
+  w->position = f32.param(
+      position, {1, f32.shape_of(position, 3, "[1, max_len, embedding_dim]")[1], c.embedding_dim});
   const int64_t units = c.encoder_units;
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
     const std::string p = enc + "fft." + std::to_string(i) + ".";
     const int64_t in = i == 0 ? c.embedding_dim : units;
     EncoderLayer layer;
-    layer.attention_norm = l.norm(p + "slf_attn.layer_norm", in);
-    layer.qkv = l.linear(p + "slf_attn.w_qkv", 3 * units, in);
-    layer.fc = l.linear(p + "slf_attn.fc", units, units);
+    layer.attention_norm = f32.norm(p + "slf_attn.layer_norm", in);
+    layer.qkv = f32.linear(p + "slf_attn.w_qkv", 3 * units, in);
+    layer.fc = f32.linear(p + "slf_attn.fc", units, units);
     layer.attention_residual = in == units;
-    layer.ffn_norm = l.norm(p + "pos_ffn.layer_norm", units);
-    layer.ffn_conv = l.param(p + "pos_ffn.w_1.weight", {c.encoder_ffn_inner, units, 3});
-    layer.ffn_conv_bias = l.param(p + "pos_ffn.w_1.bias", {c.encoder_ffn_inner});
-    layer.ffn_out = l.conv1x1(p + "pos_ffn.w_2", units, c.encoder_ffn_inner);
+    layer.ffn_norm = f32.norm(p + "pos_ffn.layer_norm", units);
+    layer.ffn_conv = f32.param(p + "pos_ffn.w_1.weight", {c.encoder_ffn_inner, units, 3});
+    layer.ffn_conv_bias = f32.param(p + "pos_ffn.w_1.bias", {c.encoder_ffn_inner});
+    layer.ffn_out = f32.conv1x1(p + "pos_ffn.w_2", units, c.encoder_ffn_inner);
     w->encoder.push_back(std::move(layer));
   }
-  w->encoder_norm = l.norm(enc + "ln", units);
-  w->projection = l.linear("text_encoder.ling_proj", c.projection_units, units, false);
-  w->speaker_table = l.param(
+  w->encoder_norm = f32.norm(enc + "ln", units);
+  w->projection = f32.linear("text_encoder.ling_proj", c.projection_units, units, false);
+  w->speaker_table = f32.param(
       "spk_tokenizer.weight",
-      {l.shape_of("spk_tokenizer.weight", 2, "[speakers, speaker_units]")[0], c.speaker_units});
-  w->emotion_table = l.param(
+      {f32.shape_of("spk_tokenizer.weight", 2, "[speakers, speaker_units]")[0], c.speaker_units});
+  w->emotion_table = f32.param(
       "emo_tokenizer.weight",
-      {l.shape_of("emo_tokenizer.weight", 2, "[emotions, emotion_units]")[0], c.emotion_units});
+      {f32.shape_of("emo_tokenizer.weight", 2, "[emotions, emotion_units]")[0], c.emotion_units});
 
   const int64_t p_units = c.projection_units;
   const std::vector<int64_t> token_parts = {p_units, c.speaker_units, c.emotion_units};
   for (auto [name, predictor] : {std::pair{"pitch", &w->pitch}, std::pair{"energy", &w->energy}}) {
     const std::string p = std::string("variance_adaptor.") + name + "_predictor.";
     const int64_t hidden = c.predictor.lstm_units;
-    predictor->fsmn = l.fsmn(p + "fsmn", c.predictor, token_parts);
+    predictor->fsmn = f32.fsmn(p + "fsmn", c.predictor, token_parts);
     const std::vector<int64_t> memory = {c.predictor.memory_units};
-    predictor->forward = l.lstm(p + "blstm", 0, "", hidden, memory);
-    predictor->backward = l.lstm(p + "blstm", 0, "_reverse", hidden, memory);
+    predictor->forward = f32.lstm(p + "blstm", 0, "", hidden, memory);
+    predictor->backward = f32.lstm(p + "blstm", 0, "_reverse", hidden, memory);
     const std::vector<Linear> head =
-        l.split(p + "fc.weight", 1, {hidden, hidden}, false, l.param(p + "fc.bias", {1}));
+        f32.split(p + "fc.weight", 1, {hidden, hidden}, false, f32.param(p + "fc.bias", {1}));
     predictor->head_forward = head[0];
     predictor->head_backward = head[1];
     const std::string embed = std::string("variance_adaptor.") + name + "_emb.";
-    predictor->embed = l.param(embed + "weight", {p_units, 1, 9});
-    predictor->embed_bias = l.param(embed + "bias", {p_units});
+    predictor->embed = f32.param(embed + "weight", {p_units, 1, 9});
+    predictor->embed_bias = f32.param(embed + "bias", {p_units});
   }
   const std::string dur = "variance_adaptor.duration_predictor.";
   int64_t prenet_in = 1;
@@ -365,7 +363,7 @@ Sambert Sambert::load(Context& ctx, const SambertConfig& c, const WeightSource& 
   w->duration.layer1 = f32.lstm(dur + "lstm", 1, "", dh, {dh});
   w->duration.head = f32.linear(dur + "fc", 1, dh);
   w->duration_timescales =
-      l.host("variance_adaptor.dur_position_encoder.inv_timescales", {p_units}).to_float_vector();
+      f32.host("variance_adaptor.dur_position_encoder.inv_timescales", {p_units}).to_float_vector();
 
   const std::string dec = "mel_decoder.mel_dec.";
   const int64_t d_units = c.decoder_units;
@@ -496,8 +494,8 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
       emotion_ids[at] = tokens.emotion[static_cast<size_t>(t)];
     }
   }
-  const PrecisionPolicy& precision = w.precision;
-  const Tensor mask = masked ? length_mask(ctx, lengths, padded, precision.compute) : Tensor{};
+  // All of it in F32 (Sambert::load).
+  const Tensor mask = masked ? length_mask(ctx, lengths, padded, DType::F32) : Tensor{};
   const std::vector<int64_t> lstm_lengths = masked ? lengths : std::vector<int64_t>{};
 
   // Text encoder.
@@ -519,26 +517,22 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
   AttentionParams encoder_attention;
   encoder_attention.scale = 1.0f / std::sqrt(static_cast<float>(e_units / e_heads));
   if (masked) encoder_attention.key_lengths = lengths;
-  // x and a are the residual stream (the stream dtype); the rest computes in the compute dtype.
   for (const EncoderLayer& layer : w.encoder) {
-    const Tensor qkv =
-        apply(ctx, precision.to_compute(ctx, layer_norm(ctx, x, layer.attention_norm)), layer.qkv);
+    const Tensor qkv = apply(ctx, layer_norm(ctx, x, layer.attention_norm), layer.qkv);
     Tensor attended = ops::attention(
         ctx, heads_of(ctx, qkv, 0, e_units, e_heads), heads_of(ctx, qkv, e_units, e_units, e_heads),
         heads_of(ctx, qkv, 2 * e_units, e_units, e_heads), encoder_attention);
-    Tensor a =
-        precision.to_stream(ctx, apply(ctx, attended.reshape({b, padded, e_units}), layer.fc));
+    Tensor a = apply(ctx, attended.reshape({b, padded, e_units}), layer.fc);
     if (layer.attention_residual) ops::add_(ctx, a, x);
-    Tensor normed = precision.to_compute(ctx, layer_norm(ctx, a, layer.ffn_norm));
+    Tensor normed = layer_norm(ctx, a, layer.ffn_norm);
     if (masked) normed = ops::mul(ctx, normed, mask);  // the kernel-3 conv reads no padding
     const Tensor inner =
         ops::relu(ctx, ops::conv1d(ctx, ops::transpose(ctx, normed, 1, 2), layer.ffn_conv,
                                    layer.ffn_conv_bias, {.padding = 1}));
-    x = precision.to_stream(ctx, apply(ctx, ops::transpose(ctx, inner, 1, 2), layer.ffn_out));
+    x = apply(ctx, ops::transpose(ctx, inner, 1, 2), layer.ffn_out);
     ops::add_(ctx, x, a);
   }
-  const Tensor text = apply(ctx, precision.to_compute(ctx, layer_norm(ctx, x, w.encoder_norm)),
-                            w.projection);  // [B, N, P]
+  const Tensor text = apply(ctx, layer_norm(ctx, x, w.encoder_norm), w.projection);  // [B, N, P]
   const Tensor speaker =
       ops::embedding(ctx, Tensor::from_vector({b, padded}, speaker_ids), w.speaker_table);
   const Tensor emotion =
@@ -563,10 +557,9 @@ std::vector<SambertEncoding> Sambert::encode(Context& ctx,
   // utterance's steps make values no one reads).
   const DurationPredictor& dp = w.duration;
   // The condition's part of the first layer's gates, for every token at once (the bias rides on
-  // the prenet's block, input[0], added each step). All of it in F32.
-  const auto f32 = [&ctx](const Tensor& t) { return on_device(ctx, t, DType::F32); };
+  // the prenet's block, input[0], added each step).
   const Tensor condition =
-      apply_parts(ctx, {f32(text_aug), f32(speaker), f32(emotion)},
+      apply_parts(ctx, {text_aug, speaker, emotion},
                   {dp.layer0.input[1], dp.layer0.input[2], dp.layer0.input[3]});
   const int64_t dh = dp.layer1.recurrent.size(1);
   Tensor h0 = ops::zeros(ctx, {b, dh}), c0 = ops::zeros(ctx, {b, dh});
@@ -687,7 +680,9 @@ Tensor Sambert::prefill(Context& ctx, PagedKvCache& cache,
   std::vector<float> text(static_cast<size_t>(b * padded * width), 0.0f);
   std::vector<int64_t> speaker_ids(static_cast<size_t>(b * padded), 0);
   std::vector<int64_t> emotion_ids(static_cast<size_t>(b * padded), 0);
-  int64_t table_width = 1;
+  // As wide as the padding's pages whatever the pages given: the step's memory depends on its
+  // shape alone.
+  const int64_t table_width = (padded + cache.page_size - 1) / cache.page_size;
   for (int64_t i = 0; i < b; ++i) {
     const SambertMemory& m = *batch[static_cast<size_t>(i)];
     const int64_t steps = m.text.size(0);
@@ -695,13 +690,16 @@ Tensor Sambert::prefill(Context& ctx, PagedKvCache& cache,
     std::copy_n(m.text.data<float>(), steps * width, text.begin() + i * padded * width);
     std::copy(m.speaker.begin(), m.speaker.end(), speaker_ids.begin() + i * padded);
     std::copy(m.emotion.begin(), m.emotion.end(), emotion_ids.begin() + i * padded);
-    table_width =
-        std::max(table_width, static_cast<int64_t>(pages[static_cast<size_t>(i)]->size()));
+    VOXD_CHECK(static_cast<int64_t>(pages[static_cast<size_t>(i)]->size()) <= table_width,
+               "Sambert::prefill: more pages than the padding takes");
   }
+  // The speaker and emotion tables are the encoder's (F32).
   const std::vector<Tensor> memory = {
       ops::to_device(ctx, Tensor::from_vector({b, padded, width}, text), dtype()),
-      ops::embedding(ctx, Tensor::from_vector({b, padded}, speaker_ids), w.speaker_table),
-      ops::embedding(ctx, Tensor::from_vector({b, padded}, emotion_ids), w.emotion_table)};
+      w.precision.to_compute(
+          ctx, ops::embedding(ctx, Tensor::from_vector({b, padded}, speaker_ids), w.speaker_table)),
+      w.precision.to_compute(ctx, ops::embedding(ctx, Tensor::from_vector({b, padded}, emotion_ids),
+                                                 w.emotion_table))};
   const Tensor input =
       apply_parts(ctx, memory, {w.decoder_input[0], w.decoder_input[1], w.decoder_input[2]});
   const Tensor table = on_device(ctx, page_table(pages, table_width), DType::I64);

@@ -174,11 +174,11 @@ class Sambert {
   // A cache of `pages` pages of `page_size` decoder steps for every decoder layer, zeroed, from
   // ctx's allocator.
   PagedKvCache make_cache(Context& ctx, int64_t pages, int64_t page_size) const;
-  // Writes each memory's keys and values, every layer's, into `cache` through pages[b] from
-  // position 0 (steps past the item's L land in its last page or nowhere; no step reads them),
-  // the batch padded to `padded_steps` (at least the longest); returns the input projection of
-  // each memory [B, padded_steps, decoder_units] on the host (F32), which decode() takes a row
-  // of at each step. `debug` (memory) for a batch of one.
+  // Writes each memory's keys and values, every layer's, into `cache` through pages[b] (at most
+  // the pages padded_steps take) from position 0 (steps past the item's L land in its last page
+  // or nowhere; no step reads them), the batch padded to `padded_steps` (at least the longest);
+  // returns the input projection of each memory [B, padded_steps, decoder_units] on the host
+  // (F32), which decode() takes a row of at each step. `debug` (memory) for a batch of one.
   Tensor prefill(Context& ctx, PagedKvCache& cache, const std::vector<const SambertMemory*>& batch,
                  const std::vector<const std::vector<int64_t>*>& pages, int64_t padded_steps,
                  SambertDebug* debug = nullptr) const;
