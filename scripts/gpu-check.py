@@ -1100,11 +1100,16 @@ def sambert_serve():
     kantts = os.environ.get("KANTTS_DIR") or str(ROOT / ".peer" / "KAN-TTS")
     print(f"== 3. KAN-TTS ({kantts}) against voxd serve (bench/sambert_serve_bench.py)",
           flush=True)
-    rc = run_to_log(budget(int(os.environ.get("SAMBERT_SERVE_TIMEOUT") or 400), 20),
-                    ["python3", ROOT / "bench" / "sambert_serve_bench.py", "--voxd", voxd,
-                     "--kantts", kantts, "--json", logs / "sambert-serve.json",
-                     *(os.environ.get("SAMBERT_SERVE_ARGS") or "").split()],
-                    logs / "sambert-serve.log")
+    # torch loads its own cuDNN: the packed libraries' path goes to voxd serve alone.
+    env = {**os.environ, "VOXD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]}
+    env.pop("LD_LIBRARY_PATH")
+    with open(logs / "sambert-serve.log", "w") as f:
+        rc = run_capped(budget(int(os.environ.get("SAMBERT_SERVE_TIMEOUT") or 400), 20),
+                        ["python3", ROOT / "bench" / "sambert_serve_bench.py", "--voxd", voxd,
+                         "--kantts", kantts, "--json", logs / "sambert-serve.json",
+                         *(os.environ.get("SAMBERT_SERVE_ARGS") or "").split()],
+                        stdout=f, stderr=subprocess.STDOUT, env=env)
+    print(tail(logs / "sambert-serve.log", 40), end="", flush=True)
     report.add("KAN-TTS vs voxd serve", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
     print("== 4. summary")
     print(report.table(26), end="")

