@@ -79,36 +79,81 @@ def _table_rows(cc, state, name, path):
     return int(state[name].shape[0])
 
 
+def _flag(cc, params, name, path):
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise cc.fail(path, f"field 'Model.KanTtsSAMBERT.params.{name}' must be true or false, "
+                            f"got {value!r}")
+    return value
+
+
 def acoustic(cc, am_dir, unsafe):
-    """(params, linguistic_unit, audio fields, state) of the voice's Sambert."""
+    """(params, linguistic_unit, audio fields, sizes, state, checkpoint path, se, f0_mean_std) of
+    the voice's Sambert. A personal voice's speaker embedding (SE: am/se.npy) and f0
+    normalisation (NSF with nsf_norm_type mean_std: am/mvn.npy, rows mean and std) are read
+    beside its checkpoint, as ModelScope's Voice reads them; None where the voice has none."""
     from reference import sambert
     config_path = os.path.join(am_dir, "config.yaml")
     config = cc.read_yaml(config_path)
     params = dict(cc.field(config, "Model.KanTtsSAMBERT.params", config_path))
     unit = cc.field(config, "linguistic_unit", config_path)
-    for flag in ("SE", "FP", "using_byte", "NSF"):
-        if params.get(flag):
+    for flag in ("FP", "using_byte"):
+        if _flag(cc, params, flag, config_path):
             raise cc.fail(config_path, f"field 'Model.KanTtsSAMBERT.params.{flag}' is true; "
-                                       "voxd converts the plain Sambert only")
+                                       "voxd converts Sambert with phone, tone, syllable flag and "
+                                       "word segment input only")
+    se_enabled = _flag(cc, params, "SE", config_path)
+    nsf = _flag(cc, params, "NSF", config_path)
     path = _latest_checkpoint(cc, am_dir)
     state = _state(cc, path, ["model"], unsafe)
-    sizes = {key: _table_rows(cc, state, name, path) for key, name in (
-        ("sy", "text_encoder.sy_emb.weight"), ("tone", "text_encoder.tone_emb.weight"),
-        ("syllable_flag", "text_encoder.syllable_flag_emb.weight"),
-        ("word_segment", "text_encoder.ws_emb.weight"), ("emotion", "emo_tokenizer.weight"),
-        ("speaker", "spk_tokenizer.weight"))}
+    tables = [("sy", "text_encoder.sy_emb.weight"), ("tone", "text_encoder.tone_emb.weight"),
+              ("syllable_flag", "text_encoder.syllable_flag_emb.weight"),
+              ("word_segment", "text_encoder.ws_emb.weight"), ("emotion", "emo_tokenizer.weight")]
+    if not se_enabled:
+        tables.append(("speaker", "spk_tokenizer.weight"))
+    sizes = {key: _table_rows(cc, state, name, path) for key, name in tables}
     position = state.get("text_encoder.ling_enc.position_enc.position_enc")
-    built = dict(params, **sizes)
+    # An SE model has no speaker table: the reference is built with one of a row, left out of
+    # the comparison, and the converter writes the embedding as the table (convert()).
+    built = dict(params, **sizes, SE=False, NSF=False)
+    if se_enabled:
+        built["speaker"] = 1
     if position is not None and position.ndim == 3:
         built["max_len"] = int(position.shape[1])
     try:
         model = sambert.KanTtsSAMBERT(built)
     except (KeyError, ValueError, TypeError, NotImplementedError) as e:
         raise cc.fail(config_path, f"Model.KanTtsSAMBERT.params cannot build a Sambert ({e})")
-    expected = {n: tuple(t.shape) for n, t in model.state_dict().items()}
+    expected = {n: tuple(t.shape) for n, t in model.state_dict().items()
+                if not (se_enabled and n == "spk_tokenizer.weight")}
     state = _check_against(cc, state, expected, path, "Sambert")
+    se = None
+    if se_enabled:
+        se_path = os.path.join(am_dir, "se.npy")
+        if not os.path.isfile(se_path):
+            raise cc.fail(am_dir, "SE is true but there is no se.npy (the voice's speaker "
+                                  "embedding) beside config.yaml")
+        se = np.load(se_path).astype(np.float32).reshape(-1)
+        if se.size != params.get("speaker_units"):
+            raise cc.fail(se_path, f"holds {se.size} values, speaker_units is "
+                                   f"{params.get('speaker_units')!r}")
+    f0_mean_std = None
+    if nsf:
+        norm = params.get("nsf_norm_type", "mean_std")
+        if norm not in ("mean_std", "global"):
+            raise cc.fail(config_path, f"field 'Model.KanTtsSAMBERT.params.nsf_norm_type' is "
+                                       f"{norm!r}; KAN-TTS knows 'mean_std' and 'global'")
+        if norm == "mean_std":
+            mvn_path = os.path.join(am_dir, "mvn.npy")
+            if not os.path.isfile(mvn_path):
+                raise cc.fail(am_dir, "NSF with nsf_norm_type mean_std needs mvn.npy (the f0's "
+                                      "mean and std) beside config.yaml")
+            mvn = np.load(mvn_path).astype(np.float64).reshape(-1)
+            if mvn.size != 2:
+                raise cc.fail(mvn_path, f"holds {mvn.size} values, expected the f0's mean and std")
+            f0_mean_std = [float(mvn[0]), float(mvn[1])]
     audio = config.get("audio_config", {})
-    return params, unit, audio, sizes, state, path
+    return params, unit, audio, sizes, state, path, se, f0_mean_std
 
 
 def vocoder(cc, voc_dir, unsafe):
@@ -117,9 +162,6 @@ def vocoder(cc, voc_dir, unsafe):
     config_path = os.path.join(voc_dir, "config.yaml")
     config = cc.read_yaml(config_path)
     params = dict(cc.field(config, "Model.Generator.params", config_path))
-    if params.get("nsf_params"):
-        raise cc.fail(config_path, "field 'Model.Generator.params.nsf_params' is set; the "
-                                   "HiFiGAN-NSF vocoder is not supported yet")
     path = _latest_checkpoint(cc, voc_dir)
     state = _state(cc, path, ["model", "generator"], unsafe)
     try:
@@ -180,7 +222,7 @@ def convert(cc, args):
     """--kantts: the voice `args.kantts_voice` (default: the first) -> a voxd sambert voice.
     `cc` is tools/convert_checkpoint.py (its readers, checks and writers)."""
     voice_dir, name = find_voice(cc, args.kantts, args.kantts_voice)
-    params, unit, am_audio, sizes, am_state, am_path = acoustic(
+    params, unit, am_audio, sizes, am_state, am_path, se, f0_mean_std = acoustic(
         cc, os.path.join(voice_dir, "am"), args.unsafe_load)
     voc_params, voc_audio, voc_state, voc_path = vocoder(
         cc, os.path.join(voice_dir, "voc"), args.unsafe_load)
@@ -198,9 +240,20 @@ def convert(cc, args):
     if product != hop:
         raise cc.fail(voc_config, f"the upsample scales multiply to {product}, the acoustic "
                                   f"model's hop_length is {hop}")
-    if voc_params.get("in_channels") != params.get("num_mels"):
+    nsf = bool(params.get("NSF"))
+    if bool(voc_params.get("nsf_params")) != nsf:
+        raise cc.fail(voc_config, "nsf_params is set but the acoustic model makes no f0 (its NSF "
+                                  "is false)" if not nsf else "the acoustic model makes f0 for "
+                                  "an NSF vocoder, this one has no nsf_params")
+    mel_channels = params.get("num_mels", 0) - (2 if nsf else 0)
+    if voc_params.get("in_channels") != mel_channels:
         raise cc.fail(voc_config, f"in_channels {voc_params.get('in_channels')!r} differs from "
-                                  f"the acoustic model's num_mels {params.get('num_mels')!r}")
+                                  f"the acoustic model's {mel_channels} mel channels (num_mels "
+                                  f"{params.get('num_mels')!r}{', less f0 and voicing' if nsf else ''})")
+    if nsf and voc_params["nsf_params"].get("sampling_rate") != rate:
+        raise cc.fail(voc_config, f"nsf_params.sampling_rate "
+                                  f"{voc_params['nsf_params'].get('sampling_rate')!r} differs from "
+                                  f"the audio's {rate}")
     if not isinstance(unit, dict):
         raise cc.fail(am_config, "field 'linguistic_unit' must be a mapping")
     inventory = find_inventory(cc, voice_dir, args.kantts_languages,
@@ -211,6 +264,12 @@ def convert(cc, args):
         raise cc.fail(am_config, str(e)) from None
     except (OSError, ET.ParseError) as e:
         raise cc.fail(inventory, f"cannot read the phone inventory ({e})") from None
+    if se is not None:
+        # The speaker embedding stands for every speaker of the list: a table of its copies, one
+        # a speaker (the mask's row left out, as ModelScope builds its tables).
+        sizes["speaker"] = len(symbols["speaker_category"]) - 1
+        am_state = dict(am_state)
+        am_state["spk_tokenizer.weight"] = np.tile(se, (sizes["speaker"], 1))
     for channel, table in (("sy", "sy"), ("tone", "tone"), ("syllable_flag", "syllable_flag"),
                            ("word_segment", "word_segment"), ("emo_category", "emotion"),
                            ("speaker_category", "speaker")):
@@ -223,12 +282,14 @@ def convert(cc, args):
     voice = {
         "format": "voxd-voice", "version": 1, "name": out_name, "type": "sambert",
         "language": LANGUAGE_TAGS[kantts_symbols.language(unit)],
-        "sample_rate": rate, "hop_length": hop, "n_mels": params["num_mels"],
+        "sample_rate": rate, "hop_length": hop, "n_mels": mel_channels,
         "acoustic": {"type": "sambert", "weights": "acoustic.safetensors", "model": params,
                      "symbols": symbols},
         "vocoder": {"type": "kantts-hifigan", "weights": "vocoder.safetensors",
                     "model": voc_params},
     }
+    if f0_mean_std is not None:
+        voice["acoustic"]["f0_mean_std"] = f0_mean_std
     source = {"converter": "voxd tools/convert_checkpoint.py"}
 
     def write_voice(tmp):

@@ -21,6 +21,10 @@ for lengths and plumbing.
                 fixture "basic" and the KAN-TTS HiFiGAN fixture "v1_16k", over the made-up phone
                 inventory of tests/fixtures/sambert_symbols (speakers F7, F74, M7), the duration
                 head set for about 4 frames a token, converted with --kantts
+  tiny-sambert-nsf  a personal Sambert-HiFiGAN voice as ModelScope's personal TTS trains them:
+                tiny-sambert's sizes with a speaker embedding (SE, am/se.npy) in place of the
+                speaker table, an f0 and a voicing channel after the mel (NSF, normalised by
+                am/mvn.npy) and a HiFiGAN-NSF vocoder of 7 harmonics
 
     /usr/bin/python3 tools/make_test_voices.py [--out tests/fixtures/voices] [--only NAME]
 """
@@ -31,6 +35,7 @@ import os
 import sys
 import tempfile
 
+import numpy as np
 import torch
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
@@ -398,11 +403,14 @@ def sambert_fixture_sizes():
     return params, gen_params
 
 
-def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6):
+def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6,
+                           f0_mean_std=(180.0, 40.0)):
     """A ModelScope voice folder `voice` (am/ and voc/, each config.yaml and ckpt/checkpoint_1.pth
     as KAN-TTS writes them) of a random Sambert of `params` over the made-up inventory, its
     duration head set for log durations near `log_duration`, and a random Generator of
-    `gen_params`. Returns the two modules."""
+    `gen_params`. With params SE, the checkpoint has no speaker table and am/se.npy holds a
+    random speaker embedding; with params NSF (mean_std), am/mvn.npy holds `f0_mean_std`.
+    Returns the two modules."""
     lists = kantts_symbols.symbol_lists(SAMBERT_INVENTORY, SAMBERT_UNIT)
     # ModelScope's checkpoints leave out the mask's row of each table.
     sizes = {"sy": len(lists["sy"]) - 1, "tone": len(lists["tone"]) - 1,
@@ -410,11 +418,12 @@ def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6):
              "word_segment": len(lists["word_segment"]) - 1,
              "emotion": len(lists["emo_category"]) - 1,
              "speaker": len(lists["speaker_category"]) - 1}
-    am = sambert.KanTtsSAMBERT(dict(params, **sizes))
+    am = sambert.KanTtsSAMBERT(dict(params, **sizes, SE=False, NSF=False))
     sambert_fixtures._randomize(am, (log_duration, 0.5), torch.Generator().manual_seed(seed))
     torch.manual_seed(seed + 1)
     gen = kantts_hifigan.Generator(**gen_params)
     audio = {"sampling_rate": 16000, "hop_length": 200, "n_mels": params["num_mels"]}
+    am_state = am.state_dict()
     for part, config in (("am", {"audio_config": audio, "model_type": "sambert",
                                  "Model": {"KanTtsSAMBERT": {"params": params}},
                                  "linguistic_unit": SAMBERT_UNIT}),
@@ -422,7 +431,15 @@ def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6):
                                   "Model": {"Generator": {"params": gen_params}}})):
         os.makedirs(os.path.join(voice, part, "ckpt"))
         write_yaml(os.path.join(voice, part, "config.yaml"), config)
-    torch.save({"model": am.state_dict(), "steps": 1},
+    if params.get("SE"):
+        del am_state["spk_tokenizer.weight"]
+        embedding = torch.randn(1, params["speaker_units"],
+                                generator=torch.Generator().manual_seed(seed + 2))
+        np.save(os.path.join(voice, "am", "se.npy"), embedding.numpy())
+    if params.get("NSF") and params.get("nsf_norm_type", "mean_std") == "mean_std":
+        np.save(os.path.join(voice, "am", "mvn.npy"),
+                np.array(f0_mean_std, dtype=np.float32).reshape(2, 1))
+    torch.save({"model": am_state, "steps": 1},
                os.path.join(voice, "am", "ckpt", "checkpoint_1.pth"))
     torch.save({"model": {"generator": gen.state_dict()}, "steps": 1},
                os.path.join(voice, "voc", "ckpt", "checkpoint_1.pth"))
@@ -446,7 +463,19 @@ def make_sambert_voice(out_dir, work, seed=0):
     convert_modelscope_voice(voice, out_dir)
 
 
-VOICES = ("tiny-arpabet", "tiny-ipa", "tiny-chattts", "tiny-sambert")
+def make_sambert_nsf_voice(out_dir, work, seed=4):
+    """tiny-sambert-nsf: tiny-sambert's sizes as a personal voice (SE and NSF, see the module's
+    docstring), written as a ModelScope voice folder in `work` and converted into out_dir."""
+    params, gen_params = sambert_fixture_sizes()
+    params = dict(params, SE=True, NSF=True, nsf_norm_type="mean_std",
+                  num_mels=params["num_mels"] + 2)
+    gen_params = dict(gen_params, nsf_params={"nb_harmonics": 7, "sampling_rate": 16000})
+    voice = os.path.join(work, "tiny-sambert-nsf")
+    write_modelscope_voice(voice, params, gen_params, seed, log_duration=1.6)
+    convert_modelscope_voice(voice, out_dir)
+
+
+VOICES = ("tiny-arpabet", "tiny-ipa", "tiny-chattts", "tiny-sambert", "tiny-sambert-nsf")
 
 
 def main():
@@ -479,6 +508,9 @@ def main():
     if "tiny-sambert" in wanted:
         with tempfile.TemporaryDirectory() as work:
             make_sambert_voice(os.path.join(args.out, "tiny-sambert"), work)
+    if "tiny-sambert-nsf" in wanted:
+        with tempfile.TemporaryDirectory() as work:
+            make_sambert_nsf_voice(os.path.join(args.out, "tiny-sambert-nsf"), work)
 
 
 if __name__ == "__main__":

@@ -164,16 +164,22 @@ int run_sambert_synth(const GlobalOptions& global, const SynthOptions& options,
         "voxd has no Mandarin text front end for Sambert voices yet");
   }
   if (options.ids || options.mel_out || options.chunk_frames != 0 || options.pitch != 1.0f ||
-      options.energy != 1.0f || options.speed != 1.0f || options.seed || options.temperature ||
-      options.top_p || options.top_k || options.no_refine) {
+      options.energy != 1.0f || options.speed != 1.0f || options.temperature || options.top_p ||
+      options.top_k || options.no_refine) {
     throw voxd::InputError(
-        "a Sambert voice takes --symbols, --emotion and --speaker (--ids, --mel-out, "
-        "--chunk-frames, --speed, --pitch, --energy and the ChatTTS options do not apply)");
+        "a Sambert voice takes --symbols, --emotion, --speaker and (NSF voices) --seed (--ids, "
+        "--mel-out, --chunk-frames, --speed, --pitch, --energy and the ChatTTS options do not "
+        "apply)");
+  }
+  voxd::sambert::VoiceConfig config = voxd::sambert::VoiceConfig::load(directory);
+  if (options.seed && !config.acoustic.nsf) {
+    throw voxd::InputError(
+        "--seed applies to Sambert voices with an NSF vocoder (its source's "
+        "noise); this one makes the same audio without one");
   }
   voxd::DeviceRuntime runtime(runtime_options(global));
   const auto load_start = Clock::now();
-  const auto voice = voxd::sambert::Voice::load(runtime.weights_context(),
-                                                voxd::sambert::VoiceConfig::load(directory));
+  const auto voice = voxd::sambert::Voice::load(runtime.weights_context(), std::move(config));
   spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, directory,
                seconds_since(load_start));
   const std::string symbols =
@@ -184,6 +190,7 @@ int run_sambert_synth(const GlobalOptions& global, const SynthOptions& options,
   const auto start = Clock::now();
   const voxd::sambert::Spoken spoken = voxd::sambert::speak(
       runtime.context(), *voice, symbols, options.emotion, options.speaker,
+      options.seed.value_or(0),
       [&output](const std::vector<float>& audio) { output.write(audio.data(), audio.size()); });
   const double compute_seconds = seconds_since(start);
   output.commit();
@@ -381,7 +388,9 @@ int main(int argc, char** argv) {
                         "Speaker name or id (default 0); for a ChatTTS voice a named speaker, "
                         "random (from --seed) or a spk_emb string copied from ChatTTS; for a "
                         "Sambert voice every token's speaker (default: each token's own)");
-  synth_cmd->add_option("--seed", synth.seed, "ChatTTS: sampling seed (default 0)");
+  synth_cmd->add_option("--seed", synth.seed,
+                        "ChatTTS: sampling seed; Sambert with an NSF vocoder: its source's noise "
+                        "(default 0)");
   synth_cmd->add_option("--temperature", synth.temperature, "ChatTTS: the code stage's temperature")
       ->check(CLI::Range(0.01, 10.0));
   synth_cmd->add_option("--top-p", synth.top_p, "ChatTTS: the code stage's top-P")

@@ -358,8 +358,10 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = [line.split("\t") for line in result.stdout.splitlines()]
         self.assertEqual([row[0] for row in rows],
-                         ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert"])
-        rates = {"tiny-chattts": "24000 Hz", "tiny-sambert": "16000 Hz"}
+                         ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert",
+                          "tiny-sambert-nsf"])
+        rates = {"tiny-chattts": "24000 Hz", "tiny-sambert": "16000 Hz",
+                 "tiny-sambert-nsf": "16000 Hz"}
         for row in rows:
             self.assertEqual(len(row), 6, row)
             self.assertEqual(row[2], rates.get(row[0], "22050 Hz"))
@@ -374,7 +376,8 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         listed = self.voxd("voices", VOICES)
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertEqual([line.split("\t")[0] for line in listed.stdout.splitlines()],
-                         ["tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert"])
+                         ["tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert",
+                          "tiny-sambert-nsf"])
 
     def synth_bytes(self, *args):
         """voxd synth with its info log and memory summary on, which go to stderr."""

@@ -1,8 +1,10 @@
 """End-to-end tests of `voxd serve` with a Sambert-HiFiGAN voice (the tiny random-weight fixture
 tests/fixtures/voices/tiny-sambert, beside voices/en-demo in the same server): KAN-TTS symbol
 strings in, audio out over HTTP equal to what `voxd synth --symbols` makes, with the emotion and
-speaker fields; the refusals of text, of unknown emotions and of symbols sent to an English voice,
-each naming its field; and the KV cache pool's pages all back once the streams have ended.
+speaker fields, and for a personal voice (tiny-sambert-nsf, HiFiGAN-NSF) with its seed; the
+refusals of text, of unknown emotions, of a seed to a voice without a source and of symbols sent
+to an English voice, each naming its field; and the KV cache pool's pages all back once the
+streams have ended.
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve_sambert.py` with VOXD_BIN set
 (the CPU build); standard library only. The server helper is test_serve.py's; `scripts/gpu-check.py
@@ -22,6 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_serve import DEVICE, PCM_TOLERANCE, ROOT, VOXD, Server  # noqa: E402
 
 SAMBERT = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-sambert")
+# A personal voice: a speaker embedding, f0 and voicing after the mel, a HiFiGAN-NSF vocoder.
+SAMBERT_NSF = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-sambert-nsf")
 # On CUDA in f32, as `voxd synth` runs, so that the two are compared at one precision.
 DTYPE = ["--dtype", "f32"] if DEVICE == "cuda" else []
 
@@ -37,8 +41,8 @@ SYMBOLS = "\n".join([
 ])
 
 
-def body(symbols=SYMBOLS, **extra):
-    request = {"model": "tts-1", "input": symbols, "voice": "tiny-sambert",
+def body(symbols=SYMBOLS, voice="tiny-sambert", **extra):
+    request = {"model": "tts-1", "input": symbols, "voice": voice,
                "response_format": "wav", "input_format": "kantts_symbols"}
     request.update(extra)
     return json.dumps(request).encode()
@@ -58,8 +62,8 @@ def pcm(data, rate=16000):
 class SambertServeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--voice", SAMBERT, "--chunk-frames", "8", "--first-chunk-frames", "4",
-                            *DTYPE)
+        cls.server = Server("--voice", SAMBERT, "--voice", SAMBERT_NSF, "--chunk-frames", "8",
+                            "--first-chunk-frames", "4", *DTYPE)
 
     @classmethod
     def tearDownClass(cls):
@@ -68,17 +72,19 @@ class SambertServeTest(unittest.TestCase):
     def post(self, payload):
         return self.server.request("POST", "/v1/audio/speech", payload, key=None)
 
-    def test_symbols_stream_the_audio_voxd_synth_makes(self):
+    def synth(self, voice, *options):
+        """The samples of `voxd synth --symbols SYMBOLS` with `options`."""
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "synth.wav")
             result = subprocess.run(
-                [VOXD, "--backend", DEVICE, "synth", "--voice", SAMBERT, "--symbols", SYMBOLS,
-                 "--emotion", "emotion_happy", "--speaker", "F74", "--out", out],
-                capture_output=True, text=True, timeout=120)
+                [VOXD, "--backend", DEVICE, "synth", "--voice", voice, "--symbols", SYMBOLS,
+                 *options, "--out", out], capture_output=True, text=True, timeout=120)
             self.assertEqual(result.returncode, 0, result.stderr)
             with open(out, "rb") as f:
-                want = pcm(f.read())
-        status, headers, data = self.post(body(emotion="emotion_happy", speaker="F74"))
+                return pcm(f.read())
+
+    def assert_streams(self, payload, want):
+        status, headers, data = self.post(payload)
         self.assertEqual(status, 200, data[:300])
         self.assertEqual(headers.get("transfer-encoding"), "chunked")
         got = pcm(data)
@@ -86,12 +92,21 @@ class SambertServeTest(unittest.TestCase):
         self.assertGreater(len(got), 0)
         self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
 
+    def test_symbols_stream_the_audio_voxd_synth_makes(self):
+        self.assert_streams(body(emotion="emotion_happy", speaker="F74"),
+                            self.synth(SAMBERT, "--emotion", "emotion_happy", "--speaker", "F74"))
+
+    def test_a_personal_voice_streams_the_audio_of_its_seed(self):
+        self.assert_streams(body(voice="tiny-sambert-nsf", seed=5),
+                            self.synth(SAMBERT_NSF, "--seed", "5"))
+
     def test_refusals_name_their_field(self):
         for payload, field in [
                 (body("今天天气真好", input_format="text"), "input_format"),
                 (body(emotion="gloomy"), "emotion"),
                 (body(speaker="F8"), "speaker"),
                 (body(speed=1.5), "speed"),
+                (body(seed=3), "seed"),
                 (body("{zz$tone1$s_begin$word_begin$emotion_neutral$F7}"), "input"),
                 (json.dumps({"model": "tts-1", "input": "Hi.", "voice": "en-demo",
                              "input_format": "kantts_symbols"}).encode(), "input_format"),

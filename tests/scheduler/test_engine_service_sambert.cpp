@@ -2,18 +2,17 @@
 // through the encoder, prefill and decoder steps over a paged KV cache and the postnet and the
 // vocoder in chunks, and a request's audio equals what `voxd synth` makes an utterance at a time
 // in one piece (with a causal vocoder, and one that looks ahead); streams batched together each
-// get the audio they get alone; the request's options are checked by name; an utterance larger
-// than the pool is refused; a client that does not read holds the decoder back; a client that
-// leaves gives its pages back, and many short requests leave the pool and the allocator where
+// get the audio they get alone; a personal voice (speaker embedding, HiFiGAN-NSF) serves each
+// request the offline audio of its seed; the request's options are checked by name; an utterance
+// larger than the pool is refused; a client that does not read holds the decoder back; a client
+// that leaves gives its pages back, and many short requests leave the pool and the allocator where
 // they started.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -30,6 +29,7 @@
 #include "scheduler/scheduler.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
+#include "support/edited_voice.h"
 
 namespace voxd::scheduler {
 namespace {
@@ -37,28 +37,23 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kFixtureVoice = fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-sambert";
+// tiny-sambert's sizes as a personal voice: a speaker embedding, f0 and voicing after the mel, a
+// HiFiGAN-NSF vocoder.
+const fs::path kNsfVoice = fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-sambert-nsf";
 // tiny-sambert: 2 decoder layers × keys and values × 16 steps × 16 units × 4 bytes.
 constexpr uint64_t kPageBytes = 2 * 2 * 16 * 16 * 4;
 
-// A copy of the fixture voice with its vocoder `causal` or not (the same weights: causality only
+// A copy of a fixture voice with its vocoder `causal` or not (the same weights: causality only
 // moves the padding).
 class VoiceCopy {
  public:
-  explicit VoiceCopy(bool causal)
-      : dir_(fs::temp_directory_path() /
-             ("voxd-sambert-" + std::to_string(::getpid()) + (causal ? "-causal" : "-lookahead"))) {
-    fs::remove_all(dir_);
-    fs::copy(kFixtureVoice, dir_, fs::copy_options::recursive);
-    nlohmann::json config;
-    std::ifstream(dir_ / "config.json") >> config;
-    config["vocoder"]["model"]["causal"] = causal;
-    std::ofstream(dir_ / "config.json") << config.dump(2);
+  VoiceCopy(const fs::path& voice, bool causal) : copy_(voice, causal ? "causal" : "lookahead") {
+    copy_.edit([&](nlohmann::json& config) { config["vocoder"]["model"]["causal"] = causal; });
   }
-  ~VoiceCopy() { fs::remove_all(dir_); }
-  std::string path() const { return dir_.string(); }
+  std::string path() const { return copy_.path(); }
 
  private:
-  fs::path dir_;
+  test_support::EditedVoice copy_;
 };
 
 EngineConfig config_of(const std::string& voice, uint64_t kv_cache_pages) {
@@ -97,25 +92,28 @@ std::string utterance(int tokens, uint32_t seed, const std::string& speaker = "F
   return out;
 }
 
-server::SpeechRequest request(const std::string& symbols) {
+server::SpeechRequest request(const std::string& symbols,
+                              const std::string& voice = "tiny-sambert") {
   server::SpeechRequest r;
   r.model = "voxd";
   r.input = symbols;
-  r.voice = "tiny-sambert";
+  r.voice = voice;
   r.input_format = server::InputFormat::kKanTtsSymbols;
   return r;
 }
 
 std::vector<float> offline(const std::string& voice, const std::string& symbols,
                            const std::optional<std::string>& emotion = std::nullopt,
-                           const std::optional<std::string>& speaker = std::nullopt) {
+                           const std::optional<std::string>& speaker = std::nullopt,
+                           uint64_t seed = 0) {
   std::unique_ptr<Backend> backend = make_backend("cpu", 1);
   Context ctx(*backend, host_allocator());
   const auto models = sambert::Voice::load(ctx, sambert::VoiceConfig::load(voice));
   std::vector<float> audio;
-  sambert::speak(ctx, *models, symbols, emotion, speaker, [&](const std::vector<float>& piece) {
-    audio.insert(audio.end(), piece.begin(), piece.end());
-  });
+  sambert::speak(ctx, *models, symbols, emotion, speaker, seed,
+                 [&](const std::vector<float>& piece) {
+                   audio.insert(audio.end(), piece.begin(), piece.end());
+                 });
   return audio;
 }
 
@@ -124,7 +122,7 @@ class SambertServedAudio : public ::testing::TestWithParam<bool> {};
 // Two utterances, the first of them spoken by another speaker with another emotion: the served
 // audio is the offline audio, made in several vocoder chunks.
 TEST_P(SambertServedAudio, EqualsTheAudioOfEachUtteranceMadeInOnePiece) {
-  const VoiceCopy voice(GetParam());
+  const VoiceCopy voice(kFixtureVoice, GetParam());
   std::string symbols = utterance(14, 1);
   symbols.append("\n\n").append(utterance(9, 2, "M7"));
   const std::vector<float> whole = offline(voice.path(), symbols, "emotion_happy", "F74");
@@ -141,6 +139,44 @@ TEST_P(SambertServedAudio, EqualsTheAudioOfEachUtteranceMadeInOnePiece) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocoders, SambertServedAudio, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "causal" : "lookahead"; });
+
+class SambertServedNsf : public ::testing::TestWithParam<bool> {};
+
+// A personal voice's requests of two seeds, served together: each is the offline audio of its
+// seed (the source's phases and noise carried across chunks and counted per utterance), and the
+// two seeds' audio differ.
+TEST_P(SambertServedNsf, EachRequestIsTheOfflineAudioOfItsSeed) {
+  const VoiceCopy voice(kNsfVoice, GetParam());
+  std::string symbols = utterance(12, 3);
+  symbols.append("\n").append(utterance(7, 4, "M7"));
+  Served served(config_of(voice.path(), 64));
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (const uint64_t seed : {7u, 8u}) {
+    server::SpeechRequest r = request(symbols, "tiny-sambert-nsf");
+    r.seed = seed;
+    jobs.push_back(served.service.admit(r));
+  }
+  const std::vector<std::vector<float>> audio = run_all(jobs);
+  const std::string what = GetParam() ? "causal" : "lookahead";
+  expect_same_audio(offline(voice.path(), symbols, std::nullopt, std::nullopt, 7), audio[0],
+                    what + ", seed 7");
+  expect_same_audio(offline(voice.path(), symbols, std::nullopt, std::nullopt, 8), audio[1],
+                    what + ", seed 8");
+  ASSERT_EQ(audio[0].size(), audio[1].size());
+  float difference = 0.0f;
+  for (size_t i = 0; i < audio[0].size(); ++i) {
+    difference = std::max(difference, std::abs(audio[0][i] - audio[1][i]));
+  }
+  EXPECT_GT(difference, 1e-3f) << "the seed moved nothing";
+  // Each stream's frames span several chunks of at most 12 frames (hop 200).
+  EXPECT_GT(audio[0].size(), 3u * 12 * 200);
+  EXPECT_GE(served.service.step_counts("vocoder").steps, 4u);
+  wait_idle(served.service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocoders, SambertServedNsf, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "causal" : "lookahead"; });
 
 TEST(SambertEngine, StreamsBatchedTogetherEachGetTheAudioTheyGetAlone) {

@@ -26,6 +26,7 @@ sys.path.insert(0, TOOLS)
 
 import convert_checkpoint  # noqa: E402
 import kantts_symbols  # noqa: E402
+import make_test_voices  # noqa: E402
 import safetensors_io  # noqa: E402
 from reference import kantts_hifigan, sambert  # noqa: E402
 
@@ -170,10 +171,80 @@ class KanTtsConvertTest(unittest.TestCase):
         path = os.path.join(self.model, "voices", "zhitian_emo", "am", "config.yaml")
         with open(path) as f:
             config = yaml.safe_load(f)
-        config["Model"]["KanTtsSAMBERT"]["params"]["SE"] = True
+        config["Model"]["KanTtsSAMBERT"]["params"]["FP"] = True
         with open(path, "w") as f:
             yaml.safe_dump(config, f)
-        self.expect_error("field 'Model.KanTtsSAMBERT.params.SE' is true")
+        self.expect_error("field 'Model.KanTtsSAMBERT.params.FP' is true")
+
+
+class PersonalVoiceTest(unittest.TestCase):
+    """A personal voice as ModelScope's personal TTS trains them: SE (am/se.npy in place of the
+    speaker table) and NSF (f0 and voicing after the mel, am/mvn.npy, a HiFiGAN-NSF vocoder)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.voice = os.path.join(self.tmp, "personal")
+        params, gen_params = make_test_voices.sambert_fixture_sizes()
+        self.params = dict(params, SE=True, NSF=True, num_mels=params["num_mels"] + 2)
+        gen_params = dict(gen_params, nsf_params={"nb_harmonics": 7, "sampling_rate": 16000})
+        self.am, _ = make_test_voices.write_modelscope_voice(
+            self.voice, self.params, gen_params, seed=5, f0_mean_std=(150.0, 30.0))
+        self.out = os.path.join(self.tmp, "out")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def convert(self):
+        return run_converter(["--kantts", self.voice, "--kantts-languages", INVENTORY,
+                              "--out", self.out])
+
+    def expect_error(self, fragment):
+        code, _, err = self.convert()
+        self.assertEqual(code, 1, err)
+        self.assertIn(fragment, err)
+        self.assertFalse(os.path.exists(self.out))
+
+    def edit(self, part, change):
+        path = os.path.join(self.voice, part, "config.yaml")
+        with open(path) as f:
+            config = yaml.safe_load(f)
+        change(config["Model"])
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+
+    def test_the_embedding_stands_for_every_speaker_and_f0_keeps_its_mean_and_std(self):
+        code, _, err = self.convert()
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(self.out, "config.json")) as f:
+            voice = json.load(f)
+        self.assertEqual(voice["acoustic"]["f0_mean_std"], [150.0, 30.0])
+        self.assertEqual(voice["n_mels"], self.params["num_mels"] - 2)
+        self.assertEqual(voice["vocoder"]["model"]["nsf_params"]["nb_harmonics"], 7)
+        se = np.load(os.path.join(self.voice, "am", "se.npy")).reshape(-1)
+        table = safetensors_io.load(os.path.join(self.out, "acoustic.safetensors"))[
+            "spk_tokenizer.weight"]
+        speakers = len(voice["acoustic"]["symbols"]["speaker_category"])
+        self.assertEqual(table.shape, (speakers - 1, self.params["speaker_units"]))
+        for row in table:
+            np.testing.assert_array_equal(row, se)
+
+    def test_missing_embedding_mean_and_std_and_a_vocoder_without_a_source(self):
+        os.rename(os.path.join(self.voice, "am", "se.npy"), os.path.join(self.tmp, "se.npy"))
+        self.expect_error("SE is true but there is no se.npy")
+        os.rename(os.path.join(self.tmp, "se.npy"), os.path.join(self.voice, "am", "se.npy"))
+        os.remove(os.path.join(self.voice, "am", "mvn.npy"))
+        self.expect_error("needs mvn.npy")
+        self.edit("am", lambda m: m["KanTtsSAMBERT"]["params"].update(nsf_norm_type="global"))
+        self.edit("voc", lambda m: m["Generator"]["params"].pop("nsf_params"))
+        self.expect_error("tensors the config does not describe: source_downs.0.conv1d.bias")
+        # A plain HiFiGAN (its checkpoint and config agree) cannot read f0.
+        path = os.path.join(self.voice, "voc", "config.yaml")
+        with open(path) as f:
+            plain = kantts_hifigan.Generator(**yaml.safe_load(f)["Model"]["Generator"]["params"])
+        torch.save({"model": {"generator": plain.state_dict()}, "steps": 1},
+                   os.path.join(self.voice, "voc", "ckpt", "checkpoint_1.pth"))
+        self.expect_error("the acoustic model makes f0 for an NSF vocoder, this one has no "
+                          "nsf_params")
 
 
 if __name__ == "__main__":

@@ -314,9 +314,12 @@ scheduler::StepOutput PrefillKind::run(const Batch& batch, scheduler::MemoryBudg
     u.previous_frame.assign(static_cast<size_t>(model.config().num_mels), 0.0f);
     UtteranceAudio audio;
     audio.frames = u.alignment.frames;
-    audio.first_chunk = work.started ? chunk_frames_ : first_chunk_frames_;
+    audio.first_chunk = work.prefilled == 0 ? first_chunk_frames_ : chunk_frames_;
+    if (config_of(voice).acoustic.nsf) {
+      audio.source = nsf_source(config_of(voice), work.seed, work.prefilled);
+    }
     work.audio.push_back(std::move(audio));
-    work.started = true;
+    ++work.prefilled;
   }
   return out;
 }

@@ -35,10 +35,11 @@ int64_t interior_vocoder_frames(const Voice& voice, int64_t frames) {
   return vocoder_frames_of(voice, frames, c.left_context_frames() + frames + c.lookahead_frames());
 }
 
-// The first option `options` sets that a Sambert voice does not take, or nullptr.
-const char* unsupported_option(const scheduler::SpeechOptions& options) {
+// The first option `options` sets that a Sambert voice does not take, or nullptr: a seed only
+// means something to an NSF vocoder's source.
+const char* unsupported_option(const scheduler::SpeechOptions& options, bool nsf) {
   if (options.speed != 1.0f) return "speed";
-  if (options.seed) return "seed";
+  if (options.seed && !nsf) return "seed";
   if (options.temperature) return "temperature";
   if (options.top_p) return "top_p";
   if (options.top_k) return "top_k";
@@ -62,7 +63,7 @@ Definition::Definition(VoiceConfig config)
 scheduler::PreparedStream Definition::prepare(std::string_view text,
                                               const scheduler::SpeechOptions& options,
                                               const scheduler::SchedulerOptions& scheduling) const {
-  if (const char* field = unsupported_option(options)) {
+  if (const char* field = unsupported_option(options, config_.acoustic.nsf)) {
     throw scheduler::OptionError(std::string(field) + " is not taken by Sambert voices; voice '" +
                                      config_.name + "' speaks as its model predicts",
                                  field);
@@ -92,9 +93,10 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   const SambertLimits limits;
   const int64_t postnet_lookahead = config_.acoustic.postnet.layers *
                                     std::max<int64_t>(0, config_.acoustic.postnet.right_padding());
-  auto work = std::make_unique<SentenceWork>(2 * scheduling.chunk_frames +
-                                             config_.vocoder.lookahead_frames() +
-                                             postnet_lookahead + config_.acoustic.outputs_per_step);
+  auto work = std::make_unique<SentenceWork>(
+      2 * scheduling.chunk_frames + config_.vocoder.lookahead_frames() + postnet_lookahead +
+          config_.acoustic.outputs_per_step,
+      options.seed.value_or(0));
   for (size_t i = 0; i < utterances.size(); ++i) {
     const auto tokens = static_cast<int64_t>(utterances[i].linguistic.size());
     if (tokens > limits.max_tokens) {

@@ -27,8 +27,9 @@ class Definition final : public scheduler::VoiceDefinition {
   const scheduler::VoiceCard& card() const override { return card_; }
   const text::FrontEnd& front_end() const override { return front_end_; }
   // The utterances of KAN-TTS symbols (options.input_format kKanTtsSymbols), with the request's
-  // emotion and speaker. OptionError for text input (voxd reads no Mandarin text yet), speed, the
-  // sampling options, and an emotion or speaker the voice does not have (naming the valid ones);
+  // emotion and speaker (and for an NSF voice its seed: the source's phases and noise, 0 when
+  // unset). OptionError for text input (voxd reads no Mandarin text yet), speed, the sampling
+  // options, and an emotion or speaker the voice does not have (naming the valid ones);
   // InputError for symbols the voice cannot read or an utterance of too many tokens.
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
                                     const scheduler::SchedulerOptions& scheduling) const override;

@@ -1,6 +1,7 @@
 #include "families/sambert/hifigan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/config_fields.h"
@@ -47,9 +48,18 @@ Span through_conv(Span s, int64_t k, int64_t d, bool causal) {
   return {s.lo - p, s.hi + p};
 }
 
-// The mel frames output sample `n` depends on.
+// The source samples that indices [lo, hi] of stage `i`'s source conv read.
+Span source_samples(const KanTtsHifiGanConfig& c, size_t i, Span s) {
+  const int64_t u = c.source_stride(i);
+  if (u == 1) return s;
+  if (c.causal) return {s.lo * u - (2 * u - 1), s.hi * u};
+  return {s.lo * u - u / 2, s.hi * u - u / 2 + 2 * u - 1};
+}
+
+// The mel frames output sample `n` depends on (with NSF, through the source's samples too).
 Span frames_of_sample(const KanTtsHifiGanConfig& c, int64_t n) {
   Span s = through_conv({n, n}, c.kernel_size, 1, c.causal);  // conv_post
+  std::optional<Span> source;
   for (size_t i = c.upsample_scales.size(); i-- > 0;) {
     Span blocks = s;
     for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
@@ -60,6 +70,12 @@ Span frames_of_sample(const KanTtsHifiGanConfig& c, int64_t n) {
       }
       blocks = blocks | through;
     }
+    if (c.nsf) {
+      const Span samples = source_samples(c, i, blocks);
+      const int64_t hop = c.hop_length();
+      const Span frames = {floor_div(samples.lo, hop), floor_div(samples.hi, hop)};
+      source = source ? *source | frames : frames;
+    }
     const int64_t scale = c.upsample_scales[i];
     const int64_t k = c.upsample_kernel_sizes[i];
     const Span conv = through_conv(blocks, c.kernel_size, 1, c.causal);
@@ -69,7 +85,8 @@ Span frames_of_sample(const KanTtsHifiGanConfig& c, int64_t n) {
                              floor_div(blocks.hi + p, scale)};
     s = repeat | transposed;
   }
-  return through_conv(s, c.kernel_size, 1, c.causal);  // conv_pre
+  const Span mel = through_conv(s, c.kernel_size, 1, c.causal);  // conv_pre
+  return source ? mel | *source : mel;
 }
 
 // The farthest frame, before (or after) its own, that a sample of a frame depends on.
@@ -90,11 +107,12 @@ KanTtsHifiGanConfig KanTtsHifiGanConfig::from_json(const json& p, const std::str
   if (!p.is_object()) {
     throw InputError(where + ": expected Model.Generator.params as an object, got " + p.dump());
   }
-  if (p.contains("nsf_params") && !p["nsf_params"].is_null()) {
-    refuse(where, "nsf_params",
-           "is set: the HiFiGAN-NSF vocoder (a source module driven by f0) is not supported yet");
-  }
   KanTtsHifiGanConfig c;
+  if (p.contains("nsf_params") && !p["nsf_params"].is_null()) {
+    const std::string at = where + ": nsf_params";
+    c.nsf = Nsf{.harmonics = config::positive_int(p["nsf_params"], "nb_harmonics", at),
+                .sampling_rate = config::positive_int(p["nsf_params"], "sampling_rate", at)};
+  }
   c.in_channels = config::positive_int(p, "in_channels", where);
   if (config::positive_int(p, "out_channels", where) != 1) {
     refuse(where, "out_channels", "must be 1 (several output bands need PQMF, not supported)");
@@ -137,6 +155,14 @@ KanTtsHifiGanConfig KanTtsHifiGanConfig::from_json(const json& p, const std::str
     refuse(where, "repeat_upsample", "is false; the original's forward fails without the branch");
   }
   if (p.contains("causal")) c.causal = p["causal"].get<bool>();
+  for (size_t i = 0; c.nsf && !c.causal && i < c.upsample_scales.size(); ++i) {
+    if (c.source_stride(i) > 1 && c.source_stride(i) % 2 != 0) {
+      refuse(where, "upsample_scales",
+             "makes the non-causal source's conv of stage " + std::to_string(i) + " stride " +
+                 std::to_string(c.source_stride(i)) +
+                 ", odd: its output is a sample short of the stage's and the original fails");
+    }
+  }
   const std::string activation = p.contains("nonlinear_activation")
                                      ? config::string(p, "nonlinear_activation", where)
                                      : "LeakyReLU";
@@ -165,6 +191,12 @@ int64_t KanTtsHifiGanConfig::hop_length() const {
   int64_t hop = 1;
   for (int64_t s : upsample_scales) hop *= s;
   return hop;
+}
+
+int64_t KanTtsHifiGanConfig::source_stride(size_t stage) const {
+  int64_t stride = hop_length();
+  for (size_t i = 0; i <= stage; ++i) stride /= upsample_scales[i];
+  return stride;
 }
 
 int64_t KanTtsHifiGanConfig::left_context_frames() const {
@@ -218,7 +250,31 @@ KanTtsHifiGan KanTtsHifiGan::load(Context& ctx, const KanTtsHifiGanConfig& confi
     width = next;
   }
   g.conv_post_ = take("conv_post.conv1d", {1, width, k}, 1, 1, 1);
+  if (config.nsf) {
+    g.source_ = take("source_module.ffn.0", {1, config.nsf->harmonics + 1, 1}, 1, 1, 1);
+    for (size_t i = 0; i < config.upsample_scales.size(); ++i) {
+      const int64_t out = config.channels >> (i + 1);
+      const int64_t u = config.source_stride(i);
+      g.source_downs_.push_back(take("source_downs." + std::to_string(i) + ".conv1d",
+                                     {out, 1, u == 1 ? 1 : 2 * u}, out, 1, u));
+    }
+  }
   return g;
+}
+
+Tensor KanTtsHifiGan::source_down(Context& ctx, size_t stage, const Tensor& e) const {
+  const Conv& c = source_downs_[stage];
+  const ConvFusion fusion{
+      .input_leaky_relu = std::nullopt, .residual = nullptr, .output_dtype = precision_.stream};
+  const int64_t u = c.stride;
+  if (u == 1) return ops::conv1d(ctx, e, c.weight, c.bias, {}, fusion);
+  if (!config_.causal) {
+    return ops::conv1d(ctx, e, c.weight, c.bias, {.stride = u, .padding = u / 2}, fusion);
+  }
+  // 2u − 1 zeros on the left only: padded on both sides, the outputs past the stage's dropped.
+  const Tensor y =
+      ops::conv1d(ctx, e, c.weight, c.bias, {.stride = u, .padding = 2 * u - 1}, fusion);
+  return ops::contiguous(ctx, y.narrow(2, 0, e.size(2) / u));
 }
 
 Tensor KanTtsHifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, std::optional<float> slope,
@@ -243,7 +299,7 @@ Tensor KanTtsHifiGan::transposed(Context& ctx, const Conv& c, const Tensor& x) c
   return precision_.to_stream(ctx, ops::contiguous(ctx, y.narrow(2, 0, x.size(2) * c.stride)));
 }
 
-Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
+Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel, const Tensor& excitation) const {
   const KanTtsHifiGanConfig& c = config_;
   if (mel.dim() != 3 || mel.size(1) != c.in_channels || mel.size(2) < 1) {
     throw InputError("KAN-TTS HiFiGAN: mel must be [B, " + std::to_string(c.in_channels) +
@@ -252,6 +308,21 @@ Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
   const int64_t batch = mel.size(0);
   const DType stream = precision_.stream;
   const DType compute = precision_.compute;
+  Tensor source;  // NSF: the source after its 1x1 conv and tanh, [B, 1, T · hop]
+  if (c.nsf) {
+    const Shape want = {batch, c.nsf->harmonics + 1, mel.size(2) * c.hop_length()};
+    if (!excitation.defined() || excitation.shape() != want) {
+      throw InputError("KAN-TTS HiFiGAN-NSF: the source's excitation must be " +
+                       shape_to_string(want) + ", got " +
+                       (excitation.defined() ? excitation.shape_string() : "none"));
+    }
+    const ConvFusion fusion{
+        .input_leaky_relu = std::nullopt, .residual = nullptr, .output_dtype = stream};
+    source = ops::tanh(ctx, ops::conv1d(ctx, ops::to_device(ctx, excitation, compute),
+                                        source_.weight, source_.bias, {}, fusion));
+  } else if (excitation.defined()) {
+    throw InputError("KAN-TTS HiFiGAN: an excitation was given to a generator without NSF");
+  }
   Tensor x = conv(ctx, conv_pre_, mel, std::nullopt, stream);
   const size_t kernels = c.resblock_kernel_sizes.size();
   for (size_t i = 0; i < c.upsample_scales.size(); ++i) {
@@ -264,6 +335,7 @@ Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
     const Tensor upsampled = ops::transpose(
         ctx, ops::length_regulate(ctx, ops::transpose(ctx, activated, 1, 2), repeats), 1, 2);
     x = conv(ctx, repeat_convs_[i], upsampled, std::nullopt, stream);
+    if (c.nsf) ops::add_(ctx, x, source_down(ctx, i, source));
     ops::add_(ctx, x, transposed(ctx, transposed_[i], precision_.to_compute(ctx, activated)));
     Tensor sum;
     for (size_t j = 0; j < kernels; ++j) {
@@ -279,6 +351,92 @@ Tensor KanTtsHifiGan::forward(Context& ctx, const Tensor& mel) const {
   }
   const Tensor audio = ops::tanh(ctx, conv(ctx, conv_post_, x, kFinalSlope, stream));
   return audio.reshape({batch, audio.size(2)});
+}
+
+namespace {
+
+constexpr double kSourceAlpha = 0.1;    // SourceModule's alpha
+constexpr double kSourceSigma = 0.003;  // and sigma
+constexpr double kPi = 3.14159265358979323846;
+
+// splitmix64's finaliser: a well-mixed 64-bit hash of x.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A uniform double in (0, 1) from a hash.
+double unit(uint64_t h) {
+  return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
+}
+
+}  // namespace
+
+NsfSource::NsfSource(const KanTtsHifiGanConfig& config, uint64_t seed)
+    : harmonics_(config.nsf ? config.nsf->harmonics : 0),
+      hop_(config.hop_length()),
+      rate_(config.nsf ? config.nsf->sampling_rate : 1),
+      seed_(seed) {
+  VOXD_CHECK(config.nsf.has_value(), "NsfSource for a generator without NSF");
+  phases_.push_back(0.0f);
+  for (int64_t h = 1; h <= harmonics_; ++h) {
+    const double u = unit(mix(mix(seed) ^ mix(0x5048415345ull + static_cast<uint64_t>(h))));
+    phases_.push_back(static_cast<float>(-kPi + 2.0 * kPi * u));
+  }
+}
+
+NsfSource::NsfSource(const KanTtsHifiGanConfig& config, std::vector<float> phases, Tensor noise)
+    : harmonics_(config.nsf ? config.nsf->harmonics : 0),
+      hop_(config.hop_length()),
+      rate_(config.nsf ? config.nsf->sampling_rate : 1),
+      phases_(std::move(phases)),
+      noise_(noise.to_host_contiguous(DType::F32)) {
+  VOXD_CHECK(config.nsf.has_value(), "NsfSource for a generator without NSF");
+  VOXD_CHECK(static_cast<int64_t>(phases_.size()) == harmonics_ + 1 && noise_.dim() == 2 &&
+                 noise_.size(0) == harmonics_ + 1,
+             "NsfSource: phases [harmonics + 1] and noise [harmonics + 1, samples]");
+  phases_[0] = 0.0f;
+}
+
+float NsfSource::noise(int64_t harmonic, int64_t sample) const {
+  if (noise_.defined()) {
+    VOXD_CHECK(sample < noise_.size(1), "NsfSource: past the given noise");
+    return noise_.data<float>()[harmonic * noise_.size(1) + sample];
+  }
+  // Box-Muller over two hashes of (seed, harmonic, sample).
+  const uint64_t key =
+      mix(seed_) ^ mix((static_cast<uint64_t>(harmonic) << 56) ^ static_cast<uint64_t>(sample));
+  const double radius = std::sqrt(-2.0 * std::log(unit(mix(key))));
+  return static_cast<float>(kSourceSigma * radius *
+                            std::cos(2.0 * kPi * unit(mix(key ^ 0xA5A5A5A5A5A5A5A5ull))));
+}
+
+std::vector<float> NsfSource::excitation(const float* f0, const float* voiced, int64_t first,
+                                         int64_t frames, double f0_before) const {
+  const int64_t samples = frames * hop_;
+  std::vector<float> out(static_cast<size_t>((harmonics_ + 1) * samples));
+  const auto alpha = static_cast<float>(kSourceAlpha);
+  const auto unvoiced_gain = static_cast<float>(kSourceAlpha / 3.0 / kSourceSigma);
+  // Σ f0 over the utterance's samples so far (each frame's f0 over its hop samples).
+  double sum = f0_before * static_cast<double>(hop_);
+  for (int64_t f = 0; f < frames; ++f) {
+    const float v = voiced[f];
+    for (int64_t k = 0; k < hop_; ++k) {
+      sum += f0[f];
+      const int64_t n = (first + f) * hop_ + k;
+      for (int64_t h = 0; h <= harmonics_; ++h) {
+        const float eps = noise(h, n);
+        const double cycles = sum * static_cast<double>(h + 1) / static_cast<double>(rate_);
+        const auto theta = static_cast<float>(2.0 * kPi * (cycles - std::floor(cycles)));
+        const float e_voice = alpha * std::sin(theta + phases_[static_cast<size_t>(h)]) + eps;
+        out[static_cast<size_t>(h * samples + f * hop_ + k)] =
+            e_voice * v + unvoiced_gain * eps * (1.0f - v);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace voxd

@@ -63,14 +63,21 @@ SambertConfig SambertConfig::from_json(const json& p, const std::string& where) 
   if (!p.is_object()) {
     throw InputError(where + ": expected Model.KanTtsSAMBERT.params as an object, got " + p.dump());
   }
-  for (const char* variant : {"SE", "FP", "using_byte", "NSF"}) {
+  for (const char* variant : {"FP", "using_byte"}) {
     if (p.contains(variant) && p[variant].is_boolean() && p[variant].get<bool>()) {
       throw InputError(where + ": field '" + variant +
-                       "' is true; voxd runs the plain Sambert (phone, tone, syllable flag and "
-                       "word segment input, speaker and emotion tables, a mel without f0 and uv) "
-                       "and not this variant yet");
+                       "' is true; voxd runs Sambert with phone, tone, syllable flag and word "
+                       "segment input and not this variant yet");
     }
   }
+  const auto flag = [&](const char* name) {
+    if (!p.contains(name)) return false;
+    if (!p[name].is_boolean()) {
+      throw InputError(where + ": field '" + name + "' must be true or false, got " +
+                       p[name].dump());
+    }
+    return p[name].get<bool>();
+  };
   SambertConfig c;
   c.max_len = config::positive_int(p, "max_len", where);
   c.embedding_dim = config::positive_int(p, "embedding_dim", where);
@@ -92,6 +99,27 @@ SambertConfig SambertConfig::from_json(const json& p, const std::string& where) 
   c.outputs_per_step = config::positive_int(p, "outputs_per_step", where);
   c.num_mels = config::positive_int(p, "num_mels", where);
   c.postnet = read_fsmn(p, "postnet", where);
+  c.speaker_embedding = flag("SE");
+  c.nsf = flag("NSF");
+  if (c.nsf) {
+    if (c.num_mels < 3) {
+      throw InputError(where + ": field 'num_mels' is " + std::to_string(c.num_mels) +
+                       "; with NSF it holds the mel's channels, then f0 and voicing");
+    }
+    const std::string norm =
+        p.contains("nsf_norm_type") ? config::string(p, "nsf_norm_type", where) : "mean_std";
+    if (norm != "mean_std" && norm != "global") {
+      throw InputError(where + ": field 'nsf_norm_type' is '" + norm +
+                       "'; KAN-TTS knows 'mean_std' and 'global'");
+    }
+    c.f0_global_norm = norm == "global";
+    if (p.contains("nsf_f0_global_minimum")) {
+      c.f0_global_minimum = config::number(p, "nsf_f0_global_minimum", where);
+    }
+    if (p.contains("nsf_f0_global_maximum")) {
+      c.f0_global_maximum = config::number(p, "nsf_f0_global_maximum", where);
+    }
+  }
   require_divides(c.encoder_heads, c.encoder_units, "encoder_num_heads", where);
   require_divides(c.decoder_heads, c.decoder_units, "decoder_num_heads", where);
   if (c.embedding_dim % 2 != 0 || c.embedding_dim < 4) {

@@ -43,15 +43,25 @@ struct SambertConfig {
   int64_t decoder_units = 128;
   int64_t decoder_ffn_inner = 1024;
   int64_t outputs_per_step = 3;
-  int64_t num_mels = 80;
+  int64_t num_mels = 80;  // with NSF, the mel's channels and then f0 and voicing
   FsmnSizes postnet{41, 4, 256, 512, 17, 128};
+  // SE: the speaker is a speaker-verification embedding (ModelScope's personal voices' se.npy)
+  // rather than a row of a learnt table; the converter writes it as the table's rows, so the
+  // model runs unchanged.
+  bool speaker_embedding = false;
+  // NSF: the last two of num_mels are a normalised f0 and a voicing, for a HiFiGAN-NSF vocoder;
+  // nsf_norm_type "global" maps f0 back with nsf_f0_global_minimum/maximum, "mean_std" with the
+  // voice's mvn.npy (the voice's config carries it).
+  bool nsf = false;
+  bool f0_global_norm = false;
+  double f0_global_minimum = 30.0;
+  double f0_global_maximum = 730.0;
 
   // Reads the params block `params` (unknown fields, such as the dropouts, are ignored). The
-  // variants voxd does not run yet — a speaker-embedding input (SE), filled-pause insertion
-  // (FP), byte input (using_byte), f0 and uv in the mel for HiFiGAN-NSF (NSF) — are refused by
-  // name, as are sizes the original cannot build
-  // (heads that do not divide the units, an FSMN filter whose window does not keep the length).
-  // Throws voxd::InputError "<where>: field '<name>' ...".
+  // variants voxd does not run yet — filled-pause insertion (FP) and byte input (using_byte) —
+  // are refused by name, as are sizes the original cannot build (heads that do not divide the
+  // units, an FSMN filter whose window does not keep the length, NSF with fewer than three mel
+  // channels). Throws voxd::InputError "<where>: field '<name>' ...".
   static SambertConfig from_json(const nlohmann::json& params, const std::string& where);
 
   // Width of the decoder's memory: r text frames, the speaker and the emotion.

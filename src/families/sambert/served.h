@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/kv_pages.h"
@@ -65,24 +66,30 @@ struct UtteranceAudio {
   int64_t decoder_start = 0;       // the frame decoder_mel starts at
   std::vector<float> decoder_mel;  // [decoded − decoder_start, num_mels]
   int64_t postnet_start = 0;       // the frame postnet_mel starts at
-  std::vector<float> postnet_mel;  // [postnet_done − postnet_start, num_mels]
+  std::vector<float> postnet_mel;  // [postnet_done − postnet_start, num_mels]; NSF: f0 restored
   std::vector<float> h, c;         // the postnet LSTM's state after postnet_done frames
+  // NSF voices: the utterance's source, and the sum of f0 over frames [0, postnet_start) (its
+  // phase where postnet_mel starts).
+  std::optional<NsfSource> source;
+  double f0_before = 0.0;
 };
 
 class SentenceWork final : public scheduler::StreamWork {
  public:
   // `decode_ahead`: decoder frames a stream may hold beyond those vocoded before it is decoded
-  // no further (a client reading slowly holds the decoder back).
-  explicit SentenceWork(int64_t decode_ahead) : decode_ahead(decode_ahead) {}
+  // no further (a client reading slowly holds the decoder back). `seed`: an NSF voice's source's
+  // (the request's, or 0).
+  SentenceWork(int64_t decode_ahead, uint64_t seed) : decode_ahead(decode_ahead), seed(seed) {}
 
   const int64_t decode_ahead;
+  const uint64_t seed;
   // Utterances not yet decoded whole, in order; only the first is ever prefilled or decoding,
   // and the first two may be encoded.
   std::deque<Utterance> utterances;
   // Utterances with frames not yet vocoded, in order.
   std::deque<UtteranceAudio> audio;
   KvPagePool* pool = nullptr;  // where the first utterance's pages are from, once it has any
-  bool started = false;        // an utterance has been prefilled (the first chunk is cut small)
+  int64_t prefilled = 0;       // utterances prefilled so far (the first's first chunk is small)
 
   // The utterance the encoder takes next, or null.
   Utterance* next_to_encode();

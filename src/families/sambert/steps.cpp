@@ -76,35 +76,58 @@ void vocode_step(Context& ctx, const Voice& voice, std::vector<ChunkItem>& items
   const std::vector<float> c_after = ops::to_host(ctx, post.c).to_float_vector();
 
   // The vocoder's input per item: the earlier postnet frames, then the new ones, transposed to
-  // [mels, frames] and padded on the right (its left side must be the utterance's own).
-  std::vector<float> mel(static_cast<size_t>(b * mels * input_frames), 0.0f);
+  // [mel channels, frames] and padded on the right (its left side must be the utterance's own);
+  // for NSF the source's excitation of the same frames, from their f0 and voicing (restored).
+  const VoiceConfig& config = voice.config();
+  const int64_t channels = config.mel_channels();
+  const int64_t hop = vocoder.config().hop_length();
+  const int64_t harmonics = config.vocoder.nsf ? config.vocoder.nsf->harmonics + 1 : 0;
+  const int64_t samples = input_frames * hop;
+  std::vector<float> mel(static_cast<size_t>(b * channels * input_frames), 0.0f);
+  std::vector<float> excitation(static_cast<size_t>(b * harmonics * samples), 0.0f);
   for (int64_t i = 0; i < b; ++i) {
     ChunkItem& item = items[static_cast<size_t>(i)];
     const auto* row = made.data() + i * rows * mels;
     item.postnet.assign(row, row + item.count * mels);
+    if (config.acoustic.nsf) restore_f0(config, item.postnet.data(), item.count);
     item.h.assign(h_after.begin() + i * hidden, h_after.begin() + (i + 1) * hidden);
     item.c.assign(c_after.begin() + i * hidden, c_after.begin() + (i + 1) * hidden);
     const auto earlier = static_cast<int64_t>(item.earlier.size()) / mels;
-    VOXD_CHECK(
-        earlier + item.count == input_frames ||
-            (earlier + item.count < input_frames && (vocoder.config().causal || ctx.planning())),
-        "a vocoder chunk with other frames than its step's");
-    for (int64_t f = 0; f < earlier + item.count; ++f) {
+    const int64_t count = earlier + item.count;
+    VOXD_CHECK(count == input_frames ||
+                   (count < input_frames && (vocoder.config().causal || ctx.planning())),
+               "a vocoder chunk with other frames than its step's");
+    std::vector<float> f0(static_cast<size_t>(count));
+    std::vector<float> voiced(static_cast<size_t>(count));
+    for (int64_t f = 0; f < count; ++f) {
       const float* from =
           f < earlier ? item.earlier.data() + f * mels : item.postnet.data() + (f - earlier) * mels;
-      for (int64_t m = 0; m < mels; ++m) {
-        mel[static_cast<size_t>((i * mels + m) * input_frames + f)] = from[m];
+      for (int64_t m = 0; m < channels; ++m) {
+        mel[static_cast<size_t>((i * channels + m) * input_frames + f)] = from[m];
+      }
+      if (harmonics > 0) {
+        f0[static_cast<size_t>(f)] = from[channels];
+        voiced[static_cast<size_t>(f)] = from[channels + 1];
+      }
+    }
+    if (item.source != nullptr) {
+      const std::vector<float> made_source = item.source->excitation(
+          f0.data(), voiced.data(), item.first_frame, count, item.f0_before);
+      for (int64_t h = 0; h < harmonics; ++h) {
+        std::copy_n(made_source.begin() + h * count * hop, count * hop,
+                    excitation.begin() + (i * harmonics + h) * samples);
       }
     }
   }
+  const Tensor input =
+      ops::to_device(ctx, Tensor::from_vector({b, channels, input_frames}, mel), dtype);
   const Tensor audio = ops::to_host(
-      ctx, vocoder.forward(
-               ctx, ops::to_device(ctx, Tensor::from_vector({b, mels, input_frames}, mel), dtype)));
-  const int64_t hop = vocoder.config().hop_length();
-  const int64_t samples = audio.size(1);
+      ctx, vocoder.forward(ctx, input,
+                           harmonics > 0 ? Tensor::from_vector({b, harmonics, samples}, excitation)
+                                         : Tensor{}));
   for (int64_t i = 0; i < b; ++i) {
     ChunkItem& item = items[static_cast<size_t>(i)];
-    const float* row = audio.data<float>() + i * samples + item.skip * hop;
+    const float* row = audio.data<float>() + i * audio.size(1) + item.skip * hop;
     item.audio.assign(row, row + item.keep * hop);
   }
 }

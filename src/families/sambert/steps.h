@@ -52,7 +52,13 @@ struct ChunkItem {
   std::vector<float> earlier;
   int64_t skip = 0;
   int64_t keep = 0;
-  // Out: the new postnet frames [count, num_mels], the LSTM's state after them, the audio kept.
+  // NSF voices: the utterance's source, the utterance's frame `first`, the sum of f0 over the
+  // frames before it.
+  const NsfSource* source = nullptr;
+  int64_t first_frame = 0;
+  double f0_before = 0.0;
+  // Out: the new postnet frames [count, num_mels] (NSF: f0 restored, restore_f0), the LSTM's
+  // state after them, the audio kept.
   std::vector<float> postnet;
   std::vector<float> audio;
 };

@@ -27,6 +27,16 @@ std::vector<float> frames_of(const std::vector<float>& buffer, int64_t start, in
   return {buffer.begin() + (from - start) * mels, buffer.begin() + (to - start) * mels};
 }
 
+// The sum of f0 (an NSF voice's second last channel) over frames [start, to) of a buffer of
+// frames [start, ...).
+double f0_sum(const std::vector<float>& buffer, int64_t start, int64_t to, int64_t mels) {
+  double sum = 0.0;
+  for (int64_t f = start; f < to; ++f) {
+    sum += buffer[static_cast<size_t>((f - start) * mels + mels - 2)];
+  }
+  return sum;
+}
+
 // Drops the frames of `buffer` (starting at frame `start`) before frame `keep_from`.
 void trim(std::vector<float>& buffer, int64_t& start, int64_t keep_from, int64_t mels) {
   if (keep_from <= start) return;
@@ -148,6 +158,11 @@ scheduler::StepOutput VocoderKind::run(const Batch& batch, scheduler::MemoryBudg
     item.earlier = frames_of(u.postnet_mel, u.postnet_start, first, p, mels);
     item.skip = chunk.begin - first;
     item.keep = chunk.end - chunk.begin;
+    if (u.source) {
+      item.source = &*u.source;
+      item.first_frame = first;
+      item.f0_before = u.f0_before + f0_sum(u.postnet_mel, u.postnet_start, first, mels);
+    }
   }
   run_vocode(runtime_.backend(), runtime_.allocator(), models, items, lead.frames,
              vocoder_frames(voice, lead), plan(voice, static_cast<int64_t>(n), lead));
@@ -165,7 +180,11 @@ scheduler::StepOutput VocoderKind::run(const Batch& batch, scheduler::MemoryBudg
     u.c = std::move(item.c);
     u.vocoded = chunks[i].end;
     trim(u.decoder_mel, u.decoder_start, u.postnet_done - context, mels);
-    trim(u.postnet_mel, u.postnet_start, u.vocoded - vocoder_context, mels);
+    const int64_t keep_from = u.vocoded - vocoder_context;
+    if (u.source && keep_from > u.postnet_start) {
+      u.f0_before += f0_sum(u.postnet_mel, u.postnet_start, keep_from, mels);
+    }
+    trim(u.postnet_mel, u.postnet_start, keep_from, mels);
     out.audio[i] = std::move(item.audio);
     if (u.vocoded == u.frames) work.audio.pop_front();
   }

@@ -45,16 +45,57 @@ std::unique_ptr<Voice> Voice::load(Context& ctx, VoiceConfig config, DType dtype
       new Voice(std::move(config), std::move(acoustic), std::move(vocoder)));
 }
 
+void restore_f0(const VoiceConfig& config, float* frames, int64_t count) {
+  const int64_t channels = config.acoustic.num_mels;
+  for (int64_t t = 0; t < count; ++t) {
+    float* frame = frames + t * channels;
+    float& f0 = frame[channels - 2];
+    float& voiced = frame[channels - 1];
+    voiced = voiced < 0.6f ? 0.0f : 1.0f;
+    f0 = static_cast<float>(f0 * config.f0_scale + config.f0_offset);
+    if (f0 < 30.0f) f0 = 30.0f;
+  }
+}
+
+NsfSource nsf_source(const VoiceConfig& config, uint64_t seed, int64_t index) {
+  return NsfSource(config.vocoder, seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index));
+}
+
 Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
              const std::optional<std::string>& emotion, const std::optional<std::string>& speaker,
-             const std::function<void(const std::vector<float>&)>& sink) {
+             uint64_t seed, const std::function<void(const std::vector<float>&)>& sink) {
+  const VoiceConfig& config = voice.config();
+  const int64_t channels = config.acoustic.num_mels;
+  const int64_t mels = config.mel_channels();
   Spoken spoken;
   for (const SambertTokens& tokens : voice.front_end().utterances(symbols, emotion, speaker)) {
     const SambertOutput out = voice.acoustic().synthesize(ctx, tokens);
     const int64_t frames = out.mel.size(0);
-    const Tensor mel = ops::transpose(ctx, out.mel.reshape({1, frames, out.mel.size(1)}), 1, 2);
+    std::vector<float> post = ops::to_host(ctx, out.mel).to_float_vector();
+    Tensor excitation;
+    if (config.acoustic.nsf) {
+      restore_f0(config, post.data(), frames);
+      std::vector<float> f0(static_cast<size_t>(frames));
+      std::vector<float> voiced(static_cast<size_t>(frames));
+      for (int64_t t = 0; t < frames; ++t) {
+        f0[static_cast<size_t>(t)] = post[static_cast<size_t>(t * channels + mels)];
+        voiced[static_cast<size_t>(t)] = post[static_cast<size_t>(t * channels + mels + 1)];
+      }
+      const int64_t harmonics = config.vocoder.nsf->harmonics + 1;
+      excitation = Tensor::from_vector({1, harmonics, frames * config.hop_length},
+                                       nsf_source(config, seed, spoken.utterances)
+                                           .excitation(f0.data(), voiced.data(), 0, frames, 0.0));
+    }
+    std::vector<float> mel(static_cast<size_t>(mels * frames));
+    for (int64_t t = 0; t < frames; ++t) {
+      for (int64_t m = 0; m < mels; ++m) {
+        mel[static_cast<size_t>(m * frames + t)] = post[static_cast<size_t>(t * channels + m)];
+      }
+    }
+    const Tensor input =
+        ops::to_device(ctx, Tensor::from_vector({1, mels, frames}, mel), voice.acoustic().dtype());
     const std::vector<float> audio =
-        ops::to_host(ctx, voice.vocoder().forward(ctx, mel)).to_float_vector();
+        ops::to_host(ctx, voice.vocoder().forward(ctx, input, excitation)).to_float_vector();
     sink(audio);
     ++spoken.utterances;
     spoken.frames += frames;

@@ -40,6 +40,15 @@ class Voice {
   SymbolFrontEnd front_end_;
 };
 
+// KAN-TTS's denorm_f0 on `count` frames [count, num_mels] of an NSF voice's postnet output, in
+// place: voicing 1 from 0.6 up and 0 below, f0 back to Hz (VoiceConfig::f0_scale, f0_offset), at
+// least 30 Hz.
+void restore_f0(const VoiceConfig& config, float* frames, int64_t count);
+
+// The NSF source of a request's utterance `index`: its phases and noise from the request's seed
+// and the utterance's place, so that the same request makes the same audio however it is cut.
+NsfSource nsf_source(const VoiceConfig& config, uint64_t seed, int64_t index);
+
 // What `voxd synth` made.
 struct Spoken {
   int64_t utterances = 0;
@@ -48,10 +57,11 @@ struct Spoken {
 };
 
 // Speaks each utterance of `symbols` (SymbolFrontEnd::utterances, with the emotion and speaker
-// overrides) on ctx: Sambert::synthesize, then the vocoder over its whole mel, the audio of each
-// utterance to `sink` in order. Throws voxd::InputError for input the voice cannot speak.
+// overrides) on ctx: Sambert::synthesize, then the vocoder over its whole mel (an NSF vocoder
+// with the source of nsf_source(seed, the utterance's index)), the audio of each utterance to
+// `sink` in order. Throws voxd::InputError for input the voice cannot speak.
 Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
              const std::optional<std::string>& emotion, const std::optional<std::string>& speaker,
-             const std::function<void(const std::vector<float>&)>& sink);
+             uint64_t seed, const std::function<void(const std::vector<float>&)>& sink);
 
 }  // namespace voxd::sambert

@@ -43,10 +43,31 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
                      std::to_string(c.vocoder.hop_length()) + ", the voice's hop_length is " +
                      std::to_string(c.hop_length));
   }
-  if (c.vocoder.in_channels != c.acoustic.num_mels) {
+  if (c.vocoder.nsf.has_value() != c.acoustic.nsf) {
+    throw InputError(vocoder_where + ".model: " +
+                     (c.acoustic.nsf ? std::string("the acoustic model makes f0 and voicing for "
+                                                   "an NSF vocoder, this one has no nsf_params")
+                                     : std::string("nsf_params is set, but the acoustic model "
+                                                   "makes no f0 (its NSF is false)")));
+  }
+  if (c.vocoder.in_channels != c.mel_channels()) {
     throw InputError(vocoder_where + ".model: field 'in_channels' is " +
                      std::to_string(c.vocoder.in_channels) + ", the acoustic model makes " +
-                     std::to_string(c.acoustic.num_mels) + " mel channels");
+                     std::to_string(c.mel_channels()) + " mel channels");
+  }
+  if (c.acoustic.nsf && c.acoustic.f0_global_norm) {
+    c.f0_scale = c.acoustic.f0_global_maximum - c.acoustic.f0_global_minimum;
+    c.f0_offset = c.acoustic.f0_global_minimum;
+  } else if (c.acoustic.nsf) {
+    const nlohmann::json& mvn = config::require(acoustic, "f0_mean_std", acoustic_where);
+    if (!mvn.is_array() || mvn.size() != 2 || !mvn[0].is_number() || !mvn[1].is_number()) {
+      throw InputError(acoustic_where +
+                       ": field 'f0_mean_std' must be [mean, std] (from the voice's "
+                       "am/mvn.npy), got " +
+                       mvn.dump());
+    }
+    c.f0_offset = mvn[0].get<double>();
+    c.f0_scale = mvn[1].get<double>();
   }
   return c;
 }

@@ -5,8 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,11 +14,11 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "families/fastspeech2/voice.h"
+#include "support/edited_voice.h"
 
 namespace voxd {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::string kSource = VOXD_SOURCE_DIR;
@@ -45,40 +44,16 @@ float max_abs(const std::vector<float>& a) {
 // A copy of the tiny test voice whose config.json `edit` changes.
 class VoiceConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("voxd-voice-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::copy(kTinyVoice, dir_, fs::copy_options::recursive);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void edit(const std::function<void(json&)>& change) { voice_.edit(change); }
+  std::string load_error() { return voice_.load_error<VoiceConfig>(); }
+  std::string dir() const { return voice_.path(); }
 
-  void edit(const std::function<void(json&)>& change) {
-    json config;
-    {
-      std::ifstream in(dir_ / "config.json");
-      config = json::parse(in);
-    }
-    change(config);
-    std::ofstream(dir_ / "config.json") << config.dump(2);
-  }
-
-  std::string load_error() {
-    try {
-      VoiceConfig::load(dir_.string());
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an InputError";
-    return "";
-  }
-
-  fs::path dir_;
+ private:
+  test_support::EditedVoice voice_{kTinyVoice};
 };
 
 TEST_F(VoiceConfigTest, LoadsTheTestVoice) {
-  const VoiceConfig config = VoiceConfig::load(dir_.string());
+  const VoiceConfig config = VoiceConfig::load(dir());
   EXPECT_EQ(config.sample_rate, 22050);
   EXPECT_EQ(config.hop_length, 256);
   EXPECT_EQ(config.phonemes, "arpabet");
@@ -116,7 +91,7 @@ TEST_F(VoiceConfigTest, NamedAndNumericSpeakers) {
   edit([](json& c) { c["speakers"] = {{"alice", 0}}; });
   auto backend = make_backend("reference");
   Context ctx(*backend, host_allocator());
-  auto voice = Voice::load(ctx, dir_.string());
+  auto voice = Voice::load(ctx, dir());
   EXPECT_EQ(voice->speaker_id("alice"), 0);
   EXPECT_EQ(voice->speaker_id("0"), 0);
   try {

@@ -36,7 +36,8 @@ inline const std::string kSambertFixtures = source_root() + "/tests/fixtures/sam
 inline const std::string kHifiGanFixtures = source_root() + "/tests/fixtures/kantts_hifigan/";
 inline const std::vector<std::string> kSambertCases = {
     "basic", "mixed", "aligned", "one_token", "negative_shift", "equal_widths"};
-inline const std::vector<std::string> kHifiGanCases = {"v1_16k", "v1_24k", "noncausal_v1_16k"};
+inline const std::vector<std::string> kHifiGanCases = {"v1_16k", "v1_24k", "noncausal_v1_16k",
+                                                       "nsf_v1_24k", "noncausal_nsf_v1_16k"};
 constexpr float kTolerance = 1e-4f;
 
 // One host backend with a context on it.
@@ -126,8 +127,41 @@ inline float check_sambert_fixture(Context& ctx, const std::string& fixture) {
   return mel_error;
 }
 
+// A fixture's vocoder input: the mel channels of io's "mel" [B, in_channels (+ 2 for NSF), T].
+inline Tensor fixture_mel(const KanTtsHifiGanConfig& config, const SafetensorsFile& io) {
+  const Tensor mel = io.get("mel");
+  return mel.narrow(1, 0, config.in_channels).to_host_contiguous(DType::F32);
+}
+
+// An NSF fixture's excitation [B, harmonics + 1, T · hop] of frames [first, first + frames):
+// NsfSource with io's phases and noise over the f0 and voicing of "mel"'s last two channels.
+inline Tensor fixture_excitation(const KanTtsHifiGanConfig& config, const SafetensorsFile& io,
+                                 int64_t first, int64_t frames) {
+  const Tensor mel = io.get("mel");
+  const Tensor phases = io.get("phase");
+  const Tensor noise = io.get("noise");
+  const int64_t harmonics = config.nsf->harmonics + 1;
+  const int64_t t = mel.size(2);
+  std::vector<float> out;
+  for (int64_t b = 0; b < mel.size(0); ++b) {
+    const std::vector<float> f0 = mel.select(0, b).select(0, config.in_channels).to_float_vector();
+    const std::vector<float> voiced =
+        mel.select(0, b).select(0, config.in_channels + 1).to_float_vector();
+    double before = 0.0;
+    for (int64_t f = 0; f < first; ++f) before += f0[static_cast<size_t>(f)];
+    const NsfSource source(config, phases.select(0, b).to_float_vector(),
+                           noise.select(0, b).to_host_contiguous(DType::F32));
+    const std::vector<float> e =
+        source.excitation(f0.data() + first, voiced.data() + first, first, frames, before);
+    out.insert(out.end(), e.begin(), e.end());
+  }
+  EXPECT_LE(first + frames, t);
+  return Tensor::from_vector({mel.size(0), harmonics, frames * config.hop_length()}, out);
+}
+
 // Runs HiFiGAN fixture `fixture` on ctx: hop, context and lookahead as measured by gradients,
-// the audio within kTolerance. Returns the audio's error.
+// the audio within kTolerance (an NSF fixture with its recorded phases and noise). Returns the
+// audio's error.
 inline float check_hifigan_fixture(Context& ctx, const std::string& fixture) {
   SCOPED_TRACE(fixture);
   const KanTtsHifiGanConfig config = read_hifigan_config(fixture);
@@ -138,7 +172,10 @@ inline float check_hifigan_fixture(Context& ctx, const std::string& fixture) {
   const KanTtsHifiGan vocoder = KanTtsHifiGan::load(
       ctx, config, read_weights(kHifiGanFixtures + fixture + "/generator.safetensors"));
   const auto io = SafetensorsFile::open(kHifiGanFixtures + fixture + "/io.safetensors");
-  const Tensor audio = vocoder.forward(ctx, ops::to_device(ctx, io->get("mel")));
+  const Tensor mel = fixture_mel(config, *io);
+  const Tensor audio =
+      vocoder.forward(ctx, ops::to_device(ctx, mel),
+                      config.nsf ? fixture_excitation(config, *io, 0, mel.size(2)) : Tensor{});
   const Tensor reference = io->get("audio");
   const Tensor expected_audio = reference.reshape({reference.size(0), reference.size(2)});
   const float error = max_error(ops::to_host(ctx, audio), expected_audio);

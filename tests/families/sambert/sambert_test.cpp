@@ -291,11 +291,28 @@ TEST(SambertServedParts, ABatchGivesEachUtteranceWhatItGetsAlone) {
 
 TEST(SambertConfig, VariantsAndUnbuildableSizesAreRefused) {
   json params = read_json(kFixtures + "basic/config.json")["params"];
-  json se = params;
-  se["SE"] = true;
+  json fp = params;
+  fp["FP"] = true;
   EXPECT_NE(error_of([&] {
-              SambertConfig::from_json(se, "am/config.yaml");
-            }).find("am/config.yaml: field 'SE' is true"),
+              SambertConfig::from_json(fp, "am/config.yaml");
+            }).find("am/config.yaml: field 'FP' is true"),
+            std::string::npos);
+  // SE and NSF are read: a personal voice's speaker embedding and f0 normalisation.
+  json personal = params;
+  personal["SE"] = true;
+  personal["NSF"] = true;
+  personal["nsf_norm_type"] = "global";
+  personal["nsf_f0_global_maximum"] = 600.0;
+  const SambertConfig read = SambertConfig::from_json(personal, "c");
+  EXPECT_TRUE(read.speaker_embedding && read.nsf && read.f0_global_norm);
+  EXPECT_EQ(read.f0_global_minimum, 30.0);
+  EXPECT_EQ(read.f0_global_maximum, 600.0);
+  personal["nsf_norm_type"] = "minmax";
+  EXPECT_NE(error_of([&] { SambertConfig::from_json(personal, "c"); }).find("'minmax'"),
+            std::string::npos);
+  personal["nsf_norm_type"] = "mean_std";
+  personal["NSF"] = "yes";
+  EXPECT_NE(error_of([&] { SambertConfig::from_json(personal, "c"); }).find("true or false"),
             std::string::npos);
   json even = params;
   even["postnet_filter_size"] = 6;
