@@ -85,12 +85,15 @@ TEST_P(HalfPrecision, KanTtsHifiGanKeepsTheAudio) {
   for (const std::string& fixture : sambert_testing::kHifiGanCases) {
     SCOPED_TRACE(fixture);
     const std::string dir = sambert_testing::kHifiGanFixtures + fixture;
-    const KanTtsHifiGan vocoder =
-        KanTtsHifiGan::load(ctx, sambert_testing::read_hifigan_config(fixture),
-                            sambert_testing::read_weights(dir + "/generator.safetensors"), dtype);
+    const KanTtsHifiGanConfig config = sambert_testing::read_hifigan_config(fixture);
+    const KanTtsHifiGan vocoder = KanTtsHifiGan::load(
+        ctx, config, sambert_testing::read_weights(dir + "/generator.safetensors"), dtype);
     const auto io = SafetensorsFile::open(dir + "/io.safetensors");
+    const Tensor mel = sambert_testing::fixture_mel(config, *io);
+    const Tensor excitation =
+        config.nsf ? sambert_testing::fixture_excitation(config, *io, 0, mel.size(2)) : Tensor{};
     const Tensor audio =
-        ops::to_host(ctx, vocoder.forward(ctx, ops::to_device(ctx, io->get("mel"), dtype)));
+        ops::to_host(ctx, vocoder.forward(ctx, ops::to_device(ctx, mel, dtype), excitation));
     const Tensor reference = io->get("audio");
     const double err =
         relative_l2(audio, reference.reshape({reference.size(0), reference.size(2)}));
