@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "scheduler/engine_service.h"
+#include "scheduler/scheduler.h"
 #include "server/metrics.h"
 #include "server/speech_service.h"
 
@@ -127,6 +128,21 @@ inline void wait_idle(const EngineService& service) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(service.idle_memory().idle);
+}
+
+// Waits (bounded) until `kind`'s steps have begun and then made no progress for five polls in a
+// row: true when they stopped, false when they never began or never stopped. Counting only after
+// the first step keeps a slow start (an encoder under sanitizers) from passing for a stop.
+inline bool wait_until_steps_stop(const EngineService& service, const std::string& kind) {
+  uint64_t steps = service.step_counts(kind).steps;
+  int unchanged = 0;
+  for (int poll = 0; poll < 600 && unchanged < 5; ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const uint64_t now = service.step_counts(kind).steps;
+    unchanged = now == steps && now > 0 ? unchanged + 1 : 0;
+    steps = now;
+  }
+  return unchanged == 5;
 }
 
 // A service with its metrics bound from the start.

@@ -268,15 +268,8 @@ TEST(SambertEngine, AClientThatDoesNotReadHoldsTheDecoderBack) {
   EngineService& service = served.service;
   std::unique_ptr<server::SpeechJob> job = service.admit(request(utterance(120, 5)));
   job->start([] {});
-  uint64_t steps = service.step_counts("decode").steps;
-  int unchanged = 0;
-  for (int poll = 0; poll < 300 && unchanged < 5; ++poll) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const uint64_t now = service.step_counts("decode").steps;
-    unchanged = now == steps ? unchanged + 1 : 0;
-    steps = now;
-  }
-  ASSERT_EQ(unchanged, 5) << "the decode steps went on for a client that does not read";
+  ASSERT_TRUE(wait_until_steps_stop(service, "decode"))
+      << "the decode steps never began, or went on for a client that does not read";
   const SchedulerLoad load = service.load();
   ASSERT_EQ(load.streams.size(), 1u)
       << "the stream ended: the utterance is too short for this test";
