@@ -254,7 +254,8 @@ class Backend {
   // positions[b] + t and sees the keys at positions key_starts[b] (0 when key_starts is
   // undefined) through its own that are not in a missing page: out [B, T, H, D] =
   // softmax(scale · q·kᵀ) · v over those, NaN when it sees none. key_starts [B] (I64, >= 0) is
-  // contiguous, where positions is: a window of keys per sequence (Sambert's banded attention).
+  // contiguous, on the host or on this device: a window of keys per sequence (Sambert's banded
+  // attention).
   virtual void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
                                const Tensor& page_table, const Tensor& positions,
                                const Tensor& key_starts, float scale, Tensor& out,

@@ -25,6 +25,11 @@ PagedKvCache PagedKvCache::make(Context& ctx, int64_t layers, int64_t pages, int
   return cache;
 }
 
+uint64_t PagedKvCache::page_bytes_of(int64_t layers, int64_t page_size, int64_t width,
+                                     DType dtype) {
+  return static_cast<uint64_t>(2 * layers * page_size * width) * dtype_size(dtype);
+}
+
 uint64_t PagedKvCache::page_bytes() const {
   uint64_t bytes = 0;
   for (size_t layer = 0; layer < keys.size(); ++layer) {

@@ -30,6 +30,9 @@ struct PagedKvCache {
                            int64_t heads, int64_t head_dim, DType dtype);
   // Device bytes of one page over every layer's keys and values.
   uint64_t page_bytes() const;
+  // The same before a cache is made: `layers` layers of `page_size` positions of `width` (heads ·
+  // head_dim) elements in `dtype`, keys and values.
+  static uint64_t page_bytes_of(int64_t layers, int64_t page_size, int64_t width, DType dtype);
 };
 
 class KvPagePool {

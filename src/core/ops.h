@@ -123,9 +123,9 @@ Tensor& write_rows(Context& ctx, Tensor& cache, const Tensor& rows,
 // pages [N, S, H, D] (contiguous, q's dtype), page_table [B, P] and positions [B] (I64,
 // contiguous, on the host or the context's device; on the host each page entry must be -1 or in
 // [0, N) and each position >= 0). A decode step passes T = 1 and each sequence's length so far;
-// a prefill from the start passes its prompt with positions 0. key_starts (I64 [B], where
-// positions is; each >= 0 on the host), when given, hides each sequence's keys before it: a
-// window [key_starts[b], positions[b] + t] of keys (Sambert's banded attention).
+// a prefill from the start passes its prompt with positions 0. key_starts (I64 [B], on the
+// host or the context's device; each >= 0 on the host), when given, hides each sequence's keys
+// before it: a window [key_starts[b], positions[b] + t] of keys (Sambert's banded attention).
 Tensor paged_attention(Context& ctx, const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
                        const Tensor& page_table, const Tensor& positions, float scale,
                        const Tensor& key_starts = Tensor{});

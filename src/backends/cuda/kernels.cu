@@ -500,7 +500,7 @@ struct ContiguousKeys {
     const int64_t last = value_of(offsets, b) + i;
     return last < 0 ? 0 : (last + 1 < length ? last + 1 : length);
   }
-  // The row (in units of heads · dim elements) of key j (not before first), or -1 when masked.
+  // The row (in units of heads · dim elements) of key j (from first on; never masked).
   __device__ int64_t row_of(int64_t b, int64_t j) const { return b * rows + j; }
 };
 

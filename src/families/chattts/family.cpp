@@ -23,8 +23,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // Bytes of one page of `gpt`'s paged KV cache: keys and values of every layer for kKvPageSize
 // positions.
 uint64_t page_bytes(const GptConfig& gpt, DType dtype) {
-  return static_cast<uint64_t>(2 * gpt.num_hidden_layers * kKvPageSize * gpt.hidden_size) *
-         dtype_size(dtype);
+  return PagedKvCache::page_bytes_of(gpt.num_hidden_layers, kKvPageSize, gpt.hidden_size, dtype);
 }
 
 }  // namespace

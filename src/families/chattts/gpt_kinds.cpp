@@ -14,10 +14,6 @@ using scheduler::Batch;
 using scheduler::Stream;
 using Next = RequestGeneration::Next;
 
-// A plan holds a placement per block of its step (a few KiB); past this many the cache starts
-// over.
-constexpr size_t kMaxPlans = 4096;
-
 struct Candidate {
   std::shared_ptr<Stream> stream;
   double slack;
@@ -233,14 +229,12 @@ const ArenaLayout& GptKind::plan(scheduler::VoiceEntry& voice, const GptStepShap
   const auto key =
       std::make_tuple(&voice, shape.batch, shape.tokens, shape.table_width, shape.prefill,
                       shape.text_head, shape.code_head, shape.code_positions);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  LoadedModels& models = models_of(voice);
-  const ArenaLayout made = plan_workspace(runtime_.backend(), [&](Context& ctx) {
-    gpt_step(ctx, models.voice->gpt(), models.cache, shape, window_of(models), nullptr);
+  return plans_.get(key, [&] {
+    LoadedModels& models = models_of(voice);
+    return plan_workspace(runtime_.backend(), [&](Context& ctx) {
+      gpt_step(ctx, models.voice->gpt(), models.cache, shape, window_of(models), nullptr);
+    });
   });
-  return plans_.emplace(key, made).first->second;
 }
 
 bool GptKind::use_graphs() const {
@@ -259,28 +253,25 @@ DecodeGraphs& GptKind::graphs_of(scheduler::VoiceEntry& voice) {
 }
 
 const ArenaLayout& GptKind::embed_plan(scheduler::VoiceEntry& voice, int64_t batch, bool code) {
-  const auto key = std::make_tuple(&voice, batch, code);
-  auto at = embed_plans_.find(key);
-  if (at != embed_plans_.end()) return at->second;
-  if (embed_plans_.size() >= kMaxPlans) embed_plans_.clear();
-  const LoadedModels& models = models_of(voice);
-  const Gpt& gpt = models.voice->gpt();
-  const GptConfig& c = gpt.config();
-  Backend& backend = runtime_.backend();
-  const ArenaLayout made = plan_workspace(backend, [&](Context& ctx) {
-    // The embedding lives through the step, as run_graphed holds it.
-    const Tensor embedded = gpt.embed(
-        ctx, Tensor::zeros({batch, 1, c.num_vq}, DType::I64),
-        Tensor::from_vector({batch, 1}, std::vector<int64_t>(static_cast<size_t>(batch), !code)));
-    // The logits are the graph's (in its own arena): planned elsewhere, drawn from here.
-    WorkspaceArena graph_arena(backend.device());
-    Context graph = Context::for_planning(backend, graph_arena);
-    const Tensor logits =
-        code ? ops::empty(graph, {batch, 1, c.num_vq, c.num_audio_tokens}, DType::F32)
-             : ops::empty(graph, {batch, 1, c.num_text_tokens}, DType::F32);
-    draw_tokens(ctx, logits, code, c, window_of(models), 0, batch, nullptr);
+  return embed_plans_.get(std::make_tuple(&voice, batch, code), [&] {
+    const LoadedModels& models = models_of(voice);
+    const Gpt& gpt = models.voice->gpt();
+    const GptConfig& c = gpt.config();
+    Backend& backend = runtime_.backend();
+    return plan_workspace(backend, [&](Context& ctx) {
+      // The embedding lives through the step, as run_graphed holds it.
+      const Tensor embedded = gpt.embed(
+          ctx, Tensor::zeros({batch, 1, c.num_vq}, DType::I64),
+          Tensor::from_vector({batch, 1}, std::vector<int64_t>(static_cast<size_t>(batch), !code)));
+      // The logits are the graph's (in its own arena): planned elsewhere, drawn from here.
+      WorkspaceArena graph_arena(backend.device());
+      Context graph = Context::for_planning(backend, graph_arena);
+      const Tensor logits =
+          code ? ops::empty(graph, {batch, 1, c.num_vq, c.num_audio_tokens}, DType::F32)
+               : ops::empty(graph, {batch, 1, c.num_text_tokens}, DType::F32);
+      draw_tokens(ctx, logits, code, c, window_of(models), 0, batch, nullptr);
+    });
   });
-  return embed_plans_.emplace(key, made).first->second;
 }
 
 uint64_t GptKind::footprint(const Batch& batch, size_t size) {

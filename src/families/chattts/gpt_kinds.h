@@ -14,13 +14,13 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 #include <vector>
 
 #include "core/workspace_arena.h"
 #include "families/chattts/served.h"
 #include "scheduler/memory_budget.h"
+#include "scheduler/plan_cache.h"
 #include "scheduler/step_kind.h"
 
 namespace voxd::chattts {
@@ -79,10 +79,9 @@ class GptKind : public scheduler::StepKind {
   DeviceRuntime& runtime_;
   bool prefill_;
   bool cuda_graphs_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, bool>, ArenaLayout> embed_plans_;
-  std::map<
-      std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool, bool>,
-      ArenaLayout>
+  scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, bool>> embed_plans_;
+  scheduler::PlanCache<
+      std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool, bool>>
       plans_;
 };
 

@@ -12,8 +12,6 @@ namespace {
 using scheduler::Batch;
 using scheduler::Stream;
 
-constexpr size_t kMaxPlans = 4096;
-
 struct Candidate {
   std::shared_ptr<Stream> stream;
   double slack;
@@ -51,15 +49,12 @@ scheduler::Batch VocodeKind::propose(const std::vector<std::shared_ptr<Stream>>&
 }
 
 const ArenaLayout& VocodeKind::plan(scheduler::VoiceEntry& voice, int64_t batch, int64_t rows) {
-  const auto key = std::make_tuple(&voice, batch, rows);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  const Voice& models = *models_of(voice).voice;
-  const ArenaLayout made = plan_workspace(runtime_.backend(), [&](Context& ctx) {
-    plan_vocode_chunks(ctx, models.decoder(), models.vocos(), batch, rows);
+  return plans_.get(std::make_tuple(&voice, batch, rows), [&] {
+    const Voice& models = *models_of(voice).voice;
+    return plan_workspace(runtime_.backend(), [&](Context& ctx) {
+      plan_vocode_chunks(ctx, models.decoder(), models.vocos(), batch, rows);
+    });
   });
-  return plans_.emplace(key, made).first->second;
 }
 
 uint64_t VocodeKind::footprint(const Batch& batch, size_t size) {

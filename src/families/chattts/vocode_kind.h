@@ -7,12 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 
 #include "core/workspace_arena.h"
 #include "families/chattts/served.h"
 #include "scheduler/memory_budget.h"
+#include "scheduler/plan_cache.h"
 #include "scheduler/step_kind.h"
 
 namespace voxd::chattts {
@@ -38,7 +38,7 @@ class VocodeKind final : public scheduler::StepKind {
   const ArenaLayout& plan(scheduler::VoiceEntry& voice, int64_t batch, int64_t rows);
 
   DeviceRuntime& runtime_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
+  scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>> plans_;
 };
 
 }  // namespace voxd::chattts

@@ -10,10 +10,6 @@
 namespace voxd::fastspeech2 {
 namespace {
 
-// A plan holds a placement per block of its two steps (a few KiB); a server meets a few thousand
-// shapes. Past this the cache starts over.
-constexpr size_t kMaxPlans = 4096;
-
 struct Candidate {
   std::shared_ptr<Stream> stream;
   double slack;
@@ -78,13 +74,10 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
 
 const AcousticPlan& AcousticKind::plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
                                        int64_t frames) {
-  const auto key = std::make_tuple(&voice, batch, phonemes, frames);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  const AcousticPlan made = plan_acoustic(runtime_.backend(), models_of(voice).voice->acoustic(),
-                                          batch, phonemes, frames, /*mask_padding=*/true);
-  return plans_.emplace(key, made).first->second;
+  return plans_.get(std::make_tuple(&voice, batch, phonemes, frames), [&] {
+    return plan_acoustic(runtime_.backend(), models_of(voice).voice->acoustic(), batch, phonemes,
+                         frames, /*mask_padding=*/true);
+  });
 }
 
 uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {

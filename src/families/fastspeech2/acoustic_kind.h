@@ -9,11 +9,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 
 #include "families/fastspeech2/scheduler_types.h"
 #include "families/fastspeech2/workspace_steps.h"
+#include "scheduler/plan_cache.h"
 
 namespace voxd::fastspeech2 {
 
@@ -47,7 +47,8 @@ class AcousticKind final : public StepKind {
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
-  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan> plans_;
+  scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan>
+      plans_;
 };
 
 }  // namespace voxd::fastspeech2

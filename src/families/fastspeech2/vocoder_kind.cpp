@@ -12,8 +12,6 @@
 namespace voxd::fastspeech2 {
 namespace {
 
-constexpr size_t kMaxPlans = 4096;
-
 struct Candidate {
   std::shared_ptr<Stream> stream;
   double slack;
@@ -99,14 +97,10 @@ VocoderGraphs& VocoderKind::graphs_of(VoiceEntry& voice, int64_t frames) {
   return *models.graphs;
 }
 
-ArenaLayout VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
-  const auto key = std::make_tuple(&voice, chunks, frames);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  const ArenaLayout made =
-      plan_vocoder(runtime_.backend(), models_of(voice).voice->vocoder(), chunks, frames);
-  return plans_.emplace(key, made).first->second;
+const ArenaLayout& VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
+  return plans_.get(std::make_tuple(&voice, chunks, frames), [&] {
+    return plan_vocoder(runtime_.backend(), models_of(voice).voice->vocoder(), chunks, frames);
+  });
 }
 
 uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {

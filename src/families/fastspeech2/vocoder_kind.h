@@ -6,12 +6,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 
 #include "core/workspace_arena.h"
 #include "families/fastspeech2/scheduler_types.h"
 #include "families/fastspeech2/vocoder_graphs.h"
+#include "scheduler/plan_cache.h"
 
 namespace voxd::fastspeech2 {
 
@@ -45,13 +45,13 @@ class VocoderKind final : public StepKind {
   // on first use.
   VocoderGraphs& graphs_of(VoiceEntry& voice, int64_t frames);
   // plan_vocoder of `voice` at (chunks, frames), cached.
-  ArenaLayout plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
+  const ArenaLayout& plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
 
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
   bool cuda_graphs_;
-  std::map<std::tuple<const VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
+  scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t>> plans_;
 };
 
 }  // namespace voxd::fastspeech2

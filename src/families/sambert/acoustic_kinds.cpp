@@ -15,9 +15,6 @@ using scheduler::Stream;
 using scheduler::VoiceEntry;
 using Stage = Utterance::Stage;
 
-// A plan holds a placement per block of its step (a few KiB); past this many the cache starts
-// over.
-constexpr size_t kMaxPlans = 4096;
 // An utterance joins the lead's encoder batch when their token counts are within this factor of
 // each other (padding is masked, so a wider band costs time, not correctness).
 constexpr double kLengthBand = 1.25;
@@ -86,9 +83,8 @@ int64_t longest_steps(const Batch& batch, size_t size) {
   return longest;
 }
 
-// Pages an utterance holds while it is decoded: its memory's and its own steps'.
-int64_t pages_needed(const KvPagePool& pool, const Utterance& u) {
-  return 2 * pool.pages_for(u.alignment.steps);
+int64_t pages_needed(const Utterance& u) {
+  return utterance_pages(u.alignment.steps);
 }
 
 }  // namespace
@@ -118,13 +114,9 @@ Batch EncodeKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
 }
 
 const ArenaLayout& EncodeKind::plan(const VoiceEntry& voice, int64_t batch, int64_t padded) {
-  const auto key = std::make_tuple(&voice, batch, padded);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  const ArenaLayout made =
-      plan_encode(runtime_.backend(), models_of(voice).voice->acoustic(), batch, padded);
-  return plans_.emplace(key, made).first->second;
+  return plans_.get(std::make_tuple(&voice, batch, padded), [&] {
+    return plan_encode(runtime_.backend(), models_of(voice).voice->acoustic(), batch, padded);
+  });
 }
 
 uint64_t EncodeKind::footprint(const Batch& batch, size_t size) {
@@ -214,7 +206,7 @@ Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
       batch.items.push_back(c.stream);
       break;
     }
-    const int64_t need = pages_needed(*pool, front(*c.stream));
+    const int64_t need = pages_needed(front(*c.stream));
     if (need > pool->pages()) {  // never fits: proposed alone, for run() to refuse
       if (batch.items.empty()) batch.items.push_back(c.stream);
       break;
@@ -230,14 +222,10 @@ Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
 }
 
 const ArenaLayout& PrefillKind::plan(VoiceEntry& voice, int64_t batch, int64_t padded) {
-  const auto key = std::make_tuple(&voice, batch, padded);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  LoadedModels& models = models_of(voice);
-  const ArenaLayout made =
-      plan_prefill(runtime_.backend(), models.voice->acoustic(), models.cache, batch, padded);
-  return plans_.emplace(key, made).first->second;
+  return plans_.get(std::make_tuple(&voice, batch, padded), [&] {
+    LoadedModels& models = models_of(voice);
+    return plan_prefill(runtime_.backend(), models.voice->acoustic(), models.cache, batch, padded);
+  });
 }
 
 uint64_t PrefillKind::footprint(const Batch& batch, size_t size) {
@@ -272,7 +260,7 @@ scheduler::StepOutput PrefillKind::run(const Batch& batch, scheduler::MemoryBudg
   for (size_t i = 0; i < n; ++i) {
     SentenceWork& work = work_of(*batch.items[i]);
     Utterance& u = work.utterances.front();
-    if (pages_needed(pool, u) > pool.pages()) {
+    if (pages_needed(u) > pool.pages()) {
       out.errors[i] = std::make_exception_ptr(scheduler::StepRefusalError(
           {.request_too_large = true,
            .code = "sentence_too_long",
@@ -280,14 +268,14 @@ scheduler::StepOutput PrefillKind::run(const Batch& batch, scheduler::MemoryBudg
                       std::to_string(u.alignment.steps) +
                       " decoder steps, whose keys and values "
                       "need " +
-                      std::to_string(pages_needed(pool, u)) + " pages of the KV cache, which has " +
+                      std::to_string(pages_needed(u)) + " pages of the KV cache, which has " +
                       std::to_string(pool.pages()) +
                       "; split it into shorter utterances or give the server a larger "
                       "--kv-cache"}));
       continue;
     }
     // Pages taken since propose() (a smaller batch ran first): it waits.
-    if (pool.free_pages() < pages_needed(pool, u)) continue;
+    if (pool.free_pages() < pages_needed(u)) continue;
     work.pool = &pool;
     VOXD_CHECK(
         pool.grow(u.memory_pages, u.alignment.steps) && pool.grow(u.step_pages, u.alignment.steps),
@@ -315,8 +303,9 @@ scheduler::StepOutput PrefillKind::run(const Batch& batch, scheduler::MemoryBudg
     UtteranceAudio audio;
     audio.frames = u.alignment.frames;
     audio.first_chunk = work.prefilled == 0 ? first_chunk_frames_ : chunk_frames_;
-    if (config_of(voice).acoustic.nsf) {
-      audio.source = nsf_source(config_of(voice), work.seed, work.prefilled);
+    if (const VoiceConfig& config = config_of(voice); config.acoustic.nsf) {
+      audio.source = nsf_source(config, work.seed, work.prefilled);
+      audio.excitation.resize(static_cast<size_t>(config.vocoder.nsf->harmonics + 1));
     }
     work.audio.push_back(std::move(audio));
     ++work.prefilled;
@@ -367,10 +356,8 @@ Batch DecodeKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   for (const std::shared_ptr<Stream>& stream : streams) {
     if (!stream->running() || work_of(*stream).decoding() == nullptr) continue;
     // Decoded frames not vocoded yet are audio on its way.
-    int64_t held = 0;
-    for (const UtteranceAudio& a : work_of(*stream).audio) held += a.decoded - a.vocoded;
-    candidates.push_back(
-        {stream, stream->slack(now, pacing.first_audio_due_s) + seconds_of(*stream->voice, held)});
+    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s) +
+                                      seconds_of(*stream->voice, work_of(*stream).held_frames())});
   }
   Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
   for (const Candidate& c : candidates) {
@@ -382,14 +369,11 @@ Batch DecodeKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
 
 const ArenaLayout& DecodeKind::plan(VoiceEntry& voice, int64_t batch, int64_t step_width,
                                     int64_t memory_width) {
-  const auto key = std::make_tuple(&voice, batch, step_width, memory_width);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  LoadedModels& models = models_of(voice);
-  const ArenaLayout made = plan_decode(runtime_.backend(), models.voice->acoustic(), models.cache,
-                                       batch, step_width, memory_width);
-  return plans_.emplace(key, made).first->second;
+  return plans_.get(std::make_tuple(&voice, batch, step_width, memory_width), [&] {
+    LoadedModels& models = models_of(voice);
+    return plan_decode(runtime_.backend(), models.voice->acoustic(), models.cache, batch,
+                       step_width, memory_width);
+  });
 }
 
 namespace {

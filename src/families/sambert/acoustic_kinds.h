@@ -12,12 +12,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 
 #include "core/workspace_arena.h"
 #include "families/sambert/served.h"
 #include "scheduler/memory_budget.h"
+#include "scheduler/plan_cache.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/step_kind.h"
 
@@ -46,7 +46,7 @@ class EncodeKind final : public scheduler::StepKind {
 
   DeviceRuntime& runtime_;
   SambertLimits limits_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
+  scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>> plans_;
 };
 
 class PrefillKind final : public scheduler::StepKind {
@@ -76,7 +76,7 @@ class PrefillKind final : public scheduler::StepKind {
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>, ArenaLayout> plans_;
+  scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t>> plans_;
 };
 
 class DecodeKind final : public scheduler::StepKind {
@@ -102,7 +102,7 @@ class DecodeKind final : public scheduler::StepKind {
                           int64_t memory_width);
 
   DeviceRuntime& runtime_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t>, ArenaLayout> plans_;
+  scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t>> plans_;
 };
 
 }  // namespace voxd::sambert

@@ -26,7 +26,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 // Pages of the KV pool one utterance of `frames` frames holds while it is decoded.
 int64_t pages_for_frames(const SambertConfig& config, int64_t frames) {
-  return 2 * ceil_div(ceil_div(frames, config.outputs_per_step), kKvPageSize);
+  return utterance_pages(ceil_div(frames, config.outputs_per_step));
 }
 
 // The vocoder input of a step of chunks of `frames` inside an utterance.
@@ -91,11 +91,9 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   std::vector<SambertTokens> utterances =
       front_end_.utterances(text, options.emotion, options.speaker);
   const SambertLimits limits;
-  const int64_t postnet_lookahead = config_.acoustic.postnet.layers *
-                                    std::max<int64_t>(0, config_.acoustic.postnet.right_padding());
   auto work = std::make_unique<SentenceWork>(
-      2 * scheduling.chunk_frames + config_.vocoder.lookahead_frames() + postnet_lookahead +
-          config_.acoustic.outputs_per_step,
+      2 * scheduling.chunk_frames + config_.vocoder.lookahead_frames() +
+          config_.acoustic.postnet_lookahead() + config_.acoustic.outputs_per_step,
       options.seed.value_or(0));
   for (size_t i = 0; i < utterances.size(); ++i) {
     const auto tokens = static_cast<int64_t>(utterances[i].linguistic.size());
@@ -120,8 +118,7 @@ std::unique_ptr<scheduler::LoadedVoice> Definition::load(
   const Sambert& model = loaded->voice->acoustic();
   const SambertConfig& c = config_.acoustic;
   const uint64_t page =
-      static_cast<uint64_t>(2 * c.decoder_layers * kKvPageSize * c.decoder_units) *
-      dtype_size(model.dtype());
+      PagedKvCache::page_bytes_of(c.decoder_layers, kKvPageSize, c.decoder_units, model.dtype());
   const int64_t longest = pages_for_frames(c, SambertLimits{}.max_frames);
   const int64_t pages =
       scheduling.kv_cache_bytes > 0
@@ -189,8 +186,9 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
        cache_bytes});
   notes.push_back("postnet + vocoder: a chunk is " + std::to_string(chunk_frames) +
                   " frames (the server's default --chunk-frames) with " +
-                  std::to_string(model.postnet_context()) + " decoder frames of context and " +
-                  std::to_string(model.postnet_lookahead()) + " ahead for the postnet, " +
+                  std::to_string(model.config().postnet_context()) +
+                  " decoder frames of context and " +
+                  std::to_string(model.config().postnet_lookahead()) + " ahead for the postnet, " +
                   std::to_string(voice->vocoder().config().left_context_frames()) +
                   " postnet frames of context for the vocoder (exactly the utterance's audio in "
                   "one piece)");

@@ -378,11 +378,11 @@ NsfSource::NsfSource(const KanTtsHifiGanConfig& config, uint64_t seed)
     : harmonics_(config.nsf ? config.nsf->harmonics : 0),
       hop_(config.hop_length()),
       rate_(config.nsf ? config.nsf->sampling_rate : 1),
-      seed_(seed) {
+      seed_key_(mix(seed)) {
   VOXD_CHECK(config.nsf.has_value(), "NsfSource for a generator without NSF");
   phases_.push_back(0.0f);
   for (int64_t h = 1; h <= harmonics_; ++h) {
-    const double u = unit(mix(mix(seed) ^ mix(0x5048415345ull + static_cast<uint64_t>(h))));
+    const double u = unit(mix(seed_key_ ^ mix(0x5048415345ull + static_cast<uint64_t>(h))));
     phases_.push_back(static_cast<float>(-kPi + 2.0 * kPi * u));
   }
 }
@@ -400,17 +400,19 @@ NsfSource::NsfSource(const KanTtsHifiGanConfig& config, std::vector<float> phase
   phases_[0] = 0.0f;
 }
 
-float NsfSource::noise(int64_t harmonic, int64_t sample) const {
+std::array<float, 2> NsfSource::noise_pair(int64_t h, int64_t sample) const {
   if (noise_.defined()) {
     VOXD_CHECK(sample < noise_.size(1), "NsfSource: past the given noise");
-    return noise_.data<float>()[harmonic * noise_.size(1) + sample];
+    const float* at = noise_.data<float>() + h * noise_.size(1) + sample;
+    return {at[0], h < harmonics_ ? at[noise_.size(1)] : 0.0f};
   }
-  // Box-Muller over two hashes of (seed, harmonic, sample).
+  // Box-Muller over two hashes of (seed, harmonic pair, sample).
   const uint64_t key =
-      mix(seed_) ^ mix((static_cast<uint64_t>(harmonic) << 56) ^ static_cast<uint64_t>(sample));
-  const double radius = std::sqrt(-2.0 * std::log(unit(mix(key))));
-  return static_cast<float>(kSourceSigma * radius *
-                            std::cos(2.0 * kPi * unit(mix(key ^ 0xA5A5A5A5A5A5A5A5ull))));
+      seed_key_ ^ mix((static_cast<uint64_t>(h / 2) << 56) ^ static_cast<uint64_t>(sample));
+  const double radius = kSourceSigma * std::sqrt(-2.0 * std::log(unit(mix(key))));
+  const double angle = 2.0 * kPi * unit(mix(key ^ 0xA5A5A5A5A5A5A5A5ull));
+  return {static_cast<float>(radius * std::cos(angle)),
+          static_cast<float>(radius * std::sin(angle))};
 }
 
 std::vector<float> NsfSource::excitation(const float* f0, const float* voiced, int64_t first,
@@ -426,8 +428,10 @@ std::vector<float> NsfSource::excitation(const float* f0, const float* voiced, i
     for (int64_t k = 0; k < hop_; ++k) {
       sum += f0[f];
       const int64_t n = (first + f) * hop_ + k;
+      std::array<float, 2> pair{};
       for (int64_t h = 0; h <= harmonics_; ++h) {
-        const float eps = noise(h, n);
+        if (h % 2 == 0) pair = noise_pair(h, n);
+        const float eps = pair[static_cast<size_t>(h % 2)];
         const double cycles = sum * static_cast<double>(h + 1) / static_cast<double>(rate_);
         const auto theta = static_cast<float>(2.0 * kPi * (cycles - std::floor(cycles)));
         const float e_voice = alpha * std::sin(theta + phases_[static_cast<size_t>(h)]) + eps;

@@ -21,6 +21,7 @@
 // is added at every stage through a strided conv down to the stage's rate.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -77,11 +78,12 @@ struct KanTtsHifiGanConfig {
 // α = 0.1, σ = 0.003, φ_0 = 0 and φ_h uniform in [−π, π), ε Gaussian with deviation σ. The
 // phases and noise come from a seed (the same seed, the same excitation), or are given (tests).
 // Any part of an utterance can be made alone: its first sample's phase comes from the f0 of the
-// frames before it (their sum, NsfSource::cycles).
+// frames before it (the sum of their f0, excitation's f0_before).
 class NsfSource {
  public:
-  // Phases and noise drawn from `seed`: φ_h and the noise at each (h, n) are hashes of (seed, h,
-  // n), so they do not depend on how the utterance is cut.
+  // Phases and noise drawn from `seed`: φ_h is a hash of (seed, h), the noise of harmonics 2j
+  // and 2j + 1 at sample n one Box-Muller draw from a hash of (seed, j, n), so they do not depend
+  // on how the utterance is cut.
   NsfSource(const KanTtsHifiGanConfig& config, uint64_t seed);
   // Phases [harmonics + 1] (the first is taken as 0) and noise [harmonics + 1, samples] given.
   NsfSource(const KanTtsHifiGanConfig& config, std::vector<float> phases, Tensor noise);
@@ -92,12 +94,13 @@ class NsfSource {
                                 double f0_before) const;
 
  private:
-  float noise(int64_t harmonic, int64_t sample) const;
+  // The noise of harmonics h and h + 1 at `sample` (one Box-Muller draw gives both).
+  std::array<float, 2> noise_pair(int64_t h, int64_t sample) const;
 
   int64_t harmonics_;
   int64_t hop_;
   int64_t rate_;
-  uint64_t seed_ = 0;
+  uint64_t seed_key_ = 0;  // the seed's hash
   std::vector<float> phases_;
   Tensor noise_;  // given noise [harmonics + 1, samples], or undefined
 };

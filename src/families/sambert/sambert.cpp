@@ -422,14 +422,6 @@ DType Sambert::dtype() const {
   return weights_->decoder_output.weight.dtype();
 }
 
-int64_t Sambert::postnet_context() const {
-  return config_.postnet.layers * std::max<int64_t>(0, config_.postnet.left_padding());
-}
-
-int64_t Sambert::postnet_lookahead() const {
-  return config_.postnet.layers * std::max<int64_t>(0, config_.postnet.right_padding());
-}
-
 int64_t Sambert::stored_positions() const {
   return weights_->position.size(1);
 }

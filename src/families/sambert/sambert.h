@@ -114,8 +114,8 @@ struct SambertStepInputs {
 
 // The postnet over part of several utterances' decoder mel (chunks of a served stream, or a
 // whole utterance). Row `first` of `window` is each item's first frame to make; the FSMN looks
-// postnet_context() frames back and postnet_lookahead() ahead of each, so `window` holds them
-// where the utterance has them, and `mask` says which rows are frames of the utterance.
+// config().postnet_context() frames back and postnet_lookahead() ahead of each, so `window` holds
+// them where the utterance has them, and `mask` says which rows are frames of the utterance.
 struct SambertPostnetInputs {
   Tensor window;      // [B, W, num_mels] decoder mel on ctx's device, in the model's dtype
   Tensor mask;        // [B, W, 1] 1 on the utterance's frames, 0 elsewhere; undefined: every row
@@ -187,9 +187,6 @@ class Sambert {
   Tensor decode(Context& ctx, PagedKvCache& cache, const SambertStepInputs& in) const;
   // The postnet's frames [B, in.rows, num_mels] on ctx's device (see SambertPostnetInputs).
   Tensor postnet(Context& ctx, SambertPostnetInputs& in) const;
-  // Decoder frames before and after a postnet frame that it depends on.
-  int64_t postnet_context() const;
-  int64_t postnet_lookahead() const;
   // Rows of the checkpoint's position table: utterances padded to at most this many tokens take
   // their positions from it (longer ones compute the same sinusoids).
   int64_t stored_positions() const;

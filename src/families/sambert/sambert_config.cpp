@@ -99,7 +99,9 @@ SambertConfig SambertConfig::from_json(const json& p, const std::string& where) 
   c.outputs_per_step = config::positive_int(p, "outputs_per_step", where);
   c.num_mels = config::positive_int(p, "num_mels", where);
   c.postnet = read_fsmn(p, "postnet", where);
-  c.speaker_embedding = flag("SE");
+  // SE (a personal voice's speaker embedding) needs nothing of the model: the converter writes
+  // the embedding as the speaker table's rows.
+  (void)flag("SE");
   c.nsf = flag("NSF");
   if (c.nsf) {
     if (c.num_mels < 3) {

@@ -3,6 +3,7 @@
 // names. Vocabulary sizes are not part of it: they come from the checkpoint's embedding tables.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -45,10 +46,6 @@ struct SambertConfig {
   int64_t outputs_per_step = 3;
   int64_t num_mels = 80;  // with NSF, the mel's channels and then f0 and voicing
   FsmnSizes postnet{41, 4, 256, 512, 17, 128};
-  // SE: the speaker is a speaker-verification embedding (ModelScope's personal voices' se.npy)
-  // rather than a row of a learnt table; the converter writes it as the table's rows, so the
-  // model runs unchanged.
-  bool speaker_embedding = false;
   // NSF: the last two of num_mels are a normalised f0 and a voicing, for a HiFiGAN-NSF vocoder;
   // nsf_norm_type "global" maps f0 back with nsf_f0_global_minimum/maximum, "mean_std" with the
   // voice's mvn.npy (the voice's config carries it).
@@ -70,6 +67,13 @@ struct SambertConfig {
   }
   // Width of the variance predictors' input: text, speaker, emotion.
   int64_t predictor_input_units() const { return projection_units + speaker_units + emotion_units; }
+  // Decoder frames before and after a postnet frame that it depends on.
+  int64_t postnet_context() const {
+    return postnet.layers * std::max<int64_t>(0, postnet.left_padding());
+  }
+  int64_t postnet_lookahead() const {
+    return postnet.layers * std::max<int64_t>(0, postnet.right_padding());
+  }
 };
 
 }  // namespace voxd

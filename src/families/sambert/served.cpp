@@ -4,16 +4,6 @@
 #include <utility>
 
 namespace voxd::sambert {
-namespace {
-
-// Decoder frames made and not yet vocoded.
-int64_t held_frames(const std::deque<UtteranceAudio>& audio) {
-  int64_t held = 0;
-  for (const UtteranceAudio& a : audio) held += a.decoded - a.vocoded;
-  return held;
-}
-
-}  // namespace
 
 const Utterance* SentenceWork::next_to_encode() const {
   for (size_t i = 0; i < std::min<size_t>(2, utterances.size()); ++i) {
@@ -28,7 +18,13 @@ Utterance* SentenceWork::next_to_encode() {
 
 Utterance* SentenceWork::decoding() {
   if (utterances.empty() || utterances.front().stage != Utterance::Stage::kDecoding) return nullptr;
-  return held_frames(audio) < decode_ahead ? &utterances.front() : nullptr;
+  return held_frames() < decode_ahead ? &utterances.front() : nullptr;
+}
+
+int64_t SentenceWork::held_frames() const {
+  int64_t held = 0;
+  for (const UtteranceAudio& a : audio) held += a.decoded - a.vocoded;
+  return held;
 }
 
 void SentenceWork::release_pages() {
@@ -39,7 +35,7 @@ void SentenceWork::release_pages() {
 
 scheduler::StreamGauges SentenceWork::gauges() const {
   scheduler::StreamGauges g;
-  g.mel_frames = held_frames(audio);
+  g.mel_frames = held_frames();
   g.lookahead_frames = decode_ahead;
   for (const UtteranceAudio& a : audio)
     g.largest_unit_frames = std::max(g.largest_unit_frames, a.frames);

@@ -28,6 +28,12 @@ namespace voxd::sambert {
 // Decoder steps in a page of the KV pool.
 inline constexpr int64_t kKvPageSize = 16;
 
+// Pages of the KV pool an utterance of `steps` decoder steps holds while it is decoded: its
+// memory's and its own steps'.
+inline int64_t utterance_pages(int64_t steps) {
+  return 2 * ((steps + kKvPageSize - 1) / kKvPageSize);
+}
+
 struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
   PagedKvCache cache;
@@ -68,10 +74,12 @@ struct UtteranceAudio {
   int64_t postnet_start = 0;       // the frame postnet_mel starts at
   std::vector<float> postnet_mel;  // [postnet_done − postnet_start, num_mels]; NSF: f0 restored
   std::vector<float> h, c;         // the postnet LSTM's state after postnet_done frames
-  // NSF voices: the utterance's source, and the sum of f0 over frames [0, postnet_start) (its
-  // phase where postnet_mel starts).
+  // NSF voices: the utterance's source, the excitation of frames [postnet_start, postnet_done)
+  // per harmonic ([harmonics + 1][frames · hop]: made once a frame), and the sum of f0 over
+  // frames [0, postnet_done) (the source's phase where the next frames start).
   std::optional<NsfSource> source;
-  double f0_before = 0.0;
+  std::vector<std::vector<float>> excitation;
+  double f0_done = 0.0;
 };
 
 class SentenceWork final : public scheduler::StreamWork {
@@ -96,6 +104,8 @@ class SentenceWork final : public scheduler::StreamWork {
   const Utterance* next_to_encode() const;
   // The first utterance while it is being decoded and its audio may take more frames, or null.
   Utterance* decoding();
+  // Decoder frames made and not yet vocoded.
+  int64_t held_frames() const;
   // Gives the first utterance's pages back (when its last step is made, or the stream ends).
   void release_pages();
 

@@ -39,9 +39,9 @@ void vocode_step(Context& ctx, const Voice& voice, std::vector<ChunkItem>& items
   const KanTtsHifiGan& vocoder = voice.vocoder();
   const int64_t mels = model.config().num_mels;
   const int64_t hidden = model.config().postnet.lstm_units;
-  const int64_t context = model.postnet_context();
+  const int64_t context = model.config().postnet_context();
   const int64_t rows = frames + vocoder.config().lookahead_frames();
-  const int64_t width = context + rows + model.postnet_lookahead();
+  const int64_t width = context + rows + model.config().postnet_lookahead();
   const auto b = static_cast<int64_t>(items.size());
 
   std::vector<float> window(static_cast<size_t>(b * width * mels), 0.0f);
@@ -77,7 +77,8 @@ void vocode_step(Context& ctx, const Voice& voice, std::vector<ChunkItem>& items
 
   // The vocoder's input per item: the earlier postnet frames, then the new ones, transposed to
   // [mel channels, frames] and padded on the right (its left side must be the utterance's own);
-  // for NSF the source's excitation of the same frames, from their f0 and voicing (restored).
+  // for NSF the source's excitation of the same frames: the earlier frames' as made before, the
+  // new ones' from their f0 and voicing (restored).
   const VoiceConfig& config = voice.config();
   const int64_t channels = config.mel_channels();
   const int64_t hop = vocoder.config().hop_length();
@@ -97,25 +98,20 @@ void vocode_step(Context& ctx, const Voice& voice, std::vector<ChunkItem>& items
     VOXD_CHECK(count == input_frames ||
                    (count < input_frames && (vocoder.config().causal || ctx.planning())),
                "a vocoder chunk with other frames than its step's");
-    std::vector<float> f0(static_cast<size_t>(count));
-    std::vector<float> voiced(static_cast<size_t>(count));
-    for (int64_t f = 0; f < count; ++f) {
-      const float* from =
-          f < earlier ? item.earlier.data() + f * mels : item.postnet.data() + (f - earlier) * mels;
-      for (int64_t m = 0; m < channels; ++m) {
-        mel[static_cast<size_t>((i * channels + m) * input_frames + f)] = from[m];
-      }
-      if (harmonics > 0) {
-        f0[static_cast<size_t>(f)] = from[channels];
-        voiced[static_cast<size_t>(f)] = from[channels + 1];
-      }
-    }
+    float* columns = mel.data() + i * channels * input_frames;
+    mel_columns(config, item.earlier.data(), earlier, columns, input_frames);
+    mel_columns(config, item.postnet.data(), item.count, columns + earlier, input_frames);
     if (item.source != nullptr) {
-      const std::vector<float> made_source = item.source->excitation(
-          f0.data(), voiced.data(), item.first_frame, count, item.f0_before);
+      item.excitation = excitation_of(config, *item.source, item.postnet.data(), item.count,
+                                      item.frame, item.f0_before);
       for (int64_t h = 0; h < harmonics; ++h) {
-        std::copy_n(made_source.begin() + h * count * hop, count * hop,
-                    excitation.begin() + (i * harmonics + h) * samples);
+        const std::vector<float>& before = item.earlier_excitation[static_cast<size_t>(h)];
+        VOXD_CHECK(static_cast<int64_t>(before.size()) == earlier * hop,
+                   "the earlier frames' excitation does not match them");
+        const auto at = excitation.begin() + (i * harmonics + h) * samples;
+        std::copy(before.begin(), before.end(), at);
+        std::copy_n(item.excitation.begin() + h * item.count * hop, item.count * hop,
+                    at + earlier * hop);
       }
     }
   }

@@ -52,14 +52,16 @@ struct ChunkItem {
   std::vector<float> earlier;
   int64_t skip = 0;
   int64_t keep = 0;
-  // NSF voices: the utterance's source, the utterance's frame `first`, the sum of f0 over the
-  // frames before it.
+  // NSF voices: the utterance's source, its frame p and the sum of f0 over the frames before
+  // it, and the excitation of the earlier postnet frames per harmonic.
   const NsfSource* source = nullptr;
-  int64_t first_frame = 0;
+  int64_t frame = 0;
   double f0_before = 0.0;
+  std::vector<std::vector<float>> earlier_excitation;
   // Out: the new postnet frames [count, num_mels] (NSF: f0 restored, restore_f0), the LSTM's
-  // state after them, the audio kept.
+  // state after them, NSF: their excitation [harmonics + 1, count · hop], the audio kept.
   std::vector<float> postnet;
+  std::vector<float> excitation;
   std::vector<float> audio;
 };
 

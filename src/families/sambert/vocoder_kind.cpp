@@ -13,8 +13,6 @@ using scheduler::Batch;
 using scheduler::Stream;
 using scheduler::VoiceEntry;
 
-constexpr size_t kMaxPlans = 4096;
-
 struct Candidate {
   std::shared_ptr<Stream> stream;
   double slack;
@@ -27,21 +25,21 @@ std::vector<float> frames_of(const std::vector<float>& buffer, int64_t start, in
   return {buffer.begin() + (from - start) * mels, buffer.begin() + (to - start) * mels};
 }
 
-// The sum of f0 (an NSF voice's second last channel) over frames [start, to) of a buffer of
-// frames [start, ...).
-double f0_sum(const std::vector<float>& buffer, int64_t start, int64_t to, int64_t mels) {
-  double sum = 0.0;
-  for (int64_t f = start; f < to; ++f) {
-    sum += buffer[static_cast<size_t>((f - start) * mels + mels - 2)];
-  }
-  return sum;
-}
-
 // Drops the frames of `buffer` (starting at frame `start`) before frame `keep_from`.
 void trim(std::vector<float>& buffer, int64_t& start, int64_t keep_from, int64_t mels) {
   if (keep_from <= start) return;
   buffer.erase(buffer.begin(), buffer.begin() + (keep_from - start) * mels);
   start = keep_from;
+}
+
+// An NSF utterance's excitation (frames from `start`, `hop` samples each, per harmonic) from
+// frame `keep_from` on, before trim moves `start`.
+void trim_excitation(std::vector<std::vector<float>>& excitation, int64_t start, int64_t keep_from,
+                     int64_t hop) {
+  if (keep_from <= start) return;
+  for (std::vector<float>& samples : excitation) {
+    samples.erase(samples.begin(), samples.begin() + (keep_from - start) * hop);
+  }
 }
 
 }  // namespace
@@ -62,7 +60,7 @@ VocoderKind::Chunk VocoderKind::next_chunk(const Stream& stream) const {
   chunk.vocoder_frames =
       postnet_end - std::max<int64_t>(0, chunk.begin - vocoder.left_context_frames());
   const int64_t decoder_end =
-      std::min(u.frames, postnet_end + models.voice->acoustic().postnet_lookahead());
+      std::min(u.frames, postnet_end + models.voice->acoustic().config().postnet_lookahead());
   chunk.ready = u.decoded >= decoder_end;
   return chunk;
 }
@@ -101,13 +99,9 @@ int64_t VocoderKind::vocoder_frames(const VoiceEntry& voice, const Chunk& lead) 
 
 const ArenaLayout& VocoderKind::plan(const VoiceEntry& voice, int64_t batch, const Chunk& lead) {
   const int64_t vocoder = vocoder_frames(voice, lead);
-  const auto key = std::make_tuple(&voice, batch, lead.frames, vocoder);
-  auto at = plans_.find(key);
-  if (at != plans_.end()) return at->second;
-  if (plans_.size() >= kMaxPlans) plans_.clear();
-  const ArenaLayout made =
-      plan_vocode(runtime_.backend(), *models_of(voice).voice, batch, lead.frames, vocoder);
-  return plans_.emplace(key, made).first->second;
+  return plans_.get(std::make_tuple(&voice, batch, lead.frames, vocoder), [&] {
+    return plan_vocode(runtime_.backend(), *models_of(voice).voice, batch, lead.frames, vocoder);
+  });
 }
 
 uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
@@ -132,9 +126,10 @@ scheduler::StepOutput VocoderKind::run(const Batch& batch, scheduler::MemoryBudg
   const Voice& models = *models_of(voice).voice;
   const Sambert& model = models.acoustic();
   const int64_t mels = model.config().num_mels;
-  const int64_t context = model.postnet_context();
+  const int64_t context = model.config().postnet_context();
   const int64_t lookahead = models.vocoder().config().lookahead_frames();
   const int64_t vocoder_context = models.vocoder().config().left_context_frames();
+  const int64_t hop = config_of(voice).hop_length;
   const size_t n = batch.items.size();
   const Chunk lead = next_chunk(*batch.items.front());
   std::vector<Chunk> chunks;
@@ -148,7 +143,7 @@ scheduler::StepOutput VocoderKind::run(const Batch& batch, scheduler::MemoryBudg
     const int64_t p = u.postnet_done;
     const int64_t q = std::min(u.frames, chunk.end + lookahead);
     const int64_t from = std::max<int64_t>(0, p - context);
-    const int64_t to = std::min(u.frames, q + model.postnet_lookahead());
+    const int64_t to = std::min(u.frames, q + model.config().postnet_lookahead());
     item.decoder = frames_of(u.decoder_mel, u.decoder_start, from, to, mels);
     item.offset = from - (p - context);
     item.count = q - p;
@@ -160,8 +155,12 @@ scheduler::StepOutput VocoderKind::run(const Batch& batch, scheduler::MemoryBudg
     item.keep = chunk.end - chunk.begin;
     if (u.source) {
       item.source = &*u.source;
-      item.first_frame = first;
-      item.f0_before = u.f0_before + f0_sum(u.postnet_mel, u.postnet_start, first, mels);
+      item.frame = p;
+      item.f0_before = u.f0_done;
+      for (const std::vector<float>& samples : u.excitation) {
+        item.earlier_excitation.emplace_back(samples.begin() + (first - u.postnet_start) * hop,
+                                             samples.begin() + (p - u.postnet_start) * hop);
+      }
     }
   }
   run_vocode(runtime_.backend(), runtime_.allocator(), models, items, lead.frames,
@@ -178,12 +177,18 @@ scheduler::StepOutput VocoderKind::run(const Batch& batch, scheduler::MemoryBudg
     u.postnet_done += item.count;
     u.h = std::move(item.h);
     u.c = std::move(item.c);
+    if (u.source) {
+      const int64_t made = item.count * hop;
+      for (size_t h = 0; h < u.excitation.size(); ++h) {
+        const auto from = item.excitation.begin() + static_cast<int64_t>(h) * made;
+        u.excitation[h].insert(u.excitation[h].end(), from, from + made);
+      }
+      u.f0_done += f0_sum(config_of(voice), item.postnet.data(), item.count);
+    }
     u.vocoded = chunks[i].end;
     trim(u.decoder_mel, u.decoder_start, u.postnet_done - context, mels);
     const int64_t keep_from = u.vocoded - vocoder_context;
-    if (u.source && keep_from > u.postnet_start) {
-      u.f0_before += f0_sum(u.postnet_mel, u.postnet_start, keep_from, mels);
-    }
+    trim_excitation(u.excitation, u.postnet_start, keep_from, hop);
     trim(u.postnet_mel, u.postnet_start, keep_from, mels);
     out.audio[i] = std::move(item.audio);
     if (u.vocoded == u.frames) work.audio.pop_front();

@@ -9,12 +9,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 
 #include "core/workspace_arena.h"
 #include "families/sambert/served.h"
 #include "scheduler/memory_budget.h"
+#include "scheduler/plan_cache.h"
 #include "scheduler/step_kind.h"
 
 namespace voxd::sambert {
@@ -55,7 +55,7 @@ class VocoderKind final : public scheduler::StepKind {
 
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
-  std::map<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t>, ArenaLayout> plans_;
+  scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t>> plans_;
 };
 
 }  // namespace voxd::sambert

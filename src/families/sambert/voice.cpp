@@ -61,11 +61,40 @@ NsfSource nsf_source(const VoiceConfig& config, uint64_t seed, int64_t index) {
   return NsfSource(config.vocoder, seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index));
 }
 
+void mel_columns(const VoiceConfig& config, const float* frames, int64_t count, float* mel,
+                 int64_t stride) {
+  const int64_t channels = config.acoustic.num_mels;
+  for (int64_t f = 0; f < count; ++f) {
+    for (int64_t m = 0; m < config.mel_channels(); ++m) {
+      mel[m * stride + f] = frames[f * channels + m];
+    }
+  }
+}
+
+std::vector<float> excitation_of(const VoiceConfig& config, const NsfSource& source,
+                                 const float* frames, int64_t count, int64_t first,
+                                 double f0_before) {
+  const int64_t channels = config.acoustic.num_mels;
+  std::vector<float> f0(static_cast<size_t>(count));
+  std::vector<float> voiced(static_cast<size_t>(count));
+  for (int64_t f = 0; f < count; ++f) {
+    f0[static_cast<size_t>(f)] = frames[f * channels + channels - 2];
+    voiced[static_cast<size_t>(f)] = frames[f * channels + channels - 1];
+  }
+  return source.excitation(f0.data(), voiced.data(), first, count, f0_before);
+}
+
+double f0_sum(const VoiceConfig& config, const float* frames, int64_t count) {
+  const int64_t channels = config.acoustic.num_mels;
+  double sum = 0.0;
+  for (int64_t f = 0; f < count; ++f) sum += frames[f * channels + channels - 2];
+  return sum;
+}
+
 Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
              const std::optional<std::string>& emotion, const std::optional<std::string>& speaker,
              uint64_t seed, const std::function<void(const std::vector<float>&)>& sink) {
   const VoiceConfig& config = voice.config();
-  const int64_t channels = config.acoustic.num_mels;
   const int64_t mels = config.mel_channels();
   Spoken spoken;
   for (const SambertTokens& tokens : voice.front_end().utterances(symbols, emotion, speaker)) {
@@ -75,23 +104,13 @@ Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
     Tensor excitation;
     if (config.acoustic.nsf) {
       restore_f0(config, post.data(), frames);
-      std::vector<float> f0(static_cast<size_t>(frames));
-      std::vector<float> voiced(static_cast<size_t>(frames));
-      for (int64_t t = 0; t < frames; ++t) {
-        f0[static_cast<size_t>(t)] = post[static_cast<size_t>(t * channels + mels)];
-        voiced[static_cast<size_t>(t)] = post[static_cast<size_t>(t * channels + mels + 1)];
-      }
-      const int64_t harmonics = config.vocoder.nsf->harmonics + 1;
-      excitation = Tensor::from_vector({1, harmonics, frames * config.hop_length},
-                                       nsf_source(config, seed, spoken.utterances)
-                                           .excitation(f0.data(), voiced.data(), 0, frames, 0.0));
+      excitation =
+          Tensor::from_vector({1, config.vocoder.nsf->harmonics + 1, frames * config.hop_length},
+                              excitation_of(config, nsf_source(config, seed, spoken.utterances),
+                                            post.data(), frames, 0, 0.0));
     }
     std::vector<float> mel(static_cast<size_t>(mels * frames));
-    for (int64_t t = 0; t < frames; ++t) {
-      for (int64_t m = 0; m < mels; ++m) {
-        mel[static_cast<size_t>(m * frames + t)] = post[static_cast<size_t>(t * channels + m)];
-      }
-    }
+    mel_columns(config, post.data(), frames, mel.data(), frames);
     const Tensor input =
         ops::to_device(ctx, Tensor::from_vector({1, mels, frames}, mel), voice.acoustic().dtype());
     const std::vector<float> audio =

@@ -49,6 +49,19 @@ void restore_f0(const VoiceConfig& config, float* frames, int64_t count);
 // and the utterance's place, so that the same request makes the same audio however it is cut.
 NsfSource nsf_source(const VoiceConfig& config, uint64_t seed, int64_t index);
 
+// The vocoder's input from `count` postnet frames [count, num_mels] (for NSF, f0 restored):
+// their mel channels into mel[m · stride + f] for f < count (f0 and voicing left out).
+void mel_columns(const VoiceConfig& config, const float* frames, int64_t count, float* mel,
+                 int64_t stride);
+// An NSF voice's excitation [harmonics + 1, count · hop] of `count` postnet frames (f0
+// restored), the utterance's frames [first, first + count), from `source`; `f0_before` is the
+// sum of f0 over the utterance's frames before them (f0_sum).
+std::vector<float> excitation_of(const VoiceConfig& config, const NsfSource& source,
+                                 const float* frames, int64_t count, int64_t first,
+                                 double f0_before);
+// The sum of f0 (Hz) over `count` postnet frames of an NSF voice (f0 restored).
+double f0_sum(const VoiceConfig& config, const float* frames, int64_t count);
+
 // What `voxd synth` made.
 struct Spoken {
   int64_t utterances = 0;

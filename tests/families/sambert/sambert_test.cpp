@@ -254,8 +254,8 @@ TEST(SambertServedParts, ABatchGivesEachUtteranceWhatItGetsAlone) {
   whole.h = ops::zeros(run.ctx, {1, hidden});
   whole.c = ops::zeros(run.ctx, {1, hidden});
   const std::vector<float> expected = model.postnet(run.ctx, whole).to_float_vector();
-  const int64_t context = model.postnet_context();
-  const int64_t ahead = model.postnet_lookahead();
+  const int64_t context = model.config().postnet_context();
+  const int64_t ahead = model.config().postnet_lookahead();
   constexpr int64_t kChunk = 5;
   Tensor h = ops::zeros(run.ctx, {1, hidden});
   Tensor c = ops::zeros(run.ctx, {1, hidden});
@@ -297,20 +297,25 @@ TEST(SambertConfig, VariantsAndUnbuildableSizesAreRefused) {
               SambertConfig::from_json(fp, "am/config.yaml");
             }).find("am/config.yaml: field 'FP' is true"),
             std::string::npos);
-  // SE and NSF are read: a personal voice's speaker embedding and f0 normalisation.
+  // SE and NSF are taken: a personal voice's speaker embedding and f0 normalisation.
   json personal = params;
   personal["SE"] = true;
   personal["NSF"] = true;
   personal["nsf_norm_type"] = "global";
   personal["nsf_f0_global_maximum"] = 600.0;
   const SambertConfig read = SambertConfig::from_json(personal, "c");
-  EXPECT_TRUE(read.speaker_embedding && read.nsf && read.f0_global_norm);
+  EXPECT_TRUE(read.nsf && read.f0_global_norm);
   EXPECT_EQ(read.f0_global_minimum, 30.0);
   EXPECT_EQ(read.f0_global_maximum, 600.0);
   personal["nsf_norm_type"] = "minmax";
   EXPECT_NE(error_of([&] { SambertConfig::from_json(personal, "c"); }).find("'minmax'"),
             std::string::npos);
   personal["nsf_norm_type"] = "mean_std";
+  personal["SE"] = "yes";
+  EXPECT_NE(
+      error_of([&] { SambertConfig::from_json(personal, "c"); }).find("'SE' must be true or false"),
+      std::string::npos);
+  personal["SE"] = true;
   personal["NSF"] = "yes";
   EXPECT_NE(error_of([&] { SambertConfig::from_json(personal, "c"); }).find("true or false"),
             std::string::npos);

@@ -37,7 +37,6 @@ class SambertVoiceConfig : public ::testing::Test {
 
 TEST_F(SambertVoiceConfig, APersonalVoiceReadsItsF0Normalisation) {
   const VoiceConfig config = VoiceConfig::load(dir());
-  EXPECT_TRUE(config.acoustic.speaker_embedding);
   EXPECT_TRUE(config.acoustic.nsf);
   EXPECT_EQ(config.mel_channels(), config.acoustic.num_mels - 2);
   ASSERT_TRUE(config.vocoder.nsf.has_value());
