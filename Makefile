@@ -11,12 +11,17 @@ DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev \
-	libboost1.81-dev libavcodec-dev libavutil-dev ffmpeg liblzma-dev libkissfft-dev
+	libboost1.81-dev libavcodec-dev libavutil-dev ffmpeg liblzma-dev libkissfft-dev \
+	libopencc-dev $(ZH_DATA_PACKAGES)
+
+# What tools/mandarin_lexicon.py builds data/zh from (a test checks the data is what it builds).
+ZH_DATA_PACKAGES := python3-jieba golang-github-mozillazg-go-pinyin-dev rime-data-terra-pinyin \
+	rime-data-luna-pinyin opencc
 
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: all deps build test test-asan run hello bench format clean
+.PHONY: all deps build test test-asan run hello bench format clean zh-data
 
 all: build
 
@@ -69,6 +74,10 @@ hello: build
 
 bench: build
 	$(BUILD_DIR)/bench/voxd_bench --voice $(VOICE)
+
+# Rebuilds the Mandarin lexicon (data/zh) from the Debian packages it is made of.
+zh-data: deps
+	/usr/bin/python3 tools/mandarin_lexicon.py --out data/zh
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
