@@ -749,12 +749,14 @@ def raise_open_files():
 
 
 def packed_voxd():
-    """The packed voxd, its libraries and eSpeak data in place (LD_LIBRARY_PATH,
-    ESPEAK_DATA_PATH), the open files raised; None (after saying why) when the packed tree is
-    missing."""
+    """The packed voxd, its libraries, eSpeak's and OpenCC's data and the Mandarin lexicon in
+    place (LD_LIBRARY_PATH, ESPEAK_DATA_PATH, VOXD_OPENCC_DIR, VOXD_DATA_DIR), the open files
+    raised; None (after saying why) when the packed tree is missing."""
     unpack_dist()
     use_dist_libraries()
     os.environ["ESPEAK_DATA_PATH"] = str(DIST / "share")
+    os.environ["VOXD_OPENCC_DIR"] = str(DIST / "share" / "opencc")
+    os.environ["VOXD_DATA_DIR"] = str(ROOT / "data")
     os.environ["PYTHONUNBUFFERED"] = "1"
     voxd = DIST / "bin" / "voxd"
     espeak_data = DIST / "share" / "espeak-ng-data"

@@ -148,6 +148,10 @@ pack() {
     cp -a "$f" "$DIST/share/espeak-ng-data/"
   done
   echo "eSpeak NG data: $(du -sh "$espeak" | cut -f1) at $espeak, $(du -sh "$DIST/share/espeak-ng-data" | cut -f1) packed (English)"
+  # OpenCC's traditional-to-simplified tables for the Mandarin front end (VOXD_OPENCC_DIR there).
+  mkdir -p "$DIST/share/opencc"
+  cp /usr/share/opencc/t2s.json /usr/share/opencc/TSPhrases.ocd2 /usr/share/opencc/TSCharacters.ocd2 \
+    "$DIST/share/opencc/"
   # The binaries (CUDA's static runtime and the kernels in each) are too big to carry beside the
   # tree uncompressed: carry the archive, which scripts/gpu-check.py unpacks.
   tar -C "$BUILD" -cf - dist | xz -T0 -6 >"$BUILD/dist.tar.xz"

@@ -25,6 +25,8 @@ for lengths and plumbing.
                 tiny-sambert's sizes with a speaker embedding (SE, am/se.npy) in place of the
                 speaker table, an f0 and a voicing channel after the mel (NSF, normalised by
                 am/mvn.npy) and a HiFiGAN-NSF vocoder of 7 harmonics
+  tiny-sambert-zh  tiny-sambert's sizes over KAN-TTS's PinYin phone names
+                (tests/fixtures/sambert_symbols/pinyin), so that it reads Chinese text
 
     /usr/bin/python3 tools/make_test_voices.py [--out tests/fixtures/voices] [--only NAME]
 """
@@ -53,6 +55,8 @@ DEFAULT_OUT = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures", "voices"
 IPA_SYMBOLS = os.path.join(os.path.dirname(TOOLS), "data", "symbols", "espeak-ipa-en.txt")
 FIXTURES = os.path.join(os.path.dirname(TOOLS), "tests", "fixtures")
 SAMBERT_INVENTORY = os.path.join(FIXTURES, "sambert_symbols", "inventory")
+# KAN-TTS's PinYin phone names: the inventory of a voice that reads Chinese text.
+PINYIN_INVENTORY = os.path.join(FIXTURES, "sambert_symbols", "pinyin")
 SAMBERT_UNIT = {"cleaners": "english_cleaners",
                 "lfeat_type_list": "sy,tone,syllable_flag,word_segment,emo_category,"
                                    "speaker_category",
@@ -404,14 +408,14 @@ def sambert_fixture_sizes():
 
 
 def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6,
-                           f0_mean_std=(180.0, 40.0)):
+                           f0_mean_std=(180.0, 40.0), inventory=SAMBERT_INVENTORY):
     """A ModelScope voice folder `voice` (am/ and voc/, each config.yaml and ckpt/checkpoint_1.pth
-    as KAN-TTS writes them) of a random Sambert of `params` over the made-up inventory, its
+    as KAN-TTS writes them) of a random Sambert of `params` over `inventory`, its
     duration head set for log durations near `log_duration`, and a random Generator of
     `gen_params`. With params SE, the checkpoint has no speaker table and am/se.npy holds a
     random speaker embedding; with params NSF (mean_std), am/mvn.npy holds `f0_mean_std`.
     Returns the two modules."""
-    lists = kantts_symbols.symbol_lists(SAMBERT_INVENTORY, SAMBERT_UNIT)
+    lists = kantts_symbols.symbol_lists(inventory, SAMBERT_UNIT)
     # ModelScope's checkpoints leave out the mask's row of each table.
     sizes = {"sy": len(lists["sy"]) - 1, "tone": len(lists["tone"]) - 1,
              "syllable_flag": len(lists["syllable_flag"]) - 1,
@@ -446,9 +450,9 @@ def write_modelscope_voice(voice, params, gen_params, seed=0, log_duration=1.6,
     return am, gen
 
 
-def convert_modelscope_voice(voice, out_dir, name=None):
-    """tools/convert_checkpoint.py --kantts on `voice` (over the made-up inventory) into out_dir."""
-    argv = ["--kantts", voice, "--kantts-languages", SAMBERT_INVENTORY, "--out", out_dir,
+def convert_modelscope_voice(voice, out_dir, name=None, inventory=SAMBERT_INVENTORY):
+    """tools/convert_checkpoint.py --kantts on `voice` (over `inventory`) into out_dir."""
+    argv = ["--kantts", voice, "--kantts-languages", inventory, "--out", out_dir,
             "--force"] + (["--name", name] if name else [])
     if convert_checkpoint.main(argv) != 0:
         raise SystemExit(f"converting {out_dir} failed")
@@ -475,7 +479,18 @@ def make_sambert_nsf_voice(out_dir, work, seed=4):
     convert_modelscope_voice(voice, out_dir)
 
 
-VOICES = ("tiny-arpabet", "tiny-ipa", "tiny-chattts", "tiny-sambert", "tiny-sambert-nsf")
+def make_sambert_zh_voice(out_dir, work, seed=6):
+    """tiny-sambert-zh: tiny-sambert's sizes over KAN-TTS's PinYin inventory, so that it reads
+    Chinese text through voxd's Mandarin front end."""
+    params, gen_params = sambert_fixture_sizes()
+    voice = os.path.join(work, "tiny-sambert-zh")
+    write_modelscope_voice(voice, params, gen_params, seed, log_duration=1.6,
+                           inventory=PINYIN_INVENTORY)
+    convert_modelscope_voice(voice, out_dir, inventory=PINYIN_INVENTORY)
+
+
+VOICES = ("tiny-arpabet", "tiny-ipa", "tiny-chattts", "tiny-sambert", "tiny-sambert-nsf",
+          "tiny-sambert-zh")
 
 
 def main():
@@ -511,6 +526,9 @@ def main():
     if "tiny-sambert-nsf" in wanted:
         with tempfile.TemporaryDirectory() as work:
             make_sambert_nsf_voice(os.path.join(args.out, "tiny-sambert-nsf"), work)
+    if "tiny-sambert-zh" in wanted:
+        with tempfile.TemporaryDirectory() as work:
+            make_sambert_zh_voice(os.path.join(args.out, "tiny-sambert-zh"), work)
 
 
 if __name__ == "__main__":

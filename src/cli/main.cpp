@@ -31,6 +31,7 @@
 #include "families/sambert/voice.h"
 #include "text/espeak_front_end.h"
 #include "text/ids.h"
+#include "text/mandarin/lexicon.h"
 
 namespace {
 
@@ -158,16 +159,15 @@ int run_chattts_synth(const GlobalOptions& global, const SynthOptions& options,
 // input) through Sambert and the vocoder.
 int run_sambert_synth(const GlobalOptions& global, const SynthOptions& options,
                       const std::string& directory) {
-  if (options.text) {
-    throw voxd::InputError(
-        "a Sambert voice reads KAN-TTS symbol strings (--symbols, or standard input), not text: "
-        "voxd has no Mandarin text front end for Sambert voices yet");
+  if (options.text && options.symbols) {
+    throw voxd::InputError("give --text (Chinese text) or --symbols (KAN-TTS symbols), not both");
   }
   if (options.ids || options.mel_out || options.chunk_frames != 0 || options.pitch != 1.0f ||
       options.energy != 1.0f || options.speed != 1.0f || options.temperature || options.top_p ||
       options.top_k || options.no_refine) {
     throw voxd::InputError(
-        "a Sambert voice takes --symbols, --emotion, --speaker and (NSF voices) --seed (--ids, "
+        "a Sambert voice takes --text, --symbols, --emotion, --speaker and (NSF voices) --seed "
+        "(--ids, "
         "--mel-out, --chunk-frames, --speed, --pitch, --energy and the ChatTTS options do not "
         "apply)");
   }
@@ -182,15 +182,21 @@ int run_sambert_synth(const GlobalOptions& global, const SynthOptions& options,
   const auto voice = voxd::sambert::Voice::load(runtime.weights_context(), std::move(config));
   spdlog::info("loaded voice '{}' from {} in {:.3f} s", voice->config().name, directory,
                seconds_since(load_start));
-  const std::string symbols =
-      options.symbols
+  // Text (--text, or standard input without symbols) is read by the Mandarin front end.
+  const std::string input =
+      options.text ? *options.text
+      : options.symbols
           ? *options.symbols
           : std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  const bool symbols = options.symbols || (!options.text && input.find('$') != std::string::npos);
+  const voxd::sambert::SymbolFrontEnd& front_end = voice->front_end();
+  const std::vector<voxd::SambertTokens> utterances =
+      symbols ? front_end.utterances(input, options.emotion, options.speaker)
+              : front_end.text_utterances(input, options.emotion, options.speaker);
   voxd::AudioOutput output(options.out, options.format, voice->config().sample_rate);
   const auto start = Clock::now();
   const voxd::sambert::Spoken spoken = voxd::sambert::speak(
-      runtime.context(), *voice, symbols, options.emotion, options.speaker,
-      options.seed.value_or(0),
+      runtime.context(), *voice, utterances, options.seed.value_or(0),
       [&output](const std::vector<float>& audio) { output.write(audio.data(), audio.size()); });
   const double compute_seconds = seconds_since(start);
   output.commit();
@@ -371,6 +377,12 @@ int main(int argc, char** argv) {
                  "Cached blocks this large are never split (PyTorch's max_split_size_mb); same "
                  "forms, above 2MiB")
       ->envname("VOXD_MAX_SPLIT_SIZE");
+  app.add_option_function<std::string>(
+         "--lexicon",
+         [](const std::string& file) { voxd::text::mandarin::set_deployment_lexicon(file); },
+         "Mandarin lexicon file read on top of voxd's (one word a line: 银行 yin2 hang2)")
+      ->check(CLI::ExistingFile)
+      ->trigger_on_parse();
 
   SynthOptions synth;
   CLI::App* synth_cmd = app.add_subcommand("synth", "Synthesize text (or symbol ids) to audio");

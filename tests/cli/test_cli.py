@@ -359,9 +359,9 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         rows = [line.split("\t") for line in result.stdout.splitlines()]
         self.assertEqual([row[0] for row in rows],
                          ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert",
-                          "tiny-sambert-nsf"])
+                          "tiny-sambert-nsf", "tiny-sambert-zh"])
         rates = {"tiny-chattts": "24000 Hz", "tiny-sambert": "16000 Hz",
-                 "tiny-sambert-nsf": "16000 Hz"}
+                 "tiny-sambert-nsf": "16000 Hz", "tiny-sambert-zh": "16000 Hz"}
         for row in rows:
             self.assertEqual(len(row), 6, row)
             self.assertEqual(row[2], rates.get(row[0], "22050 Hz"))
@@ -377,7 +377,7 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertEqual([line.split("\t")[0] for line in listed.stdout.splitlines()],
                          ["tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert",
-                          "tiny-sambert-nsf"])
+                          "tiny-sambert-nsf", "tiny-sambert-zh"])
 
     def synth_bytes(self, *args):
         """voxd synth with its info log and memory summary on, which go to stderr."""

@@ -1,10 +1,12 @@
 """End-to-end tests of `voxd serve` with a Sambert-HiFiGAN voice (the tiny random-weight fixture
 tests/fixtures/voices/tiny-sambert, beside voices/en-demo in the same server): KAN-TTS symbol
 strings in, audio out over HTTP equal to what `voxd synth --symbols` makes, with the emotion and
-speaker fields, and for a personal voice (tiny-sambert-nsf, HiFiGAN-NSF) with its seed; the
-refusals of text, of unknown emotions, of a seed to a voice without a source and of symbols sent
-to an English voice, each naming its field; and the KV cache pool's pages all back once the
-streams have ended.
+speaker fields, and for a personal voice (tiny-sambert-nsf, HiFiGAN-NSF) with its seed; Chinese
+text read by the Mandarin front end (tiny-sambert-zh, KAN-TTS's PinYin phone names) equal to
+`voxd synth --text`; the refusals of text without Chinese characters, of text to a voice whose
+phones the front end's do not match, of unknown emotions, of a seed to a voice without a source,
+of Chinese to an English voice and of symbols sent to an English voice, each naming its field;
+and the KV cache pool's pages all back once the streams have ended.
 
 Run by ctest as `/usr/bin/python3 -m unittest tests/cli/test_serve_sambert.py` with VOXD_BIN set
 (the CPU build); standard library only. The server helper is test_serve.py's; `scripts/gpu-check.py
@@ -26,6 +28,9 @@ from test_serve import DEVICE, PCM_TOLERANCE, ROOT, VOXD, Server  # noqa: E402
 SAMBERT = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-sambert")
 # A personal voice: a speaker embedding, f0 and voicing after the mel, a HiFiGAN-NSF vocoder.
 SAMBERT_NSF = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-sambert-nsf")
+# KAN-TTS's PinYin phones: reads Chinese text.
+SAMBERT_ZH = os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-sambert-zh")
+CHINESE = "今天天气真好，我们一起去银行。2024年3月5日下午3:30见！"
 # On CUDA in f32, as `voxd synth` runs, so that the two are compared at one precision.
 DTYPE = ["--dtype", "f32"] if DEVICE == "cuda" else []
 
@@ -62,7 +67,8 @@ def pcm(data, rate=16000):
 class SambertServeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--voice", SAMBERT, "--voice", SAMBERT_NSF, "--chunk-frames", "8",
+        cls.server = Server("--voice", SAMBERT, "--voice", SAMBERT_NSF, "--voice", SAMBERT_ZH,
+                            "--chunk-frames", "8",
                             "--first-chunk-frames", "4", *DTYPE)
 
     @classmethod
@@ -72,12 +78,12 @@ class SambertServeTest(unittest.TestCase):
     def post(self, payload):
         return self.server.request("POST", "/v1/audio/speech", payload, key=None)
 
-    def synth(self, voice, *options):
-        """The samples of `voxd synth --symbols SYMBOLS` with `options`."""
+    def synth(self, voice, *options, source=("--symbols", SYMBOLS)):
+        """The samples of `voxd synth --symbols SYMBOLS` (or `source`) with `options`."""
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "synth.wav")
             result = subprocess.run(
-                [VOXD, "--backend", DEVICE, "synth", "--voice", voice, "--symbols", SYMBOLS,
+                [VOXD, "--backend", DEVICE, "synth", "--voice", voice, *source,
                  *options, "--out", out], capture_output=True, text=True, timeout=120)
             self.assertEqual(result.returncode, 0, result.stderr)
             with open(out, "rb") as f:
@@ -100,9 +106,18 @@ class SambertServeTest(unittest.TestCase):
         self.assert_streams(body(voice="tiny-sambert-nsf", seed=5),
                             self.synth(SAMBERT_NSF, "--seed", "5"))
 
+    def test_chinese_text_streams_the_audio_voxd_synth_makes(self):
+        self.assert_streams(body(CHINESE, voice="tiny-sambert-zh", input_format="text",
+                                 speaker="M7"),
+                            self.synth(SAMBERT_ZH, "--speaker", "M7", source=("--text", CHINESE)))
+
     def test_refusals_name_their_field(self):
         for payload, field in [
-                (body("今天天气真好", input_format="text"), "input_format"),
+                (body("今天天气真好", input_format="text"), "input"),
+                (body("Hello there.", voice="tiny-sambert-zh", input_format="text"), "input"),
+                (body("行[hangg2]", voice="tiny-sambert-zh", input_format="text"), "input"),
+                (json.dumps({"model": "tts-1", "input": "今天天气真好。",
+                             "voice": "en-demo"}).encode(), "input"),
                 (body(emotion="gloomy"), "emotion"),
                 (body(speaker="F8"), "speaker"),
                 (body(speed=1.5), "speed"),

@@ -151,7 +151,7 @@ TEST(CudaSambertServed, AudioEqualsVoxdSynthAndBatchedEqualsAlone) {
     CudaDeviceAllocator allocator(0);
     Context ctx(cuda_backend(), allocator);
     const auto voice = sambert::Voice::load(ctx, sambert::VoiceConfig::load(kVoice));
-    sambert::speak(ctx, *voice, symbols, std::nullopt, std::nullopt, 0,
+    sambert::speak(ctx, *voice, voice->front_end().utterances(symbols), 0,
                    [&](const std::vector<float>& piece) {
                      whole.insert(whole.end(), piece.begin(), piece.end());
                    });

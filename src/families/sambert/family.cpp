@@ -58,7 +58,7 @@ Definition::Definition(VoiceConfig config)
             .sample_rate = config_.sample_rate,
             .speakers = config_.symbols.speakers(),
             .emotions = config_.symbols.emotions()},
-      front_end_(config_.symbols, config_.name) {}
+      front_end_(make_front_end(config_)) {}
 
 scheduler::PreparedStream Definition::prepare(std::string_view text,
                                               const scheduler::SpeechOptions& options,
@@ -67,13 +67,6 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
     throw scheduler::OptionError(std::string(field) + " is not taken by Sambert voices; voice '" +
                                      config_.name + "' speaks as its model predicts",
                                  field);
-  }
-  if (options.input_format != scheduler::InputFormat::kKanTtsSymbols) {
-    throw scheduler::OptionError(
-        "voice '" + config_.name +
-            "' reads KAN-TTS symbol strings (set input_format to \"kantts_symbols\"): voxd has "
-            "no Mandarin text front end for Sambert voices yet",
-        "input_format");
   }
   const auto checked = [](const std::optional<std::string>& name, const char* field,
                           const auto& lookup) {
@@ -89,7 +82,9 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   checked(options.speaker, "speaker",
           [this](const std::string& name) { return config_.symbols.speaker_id(name); });
   std::vector<SambertTokens> utterances =
-      front_end_.utterances(text, options.emotion, options.speaker);
+      options.input_format == scheduler::InputFormat::kKanTtsSymbols
+          ? front_end_.utterances(text, options.emotion, options.speaker)
+          : front_end_.text_utterances(text, options.emotion, options.speaker);
   const SambertLimits limits;
   auto work = std::make_unique<SentenceWork>(
       2 * scheduling.chunk_frames + config_.vocoder.lookahead_frames() +

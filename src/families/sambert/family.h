@@ -1,9 +1,9 @@
-// The Sambert-HiFiGAN family ("type": "sambert"): KAN-TTS symbol strings → Sambert (KAN-TTS's
-// acoustic model) → KAN-TTS's HiFiGAN → audio at the voice's rate, for voices converted from
-// ModelScope's model folders (tools/convert_checkpoint.py --kantts). `voxd synth` speaks them an
-// utterance at a time (voice.h); `voxd serve` runs their utterances' steps batched across streams
-// (served.h: encoder, prefill and decoder steps over a paged KV cache, then the postnet and the
-// vocoder in chunks); `voxd mem` plans them.
+// The Sambert-HiFiGAN family ("type": "sambert"): Chinese text or KAN-TTS symbol strings → Sambert
+// (KAN-TTS's acoustic model) → KAN-TTS's HiFiGAN → audio at the voice's rate, for voices converted
+// from ModelScope's model folders (tools/convert_checkpoint.py --kantts). `voxd synth` speaks them
+// an utterance at a time (voice.h); `voxd serve` runs their utterances' steps batched across
+// streams (served.h: encoder, prefill and decoder steps over a paged KV cache, then the postnet and
+// the vocoder in chunks); `voxd mem` plans them.
 #pragma once
 
 #include <memory>
@@ -26,11 +26,12 @@ class Definition final : public scheduler::VoiceDefinition {
   const VoiceConfig& config() const { return config_; }
   const scheduler::VoiceCard& card() const override { return card_; }
   const text::FrontEnd& front_end() const override { return front_end_; }
-  // The utterances of KAN-TTS symbols (options.input_format kKanTtsSymbols), with the request's
-  // emotion and speaker (and for an NSF voice its seed: the source's phases and noise, 0 when
-  // unset). OptionError for text input (voxd reads no Mandarin text yet), speed, the sampling
-  // options, and an emotion or speaker the voice does not have (naming the valid ones);
-  // InputError for symbols the voice cannot read or an utterance of too many tokens.
+  // The utterances of KAN-TTS symbols (options.input_format kKanTtsSymbols) or of Chinese text
+  // (kText, read by the Mandarin front end), with the request's emotion and speaker (and for an
+  // NSF voice its seed: the source's phases and noise, 0 when unset). OptionError for speed, the
+  // sampling options, and an emotion or speaker the voice does not have (naming the valid
+  // ones); InputError for symbols or text the voice cannot read or an utterance of too many
+  // tokens.
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
                                     const scheduler::SchedulerOptions& scheduling) const override;
   // The models, and the KV pool of the decoder: scheduling.kv_cache_bytes of pages, or by default

@@ -1,6 +1,12 @@
 #include "families/sambert/front_end.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
 #include "core/error.h"
+#include "families/sambert/pinyin_symbols.h"
+#include "text/mandarin/characters.h"
 
 namespace voxd::sambert {
 namespace {
@@ -9,7 +15,47 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\v\f\r") == std::string_view::npos;
 }
 
+bool has_hanzi(std::string_view text) {
+  for (const text::mandarin::Character& c : text::mandarin::characters(text)) {
+    if (text::mandarin::is_hanzi(c.code)) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<const text::mandarin::MandarinReader> mandarin_reader_for(
+    const std::string& language, std::string& reason) {
+  if (language != "zh-cn") {
+    reason = "voxd reads Mandarin text (language zh-cn), not language '" + language +
+             "': give KAN-TTS symbol strings";
+    return nullptr;
+  }
+  try {
+    return std::make_shared<const text::mandarin::MandarinReader>(
+        text::mandarin::MandarinLexicon::shared(text::mandarin::default_lexicon_directory(),
+                                                text::mandarin::deployment_lexicon()));
+  } catch (const Error& e) {
+    reason = std::string("the Mandarin front end cannot be loaded: ") + e.what();
+    spdlog::warn("{}; Sambert voices read KAN-TTS symbols only", reason);
+    return nullptr;
+  }
+}
+
 }  // namespace
+
+SymbolFrontEnd make_front_end(const VoiceConfig& config) {
+  std::string no_text_reason;
+  std::shared_ptr<const text::mandarin::MandarinReader> reader =
+      mandarin_reader_for(config.language, no_text_reason);
+  return SymbolFrontEnd(config.symbols, config.name, std::move(reader), std::move(no_text_reason));
+}
+
+SymbolFrontEnd::SymbolFrontEnd(const SambertSymbols& symbols, std::string voice,
+                               std::shared_ptr<const text::mandarin::MandarinReader> reader,
+                               std::string no_text_reason)
+    : symbols_(symbols),
+      voice_(std::move(voice)),
+      reader_(std::move(reader)),
+      no_text_reason_(std::move(no_text_reason)) {}
 
 std::vector<SambertTokens> SymbolFrontEnd::utterances(
     std::string_view input, const std::optional<std::string>& emotion,
@@ -26,12 +72,13 @@ std::vector<SambertTokens> SymbolFrontEnd::utterances(
     ++number;
     if (blank(line)) continue;
     if (line.find('$') == std::string_view::npos) {
-      throw InputError("voice '" + voice_ +
+      throw InputError("input_format kantts_symbols: voice '" + voice_ +
                        "' reads KAN-TTS symbol strings such as "
                        "{ge$tone5$s_begin$word_begin$emotion_neutral$F7}, one utterance a line; "
                        "line " +
                        std::to_string(number) +
-                       " holds none (voxd has no Mandarin front end for Sambert voices yet)");
+                       " holds none (for Chinese text use input_format "
+                       "text)");
     }
     try {
       out.push_back(symbols_.parse(line, emotion, speaker));
@@ -45,9 +92,60 @@ std::vector<SambertTokens> SymbolFrontEnd::utterances(
   return out;
 }
 
+SymbolFrontEnd::Symbols SymbolFrontEnd::symbol_strings(
+    std::string_view text, const std::optional<std::string>& emotion,
+    const std::optional<std::string>& speaker) const {
+  if (!reader_) throw InputError("voice '" + voice_ + "' reads no text: " + no_text_reason_);
+  if (emotion) (void)symbols_.emotion_id(*emotion);
+  if (speaker) (void)symbols_.speaker_id(*speaker);
+  if (!blank(text) && !has_hanzi(text)) {
+    throw InputError("voice '" + voice_ +
+                     "' speaks Mandarin (language zh-cn) and the text has no Chinese "
+                     "characters; give Chinese text, or use a voice of the text's language");
+  }
+  Symbols out{.reading = reader_->read(text), .lines = {}};
+  const std::vector<std::string> emotions = symbols_.emotions();
+  const std::vector<std::string> speakers = symbols_.speakers();
+  const std::string neutral =
+      std::find(emotions.begin(), emotions.end(), "emotion_neutral") != emotions.end()
+          ? "emotion_neutral"
+          : emotions.front();
+  for (const text::mandarin::ReadSentence& sentence : out.reading.sentences) {
+    out.lines.push_back(
+        kantts_symbols(sentence, emotion.value_or(neutral), speaker.value_or(speakers.front())));
+  }
+  return out;
+}
+
+std::vector<SambertTokens> SymbolFrontEnd::text_utterances(
+    std::string_view text, const std::optional<std::string>& emotion,
+    const std::optional<std::string>& speaker) const {
+  const Symbols made = symbol_strings(text, emotion, speaker);
+  if (made.lines.empty()) {
+    throw InputError("voice '" + voice_ + "': the text holds nothing to read" +
+                     (made.reading.warnings.empty() ? std::string()
+                                                    : " (" + made.reading.warnings.front() + ")"));
+  }
+  std::vector<SambertTokens> out;
+  for (const std::string& line : made.lines) out.push_back(symbols_.parse(line));
+  return out;
+}
+
 text::Analysis SymbolFrontEnd::analyze(std::string_view input) const {
   text::Analysis analysis;
-  for (const SambertTokens& tokens : utterances(input)) {
+  std::vector<SambertTokens> utterances;
+  std::vector<std::string> texts;  // what each utterance says
+  if (input.find('$') != std::string_view::npos) {
+    utterances = this->utterances(input);
+  } else {
+    const Symbols made = symbol_strings(input, std::nullopt, std::nullopt);
+    for (size_t k = 0; k < made.lines.size(); ++k) {
+      utterances.push_back(symbols_.parse(made.lines[k]));
+      texts.push_back(made.reading.sentences[k].text);
+    }
+  }
+  for (size_t k = 0; k < utterances.size(); ++k) {
+    const SambertTokens& tokens = utterances[k];
     text::Sentence sentence;
     sentence.extra_channels.resize(5);
     for (size_t t = 0; t < tokens.linguistic.size(); ++t) {
@@ -57,9 +155,17 @@ text::Analysis SymbolFrontEnd::analyze(std::string_view input) const {
       for (size_t ch = 1; ch < 4; ++ch) sentence.extra_channels[ch - 1].push_back(ids[ch]);
       sentence.extra_channels[3].push_back(tokens.emotion[t]);
       sentence.extra_channels[4].push_back(tokens.speaker[t]);
-      sentence.text += (t == 0 ? "" : " ") + symbols_.phone(ids[0]);
     }
-    analysis.normalized += (analysis.normalized.empty() ? "" : "\n") + sentence.text;
+    if (k < texts.size()) {
+      sentence.text = texts[k];
+    } else {
+      for (const std::string& phone : sentence.phonemes) {
+        if (!sentence.text.empty()) sentence.text.push_back(' ');
+        sentence.text.append(phone);
+      }
+    }
+    if (!analysis.normalized.empty()) analysis.normalized.push_back('\n');
+    analysis.normalized.append(sentence.text);
     analysis.sentences.push_back(std::move(sentence));
   }
   return analysis;

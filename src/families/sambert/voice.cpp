@@ -33,7 +33,7 @@ Voice::Voice(VoiceConfig config, Sambert acoustic, KanTtsHifiGan vocoder)
     : config_(std::move(config)),
       acoustic_(std::move(acoustic)),
       vocoder_(std::move(vocoder)),
-      front_end_(config_.symbols, config_.name) {}
+      front_end_(make_front_end(config_)) {}
 
 std::unique_ptr<Voice> Voice::load(Context& ctx, VoiceConfig config, DType dtype) {
   Sambert acoustic = Sambert::load(ctx, config.acoustic,
@@ -91,13 +91,12 @@ double f0_sum(const VoiceConfig& config, const float* frames, int64_t count) {
   return sum;
 }
 
-Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
-             const std::optional<std::string>& emotion, const std::optional<std::string>& speaker,
+Spoken speak(Context& ctx, const Voice& voice, const std::vector<SambertTokens>& utterances,
              uint64_t seed, const std::function<void(const std::vector<float>&)>& sink) {
   const VoiceConfig& config = voice.config();
   const int64_t mels = config.mel_channels();
   Spoken spoken;
-  for (const SambertTokens& tokens : voice.front_end().utterances(symbols, emotion, speaker)) {
+  for (const SambertTokens& tokens : utterances) {
     const SambertOutput out = voice.acoustic().synthesize(ctx, tokens);
     const int64_t frames = out.mel.size(0);
     std::vector<float> post = ops::to_host(ctx, out.mel).to_float_vector();

@@ -69,12 +69,10 @@ struct Spoken {
   int64_t samples = 0;
 };
 
-// Speaks each utterance of `symbols` (SymbolFrontEnd::utterances, with the emotion and speaker
-// overrides) on ctx: Sambert::synthesize, then the vocoder over its whole mel (an NSF vocoder
-// with the source of nsf_source(seed, the utterance's index)), the audio of each utterance to
-// `sink` in order. Throws voxd::InputError for input the voice cannot speak.
-Spoken speak(Context& ctx, const Voice& voice, std::string_view symbols,
-             const std::optional<std::string>& emotion, const std::optional<std::string>& speaker,
+// Speaks each of `utterances` (from the voice's front end) on ctx: Sambert::synthesize, then the
+// vocoder over its whole mel (an NSF vocoder with the source of nsf_source(seed, the utterance's
+// index)), the audio of each utterance to `sink` in order.
+Spoken speak(Context& ctx, const Voice& voice, const std::vector<SambertTokens>& utterances,
              uint64_t seed, const std::function<void(const std::vector<float>&)>& sink);
 
 }  // namespace voxd::sambert
