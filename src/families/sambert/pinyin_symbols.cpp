@@ -18,7 +18,8 @@ constexpr std::array<std::string_view, 23> kInitials = {"zh", "ch", "sh", "b", "
                                                         "t",  "n",  "l",  "g", "k", "h", "j", "q",
                                                         "x",  "r",  "z",  "c", "s", "y", "w"};
 
-// The erhua finals of KAN-TTS's PinYin phone set; another final keeps its plain phone.
+// The erhua finals of KAN-TTS's PinYin phone set (and er, zher4's); another final keeps its
+// plain phone.
 constexpr std::array<std::string_view, 35> kErhuaFinals = {
     "air",  "angr", "anr",  "aor", "ar",   "eir",  "engr",  "enr",  "iangr",
     "ianr", "iaor", "iar",  "ier", "ihr",  "iir",  "ingr",  "inr",  "iongr",
@@ -128,7 +129,7 @@ std::array<std::string, 2> kantts_phones(const Syllable& syllable) {
   if (erhua) {
     std::string with_r = final_phone;
     with_r.push_back('r');
-    if (listed(kErhuaFinals, with_r)) final_phone = std::move(with_r);
+    if (with_r == "er" || listed(kErhuaFinals, with_r)) final_phone = std::move(with_r);
   }
   final_phone.append("_c");
   return {first, final_phone};
