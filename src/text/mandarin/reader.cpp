@@ -18,6 +18,7 @@
 #include "text/mandarin/numbers.h"
 #include "text/mandarin/sandhi.h"
 #include "text/mandarin/segmenter.h"
+#include "text/markup.h"
 #include "text/normalize.h"
 
 namespace voxd::text::mandarin {
@@ -354,7 +355,13 @@ MandarinReading MandarinReader::read(std::string_view text) const {
   warn_dropped_symbols(text, reading.warnings);
   std::string normalized;
   std::vector<std::optional<Syllable>> given;
-  for (const Piece& piece : split_overrides(text, *lexicon_)) {
+  // Markdown, HTML and SSML are not read: their text is, a <break> ending a sentence.
+  std::string plain;
+  for (const Span& span : parse_markup(text, "zh")) {
+    if (!plain.empty()) plain.push_back('\n');
+    plain.append(span.text);
+  }
+  for (const Piece& piece : split_overrides(plain, *lexicon_)) {
     const std::string part = read_numbers(to_simplified_->Convert(clean_unicode(piece.text)));
     const std::vector<Character> chars = characters(part);
     normalized += part;

@@ -205,6 +205,14 @@ TEST(MandarinReader, SentencesAndBreaks) {
   EXPECT_TRUE(clause) << "the comma made no clause break";
 }
 
+TEST(MandarinReader, MarkupIsNotRead) {
+  const MandarinReading reading =
+      reader().read("<speak>你好<break time=\"500ms\"/>**银行**</speak>");
+  ASSERT_EQ(reading.sentences.size(), 2u);
+  EXPECT_EQ(spoken(reading), "ni2 hao3 yin2 hang2");
+  EXPECT_EQ(spoken("<p>行[hang2]了</p>"), "hang2 le5");
+}
+
 TEST(MandarinReader, TraditionalAndFullWidthAreRead) {
   expect_spoken({
       {"銀行", "yin2 hang2"},
