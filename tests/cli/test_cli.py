@@ -22,6 +22,8 @@ VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "vox
 VOICES = os.path.join(ROOT, "tests", "fixtures", "voices")
 ARPABET_VOICE = os.path.join(VOICES, "tiny-arpabet")
 IPA_VOICE = os.path.join(VOICES, "tiny-ipa")
+# A Sambert voice of KAN-TTS's PinYin phones: reads Chinese text.
+SAMBERT_ZH_VOICE = os.path.join(VOICES, "tiny-sambert-zh")
 REPO_VOICES = os.path.join(ROOT, "voices")
 HOP = 256
 MP3_FRAME = 576  # samples per MPEG-2 layer III frame (22.05 kHz)
@@ -737,6 +739,60 @@ class TextFrontEndTest(VoxdTestCase):
         missing = os.path.join(self.tmp, "no-voice")
         self.assert_input_error(run("phonemize", "--voice", missing, "--text", "hi"), missing)
         self.assert_input_error(run("phonemize", "--text", "hi"), "--voice")
+
+    def test_phonemize_mandarin(self):
+        result = run("phonemize", "--language", "zh", "--json", "--text",
+                     "银行行长说：一个不是。他行[xing2]了")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        reading = json.loads(result.stdout)["mandarin"]
+        self.assertEqual(reading["normalized"], "银行行长说一个不是\n他行了")
+        words = [[(w["text"], " ".join(w["pinyin"]), w["break"]) for w in s["words"]]
+                 for s in reading["sentences"]]
+        self.assertEqual(words[0], [("银行行长", "yin2 hang2 hang2 zhang3", "#1"),
+                                    ("说", "shuo1", "#3"), ("一个", "yi2 ge4", "#1"),
+                                    ("不是", "bu2 shi4", "#4")])
+        self.assertEqual([pinyin for _, pinyin, _ in words[1]], ["ta1", "xing2", "le5"])
+
+    def test_phonemize_mandarin_with_a_sambert_voice_shows_its_symbols(self):
+        result = run("phonemize", "--voice", SAMBERT_ZH_VOICE, "--text", "你好😀。")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("  sentence 1: 你好[ni2 hao3] #4\n", result.stdout)
+        self.assertIn("warning: '😀' (U+1F600) is not read", result.stdout)
+        self.assertIn("  phonemes: n_c i_c h_c ao_c #4\n", result.stdout)
+
+    def test_mandarin_bad_input_is_named(self):
+        self.assert_input_error(run("phonemize", "--language", "zh", "--text", "行[hangg2]"),
+                                "the pinyin [hangg2]: 'hangg2' is not a Mandarin syllable")
+        self.assert_input_error(run("phonemize", "--language", "fr", "--text", "bonjour"),
+                                "--language 'fr'")
+        self.assert_input_error(run("synth", "--voice", SAMBERT_ZH_VOICE, "--text", "Hello.",
+                                    "--out", os.path.join(self.tmp, "x.wav")),
+                                "has no Chinese characters")
+        lexicon = os.path.join(self.tmp, "lexicon.txt")
+        with open(lexicon, "w", encoding="utf-8") as f:
+            f.write("银行 yin2 hang2\n行 hang9\n")
+        self.assert_input_error(run("--lexicon", lexicon, "phonemize", "--language", "zh",
+                                    "--text", "行"), f"{lexicon}: line 2: 'hang9'")
+
+    def test_a_deployment_lexicon_sets_readings(self):
+        lexicon = os.path.join(self.tmp, "lexicon.txt")
+        with open(lexicon, "w", encoding="utf-8") as f:
+            f.write("# names\n重庆森林 chong2 qing4 sen1 lin2\n行 hang2\n")
+        result = run("--lexicon", lexicon, "phonemize", "--language", "zh", "--json", "--text",
+                     "行。重庆森林")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        sentences = json.loads(result.stdout)["mandarin"]["sentences"]
+        self.assertEqual(sentences[0]["words"][0]["pinyin"], ["hang2"])
+        self.assertEqual(sentences[1]["words"][0]["text"], "重庆森林")
+
+    def test_synth_reads_chinese_with_a_sambert_voice(self):
+        out = os.path.join(self.tmp, "zh.wav")
+        result = run("synth", "--voice", SAMBERT_ZH_VOICE, "--text", "今天天气真好。明天见！",
+                     "--out", out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with wave.open(out, "rb") as w:
+            self.assertEqual(w.getframerate(), 16000)
+            self.assertGreater(w.getnframes(), 16000 // 4)
 
     def synth(self, text, *extra):
         out = os.path.join(self.tmp, "out.wav")
