@@ -172,14 +172,15 @@ int run_phonemize(const PhonemizeOptions& options) {
     input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
   std::optional<text::mandarin::MandarinReading> mandarin;
+  // Held to the end, so that the voice's front end finds the lexicon loaded.
+  std::shared_ptr<const text::mandarin::MandarinLexicon> lexicon;
   const bool symbols = input.find('$') != std::string::npos;
   // Sambert's PinYin voices ("zh-cn") read text through the Mandarin front end; ChatTTS ("zh")
   // reads characters.
   if (!symbols && (options.language || voice->card().language == "zh-cn")) {
-    mandarin = text::mandarin::MandarinReader(text::mandarin::MandarinLexicon::shared(
-                                                  text::mandarin::default_lexicon_directory(),
-                                                  text::mandarin::deployment_lexicon()))
-                   .read(input);
+    lexicon = text::mandarin::MandarinLexicon::shared(text::mandarin::default_lexicon_directory(),
+                                                      text::mandarin::deployment_lexicon());
+    mandarin = text::mandarin::MandarinReader(lexicon).read(input);
   }
   if (options.json) {
     nlohmann::json out =

@@ -58,7 +58,7 @@ Definition::Definition(VoiceConfig config)
             .sample_rate = config_.sample_rate,
             .speakers = config_.symbols.speakers(),
             .emotions = config_.symbols.emotions()},
-      front_end_(make_front_end(config_)) {}
+      front_end_(config_.symbols, config_.name, config_.language) {}
 
 scheduler::PreparedStream Definition::prepare(std::string_view text,
                                               const scheduler::SpeechOptions& options,
@@ -108,6 +108,8 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
 
 std::unique_ptr<scheduler::LoadedVoice> Definition::load(
     Context& ctx, DType dtype, const scheduler::SchedulerOptions& scheduling) const {
+  // The Mandarin front end loads with the models, not on the first request that has text.
+  (void)front_end_.load_reader();
   auto loaded = std::make_unique<LoadedModels>();
   loaded->voice = Voice::load(ctx, config_, dtype);
   const Sambert& model = loaded->voice->acoustic();

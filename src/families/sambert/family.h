@@ -34,8 +34,9 @@ class Definition final : public scheduler::VoiceDefinition {
   // tokens.
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
                                     const scheduler::SchedulerOptions& scheduling) const override;
-  // The models, and the KV pool of the decoder: scheduling.kv_cache_bytes of pages, or by default
-  // pages for max_batch utterances of 2,000 frames (and at least one of the longest allowed).
+  // The models, the Mandarin front end (zh-cn voices), and the KV pool of the decoder:
+  // scheduling.kv_cache_bytes of pages, or by default pages for max_batch utterances of 2,000
+  // frames (and at least one of the longest allowed).
   std::unique_ptr<scheduler::LoadedVoice> load(
       Context& ctx, DType dtype, const scheduler::SchedulerOptions& scheduling) const override;
   // The steps for shape.batch utterances of shape.units tokens (frames: of each utterance,

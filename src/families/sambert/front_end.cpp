@@ -42,20 +42,15 @@ std::shared_ptr<const text::mandarin::MandarinReader> mandarin_reader_for(
 
 }  // namespace
 
-SymbolFrontEnd make_front_end(const VoiceConfig& config) {
-  std::string no_text_reason;
-  std::shared_ptr<const text::mandarin::MandarinReader> reader =
-      mandarin_reader_for(config.language, no_text_reason);
-  return SymbolFrontEnd(config.symbols, config.name, std::move(reader), std::move(no_text_reason));
-}
-
 SymbolFrontEnd::SymbolFrontEnd(const SambertSymbols& symbols, std::string voice,
-                               std::shared_ptr<const text::mandarin::MandarinReader> reader,
-                               std::string no_text_reason)
-    : symbols_(symbols),
-      voice_(std::move(voice)),
-      reader_(std::move(reader)),
-      no_text_reason_(std::move(no_text_reason)) {}
+                               std::string language)
+    : symbols_(symbols), voice_(std::move(voice)), language_(std::move(language)) {}
+
+const text::mandarin::MandarinReader* SymbolFrontEnd::load_reader() const {
+  std::call_once(reader_once_,
+                 [this] { reader_ = mandarin_reader_for(language_, no_text_reason_); });
+  return reader_.get();
+}
 
 std::vector<SambertTokens> SymbolFrontEnd::utterances(
     std::string_view input, const std::optional<std::string>& emotion,
@@ -95,7 +90,8 @@ std::vector<SambertTokens> SymbolFrontEnd::utterances(
 SymbolFrontEnd::Symbols SymbolFrontEnd::symbol_strings(
     std::string_view text, const std::optional<std::string>& emotion,
     const std::optional<std::string>& speaker) const {
-  if (!reader_) throw InputError("voice '" + voice_ + "' reads no text: " + no_text_reason_);
+  const text::mandarin::MandarinReader* reader = load_reader();
+  if (!reader) throw InputError("voice '" + voice_ + "' reads no text: " + no_text_reason_);
   if (emotion) (void)symbols_.emotion_id(*emotion);
   if (speaker) (void)symbols_.speaker_id(*speaker);
   if (!blank(text) && !has_hanzi(text)) {
@@ -103,7 +99,7 @@ SymbolFrontEnd::Symbols SymbolFrontEnd::symbol_strings(
                      "' speaks Mandarin (language zh-cn) and the text has no Chinese "
                      "characters; give Chinese text, or use a voice of the text's language");
   }
-  Symbols out{.reading = reader_->read(text), .lines = {}};
+  Symbols out{.reading = reader->read(text), .lines = {}};
   const std::vector<std::string> emotions = symbols_.emotions();
   const std::vector<std::string> speakers = symbols_.speakers();
   const std::string neutral =

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,7 +13,6 @@
 
 #include "families/sambert/sambert.h"
 #include "families/sambert/symbols.h"
-#include "families/sambert/voice_config.h"
 #include "text/front_end.h"
 #include "text/mandarin/reader.h"
 
@@ -20,11 +20,16 @@ namespace voxd::sambert {
 
 class SymbolFrontEnd final : public text::FrontEnd {
  public:
-  // `symbols` must outlive the front end; `voice` names the voice in messages. With a `reader`
-  // the voice reads Chinese text too; without, `no_text_reason` says why not.
-  SymbolFrontEnd(const SambertSymbols& symbols, std::string voice,
-                 std::shared_ptr<const text::mandarin::MandarinReader> reader,
-                 std::string no_text_reason);
+  // `symbols` must outlive the front end; `voice` names the voice in messages. A voice of
+  // `language` "zh-cn" reads Chinese text too, through the Mandarin front end (voxd's lexicon,
+  // default_lexicon_directory, with the deployment's lexicon file when one is set), loaded on
+  // first use or by load_reader.
+  SymbolFrontEnd(const SambertSymbols& symbols, std::string voice, std::string language);
+
+  // The Mandarin reader, loaded now if it is not yet (~0.5 s, the lexicon once per process), or
+  // nullptr when the voice reads no text: another language, or the lexicon or OpenCC could not
+  // be loaded (logged; text requests are refused saying why).
+  const text::mandarin::MandarinReader* load_reader() const;
 
   // The utterances of `input`: each line that is not blank, parsed with the emotion and speaker
   // overrides (SambertSymbols::parse). Throws voxd::InputError for input with no symbols, text
@@ -55,19 +60,13 @@ class SymbolFrontEnd final : public text::FrontEnd {
   text::Analysis analyze(std::string_view input) const override;
   std::string unit_name() const override { return "kantts-symbols"; }
 
-  // The Mandarin reader, or nullptr when the voice reads no text.
-  const text::mandarin::MandarinReader* reader() const { return reader_.get(); }
-
  private:
   const SambertSymbols& symbols_;
   std::string voice_;
-  std::shared_ptr<const text::mandarin::MandarinReader> reader_;
-  std::string no_text_reason_;
+  std::string language_;
+  mutable std::once_flag reader_once_;
+  mutable std::shared_ptr<const text::mandarin::MandarinReader> reader_;
+  mutable std::string no_text_reason_;
 };
-
-// The front end of a voice: for language "zh-cn" with a Mandarin reader (voxd's lexicon,
-// default_lexicon_directory, with the deployment's lexicon file when one is set); symbols only
-// for other languages, or when the lexicon or OpenCC cannot be loaded (logged).
-SymbolFrontEnd make_front_end(const VoiceConfig& config);
 
 }  // namespace voxd::sambert

@@ -33,7 +33,7 @@ Voice::Voice(VoiceConfig config, Sambert acoustic, KanTtsHifiGan vocoder)
     : config_(std::move(config)),
       acoustic_(std::move(acoustic)),
       vocoder_(std::move(vocoder)),
-      front_end_(make_front_end(config_)) {}
+      front_end_(config_.symbols, config_.name, config_.language) {}
 
 std::unique_ptr<Voice> Voice::load(Context& ctx, VoiceConfig config, DType dtype) {
   Sambert acoustic = Sambert::load(ctx, config.acoustic,
