@@ -188,7 +188,8 @@ int run_sambert_synth(const GlobalOptions& global, const SynthOptions& options,
       : options.symbols
           ? *options.symbols
           : std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  const bool symbols = options.symbols || (!options.text && input.find('$') != std::string::npos);
+  const bool symbols =
+      options.symbols || (!options.text && voxd::sambert::looks_like_symbols(input));
   const voxd::sambert::SymbolFrontEnd& front_end = voice->front_end();
   const std::vector<voxd::SambertTokens> utterances =
       symbols ? front_end.utterances(input, options.emotion, options.speaker)

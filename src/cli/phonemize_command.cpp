@@ -13,6 +13,7 @@
 #include "cli/voice_search.h"
 #include "core/error.h"
 #include "families/registry.h"
+#include "families/sambert/front_end.h"
 #include "text/mandarin/reader.h"
 #include "text/phonemizer.h"
 
@@ -174,10 +175,10 @@ int run_phonemize(const PhonemizeOptions& options) {
   std::optional<text::mandarin::MandarinReading> mandarin;
   // Held to the end, so that the voice's front end finds the lexicon loaded.
   std::shared_ptr<const text::mandarin::MandarinLexicon> lexicon;
-  const bool symbols = input.find('$') != std::string::npos;
+  const bool symbols = sambert::looks_like_symbols(input);
   // Sambert's PinYin voices ("zh-cn") read text through the Mandarin front end; ChatTTS ("zh")
   // reads characters.
-  if (!symbols && (options.language || voice->card().language == "zh-cn")) {
+  if (options.language || (!symbols && voice->card().language == "zh-cn")) {
     lexicon = text::mandarin::MandarinLexicon::shared(text::mandarin::default_lexicon_directory(),
                                                       text::mandarin::deployment_lexicon());
     mandarin = text::mandarin::MandarinReader(lexicon).read(input);

@@ -765,6 +765,10 @@ class TextFrontEndTest(VoxdTestCase):
                                 "the pinyin [hangg2]: 'hangg2' is not a Mandarin syllable")
         self.assert_input_error(run("phonemize", "--language", "fr", "--text", "bonjour"),
                                 "--language 'fr'")
+        dollars = run("phonemize", "--language", "zh", "--json", "--text", "价格$5")
+        self.assertEqual(dollars.returncode, 0, dollars.stderr)
+        words = json.loads(dollars.stdout)["mandarin"]["sentences"][0]["words"]
+        self.assertEqual(words[0]["pinyin"], ["jia4", "ge2"])
         self.assert_input_error(run("synth", "--voice", SAMBERT_ZH_VOICE, "--text", "Hello.",
                                     "--out", os.path.join(self.tmp, "x.wav")),
                                 "has no Chinese characters")

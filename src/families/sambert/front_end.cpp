@@ -15,9 +15,10 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\v\f\r") == std::string_view::npos;
 }
 
-bool has_hanzi(std::string_view text) {
+// Chinese characters, or digits (read in Chinese: 2024 二〇二四).
+bool has_chinese(std::string_view text) {
   for (const text::mandarin::Character& c : text::mandarin::characters(text)) {
-    if (text::mandarin::is_hanzi(c.code)) return true;
+    if (text::mandarin::is_hanzi(c.code) || (c.code >= '0' && c.code <= '9')) return true;
   }
   return false;
 }
@@ -41,6 +42,12 @@ std::shared_ptr<const text::mandarin::MandarinReader> mandarin_reader_for(
 }
 
 }  // namespace
+
+bool looks_like_symbols(std::string_view input) {
+  const size_t first = input.find_first_not_of(" \t\n\v\f\r");
+  return first != std::string_view::npos && input[first] == '{' &&
+         input.find('$') != std::string_view::npos;
+}
 
 SymbolFrontEnd::SymbolFrontEnd(const SambertSymbols& symbols, std::string voice,
                                std::string language)
@@ -94,7 +101,7 @@ SymbolFrontEnd::Symbols SymbolFrontEnd::symbol_strings(
   if (!reader) throw InputError("voice '" + voice_ + "' reads no text: " + no_text_reason_);
   if (emotion) (void)symbols_.emotion_id(*emotion);
   if (speaker) (void)symbols_.speaker_id(*speaker);
-  if (!blank(text) && !has_hanzi(text)) {
+  if (!blank(text) && !has_chinese(text)) {
     throw InputError("voice '" + voice_ +
                      "' speaks Mandarin (language zh-cn) and the text has no Chinese "
                      "characters; give Chinese text, or use a voice of the text's language");
@@ -131,7 +138,7 @@ text::Analysis SymbolFrontEnd::analyze(std::string_view input) const {
   text::Analysis analysis;
   std::vector<SambertTokens> utterances;
   std::vector<std::string> texts;  // what each utterance says
-  if (input.find('$') != std::string_view::npos) {
+  if (looks_like_symbols(input)) {
     utterances = this->utterances(input);
   } else {
     const Symbols made = symbol_strings(input, std::nullopt, std::nullopt);

@@ -18,6 +18,10 @@
 
 namespace voxd::sambert {
 
+// Whether `input` is KAN-TTS symbol strings rather than text: its first character that is not
+// white space is '{' and it holds a '$' ("价格$5" is text).
+bool looks_like_symbols(std::string_view input);
+
 class SymbolFrontEnd final : public text::FrontEnd {
  public:
   // `symbols` must outlive the front end; `voice` names the voice in messages. A voice of
@@ -55,8 +59,8 @@ class SymbolFrontEnd final : public text::FrontEnd {
                          const std::optional<std::string>& speaker) const;
 
   // One sentence per utterance: its phones as units, the phone ids, and the tone, syllable flag,
-  // word segment, emotion and speaker ids as extra channels. Input with a '$' is symbol strings,
-  // other input Chinese text.
+  // word segment, emotion and speaker ids as extra channels. Input that looks_like_symbols is
+  // symbol strings, other input Chinese text.
   text::Analysis analyze(std::string_view input) const override;
   std::string unit_name() const override { return "kantts-symbols"; }
 

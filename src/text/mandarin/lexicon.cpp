@@ -190,6 +190,7 @@ void MandarinLexicon::add_user_entries(const std::filesystem::path& file) {
   if (!in) throw InputError(file.string() + ": the lexicon file cannot be read");
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
+    if (number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // UTF-8 BOM
     const std::vector<std::string_view> fields = split(line, " \t\r");
     if (fields.empty() || fields[0].front() == '#') continue;
     const std::string where = file.string() + ": line " + std::to_string(number);
@@ -213,13 +214,18 @@ void MandarinLexicon::add_user_entries(const std::filesystem::path& file) {
     add_word(std::string(fields[0]),
              Word{.count = std::max(kUserWordCount, known ? known->count : 0u),
                   .tag = known ? known->tag : std::string()});
-    if (chars == 1) {
-      std::vector<Syllable>& readings = chars_[std::string(fields[0])];
-      std::erase(readings, reading.front());
-      readings.insert(readings.begin(), reading.front());
-    } else {
-      phrases_.insert_or_assign(std::string(fields[0]), std::move(reading));
+    user_words_.emplace(std::string(fields[0]), true);
+    // A character no table reads takes its reading here (a rare 𠮷 in 𠮷野家).
+    size_t at = 0;
+    for (const Character& c : characters(fields[0])) {
+      std::vector<Syllable>& readings = chars_[std::string(c.bytes)];
+      if (readings.empty() || chars == 1) {
+        std::erase(readings, reading[at]);
+        readings.insert(readings.begin(), reading[at]);
+      }
+      ++at;
     }
+    if (chars > 1) phrases_.insert_or_assign(std::string(fields[0]), std::move(reading));
   }
   log_total_ = std::log(static_cast<double>(std::max<uint64_t>(total_, 1)));
 }

@@ -35,8 +35,9 @@ class MandarinLexicon {
 
   // Adds a deployment's entries: one word per line, its hanzi and then one syllable per
   // character separated by spaces or tabs ("银行 yin2 hang2"); blank lines and lines starting
-  // with # are skipped. Throws voxd::InputError naming the file, the line and what is wrong
-  // (not hanzi, a syllable that is not Mandarin, a count that does not match the characters).
+  // with # are skipped; a byte-order mark is ignored. Throws voxd::InputError naming the file, the
+  // line and what is wrong (not hanzi, a syllable that is not Mandarin, a count that does not match
+  // the characters).
   void add_user_entries(const std::filesystem::path& file);
 
   // The word, or nullptr when jieba's list and the user's have no such word.
@@ -52,6 +53,9 @@ class MandarinLexicon {
   // The readings of a character (its UTF-8 bytes), the most common first; nullptr for one the
   // lexicon has none for.
   const std::vector<Syllable>* char_readings(std::string_view character) const;
+
+  // Whether `word` (one character or more) has an entry from add_user_entries.
+  bool user_word(std::string_view word) const { return user_words_.contains(word); }
 
   // Whether `letters` is a Mandarin syllable some character reads as ("hang", "lv", "ng"), one
   // with an erhua r ("huar"), or "r", 儿 merged into the syllable before it (花儿 hua1 r5).
@@ -71,6 +75,7 @@ class MandarinLexicon {
   Table<std::vector<Syllable>> phrases_;
   Table<std::vector<Syllable>> chars_;
   Table<bool> syllables_;
+  Table<bool> user_words_;
   Table<size_t> longest_by_first_;
   double log_total_ = 0.0;
   uint64_t total_ = 0;

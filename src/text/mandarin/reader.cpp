@@ -31,24 +31,28 @@ struct Piece {
   std::string written;  // the override as written, for messages
 };
 
+// Whether `inside` is written as pinyin: lowercase syllables (ü as ü, v or u:), each ending in
+// one tone digit 1-5, separated by spaces ("hang2", "yin2 hang2"). [MP3], [A1] and [Python 3]
+// are not: they stay text.
 bool pinyin_like(std::string_view inside) {
-  bool letter = false;
-  bool digit = false;
+  bool any = false;
+  bool letters = false;  // in a syllable, after its first letter
   for (size_t i = 0; i < inside.size(); ++i) {
     const char c = inside[i];
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-      letter = true;
-    } else if (c >= '0' && c <= '9') {
-      digit = true;
-    } else if (c == ' ' || c == ':') {
-      continue;
-    } else if (inside.substr(i, 2) == "\xC3\xBC" || inside.substr(i, 2) == "\xC3\x9C") {
-      ++i;  // ü
-    } else {
+    if ((c >= 'a' && c <= 'z') || (c == ':' && letters)) {
+      letters = true;
+    } else if (inside.substr(i, 2) == "\xC3\xBC") {
+      letters = true;  // ü
+      ++i;
+    } else if (c >= '1' && c <= '5' && letters) {
+      letters = false;
+      any = true;
+      if (i + 1 < inside.size() && inside[i + 1] != ' ') return false;
+    } else if (c != ' ' || letters) {
       return false;
     }
   }
-  return letter && digit;
+  return any && !letters;
 }
 
 // The text cut after each "[pinyin]" that follows characters ("银行[yin2 hang2]").
@@ -59,10 +63,13 @@ std::vector<Piece> split_overrides(std::string_view text, const MandarinLexicon&
   while (true) {
     const size_t open = text.find('[', search);
     if (open == std::string_view::npos) break;
-    const size_t close = text.find(']', open);
+    // The next bracket of either kind: a '[' before any ']' starts the search over from it, so
+    // that each byte is looked at a bounded number of times ("[[[[...]").
+    const size_t close = text.find_first_of("[]", open + 1);
     if (close == std::string_view::npos) break;
+    search = close;
+    if (text[close] == '[') continue;
     const std::string_view inside = text.substr(open + 1, close - open - 1);
-    search = open + 1;
     if (!pinyin_like(inside)) continue;
     const std::string written(text.substr(open, close - open + 1));
     pieces.push_back({.text = std::string(text.substr(from, open - from)),
@@ -142,10 +149,9 @@ class SentenceBuilder {
     size_t i = 0;
     while (i < chars_.size()) {
       const char32_t code = chars_[i].code;
-      if (is_hanzi(code) && lexicon_.char_readings(chars_[i].bytes)) {
+      if (readable_hanzi(i)) {
         size_t end = i;
-        while (end < chars_.size() && is_hanzi(chars_[end].code) &&
-               lexicon_.char_readings(chars_[end].bytes)) {
+        while (end < chars_.size() && readable_hanzi(end)) {
           ++end;
         }
         read_hanzi(i, end);
@@ -173,6 +179,12 @@ class SentenceBuilder {
   }
 
  private:
+  // A hanzi with a reading: the lexicon's, or one the user gave.
+  bool readable_hanzi(size_t at) const {
+    return is_hanzi(chars_[at].code) &&
+           ((*given_)[at].has_value() || lexicon_.char_readings(chars_[at].bytes));
+  }
+
   void read_hanzi(size_t first, size_t end) {
     const std::string_view run(
         chars_[first].bytes.data(),
@@ -198,9 +210,16 @@ class SentenceBuilder {
     } else if (count > 1) {
       read_over_phrases(first, count, readings);
     }
+    // A deployment's lexicon entry is read as written, like an inline override.
+    const bool user_word = lexicon_.user_word(text);
     for (size_t i = 0; i < count; ++i) {
       const Character& c = chars_[first + i];
-      const std::optional<Syllable>& given = (*given_)[first + i];
+      const std::optional<Syllable>& inline_given = (*given_)[first + i];
+      const std::optional<Syllable> given =
+          inline_given ? inline_given
+                       : (user_word ? std::optional<Syllable>(readings[i].value_or(
+                                          lexicon_.char_readings(c.bytes)->front()))
+                                    : std::nullopt);
       const Syllable syllable =
           given ? *given : readings[i].value_or(lexicon_.char_readings(c.bytes)->front());
       if (syllable.letters == "r" && !word.syllables.empty() && !given) {

@@ -1,10 +1,11 @@
 // MandarinReader: Chinese text -> sentences of words with the pinyin a speaker says. Markup
-// (Markdown, HTML, SSML) is removed, text cleaned up (NFKC), converted from traditional to simplified characters (OpenCC), its numbers,
-// dates, money and units written out, split into sentences at 。！？ and into words by the
-// lexicon; each word is read as a whole where the lexicon has it (银行 yin2 hang2, 行走 xing2
-// zou3), else over the lexicon's shorter words, else character by character; then prosodic
-// words and tone sandhi (sandhi.h). Users steer it with pinyin in brackets after the characters
-// it reads (行[hang2], 银行行长[yin2 hang2 hang2 zhang3]) and with a lexicon file.
+// (Markdown, HTML, SSML) is removed, text cleaned up (NFKC), converted from traditional to
+// simplified characters (OpenCC), its numbers, dates, money and units written out, split into
+// sentences at 。！？ and into words by the lexicon; each word is read as a whole where the lexicon
+// has it (银行 yin2 hang2, 行走 xing2 zou3), else over the lexicon's shorter words, else character
+// by character; then prosodic words and tone sandhi (sandhi.h). Users steer it with pinyin in
+// brackets after the characters it reads (行[hang2], 银行行长[yin2 hang2 hang2 zhang3]) and with a
+// lexicon file.
 #pragma once
 
 #include <memory>

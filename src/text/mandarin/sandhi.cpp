@@ -13,6 +13,7 @@ constexpr std::array<std::string_view, 9> kFullToneReduplications = {"a", "ad", 
 constexpr std::string_view kDigits = "〇零一二三四五六七八九十两幺";
 constexpr std::string_view kNumberChars = "〇零一二三四五六七八九十两百千万亿点负";
 constexpr std::string_view kPlaces = "十百千万亿点";
+constexpr std::string_view kLargePlaces = "百千万亿";
 // 一 read yi1 before these: an ordinal (一月, 一号, 一楼, 一班).
 constexpr std::string_view kOrdinalFollowers = "月号楼班";
 
@@ -188,8 +189,9 @@ void yi_and_bu(std::vector<Slot>& slots, const MandarinLexicon& lexicon) {
     }
     const bool word_final =
         slot.word->syllables.size() > 1 && slot.index + 1 == slot.word->syllables.size();
-    // 第一, 十一, 一二三; but 第一百 and 十一万 read 一 before its place as any 一.
-    const bool before_place = next && in_set(kPlaces, next->hanzi());
+    // 第一, 十一, 一二三, 一百一十; but 第一百 and 十一万 read 一 before 百, 千, 万 and 亿 as
+    // any 一.
+    const bool before_place = next && in_set(kLargePlaces, next->hanzi());
     const bool numeral =
         !before_place &&
         ((before && (before->hanzi() == "第" || in_set(kDigits, before->hanzi()))) ||

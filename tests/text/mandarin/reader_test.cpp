@@ -112,9 +112,13 @@ class UserLexicon : public ::testing::Test {
 TEST_F(UserLexicon, EntriesChangeTheReadingAndTheWords) {
   const auto words = MandarinLexicon::shared(
       std::filesystem::path(VOXD_SOURCE_DIR) / "data" / "zh",
-      write("# a deployment's names\n\n重庆森林 chong2 qing4 sen1 lin2\n行 hang2\n"));
+      write("\xEF\xBB\xBF# a deployment's names\n\n重庆森林 chong2 qing4 sen1 lin2\n行 hang2\n"
+            "长 zhang3\n𠮷野家 ji2 ye3 jia1\n"));
   const MandarinReader custom(words);
   EXPECT_EQ(spoken(custom.read("行")), "hang2");
+  // Read as written: the context rules (长 alone: chang2) leave it alone.
+  EXPECT_EQ(spoken(custom.read("又长又黑")), "you4 zhang3 you4 hei1");
+  EXPECT_EQ(spoken(custom.read("𠮷野家")), "ji2 ye3 jia1");
   ASSERT_EQ(custom.read("重庆森林很好看").sentences.size(), 1u);
   EXPECT_EQ(custom.read("重庆森林很好看").sentences[0].words[0].text, "重庆森林");
 }
@@ -158,8 +162,25 @@ TEST(MandarinReader, BracketsGiveTheReading) {
       {"他行[hang2]了", "ta1 hang2 le5"},
       {"银行行长[yin2 hang2 xing2 zhang3]", "yin2 hang2 xing2 zhang3"},
       {"绿[lü4]色", "lv4 se4"},
+      // Brackets that only look like pinyin stay text (their digits read as numbers).
+      {"下载[MP3]", "xia4 zai3 MP san1"},
+      {"附表[A1]", "fu4 biao3 A yi1"},
       {"注[见下文]", "zhu4 jian4 xia4 wen2"},
   });
+}
+
+TEST(MandarinReader, ARareCharacterReadsAsTheUserGivesIt) {
+  EXPECT_EQ(spoken("𠮷[ji2]野家"), "ji2 ye3 jia1");
+  const MandarinReading reading = reader().read("𠮷野家");
+  EXPECT_EQ(spoken(reading), "ye3 jia1");
+  ASSERT_FALSE(reading.warnings.empty());
+  EXPECT_NE(reading.warnings.front().find("has no reading"), std::string::npos);
+}
+
+TEST(MandarinReader, UnmatchedBracketsTakeLinearTime) {
+  std::string text(200000, '[');
+  text += "]好";
+  EXPECT_EQ(spoken(text), "hao3");
 }
 
 TEST(MandarinReader, BadBracketsAreNamed) {
