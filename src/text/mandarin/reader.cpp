@@ -31,28 +31,22 @@ struct Piece {
   std::string written;  // the override as written, for messages
 };
 
-// Whether `inside` is written as pinyin: lowercase syllables (ü as ü, v or u:), each ending in
-// one tone digit 1-5, separated by spaces ("hang2", "yin2 hang2"). [MP3], [A1] and [Python 3]
-// are not: they stay text.
+// Whether `inside` is written as pinyin: syllables parse_syllable reads, in lower case,
+// separated by spaces ("hang2", "yin2 hang2", "lü4"). [MP3], [A1] and [Python 3] are not: they
+// stay text.
 bool pinyin_like(std::string_view inside) {
   bool any = false;
-  bool letters = false;  // in a syllable, after its first letter
-  for (size_t i = 0; i < inside.size(); ++i) {
-    const char c = inside[i];
-    if ((c >= 'a' && c <= 'z') || (c == ':' && letters)) {
-      letters = true;
-    } else if (inside.substr(i, 2) == "\xC3\xBC") {
-      letters = true;  // ü
-      ++i;
-    } else if (c >= '1' && c <= '5' && letters) {
-      letters = false;
-      any = true;
-      if (i + 1 < inside.size() && inside[i + 1] != ' ') return false;
-    } else if (c != ' ' || letters) {
-      return false;
-    }
+  while (!inside.empty()) {
+    const size_t space = inside.find(' ');
+    const std::string_view token = inside.substr(0, space);
+    inside.remove_prefix(space == std::string_view::npos ? inside.size() : space + 1);
+    if (token.empty()) continue;
+    const bool lower =
+        std::none_of(token.begin(), token.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+    if (!lower || !parse_syllable(token)) return false;
+    any = true;
   }
-  return any && !letters;
+  return any;
 }
 
 // The text cut after each "[pinyin]" that follows characters ("银行[yin2 hang2]").
