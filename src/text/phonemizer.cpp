@@ -173,6 +173,41 @@ void append_ipa_token(std::string_view name, std::vector<std::string>& out) {
   if (!phoneme.empty()) out.push_back(std::move(phoneme));
 }
 
+// Appends one eSpeak mnemonic: its stress mark as IPA's, a token of its own; pauses left out.
+void append_mnemonic_token(std::string_view name, std::vector<std::string>& out) {
+  if (!name.empty() && (name.front() == '\'' || name.front() == ',')) {
+    out.emplace_back(name.front() == '\'' ? "\xCB\x88" : "\xCB\x8C");
+    name.remove_prefix(1);
+  }
+  if (!name.empty() && name.front() != '_') out.push_back(mnemonic_phoneme(name));
+}
+
+// The tokens of `sentence` in `mode`, each eSpeak phoneme name appended by `append`, with word
+// boundaries and punctuation as phonemize_ipa describes.
+template <typename Append>
+std::vector<std::string> phoneme_tokens(std::string_view sentence, const std::string& language,
+                                        int mode, Append append) {
+  std::vector<std::string> out;
+  auto boundary = [&](bool space) {
+    if (space && !out.empty() && out.back() != kWordBoundary) out.emplace_back(kWordBoundary);
+  };
+  walk_clauses(
+      sentence, language, mode,
+      [&](std::vector<Word> words, bool space_before) {
+        boundary(space_before);
+        for (size_t w = 0; w < words.size(); ++w) {
+          boundary(w > 0);
+          for (const std::string& name : words[w]) append(name, out);
+        }
+      },
+      [&](char punct, bool space_before) {
+        boundary(space_before);
+        if (out.empty() || out.back() != std::string(1, punct)) out.emplace_back(1, punct);
+      });
+  while (!out.empty() && out.back() == kWordBoundary) out.pop_back();
+  return out;
+}
+
 struct ArpabetEntry {
   std::string_view mnemonic;
   std::array<std::string_view, 2> phones;  // a vowel is written without its stress digit
@@ -292,25 +327,12 @@ Phonemizer::Phonemizer() {
 
 std::vector<std::string> Phonemizer::phonemize_ipa(std::string_view sentence,
                                                    const std::string& language) const {
-  std::vector<std::string> out;
-  auto boundary = [&](bool space) {
-    if (space && !out.empty() && out.back() != kWordBoundary) out.emplace_back(kWordBoundary);
-  };
-  walk_clauses(
-      sentence, language, kModeIpa,
-      [&](std::vector<Word> words, bool space_before) {
-        boundary(space_before);
-        for (size_t w = 0; w < words.size(); ++w) {
-          boundary(w > 0);
-          for (const std::string& name : words[w]) append_ipa_token(name, out);
-        }
-      },
-      [&](char punct, bool space_before) {
-        boundary(space_before);
-        if (out.empty() || out.back() != std::string(1, punct)) out.emplace_back(1, punct);
-      });
-  while (!out.empty() && out.back() == kWordBoundary) out.pop_back();
-  return out;
+  return phoneme_tokens(sentence, language, kModeIpa, append_ipa_token);
+}
+
+std::vector<std::string> Phonemizer::phonemize_mnemonic(std::string_view sentence,
+                                                        const std::string& language) const {
+  return phoneme_tokens(sentence, language, kModeAscii, append_mnemonic_token);
 }
 
 std::vector<std::string> Phonemizer::phonemize_arpabet(std::string_view sentence,
@@ -329,6 +351,19 @@ std::vector<std::string> Phonemizer::phonemize_arpabet(std::string_view sentence
         }
       });
   return out;
+}
+
+std::string mnemonic_phoneme(std::string_view name) {
+  std::string token;
+  if (name.size() == 1 && clause_punctuation(name, 0)) token.push_back('#');
+  token.append(name);
+  return token;
+}
+
+std::string_view without_tone(std::string_view token) {
+  size_t end = token.size();
+  while (end > 0 && token[end - 1] >= '0' && token[end - 1] <= '9') --end;
+  return token.size() - end >= 2 && end > 0 ? token.substr(0, end) : token;
 }
 
 bool is_phoneme(std::string_view token) {

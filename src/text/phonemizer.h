@@ -30,6 +30,14 @@ class Phonemizer {
   std::vector<std::string> phonemize_ipa(std::string_view sentence,
                                          const std::string& language) const;
 
+  // eSpeak NG's ASCII phoneme mnemonics of `sentence`, tokenised as phonemize_ipa does: one
+  // token per phoneme with its tone ("n", "i214": eSpeak's Mandarin voices write the tone after
+  // the vowel), the stress marks as "ˈ" and "ˌ" (IPA's, so that they never read as a comma),
+  // kWordBoundary between words and punctuation as tokens; eSpeak's pause mnemonics ("_", "_:",
+  // "_|") are left out. InputError if eSpeak has no voice for `language`.
+  std::vector<std::string> phonemize_mnemonic(std::string_view sentence,
+                                              const std::string& language) const;
+
   // ARPAbet phonemes of `sentence` (CMUdict's 39 phonemes, vowels with stress digit 0/1/2), no
   // word boundaries, kArpabetPause for each run of , ; : . - ? ! and nothing for quotes and
   // brackets. `language` should be an English eSpeak voice (the mapping is for eSpeak's English
@@ -37,6 +45,16 @@ class Phonemizer {
   std::vector<std::string> phonemize_arpabet(std::string_view sentence,
                                              const std::string& language) const;
 };
+
+// The token of eSpeak phoneme mnemonic `name`: the name itself, but for a name that is one
+// punctuation character (Mandarin's ";", the glide before ü), written "#;" so that it never reads
+// as punctuation. The teacher names its phoneme events the same way.
+std::string mnemonic_phoneme(std::string_view name);
+
+// A phoneme token without its tone ("i214" -> "i"), the name eSpeak gives the phoneme in its
+// phoneme events (the tone is a phoneme of its own there, with no event). A tone is a run of two
+// or more digits at the end; a token without one is returned whole ("@2", "ɑː").
+std::string_view without_tone(std::string_view token);
 
 // False for the tokens that carry no sound: kWordBoundary, kArpabetPause and punctuation.
 bool is_phoneme(std::string_view token);

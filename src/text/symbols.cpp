@@ -9,12 +9,21 @@ namespace voxd::text {
 PhonemeSet parse_phoneme_set(std::string_view name) {
   if (name == "espeak-ipa") return PhonemeSet::EspeakIpa;
   if (name == "arpabet") return PhonemeSet::Arpabet;
+  if (name == "espeak-mnemonic") return PhonemeSet::EspeakMnemonic;
   throw InputError("unknown phoneme set '" + std::string(name) +
-                   "' (expected \"espeak-ipa\" or \"arpabet\")");
+                   "' (expected \"espeak-ipa\", \"arpabet\" or \"espeak-mnemonic\")");
 }
 
 std::string_view to_string(PhonemeSet set) {
-  return set == PhonemeSet::EspeakIpa ? "espeak-ipa" : "arpabet";
+  switch (set) {
+    case PhonemeSet::EspeakIpa:
+      return "espeak-ipa";
+    case PhonemeSet::Arpabet:
+      return "arpabet";
+    case PhonemeSet::EspeakMnemonic:
+      return "espeak-mnemonic";
+  }
+  return "espeak-ipa";
 }
 
 SymbolTable::SymbolTable(std::vector<std::string> symbols) : symbols_(std::move(symbols)) {

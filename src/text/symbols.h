@@ -11,10 +11,12 @@
 
 namespace voxd::text {
 
-// Which phonemes a voice's symbols are: eSpeak NG IPA tokens, or ARPAbet with stress digits.
-enum class PhonemeSet { EspeakIpa, Arpabet };
+// Which phonemes a voice's symbols are: eSpeak NG IPA tokens, ARPAbet with stress digits, or
+// eSpeak NG's ASCII phoneme mnemonics (its Mandarin voices: IPA writes tones 55 and 51 alike).
+enum class PhonemeSet { EspeakIpa, Arpabet, EspeakMnemonic };
 
-// Parses config.json's "phonemes" value ("espeak-ipa" or "arpabet"); InputError otherwise.
+// Parses config.json's "phonemes" value ("espeak-ipa", "arpabet" or "espeak-mnemonic");
+// InputError otherwise.
 PhonemeSet parse_phoneme_set(std::string_view name);
 
 // The name parse_phoneme_set accepts for `set`.

@@ -140,6 +140,29 @@ TEST_F(PhonemizerTest, IpaKeepsPunctuationAndSpacing) {
             "h|\xC9\x99|l|\xCB\x88|o\xCA\x8A|.| |w|\xCB\x88|\xC9\x9C\xCB\x90|l|d");
 }
 
+TEST_F(PhonemizerTest, MnemonicsOfPinyinKeepTheToneOnTheVowel) {
+  // eSpeak's IPA writes tones 1 (55) and 4 (51) alike; its mnemonics keep them apart.
+  EXPECT_EQ(join(phonemizer.phonemize_mnemonic("ma1 ma4", "cmn-latn-pinyin")),
+            "m|\xCB\x88|A55| |m|\xCB\x88|A51");
+  // Its pauses ("_|" after every syllable) are left out, punctuation kept, erhua one vowel.
+  EXPECT_EQ(join(phonemizer.phonemize_mnemonic("ni3 hao3, huar1.", "cmn-latn-pinyin")),
+            "n|\xCB\x88|i214| |X|\xCB\x88|Au214|,| |X|w|A|\xCB\x88|@r55|.");
+  // The glide before ü is eSpeak's phoneme ";", not a semicolon.
+  EXPECT_EQ(join(phonemizer.phonemize_mnemonic("yu2", "cmn-latn-pinyin")), "#;|\xCB\x88|y35");
+  EXPECT_EQ(mnemonic_phoneme(";"), "#;");
+  EXPECT_EQ(mnemonic_phoneme("tS;"), "tS;");
+  EXPECT_THROW(phonemizer.phonemize_mnemonic("ma1", "no-such-voice"), voxd::InputError);
+}
+
+TEST(WithoutTone, StripsOnlyARunOfTwoOrMoreDigits) {
+  EXPECT_EQ(without_tone("i214"), "i");
+  EXPECT_EQ(without_tone("iE55"), "iE");
+  EXPECT_EQ(without_tone("@2"), "@2");  // an English mnemonic, not a tone
+  EXPECT_EQ(without_tone("a\xC9\xAA"), "a\xC9\xAA");
+  EXPECT_EQ(without_tone("55"), "55");
+  EXPECT_EQ(without_tone(""), "");
+}
+
 TEST_F(PhonemizerTest, ArpabetOfKnownWords) {
   EXPECT_EQ(phonemizer.phonemize_arpabet("hello", "en-us"), split("HH AH0 L OW1"));
   std::set<std::string> differences;

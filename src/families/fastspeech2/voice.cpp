@@ -58,8 +58,11 @@ VoiceConfig VoiceConfig::load(const std::string& directory) {
   config.hop_length = positive_int(root, "hop_length", 256, where);
   config.n_mels = positive_int(root, "n_mels", 80, where);
   config.phonemes = require_string(root, "phonemes", where);
-  if (config.phonemes != "arpabet" && config.phonemes != "espeak-ipa") {
-    throw InputError(where + ": field 'phonemes' must be \"arpabet\" or \"espeak-ipa\", got \"" +
+  if (config.phonemes != "arpabet" && config.phonemes != "espeak-ipa" &&
+      config.phonemes != "espeak-mnemonic") {
+    throw InputError(where +
+                     ": field 'phonemes' must be \"arpabet\", \"espeak-ipa\" or "
+                     "\"espeak-mnemonic\", got \"" +
                      config.phonemes + "\"");
   }
   config.symbols_path =

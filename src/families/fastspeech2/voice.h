@@ -25,7 +25,7 @@ struct VoiceConfig {
   int64_t sample_rate = 22050;
   int64_t hop_length = 256;
   int64_t n_mels = 80;
-  std::string phonemes;      // "arpabet" or "espeak-ipa"
+  std::string phonemes;      // "arpabet", "espeak-ipa" or "espeak-mnemonic"
   std::string symbols_path;  // absolute or relative to the working directory
   std::map<std::string, int64_t> speakers;
   FastSpeech2Config acoustic;
