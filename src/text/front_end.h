@@ -45,6 +45,9 @@ class FrontEnd {
   std::vector<Sentence> process(std::string_view text) const { return analyze(text).sentences; }
   // What the units are, for `voxd phonemize`: "espeak-ipa", "arpabet", "wordpiece".
   virtual std::string unit_name() const = 0;
+  // Loads now what the front end would load on first use (a lexicon), so that no request waits
+  // for it. Error when it cannot be loaded.
+  virtual void load() const {}
 };
 
 }  // namespace voxd::text

@@ -6,6 +6,7 @@
 #include "families/fastspeech2/vocoder_kind.h"
 #include "families/fastspeech2/workspace_steps.h"
 #include "scheduler/memory_budget.h"
+#include "text/mandarin/espeak_front_end.h"
 
 namespace voxd::fastspeech2 {
 
@@ -18,8 +19,9 @@ Definition::Definition(VoiceConfig config)
             .sample_rate = config_.sample_rate,
             .speakers = {},
             .emotions = {}},
-      front_end_(text::parse_phoneme_set(config_.phonemes),
-                 text::SymbolTable::load(config_.symbols_path), config_.language) {
+      front_end_(text::mandarin::make_phoneme_front_end(
+          text::parse_phoneme_set(config_.phonemes), text::SymbolTable::load(config_.symbols_path),
+          config_.language, config_.name)) {
   for (const auto& [speaker, id] : config_.speakers) card_.speakers.push_back(speaker);
 }
 
@@ -50,7 +52,7 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
                                  field);
   }
   scheduler::require_plain_text(options, config_.name);
-  return prepare_sentences(front_end_.process(text), options, scheduling);
+  return prepare_sentences(front_end_->process(text), options, scheduling);
 }
 
 scheduler::PreparedStream Definition::prepare_sentences(
@@ -75,6 +77,7 @@ scheduler::PreparedStream Definition::prepare_sentences(
 
 std::unique_ptr<scheduler::LoadedVoice> Definition::load(
     Context& ctx, DType dtype, const scheduler::SchedulerOptions& /*scheduling*/) const {
+  front_end_->load();  // a Mandarin voice's lexicon, before the first request
   auto loaded = std::make_unique<LoadedModels>();
   loaded->voice = Voice::load(ctx, config_.directory, dtype);
   return loaded;

@@ -1,6 +1,7 @@
 // The FastSpeech2 + HiFiGAN family ("type": "fastspeech2-hifigan", the family of configs that
-// name none): eSpeak NG phonemes → FastSpeech2 (ming024) → mel → HiFiGAN (jik876). Its steps are
-// AcousticKind (sentences) and VocoderKind (mel chunks); a stream's state is a SentenceWork.
+// name none): eSpeak NG phonemes (of English, or of Mandarin pinyin) → FastSpeech2 (ming024) → mel
+// → HiFiGAN (jik876). Its steps are AcousticKind (sentences) and VocoderKind (mel chunks); a
+// stream's state is a SentenceWork.
 #pragma once
 
 #include <cstdint>
@@ -15,18 +16,18 @@
 #include "families/fastspeech2/voice.h"
 #include "scheduler/family.h"
 #include "scheduler/voice_pool.h"
-#include "text/espeak_front_end.h"
+#include "text/front_end.h"
 
 namespace voxd::fastspeech2 {
 
-// A voice's config and eSpeak front end.
+// A voice's config and front end (text/mandarin/espeak_front_end.h picks it by language).
 class Definition final : public scheduler::VoiceDefinition {
  public:
   explicit Definition(VoiceConfig config);
 
   const VoiceConfig& config() const { return config_; }
   const scheduler::VoiceCard& card() const override { return card_; }
-  const text::FrontEnd& front_end() const override { return front_end_; }
+  const text::FrontEnd& front_end() const override { return *front_end_; }
   // Throws scheduler::OptionError naming the first sampling option `options` sets: this family
   // does not sample.
   scheduler::PreparedStream prepare(std::string_view text, const scheduler::SpeechOptions& options,
@@ -50,7 +51,7 @@ class Definition final : public scheduler::VoiceDefinition {
  private:
   VoiceConfig config_;
   scheduler::VoiceCard card_;
-  text::EspeakFrontEnd front_end_;
+  std::unique_ptr<const text::FrontEnd> front_end_;
 };
 
 // A loaded voice: both models, and the vocoder graphs recorded for it (in the runtime's

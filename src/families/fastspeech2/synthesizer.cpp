@@ -7,14 +7,16 @@
 #include "core/error.h"
 #include "families/fastspeech2/vocoder_chunker.h"
 #include "families/fastspeech2/vocoder_graphs.h"
+#include "text/mandarin/espeak_front_end.h"
 
 namespace voxd {
 namespace {
 
-text::EspeakFrontEnd make_front_end(const Voice& voice) {
+std::unique_ptr<const text::FrontEnd> make_front_end(const Voice& voice) {
   const VoiceConfig& config = voice.config();
-  return text::EspeakFrontEnd(text::parse_phoneme_set(config.phonemes),
-                              text::SymbolTable::load(config.symbols_path), config.language);
+  return text::mandarin::make_phoneme_front_end(text::parse_phoneme_set(config.phonemes),
+                                                text::SymbolTable::load(config.symbols_path),
+                                                config.language, config.name);
 }
 
 // [n_mels, T] host tensors concatenated along time.
@@ -108,7 +110,7 @@ VocoderGraphs* Synthesizer::vocoder_graphs(const SynthesisOptions& options) cons
 Utterance Synthesizer::synthesize_text(std::string_view text, const SynthesisOptions& options,
                                        const AudioSink& sink) const {
   check_options(options);
-  const std::vector<text::Sentence> sentences = front_end_.process(text);
+  const std::vector<text::Sentence> sentences = front_end_->process(text);
   Utterance out;
   out.sample_rate = voice_.config().sample_rate;
   std::vector<Tensor> mels;

@@ -11,7 +11,7 @@
 
 #include "core/ops.h"
 #include "families/fastspeech2/voice.h"
-#include "text/espeak_front_end.h"
+#include "text/front_end.h"
 
 namespace voxd {
 
@@ -93,7 +93,7 @@ class Synthesizer {
 
   Context& ctx_;
   const Voice& voice_;
-  text::EspeakFrontEnd front_end_;
+  std::unique_ptr<const text::FrontEnd> front_end_;
   mutable std::unique_ptr<VocoderGraphs> graphs_;
 };
 

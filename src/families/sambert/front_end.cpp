@@ -15,14 +15,6 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\v\f\r") == std::string_view::npos;
 }
 
-// Chinese characters, or digits (read in Chinese: 2024 二〇二四).
-bool has_chinese(std::string_view text) {
-  for (const text::mandarin::Character& c : text::mandarin::characters(text)) {
-    if (text::mandarin::is_hanzi(c.code) || (c.code >= '0' && c.code <= '9')) return true;
-  }
-  return false;
-}
-
 std::shared_ptr<const text::mandarin::MandarinReader> mandarin_reader_for(
     const std::string& language, std::string& reason) {
   if (language != "zh-cn") {
@@ -101,7 +93,7 @@ SymbolFrontEnd::Symbols SymbolFrontEnd::symbol_strings(
   if (!reader) throw InputError("voice '" + voice_ + "' reads no text: " + no_text_reason_);
   if (emotion) (void)symbols_.emotion_id(*emotion);
   if (speaker) (void)symbols_.speaker_id(*speaker);
-  if (!blank(text) && !has_chinese(text)) {
+  if (!blank(text) && !text::mandarin::has_chinese(text)) {
     throw InputError("voice '" + voice_ +
                      "' speaks Mandarin (language zh-cn) and the text has no Chinese "
                      "characters; give Chinese text, or use a voice of the text's language");

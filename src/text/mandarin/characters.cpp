@@ -33,4 +33,11 @@ bool is_latin_letter(char32_t code) {
   return (code >= 'a' && code <= 'z') || (code >= 'A' && code <= 'Z');
 }
 
+bool has_chinese(std::string_view text) {
+  for (const Character& c : characters(text)) {
+    if (is_hanzi(c.code) || (c.code >= '0' && c.code <= '9')) return true;
+  }
+  return false;
+}
+
 }  // namespace voxd::text::mandarin

@@ -21,4 +21,7 @@ bool is_hanzi(char32_t code);
 // ASCII letters.
 bool is_latin_letter(char32_t code);
 
+// Whether `text` has something a Mandarin voice reads: a hanzi, or a digit (2024: 二〇二四).
+bool has_chinese(std::string_view text);
+
 }  // namespace voxd::text::mandarin

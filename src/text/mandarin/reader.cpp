@@ -92,6 +92,13 @@ std::string left_out(std::string_view bytes, char32_t code, std::string_view wha
 constexpr std::string_view kNotRead =
     "is not read: voxd reads Chinese characters, Latin letters and numbers";
 
+// ReadSentence::ending for a sentence ended by `code`.
+char sentence_ending(char32_t code) {
+  if (code == U'？' || code == U'?') return '?';
+  if (code == U'！' || code == U'!') return '!';
+  return '.';
+}
+
 Break break_of(char32_t code) {
   switch (code) {
     case U'。':
@@ -161,6 +168,7 @@ class SentenceBuilder {
         continue;
       }
       if (const Break mark = break_of(code); mark != Break::kNone) {
+        if (mark == Break::kSentence) ending_ = sentence_ending(code);
         mark_break(mark);
       } else if (is_hanzi(code)) {
         warn(left_out(chars_[i].bytes, code, "has no reading in the Mandarin lexicon: left out"));
@@ -272,7 +280,10 @@ class SentenceBuilder {
   }
 
   void mark_break(Break mark) {
-    if (words_.empty()) return;
+    if (words_.empty()) {
+      ending_ = '.';
+      return;
+    }
     words_.back().after = std::max(words_.back().after, mark);
     if (mark == Break::kSentence) finish_sentence();
   }
@@ -294,6 +305,7 @@ class SentenceBuilder {
       }
       while (!sentence.text.empty() && sentence.text.back() == ' ') sentence.text.pop_back();
       sentence.words = std::move(sentence_words);
+      if (words_.empty()) sentence.ending = ending_;  // a longer sentence's pieces end with '.'
       if (!out_.normalized.empty()) out_.normalized += '\n';
       out_.normalized += sentence.text;
       out_.sentences.push_back(std::move(sentence));
@@ -326,6 +338,7 @@ class SentenceBuilder {
   std::vector<Character> chars_;
   const std::vector<std::optional<Syllable>>* given_ = nullptr;
   std::vector<ReadWord> words_;
+  char ending_ = '.';  // the ending of the sentence being read (ReadSentence::ending)
   std::set<std::string> warned_;
 };
 

@@ -29,6 +29,7 @@ struct ReadWord {
 struct ReadSentence {
   std::string text;  // the sentence after normalisation
   std::vector<ReadWord> words;
+  char ending = '.';  // how it ends: '?' (？ ?), '!' (！ !) or '.' (any other end)
 };
 
 struct MandarinReading {

@@ -137,6 +137,15 @@ TEST_F(UserLexicon, BadLinesAreNamed) {
   EXPECT_NE(error.find("'yin7' is not a Mandarin syllable"), std::string::npos) << error;
 }
 
+TEST(MandarinReader, SentencesKeepHowTheyEnd) {
+  const MandarinReading reading = reader().read("你好吗？真的！好。？走吧");
+  ASSERT_EQ(reading.sentences.size(), 4u);
+  EXPECT_EQ(reading.sentences[0].ending, '?');
+  EXPECT_EQ(reading.sentences[1].ending, '!');
+  EXPECT_EQ(reading.sentences[2].ending, '.');
+  EXPECT_EQ(reading.sentences[3].ending, '.');  // the lone ？ asked nothing
+}
+
 TEST(MandarinSegmenter, FindsTheMostProbableWords) {
   EXPECT_EQ(words_of("我来到北京清华大学"),
             (std::vector<std::string>{"我", "来到", "北京", "清华大学"}));
