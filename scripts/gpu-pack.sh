@@ -136,18 +136,18 @@ pack() {
   local missing
   missing="$(LD_LIBRARY_PATH="$DIST/lib" ldd -r "$DIST"/bin/* "$DIST"/bench/* 2>&1 | grep -E 'not found|undefined' || true)"
   [[ -z "$missing" ]] || { echo "pack: the packed libraries (stubs?) lack symbols: $missing"; exit 1; }
-  # eSpeak NG's data for English: every file but the other languages' dictionaries (*_dict).
+  # eSpeak NG's data for English and Mandarin: every file but the other languages' dictionaries.
   local espeak
   espeak="$(find_espeak_data)"
   [[ -n "$espeak" ]] || { echo "pack: no espeak-ng-data found (set ESPEAK_NG_DATA)"; exit 1; }
   mkdir -p "$DIST/share/espeak-ng-data"
   for f in "$espeak"/*; do
     case "$(basename "$f")" in
-      *_dict) [[ "$(basename "$f")" == en_dict ]] || continue ;;
+      *_dict) [[ "$(basename "$f")" == en_dict || "$(basename "$f")" == cmn_dict ]] || continue ;;
     esac
     cp -a "$f" "$DIST/share/espeak-ng-data/"
   done
-  echo "eSpeak NG data: $(du -sh "$espeak" | cut -f1) at $espeak, $(du -sh "$DIST/share/espeak-ng-data" | cut -f1) packed (English)"
+  echo "eSpeak NG data: $(du -sh "$espeak" | cut -f1) at $espeak, $(du -sh "$DIST/share/espeak-ng-data" | cut -f1) packed (English, Mandarin)"
   # OpenCC's traditional-to-simplified tables for the Mandarin front end (VOXD_OPENCC_DIR there).
   mkdir -p "$DIST/share/opencc"
   cp /usr/share/opencc/t2s.json /usr/share/opencc/TSPhrases.ocd2 /usr/share/opencc/TSCharacters.ocd2 \

@@ -21,6 +21,11 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
+// Whether a voiced token is the phoneme an event names: the same, but for the tone on the token.
+bool same_phoneme(const std::string& token, const std::string& event) {
+  return text::without_tone(token) == event;
+}
+
 // For each event phoneme, the index of the voiced token it matches, or kNone for an extra
 // phoneme; the alignment with the fewest extras. InputError if some voiced token has no match.
 std::vector<size_t> match_phonemes(const std::vector<std::string>& voiced,
@@ -33,7 +38,7 @@ std::vector<size_t> match_phonemes(const std::vector<std::string>& voiced,
   for (size_t a = 1; a <= m; ++a) {
     for (size_t b = 1; b <= p; ++b) {
       size_t best = cost[a][b - 1] + 1;
-      if (voiced[a - 1] == heard[b - 1]) best = std::min(best, cost[a - 1][b - 1]);
+      if (same_phoneme(voiced[a - 1], heard[b - 1])) best = std::min(best, cost[a - 1][b - 1]);
       cost[a][b] = std::min(best, kInf);
     }
   }
@@ -43,7 +48,7 @@ std::vector<size_t> match_phonemes(const std::vector<std::string>& voiced,
   }
   std::vector<size_t> match(p, kNone);
   for (size_t a = m, b = p; b > 0;) {
-    if (a > 0 && voiced[a - 1] == heard[b - 1] && cost[a][b] == cost[a - 1][b - 1]) {
+    if (a > 0 && same_phoneme(voiced[a - 1], heard[b - 1]) && cost[a][b] == cost[a - 1][b - 1]) {
       match[--b] = --a;
     } else {
       --b;

@@ -27,13 +27,13 @@ bool is_voiced(const std::string& token);
 
 // Durations of `tokens` (FrontEnd phonemes) from the teacher's `events` over `samples` samples.
 // A dynamic-programming alignment matches every voiced token to an event phoneme with exactly
-// its name, in order; at most `max_extra_phonemes` event phonemes may be left unmatched (their
-// audio goes to the preceding token). Audio before the first event goes to the first token; a
-// pause goes to the first punctuation token between the voiced tokens around it, else to the
-// word boundary there, else to the voiced token before it. Token boundaries (in samples) are
-// rounded to the nearest frame of `hop` samples, the last one to samples / hop; a voiced token
-// left with 0 frames takes one from its nearest non-empty neighbour that has two or more.
-// InputError saying why when the tokens and events do not align.
+// its name (the token's tone aside: text::without_tone), in order; at most `max_extra_phonemes`
+// event phonemes may be left unmatched (their audio goes to the preceding token). Audio before the
+// first event goes to the first token; a pause goes to the first punctuation token between the
+// voiced tokens around it, else to the word boundary there, else to the voiced token before it.
+// Token boundaries (in samples) are rounded to the nearest frame of `hop` samples, the last one to
+// samples / hop; a voiced token left with 0 frames takes one from its nearest non-empty neighbour
+// that has two or more. InputError saying why when the tokens and events do not align.
 Alignment align(const std::vector<std::string>& tokens, const std::vector<PhonemeEvent>& events,
                 int64_t samples, int64_t hop, size_t max_extra_phonemes);
 

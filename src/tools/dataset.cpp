@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/file_write.h"
-#include "text/espeak_front_end.h"
+#include "text/mandarin/espeak_front_end.h"
 #include "tools/align.h"
 #include "tools/teacher.h"
 #include "tools/wav.h"
@@ -85,8 +85,9 @@ class Worker {
  public:
   Worker(const DatasetOptions& options, const text::SymbolTable& symbols)
       : options_(options),
-        front_end_(text::PhonemeSet::EspeakIpa, symbols, options.voice),
-        teacher_(warm_up(front_end_, options.voice)) {}
+        front_end_(text::mandarin::make_phoneme_front_end(options.phonemes, symbols,
+                                                          options.language, "teacher")),
+        teacher_(warm_up(*front_end_, options.language), options.phonemes) {}
 
   // The manifest line for sentence `index`, or nullopt (counted and reported) when dropped.
   std::optional<json> process(size_t index, const CorpusLine& line, DatasetReport& report) {
@@ -99,7 +100,7 @@ class Worker {
     };
     std::vector<text::Sentence> sentences;
     try {
-      sentences = front_end_.process(line.text);
+      sentences = front_end_->process(line.text);
     } catch (const InputError& e) {
       return drop(report.dropped_front_end, e.what());
     }
@@ -141,15 +142,15 @@ class Worker {
   }
 
  private:
-  // The Phonemizer must initialise eSpeak before the Teacher re-initialises it (see Teacher).
-  static const std::string& warm_up(const text::EspeakFrontEnd& front_end,
-                                    const std::string& voice) {
-    front_end.process("Hello.");
-    return voice;
+  // The Phonemizer must initialise eSpeak before the Teacher re-initialises it (see Teacher);
+  // returns the teacher's voice.
+  static std::string warm_up(const text::FrontEnd& front_end, const std::string& language) {
+    front_end.process(language == text::mandarin::kMandarinLanguage ? "你好。" : "Hello.");
+    return text::mandarin::teacher_voice(language);
   }
 
   const DatasetOptions& options_;
-  text::EspeakFrontEnd front_end_;
+  std::unique_ptr<const text::FrontEnd> front_end_;
   Teacher teacher_;
 };
 
@@ -308,14 +309,14 @@ DatasetReport generate_dataset(const DatasetOptions& options) {
     run_forked(options, corpus, symbols, jobs);
   }
   const DatasetReport report = merge_parts(options.out, jobs);
-  const std::string info =
-      json{{"sample_rate", kDatasetSampleRate},
-           {"hop_length", kHopLength},
-           {"teacher", "espeak-ng " + Teacher::version() + " " + options.voice},
-           {"symbols", options.symbols},
-           {"count", report.written}}
-          .dump() +
-      "\n";
+  const std::string info = json{{"sample_rate", kDatasetSampleRate},
+                                {"hop_length", kHopLength},
+                                {"teacher", "espeak-ng " + Teacher::version() + " " +
+                                                text::mandarin::teacher_voice(options.language)},
+                                {"symbols", options.symbols},
+                                {"count", report.written}}
+                               .dump() +
+                           "\n";
   write_file_atomically((fs::path(options.out) / "info.json").string(),
                         {{info.data(), info.size()}});
   return report;

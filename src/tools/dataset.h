@@ -6,17 +6,20 @@
 #include <cstdint>
 #include <string>
 
+#include "text/symbols.h"
+
 namespace voxd::tools {
 
 // What voxd-dataset generates, and how.
 struct DatasetOptions {
   std::string corpus;   // UTF-8 text, one sentence per line (blank lines are skipped)
   std::string out;      // dataset directory, created if missing
-  std::string symbols;  // the voice's symbols.txt (espeak-ipa)
-  std::string voice = "en-us";
-  size_t limit = 0;               // 0: every sentence
-  size_t jobs = 1;                // worker processes (eSpeak is process-global)
-  size_t max_extra_phonemes = 0;  // see align()
+  std::string symbols;  // the voice's symbols.txt
+  text::PhonemeSet phonemes = text::PhonemeSet::EspeakIpa;
+  std::string language = "en-us";  // the voice's (config.json); the teacher is teacher_voice()
+  size_t limit = 0;                // 0: every sentence
+  size_t jobs = 1;                 // worker processes (eSpeak is process-global)
+  size_t max_extra_phonemes = 0;   // see align()
 };
 
 // Counts for one run. Every sentence is written or dropped for one reason.

@@ -16,7 +16,13 @@ int main(int argc, char** argv) {
   app.add_option("--out", options.out, "Dataset directory to write")->required();
   app.add_option("--symbols", options.symbols, "The voice's symbol table (espeak-ipa)")
       ->capture_default_str();
-  app.add_option("--voice", options.voice, "eSpeak NG voice of the teacher")->capture_default_str();
+  std::string phonemes = "espeak-ipa";
+  app.add_option("--phonemes", phonemes, "The voice's phoneme set (espeak-ipa, espeak-mnemonic)")
+      ->capture_default_str();
+  app.add_option("--language", options.language,
+                 "The voice's language (en-us; zh-cn: Mandarin, taught by eSpeak NG's "
+                 "cmn-latn-pinyin)")
+      ->capture_default_str();
   app.add_option("--limit", options.limit, "Use only the first N sentences (0: all)")
       ->capture_default_str();
   app.add_option("--jobs", options.jobs, "Worker processes")
@@ -28,6 +34,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    options.phonemes = voxd::text::parse_phoneme_set(phonemes);
     const auto start = std::chrono::steady_clock::now();
     const voxd::tools::DatasetReport r = voxd::tools::generate_dataset(options);
     const double seconds =

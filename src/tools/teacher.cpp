@@ -5,12 +5,14 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "text/phonemizer.h"
 
 namespace voxd::tools {
 namespace {
 
 // The utterance being spoken: eSpeak is process-global, and so is its callback's target.
 Utterance* g_utterance = nullptr;
+bool g_mnemonics = false;  // events named by mnemonic (not IPA)
 
 // Appends eSpeak's audio and phoneme events to *g_utterance.
 int collect(short* audio, int count, espeak_EVENT* events) {
@@ -21,17 +23,25 @@ int collect(short* audio, int count, espeak_EVENT* events) {
     if (event->type != espeakEVENT_PHONEME) continue;
     // The name fills up to 8 bytes and is NUL-terminated only when shorter.
     const size_t length = strnlen(event->id.string, sizeof(event->id.string));
-    g_utterance->events.push_back({std::string(event->id.string, length), event->sample});
+    std::string name(event->id.string, length);
+    if (name.starts_with('_')) {
+      name.clear();  // a pause mnemonic ("_", "_:", "_|")
+    } else if (g_mnemonics) {
+      name = text::mnemonic_phoneme(name);
+    }
+    g_utterance->events.push_back({std::move(name), event->sample});
   }
   return 0;
 }
 
 }  // namespace
 
-Teacher::Teacher(const std::string& voice) {
-  const int rate = espeak_Initialize(
-      AUDIO_OUTPUT_SYNCHRONOUS, 0, nullptr,
-      espeakINITIALIZE_DONT_EXIT | espeakINITIALIZE_PHONEME_EVENTS | espeakINITIALIZE_PHONEME_IPA);
+Teacher::Teacher(const std::string& voice, text::PhonemeSet set) {
+  const int ipa = set == text::PhonemeSet::EspeakIpa ? espeakINITIALIZE_PHONEME_IPA : 0;
+  g_mnemonics = ipa == 0;
+  const int rate =
+      espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 0, nullptr,
+                        espeakINITIALIZE_DONT_EXIT | espeakINITIALIZE_PHONEME_EVENTS | ipa);
   if (rate <= 0) {
     throw Error(
         "cannot initialise libespeak-ng (set ESPEAK_DATA_PATH to the folder that holds "

@@ -71,6 +71,16 @@ TEST(DatasetAlign, VoicedTokenRoundedToZeroTakesAFrameFromItsNeighbour) {
   EXPECT_EQ(result.frames_moved, 1u);
 }
 
+TEST(DatasetAlign, TonedTokensMatchTheTeachersTonelessPhonemes) {
+  // eSpeak's Mandarin events name the vowel without its tone, and "_|" pauses arrive as "".
+  const std::vector<std::string> tokens = {"m", "ˈ", "A55", " ", "m", "ˈ", "A51", "."};
+  const std::vector<PhonemeEvent> events = {{"m", 0},    {"A", 256},  {"", 768},
+                                            {"m", 1024}, {"A", 1280}, {"", 1792}};
+  const auto result = align(tokens, events, 2048, 256, 0);
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{1, 0, 2, 1, 1, 0, 2, 1}));
+  EXPECT_THROW(align({"m", "A55"}, {{"m", 0}, {"A5", 256}}, 512, 256, 0), voxd::InputError);
+}
+
 TEST(DatasetAlign, RejectsMismatchedPhonemesAndLimitsExtras) {
   const std::vector<std::string> tokens = {"a", "b"};
   EXPECT_THROW(align(tokens, {{"a", 0}, {"c", 512}}, 1024, 256, 0), voxd::InputError);

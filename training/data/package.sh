@@ -1,7 +1,8 @@
 #!/bin/bash
 # Builds voxd-dataset here (Debian 12) and collects into .carry/espeak/ everything it needs on the
 # GPU machine (Ubuntu 24.04 with nothing of ours installed): the binary, the shared libraries it
-# links beyond glibc/libstdc++/libm/libgcc_s, the English part of espeak-ng-data, and run.sh.
+# links beyond glibc/libstdc++/libm/libgcc_s, the English and Mandarin parts of espeak-ng-data,
+# OpenCC's traditional-to-simplified tables (the Mandarin front end), and run.sh.
 # .carry/ is ignored through .git/info/exclude and never committed. Then run check_carry.sh.
 #   training/data/package.sh            (BUILD_DIR, default build-data; JOBS, default 2)
 set -euo pipefail
@@ -25,7 +26,7 @@ rm -rf "$carry"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/espeak-ng-data/lang/gmw"
 install -m 755 -s "$build/src/tools/voxd-dataset" "$carry/bin/voxd-dataset"
 # libespeak-ng and its speed-up library, and ICU's common library.
-for lib in libespeak-ng.so.1 libsonic.so.0 libicuuc.so.72; do
+for lib in libespeak-ng.so.1 libsonic.so.0 libicuuc.so.72 libopencc.so.1.1 libmarisa.so.0; do
   cp -L "$libdir/$lib" "$carry/lib/$lib"
 done
 # ICU's data library is 31 MB; the text normaliser only reads its NFKC table (nfkc.nrm, 55 KB):
@@ -35,9 +36,14 @@ done
 # libpcaudio would bring PulseAudio, ALSA, D-Bus and X11; voxd-dataset never plays audio.
 gcc -shared -fPIC -O2 -Wall -Wextra -Werror -Wl,-soname,libpcaudio.so.0 \
   -o "$carry/lib/libpcaudio.so.0" "$root/scripts/pcaudio-stub.c"
-# eSpeak NG data for en-us only: phoneme tables, intonation, the English dictionary, the voice.
-cp "$data"/{phontab,phonindex,phondata,intonations,en_dict} "$carry/espeak-ng-data/"
+# eSpeak NG data for en-us and cmn-latn-pinyin only: phoneme tables, intonation, the English and
+# Mandarin dictionaries, the voices.
+cp "$data"/{phontab,phonindex,phondata,intonations,en_dict,cmn_dict} "$carry/espeak-ng-data/"
 cp "$data/lang/gmw/en-US" "$data/lang/gmw/en" "$carry/espeak-ng-data/lang/gmw/"
+mkdir -p "$carry/espeak-ng-data/lang/sit"
+cp "$data/lang/sit/cmn-Latn-pinyin" "$carry/espeak-ng-data/lang/sit/"
+mkdir -p "$carry/opencc"
+cp /usr/share/opencc/{t2s.json,TSPhrases.ocd2,TSCharacters.ocd2} "$carry/opencc/"
 install -m 755 "$root/training/data/run.sh" "$carry/run.sh"
 
 # Every dependency of the binary and of each carried library resolves into the carry or is a

@@ -3,7 +3,9 @@
 # repository root, reading the corpus and symbol table of the checkout:
 #   .carry/espeak/run.sh [OUT_DIR] [more voxd-dataset options, e.g. --limit 100]
 # OUT_DIR defaults to /tmp/voxd-data/en-demo. Environment: CORPUS (default
-# data/corpus/en-sentences.txt), JOBS (worker processes, default 16).
+# data/corpus/en-sentences.txt), SYMBOLS (default data/symbols/espeak-ipa-en.txt), PHONEMES
+# (default espeak-ipa), LANGUAGE (default en-us; zh-cn for a Mandarin voice: data/zh is the
+# checkout's, OpenCC's tables the carry's), JOBS (worker processes, default 16).
 case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
 here=$(cd "$here" && pwd) || exit 1
 out=${1:-/tmp/voxd-data/en-demo}
@@ -12,5 +14,7 @@ out=${1:-/tmp/voxd-data/en-demo}
 # $ESPEAK_DATA_PATH/espeak-ng-data.
 export LD_LIBRARY_PATH="$here/lib"
 export ESPEAK_DATA_PATH="$here"
+export VOXD_DATA_DIR="$PWD/data" VOXD_OPENCC_DIR="$here/opencc"
 exec "$here/bin/voxd-dataset" --corpus "${CORPUS:-data/corpus/en-sentences.txt}" \
-  --symbols data/symbols/espeak-ipa-en.txt --out "$out" --jobs "${JOBS:-16}" "$@"
+  --symbols "${SYMBOLS:-data/symbols/espeak-ipa-en.txt}" --phonemes "${PHONEMES:-espeak-ipa}" \
+  --language "${LANGUAGE:-en-us}" --out "$out" --jobs "${JOBS:-16}" "$@"
