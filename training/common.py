@@ -13,7 +13,6 @@ TRAINING = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TRAINING)
 sys.path.insert(0, os.path.join(REPO, "tools"))
 DEFAULT_CONFIG = os.environ.get("VOXD_TRAIN_CONFIG", os.path.join(TRAINING, "en-demo.yaml"))
-SYMBOLS = os.path.join(REPO, "data", "symbols", "espeak-ipa-en.txt")
 SHARD_BYTES = 15 * 1024 * 1024  # every checkpoint file stays under 16 MiB
 SAVE_MARGIN_S = 20.0  # --time-limit stops this long before the limit, to checkpoint
 
@@ -26,9 +25,22 @@ def load_config(path):
         return yaml.safe_load(f)
 
 
-def read_symbols():
-    """The espeak-ipa symbol table, one symbol per line (line n is id n)."""
-    with open(SYMBOLS, encoding="utf-8") as f:
+# What a config's `voice` section gives when it leaves a field out: the en-demo voice.
+VOICE_DEFAULTS = {"name": "en-demo", "language": "en-us", "phonemes": "espeak-ipa",
+                  "symbols": "data/symbols/espeak-ipa-en.txt"}
+
+
+def voice_settings(config):
+    """The voice a config trains (its `voice` section over VOICE_DEFAULTS); `symbols` made an
+    absolute path (the config gives it relative to the repository)."""
+    voice = dict(VOICE_DEFAULTS, **(config.get("voice") or {}))
+    voice["symbols"] = os.path.join(REPO, voice["symbols"])
+    return voice
+
+
+def read_symbols(path):
+    """A symbol table, one symbol per line (line n is id n)."""
+    with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
 
 

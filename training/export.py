@@ -9,8 +9,11 @@ symbol sequences run through the PyTorch reference forward (eval mode, weights r
 voice's storage type): `ids_K` (int64), `mel_K` ([80, frames], postnet output) and `audio_K`
 (samples), K = 0, 1, ...
 
-    /usr/bin/python3 training/export.py --ckpt CKPT [--out voices/en-demo] \\
-        [--fixture tests/fixtures/en-demo/parity.safetensors] [--dtype f16|f32]
+    /usr/bin/python3 training/export.py --ckpt CKPT [--config training/en-demo.yaml] \\
+        [--out voices/NAME] [--fixture tests/fixtures/NAME/parity.safetensors] [--dtype f16|f32]
+
+NAME, the language, the phoneme set, the symbol table and the parity sequences are the config's
+`voice` section (common.voice_settings; en-demo's when it has none).
 """
 import argparse
 import json
@@ -30,25 +33,26 @@ import safetensors_io  # noqa: E402
 import train_fastspeech2  # noqa: E402
 from reference import hifigan  # noqa: E402
 
-DEFAULT_OUT = os.path.join(common.REPO, "voices", "en-demo")
-DEFAULT_FIXTURE = os.path.join(common.REPO, "tests", "fixtures", "en-demo", "parity.safetensors")
 
-# ming024's preprocess.yaml fields the converter reads (HiFi-GAN-convention features).
-PREPROCESS_YAML = {
-    "dataset": "en-demo",
-    "path": {"preprocessed_path": "."},
-    "preprocessing": {
-        "text": {"language": "en-us"},
-        "audio": {"sampling_rate": 22050, "max_wav_value": 32768.0},
-        "stft": {"filter_length": 1024, "hop_length": 256, "win_length": 1024},
-        "mel": {"n_mel_channels": 80, "mel_fmin": 0, "mel_fmax": 8000},
-        "pitch": {"feature": "phoneme_level", "normalization": True},
-        "energy": {"feature": "phoneme_level", "normalization": True},
-    },
-}
 
-# Fixed phoneme sequences for the parity fixture ("hello world.", "the quick brown fox.",
-# "testing, one two three?"), as voxd's front end spells them.
+def preprocess_yaml(voice):
+    """ming024's preprocess.yaml fields the converter reads (HiFi-GAN-convention features)."""
+    return {
+        "dataset": voice["name"],
+        "path": {"preprocessed_path": "."},
+        "preprocessing": {
+            "text": {"language": voice["language"]},
+            "audio": {"sampling_rate": 22050, "max_wav_value": 32768.0},
+            "stft": {"filter_length": 1024, "hop_length": 256, "win_length": 1024},
+            "mel": {"n_mel_channels": 80, "mel_fmin": 0, "mel_fmax": 8000},
+            "pitch": {"feature": "phoneme_level", "normalization": True},
+            "energy": {"feature": "phoneme_level", "normalization": True},
+        },
+    }
+
+# en-demo's fixed phoneme sequences for the parity fixture ("hello world.", "the quick brown
+# fox.", "testing, one two three?"), as voxd's front end spells them; a config's voice.parity
+# gives another voice's.
 PARITY_PHONEMES = [
     ["h", "ə", "l", "ˈ", "oʊ", " ", "w", "ˈ", "ɜː", "l", "d", "."],
     ["ð", "ə", " ", "k", "w", "ˈ", "ɪ", "k", " ", "b", "ɹ", "ˈ", "aʊ", "n", " ", "f", "ˈ", "ɑː",
@@ -83,13 +87,13 @@ def load_models(ckpt):
     return model.eval(), fs2, generator.eval(), voc
 
 
-def write_voice(ckpt, out, dtype):
+def write_voice(ckpt, out, dtype, voice):
     model, fs2, generator, voc = load_models(ckpt)
     with tempfile.TemporaryDirectory() as work:
         paths = {n: os.path.join(work, n) for n in ("preprocess.yaml", "model.yaml",
                                                     "stats.json", "config.json", "fs2.pth.tar",
                                                     "g_latest")}
-        for name, data in (("preprocess.yaml", PREPROCESS_YAML),
+        for name, data in (("preprocess.yaml", preprocess_yaml(voice)),
                            ("model.yaml", fs2["config"]["model"])):
             with open(paths[name], "w", encoding="utf-8") as f:
                 yaml.safe_dump(data, f, sort_keys=False)
@@ -105,20 +109,22 @@ def write_voice(ckpt, out, dtype):
             "--fastspeech2", paths["fs2.pth.tar"], "--preprocess-config", paths["preprocess.yaml"],
             "--model-config", paths["model.yaml"], "--stats", paths["stats.json"],
             "--hifigan", paths["g_latest"], "--hifigan-config", paths["config.json"],
-            "--symbols", common.SYMBOLS, "--phonemes", "espeak-ipa", "--language", "en-us",
-            "--name", "en-demo", "--dtype", dtype, "--out", out, "--force"])
+            "--symbols", voice["symbols"], "--phonemes", voice["phonemes"],
+            "--language", voice["language"], "--name", voice["name"], "--dtype", dtype,
+            "--out", out, "--force"])
     if status != 0:
         raise SystemExit(f"error: converting the checkpoints in {ckpt} to {out} failed")
     return model, generator, fs2, voc
 
 
-def write_fixture(model, generator, path, dtype):
-    symbols = common.read_symbols()
+def write_fixture(model, generator, path, dtype, voice):
+    symbols = common.read_symbols(voice["symbols"])
+    parity = voice.get("parity", PARITY_PHONEMES)
     round_to_storage(model, dtype)
     round_to_storage(generator, dtype)
     tensors = {}
     with torch.no_grad():
-        for k, phonemes in enumerate(PARITY_PHONEMES):
+        for k, phonemes in enumerate(parity):
             ids = torch.tensor([[symbols.index(p) for p in phonemes]])
             out = model(None, ids, torch.tensor([ids.shape[1]]), ids.shape[1])
             mel = out[1][0].T  # postnet mel [80, frames]
@@ -127,22 +133,31 @@ def write_fixture(model, generator, path, dtype):
             tensors[f"mel_{k}"] = mel.numpy().astype(np.float32)
             tensors[f"audio_{k}"] = audio.numpy().astype(np.float32)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    safetensors_io.save(path, tensors, metadata={"count": len(PARITY_PHONEMES),
-                                                 "voice": "voices/en-demo", "dtype": dtype})
+    safetensors_io.save(path, tensors, metadata={"count": len(parity),
+                                                 "voice": f"voices/{voice['name']}",
+                                                 "dtype": dtype})
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True, help="directory with fastspeech2/ and hifigan/")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="voice directory to (re)write")
-    parser.add_argument("--fixture", default=DEFAULT_FIXTURE, help="parity fixture to write "
-                        "('' for none)")
+    parser.add_argument("--config", default=common.DEFAULT_CONFIG, help="the training YAML "
+                        "(its voice section)")
+    parser.add_argument("--out", help="voice directory to (re)write (default voices/NAME)")
+    parser.add_argument("--fixture", help="parity fixture to write (default "
+                        "tests/fixtures/NAME/parity.safetensors; '' for none)")
     parser.add_argument("--dtype", choices=["f16", "f32"], default="f16",
                         help="weight storage in the voice")
     args = parser.parse_args(argv)
-    model, generator, fs2, voc = write_voice(args.ckpt, args.out, args.dtype)
+    voice = common.voice_settings(common.load_config(args.config))
+    if args.out is None:
+        args.out = os.path.join(common.REPO, "voices", voice["name"])
+    if args.fixture is None:
+        args.fixture = os.path.join(common.REPO, "tests", "fixtures", voice["name"],
+                                    "parity.safetensors")
+    model, generator, fs2, voc = write_voice(args.ckpt, args.out, args.dtype, voice)
     if args.fixture:
-        write_fixture(model, generator, args.fixture, args.dtype)
+        write_fixture(model, generator, args.fixture, args.dtype, voice)
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
     n_ac = sum(p.numel() for p in model.parameters() if p.requires_grad)
     n_voc = sum(p.numel() for p in generator.parameters())

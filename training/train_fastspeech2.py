@@ -93,7 +93,8 @@ class Trainer:
         self.device = common.device_of(args.device)
         # Every batch has other lengths: no cudnn.benchmark (it re-times each new shape).
         common.setup_backends(self.device, args, benchmark=False)
-        self.cfg = common.load_config(args.config)["fastspeech2"]
+        config = common.load_config(args.config)
+        self.cfg = config["fastspeech2"]
         self.batch_size = args.batch_size or self.cfg["batch_size"]
         self.data = datasets.Dataset(args.data, self.device, val=self.cfg["val"])
         max_len = self.cfg["model"]["max_seq_len"]
@@ -101,7 +102,7 @@ class Trainer:
         self.data.train = [u for u in self.data.train if self.data.frames[u] <= max_len]
         if too_long:
             common.log(NAME, f"skipping {len(too_long)} utterances longer than {max_len} frames")
-        self.n_symbols = len(common.read_symbols())
+        self.n_symbols = len(common.read_symbols(common.voice_settings(config)["symbols"]))
         torch.manual_seed(args.seed)
         self.model = build_model(self.cfg, self.data.stats, self.n_symbols).to(self.device)
         self.optimizer = common.adamw(
