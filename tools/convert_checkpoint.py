@@ -491,6 +491,9 @@ def choose_symbols(args, language):
     """The symbol table and where it came from, following --phonemes/--symbols."""
     if args.symbols:
         return read_symbol_file(args.symbols), args.symbols
+    if args.phonemes == "espeak-mnemonic":
+        raise fail(args.preprocess_config, "--phonemes espeak-mnemonic needs --symbols FILE "
+                   "(data/symbols/espeak-mnemonic-zh.txt for a Mandarin voice of voxd's)")
     if args.phonemes == "espeak-ipa":
         if not os.path.isfile(DEFAULT_IPA_SYMBOLS):
             raise fail(DEFAULT_IPA_SYMBOLS, "no such file; pass --symbols FILE for an "
@@ -1313,8 +1316,9 @@ def build_parser():
                      "preprocess.yaml, 'en' becoming 'en-us')")
     out.add_argument("--dtype", choices=["f32", "f16"], default="f32",
                      help="storage type of the weights (default f32)")
-    out.add_argument("--phonemes", choices=["arpabet", "espeak-ipa"], default="arpabet",
-                     help="the front end's phoneme set (default arpabet, as ming024's English)")
+    out.add_argument("--phonemes", choices=["arpabet", "espeak-ipa", "espeak-mnemonic"],
+                     default="arpabet", help="the front end's phoneme set (default arpabet, as "
+                     "ming024's English; espeak-mnemonic for voxd's Mandarin voices)")
     out.add_argument("--symbols", metavar="FILE", help="symbol table, one per line (default: "
                      "ming024's for arpabet, data/symbols/espeak-ipa-en.txt for espeak-ipa)")
     out.add_argument("--force", action="store_true", help="replace DIR if it exists")

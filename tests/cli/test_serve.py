@@ -733,6 +733,54 @@ class LifecycleTest(unittest.TestCase):
             server.close()
 
 
+class MandarinVoiceTest(unittest.TestCase):
+    """voices/zh-demo beside en-demo: the server reads each request with its voice's front end."""
+
+    CHINESE = "今天天气真好，我们一起去银行。下午三点见！"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--voice", os.path.join(ROOT, "voices", "zh-demo"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def speak(self, text, voice):
+        return self.server.request("POST", "/v1/audio/speech",
+                                   speech_body(text, voice=voice, stream=False), key=None)
+
+    def test_chinese_text_gets_the_audio_voxd_synth_makes(self):
+        status, _, data = self.speak(self.CHINESE, "zh-demo")
+        self.assertEqual(status, 200, data[:300])
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "synth.wav")
+            result = subprocess.run([VOXD, "--backend", DEVICE, "synth", "--voice",
+                                     os.path.join(ROOT, "voices", "zh-demo"), "--text",
+                                     self.CHINESE, "--out", out],
+                                    capture_output=True, text=True, timeout=120)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with open(out, "rb") as f:
+                want = array("h", wav_frames(f.read()))
+        got = array("h", wav_frames(data))
+        self.assertEqual(len(got), len(want))
+        self.assertGreater(len(got), 22050)  # 19 syllables: over a second
+        if DEVICE == "cuda":
+            self.assertLessEqual(relative_l2(got, want), CUDA_F16_RELATIVE_L2)
+        else:
+            self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
+
+    def test_a_request_in_another_language_is_a_400_naming_it(self):
+        status, _, data = self.speak(self.CHINESE, "en-demo")
+        self.assertEqual(status, 400, data[:300])
+        message = json.loads(data)["error"]["message"]
+        self.assertIn("Han", message)
+        self.assertIn("en-us", message)
+        status, _, data = self.speak(SENTENCE, "zh-demo")
+        self.assertEqual(status, 400, data[:300])
+        self.assertIn("zh-cn", json.loads(data)["error"]["message"])
+
+
 class SettingsTest(unittest.TestCase):
     """Flag > VOXD_* variable > config file > default, through --print-config (no server starts)."""
 

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "families/fastspeech2/synthesizer.h"
 #include "families/fastspeech2/voice.h"
+#include "text/mandarin/espeak_front_end.h"
 
 namespace voxd {
 namespace {
@@ -116,6 +117,43 @@ TEST(ChunkedSynthesisDemoVoice, TextAudioEqualsWholeSentences) {
     ASSERT_EQ(chunked.audio.size(), whole.audio.size());
     EXPECT_LE(max_abs_diff(chunked.audio, whole.audio), kTolerance)
         << "chunk_frames " << chunk_frames;
+  }
+}
+
+// The bundled Mandarin voice reads Chinese text through the Mandarin front end: the audio of the
+// text is its sentences' phoneme ids spoken one after another, and text with no Chinese in it
+// is refused naming the voice's language.
+TEST(ZhDemoVoice, SpeaksChineseTextAsTheIdsOfItsSentences) {
+  auto backend = make_backend("cpu", kThreads);
+  Context ctx(*backend, host_allocator());
+  const std::unique_ptr<Voice> voice =
+      Voice::load(ctx, std::string(VOXD_SOURCE_DIR) + "/voices/zh-demo");
+  const Synthesizer synthesizer(ctx, *voice);
+  const std::string text = "今天天气真好。我们去银行吧！";
+  Recorded spoken;
+  const Utterance done = synthesizer.synthesize_text(text, {}, spoken.sink());
+  EXPECT_EQ(done.sentences, 2);
+  EXPECT_EQ(done.samples, static_cast<int64_t>(spoken.audio.size()));
+  EXPECT_GT(done.samples, 22050 / 2);  // 13 syllables: well over half a second
+
+  const auto front_end = text::mandarin::make_phoneme_front_end(
+      text::PhonemeSet::EspeakMnemonic, text::SymbolTable::load(voice->config().symbols_path),
+      "zh-cn", "zh-demo");
+  const std::vector<text::Sentence> sentences = front_end->process(text);
+  ASSERT_EQ(sentences.size(), 2u);
+  EXPECT_EQ(sentences[1].text, "wo3 men5 qu4 yin2 hang2 ba5!");
+  Recorded by_ids;
+  for (const text::Sentence& sentence : sentences) {
+    synthesizer.synthesize_ids(sentence.ids, {}, by_ids.sink());
+  }
+  ASSERT_EQ(by_ids.audio.size(), spoken.audio.size());
+  EXPECT_LE(max_abs_diff(by_ids.audio, spoken.audio), kTolerance);
+
+  try {
+    synthesizer.synthesize_text("Hello world.", {}, spoken.sink());
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("zh-cn"), std::string::npos) << e.what();
   }
 }
 

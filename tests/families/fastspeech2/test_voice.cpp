@@ -23,8 +23,6 @@ using nlohmann::json;
 
 const std::string kSource = VOXD_SOURCE_DIR;
 const std::string kTinyVoice = kSource + "/tests/fixtures/voices/tiny-arpabet";
-const std::string kDemoVoice = kSource + "/voices/en-demo";
-const std::string kDemoFixture = kSource + "/tests/fixtures/en-demo/parity.safetensors";
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
@@ -102,13 +100,16 @@ TEST_F(VoiceConfigTest, NamedAndNumericSpeakers) {
   }
 }
 
-class EnDemoParity : public ::testing::TestWithParam<std::string> {};
+// A bundled voice (voices/NAME) against the training forward of its checkpoints
+// (tests/fixtures/NAME/parity.safetensors, written by training/export.py), on a backend.
+class BundledVoiceParity : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(EnDemoParity, EngineMatchesTrainingForward) {
-  auto backend = make_backend(GetParam());
+TEST_P(BundledVoiceParity, EngineMatchesTrainingForward) {
+  const auto& [name, backend_name] = GetParam();
+  auto backend = make_backend(backend_name);
   Context ctx(*backend, host_allocator());
-  auto voice = Voice::load(ctx, kDemoVoice);
-  auto fixture = SafetensorsFile::open(kDemoFixture);
+  auto voice = Voice::load(ctx, kSource + "/voices/" + name);
+  auto fixture = SafetensorsFile::open(kSource + "/tests/fixtures/" + name + "/parity.safetensors");
   int checked = 0;
   for (int k = 0; fixture->contains("ids_" + std::to_string(k)); ++k, ++checked) {
     const std::string key = std::to_string(k);
@@ -130,7 +131,17 @@ TEST_P(EnDemoParity, EngineMatchesTrainingForward) {
   EXPECT_GE(checked, 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, EnDemoParity, ::testing::Values("reference", "cpu"));
+// zh-demo is the same model code as en-demo: the CPU backend checks its export.
+INSTANTIATE_TEST_SUITE_P(Voices, BundledVoiceParity,
+                         ::testing::Values(std::make_tuple("en-demo", "reference"),
+                                           std::make_tuple("en-demo", "cpu"),
+                                           std::make_tuple("zh-demo", "cpu")),
+                         [](const auto& info) {
+                           std::string name =
+                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace voxd
