@@ -51,6 +51,35 @@ TEST(CudaPlanning, PlansTheDemoVoiceWithoutADevice) {
   EXPECT_GT(plan_vocoder(backend, f32->vocoder(), 4, 400).bytes(), plan.stages[2].workspace_bytes);
 }
 
+// A step is planned with every sentence at its padded length and runs with the real ones: the
+// lengths of non-causal attention (a mask) must not change its scratch, or the run leaves the
+// plan (a Sambert encoder batch of two Chinese sentences overflowed its arena on the H200).
+TEST(CudaPlanning, MaskingLengthsLeaveTheAttentionsScratchAsPlanned) {
+  CudaBackend backend(0, CudaBackend::PlanOnly{});
+  const auto layout = [&](std::vector<int64_t> key_lengths, bool causal) {
+    return plan_workspace(backend, [&](Context& ctx) {
+      const Tensor q = ops::empty(ctx, {2, 96, 2, 32}, DType::F16);
+      const Tensor k = ops::empty(ctx, {2, 96, 2, 32}, DType::F16);
+      AttentionParams params;
+      params.scale = 0.125f;
+      params.key_lengths = std::move(key_lengths);
+      params.causal = causal;
+      (void)ops::attention(ctx, q, k, k, params);
+    });
+  };
+  const ArenaLayout padded = layout({96, 96}, false);
+  for (const std::vector<int64_t>& lengths :
+       std::vector<std::vector<int64_t>>{{5, 17}, {96, 1}, {}}) {
+    const ArenaLayout real = layout(lengths, false);
+    ASSERT_EQ(real.blocks(), padded.blocks());
+    for (size_t i = 0; i < real.blocks(); ++i) EXPECT_EQ(real.block_size(i), padded.block_size(i));
+    EXPECT_EQ(real.bytes(), padded.bytes());
+  }
+  EXPECT_GT(padded.bytes(), CudaBackend::kCublasWorkspaceBytes);
+  // A causal cache's unfilled rows are still left out: fewer keys, less scratch.
+  EXPECT_LT(layout({8, 8}, true).bytes(), layout({96, 96}, true).bytes());
+}
+
 TEST(CudaPlanning, APlanOnlyBackendRefusesToRun) {
   CudaBackend backend(0, CudaBackend::PlanOnly{});
   WorkspaceArena arena(backend.device());

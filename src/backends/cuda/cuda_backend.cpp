@@ -856,16 +856,18 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const int64_t dim = q.size(3);
   const DType dtype = q.dtype();
   if (out.numel() == 0) return;
-  // Keys past every query's reach (a KV cache's unfilled rows) are left out of the gemms: only
-  // the first tk of the k.size(1) rows are read, the longest length any query sees.
+  // Keys past every query's reach (a causal KV cache's unfilled rows) are left out of the gemms:
+  // only the first tk of the k.size(1) rows are read, the longest length any query sees. Without
+  // causality the lengths only mask: tk is the keys' shape, so that a step planned with its
+  // padded length takes the same scratch, by the same path, whatever lengths it runs with (a
+  // batch of shorter sentences took less, moving every later block off the plan, until one
+  // overflowed the arena).
   const int64_t rows = k.size(1);
-  int64_t tk = 0;
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t seen = params.key_lengths.empty() ? rows : params.key_lengths[b];
-    if (params.causal) {
-      const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
-      seen = std::min(seen, offset + tq);
-    }
+  int64_t tk = params.causal ? 0 : rows;
+  for (int64_t b = 0; b < batch && params.causal; ++b) {
+    const int64_t offset = params.query_offsets.empty() ? 0 : params.query_offsets[b];
+    const int64_t seen =
+        std::min(params.key_lengths.empty() ? rows : params.key_lengths[b], offset + tq);
     tk = std::max(tk, std::clamp<int64_t>(seen, 0, rows));
   }
   if (tk > 0 && cuda::decode_attention_fits(batch, tq, tk, dim)) {
