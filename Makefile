@@ -5,6 +5,8 @@ ASAN_BUILD_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 VOICE ?= voices/en-demo
+# What `make run` serves: VOICE and the bundled Mandarin voice.
+SERVE_VOICES ?= $(VOICE) voices/zh-demo
 TEXT ?= Hello from voxd. This voice was trained on speech from eSpeak, and it runs on your CPU.
 
 DEB_PACKAGES := build-essential cmake pkg-config git \
@@ -52,19 +54,25 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 test: build
 	cd $(BUILD_DIR) && ctest -LE gpu --output-on-failure -j $(JOBS)
 
+# The C++ under AddressSanitizer and UndefinedBehaviorSanitizer: no CUDA backend (its tests need
+# a GPU; `make test` builds and plans it) and no Python-only tests (label python, run by `make
+# test`).
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DVOXD_SANITIZE=ON -DVOXD_BUILD_BENCH=OFF
+	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DVOXD_SANITIZE=ON -DVOXD_BUILD_BENCH=OFF \
+	  -DVOXD_CUDA=OFF
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	cd $(ASAN_BUILD_DIR) && ctest -LE gpu --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ctest -LE 'gpu|python' --output-on-failure -j $(JOBS)
 
-# Serves $(VOICE) on http://$(HOST):$(PORT) (on the GPU when there is one, else the CPU) until
-# Ctrl-C; `voxd serve --help` and docs/server.md list the settings.
+# Serves $(SERVE_VOICES) on http://$(HOST):$(PORT) (on the GPU when there is one, else the CPU)
+# until Ctrl-C; `voxd serve --help` and docs/server.md list the settings.
 run: build
 	@echo "voxd serve on http://$(HOST):$(PORT); try (in another terminal):"
 	@echo "  curl -sS http://$(HOST):$(PORT)/v1/audio/speech -H 'Content-Type: application/json' \\"
 	@echo "    -d '{\"model\": \"tts-1\", \"input\": \"Hello from voxd.\", \"voice\": \"$(notdir $(VOICE))\", \"response_format\": \"wav\"}' -o hello.wav"
+	@echo "  curl -sS http://$(HOST):$(PORT)/v1/audio/speech -H 'Content-Type: application/json' \\"
+	@echo "    -d '{\"model\": \"tts-1\", \"input\": \"今天天气真好。\", \"voice\": \"zh-demo\", \"response_format\": \"wav\"}' -o nihao.wav"
 	@echo "  $(BUILD_DIR)/src/cli/voxd monitor --url http://$(HOST):$(PORT)"
-	$(BUILD_DIR)/src/cli/voxd serve --voice $(VOICE) --host $(HOST) --port $(PORT)
+	$(BUILD_DIR)/src/cli/voxd serve $(foreach voice,$(SERVE_VOICES),--voice $(voice)) --host $(HOST) --port $(PORT)
 
 # Speaks a sentence with $(VOICE) to out/hello.wav, no server.
 hello: build
