@@ -361,7 +361,7 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         rows = [line.split("\t") for line in result.stdout.splitlines()]
         self.assertEqual([row[0] for row in rows],
                          ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert",
-                          "tiny-sambert-nsf", "tiny-sambert-zh"])
+                          "tiny-sambert-nsf", "tiny-sambert-zh", "zh-demo"])
         rates = {"tiny-chattts": "24000 Hz", "tiny-sambert": "16000 Hz",
                  "tiny-sambert-nsf": "16000 Hz", "tiny-sambert-zh": "16000 Hz"}
         for row in rows:
