@@ -14,6 +14,8 @@
 #include "core/workspace_plan.h"
 #include "families/fastspeech2/voice.h"
 #include "families/fastspeech2/workspace_steps.h"
+#include "families/sambert/steps.h"
+#include "families/sambert/voice.h"
 
 namespace voxd {
 namespace {
@@ -78,6 +80,36 @@ TEST(CudaPlanning, MaskingLengthsLeaveTheAttentionsScratchAsPlanned) {
   EXPECT_GT(padded.bytes(), CudaBackend::kCublasWorkspaceBytes);
   // A causal cache's unfilled rows are still left out: fewer keys, less scratch.
   EXPECT_LT(layout({8, 8}, true).bytes(), layout({96, 96}, true).bytes());
+}
+
+// The same through a model: the Sambert encoder step of the tiny Chinese fixture voice, planned
+// as the server plans it (every utterance at the padded length) and run as it runs (a batch of
+// a short and a longer utterance), on the CUDA backend's planner: the same blocks.
+TEST(CudaPlanning, TheSambertEncoderStepPlansTheSameForAnyLengths) {
+  CudaBackend backend(0, CudaBackend::PlanOnly{});
+  WorkspaceArena weights(backend.device());
+  Context load = Context::for_planning(backend, weights);
+  const auto voice =
+      sambert::Voice::load(load,
+                           sambert::VoiceConfig::load(std::string(VOXD_SOURCE_DIR) +
+                                                      "/tests/fixtures/voices/tiny-sambert-zh"),
+                           DType::F16);
+  constexpr int64_t kPadded = 32;
+  const ArenaLayout planned = sambert::plan_encode(backend, voice->acoustic(), 2, kPadded);
+  const auto utterance = [](size_t tokens) {
+    SambertTokens made;
+    made.linguistic.assign(tokens, {1, 1, 1, 1});
+    made.emotion.assign(tokens, 0);
+    made.speaker.assign(tokens, 0);
+    return made;
+  };
+  const SambertTokens short_one = utterance(5), longer = utterance(17);
+  const ArenaLayout ran = plan_workspace(backend, [&](Context& ctx) {
+    (void)voice->acoustic().encode(ctx, {&short_one, &longer}, kPadded, /*masked=*/true);
+  });
+  ASSERT_EQ(ran.blocks(), planned.blocks());
+  for (size_t i = 0; i < ran.blocks(); ++i) EXPECT_EQ(ran.block_size(i), planned.block_size(i));
+  EXPECT_EQ(ran.bytes(), planned.bytes());
 }
 
 TEST(CudaPlanning, APlanOnlyBackendRefusesToRun) {
