@@ -82,10 +82,10 @@ TEST(CudaPlanning, MaskingLengthsLeaveTheAttentionsScratchAsPlanned) {
   EXPECT_LT(layout({8, 8}, true).bytes(), layout({96, 96}, true).bytes());
 }
 
-// The same through a model: the Sambert encoder step of the tiny Chinese fixture voice, planned
-// as the server plans it (every utterance at the padded length) and run as it runs (a batch of
-// a short and a longer utterance), on the CUDA backend's planner: the same blocks.
-TEST(CudaPlanning, TheSambertEncoderStepPlansTheSameForAnyLengths) {
+// The same through a model: the Sambert encoder and prefill steps of the tiny Chinese fixture
+// voice, planned as the server plans them (every utterance at the padded length) and run as they
+// run (a batch of a short and a longer utterance), on the CUDA backend's planner: the same blocks.
+TEST(CudaPlanning, TheSambertEncoderAndPrefillStepsPlanTheSameForAnyLengths) {
   CudaBackend backend(0, CudaBackend::PlanOnly{});
   WorkspaceArena weights(backend.device());
   Context load = Context::for_planning(backend, weights);
@@ -110,6 +110,30 @@ TEST(CudaPlanning, TheSambertEncoderStepPlansTheSameForAnyLengths) {
   ASSERT_EQ(ran.blocks(), planned.blocks());
   for (size_t i = 0; i < ran.blocks(); ++i) EXPECT_EQ(ran.block_size(i), planned.block_size(i));
   EXPECT_EQ(ran.bytes(), planned.bytes());
+
+  // The decoder's prefill of a 9-step and a 25-step memory, padded to 32 steps.
+  WorkspaceArena cache_arena(backend.device());
+  Context cache_ctx = Context::for_planning(backend, cache_arena);
+  PagedKvCache cache = voice->acoustic().make_cache(cache_ctx, 8, 16);
+  const ArenaLayout planned_prefill =
+      sambert::plan_prefill(backend, voice->acoustic(), cache, 2, kPadded);
+  const SambertConfig& c = voice->acoustic().config();
+  const auto memory = [&](int64_t steps) {
+    SambertMemory made;
+    made.text = Tensor::zeros({steps, c.outputs_per_step * c.projection_units}, DType::F32);
+    made.speaker.assign(static_cast<size_t>(steps), 0);
+    made.emotion.assign(static_cast<size_t>(steps), 0);
+    return made;
+  };
+  const SambertMemory nine = memory(9), twenty_five = memory(25);
+  const std::vector<int64_t> pages(2, -1);
+  const ArenaLayout ran_prefill = plan_workspace(backend, [&](Context& ctx) {
+    (void)voice->acoustic().prefill(ctx, cache, {&nine, &twenty_five}, {&pages, &pages}, kPadded);
+  });
+  ASSERT_EQ(ran_prefill.blocks(), planned_prefill.blocks());
+  for (size_t i = 0; i < ran_prefill.blocks(); ++i) {
+    EXPECT_EQ(ran_prefill.block_size(i), planned_prefill.block_size(i));
+  }
 }
 
 TEST(CudaPlanning, APlanOnlyBackendRefusesToRun) {
