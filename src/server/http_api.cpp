@@ -12,6 +12,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <future>
@@ -227,6 +228,8 @@ class HttpApi::Impl final : public RequestHandler {
   HttpResponse preflight(const RequestInfo& info, const RequestHead& head) const;
   HttpResponse answer_get(RequestInfo& info, const HttpRequest& request);
   HttpResponse metrics_page();
+  // Brings every gauge up to date (the service's and the HTTP layer's own).
+  void update_metrics();
   json model_json(const std::string& id) const;
   // The reply to a speech request, admitted on the admission threads.
   std::shared_ptr<Reply> speech(RequestInfo info, HttpRequest request, std::function<void()> wake);
@@ -829,7 +832,7 @@ std::shared_ptr<Reply> HttpApi::Impl::fixed(RequestInfo info, HttpResponse respo
 std::set<std::string> HttpApi::Impl::methods_of(std::string_view path) const {
   if (path == kSpeechPath) return {"POST"};
   if (path == "/healthz" || path == "/readyz" || path == "/v1/models" || path == "/v1/voices" ||
-      path == "/metrics" || path == "/debug/memory") {
+      path == "/metrics" || path == "/debug/memory" || path == "/debug/live") {
     return {"GET"};
   }
   if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) return {"GET"};
@@ -981,6 +984,14 @@ HttpResponse HttpApi::Impl::answer_get(RequestInfo& info, const HttpRequest& req
     return json_response(http::status::ok, {{"object", "list"}, {"data", std::move(data)}});
   }
   if (path == "/metrics") return metrics_page();
+  if (path == "/debug/live") {
+    update_metrics();
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return json_response(http::status::ok, {{"time", now},
+                                            {"memory", service_.memory_summary_json()},
+                                            {"metrics", metrics_.to_json()}});
+  }
   if (path == "/debug/memory") {
     if (query_value(request.target(), "format") == "json") {
       return json_response(http::status::ok, service_.memory_summary_json());
@@ -993,6 +1004,11 @@ HttpResponse HttpApi::Impl::answer_get(RequestInfo& info, const HttpRequest& req
 }
 
 HttpResponse HttpApi::Impl::metrics_page() {
+  update_metrics();
+  return text_response(metrics_.render(), kMetricsContentType);
+}
+
+void HttpApi::Impl::update_metrics() {
   service_.collect_metrics(metrics_);
   metrics_.gauge("voxd_http_connections", "Open HTTP connections.", {{"state", "active"}})
       .set(static_cast<double>(open_connections()));
@@ -1004,7 +1020,6 @@ HttpResponse HttpApi::Impl::metrics_page() {
       .gauge("voxd_speech_requests_in_progress",
              "Speech requests being handled: parsed, admitted, producing or sending audio.")
       .set(static_cast<double>(speech_in_progress()));
-  return text_response(metrics_.render(), kMetricsContentType);
 }
 
 std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest request,

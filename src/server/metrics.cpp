@@ -193,6 +193,33 @@ std::string MetricsRegistry::render() const {
   return out;
 }
 
+nlohmann::json MetricsRegistry::to_json() const {
+  nlohmann::json out = nlohmann::json::object();
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, family] : families_) {
+    nlohmann::json series = nlohmann::json::array();
+    for (const auto& [values, metric] : family.series) {
+      nlohmann::json labels = nlohmann::json::object();
+      for (size_t i = 0; i < values.size(); ++i) labels[family.label_names[i]] = values[i];
+      nlohmann::json one = {{"labels", std::move(labels)}};
+      if (family.type == Type::kCounter) {
+        one["value"] = static_cast<const Counter&>(*metric).value();
+      } else if (family.type == Type::kGauge) {
+        one["value"] = static_cast<const Gauge&>(*metric).value();
+      } else {
+        const Histogram::Snapshot s = static_cast<const Histogram&>(*metric).snapshot();
+        one["count"] = s.count;
+        one["sum"] = s.sum;
+        one["bounds"] = family.bounds;
+        one["cumulative"] = s.cumulative;
+      }
+      series.push_back(std::move(one));
+    }
+    out[name] = {{"type", type_name(family.type)}, {"help", family.help}, {"series", series}};
+  }
+  return out;
+}
+
 std::vector<double> default_latency_buckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
 }

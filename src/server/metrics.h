@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -92,6 +93,11 @@ class MetricsRegistry {
   // Every family in name order, each with # HELP and # TYPE lines, its series in label-value
   // order; histograms as _bucket{le=...} (cumulative, ending with le="+Inf"), _sum and _count.
   std::string render() const;
+
+  // The same values as JSON, for a page that polls them: {name: {"type", "help", "series":
+  // [{"labels": {name: value}, "value"}]}}; a histogram's series hold "count", "sum",
+  // "bounds" (finite) and "cumulative" (one count per bound, then +Inf's).
+  nlohmann::json to_json() const;
 
  private:
   enum class Type { kCounter, kGauge, kHistogram };

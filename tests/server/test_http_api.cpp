@@ -489,7 +489,8 @@ TEST_F(HttpApiTest, ApiKeyIsRequiredExceptForHealthz) {
   expect_error(post(speech().dump(), "/v1/audio/speech",
                     {{"Authorization", std::string("Bearer ") + kKey + "x"}}),
                401);
-  for (const char* path : {"/v1/models", "/v1/voices", "/readyz", "/metrics", "/debug/memory"}) {
+  for (const char* path :
+       {"/v1/models", "/v1/voices", "/readyz", "/metrics", "/debug/memory", "/debug/live"}) {
     SCOPED_TRACE(path);
     expect_error(get(path, {}), 401);
     const auto ok = get(path);
@@ -752,6 +753,26 @@ TEST_F(HttpApiTest, JsonEndpoints) {
   res = get("/debug/memory?format=json");
   ASSERT_TRUE(res);
   EXPECT_EQ(json::parse(res->body)["device"], "cpu");
+
+  // What a live page polls: the memory summary and every metric, as JSON, counters moving.
+  const auto requests_done = [&] {
+    const auto live = get("/debug/live");
+    EXPECT_TRUE(live && live->status == 200);
+    if (!live) return -1.0;
+    EXPECT_EQ(live->get_header_value("Content-Type"), "application/json");
+    const json body = json::parse(live->body);
+    EXPECT_GT(body["time"].get<double>(), 1.7e9);
+    EXPECT_EQ(body["memory"]["device"], "cpu");
+    EXPECT_EQ(body["metrics"]["voxd_http_connections"]["type"], "gauge");
+    double done = 0;
+    for (const json& series : body["metrics"]["voxd_http_requests_total"]["series"]) {
+      done += series["value"].get<double>();
+    }
+    return done;
+  };
+  const double before = requests_done();
+  EXPECT_GT(before, 0.0);
+  EXPECT_GT(requests_done(), before);
 
   res = get("/healthz");
   ASSERT_TRUE(res);

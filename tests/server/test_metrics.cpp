@@ -47,6 +47,31 @@ TEST(Metrics, RendersASmallRegistryExactly) {
             "voxd_requests_total{outcome=\"ok\"} 3\n");
 }
 
+TEST(Metrics, JsonHoldsWhatTheTextShows) {
+  MetricsRegistry registry;
+  registry.counter("voxd_requests_total", "Requests by outcome.", {{"outcome", "ok"}}).inc(3);
+  registry.gauge("voxd_queue_depth", "Requests waiting.").set(2.5);
+  Histogram& latency =
+      registry.histogram("voxd_latency_seconds", "Latency.", {0.25, 0.5}, {{"path", "/a"}});
+  latency.observe(0.125);
+  latency.observe(0.75);
+  const nlohmann::json got = registry.to_json();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got["voxd_requests_total"]["type"], "counter");
+  EXPECT_EQ(got["voxd_requests_total"]["help"], "Requests by outcome.");
+  EXPECT_EQ(got["voxd_requests_total"]["series"],
+            nlohmann::json::parse(R"([{"labels": {"outcome": "ok"}, "value": 3.0}])"));
+  EXPECT_EQ(got["voxd_queue_depth"]["series"][0]["value"], 2.5);
+  EXPECT_EQ(got["voxd_queue_depth"]["series"][0]["labels"], nlohmann::json::object());
+  const nlohmann::json& histogram = got["voxd_latency_seconds"]["series"][0];
+  EXPECT_EQ(got["voxd_latency_seconds"]["type"], "histogram");
+  EXPECT_EQ(histogram["labels"]["path"], "/a");
+  EXPECT_EQ(histogram["count"], 2);
+  EXPECT_EQ(histogram["sum"], 0.875);
+  EXPECT_EQ(histogram["bounds"], nlohmann::json::parse("[0.25, 0.5]"));
+  EXPECT_EQ(histogram["cumulative"], nlohmann::json::parse("[1, 1, 2]"));
+}
+
 TEST(Metrics, EscapesHelpAndLabelValues) {
   MetricsRegistry registry;
   registry.gauge("g", "line one\nback\\slash \"quoted\"", {{"v", "a\"b\\c\nd"}}).set(1);
