@@ -32,6 +32,7 @@
 #include "server/http_connection.h"
 #include "server/logging.h"
 #include "server/sse_encoder.h"
+#include "server/web_page.h"
 
 namespace voxd::server {
 namespace {
@@ -831,8 +832,9 @@ std::shared_ptr<Reply> HttpApi::Impl::fixed(RequestInfo info, HttpResponse respo
 
 std::set<std::string> HttpApi::Impl::methods_of(std::string_view path) const {
   if (path == kSpeechPath) return {"POST"};
-  if (path == "/healthz" || path == "/readyz" || path == "/v1/models" || path == "/v1/voices" ||
-      path == "/metrics" || path == "/debug/memory" || path == "/debug/live") {
+  if (path == "/" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
+      path == "/v1/voices" || path == "/metrics" || path == "/debug/memory" ||
+      path == "/debug/live") {
     return {"GET"};
   }
   if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) return {"GET"};
@@ -869,7 +871,8 @@ std::shared_ptr<Reply> HttpApi::Impl::screen(const RequestHead& head) {
   }
   const bool always_answers = path == "/healthz" || path == "/readyz";
   if (draining_.load() && !always_answers) return refuse(info_of(head), shutting_down());
-  if (path != "/healthz") {
+  // The page holds no secret: it asks its user for the key its API calls need.
+  if (path != "/healthz" && path != "/") {
     if (std::optional<ApiError> problem = key_problem(head)) return refuse(info_of(head), *problem);
   }
   return nullptr;
@@ -950,6 +953,16 @@ json HttpApi::Impl::model_json(const std::string& id) const {
 HttpResponse HttpApi::Impl::answer_get(RequestInfo& info, const HttpRequest& request) {
   const std::string_view path = path_of(request.target());
   if (path == "/healthz") return json_response(http::status::ok, {{"status", "ok"}});
+  if (path == "/") {
+    HttpResponse page = text_response(std::string(kWebPage), "text/html; charset=utf-8");
+    // Everything the page uses is in it or on this server.
+    page.set("Content-Security-Policy",
+             "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+             "media-src 'self' blob:; connect-src 'self'; img-src 'self' data: blob:");
+    page.set("X-Content-Type-Options", "nosniff");
+    page.set(http::field::cache_control, "no-cache");
+    return page;
+  }
   if (path == "/readyz") {
     const Readiness r =
         draining_.load() ? Readiness{false, "the server is shutting down"} : service_.readiness();

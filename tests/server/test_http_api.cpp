@@ -489,6 +489,10 @@ TEST_F(HttpApiTest, ApiKeyIsRequiredExceptForHealthz) {
   expect_error(post(speech().dump(), "/v1/audio/speech",
                     {{"Authorization", std::string("Bearer ") + kKey + "x"}}),
                401);
+  // The page asks its user for the key; the API calls it makes need one.
+  const auto page = get("/", {});
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
   for (const char* path :
        {"/v1/models", "/v1/voices", "/readyz", "/metrics", "/debug/memory", "/debug/live"}) {
     SCOPED_TRACE(path);
@@ -852,6 +856,26 @@ std::string raw_exchange(int port, const std::string& bytes) {
   return reply;
 }
 
+// GET / is the web page, whole and from the binary: nothing it loads comes from elsewhere.
+TEST_F(HttpApiTest, TheRootIsTheWebPageWithEverythingInIt) {
+  start();
+  const auto page = get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'self'"),
+            std::string::npos);
+  EXPECT_TRUE(page->body.starts_with("<!doctype html>"));
+  EXPECT_NE(page->body.find("/v1/audio/speech"), std::string::npos);
+  EXPECT_NE(page->body.find("/debug/live"), std::string::npos);
+  EXPECT_EQ(page->body.find("http://"), std::string::npos);
+  EXPECT_EQ(page->body.find("https://"), std::string::npos);
+  EXPECT_EQ(page->body.find("src=\"//"), std::string::npos);
+  const auto deleted = client().Delete("/", auth());
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->status, 405);
+}
+
 TEST_F(HttpApiTest, RandomMalformedRequestsThenValidOnes) {
   start();
   std::mt19937 rng(12345);
@@ -902,8 +926,8 @@ TEST_F(HttpApiTest, RandomMalformedRequestsThenValidOnes) {
       EXPECT_LT(res->status, 500);
     } else if (kind == 2) {  // wrong method or path
       const std::vector<std::string> paths = {
-          "/",    "/v1",           "/v1/audio/speech/", "/v1/audio/Speech", "/v1/audio/speech?x=1",
-          "/%00", "/../etc/passwd"};
+          "/index.html",          "/v1",  "/v1/audio/speech/", "/v1/audio/Speech",
+          "/v1/audio/speech?x=1", "/%00", "/../etc/passwd"};
       const std::string path = paths[pick(paths.size())];
       const auto res = pick(2) ? get(path) : client().Delete(path.c_str(), auth());
       ASSERT_TRUE(res);
