@@ -14,7 +14,7 @@ DEB_PACKAGES := build-essential cmake pkg-config git \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev \
 	libboost1.81-dev libavcodec-dev libavutil-dev ffmpeg liblzma-dev libkissfft-dev \
-	libopencc-dev $(ZH_DATA_PACKAGES)
+	libopencc-dev chromium fonts-wqy-microhei $(ZH_DATA_PACKAGES)
 
 # What tools/mandarin_lexicon.py builds data/zh from (a test checks the data is what it builds).
 ZH_DATA_PACKAGES := python3-jieba golang-github-mozillazg-go-pinyin-dev rime-data-terra-pinyin \
@@ -55,18 +55,18 @@ test: build
 	cd $(BUILD_DIR) && ctest -LE gpu --output-on-failure -j $(JOBS)
 
 # The C++ under AddressSanitizer and UndefinedBehaviorSanitizer: no CUDA backend (its tests need
-# a GPU; `make test` builds and plans it) and no Python-only tests (label python, run by `make
-# test`).
+# a GPU; `make test` builds and plans it), no Python-only tests (label python) and no browser
+# test (label browser): `make test` runs those.
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DVOXD_SANITIZE=ON -DVOXD_BUILD_BENCH=OFF \
 	  -DVOXD_CUDA=OFF
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	cd $(ASAN_BUILD_DIR) && ctest -LE 'gpu|python' --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ctest -LE 'gpu|python|browser' --output-on-failure -j $(JOBS)
 
 # Serves $(SERVE_VOICES) on http://$(HOST):$(PORT) (on the GPU when there is one, else the CPU)
 # until Ctrl-C; `voxd serve --help` and docs/server.md list the settings.
 run: build
-	@echo "voxd serve on http://$(HOST):$(PORT); try (in another terminal):"
+	@echo "voxd serve on http://$(HOST):$(PORT): open it in a browser, or try (in another terminal):"
 	@echo "  curl -sS http://$(HOST):$(PORT)/v1/audio/speech -H 'Content-Type: application/json' \\"
 	@echo "    -d '{\"model\": \"tts-1\", \"input\": \"Hello from voxd.\", \"voice\": \"$(notdir $(VOICE))\", \"response_format\": \"wav\"}' -o hello.wav"
 	@echo "  curl -sS http://$(HOST):$(PORT)/v1/audio/speech -H 'Content-Type: application/json' \\"
