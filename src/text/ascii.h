@@ -26,6 +26,10 @@ inline bool is_space(char c) {
 inline char lower(char c) {
   return is_upper(c) ? static_cast<char>(c - 'A' + 'a') : c;
 }
+// Whether `s` is empty or only white space (is_space, and the vertical tab).
+inline bool is_blank(std::string_view s) {
+  return s.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos;
+}
 // s[i], or '\0' past its end.
 inline char at(std::string_view s, size_t i) {
   return i < s.size() ? s[i] : '\0';

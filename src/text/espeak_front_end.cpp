@@ -3,18 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "text/ascii.h"
 #include "text/markup.h"
 #include "text/normalize.h"
 #include "text/sentences.h"
 
 namespace voxd::text {
-namespace {
-
-bool is_blank(std::string_view text) {
-  return text.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos;
-}
-
-}  // namespace
 
 EspeakFrontEnd::EspeakFrontEnd(PhonemeSet set, SymbolTable symbols, std::string language)
     : set_(set),
@@ -23,13 +17,22 @@ EspeakFrontEnd::EspeakFrontEnd(PhonemeSet set, SymbolTable symbols, std::string 
       script_check_(language_) {}
 
 std::string EspeakFrontEnd::unit_name() const {
-  return set_ == PhonemeSet::Arpabet ? "arpabet" : "espeak-ipa";
+  return std::string(to_string(set_));
 }
 
 Sentence EspeakFrontEnd::phonemize(std::string text) const {
   Sentence sentence;
-  sentence.phonemes = set_ == PhonemeSet::Arpabet ? phonemizer_.phonemize_arpabet(text, language_)
-                                                  : phonemizer_.phonemize_ipa(text, language_);
+  switch (set_) {
+    case PhonemeSet::EspeakIpa:
+      sentence.phonemes = phonemizer_.phonemize_ipa(text, language_);
+      break;
+    case PhonemeSet::Arpabet:
+      sentence.phonemes = phonemizer_.phonemize_arpabet(text, language_);
+      break;
+    case PhonemeSet::EspeakMnemonic:
+      sentence.phonemes = phonemizer_.phonemize_mnemonic(text, language_);
+      break;
+  }
   sentence.ids.reserve(sentence.phonemes.size());
   for (const std::string& phoneme : sentence.phonemes) {
     const std::optional<int64_t> id =
@@ -45,7 +48,7 @@ Sentence EspeakFrontEnd::phonemize(std::string text) const {
 }
 
 Analysis EspeakFrontEnd::analyze(std::string_view text) const {
-  if (is_blank(text)) throw InputError("text is empty");
+  if (ascii::is_blank(text)) throw InputError("text is empty");
   check_utf8(text);
   const std::vector<Span> spans = parse_markup(text, language_);
   std::vector<std::string> normalized_spans;

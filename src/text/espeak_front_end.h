@@ -22,7 +22,7 @@ class EspeakFrontEnd final : public FrontEnd {
 
   // Removes markup (text/markup.h), normalises, splits and phonemises `text`; sentences that
   // yield no ids are left out (a pause after one moves to the sentence before). ARPAbet phoneme
-  // X is looked up as symbol "@X", an IPA token as itself. InputError("text is empty") for
+  // X is looked up as symbol "@X", other tokens as themselves. InputError("text is empty") for
   // empty or whitespace-only text, InputError naming the script for letters the language cannot
   // speak (ScriptCheck), InputError("text has nothing to pronounce...") when no sentence yields
   // an id, and markup's InputErrors.
@@ -32,14 +32,15 @@ class EspeakFrontEnd final : public FrontEnd {
   // The longest sentence, in bytes, that process() passes to the phonemizer.
   static constexpr size_t kMaxSentenceBytes = 400;
 
+  // The phonemes and ids of one sentence that needs no normalising (`text` as eSpeak reads it),
+  // phonemes without a symbol counted in Sentence::dropped.
+  Sentence phonemize(std::string text) const;
+
   PhonemeSet phoneme_set() const { return set_; }
   const SymbolTable& symbols() const { return symbols_; }
   const std::string& language() const { return language_; }
 
  private:
-  // One normalised sentence's phonemes and ids.
-  Sentence phonemize(std::string text) const;
-
   PhonemeSet set_;
   SymbolTable symbols_;
   std::string language_;

@@ -87,7 +87,7 @@ class Worker {
       : options_(options),
         front_end_(text::mandarin::make_phoneme_front_end(options.phonemes, symbols,
                                                           options.language, "teacher")),
-        teacher_(warm_up(*front_end_, options.language), options.phonemes) {}
+        teacher_(text::mandarin::teacher_voice(options.language), options.phonemes) {}
 
   // The manifest line for sentence `index`, or nullopt (counted and reported) when dropped.
   std::optional<json> process(size_t index, const CorpusLine& line, DatasetReport& report) {
@@ -142,14 +142,8 @@ class Worker {
   }
 
  private:
-  // The Phonemizer must initialise eSpeak before the Teacher re-initialises it (see Teacher);
-  // returns the teacher's voice.
-  static std::string warm_up(const text::FrontEnd& front_end, const std::string& language) {
-    front_end.process(language == text::mandarin::kMandarinLanguage ? "你好。" : "Hello.");
-    return text::mandarin::teacher_voice(language);
-  }
-
   const DatasetOptions& options_;
+  // Before the teacher: its Phonemizer initialises eSpeak first (see Teacher).
   std::unique_ptr<const text::FrontEnd> front_end_;
   Teacher teacher_;
 };

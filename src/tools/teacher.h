@@ -18,10 +18,9 @@ struct Utterance {
 
 // eSpeak NG in synchronous mode with phoneme events (IPA names, or ASCII mnemonics), speaking with
 // one fixed voice at its default rate and pitch (deterministic). libespeak-ng is process-global:
-// use one Teacher per process, from one thread. Construct it after voxd's Phonemizer has
-// initialised eSpeak (call FrontEnd::process once first): the Phonemizer initialises without
-// phoneme events, so the Teacher re-initialises eSpeak with them and then selects the voice again
-// for both.
+// use one Teacher per process, from one thread. Construct it after a voxd Phonemizer (a
+// FrontEnd holds one) has initialised eSpeak: the Phonemizer initialises without phoneme events,
+// so the Teacher re-initialises eSpeak with them and then selects the voice again for both.
 class Teacher {
  public:
   // eSpeak's native sample rate, which the teacher data keeps.

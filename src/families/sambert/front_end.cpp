@@ -6,18 +6,16 @@
 
 #include "core/error.h"
 #include "families/sambert/pinyin_symbols.h"
+#include "text/ascii.h"
 #include "text/mandarin/characters.h"
+#include "text/mandarin/espeak_front_end.h"
 
 namespace voxd::sambert {
 namespace {
 
-bool blank(std::string_view line) {
-  return line.find_first_not_of(" \t\v\f\r") == std::string_view::npos;
-}
-
 std::shared_ptr<const text::mandarin::MandarinReader> mandarin_reader_for(
     const std::string& language, std::string& reason) {
-  if (language != "zh-cn") {
+  if (language != text::mandarin::kMandarinLanguage) {
     reason = "voxd reads Mandarin text (language zh-cn), not language '" + language +
              "': give KAN-TTS symbol strings";
     return nullptr;
@@ -64,7 +62,7 @@ std::vector<SambertTokens> SymbolFrontEnd::utterances(
     const std::string_view line = input.substr(0, end);
     input.remove_prefix(end == std::string_view::npos ? input.size() : end + 1);
     ++number;
-    if (blank(line)) continue;
+    if (text::ascii::is_blank(line)) continue;
     if (line.find('$') == std::string_view::npos) {
       throw InputError("input_format kantts_symbols: voice '" + voice_ +
                        "' reads KAN-TTS symbol strings such as "
@@ -93,7 +91,7 @@ SymbolFrontEnd::Symbols SymbolFrontEnd::symbol_strings(
   if (!reader) throw InputError("voice '" + voice_ + "' reads no text: " + no_text_reason_);
   if (emotion) (void)symbols_.emotion_id(*emotion);
   if (speaker) (void)symbols_.speaker_id(*speaker);
-  if (!blank(text) && !text::mandarin::has_chinese(text)) {
+  if (!text::ascii::is_blank(text) && !text::mandarin::has_chinese(text)) {
     throw InputError("voice '" + voice_ +
                      "' speaks Mandarin (language zh-cn) and the text has no Chinese "
                      "characters; give Chinese text, or use a voice of the text's language");

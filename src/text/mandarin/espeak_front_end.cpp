@@ -3,15 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "text/espeak_front_end.h"
+#include "text/ascii.h"
 #include "text/mandarin/characters.h"
+#include "text/phonemizer.h"
 
 namespace voxd::text::mandarin {
 namespace {
-
-bool blank(std::string_view text) {
-  return text.find_first_not_of(" \t\n\v\f\r") == std::string_view::npos;
-}
 
 // The pinyin of `sentence` as eSpeak's cmn-latn-pinyin voice reads it.
 std::string pinyin_text(const ReadSentence& sentence) {
@@ -39,7 +36,8 @@ std::string pinyin_text(const ReadSentence& sentence) {
 }  // namespace
 
 PinyinEspeakFrontEnd::PinyinEspeakFrontEnd(SymbolTable symbols, std::string voice)
-    : symbols_(std::move(symbols)), voice_(std::move(voice)) {}
+    : voice_(std::move(voice)),
+      pinyin_(PhonemeSet::EspeakMnemonic, std::move(symbols), std::string(kEspeakVoice)) {}
 
 const MandarinReader& PinyinEspeakFrontEnd::reader() const {
   std::call_once(reader_once_, [this] {
@@ -50,7 +48,7 @@ const MandarinReader& PinyinEspeakFrontEnd::reader() const {
 }
 
 Analysis PinyinEspeakFrontEnd::analyze(std::string_view text) const {
-  if (blank(text)) throw InputError("text is empty");
+  if (ascii::is_blank(text)) throw InputError("text is empty");
   if (!has_chinese(text)) {
     throw InputError("voice '" + voice_ + "' speaks Mandarin (language " +
                      std::string(kMandarinLanguage) +
@@ -62,17 +60,7 @@ Analysis PinyinEspeakFrontEnd::analyze(std::string_view text) const {
   analysis.normalized = reading.normalized;
   size_t dropped = 0;
   for (const ReadSentence& read : reading.sentences) {
-    Sentence sentence;
-    sentence.text = pinyin_text(read);
-    if (sentence.text.empty()) continue;
-    sentence.phonemes = phonemizer_.phonemize_mnemonic(sentence.text, std::string(kEspeakVoice));
-    for (const std::string& phoneme : sentence.phonemes) {
-      if (const std::optional<int64_t> id = symbols_.id(phoneme)) {
-        sentence.ids.push_back(*id);
-      } else {
-        ++sentence.dropped;
-      }
-    }
+    Sentence sentence = pinyin_.phonemize(pinyin_text(read));
     dropped += sentence.dropped;
     const bool pronounceable =
         std::any_of(sentence.phonemes.begin(), sentence.phonemes.end(), is_phoneme);

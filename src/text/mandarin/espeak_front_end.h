@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
+#include "text/espeak_front_end.h"
 #include "text/front_end.h"
 #include "text/mandarin/reader.h"
-#include "text/phonemizer.h"
 #include "text/symbols.h"
 
 namespace voxd::text::mandarin {
@@ -42,9 +42,8 @@ class PinyinEspeakFrontEnd final : public FrontEnd {
  private:
   const MandarinReader& reader() const;
 
-  SymbolTable symbols_;
   std::string voice_;
-  Phonemizer phonemizer_;
+  EspeakFrontEnd pinyin_;  // the pinyin's mnemonics and ids
   mutable std::once_flag reader_once_;
   mutable std::unique_ptr<const MandarinReader> reader_;
 };

@@ -74,6 +74,18 @@ TEST(PinyinEspeakFrontEnd, AHanziWithoutAReadingIsLeftOutAndNamedWhenNothingIsLe
   EXPECT_NE(message.find("U+20002"), std::string::npos) << message;
 }
 
+// The eSpeak front end phonemizes each set as itself: mnemonics keep the tones IPA merges.
+TEST(EspeakFrontEnd, PhonemizesMnemonics) {
+  const EspeakFrontEnd mnemonics(PhonemeSet::EspeakMnemonic, zh_symbols(), "cmn-latn-pinyin");
+  EXPECT_EQ(mnemonics.unit_name(), "espeak-mnemonic");
+  const Sentence sentence = mnemonics.phonemize("ma1 ma4.");
+  EXPECT_EQ(sentence.phonemes,
+            (std::vector<std::string>{"m", "\xCB\x88", "A55", " ", "m", "\xCB\x88", "A51", "."}));
+  EXPECT_EQ(sentence.ids.size(), sentence.phonemes.size());
+  EXPECT_EQ(sentence.dropped, 0u);
+  EXPECT_EQ(sentence.text, "ma1 ma4.");
+}
+
 TEST(MakePhonemeFrontEnd, PicksTheFrontEndByLanguage) {
   const auto english = make_phoneme_front_end(
       PhonemeSet::EspeakIpa,
