@@ -1,11 +1,14 @@
 #include "backends/host_util.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace voxd::host {
@@ -117,6 +120,66 @@ void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
       if (at < 0) continue;
       std::memcpy(dst + static_cast<size_t>(at) * row, src + static_cast<size_t>(b * t + i) * row,
                   row);
+    }
+  }
+}
+
+void add(const Tensor& x, const Tensor& delta, Tensor& sum) {
+  const float* a = x.data<float>();
+  const float* b = delta.data<float>();
+  float* o = sum.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) o[i] = a[i] + b[i];
+}
+
+void swiglu(const Tensor& gate_up, Tensor& out) {
+  const int64_t rows = out.size(0);
+  const int64_t width = out.size(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = gate_up.data<float>() + r * 2 * width;
+    const float* up = gate + width;
+    float* o = out.data<float>() + r * width;
+    for (int64_t i = 0; i < width; ++i) {
+      const double g = gate[i];
+      const auto silu = static_cast<float>(g / (1.0 + std::exp(-g)));
+      o[i] = silu * up[i];
+    }
+  }
+}
+
+void qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages, const Tensor& page_table,
+                  const Tensor& positions, float theta, Tensor& q_out) {
+  const int64_t batch = qkv.size(0);
+  const int64_t steps = qkv.size(1);
+  const int64_t heads = qkv.size(3);
+  const int64_t dim = qkv.size(4);
+  const int64_t half = dim / 2;
+  const int64_t row = heads * dim;
+  const std::vector<float> inv_freq = rope_frequencies(theta, dim);
+  // Rotates one head's row (rotate_half) at `position` into `out`.
+  const auto rotate = [&](const float* in, float* out, int64_t position) {
+    for (int64_t j = 0; j < half; ++j) {
+      const float angle = static_cast<float>(position) * inv_freq[static_cast<size_t>(j)];
+      const double c = std::cos(static_cast<double>(angle));
+      const double s = std::sin(static_cast<double>(angle));
+      const double x1 = in[j];
+      const double x2 = in[j + half];
+      out[j] = static_cast<float>(x1 * c - x2 * s);
+      out[j + half] = static_cast<float>(x2 * c + x1 * s);
+    }
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t t = 0; t < steps; ++t) {
+      const int64_t position = positions.data<int64_t>()[b] + t;
+      const float* q = qkv.data<float>() + (b * steps + t) * 3 * row;
+      const float* k = q + row;
+      const float* v = k + row;
+      float* q_row = q_out.data<float>() + (b * steps + t) * row;
+      for (int64_t h = 0; h < heads; ++h) rotate(q + h * dim, q_row + h * dim, position);
+      const int64_t at = page_row(page_table, b, position, k_pages.size(1), k_pages.size(0));
+      if (at < 0) continue;
+      float* k_row = k_pages.data<float>() + at * row;
+      for (int64_t h = 0; h < heads; ++h) rotate(k + h * dim, k_row + h * dim, position);
+      std::copy(v, v + row, v_pages.data<float>() + at * row);
     }
   }
 }

@@ -31,6 +31,14 @@ int64_t page_row(const Tensor& page_table, int64_t b, int64_t p, int64_t page_si
 // Backend::write_pages on the host: each row of rows [B, T, ...] copied to its page row.
 void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                  const Tensor& positions);
+// Backend::add_rms_norm's sum on the host (F32): sum = x + delta elementwise.
+void add(const Tensor& x, const Tensor& delta, Tensor& sum);
+// Backend::swiglu on the host (F32): silu of the gate columns, rounded, times the up columns.
+void swiglu(const Tensor& gate_up, Tensor& out);
+// Backend::qkv_to_pages on the host (F32): rope as the reference computes it (cos and sin in
+// double of the F32 angle), the keys and values into their page rows.
+void qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages, const Tensor& page_table,
+                  const Tensor& positions, float theta, Tensor& q_out);
 // Backend::sample_tokens's token of row r: sample_token over logits row r and history row r.
 int64_t sample_row(const Tensor& logits, const Tensor& history, const TokenDraw& draw, int64_t r);
 

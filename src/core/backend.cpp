@@ -67,6 +67,12 @@ std::string_view op_name(OpKind op) {
       return "sample_tokens";
     case OpKind::Lstm:
       return "lstm";
+    case OpKind::AddRmsNorm:
+      return "add_rms_norm";
+    case OpKind::Swiglu:
+      return "swiglu";
+    case OpKind::QkvToPages:
+      return "qkv_to_pages";
   }
   return "?";
 }
@@ -191,6 +197,21 @@ void Backend::lstm(const Tensor& /*x_gates*/, const Tensor& /*w_hh*/, Tensor& /*
                    const std::vector<int64_t>& /*lengths*/, bool /*reverse*/, Tensor& /*out*/,
                    const KernelScratch& /*scratch*/) {
   not_implemented("lstm");
+}
+
+void Backend::add_rms_norm(const Tensor& /*x*/, const Tensor& /*delta*/, const Tensor& /*weight*/,
+                           float /*eps*/, Tensor& /*sum*/, Tensor& /*normed*/) {
+  not_implemented("add_rms_norm");
+}
+
+void Backend::swiglu(const Tensor& /*gate_up*/, Tensor& /*out*/) {
+  not_implemented("swiglu");
+}
+
+void Backend::qkv_to_pages(const Tensor& /*qkv*/, Tensor& /*k_pages*/, Tensor& /*v_pages*/,
+                           const Tensor& /*page_table*/, const Tensor& /*positions*/,
+                           float /*theta*/, Tensor& /*q_out*/, const KernelScratch& /*scratch*/) {
+  not_implemented("qkv_to_pages");
 }
 
 }  // namespace voxd

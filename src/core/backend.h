@@ -81,7 +81,10 @@ enum class OpKind : uint8_t {
   WritePages,
   Istft,
   SampleTokens,
-  Lstm,  // the last: OpKind values run from 0 to Lstm
+  Lstm,
+  AddRmsNorm,
+  Swiglu,
+  QkvToPages,  // the last: OpKind values run from 0 to QkvToPages
 };
 
 // The op as core/ops.h names it: "relu", "conv_transpose1d", "rms_norm".
@@ -300,6 +303,29 @@ class Backend {
   virtual void lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
                     const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
                     const KernelScratch& scratch);
+
+  // Fused steps of a Llama-style decoder layer (ChatTTS's GPT), each the same numbers as the ops
+  // it replaces run one after another, in one pass over memory.
+  //
+  // A residual add and the next RMSNorm: sum [N, C] = x + delta (delta converted to x's dtype
+  // first, the sum rounded to x's dtype), normed [N, C] (out's dtype) = rms_norm(sum, weight, eps)
+  // as rms_norm computes it in x's dtype, then converted to normed's dtype. x and weight share a
+  // dtype; delta and normed may have another floating dtype (a stream in F32, a compute dtype in
+  // BF16). sum may be x itself.
+  virtual void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                            Tensor& sum, Tensor& normed);
+  // The SiLU-gated unit of a Llama MLP over gate_up [N, 2·I] (the gate's columns, then the up
+  // projection's): out [N, I] = silu(gate) · up, silu rounded to the dtype, then the product.
+  virtual void swiglu(const Tensor& gate_up, Tensor& out);
+  // A paged layer's attention inputs from one q/k/v projection: qkv [B, T, 3, H, D] holds the
+  // queries, keys and values of T steps of B sequences. q_out [B, T, H, D] = rope(queries) and
+  // rope(keys) and the values are written into k_pages and v_pages [N, S, H, D] as write_pages
+  // writes them (positions[b] + t through page_table; rows in a missing page dropped), with
+  // rope's angles (position · rope_frequencies(theta, D), F32). page_table and positions as
+  // paged_attention takes them.
+  virtual void qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages,
+                            const Tensor& page_table, const Tensor& positions, float theta,
+                            Tensor& q_out, const KernelScratch& scratch);
 
  protected:
   // Throws the voxd::Error of a kernel this backend does not implement (called by the defaults).

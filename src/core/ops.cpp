@@ -986,6 +986,86 @@ Tensor lstm(Context& ctx, const Tensor& x_gates, const Tensor& w_hh, Tensor& h, 
   return out;
 }
 
+ResidualNorm add_rms_norm(Context& ctx, const Tensor& x, const Tensor& delta, const Tensor& weight,
+                          float eps, DType normed_dtype) {
+  const char* op = "add_rms_norm";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "delta", delta);
+  require_float_input(ctx, op, "weight", weight);
+  require_same_dtype(op, "weight", weight, x);
+  if (!is_floating(normed_dtype)) {
+    fail(op, "the normed output's dtype must be floating, got " +
+                 std::string(dtype_name(normed_dtype)));
+  }
+  if (x.dim() < 1 || delta.shape() != x.shape()) {
+    fail(op, "delta " + delta.shape_string() + " must have x's shape " + x.shape_string());
+  }
+  const int64_t c = x.size(-1);
+  if (weight.dim() != 1 || weight.size(0) != c) {
+    fail(op, "weight " + weight.shape_string() + " should be [" + std::to_string(c) + "] for x " +
+                 x.shape_string());
+  }
+  for (const DType dtype : {x.dtype(), delta.dtype(), normed_dtype}) {
+    require_backend(ctx, op, OpKind::AddRmsNorm, dtype);
+  }
+  const Tensor x2 = contiguous(ctx, x).reshape({-1, c});
+  const Tensor d2 = contiguous(ctx, delta).reshape({-1, c});
+  const Tensor w = contiguous(ctx, weight);
+  Tensor sum = empty(ctx, x2.shape(), x.dtype());
+  Tensor normed = empty(ctx, x2.shape(), normed_dtype);
+  if (!ctx.planning()) ctx.backend().add_rms_norm(x2, d2, w, eps, sum, normed);
+  return {sum.reshape(x.shape()), normed.reshape(x.shape())};
+}
+
+Tensor swiglu(Context& ctx, const Tensor& gate_up) {
+  const char* op = "swiglu";
+  require_float_input(ctx, op, "gate_up", gate_up);
+  if (gate_up.dim() < 1 || gate_up.size(-1) % 2 != 0) {
+    fail(op, "gate_up [..., 2·I] must have an even last dimension, got " + gate_up.shape_string());
+  }
+  require_backend(ctx, op, OpKind::Swiglu, gate_up.dtype());
+  const int64_t width = gate_up.size(-1);
+  const Tensor in = contiguous(ctx, gate_up).reshape({-1, width});
+  Tensor out = empty(ctx, {in.size(0), width / 2}, gate_up.dtype());
+  if (!ctx.planning() && out.numel() > 0) ctx.backend().swiglu(in, out);
+  Shape shape = gate_up.shape();
+  shape.back() = width / 2;
+  return out.reshape(shape);
+}
+
+Tensor qkv_to_pages(Context& ctx, const Tensor& qkv, Tensor& k_pages, Tensor& v_pages,
+                    const Tensor& page_table, const Tensor& positions, float theta) {
+  const char* op = "qkv_to_pages";
+  require_float_input(ctx, op, "qkv", qkv);
+  require_float_input(ctx, op, "k_pages", k_pages);
+  require_float_input(ctx, op, "v_pages", v_pages);
+  require_same_dtype(op, "k_pages", k_pages, qkv);
+  require_same_dtype(op, "v_pages", v_pages, qkv);
+  require_rank(op, "qkv", qkv, 5);
+  require_rank(op, "k_pages", k_pages, 4);
+  if (qkv.size(2) != 3 || qkv.size(4) % 2 != 0) {
+    fail(op, "qkv must be [B, T, 3, H, D] with an even head size D, got " + qkv.shape_string());
+  }
+  if (k_pages.shape() != v_pages.shape() || k_pages.size(2) != qkv.size(3) ||
+      k_pages.size(3) != qkv.size(4) || k_pages.size(1) < 1) {
+    fail(op, "qkv [B, T, 3, H, D], k_pages and v_pages [N, S, H, D] do not match: qkv " +
+                 qkv.shape_string() + ", k_pages " + k_pages.shape_string() + ", v_pages " +
+                 v_pages.shape_string());
+  }
+  if (!k_pages.is_contiguous() || !v_pages.is_contiguous()) {
+    fail(op, "the pages are written in place and must be contiguous");
+  }
+  if (!(theta > 0.0f) || !std::isfinite(theta)) {
+    fail(op, "theta must be a positive finite base (Llama: 10000), got " + std::to_string(theta));
+  }
+  check_page_metadata(ctx, op, page_table, positions, qkv.size(0), k_pages.size(0));
+  require_backend(ctx, op, OpKind::QkvToPages, qkv.dtype());
+  const Tensor in = contiguous(ctx, qkv);
+  Tensor q = empty(ctx, {qkv.size(0), qkv.size(1), qkv.size(3), qkv.size(4)}, qkv.dtype());
+  ctx.backend().qkv_to_pages(in, k_pages, v_pages, page_table, positions, theta, q, ctx.scratch());
+  return q;
+}
+
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1) {
   require_defined("transpose", "x", x);
   return contiguous(ctx, x.transpose(d0, d1));

@@ -169,5 +169,29 @@ Tensor lstm(Context& ctx, const Tensor& x_gates, const Tensor& w_hh, Tensor& h, 
 // Swaps two dimensions and returns a contiguous result.
 Tensor transpose(Context& ctx, const Tensor& x, int64_t d0, int64_t d1);
 
+// Fused steps of a Llama-style decoder layer (see Backend::add_rms_norm, swiglu, qkv_to_pages):
+// each gives the numbers of the ops it replaces, in one kernel.
+//
+// The residual stream after a sublayer and the next sublayer's input.
+struct ResidualNorm {
+  Tensor sum;     // x + delta, x's dtype and shape
+  Tensor normed;  // rms_norm(sum, weight, eps), the requested dtype
+};
+// x [..., C] + delta (x's shape; x's dtype or another floating one, converted to x's first), then
+// rms_norm of the sum with weight [C] (x's dtype) converted to normed_dtype: the same numbers as
+// add(x, to_device(delta, x.dtype())), rms_norm, to_device(normed_dtype).
+ResidualNorm add_rms_norm(Context& ctx, const Tensor& x, const Tensor& delta, const Tensor& weight,
+                          float eps, DType normed_dtype);
+// gate_up [..., 2·I] -> [..., I] = mul(silu(gate_up[..., :I]), gate_up[..., I:]) (a Llama MLP's
+// gate and up projections made by one linear).
+Tensor swiglu(Context& ctx, const Tensor& gate_up);
+// A paged attention layer's inputs from one projection qkv [B, T, 3, H, D] (queries, keys,
+// values): rope of the keys and the values written into k_pages and v_pages [N, S, H, D] as
+// write_pages writes them, and rope of the queries returned [B, T, H, D]; rope's positions are
+// positions[b] + t, theta as ops::rope takes it; page_table and positions as paged_attention
+// takes them.
+Tensor qkv_to_pages(Context& ctx, const Tensor& qkv, Tensor& k_pages, Tensor& v_pages,
+                    const Tensor& page_table, const Tensor& positions, float theta);
+
 }  // namespace ops
 }  // namespace voxd

@@ -742,6 +742,88 @@ void add_write_rows_cases(std::vector<OpCase>& cases) {
   cases.push_back(step);
 }
 
+// The fused steps of a Llama decoder layer (add_rms_norm, swiglu, qkv_to_pages); each output
+// of a fused op is a case of its own.
+void add_decoder_layer_cases(std::vector<OpCase>& cases) {
+  const auto residual = [](bool normed, Shape shape, uint32_t seed, std::string what) {
+    const int64_t c = shape.back();
+    return make(OpKind::AddRmsNorm,
+                std::string("add_rms_norm ") + (normed ? "normed " : "sum ") + what,
+                {random(shape, seed, -3.0f, 3.0f), random(shape, seed + 1, -3.0f, 3.0f),
+                 random({c}, seed + 2, -2.0f, 2.0f)},
+                [normed](Context& ctx, const In& in) {
+                  const ops::ResidualNorm r =
+                      ops::add_rms_norm(ctx, in[0], in[1], in[2], 1e-5f, in[0].dtype());
+                  return normed ? r.normed : r.sum;
+                });
+  };
+  for (bool normed : {false, true}) {
+    cases.push_back(residual(normed, {2, 9, 768}, 1900, "[2, 9, 768] (ChatTTS GPT)"));
+    cases.push_back(residual(normed, {3, 37}, 1910, "[3, 37]"));
+  }
+  cases.push_back(make(OpKind::AddRmsNorm, "add_rms_norm of a view, normed",
+                       {random({2, 37, 12}, 1920), random({2, 12, 37}, 1921), random({37}, 1922)},
+                       [](Context& ctx, const In& in) {
+                         return ops::add_rms_norm(ctx, in[0].transpose(1, 2), in[1], in[2], 1e-6f,
+                                                  in[0].dtype())
+                             .normed;
+                       }));
+  for (const Shape& shape : {Shape{2, 3, 2 * 48}, Shape{1, 1, 2 * 3072}, Shape{5, 2}}) {
+    cases.push_back(make(OpKind::Swiglu, "swiglu " + shape_to_string(shape),
+                         {random(shape, 1930, -6.0f, 6.0f)},
+                         [](Context& ctx, const In& in) { return ops::swiglu(ctx, in[0]); }));
+  }
+  struct Case {
+    int64_t batch, steps, pages, page_size, heads, dim;
+    std::vector<int64_t> table;  // [batch, P] (-1: none)
+    std::vector<int64_t> positions;
+    std::string what;
+  };
+  const std::vector<Case> list = {
+      {3, 1, 8, 4, 2, 16, {5, 2, 7, 0, -1, -1, 3, 6, 1}, {9, 2, 11}, "decode"},
+      {2, 5, 6, 4, 2, 8, {4, 1, 0, 3}, {0, 0}, "prefill"},
+      // Sequence 1's steps from position 4 on have no page: q still rotated, nothing written.
+      {2, 3, 6, 4, 3, 8, {4, 1, 0, -1}, {5, 2}, "into a missing page"},
+      {2, 1, 10, 16, 12, 64, {9, 0, 7, 1, 3, 4}, {40, 17}, "over ChatTTS's heads"},
+  };
+  uint32_t seed = 1940;
+  for (const Case& tc : list) {
+    const auto width = static_cast<int64_t>(tc.table.size()) / tc.batch;
+    const Tensor table = ints({tc.batch, width}, tc.table);
+    const Tensor positions = ints({tc.batch}, tc.positions);
+    const Shape pages = {tc.pages, tc.page_size, tc.heads, tc.dim};
+    for (bool device : {false, true}) {
+      const auto meta = [&](const Tensor& t) { return device ? given_on_device(t) : given(t); };
+      for (int output = 0; output < 3; ++output) {
+        const char* name[] = {"q", "k_pages", "v_pages"};
+        cases.push_back(make(
+            OpKind::QkvToPages,
+            std::string("qkv_to_pages ") + tc.what + " B" + str(tc.batch) + " T" + str(tc.steps) +
+                ", " + name[output] + (device ? ", table on the device" : ""),
+            {random({tc.batch, tc.steps, 3, tc.heads, tc.dim}, seed, -2.0f, 2.0f),
+             random(pages, seed + 1), random(pages, seed + 2), meta(table), meta(positions)},
+            [output](Context& c, const In& in) {
+              Tensor k_pages = ops::to_device(c, in[1], in[1].dtype());
+              Tensor v_pages = ops::to_device(c, in[2], in[2].dtype());
+              const Tensor q = ops::qkv_to_pages(c, in[0], k_pages, v_pages, in[3], in[4], 1e4f);
+              return output == 0 ? q : (output == 1 ? k_pages : v_pages);
+            }));
+      }
+    }
+    seed += 3;
+  }
+  cases.push_back(
+      make(OpKind::QkvToPages, "qkv_to_pages refuses an odd head size",
+           {random({1, 1, 3, 2, 5}, 1960), random({2, 4, 2, 5}, 1961), random({2, 4, 2, 5}, 1962),
+            given(ints({1, 1}, {0})), given(ints({1}, {0}))},
+           [](Context& c, const In& in) {
+             Tensor k_pages = ops::to_device(c, in[1], in[1].dtype());
+             Tensor v_pages = ops::to_device(c, in[2], in[2].dtype());
+             return ops::qkv_to_pages(c, in[0], k_pages, v_pages, in[3], in[4], 1e4f);
+           }));
+  cases.back().error = "even head size";
+}
+
 // Pages [pages, page_size, heads, dim] and a page table [B, P] per case: paged_attention of q
 // over them, and write_pages of rows into them.
 void add_paged_cases(std::vector<OpCase>& cases) {
@@ -772,6 +854,25 @@ void add_paged_cases(std::vector<OpCase>& cases) {
         {22, 23, 24, 25, 26, 27, 28, 29}},
        {1, 17, 120, 64},
        "over ChatTTS's heads"},
+      // Hundreds of keys (many passes of the vectorised kernel) in a table 64 pages wide.
+      {2,
+       1,
+       70,
+       16,
+       4,
+       64,
+       {[] {
+          std::vector<int64_t> row;
+          for (int64_t p = 0; p < 64; ++p) row.push_back(p < 45 ? 69 - p : -1);
+          return row;
+        }(),
+        [] {
+          std::vector<int64_t> row;
+          for (int64_t p = 0; p < 64; ++p) row.push_back(p < 20 ? p : -1);
+          return row;
+        }()},
+       {700, 301},
+       "over hundreds of keys"},
   };
   uint32_t seed = 1700;
   for (const Case& tc : list) {
@@ -1237,6 +1338,7 @@ std::vector<OpCase> build_cases() {
   add_embedding_cases(cases);
   add_attention_cases(cases);
   add_paged_cases(cases);
+  add_decoder_layer_cases(cases);
   add_rope_cases(cases);
   add_sampling_cases(cases);
   add_lstm_cases(cases);

@@ -50,6 +50,44 @@ TEST_F(ReferenceHand, TheUnaryOpsOfChatTTS) {
   EXPECT_TRUE(std::isnan(clipped[3]));  // torch.clamp keeps NaN
 }
 
+// The fused decoder-layer ops are, on the reference, exactly the ops they stand for.
+TEST_F(ReferenceHand, TheFusedDecoderOpsAreTheOpsTheyReplace) {
+  const Tensor x = testing::random_tensor({3, 40}, 1);
+  const Tensor delta = testing::random_tensor({3, 40}, 2);
+  const Tensor weight = testing::random_tensor({40}, 3);
+  const ops::ResidualNorm fused = ops::add_rms_norm(ctx_, x, delta, weight, 1e-5f, DType::F32);
+  const Tensor sum = ops::add(ctx_, x, delta);
+  EXPECT_EQ(fused.sum.to_float_vector(), sum.to_float_vector());
+  EXPECT_EQ(fused.normed.to_float_vector(),
+            ops::rms_norm(ctx_, sum, weight, 1e-5f).to_float_vector());
+
+  const Tensor gate_up = testing::random_tensor({2, 3, 16}, 4);
+  EXPECT_EQ(ops::swiglu(ctx_, gate_up).to_float_vector(),
+            ops::mul(ctx_, ops::silu(ctx_, gate_up.narrow(2, 0, 8)), gate_up.narrow(2, 8, 8))
+                .to_float_vector());
+
+  // Two sequences of two steps at positions 5 and 2 in pages of 4 (sequence 1's second page
+  // missing, so its step at position 4 writes nothing).
+  const Tensor qkv = testing::random_tensor({2, 2, 3, 2, 8}, 5);
+  const Tensor table = Tensor::from_vector({2, 2}, std::vector<int64_t>{3, 1, 0, -1});
+  const Tensor positions = Tensor::from_vector({2}, std::vector<int64_t>{5, 3});
+  const Tensor pages = testing::random_tensor({4, 4, 2, 8}, 6);
+  Tensor k_fused = ops::to_device(ctx_, pages);
+  Tensor v_fused = ops::to_device(ctx_, pages);
+  const Tensor q = ops::qkv_to_pages(ctx_, qkv, k_fused, v_fused, table, positions, 1e4f);
+  const auto part = [&](int64_t i) {
+    return ops::contiguous(ctx_, qkv.narrow(2, i, 1)).reshape({2, 2, 2, 8});
+  };
+  Tensor k_pages = ops::to_device(ctx_, pages);
+  Tensor v_pages = ops::to_device(ctx_, pages);
+  ops::write_pages(ctx_, k_pages, ops::rope(ctx_, part(1), positions, 1e4f), table, positions);
+  ops::write_pages(ctx_, v_pages, part(2), table, positions);
+  EXPECT_EQ(q.to_float_vector(), ops::rope(ctx_, part(0), positions, 1e4f).to_float_vector());
+  EXPECT_EQ(k_fused.to_float_vector(), k_pages.to_float_vector());
+  EXPECT_EQ(v_fused.to_float_vector(), v_pages.to_float_vector());
+  EXPECT_NE(v_fused.to_float_vector(), pages.to_float_vector());  // something was written
+}
+
 TEST_F(ReferenceHand, RmsNorm) {
   // [3, 4]: mean of squares 12.5, so x / sqrt(12.5) = [0.8485281, 1.1313708], times [1, 2].
   expect_values(ops::rms_norm(ctx_, t({1, 2}, {3, 4}), t({2}, {1, 2}), 0.0f), {1, 2},

@@ -1001,4 +1001,24 @@ void CpuBackend::lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tens
   }
 }
 
+void CpuBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                              Tensor& sum, Tensor& normed) {
+  assert(x.dtype() == DType::F32 && delta.dtype() == DType::F32 && normed.dtype() == DType::F32);
+  host::add(x, delta, sum);
+  rms_norm(sum, weight, eps, normed);
+}
+
+void CpuBackend::swiglu(const Tensor& gate_up, Tensor& out) {
+  assert(gate_up.dtype() == DType::F32);
+  host::swiglu(gate_up, out);
+}
+
+void CpuBackend::qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages,
+                              const Tensor& page_table, const Tensor& positions, float theta,
+                              Tensor& q_out, const KernelScratch& scratch) {
+  assert(qkv.dtype() == DType::F32);
+  if (scratch.planning()) return;
+  host::qkv_to_pages(qkv, k_pages, v_pages, page_table, positions, theta, q_out);
+}
+
 }  // namespace voxd

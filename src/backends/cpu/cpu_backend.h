@@ -98,6 +98,12 @@ class CpuBackend final : public Backend {
   void lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Tensor& c,
             const std::vector<int64_t>& lengths, bool reverse, Tensor& out,
             const KernelScratch& scratch) override;
+  void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                    Tensor& sum, Tensor& normed) override;
+  void swiglu(const Tensor& gate_up, Tensor& out) override;
+  void qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages, const Tensor& page_table,
+                    const Tensor& positions, float theta, Tensor& q_out,
+                    const KernelScratch& scratch) override;
 
  private:
   // conv1d with one input channel per output channel (cin/groups == cout/groups == 1).

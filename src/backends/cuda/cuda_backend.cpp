@@ -1111,6 +1111,44 @@ void CudaBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& p
                     handles_->stream, op);
 }
 
+void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                               float eps, Tensor& sum, Tensor& normed) {
+  const char* op = "add_rms_norm";
+  open(op);
+  assert(x.dim() == 2 && delta.shape() == x.shape() && sum.shape() == x.shape());
+  cuda::add_rms_norm(x.raw_data(), x.dtype(), delta.raw_data(), delta.dtype(), weight.raw_data(),
+                     sum.raw_data(), normed.raw_data(), normed.dtype(), x.size(0), x.size(1), eps,
+                     handles_->stream, op);
+}
+
+void CudaBackend::swiglu(const Tensor& gate_up, Tensor& out) {
+  const char* op = "swiglu";
+  open(op);
+  assert(gate_up.dim() == 2 && out.size(1) * 2 == gate_up.size(1));
+  cuda::swiglu(gate_up.raw_data(), out.raw_data(), out.dtype(), out.size(0), out.size(1),
+               handles_->stream, op);
+}
+
+void CudaBackend::qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages,
+                               const Tensor& page_table, const Tensor& positions, float theta,
+                               Tensor& q_out, const KernelScratch& scratch) {
+  const char* op = "qkv_to_pages";
+  const int64_t dim = qkv.size(4);
+  const bool empty = qkv.numel() == 0;
+  const ScratchBuffer tables =
+      take(scratch, empty ? 0 : page_table_bytes(page_table, positions, Tensor{}));
+  const ScratchBuffer frequencies =
+      take(scratch, empty ? 0 : rope_frequency_bytes(static_cast<size_t>(dim / 2)));
+  if (scratch.planning() || empty) return;
+  open(op);
+  cuda::qkv_to_pages(qkv.raw_data(), k_pages.raw_data(), v_pages.raw_data(), q_out.raw_data(),
+                     qkv.dtype(), qkv.size(0), qkv.size(1), qkv.size(3), dim,
+                     rope_frequency_table(rope_frequencies(theta, dim), frequencies, op),
+                     page_table_on_device(page_table, positions, Tensor{}, k_pages.size(1),
+                                          k_pages.size(0), tables, op),
+                     handles_->stream, op);
+}
+
 void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& window, int64_t hop,
                         Tensor& out, const KernelScratch& scratch) {
   const char* op = "istft";

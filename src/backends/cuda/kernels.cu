@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_types.cuh"
@@ -305,6 +306,46 @@ __global__ void rms_norm_kernel(const T* x, const T* weight, T* out, int64_t row
       const T normalised = from_float<T>(to_float(in[j]) * inv);
       out[r * c + j] = from_float<T>(to_float(weight[j]) * to_float(normalised));
     }
+  }
+}
+
+// rms_norm_kernel after a residual add, one block per row: sum = x + delta (delta rounded to T
+// first) is written and normalised as rms_norm_kernel does, the result converted to O. The sum is
+// formed again in the second pass (the same rounding) instead of being kept.
+template <typename T, typename D, typename O>
+__global__ void add_rms_norm_kernel(const T* x, const D* delta, const T* weight, T* sum, O* normed,
+                                    int64_t rows, int64_t c, float eps) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const auto added = [&](int64_t j) {
+      return to_float(from_float<T>(to_float(x[r * c + j]) +
+                                    to_float(from_float<T>(to_float(delta[r * c + j])))));
+    };
+    float sq = 0;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float v = added(j);
+      sq += v * v;
+    }
+    const float inv = rsqrtf(block_reduce<false>(sq, shared) / static_cast<float>(c) + eps);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float v = added(j);
+      const T normalised = from_float<T>(v * inv);
+      normed[r * c + j] =
+          from_float<O>(to_float(from_float<T>(to_float(weight[j]) * to_float(normalised))));
+      sum[r * c + j] = from_float<T>(v);
+    }
+  }
+}
+
+// out [rows, width] = silu(gate) rounded to T, times up, of gate_up [rows, 2·width].
+template <typename T>
+__global__ void swiglu_kernel(const T* gate_up, T* out, int64_t width, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t r = i / width;
+    const int64_t j = i % width;
+    const float g = to_float(gate_up[r * 2 * width + j]);
+    const T silu = from_float<T>(g / (1.0f + expf(-g)));
+    out[i] = from_float<T>(to_float(silu) * to_float(gate_up[r * 2 * width + width + j]));
   }
 }
 
@@ -632,6 +673,154 @@ __global__ void write_pages_kernel(U* pages, const U* rows, PagedKeys where, int
   }
 }
 
+// qkv [B, T, 3, H, D] -> q_out [B, T, H, D] rotated, and the rotated keys and the values into
+// their page rows, one thread per (b, t, h, j < D/2) pair; rope_kernel's and
+// write_pages_kernel's rules.
+template <typename T>
+__global__ void qkv_to_pages_kernel(const T* qkv, T* k_pages, T* v_pages, T* q_out, PagedKeys where,
+                                    RopeFrequencies inv_freq, int64_t steps, int64_t heads,
+                                    int64_t half, int64_t pairs) {
+  const int64_t dim = 2 * half;
+  const int64_t row = heads * dim;
+  for (int64_t i = global_index(); i < pairs; i += grid_stride()) {
+    const int64_t j = i % half;
+    const int64_t h = i / half % heads;
+    const int64_t step_row = i / (half * heads);  // (b, t)
+    const int64_t b = step_row / steps;
+    const int64_t position = where.positions[b] + step_row % steps;
+    float s = 0;
+    float c = 0;
+    sincosf(__fmul_rn(static_cast<float>(position), value_of(inv_freq, j)), &s, &c);
+    const T* q = qkv + step_row * 3 * row + h * dim + j;
+    const float q1 = to_float(q[0]);
+    const float q2 = to_float(q[half]);
+    T* qo = q_out + step_row * row + h * dim + j;
+    qo[0] = from_float<T>(q1 * c - q2 * s);
+    qo[half] = from_float<T>(q2 * c + q1 * s);
+    if (position < 0 || position >= where.pages_per_sequence * where.page_size) continue;
+    const int64_t page_row = where.row_of(b, position);
+    if (page_row < 0) continue;
+    const T* k = q + row;
+    const T* v = k + row;
+    const float k1 = to_float(k[0]);
+    const float k2 = to_float(k[half]);
+    T* ko = k_pages + page_row * row + h * dim + j;
+    ko[0] = from_float<T>(k1 * c - k2 * s);
+    ko[half] = from_float<T>(k2 * c + k1 * s);
+    T* vo = v_pages + page_row * row + h * dim + j;
+    vo[0] = v[0];
+    vo[half] = v[half];
+  }
+}
+
+// Sixteen bytes of T: what one thread of attention_over_rows_vec_kernel loads at a time.
+template <typename T>
+struct alignas(16) Vec16 {
+  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
+  T v[kSize];
+};
+
+// attention_over_rows_kernel's numbers with its memory traffic spread over the block: each key
+// is read by kLanes threads, sixteen bytes each (dim = kLanes · 16 / sizeof(T)), so a block of
+// kAttentionVecThreads threads scores and sums blockDim.x / kLanes keys at a time where the
+// plain kernel has a warp per key for the scores and a thread per element for the sums
+// (bench/NOTES.md, session 15). Shared memory holds the scores and the groups' partial sums
+// only, so that eight blocks fit on a multiprocessor over a 4,096-position table.
+template <typename T, typename Keys, int kLanes>
+__global__ void attention_over_rows_vec_kernel(const T* q, const T* k, const T* v, T* out,
+                                               int64_t tq, int64_t heads, float scale,
+                                               int64_t capacity, Keys keys) {
+  using V = Vec16<T>;
+  constexpr int kVec = V::kSize;
+  constexpr int64_t dim = static_cast<int64_t>(kLanes) * kVec;
+  extern __shared__ float shared_memory[];
+  const int groups = static_cast<int>(blockDim.x) / kLanes;
+  float* reduce = shared_memory;                  // [32]
+  float* partial = reduce + 32;                   // [groups · dim]
+  float* probabilities = partial + groups * dim;  // [capacity]
+  const int64_t sequence = blockIdx.x / heads;
+  const int64_t head = blockIdx.x % heads;
+  const int64_t i = blockIdx.y;
+  const int64_t row = heads * dim;
+  const int64_t first = keys.first(sequence);
+  const int64_t limit = keys.visible(sequence, i);
+  const int lane = static_cast<int>(threadIdx.x) % kLanes;
+  const int group = static_cast<int>(threadIdx.x) / kLanes;
+  T* o = out + ((sequence * tq + i) * heads + head) * dim;
+  const V query =
+      *reinterpret_cast<const V*>(q + ((sequence * tq + i) * heads + head) * dim + lane * kVec);
+  // Every lane of a warp runs the same number of passes: the shuffles need them all.
+  for (int64_t base = first; base < limit; base += groups) {
+    const int64_t j = base + group;
+    const int64_t key_row = j < limit ? keys.row_of(sequence, j) : -1;
+    float dot = 0.0f;
+    if (key_row >= 0) {
+      const V key = *reinterpret_cast<const V*>(k + key_row * row + head * dim + lane * kVec);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) dot += to_float(query.v[e]) * to_float(key.v[e]);
+    }
+#pragma unroll
+    for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    }
+    if (lane == 0 && j < limit) probabilities[j] = key_row >= 0 ? scale * dot : -INFINITY;
+  }
+  __syncthreads();
+  float local_max = -INFINITY;
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+    local_max = fmaxf(local_max, probabilities[j]);
+  }
+  const float max_score = block_reduce<true>(local_max, reduce);
+  if (max_score == -INFINITY) {  // no key to attend to: NaN, as the host backends give
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
+    return;
+  }
+  float local_sum = 0.0f;
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+    local_sum += __expf(probabilities[j] - max_score);
+  }
+  const float inv_sum = 1.0f / block_reduce<false>(local_sum, reduce);
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+    probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
+  }
+  __syncthreads();
+  float acc[kVec] = {};
+  for (int64_t j = first + group; j < limit; j += groups) {
+    const int64_t key_row = keys.row_of(sequence, j);
+    if (key_row < 0) continue;
+    const float p = probabilities[j];
+    const V value = *reinterpret_cast<const V*>(v + key_row * row + head * dim + lane * kVec);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[e] += p * to_float(value.v[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) partial[group * dim + lane * kVec + e] = acc[e];
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int g = 0; g < groups; ++g) sum += partial[g * dim + d];
+    o[d] = from_float<T>(sum);
+  }
+}
+
+// The lanes per key of attention_over_rows_vec_kernel for heads of `dim` elements of `bytes`
+// each, or 0 when it does not take them.
+int attention_vec_lanes(int64_t dim, size_t bytes) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(bytes);
+  if (row_bytes % 16 != 0) return 0;
+  const int64_t lanes = row_bytes / 16;
+  return lanes == 2 || lanes == 4 || lanes == 8 || lanes == 16 || lanes == 32
+             ? static_cast<int>(lanes)
+             : 0;
+}
+
+constexpr int kAttentionVecThreads = 256;
+
+size_t attention_vec_shared_bytes(int lanes, int64_t dim, int64_t capacity) {
+  const auto groups = static_cast<int64_t>(kAttentionVecThreads / lanes);
+  return static_cast<size_t>(32 + groups * dim + capacity) * sizeof(float);
+}
+
 // Launches attention_over_rows_kernel for every sequence, head and query.
 template <typename Keys>
 void launch_attention_over_rows(const void* q, const void* k, const void* v, void* out, DType dtype,
@@ -643,6 +832,40 @@ void launch_attention_over_rows(const void* q, const void* k, const void* v, voi
   const size_t shared = attention_over_rows_shared_bytes(dim, max_keys);
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
+    const int lanes = attention_vec_lanes(dim, sizeof(T));
+    const size_t vec_shared = attention_vec_shared_bytes(lanes == 0 ? 1 : lanes, dim, max_keys);
+    if (lanes != 0 && vec_shared <= kAttentionOverRowsMaxSharedBytes) {
+      const auto launch = [&](auto lanes_constant) {
+        const auto kernel =
+            attention_over_rows_vec_kernel<T, Keys, decltype(lanes_constant)::value>;
+        if (vec_shared > 48 * 1024) {
+          check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kAttentionOverRowsMaxSharedBytes)),
+                "cudaFuncSetAttribute", op);
+        }
+        kernel<<<grid, kAttentionVecThreads, vec_shared, stream>>>(
+            static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+            static_cast<T*>(out), tq, heads, scale, max_keys, keys);
+      };
+      switch (lanes) {
+        case 2:
+          launch(std::integral_constant<int, 2>{});
+          break;
+        case 4:
+          launch(std::integral_constant<int, 4>{});
+          break;
+        case 8:
+          launch(std::integral_constant<int, 8>{});
+          break;
+        case 16:
+          launch(std::integral_constant<int, 16>{});
+          break;
+        default:
+          launch(std::integral_constant<int, 32>{});
+          break;
+      }
+      return;
+    }
     const auto kernel = attention_over_rows_kernel<T, Keys>;
     if (shared > 48 * 1024) {
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -779,6 +1002,38 @@ void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t
     rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x),
                                                      static_cast<const T*>(weight),
                                                      static_cast<T*>(out), rows, c, eps);
+  });
+  check_launch(op);
+}
+
+void add_rms_norm(const void* x, DType x_dtype, const void* delta, DType delta_dtype,
+                  const void* weight, void* sum, void* normed, DType normed_dtype, int64_t rows,
+                  int64_t c, float eps, cudaStream_t stream, const char* op) {
+  if (rows == 0 || c == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, 65535));
+  dispatch_float(x_dtype, op, [&](auto t) {
+    dispatch_float(delta_dtype, op, [&](auto d) {
+      dispatch_float(normed_dtype, op, [&](auto o) {
+        using T = decltype(t);
+        using D = decltype(d);
+        using O = decltype(o);
+        add_rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const D*>(delta), static_cast<const T*>(weight),
+            static_cast<T*>(sum), static_cast<O*>(normed), rows, c, eps);
+      });
+    });
+  });
+  check_launch(op);
+}
+
+void swiglu(const void* gate_up, void* out, DType dtype, int64_t rows, int64_t width,
+            cudaStream_t stream, const char* op) {
+  const int64_t n = rows * width;
+  if (n == 0) return;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    swiglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(gate_up),
+                                                          static_cast<T*>(out), width, n);
   });
   check_launch(op);
 }
@@ -924,6 +1179,23 @@ void paged_attention(const void* q, const void* k_pages, const void* v_pages, vo
                              PagedKeys{table.entries, table.positions, table.key_starts,
                                        table.pages_per_sequence, table.page_size, table.pages},
                              stream, op);
+}
+
+void qkv_to_pages(const void* qkv, void* k_pages, void* v_pages, void* q_out, DType dtype,
+                  int64_t batch, int64_t steps, int64_t heads, int64_t dim,
+                  const RopeFrequencies& inv_freq, const PageTable& table, cudaStream_t stream,
+                  const char* op) {
+  const int64_t pairs = batch * steps * heads * (dim / 2);
+  if (pairs == 0) return;
+  const PagedKeys where{table.entries,   table.positions, nullptr, table.pages_per_sequence,
+                        table.page_size, table.pages};
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    qkv_to_pages_kernel<<<blocks_for(pairs), kThreads, 0, stream>>>(
+        static_cast<const T*>(qkv), static_cast<T*>(k_pages), static_cast<T*>(v_pages),
+        static_cast<T*>(q_out), where, inv_freq, steps, heads, dim / 2, pairs);
+  });
+  check_launch(op);
 }
 
 void write_pages(void* pages, const void* rows, int element_bytes, int64_t batch, int64_t steps,

@@ -53,6 +53,15 @@ void layer_norm(const void* x, const void* gamma, const void* beta, void* out, D
 // again (transformers' LlamaRMSNorm). out may be x.
 void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t rows, int64_t c,
               float eps, cudaStream_t stream, const char* op);
+// rms_norm after a residual add (Backend::add_rms_norm): sum [rows, c] (x's dtype) = x + delta
+// (delta rounded to x's dtype), normed (normed_dtype) = rms_norm of the sum as rms_norm computes
+// it in x's dtype, then converted. sum may be x.
+void add_rms_norm(const void* x, DType x_dtype, const void* delta, DType delta_dtype,
+                  const void* weight, void* sum, void* normed, DType normed_dtype, int64_t rows,
+                  int64_t c, float eps, cudaStream_t stream, const char* op);
+// out [rows, width] = silu(gate_up[:, :width]) (rounded) · gate_up[:, width:].
+void swiglu(const void* gate_up, void* out, DType dtype, int64_t rows, int64_t width,
+            cudaStream_t stream, const char* op);
 // A few values per sequence (positions, lengths) passed by value with a launch, so that a decode
 // step uploads nothing for them (and its launches can be captured), or, for more sequences than
 // fit, an array in device memory.
@@ -156,6 +165,13 @@ bool paged_attention_fits(int64_t capacity, int64_t dim);
 void paged_attention(const void* q, const void* k_pages, const void* v_pages, void* out,
                      DType dtype, int64_t batch, int64_t tq, int64_t heads, int64_t dim,
                      const PageTable& table, float scale, cudaStream_t stream, const char* op);
+// Backend::qkv_to_pages: qkv [batch, steps, 3, heads, dim] -> q_out [batch, steps, heads, dim]
+// rotated (rope's angles from table.positions and inv_freq), the rotated keys and the values
+// into k_pages and v_pages [pages, page_size, heads, dim] through the table.
+void qkv_to_pages(const void* qkv, void* k_pages, void* v_pages, void* q_out, DType dtype,
+                  int64_t batch, int64_t steps, int64_t heads, int64_t dim,
+                  const RopeFrequencies& inv_freq, const PageTable& table, cudaStream_t stream,
+                  const char* op);
 // Backend::write_pages: rows [batch, steps, inner] (elements of element_bytes, 2 or 4) into
 // pages [pages, page_size, inner].
 void write_pages(void* pages, const void* rows, int element_bytes, int64_t batch, int64_t steps,
