@@ -7,6 +7,25 @@
 
 namespace voxd::chattts {
 
+namespace {
+
+// The tensors `names` (each [rows, cols]) stacked along their rows into one weight in `dtype` on
+// ctx's device, so that their products with one input are one gemm.
+Tensor load_stacked(Context& ctx, const WeightSource& source, const std::vector<std::string>& names,
+                    int64_t rows, int64_t cols, DType dtype) {
+  std::vector<float> stacked;
+  stacked.reserve(names.size() * static_cast<size_t>(rows * cols));
+  for (const std::string& name : names) {
+    const std::vector<float> part =
+        load_host_parameter(source, name, {rows, cols}).to_float_vector();
+    stacked.insert(stacked.end(), part.begin(), part.end());
+  }
+  return ops::to_device(
+      ctx, Tensor::from_vector({static_cast<int64_t>(names.size()) * rows, cols}, stacked), dtype);
+}
+
+}  // namespace
+
 Gpt Gpt::load(Context& ctx, const GptConfig& config, const WeightSource& transformer,
               const WeightSource& embed, DType dtype) {
   Gpt gpt;
@@ -22,12 +41,14 @@ Gpt Gpt::load(Context& ctx, const GptConfig& config, const WeightSource& transfo
     layer.input_norm = load_parameter(ctx, transformer, p + "input_layernorm.weight", {h}, stream);
     layer.post_attention_norm =
         load_parameter(ctx, transformer, p + "post_attention_layernorm.weight", {h}, stream);
-    layer.q = load_parameter(ctx, transformer, p + "self_attn.q_proj.weight", {h, h}, compute);
-    layer.k = load_parameter(ctx, transformer, p + "self_attn.k_proj.weight", {h, h}, compute);
-    layer.v = load_parameter(ctx, transformer, p + "self_attn.v_proj.weight", {h, h}, compute);
+    layer.qkv = load_stacked(ctx, transformer,
+                             {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                              p + "self_attn.v_proj.weight"},
+                             h, h, compute);
     layer.o = load_parameter(ctx, transformer, p + "self_attn.o_proj.weight", {h, h}, compute);
-    layer.gate = load_parameter(ctx, transformer, p + "mlp.gate_proj.weight", {inner, h}, compute);
-    layer.up = load_parameter(ctx, transformer, p + "mlp.up_proj.weight", {inner, h}, compute);
+    layer.gate_up =
+        load_stacked(ctx, transformer, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"},
+                     inner, h, compute);
     layer.down = load_parameter(ctx, transformer, p + "mlp.down_proj.weight", {h, inner}, compute);
     gpt.layers_.push_back(std::move(layer));
   }
@@ -39,18 +60,14 @@ Gpt Gpt::load(Context& ctx, const GptConfig& config, const WeightSource& transfo
   // The num_vq code heads stacked into one [num_vq · num_audio_tokens, hidden] weight: a step's
   // code logits are one gemm.
   const int64_t audio = config.num_audio_tokens;
-  std::vector<float> heads;
-  heads.reserve(static_cast<size_t>(config.num_vq * audio * h));
+  std::vector<std::string> heads;
   for (int64_t q = 0; q < config.num_vq; ++q) {
     const std::string n = std::to_string(q);
     gpt.emb_code_.push_back(
         load_parameter(ctx, embed, "emb_code." + n + ".weight", {audio, h}, stream));
-    const std::vector<float> head =
-        load_host_parameter(embed, "head_code." + n + ".weight", {audio, h}).to_float_vector();
-    heads.insert(heads.end(), head.begin(), head.end());
+    heads.push_back("head_code." + n + ".weight");
   }
-  gpt.head_code_ =
-      ops::to_device(ctx, Tensor::from_vector({config.num_vq * audio, h}, heads), compute);
+  gpt.head_code_ = load_stacked(ctx, embed, heads, audio, h, compute);
   return gpt;
 }
 
@@ -147,13 +164,18 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, KvCache& cache) cons
   attention.key_lengths = ends;
   attention.causal = true;
   attention.query_offsets = cache.lengths;
-  Tensor hidden =
-      run_layers(ctx, embeddings, Tensor::from_vector({b}, cache.lengths),
-                 [&](size_t l, const Tensor& q, const Tensor& k, const Tensor& v) {
-                   ops::write_rows(ctx, cache.keys[l], k, cache.lengths);
-                   ops::write_rows(ctx, cache.values[l], v, cache.lengths);
-                   return ops::attention(ctx, q, cache.keys[l], cache.values[l], attention);
-                 });
+  const Tensor positions = Tensor::from_vector({b}, cache.lengths);
+  const int64_t heads = config_.num_attention_heads;
+  Tensor hidden = run_layers(ctx, embeddings, [&](size_t l, const Tensor& qkv) {
+    const auto part = [&](int64_t i) {
+      return ops::contiguous(ctx, qkv.narrow(2, i, 1)).reshape({b, t, heads, config_.head_dim()});
+    };
+    ops::write_rows(ctx, cache.keys[l], ops::rope(ctx, part(1), positions, rope_theta()),
+                    cache.lengths);
+    ops::write_rows(ctx, cache.values[l], part(2), cache.lengths);
+    return ops::attention(ctx, ops::rope(ctx, part(0), positions, rope_theta()), cache.keys[l],
+                          cache.values[l], attention);
+  });
   cache.lengths = ends;
   return hidden;
 }
@@ -183,13 +205,12 @@ Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
 Tensor Gpt::forward(Context& ctx, const Tensor& embeddings, PagedKvCache& cache,
                     const Tensor& page_table, const Tensor& positions) const {
   check_embeddings(embeddings);
-  return run_layers(ctx, embeddings, positions,
-                    [&](size_t l, const Tensor& q, const Tensor& k, const Tensor& v) {
-                      ops::write_pages(ctx, cache.keys[l], k, page_table, positions);
-                      ops::write_pages(ctx, cache.values[l], v, page_table, positions);
-                      return ops::paged_attention(ctx, q, cache.keys[l], cache.values[l],
-                                                  page_table, positions, attention_scale());
-                    });
+  return run_layers(ctx, embeddings, [&](size_t l, const Tensor& qkv) {
+    const Tensor q = ops::qkv_to_pages(ctx, qkv, cache.keys[l], cache.values[l], page_table,
+                                       positions, rope_theta());
+    return ops::paged_attention(ctx, q, cache.keys[l], cache.values[l], page_table, positions,
+                                attention_scale());
+  });
 }
 
 void Gpt::check_embeddings(const Tensor& embeddings) const {
@@ -203,33 +224,35 @@ float Gpt::attention_scale() const {
   return 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
 }
 
-Tensor Gpt::run_layers(Context& ctx, const Tensor& embeddings, const Tensor& positions,
-                       const Attend& attend) const {
+Tensor Gpt::run_layers(Context& ctx, const Tensor& embeddings, const Attend& attend) const {
   const int64_t b = embeddings.size(0);
   const int64_t t = embeddings.size(1);
   const int64_t hidden = config_.hidden_size;
   const int64_t heads = config_.num_attention_heads;
-  const int64_t head_dim = config_.head_dim();
   const auto eps = static_cast<float>(config_.rms_norm_eps);
-  const auto theta = static_cast<float>(config_.rope_theta);
+  // x is the residual stream; h the next sublayer's normed input. Each sublayer's output is added
+  // to x by the norm after it (the next layer's, or the final one).
   Tensor x = precision_.to_stream(ctx, embeddings);
+  Tensor h = precision_.to_compute(ctx, ops::rms_norm(ctx, x, layers_.front().input_norm, eps));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
-    const Tensor h = precision_.to_compute(ctx, ops::rms_norm(ctx, x, layer.input_norm, eps));
-    const auto heads_of = [&](const Tensor& projection) {
-      return ops::linear(ctx, h, projection, Tensor()).reshape({b, t, heads, head_dim});
-    };
-    const Tensor q = ops::rope(ctx, heads_of(layer.q), positions, theta);
-    const Tensor k = ops::rope(ctx, heads_of(layer.k), positions, theta);
-    const Tensor attended = attend(l, q, k, heads_of(layer.v)).reshape({b, t, hidden});
-    x = ops::add(ctx, x, precision_.to_stream(ctx, ops::linear(ctx, attended, layer.o, Tensor())));
-    const Tensor m =
-        precision_.to_compute(ctx, ops::rms_norm(ctx, x, layer.post_attention_norm, eps));
-    const Tensor gated = ops::mul(ctx, ops::silu(ctx, ops::linear(ctx, m, layer.gate, Tensor())),
-                                  ops::linear(ctx, m, layer.up, Tensor()));
-    x = ops::add(ctx, x, precision_.to_stream(ctx, ops::linear(ctx, gated, layer.down, Tensor())));
+    const Tensor qkv =
+        ops::linear(ctx, h, layer.qkv, Tensor()).reshape({b, t, 3, heads, config_.head_dim()});
+    const Tensor attended = attend(l, qkv).reshape({b, t, hidden});
+    const ops::ResidualNorm mlp_input =
+        ops::add_rms_norm(ctx, x, ops::linear(ctx, attended, layer.o, Tensor()),
+                          layer.post_attention_norm, eps, precision_.compute);
+    const Tensor gated =
+        ops::swiglu(ctx, ops::linear(ctx, mlp_input.normed, layer.gate_up, Tensor()));
+    const bool last = l + 1 == layers_.size();
+    const ops::ResidualNorm next =
+        ops::add_rms_norm(ctx, mlp_input.sum, ops::linear(ctx, gated, layer.down, Tensor()),
+                          last ? norm_ : layers_[l + 1].input_norm, eps,
+                          last ? precision_.stream : precision_.compute);
+    x = next.sum;
+    h = next.normed;
   }
-  return ops::rms_norm(ctx, x, norm_, eps);
+  return h;
 }
 
 Tensor Gpt::text_logits(Context& ctx, const Tensor& hidden) const {

@@ -75,22 +75,25 @@ class Gpt {
   DType stream_dtype() const { return precision_.stream; }
 
  private:
+  // A layer's projections stacked so that each group is one gemm: the q, k and v rows, and the
+  // gate's then the up projection's.
   struct Layer {
     Tensor input_norm, post_attention_norm;  // [hidden], stream dtype
-    Tensor q, k, v, o;                       // [hidden, hidden]
-    Tensor gate, up;                         // [intermediate, hidden]
+    Tensor qkv;                              // [3 · hidden, hidden]
+    Tensor o;                                // [hidden, hidden]
+    Tensor gate_up;                          // [2 · intermediate, hidden]
     Tensor down;                             // [hidden, intermediate]
   };
 
-  // One layer's attention: (layer, q, k, v [B, T, heads, head_dim]) -> attended, same shape.
-  using Attend = std::function<Tensor(size_t, const Tensor&, const Tensor&, const Tensor&)>;
+  // One layer's attention: (layer, qkv [B, T, 3, heads, head_dim], the projection before rope)
+  // -> attended [B, T, heads, head_dim].
+  using Attend = std::function<Tensor(size_t, const Tensor&)>;
 
   void check_embeddings(const Tensor& embeddings) const;
   float attention_scale() const;
-  // The Llama stack over `embeddings` with rows of sequence b at positions[b] + t (positions I64
-  // [B] on the host or ctx's device), each layer's attention through `attend`.
-  Tensor run_layers(Context& ctx, const Tensor& embeddings, const Tensor& positions,
-                    const Attend& attend) const;
+  float rope_theta() const { return static_cast<float>(config_.rope_theta); }
+  // The Llama stack over `embeddings`, each layer's attention (rope included) through `attend`.
+  Tensor run_layers(Context& ctx, const Tensor& embeddings, const Attend& attend) const;
 
   GptConfig config_;
   PrecisionPolicy precision_;
