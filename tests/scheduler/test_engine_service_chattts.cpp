@@ -111,10 +111,13 @@ TEST(ChatTtsEngine, ASentenceStreamsInChunksThatMakeTheAudioOfOnePiece) {
   const uint64_t before = served.service.step_counts("vocos").steps;
   expect_same_audio(whole, speak(served.service, request(text, kSeed)), text);
   // One vocoder step per chunk (a stream alone): the first of kFirstStreamChunkFrames code
-  // frames, then kStreamChunkFrames each.
-  const int64_t chunks =
-      1 + (made.code_frames - chattts::kFirstStreamChunkFrames + chattts::kStreamChunkFrames - 1) /
-              chattts::kStreamChunkFrames;
+  // frames, each later one as many as were sent before it, up to kStreamChunkFrames.
+  int64_t chunks = 0;
+  for (int64_t sent = 0; sent < made.code_frames; ++chunks) {
+    sent += sent == 0 ? chattts::kFirstStreamChunkFrames
+                      : std::min(chattts::kStreamChunkFrames,
+                                 std::max(chattts::kFirstStreamChunkFrames, sent));
+  }
   EXPECT_EQ(served.service.step_counts("vocos").steps - before, static_cast<uint64_t>(chunks));
 }
 

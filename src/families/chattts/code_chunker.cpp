@@ -84,7 +84,8 @@ CodeChunker::CodeChunker(const DvaeConfig& decoder, const VocosConfig& vocos, in
 }
 
 int64_t CodeChunker::next_chunk_frames() const {
-  return next_own_frame_ == 0 ? first_chunk_frames_ : chunk_frames_;
+  if (next_own_frame_ == 0) return first_chunk_frames_;
+  return std::min(chunk_frames_, std::max(first_chunk_frames_, next_own_frame_));
 }
 
 int64_t CodeChunker::sample_of(int64_t frame) const {
@@ -110,6 +111,12 @@ bool CodeChunker::has_chunk() const {
   if (next_own_frame_ >= frames_appended_) return false;
   return finished_ ||
          frames_appended_ >= next_own_frame_ + next_chunk_frames() + context_.right_frames;
+}
+
+int64_t CodeChunker::frames_until_chunk() const {
+  if (finished_) return 0;
+  return std::max<int64_t>(
+      0, next_own_frame_ + next_chunk_frames() + context_.right_frames - frames_appended_);
 }
 
 CodeChunk CodeChunker::next_chunk() {

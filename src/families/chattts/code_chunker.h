@@ -67,9 +67,12 @@ struct CodeChunk {
 // exists. Not thread-safe; one per stream and sentence.
 class CodeChunker {
  public:
-  // Chunks of `chunk_frames` (≥ 1) own code frames for a Decoder of `decoder` and a Vocos of
-  // `vocos`, the sentence's first of `first_chunk_frames` (1 ≤ first ≤ chunk_frames; 0:
-  // chunk_frames) so that its first audio comes from less work; throws voxd::InputError for sizes
+  // Chunks of up to `chunk_frames` (≥ 1) own code frames for a Decoder of `decoder` and a Vocos
+  // of `vocos`. The sentence's first has `first_chunk_frames` (1 ≤ first ≤ chunk_frames; 0:
+  // chunk_frames) so that its first audio comes from less work; each later one as many as the
+  // chunks before it yielded, at least the first's and at most chunk_frames (8, 8, 16, 24, 24,
+  // ... for 8 and 24), so that the steps a chunk waits for never take longer than the audio
+  // already sent lasts, at any rate faster than real time. Throws voxd::InputError for sizes
   // outside those bounds.
   CodeChunker(const DvaeConfig& decoder, const VocosConfig& vocos, int64_t chunk_frames,
               int64_t first_chunk_frames = 0);
@@ -96,6 +99,9 @@ class CodeChunker {
   std::vector<CodeChunk> take_chunks();
   // Whether the sentence is finished and every appended row's audio went out in a chunk.
   bool done() const;
+  // Rows still to append before has_chunk() turns true (the next chunk's own frames and right
+  // context); 0 when it is true or the sentence is finished.
+  int64_t frames_until_chunk() const;
 
   const CodeContext& context() const { return context_; }
   int64_t chunk_frames() const { return chunk_frames_; }

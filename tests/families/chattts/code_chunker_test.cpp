@@ -197,7 +197,8 @@ class CodeChunkerTest : public ::testing::Test {
 
 // Checks that `chunks` (all of one sentence of `frames` frames, in order) tile it: own frames and
 // own samples contiguous from 0 to the end, context min(left/right, what exists) on each side,
-// the first chunk of `first` frames and the others of `chunk_frames` but the last.
+// the first chunk of `first` frames, each later one as many as were sent before it (at least
+// `first`, at most `chunk_frames`) but the last.
 void expect_tiling(const std::vector<CodeChunk>& chunks, const CodeChunker& chunker,
                    int64_t frames) {
   const CodeContext& c = chunker.context();
@@ -207,7 +208,9 @@ void expect_tiling(const std::vector<CodeChunk>& chunks, const CodeChunker& chun
     const CodeChunk& chunk = chunks[i];
     SCOPED_TRACE("chunk " + std::to_string(i));
     EXPECT_EQ(chunk.own_first, next);
-    const int64_t want_own = i == 0 ? chunker.first_chunk_frames() : chunker.chunk_frames();
+    const int64_t first = chunker.first_chunk_frames();
+    const int64_t want_own =
+        i == 0 ? first : std::min(chunker.chunk_frames(), std::max(first, chunk.own_first));
     EXPECT_EQ(chunk.own_frames, std::min(want_own, frames - chunk.own_first));
     EXPECT_EQ(chunk.first_row, std::max<int64_t>(0, chunk.own_first - c.left_frames));
     const int64_t end = std::min(frames, chunk.own_first + chunk.own_frames + c.right_frames);
@@ -442,7 +445,10 @@ TEST_F(CodeChunkerTest, AChunkWaitsForItsRightContextOrTheEnd) {
   EXPECT_FALSE(c.done());
   c.finish();
   const std::vector<CodeChunk> rest = c.take_chunks();
-  ASSERT_EQ(rest.size(), static_cast<size_t>((right + 5) / 6));
+  // The rest in chunks of as many frames as were sent before each (2, 4, 6, 6, ...).
+  size_t expected = 0;
+  for (int64_t sent = 2; sent < 2 + right; ++expected) sent += std::min<int64_t>(6, sent);
+  ASSERT_EQ(rest.size(), expected);
   EXPECT_TRUE(rest.back().last);
   EXPECT_TRUE(c.done());
 
@@ -450,6 +456,27 @@ TEST_F(CodeChunkerTest, AChunkWaitsForItsRightContextOrTheEnd) {
   empty.finish();
   EXPECT_FALSE(empty.has_chunk());
   EXPECT_TRUE(empty.done());
+}
+
+// frames_until_chunk() counts down to has_chunk(): the first chunk's own frames and right context,
+// then each later chunk's.
+TEST_F(CodeChunkerTest, FramesUntilAChunkCountDownToIt) {
+  CodeChunker c = chunker(6, 2);
+  const int64_t right = c.context().right_frames;
+  EXPECT_EQ(c.frames_until_chunk(), 2 + right);
+  const std::vector<float> rows = random_rows(40 + right, hidden_size(), 7);
+  const auto size = static_cast<size_t>(hidden_size());
+  for (int64_t appended = 0; appended < 40 + right; ++appended) {
+    EXPECT_EQ(c.frames_until_chunk() == 0, c.has_chunk()) << appended;
+    if (c.has_chunk()) (void)c.take_chunks();
+    const int64_t before = c.frames_until_chunk();
+    c.append(std::span<const float>(rows).subspan(static_cast<size_t>(appended) * size, size));
+    if (before > 0) {
+      EXPECT_EQ(c.frames_until_chunk(), before - 1) << appended;
+    }
+  }
+  c.finish();
+  EXPECT_EQ(c.frames_until_chunk(), 0);
 }
 
 TEST_F(CodeChunkerTest, RefusesBadSizesAndMisuse) {
