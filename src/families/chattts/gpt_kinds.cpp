@@ -1,6 +1,7 @@
 #include "families/chattts/gpt_kinds.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "core/error.h"
@@ -156,6 +157,14 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
   }
 }
 
+double GptKind::laxity(const Stream& stream, const scheduler::Pacing& pacing,
+                       scheduler::Clock::time_point now) {
+  const double slack = stream.slack(now, pacing.first_audio_due_s);
+  if (stream.first_audio || stream.voice->models == nullptr) return slack;
+  const double step_s = models_of(*stream.voice).decode_step_seconds;
+  return slack - static_cast<double>(work_of(stream).frames_before_next_chunk()) * step_s;
+}
+
 scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                                   const scheduler::Pacing& pacing,
                                   scheduler::Clock::time_point now) {
@@ -166,7 +175,7 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
     if (!stream->running() || work.generation.next() != wanted || work.audio_backlogged()) {
       continue;
     }
-    candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s)});
+    candidates.push_back({stream, laxity(*stream, pacing, now)});
   }
   Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
   if (candidates.empty()) return batch;
@@ -299,6 +308,19 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
 
 scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {
   LoadedModels& models = models_of(*batch.voice);
+  if (!prefill_) {
+    const auto started = scheduler::Clock::now();
+    scheduler::StepOutput out = run_step(batch, models, budget);
+    const double seconds = std::chrono::duration<double>(scheduler::Clock::now() - started).count();
+    double& average = models.decode_step_seconds;
+    average = average == 0.0 ? seconds : 0.9 * average + 0.1 * seconds;
+    return out;
+  }
+  return run_step(batch, models, budget);
+}
+
+scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models,
+                                        scheduler::MemoryBudget& budget) {
   KvPagePool& pool = *models.pages;
   const size_t n = batch.items.size();
   scheduler::StepOutput out;

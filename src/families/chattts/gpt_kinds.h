@@ -64,6 +64,15 @@ class GptKind : public scheduler::StepKind {
                scheduler::MemoryBudget& budget) override;
 
  private:
+  // A stream's slack less the time its remaining decode steps to its first audio take at the
+  // voice's recent step time (least laxity first): streams waiting for a prefill are weighed by
+  // the whole first chunk, so that they join the decoding batch early instead of waiting for a
+  // stream that arrived a moment before them to reach its first audio.
+  static double laxity(const scheduler::Stream& stream, const scheduler::Pacing& pacing,
+                       scheduler::Clock::time_point now);
+  // run() without the timing of decode steps.
+  scheduler::StepOutput run_step(const scheduler::Batch& batch, LoadedModels& models,
+                                 scheduler::MemoryBudget& budget);
   GptStepShape shape_of(const scheduler::Batch& batch, size_t size) const;
   const ArenaLayout& plan(scheduler::VoiceEntry& voice, const GptStepShape& shape);
   // Whether decode steps of `voice` run as recorded graphs, and its graphs (made on first use).

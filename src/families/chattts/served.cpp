@@ -11,7 +11,11 @@ uint64_t LoadedModels::kv_cache_page_bytes() const {
 }
 
 GenerationWork::GenerationWork(RequestGeneration generation, const VoiceConfig& config)
-    : generation(std::move(generation)), config_(config) {}
+    : generation(std::move(generation)),
+      config_(config),
+      frames_to_first_chunk_(
+          CodeChunker(config.decoder, config.vocos, kStreamChunkFrames, kFirstStreamChunkFrames)
+              .frames_until_chunk()) {}
 
 void GenerationWork::release_pages() {
   if (pool != nullptr) pool->release(pages);
@@ -48,6 +52,12 @@ const CodeChunk* GenerationWork::next_chunk() {
     next_chunk_ = sentences_.front().chunker.next_chunk();
   }
   return next_chunk_ ? &*next_chunk_ : nullptr;
+}
+
+int64_t GenerationWork::frames_before_next_chunk() const {
+  if (next_chunk_) return 0;
+  if (sentences_.empty()) return frames_to_first_chunk_;
+  return sentences_.front().chunker.frames_until_chunk();
 }
 
 CodeChunk GenerationWork::take_chunk() {

@@ -33,6 +33,9 @@ struct LoadedModels final : scheduler::LoadedVoice {
   PagedKvCache cache;
   std::unique_ptr<KvPagePool> pages;
   std::unique_ptr<DecodeGraphs> decode_graphs;  // made on the first decode step that records
+  // Seconds a decode step takes lately (a moving average; 0 before the first), which the GPT
+  // kinds weigh a stream's remaining steps to its first audio by.
+  double decode_step_seconds = 0.0;
 
   int64_t kv_cache_pages() const override { return pages->pages(); }
   uint64_t kv_cache_page_bytes() const override;
@@ -70,6 +73,10 @@ class GenerationWork final : public scheduler::StreamWork {
   // Whether the hidden states held wait for the vocoder (a client reading slowly): the GPT then
   // makes no more for this stream until they go, so that what it holds stays bounded.
   bool audio_backlogged() const;
+  // Code frames the GPT must still make before the stream's next chunk of audio can be cut: the
+  // first sentence's chunker's frames_until_chunk(), or a whole first chunk and its context
+  // before the code stage has begun.
+  int64_t frames_before_next_chunk() const;
 
   bool finished() const override;
   scheduler::StreamGauges gauges() const override;
@@ -85,6 +92,7 @@ class GenerationWork final : public scheduler::StreamWork {
   int64_t rows_held() const;
 
   const VoiceConfig& config_;
+  int64_t frames_to_first_chunk_;  // a sentence's first chunk and its right context
   std::deque<SentenceAudio> sentences_;
   std::optional<CodeChunk> next_chunk_;  // cut from sentences_.front(), not vocoded yet
   int64_t sentences_ended_ = 0;
