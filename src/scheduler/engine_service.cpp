@@ -94,7 +94,9 @@ std::vector<std::string> EngineService::models() const {
 std::vector<server::VoiceInfo> EngineService::voices() const {
   std::vector<server::VoiceInfo> out;
   for (const auto& entry : voices_->entries()) {
-    out.push_back({entry->card().name, entry->card().sample_rate, bcp47(entry->card().language)});
+    const VoiceCard& card = entry->card();
+    out.push_back({card.name, card.sample_rate, bcp47(card.language), card.family, card.speakers,
+                   card.emotions, card.sampling});
   }
   return out;
 }

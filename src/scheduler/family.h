@@ -30,6 +30,7 @@ struct VoiceCard {
   int64_t sample_rate = 0;
   std::vector<std::string> speakers;  // the speakers it names (none: one unnamed speaker)
   std::vector<std::string> emotions;  // the emotions it names (none: it has no emotions to pick)
+  bool sampling = false;  // its model samples: it takes seed, temperature, top_p and top_k
 };
 
 // What a request's input holds: text for the voice's front end, or KAN-TTS symbol strings

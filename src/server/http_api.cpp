@@ -992,7 +992,11 @@ HttpResponse HttpApi::Impl::answer_get(RequestInfo& info, const HttpRequest& req
       data.push_back({{"id", v.id},
                       {"object", "voice"},
                       {"sample_rate", v.sample_rate},
-                      {"language", v.language}});
+                      {"language", v.language},
+                      {"family", v.family},
+                      {"speakers", v.speakers},
+                      {"emotions", v.emotions},
+                      {"sampling", v.sampling}});
     }
     return json_response(http::status::ok, {{"object", "list"}, {"data", std::move(data)}});
   }

@@ -41,7 +41,11 @@ class SpeechJob {
 struct VoiceInfo {
   std::string id;  // the value of a request's `voice`
   int64_t sample_rate = 0;
-  std::string language;  // BCP 47, e.g. "en"
+  std::string language;               // BCP 47, e.g. "en"
+  std::string family;                 // the model family's type, e.g. "chattts"
+  std::vector<std::string> speakers;  // the values `speaker` may name (none: one speaker)
+  std::vector<std::string> emotions;  // the values `emotion` may name (none: no emotions)
+  bool sampling = false;              // takes seed, temperature, top_p and top_k
 };
 
 struct Readiness {

@@ -64,6 +64,16 @@ class ChatTtsServeTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.server.close()
 
+    def test_the_voice_list_says_the_voice_samples(self):
+        status, _, data = self.server.request("GET", "/v1/voices", key=None)
+        self.assertEqual(status, 200)
+        voices = {v["id"]: v for v in json.loads(data)["data"]}
+        chattts = voices["tiny-chattts"]
+        self.assertEqual((chattts["family"], chattts["sampling"], chattts["emotions"]),
+                         ("chattts", True, []))
+        self.assertEqual((voices["en-demo"]["family"], voices["en-demo"]["sampling"]),
+                         ("fastspeech2-hifigan", False))
+
     def test_the_same_seed_makes_the_same_audio_and_another_seed_other_audio(self):
         first = samples(self.server, seed=3)
         self.assertGreater(len(first), 24000)  # at least a second at 24 kHz

@@ -98,6 +98,20 @@ class SambertServeTest(unittest.TestCase):
         self.assertGreater(len(got), 0)
         self.assertLessEqual(max(abs(a - b) for a, b in zip(got, want)), PCM_TOLERANCE)
 
+    def test_the_voice_list_names_each_voices_speakers_and_emotions(self):
+        status, _, data = self.server.request("GET", "/v1/voices", key=None)
+        self.assertEqual(status, 200)
+        voices = {v["id"]: v for v in json.loads(data)["data"]}
+        sambert = voices["tiny-sambert"]
+        self.assertEqual((sambert["family"], sambert["sampling"]), ("sambert", False))
+        self.assertIn("emotion_happy", sambert["emotions"])
+        self.assertIn("emotion_neutral", sambert["emotions"])
+        self.assertIn("F74", sambert["speakers"])
+        # What the list names, a request takes.
+        self.assert_streams(body(emotion=sambert["emotions"][-1], speaker=sambert["speakers"][-1]),
+                            self.synth(SAMBERT, "--emotion", sambert["emotions"][-1], "--speaker",
+                                       sambert["speakers"][-1]))
+
     def test_symbols_stream_the_audio_voxd_synth_makes(self):
         self.assert_streams(body(emotion="emotion_happy", speaker="F74"),
                             self.synth(SAMBERT, "--emotion", "emotion_happy", "--speaker", "F74"))

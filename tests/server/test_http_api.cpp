@@ -169,7 +169,8 @@ class FakeService final : public SpeechService {
  public:
   std::vector<std::string> models() const override { return {"tts-1", "voxd"}; }
   std::vector<VoiceInfo> voices() const override {
-    return {{"en-demo", kRate, "en"}, {"alloy", kRate, "en"}};
+    return {{"en-demo", kRate, "en", "fastspeech2-hifigan", {}, {}, false},
+            {"alloy", kRate, "zh", "chattts", {"seed_1528"}, {"calm"}, true}};
   }
   Readiness readiness() const override {
     std::lock_guard lock(mutex_);
@@ -739,7 +740,12 @@ TEST_F(HttpApiTest, JsonEndpoints) {
   ASSERT_EQ(voices["data"].size(), 2u);
   EXPECT_EQ(voices["data"][0],
             json::parse(R"({"id": "en-demo", "object": "voice", "sample_rate": 22050,
-                            "language": "en"})"));
+                            "language": "en", "family": "fastspeech2-hifigan", "speakers": [],
+                            "emotions": [], "sampling": false})"));
+  EXPECT_EQ(voices["data"][1],
+            json::parse(R"({"id": "alloy", "object": "voice", "sample_rate": 22050,
+                            "language": "zh", "family": "chattts", "speakers": ["seed_1528"],
+                            "emotions": ["calm"], "sampling": true})"));
 
   res = get("/readyz");
   ASSERT_TRUE(res);

@@ -1,9 +1,11 @@
 """Runs tests/web/page.test.mjs: voxd's web page in Debian's headless Chromium (Playwright).
 
 Installs the pinned playwright-core (package-lock.json; it drives /usr/bin/chromium, it downloads
-no browser) with `npm ci` into WORK, once per lock file; starts `voxd serve` with voices/en-demo
-and voices/zh-demo and an API key on a free port of 127.0.0.1; runs `node --test`; stops the
-server and wants it to exit cleanly. Fails (never skips) when node, npm or chromium is missing.
+no browser) with `npm ci` into WORK, once per lock file; starts `voxd serve` with voices/en-demo,
+voices/zh-demo and the tiny ChatTTS and Chinese Sambert fixture voices and an API key, and a
+second one with en-demo and a queue of one request (for the page's "busy" message), each on a
+free port of 127.0.0.1; runs `node --test`; stops the servers and wants them to exit cleanly.
+Fails (never skips) when node, npm or chromium is missing.
 VOXD_SCREENSHOTS: a folder to write the page's screenshots to (docs/ when the page changes).
 
     /usr/bin/python3 tests/web/run_page_test.py WORK    (VOXD_BIN: the voxd binary)
@@ -33,23 +35,34 @@ def main():
     npm = require("npm", "npm", WHO)
     require("chromium", "chromium", WHO)
     npm_ci(work, HERE, FILES, npm, WHO)
-    with tempfile.NamedTemporaryFile(prefix="voxd-web-", suffix=".log") as log:
+    fixtures = os.path.join(ROOT, "tests", "fixtures", "voices")
+    en_demo = os.path.join(ROOT, "voices", "en-demo")
+    with tempfile.NamedTemporaryFile(prefix="voxd-web-", suffix=".log") as log, \
+            tempfile.NamedTemporaryFile(prefix="voxd-web-busy-", suffix=".log") as busy_log:
         process, url = start_server(
-            VOXD, ["--voice", os.path.join(ROOT, "voices", "en-demo"), "--voice",
-                   os.path.join(ROOT, "voices", "zh-demo"), "--device", "cpu", "--threads", "2",
+            VOXD, ["--voice", en_demo, "--voice", os.path.join(ROOT, "voices", "zh-demo"),
+                   "--voice", os.path.join(fixtures, "tiny-chattts"), "--voice",
+                   os.path.join(fixtures, "tiny-sambert-zh"), "--device", "cpu", "--threads", "2",
                    "--api-key", KEY], log, WHO)
+        busy = None
         try:
-            env = {**os.environ, "VOXD_BASE_URL": url, "VOXD_KEY": KEY}
+            busy, busy_url = start_server(
+                VOXD, ["--voice", en_demo, "--device", "cpu", "--threads", "1", "--max-queue",
+                       "1", "--api-key", KEY], busy_log, WHO)
+            env = {**os.environ, "VOXD_BASE_URL": url, "VOXD_BUSY_URL": busy_url, "VOXD_KEY": KEY}
             if env.get("VOXD_SCREENSHOTS"):
                 env["VOXD_SCREENSHOTS"] = os.path.abspath(env["VOXD_SCREENSHOTS"])
             tests = subprocess.run([node, "--test", "--test-concurrency=1", "page.test.mjs"],
                                    cwd=work, env=env)
         finally:
-            exit_code = stop_server(process)
-        if exit_code != 0:
-            with open(log.name, encoding="utf-8", errors="replace") as f:
-                print(f"{WHO}: voxd serve exited with {exit_code}:\n{f.read()}")
-            return 1
+            codes = [(stop_server(process), log)]
+            if busy is not None:
+                codes.append((stop_server(busy), busy_log))
+        for exit_code, server_log in codes:
+            if exit_code != 0:
+                with open(server_log.name, encoding="utf-8", errors="replace") as f:
+                    print(f"{WHO}: voxd serve exited with {exit_code}:\n{f.read()}")
+                return 1
     return tests.returncode
 
 

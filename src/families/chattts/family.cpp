@@ -36,7 +36,8 @@ Definition::Definition(VoiceConfig config)
             .language = config_.language,
             .sample_rate = config_.sample_rate,
             .speakers = Speakers(config_).names(),
-            .emotions = {}},
+            .emotions = {},
+            .sampling = true},
       front_end_(Tokenizer::from_file(config_.tokenizer_path), config_.language),
       speakers_(config_) {}
 
