@@ -1159,18 +1159,19 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   const int64_t length = out.size(1);
   if (batch == 0) return;
   // Whole batch items per chunk: their frames' spectra are packed for cuFFT, transformed into
-  // frame signals, then overlap-added into their outputs. Every chunk runs one plan of
-  // max(kFftFrames, frames) transforms, its rows past the chunk's frames zeroed, so that a served
-  // vocoder meets one plan per FFT size whatever its batches (making a plan for each new batch
-  // took tens of milliseconds of a step, and a cache of 32 of them was soon evicting).
+  // frame signals, then overlap-added into their outputs. Two plan sizes at most: full chunks and
+  // the last, shorter one.
   const int64_t items = std::clamp<int64_t>(kFftFrames / frames, 1, batch);
-  const int64_t transforms = std::max(kFftFrames, frames);
+  const int64_t last_items = batch - (batch - 1) / items * items;
   if (!plan_only()) open(op);  // the plans are made on the device, in a planning pass too
-  const size_t work = plan_only() ? plan_only_fft_work_bytes(n_fft, transforms)
-                                  : handles_->inverse_fft(n_fft, transforms, op).work_bytes;
+  const auto work_bytes = [&](int64_t chunk_items) {
+    return plan_only() ? plan_only_fft_work_bytes(n_fft, chunk_items * frames)
+                       : handles_->inverse_fft(n_fft, chunk_items * frames, op).work_bytes;
+  };
+  const size_t work = std::max(work_bytes(items), work_bytes(last_items));
   const ScratchBuffer spectrum =
-      take(scratch, static_cast<size_t>(transforms * bins) * 2 * sizeof(float));
-  const ScratchBuffer signal = take(scratch, static_cast<size_t>(transforms * n_fft) * 4);
+      take(scratch, static_cast<size_t>(items * frames * bins) * 2 * sizeof(float));
+  const ScratchBuffer signal = take(scratch, static_cast<size_t>(items * frames * n_fft) * 4);
   const ScratchBuffer device_window = take(scratch, static_cast<size_t>(n_fft) * sizeof(float));
   // cuFFT's work area is 256-byte aligned in the allocators voxd uses; it asks for no more.
   const ScratchBuffer work_area = take(scratch, work);
@@ -1178,18 +1179,12 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   open(op);
   cudaStream_t stream = handles_->stream;
   upload(device_window.data(), window.raw_data(), device_window.bytes(), op);
-  Handles::FftPlan& plan = handles_->inverse_fft(n_fft, transforms, op);
-  VOXD_CUDA_CHECK(op, cufftSetWorkArea(plan.handle, work_area.data()));
-  const size_t row_bytes = static_cast<size_t>(bins) * 2 * sizeof(float);
   for (int64_t item0 = 0; item0 < batch; item0 += items) {
     const int64_t count = std::min(items, batch - item0);
+    Handles::FftPlan& plan = handles_->inverse_fft(n_fft, count * frames, op);
     cuda::pack_spectrum(real.data<float>(), imag.data<float>(), spectrum.data(), item0, count, bins,
                         frames, n_fft, stream, op);
-    const int64_t packed = count * frames;
-    if (packed < transforms) {
-      VOXD_CUDA_CHECK(op, cudaMemsetAsync(spectrum.as<char>() + packed * row_bytes, 0,
-                                          (transforms - packed) * row_bytes, stream));
-    }
+    VOXD_CUDA_CHECK(op, cufftSetWorkArea(plan.handle, work_area.data()));
     VOXD_CUDA_CHECK(op,
                     cufftExecC2R(plan.handle, spectrum.as<cufftComplex>(), signal.as<cufftReal>()));
     cuda::overlap_add(signal.as<float>(), device_window.as<float>(),
