@@ -1,0 +1,131 @@
+// The order of ChatTTS's GPT steps: before its first audio a stream is weighed by its laxity, its
+// slack less its remaining decode steps to the first chunk at the voice's recent step time. A
+// stream admitted a moment after another is prefilled (and joins its decoding batch) as soon as
+// the other's progress outweighs the moment, instead of waiting for the other's first audio.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "families/chattts/gpt_kinds.h"
+#include "families/chattts/served.h"
+#include "families/registry.h"
+#include "scheduler/memory_budget.h"
+#include "scheduler/voice_pool.h"
+
+namespace voxd::chattts {
+namespace {
+
+namespace fs = std::filesystem;
+using scheduler::Batch;
+using scheduler::Clock;
+using scheduler::Pacing;
+using scheduler::Stream;
+
+// The tiny fixture voice with a code stage long enough that its first chunk waits for many steps.
+class LongCodeStageVoice {
+ public:
+  LongCodeStageVoice()
+      : dir_(fs::temp_directory_path() / ("voxd-chattts-order-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    fs::copy(fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-chattts", dir_,
+             fs::copy_options::recursive);
+    nlohmann::json config;
+    std::ifstream(dir_ / "config.json") >> config;
+    config["infer_code"]["min_new_token"] = 200;
+    config["infer_code"]["max_new_token"] = 200;
+    std::ofstream(dir_ / "config.json") << config.dump(2);
+  }
+  ~LongCodeStageVoice() { fs::remove_all(dir_); }
+  std::string path() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
+class GptStepOrder : public ::testing::Test {
+ protected:
+  GptStepOrder()
+      : runtime_(RuntimeOptions{.backend = "cpu", .threads = 1}),
+        voices_(runtime_, families::registry(), {voice_.path()}, DType::F32, /*lazy=*/false,
+                scheduler::SchedulerOptions{}),
+        entry_(*voices_.entries().front()),
+        budget_(runtime_),
+        now_(Clock::now()) {}
+
+  // A stream of one sentence without the refine-text stage, admitted `age_s` before now_.
+  std::shared_ptr<Stream> stream(double age_s) {
+    scheduler::SpeechOptions options;
+    options.refine_text = false;
+    scheduler::PreparedStream prepared =
+        entry_.definition->prepare("Hello there.", options, scheduler::SchedulerOptions{});
+    auto s = std::make_shared<Stream>();
+    s->id = ++next_id_;
+    s->voice = &entry_;
+    s->sample_rate = entry_.card().sample_rate;
+    s->admitted =
+        now_ - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(age_s));
+    s->max_buffered_samples = prepared.max_buffered_samples;
+    s->work = std::move(prepared.work);
+    return s;
+  }
+
+  // Runs `kind`'s proposal over `streams` as the scheduler would.
+  void step(GptKind& kind, const std::vector<std::shared_ptr<Stream>>& streams) {
+    const Batch batch = kind.propose(streams, pacing_, now_);
+    ASSERT_FALSE(batch.items.empty());
+    const scheduler::StepOutput out = kind.run(batch, budget_);
+    for (const auto& error : out.errors) ASSERT_FALSE(error);
+  }
+
+  LongCodeStageVoice voice_;
+  DeviceRuntime runtime_;
+  scheduler::VoicePool voices_;
+  scheduler::VoiceEntry& entry_;
+  scheduler::MemoryBudget budget_;
+  Pacing pacing_;
+  Clock::time_point now_;
+  uint64_t next_id_ = 0;
+  GptKind prefill_{runtime_, /*prefill=*/true, /*cuda_graphs=*/false};
+  GptKind decode_{runtime_, /*prefill=*/false, /*cuda_graphs=*/false};
+};
+
+// Two streams 15 ms apart at 10 ms a step: the later one waits while the earlier is fewer than
+// two steps nearer its first audio (its prefill drew its first code, one step), and is prefilled
+// first once it is two, though its plain slack is the larger all along.
+TEST_F(GptStepOrder, AStreamJustBehindOneThatDecodesIsPrefilledIntoItsBatch) {
+  const auto first = stream(0.050);
+  step(prefill_, {first});
+  const auto second = stream(0.035);
+  const std::vector<std::shared_ptr<Stream>> both = {first, second};
+  models_of(entry_).decode_step_seconds = 0.010;
+  const int64_t whole = work_of(*second).frames_before_next_chunk();
+  ASSERT_GT(whole, 3);
+  EXPECT_EQ(work_of(*first).frames_before_next_chunk(), whole - 1);
+  EXPECT_GT(second->slack(now_, pacing_.first_audio_due_s),
+            first->slack(now_, pacing_.first_audio_due_s));
+
+  // One step ahead, 15 ms earlier: the first goes on (laxity 5 ms less).
+  Batch prefill = prefill_.propose(both, pacing_, now_);
+  Batch decode = decode_.propose(both, pacing_, now_);
+  EXPECT_NEAR(prefill.slack_s - decode.slack_s, 0.005, 1e-6);
+
+  // Two steps ahead: the second's prefill goes first (laxity 5 ms less), alone in its batch.
+  step(decode_, {first});
+  models_of(entry_).decode_step_seconds = 0.010;
+  ASSERT_EQ(work_of(*first).frames_before_next_chunk(), whole - 2);
+  prefill = prefill_.propose(both, pacing_, now_);
+  decode = decode_.propose(both, pacing_, now_);
+  ASSERT_EQ(prefill.items.size(), 1u);
+  EXPECT_EQ(prefill.items.front()->id, second->id);
+  EXPECT_NEAR(prefill.slack_s - decode.slack_s, -0.005, 1e-6);
+}
+
+}  // namespace
+}  // namespace voxd::chattts
