@@ -124,6 +124,19 @@ void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
   }
 }
 
+void rotate_half(const float* in, float* out, int64_t half, int64_t position,
+                 const std::vector<float>& inv_freq) {
+  for (int64_t j = 0; j < half; ++j) {
+    const float angle = static_cast<float>(position) * inv_freq[static_cast<size_t>(j)];
+    const double c = std::cos(static_cast<double>(angle));
+    const double s = std::sin(static_cast<double>(angle));
+    const double x1 = in[j];
+    const double x2 = in[j + half];
+    out[j] = static_cast<float>(x1 * c - x2 * s);
+    out[j + half] = static_cast<float>(x2 * c + x1 * s);
+  }
+}
+
 void add(const Tensor& x, const Tensor& delta, Tensor& sum) {
   const float* a = x.data<float>();
   const float* b = delta.data<float>();
@@ -155,17 +168,8 @@ void qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pages, const Ten
   const int64_t half = dim / 2;
   const int64_t row = heads * dim;
   const std::vector<float> inv_freq = rope_frequencies(theta, dim);
-  // Rotates one head's row (rotate_half) at `position` into `out`.
   const auto rotate = [&](const float* in, float* out, int64_t position) {
-    for (int64_t j = 0; j < half; ++j) {
-      const float angle = static_cast<float>(position) * inv_freq[static_cast<size_t>(j)];
-      const double c = std::cos(static_cast<double>(angle));
-      const double s = std::sin(static_cast<double>(angle));
-      const double x1 = in[j];
-      const double x2 = in[j + half];
-      out[j] = static_cast<float>(x1 * c - x2 * s);
-      out[j + half] = static_cast<float>(x2 * c + x1 * s);
-    }
+    rotate_half(in, out, half, position, inv_freq);
   };
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t t = 0; t < steps; ++t) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "core/token_sampling.h"
@@ -31,6 +32,10 @@ int64_t page_row(const Tensor& page_table, int64_t b, int64_t p, int64_t page_si
 // Backend::write_pages on the host: each row of rows [B, T, ...] copied to its page row.
 void write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
                  const Tensor& positions);
+// One head's row of `dim` = 2·half floats rotated as the reference's rope (rotate_half, the angle
+// position · inv_freq[j] formed in F32, its cos and sin and the products in double) into `out`.
+void rotate_half(const float* in, float* out, int64_t half, int64_t position,
+                 const std::vector<float>& inv_freq);
 // Backend::add_rms_norm's sum on the host (F32): sum = x + delta elementwise.
 void add(const Tensor& x, const Tensor& delta, Tensor& sum);
 // Backend::swiglu on the host (F32): silu of the gate columns, rounded, times the up columns.

@@ -101,6 +101,31 @@ Tensor check_bias(Context& ctx, const char* op, const Tensor& bias, int64_t n, c
   return contiguous(ctx, bias);
 }
 
+// Rope's base: positive and finite.
+void require_rope_theta(const char* op, float theta) {
+  if (!(theta > 0.0f) || !std::isfinite(theta)) {
+    fail(op, "theta must be a positive finite base (Llama: 10000), got " + std::to_string(theta));
+  }
+}
+
+// A paged KV cache's two page tensors [N, S, H, D] (contiguous, pages of at least one position)
+// for heads of the layout of `input` (named `name`, described as `layout`), whose sizes H and D
+// are its dims h_dim and h_dim + 1; `use` says what the op does with the pages.
+void check_kv_pages(const char* op, const Tensor& k_pages, const Tensor& v_pages,
+                    const Tensor& input, const char* name, const char* layout, int64_t h_dim,
+                    const char* use) {
+  require_rank(op, "k_pages", k_pages, 4);
+  if (k_pages.shape() != v_pages.shape() || k_pages.size(2) != input.size(h_dim) ||
+      k_pages.size(3) != input.size(h_dim + 1) || k_pages.size(1) < 1) {
+    fail(op, std::string(layout) + ", k_pages and v_pages [N, S, H, D] do not match: " + name +
+                 " " + input.shape_string() + ", k_pages " + k_pages.shape_string() + ", v_pages " +
+                 v_pages.shape_string());
+  }
+  if (!k_pages.is_contiguous() || !v_pages.is_contiguous()) {
+    fail(op, std::string("the pages are ") + use + " in place and must be contiguous");
+  }
+}
+
 void require_writable_contiguous(const char* op, const Tensor& x) {
   if (!x.is_contiguous()) {
     fail(op, "in-place operation needs a contiguous tensor, x is " + x.shape_string() +
@@ -575,9 +600,7 @@ Tensor rope(Context& ctx, const Tensor& x, const Tensor& start_positions, float 
                  "], contiguous, on the host or the context's device, got " +
                  start_positions.shape_string() + " on " + start_positions.device().to_string());
   }
-  if (!(theta > 0.0f) || !std::isfinite(theta)) {
-    fail(op, "theta must be a positive finite base (Llama: 10000), got " + std::to_string(theta));
-  }
+  require_rope_theta(op, theta);
   require_backend(ctx, op, OpKind::Rope, x.dtype());
   const Tensor xc = contiguous(ctx, x);
   Tensor out = empty(ctx, x.shape(), x.dtype());
@@ -700,16 +723,7 @@ Tensor paged_attention(Context& ctx, const Tensor& q, const Tensor& k_pages, con
   require_same_dtype(op, "k_pages", k_pages, q);
   require_same_dtype(op, "v_pages", v_pages, q);
   require_rank(op, "q", q, 4);
-  require_rank(op, "k_pages", k_pages, 4);
-  if (k_pages.shape() != v_pages.shape() || k_pages.size(2) != q.size(2) ||
-      k_pages.size(3) != q.size(3) || k_pages.size(1) < 1) {
-    fail(op, "q [B, T, H, D], k_pages and v_pages [N, S, H, D] do not match: q " +
-                 q.shape_string() + ", k_pages " + k_pages.shape_string() + ", v_pages " +
-                 v_pages.shape_string());
-  }
-  if (!k_pages.is_contiguous() || !v_pages.is_contiguous()) {
-    fail(op, "the pages are read in place and must be contiguous");
-  }
+  check_kv_pages(op, k_pages, v_pages, q, "q", "q [B, T, H, D]", 2, "read");
   check_page_metadata(ctx, op, page_table, positions, q.size(0), k_pages.size(0));
   if (key_starts.defined()) check_key_starts(ctx, op, key_starts, q.size(0));
   require_backend(ctx, op, OpKind::PagedAttention, q.dtype());
@@ -1042,22 +1056,11 @@ Tensor qkv_to_pages(Context& ctx, const Tensor& qkv, Tensor& k_pages, Tensor& v_
   require_same_dtype(op, "k_pages", k_pages, qkv);
   require_same_dtype(op, "v_pages", v_pages, qkv);
   require_rank(op, "qkv", qkv, 5);
-  require_rank(op, "k_pages", k_pages, 4);
   if (qkv.size(2) != 3 || qkv.size(4) % 2 != 0) {
     fail(op, "qkv must be [B, T, 3, H, D] with an even head size D, got " + qkv.shape_string());
   }
-  if (k_pages.shape() != v_pages.shape() || k_pages.size(2) != qkv.size(3) ||
-      k_pages.size(3) != qkv.size(4) || k_pages.size(1) < 1) {
-    fail(op, "qkv [B, T, 3, H, D], k_pages and v_pages [N, S, H, D] do not match: qkv " +
-                 qkv.shape_string() + ", k_pages " + k_pages.shape_string() + ", v_pages " +
-                 v_pages.shape_string());
-  }
-  if (!k_pages.is_contiguous() || !v_pages.is_contiguous()) {
-    fail(op, "the pages are written in place and must be contiguous");
-  }
-  if (!(theta > 0.0f) || !std::isfinite(theta)) {
-    fail(op, "theta must be a positive finite base (Llama: 10000), got " + std::to_string(theta));
-  }
+  check_kv_pages(op, k_pages, v_pages, qkv, "qkv", "qkv [B, T, 3, H, D]", 3, "written");
+  require_rope_theta(op, theta);
   check_page_metadata(ctx, op, page_table, positions, qkv.size(0), k_pages.size(0));
   require_backend(ctx, op, OpKind::QkvToPages, qkv.dtype());
   const Tensor in = contiguous(ctx, qkv);

@@ -570,6 +570,33 @@ struct PagedKeys {
   }
 };
 
+// The block's softmax over the scores probabilities[first, limit) (in shared memory), in place,
+// each probability rounded to T once (the gemm path's numbers). When no key is visible (every
+// score −inf) it writes NaN to the query's dim outputs `o`, as the host backends give, and
+// returns false for the whole block.
+template <typename T>
+__device__ bool softmax_of_scores(float* probabilities, int64_t first, int64_t limit, float* reduce,
+                                  T* o, int64_t dim) {
+  float local_max = -INFINITY;
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+    local_max = fmaxf(local_max, probabilities[j]);
+  }
+  const float max_score = block_reduce<true>(local_max, reduce);
+  if (max_score == -INFINITY) {
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
+    return false;
+  }
+  float local_sum = 0.0f;
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+    local_sum += __expf(probabilities[j] - max_score);
+  }
+  const float inv_sum = 1.0f / block_reduce<false>(local_sum, reduce);
+  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
+    probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
+  }
+  return true;
+}
+
 // Attention of one query per block over its sequence's keys, wherever Keys keeps them: block
 // (b·heads + h, i) computes query i of head h of sequence b. Scores scale·q·k (F32, a warp per
 // key; a masked key scores −inf), the softmax over the visible keys, each probability rounded to
@@ -610,23 +637,7 @@ __global__ void attention_over_rows_kernel(const T* q, const T* k, const T* v, T
     if (lane == 0) probabilities[j] = scale * dot;
   }
   __syncthreads();
-  float local_max = -INFINITY;
-  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
-    local_max = fmaxf(local_max, probabilities[j]);
-  }
-  const float max_score = block_reduce<true>(local_max, reduce);
-  if (max_score == -INFINITY) {  // no key to attend to: NaN, as the host backends give
-    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
-    return;
-  }
-  float local_sum = 0.0f;
-  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
-    local_sum += __expf(probabilities[j] - max_score);
-  }
-  const float inv_sum = 1.0f / block_reduce<false>(local_sum, reduce);
-  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
-    probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
-  }
+  if (!softmax_of_scores(probabilities, first, limit, reduce, o, dim)) return;
   __syncthreads();
   // Thread t sums the keys j ≡ t / dim (mod groups) for element t % dim, the groups added after;
   // with dim past the block, each thread sums every key for elements t, t + blockDim.x, ...
@@ -766,23 +777,7 @@ __global__ void attention_over_rows_vec_kernel(const T* q, const T* k, const T* 
     if (lane == 0 && j < limit) probabilities[j] = key_row >= 0 ? scale * dot : -INFINITY;
   }
   __syncthreads();
-  float local_max = -INFINITY;
-  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
-    local_max = fmaxf(local_max, probabilities[j]);
-  }
-  const float max_score = block_reduce<true>(local_max, reduce);
-  if (max_score == -INFINITY) {  // no key to attend to: NaN, as the host backends give
-    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_float<T>(NAN);
-    return;
-  }
-  float local_sum = 0.0f;
-  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
-    local_sum += __expf(probabilities[j] - max_score);
-  }
-  const float inv_sum = 1.0f / block_reduce<false>(local_sum, reduce);
-  for (int64_t j = first + threadIdx.x; j < limit; j += blockDim.x) {
-    probabilities[j] = to_float(from_float<T>(__expf(probabilities[j] - max_score) * inv_sum));
-  }
+  if (!softmax_of_scores(probabilities, first, limit, reduce, o, dim)) return;
   __syncthreads();
   float acc[kVec] = {};
   for (int64_t j = first + group; j < limit; j += groups) {

@@ -319,20 +319,10 @@ void ReferenceBackend::rope(const Tensor& x, const Tensor& start_positions, floa
   const std::vector<float> inv_freq = rope_frequencies(theta, dim);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < t; ++i) {
-      const auto position = static_cast<float>(start_positions.data<int64_t>()[b] + i);
+      const int64_t position = start_positions.data<int64_t>()[b] + i;
       for (int64_t h = 0; h < heads; ++h) {
-        const float* in = x.data<float>() + ((b * t + i) * heads + h) * dim;
-        float* o = out.data<float>() + ((b * t + i) * heads + h) * dim;
-        for (int64_t j = 0; j < half; ++j) {
-          // The angle in F32, as transformers forms it (inv_freq · position).
-          const float angle = position * inv_freq[static_cast<size_t>(j)];
-          const double c = std::cos(static_cast<double>(angle));
-          const double s = std::sin(static_cast<double>(angle));
-          const double x1 = in[j];
-          const double x2 = in[j + half];
-          o[j] = static_cast<float>(x1 * c - x2 * s);
-          o[j + half] = static_cast<float>(x2 * c + x1 * s);
-        }
+        const int64_t at = ((b * t + i) * heads + h) * dim;
+        host::rotate_half(x.data<float>() + at, out.data<float>() + at, half, position, inv_freq);
       }
     }
   }

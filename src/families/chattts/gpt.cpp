@@ -10,18 +10,18 @@ namespace voxd::chattts {
 namespace {
 
 // The tensors `names` (each [rows, cols]) stacked along their rows into one weight in `dtype` on
-// ctx's device, so that their products with one input are one gemm.
+// ctx's device, so that their products with one input are one gemm. Each is loaded as
+// load_parameter loads it and written into its rows on the device.
 Tensor load_stacked(Context& ctx, const WeightSource& source, const std::vector<std::string>& names,
                     int64_t rows, int64_t cols, DType dtype) {
-  std::vector<float> stacked;
-  stacked.reserve(names.size() * static_cast<size_t>(rows * cols));
-  for (const std::string& name : names) {
-    const std::vector<float> part =
-        load_host_parameter(source, name, {rows, cols}).to_float_vector();
-    stacked.insert(stacked.end(), part.begin(), part.end());
+  const auto count = static_cast<int64_t>(names.size());
+  Tensor stacked = ops::empty(ctx, {1, count * rows, cols}, dtype);
+  for (int64_t i = 0; i < count; ++i) {
+    const Tensor part =
+        load_parameter(ctx, source, names[static_cast<size_t>(i)], {rows, cols}, dtype);
+    ops::write_rows(ctx, stacked, part.reshape({1, rows, cols}), {i * rows});
   }
-  return ops::to_device(
-      ctx, Tensor::from_vector({static_cast<int64_t>(names.size()) * rows, cols}, stacked), dtype);
+  return stacked.reshape({count * rows, cols});
 }
 
 }  // namespace

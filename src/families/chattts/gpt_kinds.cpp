@@ -308,15 +308,14 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
 
 scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {
   LoadedModels& models = models_of(*batch.voice);
+  const auto started = scheduler::Clock::now();
+  scheduler::StepOutput out = run_step(batch, models, budget);
   if (!prefill_) {
-    const auto started = scheduler::Clock::now();
-    scheduler::StepOutput out = run_step(batch, models, budget);
     const double seconds = std::chrono::duration<double>(scheduler::Clock::now() - started).count();
     double& average = models.decode_step_seconds;
     average = average == 0.0 ? seconds : 0.9 * average + 0.1 * seconds;
-    return out;
   }
-  return run_step(batch, models, budget);
+  return out;
 }
 
 scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models,
