@@ -6,7 +6,10 @@
 // Decoder + Vocos over the hidden states of `--frames`/2 steps. Then the same loop as the server
 // runs it: the KV cache in pages and each step replayed as a recorded graph (DecodeGraphs; on a
 // backend that records), at each batch of `--graph-batches` (every stream drawing its own codes
-// with its own history and seed, all in one sample_tokens). Prints decode
+// with its own history and seed, all in one sample_tokens; the prompts prefilled together). Then
+// the server's vocoder step over `--vocode-batches` streams' chunks (of `--vocode-chunk-frames`
+// own code frames), each batch a shape met for the first time: its workspace plan, its first run
+// and later runs timed apart. Prints decode
 // steps per second (median of --runs; a step makes a code frame for every stream of the batch)
 // and the vocoding's real-time factor. The voice is a directory made by
 // bench/make_chattts_bench_voice.py.
@@ -22,10 +25,13 @@
 #include "core/kv_pages.h"
 #include "core/safetensors.h"
 #include "core/voice_directory.h"
+#include "core/workspace_plan.h"
+#include "families/chattts/code_chunker.h"
 #include "families/chattts/decode_graphs.h"
 #include "families/chattts/dvae.h"
 #include "families/chattts/gpt.h"
 #include "families/chattts/sampling.h"
+#include "families/chattts/served.h"
 #include "families/chattts/vocos.h"
 
 namespace {
@@ -135,15 +141,19 @@ GraphedTimes decode_graphed(Context& ctx, Backend& backend, const Gpt& gpt, int6
   std::vector<const std::vector<int64_t>*> lists;
   std::vector<int64_t> ids(static_cast<size_t>(prompt * c.num_vq));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i / 4 % 1000 + 5);
-  const Tensor prompt_mask =
-      Tensor::from_vector({1, prompt}, std::vector<int64_t>(static_cast<size_t>(prompt), 1));
+  const Tensor prompt_mask = Tensor::from_vector(
+      {batch, prompt}, std::vector<int64_t>(static_cast<size_t>(batch * prompt), 1));
   for (auto& held : pages) {
     if (!pool.grow(held, prompt + steps + 1)) throw Error("chattts_bench: the pool is too small");
-    (void)gpt.forward(
-        ctx, gpt.embed(ctx, Tensor::from_vector({1, prompt, c.num_vq}, ids), prompt_mask), cache,
-        page_table({&held}, pool.pages_for(prompt + steps + 1)), std::vector<int64_t>{0});
     lists.push_back(&held);
   }
+  // Every stream's prompt in one prefill, as the server prefills the prompts that arrive together.
+  std::vector<int64_t> batch_ids;
+  for (int64_t b = 0; b < batch; ++b) batch_ids.insert(batch_ids.end(), ids.begin(), ids.end());
+  (void)gpt.forward(
+      ctx, gpt.embed(ctx, Tensor::from_vector({batch, prompt, c.num_vq}, batch_ids), prompt_mask),
+      cache, page_table(lists, pool.pages_for(prompt + steps + 1)),
+      std::vector<int64_t>(static_cast<size_t>(batch), 0));
   backend.synchronize();
   const SamplingParams sampling = bench_sampling(c);
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch * c.num_vq));
@@ -173,9 +183,56 @@ GraphedTimes decode_graphed(Context& ctx, Backend& backend, const Gpt& gpt, int6
   return times;
 }
 
+struct VocodeShapeTimes {
+  double plan_seconds = 0;   // planning the shape's workspace (the first time it is met)
+  double first_seconds = 0;  // its first run (the backend's per-shape choices made)
+  double seconds = 0;        // a run after that (median of `runs`)
+  double audio_seconds = 0;  // the chunks' own audio
+};
+
+// The server's vocoder step (VocodeKind) for `batch` streams' chunks of `chunk_frames` own code
+// frames with full context, a shape met for the first time: its plan, its first run and later
+// runs timed apart.
+VocodeShapeTimes vocode_new_shape(DeviceRuntime& runtime, const Dvae& decoder, const Vocos& vocos,
+                                  const GptConfig& gpt_config, int64_t chunk_frames, int64_t batch,
+                                  int runs) {
+  const CodeChunker shape(decoder.config(), vocos.config(), chunk_frames);
+  const int64_t hop = vocos.config().hop_length;
+  CodeChunk chunk;
+  chunk.rows = shape.max_retained_frames();
+  chunk.hidden.assign(static_cast<size_t>(chunk.rows * gpt_config.hidden_size), 0.01f);
+  chunk.skip_samples = 2 * shape.context().left_frames * hop;
+  chunk.samples = 2 * chunk_frames * hop;
+  const std::vector<const CodeChunk*> chunks(static_cast<size_t>(batch), &chunk);
+  Backend& backend = runtime.backend();
+  VocodeShapeTimes times;
+  backend.synchronize();
+  Clock::time_point start = Clock::now();
+  const ArenaLayout layout = plan_workspace(
+      backend, [&](Context& ctx) { plan_vocode_chunks(ctx, decoder, vocos, batch, chunk.rows); });
+  times.plan_seconds = seconds_since(start);
+  std::vector<double> seconds;
+  for (int r = 0; r < runs + 1; ++r) {
+    start = Clock::now();
+    run_in_workspace(backend, runtime.allocator(), layout,
+                     [&](Context& ctx) { (void)vocode_chunks(ctx, decoder, vocos, chunks); });
+    backend.synchronize();
+    if (r == 0) {
+      times.first_seconds = seconds_since(start);
+    } else {
+      seconds.push_back(seconds_since(start));
+    }
+  }
+  std::sort(seconds.begin(), seconds.end());
+  times.seconds = seconds[seconds.size() / 2];
+  times.audio_seconds = static_cast<double>(batch * chunk.samples) / 24000.0;
+  return times;
+}
+
 int run(const std::string& voice_dir, const std::string& backend_name,
         const std::string& dtype_name, int64_t prompt, int64_t steps, int64_t frames, int runs,
-        const std::vector<int64_t>& graph_batches) {
+        const std::vector<int64_t>& graph_batches, const std::vector<int64_t>& vocode_batches,
+        const std::vector<int64_t>& vocode_chunk_frames) {
   const DType dtype = parse_dtype(dtype_name);
   DeviceRuntime runtime(RuntimeOptions{.backend = backend_name});
   Context& ctx = runtime.context();
@@ -231,25 +288,42 @@ int run(const std::string& voice_dir, const std::string& backend_name,
               static_cast<long long>(prompt), rates[rates.size() / 2], rates.front(), rates.back(),
               1e3 * vocode_s[vocode_s.size() / 2], audio_s,
               vocode_s[vocode_s.size() / 2] / audio_s);
-  if (!runtime.backend().can_capture() || graph_batches.empty()) return 0;
-  std::printf(
-      "\n| device | dtype | prompt | batch | graphed decode steps/s | min..max | code frames/s | "
-      "host draws ms/step |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
-  for (const int64_t batch : graph_batches) {
-    std::vector<std::pair<double, double>> graphed;  // steps/s, draw ms per step
-    for (int r = 0; r < runs; ++r) {
-      const GraphedTimes t = decode_graphed(ctx, runtime.backend(), gpt, prompt, steps, batch);
-      graphed.emplace_back(static_cast<double>(steps) / t.seconds,
-                           1e3 * t.draw_seconds / static_cast<double>(steps));
+  if (runtime.backend().can_capture() && !graph_batches.empty()) {
+    std::printf(
+        "\n| device | dtype | prompt | batch | graphed decode steps/s | min..max | code frames/s | "
+        "host draws ms/step |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const int64_t batch : graph_batches) {
+      std::vector<std::pair<double, double>> graphed;  // steps/s, draw ms per step
+      for (int r = 0; r < runs; ++r) {
+        const GraphedTimes t = decode_graphed(ctx, runtime.backend(), gpt, prompt, steps, batch);
+        graphed.emplace_back(static_cast<double>(steps) / t.seconds,
+                             1e3 * t.draw_seconds / static_cast<double>(steps));
+      }
+      std::sort(graphed.begin(), graphed.end());
+      const auto [median, draw_ms] = graphed[graphed.size() / 2];
+      std::printf("| %s | %s | %lld | %lld | %.1f | %.1f..%.1f | %.0f | %.2f |\n",
+                  runtime.device().to_string().c_str(), dtype_name.c_str(),
+                  static_cast<long long>(prompt), static_cast<long long>(batch), median,
+                  graphed.front().first, graphed.back().first, median * static_cast<double>(batch),
+                  draw_ms);
     }
-    std::sort(graphed.begin(), graphed.end());
-    const auto [median, draw_ms] = graphed[graphed.size() / 2];
-    std::printf("| %s | %s | %lld | %lld | %.1f | %.1f..%.1f | %.0f | %.2f |\n",
-                runtime.device().to_string().c_str(), dtype_name.c_str(),
-                static_cast<long long>(prompt), static_cast<long long>(batch), median,
-                graphed.front().first, graphed.back().first, median * static_cast<double>(batch),
-                draw_ms);
+  }
+  if (!vocode_batches.empty()) {
+    std::printf(
+        "\n| device | dtype | vocoder step: own code frames a chunk | chunks | plan ms (new shape) "
+        "| first run ms | later runs ms | audio-s/s |\n|---|---|---|---|---|---|---|---|\n");
+  }
+  for (const int64_t chunk_frames : vocode_chunk_frames) {
+    for (const int64_t batch : vocode_batches) {
+      const VocodeShapeTimes t =
+          vocode_new_shape(runtime, decoder, vocos, gpt_config, chunk_frames, batch, runs);
+      std::printf("| %s | %s | %lld | %lld | %.2f | %.2f | %.2f | %.0f |\n",
+                  runtime.device().to_string().c_str(), dtype_name.c_str(),
+                  static_cast<long long>(chunk_frames), static_cast<long long>(batch),
+                  1e3 * t.plan_seconds, 1e3 * t.first_seconds, 1e3 * t.seconds,
+                  t.audio_seconds / t.seconds);
+    }
   }
   return 0;
 }
@@ -266,9 +340,20 @@ int main(int argc, char** argv) {
   int64_t frames = 1000;
   int runs = 3;
   std::vector<int64_t> graph_batches = {1, 64};
+  std::vector<int64_t> vocode_batches = {1, 100};
+  std::vector<int64_t> vocode_chunk_frames = {kStreamChunkFrames};
   app.add_option("--voice", voice, "A ChatTTS voice directory")->required();
   app.add_option("--graph-batches", graph_batches,
                  "Batches of the graphed paged loop (none: skip it)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--vocode-batches", vocode_batches,
+                 "Streams' chunks per vocoder step, each a new shape: its plan and first run timed "
+                 "apart from later runs (none: skip it)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--vocode-chunk-frames", vocode_chunk_frames,
+                 "Own code frames of each chunk the vocoder steps take")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--backend", backend)->capture_default_str();
@@ -281,7 +366,8 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "Runs (the median is reported)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(voice, backend, dtype, prompt, steps, frames, runs, graph_batches);
+    return run(voice, backend, dtype, prompt, steps, frames, runs, graph_batches, vocode_batches,
+               vocode_chunk_frames);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chattts_bench: %s\n", e.what());
     return 2;
