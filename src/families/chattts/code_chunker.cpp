@@ -165,11 +165,19 @@ bool CodeChunker::done() const {
 
 namespace {
 
-// The Decoder and Vocos over hidden [B, rows, 2·idim] (host) on ctx: the runs' whole audio
-// [B, hop·(2·rows − 1)] on the host (zeros on a planning context).
+// The Decoder and Vocos over hidden [B, rows, 2·idim] (host): the runs' whole audio
+// [B, hop·(2·rows − 1)] on ctx's device.
 Tensor run_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos, const Tensor& hidden) {
   const Tensor states = ops::to_device(ctx, hidden, DType::F32);
-  return ops::to_host(ctx, vocos.forward(ctx, decoder.decode_hidden(ctx, states)));
+  return vocos.forward(ctx, decoder.decode_hidden(ctx, states));
+}
+
+// Samples [first, first + count) of every run of `audio` [B, samples] in one device tensor, so
+// that only what some chunk yields is copied to the host, not the context around it (most of a
+// run). A planning pass plans the largest copy, the whole runs.
+Tensor samples_to_send(Context& ctx, const Tensor& audio, int64_t first, int64_t count) {
+  if (ctx.planning()) return ops::empty(ctx, audio.shape(), DType::F32);
+  return ops::contiguous(ctx, audio.narrow(1, first, count));
 }
 
 }  // namespace
@@ -181,8 +189,7 @@ std::vector<std::vector<float>> vocode_chunks(Context& ctx, const Dvae& decoder,
   const int64_t hop = vocos.config().hop_length;
   const int64_t rows = chunks.front()->rows;
   const int64_t run_samples = (2 * rows - 1) * hop;
-  std::vector<float> hidden;
-  hidden.reserve(static_cast<size_t>(static_cast<int64_t>(chunks.size()) * rows * size));
+  const auto batch = static_cast<int64_t>(chunks.size());
   for (const CodeChunk* chunk : chunks) {
     if (chunk->rows != rows) {
       throw InputError("vocode_chunks: chunks of " + std::to_string(rows) + " and " +
@@ -201,17 +208,25 @@ std::vector<std::vector<float>> vocode_chunks(Context& ctx, const Dvae& decoder,
                        std::to_string(run_samples) + "-sample run; expected a chunk cut by a " +
                        "CodeChunker for this voice");
     }
-    hidden.insert(hidden.end(), chunk->hidden.begin(), chunk->hidden.end());
   }
-  const auto batch = static_cast<int64_t>(chunks.size());
-  const Tensor audio =
-      run_chunks(ctx, decoder, vocos, Tensor::from_vector({batch, rows, size}, hidden));
-  std::vector<std::vector<float>> out;
-  if (ctx.planning()) return out;
+  Tensor hidden = Tensor::empty({batch, rows, size}, DType::F32);
+  int64_t first = run_samples;
+  int64_t end = 0;
   for (int64_t b = 0; b < batch; ++b) {
     const CodeChunk& chunk = *chunks[static_cast<size_t>(b)];
-    const float* first = audio.data<float>() + b * run_samples + chunk.skip_samples;
-    out.emplace_back(first, first + chunk.samples);
+    std::copy(chunk.hidden.begin(), chunk.hidden.end(), hidden.data<float>() + b * rows * size);
+    first = std::min(first, chunk.skip_samples);
+    end = std::max(end, chunk.skip_samples + chunk.samples);
+  }
+  const Tensor sent =
+      samples_to_send(ctx, run_chunks(ctx, decoder, vocos, hidden), first, end - first);
+  std::vector<std::vector<float>> out;
+  if (ctx.planning()) return out;
+  const Tensor audio = ops::to_host(ctx, sent);
+  for (int64_t b = 0; b < batch; ++b) {
+    const CodeChunk& chunk = *chunks[static_cast<size_t>(b)];
+    const float* own = audio.data<float>() + b * (end - first) + chunk.skip_samples - first;
+    out.emplace_back(own, own + chunk.samples);
   }
   return out;
 }
@@ -227,7 +242,9 @@ void plan_vocode_chunks(Context& ctx, const Dvae& decoder, const Vocos& vocos, i
                         int64_t rows) {
   VOXD_CHECK(batch >= 1 && rows >= 1, "plan_vocode_chunks: a batch of no chunks or rows");
   const int64_t size = 2 * decoder.config().decoder.idim;
-  (void)run_chunks(ctx, decoder, vocos, Tensor::empty({batch, rows, size}, DType::F32));
+  const Tensor audio =
+      run_chunks(ctx, decoder, vocos, Tensor::empty({batch, rows, size}, DType::F32));
+  (void)samples_to_send(ctx, audio, 0, audio.size(1));
 }
 
 }  // namespace voxd::chattts
