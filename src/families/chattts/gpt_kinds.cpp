@@ -50,25 +50,25 @@ void draw_tokens(Context& ctx, const Tensor& logits, bool code, const GptConfig&
                  int64_t window, size_t first, int64_t count, GptStepIo* io) {
   const int64_t each = code ? config.num_vq : 1;
   const int64_t rows = count * each;
-  std::vector<TokenDraw> draws;
-  std::vector<int64_t> history;
-  if (io != nullptr) {
-    for (size_t s = first; s < first + static_cast<size_t>(count); ++s) {
-      VOXD_CHECK(static_cast<int64_t>(io->draws[s].size()) == each,
-                 "draw_tokens: a stream's draws do not match its head");
-      draws.insert(draws.end(), io->draws[s].begin(), io->draws[s].end());
-      history.insert(history.end(), io->history[s].begin(), io->history[s].end());
-    }
-  } else {
-    draws.resize(static_cast<size_t>(rows));
-    history.assign(static_cast<size_t>(rows * window), -1);
+  // A stream of the other stage draws placeholders here: a prefill runs both heads for every
+  // stream, so that it allocates as its plan did.
+  const auto own = [&](size_t s) { return io != nullptr && (io->code_stage[s] != 0) == code; };
+  std::vector<TokenDraw> draws(static_cast<size_t>(rows));
+  std::vector<int64_t> history(static_cast<size_t>(rows * window), -1);
+  for (size_t s = first; s < first + static_cast<size_t>(count); ++s) {
+    if (!own(s)) continue;
+    VOXD_CHECK(static_cast<int64_t>(io->draws[s].size()) == each &&
+                   static_cast<int64_t>(io->history[s].size()) == each * window,
+               "draw_tokens: a stream's draws do not match its head");
+    const auto at = static_cast<std::ptrdiff_t>(s - first) * each;
+    std::copy(io->draws[s].begin(), io->draws[s].end(), draws.begin() + at);
+    std::copy(io->history[s].begin(), io->history[s].end(), history.begin() + at * window);
   }
   const std::vector<int64_t> tokens = sample_rows(ctx, logits, draws, history, window);
-  if (io == nullptr) return;
-  for (int64_t s = 0; s < count; ++s) {
-    io->tokens[first + static_cast<size_t>(s)].assign(
-        tokens.begin() + static_cast<std::ptrdiff_t>(s * each),
-        tokens.begin() + static_cast<std::ptrdiff_t>((s + 1) * each));
+  for (size_t s = first; s < first + static_cast<size_t>(count); ++s) {
+    if (!own(s)) continue;
+    const auto at = static_cast<std::ptrdiff_t>(s - first) * each;
+    io->tokens[s].assign(tokens.begin() + at, tokens.begin() + at + each);
   }
 }
 
@@ -124,36 +124,32 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
     io->hidden.assign(static_cast<size_t>(b), {});
     io->tokens.assign(static_cast<size_t>(b), {});
   }
-  // The draws on each stream's last position: the whole batch at once for a decode step, one
-  // stream at a time for a prefill (each at its own length). A prefill step runs every head its
-  // shape has for every stream, a stream's own with its draws and the other with placeholder
-  // draws, so that it allocates as its plan did whatever stage each stream is in.
-  const auto heads = [&](const Tensor& last, size_t first, int64_t count) {
-    const Tensor h = ops::to_host(ctx, last);
-    for (const bool code : {false, true}) {
-      if (!(code ? shape.code_head : shape.text_head)) continue;
-      const bool own = io != nullptr && (shape.prefill ? io->code_stage[first] != 0 : code) == code;
-      draw_tokens(ctx, code ? gpt.code_logits(ctx, last) : gpt.text_logits(ctx, last), code, c,
-                  window, first, count, own ? io : nullptr);
+  // The draws on each stream's last position, the whole batch at once (a prefill's last
+  // positions gathered first, each stream at its own length). A prefill step runs every head its
+  // shape has for every stream, so that it allocates as its plan did whatever stage each stream
+  // is in (draw_tokens draws placeholders for the streams of the other stage).
+  Tensor last = hidden;
+  if (shape.prefill) {
+    std::vector<int64_t> rows_at(static_cast<size_t>(b));
+    for (int64_t s = 0; s < b; ++s) {
+      rows_at[static_cast<size_t>(s)] =
+          s * t + (io != nullptr ? io->last[static_cast<size_t>(s)] : t - 1);
     }
-    if (io == nullptr) return;
-    const std::vector<float> values = h.to_float_vector();
-    const auto size = static_cast<size_t>(c.hidden_size);
-    for (int64_t s = 0; s < count; ++s) {
-      const auto begin =
-          values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * size);
-      io->hidden[first + static_cast<size_t>(s)].assign(begin,
-                                                        begin + static_cast<std::ptrdiff_t>(size));
-    }
-  };
-  if (!shape.prefill) {
-    heads(hidden, 0, b);
-    return;
+    last = ops::embedding(ctx, Tensor::from_vector({b, 1}, rows_at),
+                          ops::contiguous(ctx, hidden).reshape({b * t, c.hidden_size}));
   }
+  const Tensor h = ops::to_host(ctx, last);
+  for (const bool code : {false, true}) {
+    if (!(code ? shape.code_head : shape.text_head)) continue;
+    draw_tokens(ctx, code ? gpt.code_logits(ctx, last) : gpt.text_logits(ctx, last), code, c,
+                window, 0, b, io);
+  }
+  if (io == nullptr) return;
+  const std::vector<float> values = h.to_float_vector();
+  const auto size = static_cast<size_t>(c.hidden_size);
   for (int64_t s = 0; s < b; ++s) {
-    const int64_t last = io != nullptr ? io->last[static_cast<size_t>(s)] : t - 1;
-    heads(ops::contiguous(ctx, hidden.narrow(0, s, 1).narrow(1, last, 1)), static_cast<size_t>(s),
-          1);
+    const auto begin = values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * size);
+    io->hidden[static_cast<size_t>(s)].assign(begin, begin + static_cast<std::ptrdiff_t>(size));
   }
 }
 

@@ -125,7 +125,8 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
 // Draws the next tokens of `count` streams, io's from `first` on, from their head's logits
 // [count, 1, ...] (the code heads' when `code`, on ctx's device) into io->tokens, on ctx (a
 // planning context when io is null: the same allocations; the logits may then come from
-// another).
+// another). A stream of the other stage (io->code_stage) draws a placeholder and keeps its
+// tokens.
 void draw_tokens(Context& ctx, const Tensor& logits, bool code, const GptConfig& config,
                  int64_t window, size_t first, int64_t count, GptStepIo* io);
 
