@@ -237,7 +237,11 @@ void add_linear_cases(std::vector<OpCase>& cases) {
   uint32_t seed = 40;
   for (const Case& tc : {Case{{5, 7}, 3, true}, Case{{5, 7}, 3, false}, Case{{2, 3, 33}, 65, true},
                          Case{{1, 1}, 1, true}, Case{{128, 256}, 256, true},
-                         Case{{2, 37, 80}, 257, false}, Case{{3, 0, 16}, 8, true}}) {
+                         Case{{2, 37, 80}, 257, false}, Case{{3, 0, 16}, 8, true},
+                         // A few rows (a decode step's; CUDA's few-rows kernel in F16 and BF16),
+                         // and one past them.
+                         Case{{1, 64}, 96, true}, Case{{3, 1, 768}, 40, false},
+                         Case{{8, 128}, 33, true}, Case{{9, 64}, 16, false}}) {
     const CaseInput x = random(tc.x, seed++);
     const CaseInput w = random({tc.out, tc.x.back()}, seed++);
     const CaseInput b = tc.bias ? random({tc.out}, seed++) : none();
@@ -873,6 +877,19 @@ void add_paged_cases(std::vector<OpCase>& cases) {
         }()},
        {700, 301},
        "over hundreds of keys"},
+      // 24 sequences of 12 heads: enough blocks that a decode step's keys are not split.
+      {24, 1, 30, 16, 12, 64,
+       [] {
+         std::vector<std::vector<int64_t>> rows;
+         for (int64_t b = 0; b < 24; ++b) rows.push_back({b % 30, (b + 7) % 30});
+         return rows;
+       }(),
+       [] {
+         std::vector<int64_t> positions;
+         for (int64_t b = 0; b < 24; ++b) positions.push_back(b * 5 % 32);
+         return positions;
+       }(),
+       "of 24 sequences"},
   };
   uint32_t seed = 1700;
   for (const Case& tc : list) {

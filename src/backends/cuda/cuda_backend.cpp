@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <climits>
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cudnn_convolutions.h"
+#include "backends/cuda/few_rows.h"
 #include "backends/cuda/implicit_gemm_conv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lstm.h"
@@ -30,9 +32,10 @@ namespace {
 
 // Elements of im2col / col2im columns and attention scores one chunk may use (64 MiB in F32).
 constexpr int64_t kScratchElements = int64_t{1} << 24;
-// Frames one istft chunk transforms at most (whole batch items at a time, at least one).
+// Frames one istft chunk transforms at most (whole batch items at a time, at least one), and the
+// most transforms one cuFFT call makes (a power of two).
 constexpr int64_t kFftFrames = 4096;
-// cuFFT plans kept per backend; the oldest goes first.
+// cuFFT plans kept per backend (istft's take 13 per FFT size); the oldest goes first.
 constexpr size_t kMaxFftPlans = 32;
 
 // The cuFFT work area a PlanOnly backend counts for `transforms` inverse FFTs of n points.
@@ -579,6 +582,13 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
     fill_bias(bias, {0, 1}, out, stream, op);
     return;
   }
+  if (cuda::few_rows_linear_fits(dtype, rows, in, x.raw_data(), weight.raw_data(),
+                                 out.raw_data())) {
+    cuda::few_rows_linear(x.raw_data(), weight.raw_data(),
+                          bias.defined() ? bias.raw_data() : nullptr, out.raw_data(), dtype, rows,
+                          in, features, stream, op);
+    return;
+  }
   use_gemm_workspace(workspace, op);
   const cudaDataType type = cuda_type(dtype);
   // The bias goes into out first and the gemm accumulates onto it (beta 1), so x·Wᵀ + bias is
@@ -1081,18 +1091,33 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const 
   const char* op = "paged_attention";
   const int64_t page_size = k_pages.size(1);
   const int64_t capacity = page_table.size(1) * page_size;
-  if (!cuda::paged_attention_fits(capacity, q.size(3))) {
+  const int64_t batch = q.size(0);
+  const int64_t heads = q.size(2);
+  const int64_t dim = q.size(3);
+  // One query per sequence (a decode step) is split over blocks by key ranges; more go through
+  // the one-block-per-query kernel, which holds each query's scores in shared memory.
+  const bool split = q.size(1) == 1 && cuda::split_decode_attention_fits(q.dtype(), dim);
+  if (!split && !cuda::paged_attention_fits(capacity, dim)) {
     fail(op, "a page table of " + std::to_string(capacity) +
                  " positions is more than the kernel's shared memory holds the scores of");
   }
+  const int64_t splits = split ? cuda::split_decode_splits(batch, heads) : 0;
   const ScratchBuffer tables = take(scratch, page_table_bytes(page_table, positions, key_starts));
+  const ScratchBuffer partials =
+      take(scratch, split ? cuda::split_decode_scratch_bytes(batch, heads, dim, splits) : 0);
   if (scratch.planning() || out.numel() == 0) return;
   open(op);
+  const cuda::PageTable table = page_table_on_device(page_table, positions, key_starts, page_size,
+                                                     k_pages.size(0), tables, op);
+  if (split) {
+    cuda::split_decode_attention(q.raw_data(), k_pages.raw_data(), v_pages.raw_data(),
+                                 out.raw_data(), q.dtype(), batch, heads, dim, table, scale, splits,
+                                 partials.as<float>(), handles_->stream, op);
+    return;
+  }
   cuda::paged_attention(q.raw_data(), k_pages.raw_data(), v_pages.raw_data(), out.raw_data(),
-                        q.dtype(), q.size(0), q.size(1), q.size(2), q.size(3),
-                        page_table_on_device(page_table, positions, key_starts, page_size,
-                                             k_pages.size(0), tables, op),
-                        scale, handles_->stream, op);
+                        q.dtype(), batch, q.size(1), heads, dim, table, scale, handles_->stream,
+                        op);
 }
 
 void CudaBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& page_table,
@@ -1159,16 +1184,20 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   const int64_t length = out.size(1);
   if (batch == 0) return;
   // Whole batch items per chunk: their frames' spectra are packed for cuFFT, transformed into
-  // frame signals, then overlap-added into their outputs. Two plan sizes at most: full chunks and
-  // the last, shorter one.
+  // frame signals, then overlap-added into their outputs. A chunk's transforms go through cuFFT
+  // in pieces of powers of two (its count's binary digits), so that every shape a server meets
+  // uses the same 13 plans, all made the first time this FFT size is met: a new batch or chunk
+  // length makes no plan (tens of milliseconds on the first ones) in the middle of serving.
   const int64_t items = std::clamp<int64_t>(kFftFrames / frames, 1, batch);
-  const int64_t last_items = batch - (batch - 1) / items * items;
+  const int64_t largest_piece = static_cast<int64_t>(
+      std::bit_floor(static_cast<uint64_t>(std::min(items * frames, kFftFrames))));
+  size_t work = 0;
   if (!plan_only()) open(op);  // the plans are made on the device, in a planning pass too
-  const auto work_bytes = [&](int64_t chunk_items) {
-    return plan_only() ? plan_only_fft_work_bytes(n_fft, chunk_items * frames)
-                       : handles_->inverse_fft(n_fft, chunk_items * frames, op).work_bytes;
-  };
-  const size_t work = std::max(work_bytes(items), work_bytes(last_items));
+  for (int64_t piece = 1; piece <= kFftFrames; piece *= 2) {
+    const size_t bytes = plan_only() ? plan_only_fft_work_bytes(n_fft, piece)
+                                     : handles_->inverse_fft(n_fft, piece, op).work_bytes;
+    if (piece <= largest_piece) work = std::max(work, bytes);
+  }
   const ScratchBuffer spectrum =
       take(scratch, static_cast<size_t>(items * frames * bins) * 2 * sizeof(float));
   const ScratchBuffer signal = take(scratch, static_cast<size_t>(items * frames * n_fft) * 4);
@@ -1181,12 +1210,18 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   upload(device_window.data(), window.raw_data(), device_window.bytes(), op);
   for (int64_t item0 = 0; item0 < batch; item0 += items) {
     const int64_t count = std::min(items, batch - item0);
-    Handles::FftPlan& plan = handles_->inverse_fft(n_fft, count * frames, op);
     cuda::pack_spectrum(real.data<float>(), imag.data<float>(), spectrum.data(), item0, count, bins,
                         frames, n_fft, stream, op);
-    VOXD_CUDA_CHECK(op, cufftSetWorkArea(plan.handle, work_area.data()));
-    VOXD_CUDA_CHECK(op,
-                    cufftExecC2R(plan.handle, spectrum.as<cufftComplex>(), signal.as<cufftReal>()));
+    const int64_t transforms = count * frames;
+    for (int64_t first = 0; first < transforms;) {
+      const auto piece = static_cast<int64_t>(
+          std::bit_floor(static_cast<uint64_t>(std::min(transforms - first, kFftFrames))));
+      Handles::FftPlan& plan = handles_->inverse_fft(n_fft, piece, op);
+      VOXD_CUDA_CHECK(op, cufftSetWorkArea(plan.handle, work_area.data()));
+      VOXD_CUDA_CHECK(op, cufftExecC2R(plan.handle, spectrum.as<cufftComplex>() + first * bins,
+                                       signal.as<cufftReal>() + first * n_fft));
+      first += piece;
+    }
     cuda::overlap_add(signal.as<float>(), device_window.as<float>(),
                       out.data<float>() + item0 * length, count, frames, n_fft, hop, length, stream,
                       op);
