@@ -149,14 +149,14 @@ class ChatTtsCliTest(VoxdTestCase):
         per_stream, positions, total = (int(g) for g in pages.groups())
         self.assertEqual(per_stream, (positions + 15) // 16)
         self.assertEqual(total, 2 * per_stream)
-        # The vocoder's step is a batch of chunks of the code stage's hidden states, each 24
+        # The vocoder's step is a batch of chunks of the code stage's hidden states, each 96
         # frames of audio with its context on both sides.
         chunk = re.search(r"decoder \+ vocos\s+batch 2 x (\d+) code frames a chunk", plan.stdout)
         self.assertIsNotNone(chunk, plan.stdout)
-        context = re.search(r"a chunk is 24 code frames of audio with (\d+) and (\d+) of context",
+        context = re.search(r"a chunk is 96 code frames of audio with (\d+) and (\d+) of context",
                             plan.stdout)
         self.assertIsNotNone(context, plan.stdout)
-        self.assertEqual(int(chunk.group(1)), 24 + int(context.group(1)) + int(context.group(2)))
+        self.assertEqual(int(chunk.group(1)), 96 + int(context.group(1)) + int(context.group(2)))
         self.assert_input_error(run("mem", "--voice", VOICE, "--batch", "2", "--phonemes", "40",
                                     "--frames", "90"), "--frames")
         self.assert_input_error(run("mem", "--voice", VOICE, "--chunks", "2", "--frames", "9"),

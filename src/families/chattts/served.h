@@ -23,9 +23,12 @@
 
 namespace voxd::chattts {
 
-// Code frames of a streamed chunk's own audio: ChatTTS's stream interval; a sentence's first chunk
-// is smaller, for time to first audio.
-constexpr int64_t kStreamChunkFrames = 24;
+// Code frames of a streamed chunk's own audio at most, and of a sentence's first chunk (small, for
+// time to first audio; the chunks between grow with the audio sent). ChatTTS streams every 24;
+// each chunk carries 52 frames of context on either side here (exactness), so a chunk of 24 is a
+// fifth of the vocoder's work and one of 96 half: on the H200 a vocoder step of 100 chunks makes
+// 825 audio-seconds a second at 24 and 2,361 at 96 (bench/NOTES.md, session 16).
+constexpr int64_t kStreamChunkFrames = 96;
 constexpr int64_t kFirstStreamChunkFrames = 8;
 
 struct LoadedModels final : scheduler::LoadedVoice {
