@@ -5,7 +5,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -35,6 +38,49 @@ __device__ __forceinline__ __half from_float<__half>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// Sixteen bytes of T: what one thread of the attention kernels loads at a time.
+template <typename T>
+struct alignas(16) Vec16 {
+  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
+  T v[kSize];
+};
+
+// The threads that share a row of `dim` elements of `bytes` each when each loads sixteen bytes
+// (2 to 32 of them, a power of two), or 0 when the row is not such a multiple.
+inline int sixteen_byte_lanes(int64_t dim, size_t bytes) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(bytes);
+  if (row_bytes % 16 != 0) return 0;
+  const int64_t lanes = row_bytes / 16;
+  return lanes == 2 || lanes == 4 || lanes == 8 || lanes == 16 || lanes == 32
+             ? static_cast<int>(lanes)
+             : 0;
+}
+
+// Calls f(std::integral_constant<int, lanes>{}) for lanes one of sixteen_byte_lanes' non-zero
+// results; returns false (calling nothing) for any other.
+template <typename F>
+bool dispatch_lanes(int lanes, F&& f) {
+  switch (lanes) {
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return true;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      return true;
+    case 8:
+      f(std::integral_constant<int, 8>{});
+      return true;
+    case 16:
+      f(std::integral_constant<int, 16>{});
+      return true;
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Calls f(T{}) with T the device type of the floating dtype.

@@ -10,13 +10,6 @@
 namespace voxd::cuda {
 namespace {
 
-// Sixteen bytes of T: what one thread loads at a time.
-template <typename T>
-struct alignas(16) Vec16 {
-  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
-  T v[kSize];
-};
-
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
@@ -207,17 +200,6 @@ __global__ void combine_decode_splits_kernel(const float* partials, T* out, int6
   }
 }
 
-// split_decode_attention_kernel's lanes per key for heads of `dim` elements of `bytes` each (a
-// row of sixteen-byte vectors, two to thirty-two), or 0.
-int decode_lanes(int64_t dim, size_t bytes) {
-  const int64_t row_bytes = dim * static_cast<int64_t>(bytes);
-  if (row_bytes % 16 != 0) return 0;
-  const int64_t lanes = row_bytes / 16;
-  return lanes == 2 || lanes == 4 || lanes == 8 || lanes == 16 || lanes == 32
-             ? static_cast<int>(lanes)
-             : 0;
-}
-
 }  // namespace
 
 bool few_rows_linear_fits(DType dtype, int64_t rows, int64_t in, const void* x, const void* weight,
@@ -276,7 +258,7 @@ int64_t split_decode_splits(int64_t batch, int64_t heads) {
 }
 
 bool split_decode_attention_fits(DType dtype, int64_t dim) {
-  return decode_lanes(dim, dtype_size(dtype)) != 0;
+  return sixteen_byte_lanes(dim, dtype_size(dtype)) != 0;
 }
 
 size_t split_decode_scratch_bytes(int64_t batch, int64_t heads, int64_t dim, int64_t splits) {
@@ -297,25 +279,9 @@ void split_decode_attention(const void* q, const void* k_pages, const void* v_pa
               static_cast<const T*>(q), static_cast<const T*>(k_pages),
               static_cast<const T*>(v_pages), static_cast<T*>(out), heads, scale, table, partials);
     };
-    switch (decode_lanes(dim, sizeof(T))) {
-      case 2:
-        launch(std::integral_constant<int, 2>{});
-        break;
-      case 4:
-        launch(std::integral_constant<int, 4>{});
-        break;
-      case 8:
-        launch(std::integral_constant<int, 8>{});
-        break;
-      case 16:
-        launch(std::integral_constant<int, 16>{});
-        break;
-      case 32:
-        launch(std::integral_constant<int, 32>{});
-        break;
-      default:
-        throw Error(std::string("cuda: ") + op + ": heads of " + std::to_string(dim) +
-                    " elements are not split_decode_attention's");
+    if (!dispatch_lanes(sixteen_byte_lanes(dim, sizeof(T)), launch)) {
+      throw Error(std::string("cuda: ") + op + ": heads of " + std::to_string(dim) +
+                  " elements are not split_decode_attention's");
     }
     check_launch(op);
     if (splits > 1) {

@@ -724,13 +724,6 @@ __global__ void qkv_to_pages_kernel(const T* qkv, T* k_pages, T* v_pages, T* q_o
   }
 }
 
-// Sixteen bytes of T: what one thread of attention_over_rows_vec_kernel loads at a time.
-template <typename T>
-struct alignas(16) Vec16 {
-  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
-  T v[kSize];
-};
-
 // attention_over_rows_kernel's numbers with its memory traffic spread over the block: each key
 // is read by kLanes threads, sixteen bytes each (dim = kLanes · 16 / sizeof(T)), so a block of
 // kAttentionVecThreads threads scores and sums blockDim.x / kLanes keys at a time where the
@@ -798,17 +791,6 @@ __global__ void attention_over_rows_vec_kernel(const T* q, const T* k, const T* 
   }
 }
 
-// The lanes per key of attention_over_rows_vec_kernel for heads of `dim` elements of `bytes`
-// each, or 0 when it does not take them.
-int attention_vec_lanes(int64_t dim, size_t bytes) {
-  const int64_t row_bytes = dim * static_cast<int64_t>(bytes);
-  if (row_bytes % 16 != 0) return 0;
-  const int64_t lanes = row_bytes / 16;
-  return lanes == 2 || lanes == 4 || lanes == 8 || lanes == 16 || lanes == 32
-             ? static_cast<int>(lanes)
-             : 0;
-}
-
 constexpr int kAttentionVecThreads = 256;
 
 size_t attention_vec_shared_bytes(int lanes, int64_t dim, int64_t capacity) {
@@ -827,7 +809,7 @@ void launch_attention_over_rows(const void* q, const void* k, const void* v, voi
   const size_t shared = attention_over_rows_shared_bytes(dim, max_keys);
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
-    const int lanes = attention_vec_lanes(dim, sizeof(T));
+    const int lanes = sixteen_byte_lanes(dim, sizeof(T));
     const size_t vec_shared = attention_vec_shared_bytes(lanes == 0 ? 1 : lanes, dim, max_keys);
     if (lanes != 0 && vec_shared <= kAttentionOverRowsMaxSharedBytes) {
       const auto launch = [&](auto lanes_constant) {
@@ -842,23 +824,7 @@ void launch_attention_over_rows(const void* q, const void* k, const void* v, voi
             static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
             static_cast<T*>(out), tq, heads, scale, max_keys, keys);
       };
-      switch (lanes) {
-        case 2:
-          launch(std::integral_constant<int, 2>{});
-          break;
-        case 4:
-          launch(std::integral_constant<int, 4>{});
-          break;
-        case 8:
-          launch(std::integral_constant<int, 8>{});
-          break;
-        case 16:
-          launch(std::integral_constant<int, 16>{});
-          break;
-        default:
-          launch(std::integral_constant<int, 32>{});
-          break;
-      }
+      dispatch_lanes(lanes, launch);
       return;
     }
     const auto kernel = attention_over_rows_kernel<T, Keys>;
