@@ -41,7 +41,8 @@ For each: TTFA (non-streaming, the audio comes when infer() returns), audio-s/s,
 peak and steady (after the round) reserved and allocated memory, each way from an emptied cache.
 Then stream=True rounds that step N up (sequential: one stream, the most it serves at once;
 batched: all N in one list, the best case for that way) until a stream falls behind real time or
-fails: the most real-time streams (a lower bound when every round kept up; most_realtime_exact
+fails (the batched way, with --past-real-time, on through its steps for its best throughput):
+the most real-time streams (a lower bound when every round kept up; most_realtime_exact
 false in the JSON). Then --random requests of random length (bench/serve_workload.py's, the
 first of the 1,000 voxd gets) through the batched way, with the reserved memory before and
 after. Prints Markdown rows and, with --json, writes them (after each part) for
@@ -54,8 +55,8 @@ LlamaModel). On the CPU with the tiny fixture voice, where transformers is insta
 
     python3 bench/chattts_serve_peer.py --voice DIR [--device cuda] [--dtype f32] \\
         [--sentences 3] [--sequential 4] [--batched 32 --batch 8] [--threads 8] \\
-        [--search-batched 1,2,4,8,16,32,64] [--search-threads 1,2,4,8] [--random 32] \\
-        [--deadline 210] [--json OUT]
+        [--search-batched 1,2,4,8,16,32,64] [--past-real-time] [--search-threads 1,2,4,8] \\
+        [--random 32] [--deadline 210] [--json OUT]
 """
 import argparse
 import dataclasses
@@ -258,11 +259,13 @@ def summarize(jobs, wall, slack):
     return workload.summarize([job.record for job in jobs], wall, workload.RATE, slack)
 
 
-def search(chat, way, steps, requests_of, deadline, slack, rows, label):
+def search(chat, way, steps, requests_of, deadline, slack, rows, label, past_real_time=False):
     """stream=True rounds of n requests for n in `steps` (batched: all n in one list) until one
-    falls behind or fails. Returns (the most real-time streams, None if no round ran; whether
-    that is the most, a round having fallen behind after it; the rounds)."""
-    most, rounds = None, []
+    falls behind or fails; with `past_real_time`, on through every step (the way's throughput
+    still grows with the list after its streams stop keeping up). Returns (the most real-time
+    streams, None if no round ran; whether that is the most, a round having fallen behind after
+    it; the rounds)."""
+    most, fell_behind, rounds = None, False, []
     for n in steps:
         if time.monotonic() > deadline:
             rows.append(f"| {label} | stream, {n} at once | not run: past the deadline |")
@@ -272,10 +275,13 @@ def search(chat, way, steps, requests_of, deadline, slack, rows, label):
         summary = summarize(jobs, wall, slack)
         rounds.append({"concurrency": n, "summary": summary})
         rows.append(row(label, f"stream, {n} at once", summary, None))
-        if not workload.all_kept_up(summary):
-            return most or 0, True, rounds
-        most = n
-    return most, False, rounds
+        if not fell_behind and not workload.all_kept_up(summary):
+            fell_behind, most = True, most or 0
+            if not past_real_time:
+                break
+        elif not fell_behind:
+            most = n
+    return most, fell_behind, rounds
 
 
 def row(label, round_label, summary, mem):
@@ -317,7 +323,8 @@ def run(chat, args, deadline, print_row=print, save=lambda result: None):
         print_row(row(label, f"{count} at once", summary, mem))
         rows = []
         entry["most_realtime"], entry["most_realtime_exact"], entry["search"] = search(
-            chat, way, steps, fixed, deadline, args.slack, rows, label)
+            chat, way, steps, fixed, deadline, args.slack, rows, label,
+            past_real_time=args.past_real_time and way == "batched")
         # One request at a time serves one stream at once, however many are queued.
         entry["most_realtime_exact"] |= way == "sequential" and entry["most_realtime"] == 1
         for line in rows:
@@ -368,6 +375,10 @@ def parser():
     p.add_argument("--threads", type=int, default=8, help="requests (threads) at once")
     p.add_argument("--search-batched", type=steps_list, default=[1, 2, 4, 8, 16, 32, 64])
     p.add_argument("--search-threads", type=steps_list, default=[1, 2, 4, 8])
+    p.add_argument("--past-real-time", action="store_true",
+                   help="the batched search goes on through its steps after a round falls "
+                        "behind, for the way's best throughput (the most real-time streams are "
+                        "still those before the first round that fell behind)")
     p.add_argument("--random", type=int, default=32, help="random-length requests (0: none)")
     p.add_argument("--random-sentences", default="1-4")
     p.add_argument("--seed", type=int, default=1, help="of the random lengths and of torch")

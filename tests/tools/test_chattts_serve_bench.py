@@ -322,6 +322,45 @@ class PeerTest(unittest.TestCase):
         self.assertIsNone(late["random"])
 
 
+class PeerSearchTest(unittest.TestCase):
+    """The stream=True search's steps, with rounds that keep up or fall behind by list size."""
+
+    def search(self, behind, past_real_time):
+        def serve(chat, way, jobs, stream, batch):
+            return 1.0
+
+        def summarize(jobs, wall, slack):
+            n = len(jobs)
+            return {"requests": n, "ok": n, "errors": 0, "audio_per_s": float(n),
+                    "realtime": n - 1 if n in behind else n, "ttfa_p50_ms": 1.0,
+                    "ttfa_p95_ms": 1.0, "audio_s": float(n), "wall_s": 1.0, "max_lag_ms": 0.0}
+
+        saved = chattts_serve_peer.serve, chattts_serve_peer.summarize
+        chattts_serve_peer.serve, chattts_serve_peer.summarize = serve, summarize
+        try:
+            return chattts_serve_peer.search(None, "batched", [1, 2, 4, 8],
+                                             lambda n: [None] * n, float("inf"), 0.0, [],
+                                             "infer()", past_real_time=past_real_time)
+        finally:
+            chattts_serve_peer.serve, chattts_serve_peer.summarize = saved
+
+    def test_the_search_stops_at_the_first_round_that_falls_behind(self):
+        most, exact, rounds = self.search({4}, past_real_time=False)
+        self.assertEqual((most, exact), (2, True))
+        self.assertEqual([r["concurrency"] for r in rounds], [1, 2, 4])
+
+    def test_past_real_time_goes_on_for_throughput_and_keeps_the_most_real_time(self):
+        most, exact, rounds = self.search({4}, past_real_time=True)
+        self.assertEqual((most, exact), (2, True))
+        self.assertEqual([r["concurrency"] for r in rounds], [1, 2, 4, 8])
+
+    def test_when_every_round_keeps_up_the_most_is_a_lower_bound(self):
+        most, exact, rounds = self.search(set(), past_real_time=True)
+        self.assertEqual((most, exact), (8, False))
+        most, exact, _ = self.search({1}, past_real_time=True)
+        self.assertEqual((most, exact), (0, True))
+
+
 def round_entry(concurrency, audio_per_s, p95=100.0, errors=0, realtime=None, peak=2**30):
     requests = concurrency
     return {"concurrency": concurrency,
