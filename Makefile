@@ -14,7 +14,8 @@ DEB_PACKAGES := build-essential cmake pkg-config git \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
 	libbenchmark-dev python3 python3-numpy python3-torch python3-yaml sox libcpp-httplib-dev \
 	libboost1.81-dev libavcodec-dev libavutil-dev ffmpeg liblzma-dev libkissfft-dev \
-	libopencc-dev chromium fonts-wqy-microhei $(ZH_DATA_PACKAGES)
+	libopencc-dev chromium fonts-wqy-microhei libsoxr-dev festival festvox-us-slt-hts \
+	$(ZH_DATA_PACKAGES)
 
 # What tools/mandarin_lexicon.py builds data/zh from (a test checks the data is what it builds).
 ZH_DATA_PACKAGES := python3-jieba golang-github-mozillazg-go-pinyin-dev rime-data-terra-pinyin \

@@ -61,6 +61,12 @@ def ming024_symbols():
 MING024_SYMBOLS = ming024_symbols()
 
 
+def arpabet_voice_symbols():
+    """The table of voxd's own ARPAbet voices (data/symbols/arpabet-en.txt): the pad, ming024's
+    "@"-prefixed ARPAbet symbols and its silences (88 symbols; what the ARPAbet front end emits)."""
+    return [PAD] + ["@" + s for s in arpabet_symbols()] + SILENCES
+
+
 def read_symbols(path):
     """Reads a symbols.txt (one symbol per line, not stripped); raises ValueError on a bad table."""
     with open(path, encoding="utf-8") as f:
@@ -91,3 +97,10 @@ def write_symbols(path, symbols):
     check_symbols(symbols, path)
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(symbols) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "arpabet":
+        sys.exit("usage: tools/symbols.py arpabet OUT  (writes voxd's ARPAbet voice table)")
+    write_symbols(sys.argv[2], arpabet_voice_symbols())

@@ -1,7 +1,9 @@
 #include "tools/align.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
+#include <string_view>
 
 #include "core/error.h"
 #include "text/phonemizer.h"
@@ -21,24 +23,68 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// Whether a voiced token is the phoneme an event names: the same, but for the tone on the token.
-bool same_phoneme(const std::string& token, const std::string& event) {
-  return text::without_tone(token) == event;
+// An ARPAbet name ("IY1", "AH", "HH"): capital letters with at most one stress digit after them.
+bool is_arpabet(std::string_view name) {
+  if (!name.empty() && name.back() >= '0' && name.back() <= '2') name.remove_suffix(1);
+  return !name.empty() && name.size() <= 2 &&
+         std::all_of(name.begin(), name.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
 }
 
-// For each event phoneme, the index of the voiced token it matches, or kNone for an extra
-// phoneme; the alignment with the fewest extras. InputError if some voiced token has no match.
-std::vector<size_t> match_phonemes(const std::vector<std::string>& voiced,
-                                   const std::vector<std::string>& heard) {
+std::string_view without_stress(std::string_view name) {
+  if (!name.empty() && name.back() >= '0' && name.back() <= '2') name.remove_suffix(1);
+  return name;
+}
+
+bool is_arpabet_vowel(std::string_view name) {
+  static constexpr std::string_view kVowels[] = {"AA", "AE", "AH", "AO", "AW", "AY", "EH", "ER",
+                                                 "EY", "IH", "IY", "OW", "OY", "UH", "UW"};
+  const std::string_view base = without_stress(name);
+  return std::find(std::begin(kVowels), std::end(kVowels), base) != std::end(kVowels);
+}
+
+// Whether a voiced token is the phoneme an event names: the same, but for the tone or the
+// ARPAbet stress on the token.
+bool same_phoneme(const std::string& token, const std::string& event) {
+  return token == event || text::without_tone(token) == event ||
+         (is_arpabet(token) && without_stress(token) == event);
+}
+
+// Whether a token may stand for an event phoneme of another name: both ARPAbet, both vowels or
+// both consonants.
+bool same_kind(const std::string& token, const std::string& event) {
+  return is_arpabet(token) && is_arpabet(event) &&
+         is_arpabet_vowel(token) == is_arpabet_vowel(event);
+}
+
+// How the voiced tokens and the event phonemes pair up.
+struct PhonemeMatch {
+  std::vector<size_t> token_of;   // per event phoneme: its voiced token, or kNone (an extra)
+  std::vector<bool> substituted;  // per event phoneme: matched to a token of another name
+  size_t missing = 0;             // voiced tokens without an event phoneme
+};
+
+// The alignment of the voiced tokens with the event phonemes with the fewest edits (extra event
+// phonemes, and where `rules` allow any, substitutions and missing tokens). InputError when no
+// alignment exists within the edits allowed at all.
+PhonemeMatch match_phonemes(const std::vector<std::string>& voiced,
+                            const std::vector<std::string>& heard, const AlignRules& rules) {
   const size_t m = voiced.size(), p = heard.size();
   constexpr size_t kInf = std::numeric_limits<size_t>::max() / 2;
-  // cost[a][b]: fewest extras to align voiced[0..a) with heard[0..b).
+  const bool substitute = rules.max_substitutions > 0, miss = rules.max_missing > 0;
+  auto matches = [&](size_t a, size_t b) { return same_phoneme(voiced[a - 1], heard[b - 1]); };
+  auto substitutes = [&](size_t a, size_t b) {
+    return substitute && same_kind(voiced[a - 1], heard[b - 1]);
+  };
+  // cost[a][b]: fewest edits to align voiced[0..a) with heard[0..b).
   std::vector<std::vector<size_t>> cost(m + 1, std::vector<size_t>(p + 1, kInf));
   for (size_t b = 0; b <= p; ++b) cost[0][b] = b;
   for (size_t a = 1; a <= m; ++a) {
+    if (miss) cost[a][0] = a;
     for (size_t b = 1; b <= p; ++b) {
       size_t best = cost[a][b - 1] + 1;
-      if (same_phoneme(voiced[a - 1], heard[b - 1])) best = std::min(best, cost[a - 1][b - 1]);
+      if (matches(a, b)) best = std::min(best, cost[a - 1][b - 1]);
+      if (substitutes(a, b)) best = std::min(best, cost[a - 1][b - 1] + 1);
+      if (miss) best = std::min(best, cost[a - 1][b] + 1);
       cost[a][b] = std::min(best, kInf);
     }
   }
@@ -46,12 +92,18 @@ std::vector<size_t> match_phonemes(const std::vector<std::string>& voiced,
     throw InputError("front-end phonemes [" + joined(voiced) + "] do not match the teacher's [" +
                      joined(heard) + "]");
   }
-  std::vector<size_t> match(p, kNone);
-  for (size_t a = m, b = p; b > 0;) {
-    if (a > 0 && same_phoneme(voiced[a - 1], heard[b - 1]) && cost[a][b] == cost[a - 1][b - 1]) {
-      match[--b] = --a;
-    } else {
+  PhonemeMatch match{std::vector<size_t>(p, kNone), std::vector<bool>(p, false), 0};
+  for (size_t a = m, b = p; a > 0 || b > 0;) {
+    if (a > 0 && b > 0 && matches(a, b) && cost[a][b] == cost[a - 1][b - 1]) {
+      match.token_of[--b] = --a;
+    } else if (a > 0 && b > 0 && substitutes(a, b) && cost[a][b] == cost[a - 1][b - 1] + 1) {
+      match.substituted[--b] = true;
+      match.token_of[b] = --a;
+    } else if (b > 0 && cost[a][b] == cost[a][b - 1] + 1) {
       --b;
+    } else {
+      ++match.missing;
+      --a;
     }
   }
   return match;
@@ -99,7 +151,7 @@ bool is_voiced(const std::string& token) {
 }
 
 Alignment align(const std::vector<std::string>& tokens, const std::vector<PhonemeEvent>& events,
-                int64_t samples, int64_t hop, size_t max_extra_phonemes) {
+                int64_t samples, int64_t hop, const AlignRules& rules) {
   VOXD_CHECK(hop > 0, "hop must be positive");
   int64_t last = 0;
   for (const PhonemeEvent& event : events) {
@@ -123,25 +175,33 @@ Alignment align(const std::vector<std::string>& tokens, const std::vector<Phonem
     heard_event.push_back(k);
   }
   if (voiced.empty()) throw InputError("the sentence has no voiced phoneme");
-  const std::vector<size_t> match = match_phonemes(voiced, heard);
+  const PhonemeMatch match = match_phonemes(voiced, heard, rules);
 
   Alignment result;
+  result.missing_phonemes = match.missing;
   // owner[k]: the token that event k's audio belongs to (kNone: decided below, for pauses).
   std::vector<size_t> owner(events.size(), kNone);
   size_t previous = kNone;
   for (size_t h = 0; h < heard.size(); ++h) {
-    if (match[h] == kNone) {
+    if (match.token_of[h] == kNone) {
       ++result.extra_phonemes;
       owner[heard_event[h]] = previous == kNone ? voiced_index.front() : previous;
     } else {
-      previous = owner[heard_event[h]] = voiced_index[match[h]];
+      result.substitutions += match.substituted[h] ? 1 : 0;
+      previous = owner[heard_event[h]] = voiced_index[match.token_of[h]];
     }
   }
-  if (result.extra_phonemes > max_extra_phonemes) {
-    throw InputError(std::to_string(result.extra_phonemes) +
-                     " teacher phonemes have no front-end token: [" + joined(heard) + "] vs [" +
-                     joined(voiced) + "]");
-  }
+  const auto check = [&](size_t count, size_t most, const char* what) {
+    if (count > most) {
+      throw InputError(std::to_string(count) + " " + what + " (at most " + std::to_string(most) +
+                       "): [" + joined(heard) + "] vs [" + joined(voiced) + "]");
+    }
+  };
+  check(result.extra_phonemes, rules.max_extra_phonemes,
+        "teacher phonemes have no front-end token");
+  check(result.substitutions, rules.max_substitutions,
+        "front-end phonemes are said as another phoneme");
+  check(result.missing_phonemes, rules.max_missing, "front-end phonemes are not said");
   for (size_t k = 0, before = kNone; k < events.size(); ++k) {
     if (!events[k].name.empty()) {
       before = owner[k];

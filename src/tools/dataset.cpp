@@ -17,6 +17,7 @@
 #include "core/file_write.h"
 #include "text/mandarin/espeak_front_end.h"
 #include "tools/align.h"
+#include "tools/festival_teacher.h"
 #include "tools/teacher.h"
 #include "tools/wav.h"
 
@@ -64,6 +65,8 @@ json report_json(const DatasetReport& r) {
           {"dropped_symbols", r.dropped_symbols},
           {"dropped_alignment", r.dropped_alignment},
           {"extra_phonemes", r.extra_phonemes},
+          {"substitutions", r.substitutions},
+          {"missing_phonemes", r.missing_phonemes},
           {"frames_moved", r.frames_moved},
           {"samples", r.samples}};
 }
@@ -76,8 +79,21 @@ void add_report(DatasetReport& total, const json& r) {
   total.dropped_symbols += r.at("dropped_symbols").get<size_t>();
   total.dropped_alignment += r.at("dropped_alignment").get<size_t>();
   total.extra_phonemes += r.at("extra_phonemes").get<size_t>();
+  total.substitutions += r.at("substitutions").get<size_t>();
+  total.missing_phonemes += r.at("missing_phonemes").get<size_t>();
   total.frames_moved += r.at("frames_moved").get<size_t>();
   total.samples += r.at("samples").get<int64_t>();
+}
+
+std::unique_ptr<Teacher> make_teacher(const DatasetOptions& options) {
+  switch (options.teacher) {
+    case TeacherKind::kEspeak:
+      return std::make_unique<EspeakTeacher>(text::mandarin::teacher_voice(options.language),
+                                             options.phonemes);
+    case TeacherKind::kFestival:
+      return std::make_unique<FestivalTeacher>(options.festival_voice, options.out);
+  }
+  throw Error("unknown teacher");
 }
 
 // One worker: front end and teacher for the sentences it is given.
@@ -87,7 +103,9 @@ class Worker {
       : options_(options),
         front_end_(text::mandarin::make_phoneme_front_end(options.phonemes, symbols,
                                                           options.language, "teacher")),
-        teacher_(text::mandarin::teacher_voice(options.language), options.phonemes) {}
+        teacher_(make_teacher(options)) {}
+
+  const Teacher& teacher() const { return *teacher_; }
 
   // The manifest line for sentence `index`, or nullopt (counted and reported) when dropped.
   std::optional<json> process(size_t index, const CorpusLine& line, DatasetReport& report) {
@@ -114,12 +132,11 @@ class Worker {
       return drop(report.dropped_symbols, std::to_string(sentence.dropped) +
                                               " phonemes have no symbol in " + options_.symbols);
     }
-    const Utterance utterance = teacher_.speak(sentence.text);
+    const Utterance utterance = teacher_->speak(sentence.text);
     const auto samples = static_cast<int64_t>(utterance.audio.size());
     Alignment alignment;
     try {
-      alignment = align(sentence.phonemes, utterance.events, samples, kHopLength,
-                        options_.max_extra_phonemes);
+      alignment = align(sentence.phonemes, utterance.events, samples, kHopLength, options_.rules);
     } catch (const InputError& e) {
       return drop(report.dropped_alignment, e.what());
     }
@@ -128,6 +145,8 @@ class Worker {
     write_wav((fs::path(options_.out) / wav).string(), utterance.audio, Teacher::kSampleRate);
     ++report.written;
     report.extra_phonemes += alignment.extra_phonemes;
+    report.substitutions += alignment.substitutions;
+    report.missing_phonemes += alignment.missing_phonemes;
     report.frames_moved += alignment.frames_moved;
     report.samples += samples;
     return json{{"id", id},
@@ -143,9 +162,9 @@ class Worker {
 
  private:
   const DatasetOptions& options_;
-  // Before the teacher: its Phonemizer initialises eSpeak first (see Teacher).
+  // Before the teacher: its Phonemizer initialises eSpeak first (see EspeakTeacher).
   std::unique_ptr<const text::FrontEnd> front_end_;
-  Teacher teacher_;
+  std::unique_ptr<Teacher> teacher_;
 };
 
 // Writes all of `text` to file descriptor `fd`; false on failure.
@@ -223,7 +242,9 @@ void run_shard(const DatasetOptions& options, const std::vector<CorpusLine>& cor
       manifest += entry->dump(-1, ' ', false) + "\n";
     }
   }
-  const std::string counts = report_json(report).dump() + "\n";
+  json counts_json = report_json(report);
+  counts_json["teacher"] = worker.teacher().description();
+  const std::string counts = counts_json.dump() + "\n";
   write_file_atomically(part_path(options.out, shard, "jsonl"),
                         {{manifest.data(), manifest.size()}});
   write_file_atomically(part_path(options.out, shard, "report"), {{counts.data(), counts.size()}});
@@ -263,8 +284,9 @@ void run_forked(const DatasetOptions& options, const std::vector<CorpusLine>& co
   }
 }
 
-// Joins the shards' part files into manifest.jsonl (sorted by id) and the total report.
-DatasetReport merge_parts(const std::string& out, size_t jobs) {
+// Joins the shards' part files into manifest.jsonl (sorted by id) and the total report; `teacher`
+// gets the teacher's description.
+DatasetReport merge_parts(const std::string& out, size_t jobs, std::string& teacher) {
   DatasetReport report;
   std::map<std::string, std::string> lines;
   for (size_t shard = 0; shard < jobs; ++shard) {
@@ -275,7 +297,9 @@ DatasetReport merge_parts(const std::string& out, size_t jobs) {
     for (std::string line; std::getline(manifest, line);) {
       lines.emplace(json::parse(line).at("id").get<std::string>(), line + "\n");
     }
-    add_report(report, json::parse(counts));
+    const json part = json::parse(counts);
+    add_report(report, part);
+    teacher = part.at("teacher").get<std::string>();
     fs::remove(manifest_part);
     fs::remove(report_part);
   }
@@ -289,6 +313,10 @@ DatasetReport merge_parts(const std::string& out, size_t jobs) {
 
 DatasetReport generate_dataset(const DatasetOptions& options) {
   if (options.jobs == 0) throw InputError("--jobs must be at least 1");
+  if (options.teacher == TeacherKind::kFestival && options.phonemes != text::PhonemeSet::Arpabet) {
+    throw InputError(
+        "--teacher festival needs --phonemes arpabet (Festival names its phonemes in ARPAbet)");
+  }
   const text::SymbolTable symbols = text::SymbolTable::load(options.symbols);
   const std::vector<CorpusLine> corpus = read_corpus(options.corpus, options.limit);
   std::error_code error;
@@ -302,11 +330,11 @@ DatasetReport generate_dataset(const DatasetOptions& options) {
   } else {
     run_forked(options, corpus, symbols, jobs);
   }
-  const DatasetReport report = merge_parts(options.out, jobs);
+  std::string teacher;
+  const DatasetReport report = merge_parts(options.out, jobs, teacher);
   const std::string info = json{{"sample_rate", kDatasetSampleRate},
                                 {"hop_length", kHopLength},
-                                {"teacher", "espeak-ng " + Teacher::version() + " " +
-                                                text::mandarin::teacher_voice(options.language)},
+                                {"teacher", teacher},
                                 {"symbols", options.symbols},
                                 {"count", report.written}}
                                .dump() +

@@ -1,5 +1,6 @@
 // Generating the teacher dataset (docs/dataset-format.md): corpus sentences through voxd's front
-// end and eSpeak NG, aligned into per-token frame durations, written as WAVs and a manifest.
+// end and a teacher (eSpeak NG, or Festival with a voice such as CMU ARCTIC SLT's), aligned into
+// per-token frame durations, written as WAVs and a manifest.
 #pragma once
 
 #include <cstddef>
@@ -7,8 +8,15 @@
 #include <string>
 
 #include "text/symbols.h"
+#include "tools/align.h"
 
 namespace voxd::tools {
+
+// Who speaks the corpus.
+enum class TeacherKind {
+  kEspeak,    // eSpeak NG in the language's teacher voice (text::mandarin::teacher_voice)
+  kFestival,  // Festival with `festival_voice`; the front end's phonemes must be ARPAbet
+};
 
 // What voxd-dataset generates, and how.
 struct DatasetOptions {
@@ -19,7 +27,9 @@ struct DatasetOptions {
   std::string language = "en-us";  // the voice's (config.json); the teacher is teacher_voice()
   size_t limit = 0;                // 0: every sentence
   size_t jobs = 1;                 // worker processes (eSpeak is process-global)
-  size_t max_extra_phonemes = 0;   // see align()
+  TeacherKind teacher = TeacherKind::kEspeak;
+  std::string festival_voice = "cmu_us_slt_arctic_hts";
+  AlignRules rules;  // how closely the teacher must say the front end's phonemes (see align())
 };
 
 // Counts for one run. Every sentence is written or dropped for one reason.
@@ -31,6 +41,8 @@ struct DatasetReport {
   size_t dropped_symbols = 0;    // a phoneme has no symbol in the table
   size_t dropped_alignment = 0;  // the teacher's phonemes do not align with the tokens
   size_t extra_phonemes = 0;     // in written sentences (see Alignment)
+  size_t substitutions = 0;      // in written sentences (see Alignment)
+  size_t missing_phonemes = 0;   // in written sentences (see Alignment)
   size_t frames_moved = 0;       // in written sentences (see Alignment)
   int64_t samples = 0;           // audio written, in samples
   size_t dropped() const {

@@ -36,7 +36,7 @@ int collect(short* audio, int count, espeak_EVENT* events) {
 
 }  // namespace
 
-Teacher::Teacher(const std::string& voice, text::PhonemeSet set) {
+EspeakTeacher::EspeakTeacher(const std::string& voice, text::PhonemeSet set) : voice_(voice) {
   const int ipa = set == text::PhonemeSet::EspeakIpa ? espeakINITIALIZE_PHONEME_IPA : 0;
   g_mnemonics = ipa == 0;
   const int rate =
@@ -57,7 +57,7 @@ Teacher::Teacher(const std::string& voice, text::PhonemeSet set) {
   espeak_SetSynthCallback(collect);
 }
 
-Utterance Teacher::speak(const std::string& sentence) {
+Utterance EspeakTeacher::speak(const std::string& sentence) {
   Utterance utterance;
   g_utterance = &utterance;
   const espeak_ERROR status = espeak_Synth(sentence.c_str(), sentence.size() + 1, 0, POS_CHARACTER,
@@ -70,7 +70,11 @@ Utterance Teacher::speak(const std::string& sentence) {
   return utterance;
 }
 
-std::string Teacher::version() {
+std::string EspeakTeacher::description() const {
+  return "espeak-ng " + version() + " " + voice_;
+}
+
+std::string EspeakTeacher::version() {
   return espeak_Info(nullptr);
 }
 

@@ -1,7 +1,9 @@
 #include "tools/wav.h"
 
 #include <bit>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -10,6 +12,17 @@ namespace {
 
 void put_u32(uint8_t* at, uint32_t value) {
   for (int i = 0; i < 4; ++i) at[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+
+uint32_t get_u32(const std::string& bytes, size_t at) {
+  uint32_t value = 0;
+  for (int i = 3; i >= 0; --i) value = value << 8 | static_cast<uint8_t>(bytes[at + i]);
+  return value;
+}
+
+uint16_t get_u16(const std::string& bytes, size_t at) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(bytes[at]) | static_cast<uint8_t>(bytes[at + 1])
+                                                                     << 8);
 }
 
 void put_u16(uint8_t* at, uint16_t value) {
@@ -49,6 +62,44 @@ void write_wav(const std::string& path, const std::vector<int16_t>& audio, int s
             static_cast<std::streamsize>(audio.size() * sizeof(int16_t)));
   out.close();
   if (!out) throw Error(path + ": cannot write the WAV file");
+}
+
+std::vector<int16_t> read_wav(const std::string& path, int& sample_rate) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.eof() && !in) throw Error(path + ": cannot read the WAV file");
+  auto fail = [&](const std::string& why) -> std::vector<int16_t> {
+    throw Error(path + ": not a mono 16-bit PCM WAV file (" + why + ")");
+  };
+  if (bytes.size() < 12 || bytes.compare(0, 4, "RIFF") != 0 || bytes.compare(8, 4, "WAVE") != 0) {
+    return fail("no RIFF/WAVE header");
+  }
+  bool format_seen = false;
+  for (size_t at = 12; at + 8 <= bytes.size();) {
+    const std::string id = bytes.substr(at, 4);
+    const uint32_t size = get_u32(bytes, at + 4);
+    const size_t body = at + 8;
+    if (size > bytes.size() - body) return fail("chunk '" + id + "' runs past the end");
+    if (id == "fmt ") {
+      if (size < 16) return fail("short fmt chunk");
+      if (get_u16(bytes, body) != 1 || get_u16(bytes, body + 2) != 1 ||
+          get_u16(bytes, body + 14) != 16) {
+        return fail("format " + std::to_string(get_u16(bytes, body)) + ", " +
+                    std::to_string(get_u16(bytes, body + 2)) + " channels, " +
+                    std::to_string(get_u16(bytes, body + 14)) + " bits");
+      }
+      sample_rate = static_cast<int>(get_u32(bytes, body + 4));
+      format_seen = true;
+    } else if (id == "data") {
+      if (!format_seen) return fail("data before fmt");
+      std::vector<int16_t> samples(size / 2);
+      static_assert(std::endian::native == std::endian::little, "samples are read as stored");
+      std::memcpy(samples.data(), bytes.data() + body, samples.size() * sizeof(int16_t));
+      return samples;
+    }
+    at = body + size + (size & 1);
+  }
+  return fail("no data chunk");
 }
 
 }  // namespace voxd::tools

@@ -1,5 +1,5 @@
-// Tests of voxd-dataset: the alignment and WAV header units, and a 10-sentence dataset checked
-// against docs/dataset-format.md (and for determinism).
+// Tests of voxd-dataset: the alignment and WAV header units, the Festival teacher, and datasets
+// of a few sentences checked against docs/dataset-format.md (and for determinism).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,16 +13,20 @@
 #include "core/error.h"
 #include "text/espeak_front_end.h"
 #include "tools/align.h"
+#include "tools/festival_teacher.h"
 #include "tools/wav.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using voxd::tools::align;
+using voxd::tools::AlignRules;
 using voxd::tools::PhonemeEvent;
 
 const std::string kSymbols = std::string(VOXD_SOURCE_DIR) + "/data/symbols/espeak-ipa-en.txt";
 const std::string kCorpus = std::string(VOXD_SOURCE_DIR) + "/data/corpus/en-sentences.txt";
+const std::string kArpabetSymbols =
+    std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/voices/tiny-arpabet/symbols.txt";
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,21 +56,21 @@ TEST(DatasetAlign, SplitsAudioAtPhonemeEventsAndGivesPausesToPunctuation) {
   const std::vector<std::string> tokens = {"a", "ˈ", "b", ",", " ", "c", "."};
   const std::vector<PhonemeEvent> events = {
       {"a", 100}, {"b", 512}, {"", 1024}, {"c", 1536}, {"", 2048}};
-  const auto result = align(tokens, events, 2100, 256, 0);
+  const auto result = align(tokens, events, 2100, 256, {});
   EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 0, 2, 2, 0, 2, 0}));
   EXPECT_EQ(result.extra_phonemes, 0u);
 }
 
 TEST(DatasetAlign, PauseWithoutPunctuationGoesToTheWordBoundary) {
   const std::vector<std::string> tokens = {"a", " ", "b"};
-  const auto result = align(tokens, {{"a", 0}, {"", 512}, {"b", 768}}, 1024, 256, 0);
+  const auto result = align(tokens, {{"a", 0}, {"", 512}, {"b", 768}}, 1024, 256, {});
   EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 1, 1}));
 }
 
 TEST(DatasetAlign, VoicedTokenRoundedToZeroTakesAFrameFromItsNeighbour) {
   // b lasts 50 samples: its boundaries round to the same frame.
   const std::vector<std::string> tokens = {"a", "b", "."};
-  const auto result = align(tokens, {{"a", 0}, {"b", 1000}, {"", 1050}}, 2048, 256, 0);
+  const auto result = align(tokens, {{"a", 0}, {"b", 1000}, {"", 1050}}, 2048, 256, {});
   EXPECT_EQ(result.durations, (std::vector<int64_t>{3, 1, 4}));
   EXPECT_EQ(result.frames_moved, 1u);
 }
@@ -76,19 +80,113 @@ TEST(DatasetAlign, TonedTokensMatchTheTeachersTonelessPhonemes) {
   const std::vector<std::string> tokens = {"m", "ˈ", "A55", " ", "m", "ˈ", "A51", "."};
   const std::vector<PhonemeEvent> events = {{"m", 0},    {"A", 256},  {"", 768},
                                             {"m", 1024}, {"A", 1280}, {"", 1792}};
-  const auto result = align(tokens, events, 2048, 256, 0);
+  const auto result = align(tokens, events, 2048, 256, {});
   EXPECT_EQ(result.durations, (std::vector<int64_t>{1, 0, 2, 1, 1, 0, 2, 1}));
-  EXPECT_THROW(align({"m", "A55"}, {{"m", 0}, {"A5", 256}}, 512, 256, 0), voxd::InputError);
+  EXPECT_THROW(align({"m", "A55"}, {{"m", 0}, {"A5", 256}}, 512, 256, {}), voxd::InputError);
 }
 
 TEST(DatasetAlign, RejectsMismatchedPhonemesAndLimitsExtras) {
   const std::vector<std::string> tokens = {"a", "b"};
-  EXPECT_THROW(align(tokens, {{"a", 0}, {"c", 512}}, 1024, 256, 0), voxd::InputError);
+  EXPECT_THROW(align(tokens, {{"a", 0}, {"c", 512}}, 1024, 256, {}), voxd::InputError);
   const std::vector<PhonemeEvent> extra = {{"a", 0}, {"x", 256}, {"b", 512}};
-  EXPECT_THROW(align(tokens, extra, 1024, 256, 0), voxd::InputError);
-  const auto result = align(tokens, extra, 1024, 256, 1);
+  EXPECT_THROW(align(tokens, extra, 1024, 256, {}), voxd::InputError);
+  const auto result = align(tokens, extra, 1024, 256, {.max_extra_phonemes = 1});
   EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(result.extra_phonemes, 1u);
+}
+
+TEST(DatasetAlign, ArpabetTokensMatchTheTeachersUnstressedNames) {
+  // "HH IY1 sp" against Festival's "pau hh iy pau".
+  const std::vector<std::string> tokens = {"HH", "IY1", "sp"};
+  const auto result = align(tokens, {{"", 0}, {"HH", 256}, {"IY", 512}, {"", 1024}}, 1280, 256, {});
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 2, 1}));
+  EXPECT_EQ(result.substitutions, 0u);
+  EXPECT_THROW(align({"IY1"}, {{"EY", 0}}, 512, 256, {}), voxd::InputError);
+}
+
+TEST(DatasetAlign, SubstitutionsPairVowelWithVowelAndConsonantWithConsonantWithinTheLimit) {
+  // "P AA2 S IH0 B" said as "p aa s ax b": IH0 as AH0.
+  const std::vector<std::string> tokens = {"P", "AA2", "S", "IH0", "B"};
+  const std::vector<PhonemeEvent> events = {
+      {"P", 0}, {"AA", 256}, {"S", 512}, {"AH0", 768}, {"B", 1024}};
+  EXPECT_THROW(align(tokens, events, 1280, 256, {}), voxd::InputError);
+  const auto result = align(tokens, events, 1280, 256, {.max_substitutions = 1});
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(result.substitutions, 1u);
+  EXPECT_EQ(result.extra_phonemes, 0u);
+  // A vowel never stands for a consonant: IH0 against Z is an extra phoneme and a missing token.
+  const std::vector<PhonemeEvent> consonant = {
+      {"P", 0}, {"AA", 256}, {"S", 512}, {"Z", 768}, {"B", 1024}};
+  EXPECT_THROW(align(tokens, consonant, 1280, 256, {.max_substitutions = 5}), voxd::InputError);
+  const auto apart = align(tokens, consonant, 1280, 256,
+                           {.max_extra_phonemes = 1, .max_substitutions = 5, .max_missing = 1});
+  EXPECT_EQ(apart.substitutions, 0u);
+  EXPECT_EQ(apart.extra_phonemes, 1u);
+  EXPECT_EQ(apart.missing_phonemes, 1u);
+  // Two substitutions where one is allowed.
+  const std::vector<PhonemeEvent> two = {
+      {"P", 0}, {"AO", 256}, {"S", 512}, {"AH0", 768}, {"B", 1024}};
+  EXPECT_THROW(align(tokens, two, 1280, 256, {.max_substitutions = 1}), voxd::InputError);
+}
+
+TEST(DatasetAlign, AMissingTokenTakesAFrameFromItsNeighbour) {
+  // "T IY0 Z" said as "t z": IY0 gets no audio of its own, then a frame of T's.
+  const std::vector<std::string> tokens = {"T", "IY0", "Z"};
+  const std::vector<PhonemeEvent> events = {{"T", 0}, {"Z", 768}};
+  EXPECT_THROW(align(tokens, events, 1536, 256, {}), voxd::InputError);
+  const auto result = align(tokens, events, 1536, 256, {.max_missing = 1});
+  EXPECT_EQ(result.durations, (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(result.missing_phonemes, 1u);
+  EXPECT_EQ(result.frames_moved, 1u);
+}
+
+TEST(FestivalTeacher, NamesSegmentsInArpabet) {
+  EXPECT_EQ(voxd::tools::festival_phoneme("pau"), "");
+  EXPECT_EQ(voxd::tools::festival_phoneme("ax"), "AH0");
+  EXPECT_EQ(voxd::tools::festival_phoneme("hh"), "HH");
+  EXPECT_EQ(voxd::tools::festival_phoneme("iy"), "IY");
+}
+
+TEST(FestivalTeacher, SpeaksWithSltAndItsSegmentsAlignWithTheArpabetFrontEnd) {
+  const fs::path scratch = fs::temp_directory_path();
+  voxd::tools::FestivalTeacher teacher("cmu_us_slt_arctic_hts", scratch.string());
+  EXPECT_TRUE(teacher.description().starts_with("festival 2.")) << teacher.description();
+  EXPECT_TRUE(teacher.description().ends_with(" cmu_us_slt_arctic_hts"));
+  const voxd::text::SymbolTable table = voxd::text::SymbolTable::load(kArpabetSymbols);
+  const voxd::text::EspeakFrontEnd front_end(voxd::text::PhonemeSet::Arpabet, table);
+  const auto sentences = front_end.process("He is up by a pawn, I think.");
+  ASSERT_EQ(sentences.size(), 1u);
+  const voxd::tools::Utterance said = teacher.speak(sentences[0].text);
+  // About 2 s of speech at 22,050 Hz, events in order within it, a pause first and last.
+  EXPECT_GT(said.audio.size(), 22050u);
+  EXPECT_LT(said.audio.size(), 4u * 22050u);
+  ASSERT_GE(said.events.size(), 10u);
+  EXPECT_EQ(said.events.front().name, "");
+  EXPECT_EQ(said.events.back().name, "");
+  for (size_t i = 1; i < said.events.size(); ++i) {
+    EXPECT_LE(said.events[i - 1].sample, said.events[i].sample);
+  }
+  EXPECT_LE(said.events.back().sample, static_cast<int64_t>(said.audio.size()));
+  int peak = 0;
+  for (int16_t s : said.audio) peak = std::max(peak, std::abs(static_cast<int>(s)));
+  EXPECT_GT(peak, 3000);  // speech, not silence
+  const auto alignment =
+      align(sentences[0].phonemes, said.events, static_cast<int64_t>(said.audio.size()), 256,
+            {.max_extra_phonemes = 2, .max_substitutions = 3, .max_missing = 2});
+  int64_t frames = 0;
+  for (int64_t d : alignment.durations) frames += d;
+  EXPECT_EQ(frames, static_cast<int64_t>(said.audio.size()) / 256);
+  // The same sentence again gives the same samples (the dataset must not depend on the order).
+  EXPECT_EQ(teacher.speak(sentences[0].text).audio, said.audio);
+}
+
+TEST(FestivalTeacher, AnUnknownVoiceIsAnInputErrorNamingIt) {
+  try {
+    voxd::tools::FestivalTeacher teacher("no_such_voice", fs::temp_directory_path().string());
+    FAIL() << "no error";
+  } catch (const voxd::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_voice"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DatasetWav, HeaderIsCanonicalMono16BitPcm) {
@@ -106,6 +204,28 @@ TEST(DatasetWav, HeaderIsCanonicalMono16BitPcm) {
   EXPECT_EQ(u16(b, 34), 16);
   EXPECT_EQ(b.substr(36, 4), "data");
   EXPECT_EQ(u32(b, 40), 2000u);
+}
+
+TEST(DatasetWav, ReadsBackWhatItWritesAndRefusesOtherFormats) {
+  const fs::path path = fs::temp_directory_path() / ("voxd-wav-" + std::to_string(::getpid()));
+  const std::vector<int16_t> audio = {0, 1, -1, 32767, -32768, 1234};
+  voxd::tools::write_wav(path.string(), audio, 32000);
+  int rate = 0;
+  EXPECT_EQ(voxd::tools::read_wav(path.string(), rate), audio);
+  EXPECT_EQ(rate, 32000);
+  // A stereo header: the channel count is named in the error.
+  std::string bytes = read_bytes(path);
+  bytes[22] = 2;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    voxd::tools::read_wav(path.string(), rate);
+    ADD_FAILURE() << "no error";
+  } catch (const voxd::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 channels"), std::string::npos) << e.what();
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "RIFF";
+  EXPECT_THROW(voxd::tools::read_wav(path.string(), rate), voxd::Error);
+  fs::remove(path);
 }
 
 class DatasetTool : public ::testing::Test {

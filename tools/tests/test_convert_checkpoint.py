@@ -55,6 +55,15 @@ class SymbolTableTest(unittest.TestCase):
         self.assertEqual(len(symbol_tables.pinyin_symbols()), 209)
         self.assertEqual(len(set(SYMBOLS)), len(SYMBOLS))
 
+    def test_the_arpabet_voice_table_is_the_committed_one(self):
+        table = symbol_tables.arpabet_voice_symbols()
+        self.assertEqual(len(table), 88)
+        self.assertEqual(table[:2], ["_", "@AA"])
+        self.assertEqual(table[-3:], ["@sp", "@spn", "@sil"])
+        committed = os.path.join(os.path.dirname(__file__), "..", "..", "data", "symbols",
+                                 "arpabet-en.txt")
+        self.assertEqual(symbol_tables.read_symbols(committed), table)
+
     def test_file_round_trip_keeps_space_symbol(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "symbols.txt")

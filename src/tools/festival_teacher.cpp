@@ -1,0 +1,189 @@
+#include "tools/festival_teacher.h"
+
+#include <signal.h>
+#include <soxr.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "tools/wav.h"
+
+namespace voxd::tools {
+namespace {
+
+constexpr const char* kEnd = "voxd-end";
+
+// `text` as a Scheme string literal.
+std::string scheme_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' || c == '\r' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+// What the process is given first: the voice, the function each sentence calls (synthesis, the
+// WAV file, one "seg NAME END" line per segment, then "voxd-done"), Festival's version.
+std::string prelude(const std::string& voice) {
+  return "(begin (voice_" + voice +
+         ") (format t \"voxd-voice\\n\"))\n"
+         "(define (voxd_say text path)\n"
+         "  (let ((utt (utt.synth (eval (list 'Utterance 'Text text)))))\n"
+         "    (utt.save.wave utt path 'riff)\n"
+         "    (mapcar (lambda (s) (format t \"seg %s %f\\n\" (item.name s) (item.feat s "
+         "\"end\")))\n"
+         "            (utt.relation.items utt 'Segment))\n"
+         "    (format t \"voxd-done\\n\")))\n"
+         "(format t \"voxd-version %s\\n\" festival_version)\n";
+}
+
+bool write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// 16-bit `samples` at `from` Hz as 16-bit samples at `to` Hz (libsoxr, high quality, rounded and
+// clipped without dither, so that the same input gives the same samples).
+std::vector<int16_t> resampled(const std::vector<int16_t>& samples, int from, int to) {
+  if (from == to) return samples;
+  std::vector<int16_t> out(
+      static_cast<size_t>(std::llround(static_cast<double>(samples.size()) * to / from)));
+  size_t done = 0;
+  soxr_io_spec_t io = soxr_io_spec(SOXR_INT16_I, SOXR_INT16_I);
+  io.flags |= SOXR_NO_DITHER;
+  const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);
+  const soxr_error_t error = soxr_oneshot(from, to, 1, samples.data(), samples.size(), nullptr,
+                                          out.data(), out.size(), &done, &io, &quality, nullptr);
+  if (error != nullptr) throw Error(std::string("resampling Festival's audio failed: ") + error);
+  out.resize(done);
+  return out;
+}
+
+}  // namespace
+
+std::string festival_phoneme(const std::string& segment) {
+  if (segment == "pau") return "";
+  if (segment == "ax") return "AH0";
+  std::string name = segment;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return name;
+}
+
+FestivalTeacher::FestivalTeacher(std::string voice, const std::string& scratch_dir)
+    : voice_(std::move(voice)) {
+  int to[2], from[2];
+  if (::pipe(to) != 0 || ::pipe(from) != 0) throw Error("cannot create pipes for Festival");
+  std::fflush(nullptr);
+  pid_ = ::fork();
+  if (pid_ < 0) throw Error("cannot start a process for Festival");
+  if (pid_ == 0) {
+    ::dup2(to[0], STDIN_FILENO);
+    ::dup2(from[1], STDOUT_FILENO);
+    for (int fd : {to[0], to[1], from[0], from[1]}) ::close(fd);
+    ::execlp("festival", "festival", "--pipe", static_cast<char*>(nullptr));
+    std::fprintf(stderr, "cannot run festival: %s\n", std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(to[0]);
+  ::close(from[1]);
+  to_festival_ = to[1];
+  from_festival_ = from[0];
+  wav_path_ = (std::filesystem::path(scratch_dir) /
+               (".festival-" + std::to_string(::getpid()) + "-" + std::to_string(pid_) + ".wav"))
+                  .string();
+  // A Festival that has gone shows as a failed write, not as a signal that ends this process.
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    const std::vector<std::string> lines = exchange(prelude(voice_));
+    if (std::find(lines.begin(), lines.end(), "voxd-voice") == lines.end()) {
+      throw InputError("Festival has no voice '" + voice_ +
+                       "' (Debian: apt-get install festvox-us-slt-hts for cmu_us_slt_arctic_hts)");
+    }
+    for (const std::string& line : lines) {
+      if (line.starts_with("voxd-version ")) version_ = line.substr(13, line.find(':') - 13);
+    }
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+FestivalTeacher::~FestivalTeacher() {
+  stop();
+}
+
+void FestivalTeacher::stop() {
+  ::close(to_festival_);
+  ::close(from_festival_);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  std::error_code ignored;
+  std::filesystem::remove(wav_path_, ignored);
+}
+
+std::vector<std::string> FestivalTeacher::exchange(const std::string& scheme) {
+  // Festival's output is buffered when it goes to a pipe: (fflush nil) sends it.
+  if (!write_all(to_festival_, scheme + "(format t \"" + kEnd + "\\n\")\n(fflush nil)\n")) {
+    throw Error("Festival is not running (see its messages above)");
+  }
+  std::vector<std::string> lines;
+  char buffer[4096];
+  for (;;) {
+    for (size_t newline; (newline = pending_.find('\n')) != std::string::npos;) {
+      std::string line = pending_.substr(0, newline);
+      pending_.erase(0, newline + 1);
+      if (line == kEnd) return lines;
+      lines.push_back(std::move(line));
+    }
+    const ssize_t n = ::read(from_festival_, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error("Festival ended unexpectedly (is the `festival` package installed?)");
+    pending_.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+Utterance FestivalTeacher::speak(const std::string& sentence) {
+  const std::vector<std::string> lines =
+      exchange("(voxd_say " + scheme_string(sentence) + " " + scheme_string(wav_path_) + ")\n");
+  if (std::find(lines.begin(), lines.end(), "voxd-done") == lines.end()) {
+    throw Error("Festival failed to speak \"" + sentence + "\" (see its messages above)");
+  }
+  int rate = 0;
+  const std::vector<int16_t> audio = read_wav(wav_path_, rate);
+  Utterance utterance;
+  utterance.audio = resampled(audio, rate, kSampleRate);
+  const auto samples = static_cast<int64_t>(utterance.audio.size());
+  int64_t start = 0;
+  for (const std::string& line : lines) {
+    if (!line.starts_with("seg ")) continue;
+    std::istringstream fields(line.substr(4));
+    std::string name;
+    double end = 0.0;
+    if (!(fields >> name >> end)) throw Error("unexpected line from Festival: " + line);
+    utterance.events.push_back({festival_phoneme(name), std::min(start, samples)});
+    start = std::llround(end * kSampleRate);
+  }
+  return utterance;
+}
+
+std::string FestivalTeacher::description() const {
+  return "festival " + version_ + " " + voice_;
+}
+
+}  // namespace voxd::tools
