@@ -117,6 +117,12 @@ def write_voice(ckpt, out, dtype, voice):
     return model, generator, fs2, voc
 
 
+def symbol_of(phoneme, voice):
+    """The symbol table's name of a front-end phoneme: ARPAbet ones are "@"-prefixed (ming024's
+    table, as voxd's ARPAbet front end looks them up)."""
+    return "@" + phoneme if voice["phonemes"] == "arpabet" else phoneme
+
+
 def write_fixture(model, generator, path, dtype, voice):
     symbols = common.read_symbols(voice["symbols"])
     parity = voice.get("parity", PARITY_PHONEMES)
@@ -125,7 +131,7 @@ def write_fixture(model, generator, path, dtype, voice):
     tensors = {}
     with torch.no_grad():
         for k, phonemes in enumerate(parity):
-            ids = torch.tensor([[symbols.index(p) for p in phonemes]])
+            ids = torch.tensor([[symbols.index(symbol_of(p, voice)) for p in phonemes]])
             out = model(None, ids, torch.tensor([ids.shape[1]]), ids.shape[1])
             mel = out[1][0].T  # postnet mel [80, frames]
             audio = generator(mel.unsqueeze(0))[0, 0]

@@ -91,7 +91,8 @@ std::unique_ptr<Teacher> make_teacher(const DatasetOptions& options) {
       return std::make_unique<EspeakTeacher>(text::mandarin::teacher_voice(options.language),
                                              options.phonemes);
     case TeacherKind::kFestival:
-      return std::make_unique<FestivalTeacher>(options.festival_voice, options.out);
+      return std::make_unique<FestivalTeacher>(options.festival_voice, options.out,
+                                               options.festival_command);
   }
   throw Error("unknown teacher");
 }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "text/symbols.h"
 #include "tools/align.h"
@@ -29,6 +30,7 @@ struct DatasetOptions {
   size_t jobs = 1;                 // worker processes (eSpeak is process-global)
   TeacherKind teacher = TeacherKind::kEspeak;
   std::string festival_voice = "cmu_us_slt_arctic_hts";
+  std::vector<std::string> festival_command = {"festival"};  // the program and its options
   AlignRules rules;  // how closely the teacher must say the front end's phonemes (see align())
 };
 

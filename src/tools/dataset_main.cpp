@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
+#include <string>
 
 #include "core/error.h"
 #include "tools/dataset.h"
@@ -41,6 +43,11 @@ int main(int argc, char** argv) {
                  "Festival's voice, without voice_ (Debian's festvox-us-slt-hts: "
                  "cmu_us_slt_arctic_hts)")
       ->capture_default_str();
+  std::string festival_command = "festival";
+  app.add_option("--festival-command", festival_command,
+                 "Festival's program and options, separated by spaces (e.g. a carried copy: "
+                 "\"DIR/bin/festival --libdir DIR/share/festival\")")
+      ->capture_default_str();
   app.add_option("--max-extra-phonemes", options.rules.max_extra_phonemes,
                  "Teacher phonemes per sentence that may lack a front-end token")
       ->capture_default_str();
@@ -55,6 +62,9 @@ int main(int argc, char** argv) {
 
   try {
     options.phonemes = voxd::text::parse_phoneme_set(phonemes);
+    options.festival_command.clear();
+    std::istringstream words(festival_command);
+    for (std::string word; words >> word;) options.festival_command.push_back(word);
     options.teacher = teacher == "festival" ? voxd::tools::TeacherKind::kFestival
                                             : voxd::tools::TeacherKind::kEspeak;
     const auto start = std::chrono::steady_clock::now();

@@ -85,8 +85,14 @@ std::string festival_phoneme(const std::string& segment) {
   return name;
 }
 
-FestivalTeacher::FestivalTeacher(std::string voice, const std::string& scratch_dir)
+FestivalTeacher::FestivalTeacher(std::string voice, const std::string& scratch_dir,
+                                 std::vector<std::string> command)
     : voice_(std::move(voice)) {
+  if (command.empty()) throw InputError("the Festival command is empty");
+  command.emplace_back("--pipe");
+  std::vector<char*> argv;
+  for (std::string& word : command) argv.push_back(word.data());
+  argv.push_back(nullptr);
   int to[2], from[2];
   if (::pipe(to) != 0 || ::pipe(from) != 0) throw Error("cannot create pipes for Festival");
   std::fflush(nullptr);
@@ -96,8 +102,8 @@ FestivalTeacher::FestivalTeacher(std::string voice, const std::string& scratch_d
     ::dup2(to[0], STDIN_FILENO);
     ::dup2(from[1], STDOUT_FILENO);
     for (int fd : {to[0], to[1], from[0], from[1]}) ::close(fd);
-    ::execlp("festival", "festival", "--pipe", static_cast<char*>(nullptr));
-    std::fprintf(stderr, "cannot run festival: %s\n", std::strerror(errno));
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
   ::close(to[0]);

@@ -19,10 +19,12 @@ namespace voxd::tools {
 // (32 kHz for the CMU ARCTIC HTS voices) is resampled to kSampleRate with libsoxr.
 class FestivalTeacher final : public Teacher {
  public:
-  // Starts Festival with voice `voice` (its name without "voice_", e.g. "cmu_us_slt_arctic_hts"),
-  // its WAV files written in `scratch_dir` (which must exist). Error if `festival` is not on the
-  // PATH; InputError if it has no such voice.
-  FestivalTeacher(std::string voice, const std::string& scratch_dir);
+  // Starts `command` (the festival program and its options, "--pipe" added; by default the
+  // `festival` on the PATH) with voice `voice` (its name without "voice_", e.g.
+  // "cmu_us_slt_arctic_hts"), its WAV files written in `scratch_dir` (which must exist). Error if
+  // Festival cannot be run; InputError if it has no such voice.
+  FestivalTeacher(std::string voice, const std::string& scratch_dir,
+                  std::vector<std::string> command = {"festival"});
   // Ends the process (its input closed) and removes its WAV file.
   ~FestivalTeacher() override;
   FestivalTeacher(const FestivalTeacher&) = delete;

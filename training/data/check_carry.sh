@@ -4,7 +4,8 @@
 # system eSpeak library or espeak-ng-data can be used), with an empty environment. Generates
 # LIMIT sentences (default 100) and checks that they match, byte for byte, what the build here
 # makes with the system libraries. Needs root (chroot). LANGUAGE=zh-cn checks the Mandarin
-# teacher instead (data/zh, OpenCC's tables from the carry).
+# teacher instead (data/zh, OpenCC's tables from the carry); TEACHER=festival the carried Festival
+# with CMU ARCTIC SLT's voice (ARPAbet) against the system's.
 #   training/data/check_carry.sh
 set -euo pipefail
 
@@ -14,7 +15,11 @@ limit=${LIMIT:-100}
 jail=$(mktemp -d /tmp/voxd-carry-check.XXXXXX)
 trap 'rm -rf "$jail"' EXIT
 
-if [ "${LANGUAGE:-en-us}" = zh-cn ]; then
+if [ "${TEACHER:-espeak}" = festival ]; then
+  corpus=data/corpus/en-sentences.txt symbols=data/symbols/arpabet-en.txt
+  options="--phonemes arpabet --teacher festival --max-extra-phonemes 3 --max-substitutions 6"
+  options="$options --max-missing 3"
+elif [ "${LANGUAGE:-en-us}" = zh-cn ]; then
   corpus=data/corpus/zh-sentences.txt symbols=data/symbols/espeak-mnemonic-zh.txt
   options="--phonemes espeak-mnemonic --language zh-cn"
 else
@@ -31,10 +36,13 @@ cp "$root/$corpus" "$jail/repo/data/corpus/"
 cp "$root/$symbols" "$jail/repo/data/symbols/"
 cp -a "$root/data/zh" "$jail/repo/data/zh"
 cp -a "$root/.carry" "$jail/repo/.carry"
+# The jail has no tar or xz: Festival unpacked beforehand, where run.sh looks for it.
+mkdir -p "$jail/repo/.carry/espeak/festival"
+tar -C "$jail/repo/.carry/espeak/festival" -xJf "$root/.carry/espeak/festival.tar.xz"
 
 # shellcheck disable=SC2086  # options is a list
 env -i JOBS=2 CORPUS="$corpus" SYMBOLS="$symbols" PHONEMES="${options:+espeak-mnemonic}" \
-  LANGUAGE="${LANGUAGE:-en-us}" /usr/sbin/chroot "$jail" /bin/sh -c \
+  LANGUAGE="${LANGUAGE:-en-us}" TEACHER="${TEACHER:-espeak}" /usr/sbin/chroot "$jail" /bin/sh -c \
   "cd /repo && .carry/espeak/run.sh /out --limit $limit"
 # shellcheck disable=SC2086
 (cd "$root" && "$build/src/tools/voxd-dataset" --corpus "$corpus" --symbols "$symbols" $options \
