@@ -9,6 +9,8 @@ symbol ids; both WAVs get training/audio.py's log-mel. Reported per utterance an
 - MCD (dB): mel-cepstral distortion of cepstra c1..c13 (orthonormal DCT-II of each log-mel frame)
   along the same path, (10 / ln 10) · sqrt(2 · Σ (Δc)²);
 - duration ratio: voxd samples / teacher samples;
+- F0 RMSE (Hz) and F0 correlation: training/audio.py's YIN F0 of both along the same path, over
+  the frames both voice;
 - copy-synthesis mel L1: the vocoder alone (`voxd vocode` of the teacher's own log-mel), mean
   |teacher − vocoded| log-mel frame by frame: how much of the distance is the vocoder's.
 
@@ -78,14 +80,31 @@ def dct_matrix(n):
     return m
 
 
+def f0_track(samples, extractor):
+    """[frames] F0 in Hz (0: unvoiced) of audio cut to whole hops, one per log-mel frame."""
+    n = len(samples) // audio.HOP * audio.HOP
+    return extractor.f0(torch.from_numpy(samples[:n])[None])[0].numpy().astype(np.float64)
+
+
 def compare(teacher, voxd):
-    """(mel L1, MCD dB) of two [frames, 80] log-mels along their DTW path."""
+    """(mel L1, MCD dB, DTW path [K, 2]) of two [frames, 80] log-mels along their DTW path."""
     path = np.array(dtw_path(teacher, voxd))
     a, b = teacher[path[:, 0]], voxd[path[:, 1]]
     dct = dct_matrix(a.shape[1])[1:N_CEPSTRA + 1]
     diff = (a - b) @ dct.T
     mcd = 10.0 / math.log(10.0) * np.sqrt(2.0 * (diff ** 2).sum(-1)).mean()
-    return float(np.abs(a - b).mean()), float(mcd)
+    return float(np.abs(a - b).mean()), float(mcd), path
+
+
+def compare_f0(teacher, voxd, path):
+    """(RMSE Hz, Pearson correlation) of two F0 tracks along `path`, over the pairs of frames
+    both voice; (nan, nan) when fewer than two are."""
+    a, b = teacher[path[:, 0]], voxd[path[:, 1]]
+    voiced = (a > 0) & (b > 0)
+    if voiced.sum() < 2:
+        return float("nan"), float("nan")
+    a, b = a[voiced], b[voiced]
+    return float(np.sqrt(((a - b) ** 2).mean())), float(np.corrcoef(a, b)[0, 1])
 
 
 def write_png(path, image):
@@ -141,10 +160,13 @@ def main():
             out = os.path.join(tmp, "out.wav")
             subprocess.run([args.voxd, "synth", "--voice", args.voice, "--ids",
                             " ".join(map(str, u["ids"])), "--out", out], check=True)
-            teacher = log_mel(read_wav(os.path.join(args.data, u["wav"])), extractor)
+            teacher_audio = read_wav(os.path.join(args.data, u["wav"]))
+            teacher = log_mel(teacher_audio, extractor)
             synth_audio = read_wav(out)
             voxd = log_mel(synth_audio, extractor)
-            l1, mcd = compare(teacher, voxd)
+            l1, mcd, path = compare(teacher, voxd)
+            f0_rmse, f0_corr = compare_f0(f0_track(teacher_audio, extractor),
+                                          f0_track(synth_audio, extractor), path)
             mel_path = os.path.join(tmp, "teacher.npy")
             np.save(mel_path, teacher.T.astype(np.float32))
             subprocess.run([args.voxd, "vocode", "--voice", args.voice, "--mel", mel_path,
@@ -152,14 +174,18 @@ def main():
             vocoded = log_mel(read_wav(out), extractor)
             frames = min(len(teacher), len(vocoded))
             copy_l1 = float(np.abs(teacher[:frames] - vocoded[:frames]).mean())
-            rows.append((u["id"], l1, mcd, len(synth_audio) / u["samples"], copy_l1))
+            rows.append((u["id"], l1, mcd, len(synth_audio) / u["samples"], f0_rmse, f0_corr,
+                         copy_l1))
             if n == 0 and args.png:
                 write_png(args.png, spectrogram_picture(teacher, voxd))
-    print("| id | mel L1 | MCD dB | duration ratio | copy-synthesis mel L1 |\n|---|---|---|---|---|")
-    for uid, l1, mcd, ratio, copy_l1 in rows:
-        print(f"| {uid} | {l1:.3f} | {mcd:.2f} | {ratio:.3f} | {copy_l1:.3f} |")
-    means = np.mean([r[1:] for r in rows], axis=0)
-    print(f"| mean | {means[0]:.3f} | {means[1]:.2f} | {means[2]:.3f} | {means[3]:.3f} |")
+    print("| id | mel L1 | MCD dB | duration ratio | F0 RMSE Hz | F0 correlation "
+          "| copy-synthesis mel L1 |\n|---|---|---|---|---|---|---|")
+    for uid, l1, mcd, ratio, f0_rmse, f0_corr, copy_l1 in rows:
+        print(f"| {uid} | {l1:.3f} | {mcd:.2f} | {ratio:.3f} | {f0_rmse:.1f} | {f0_corr:.3f} "
+              f"| {copy_l1:.3f} |")
+    means = np.nanmean([r[1:] for r in rows], axis=0)
+    print(f"| mean | {means[0]:.3f} | {means[1]:.2f} | {means[2]:.3f} | {means[3]:.1f} "
+          f"| {means[4]:.3f} | {means[5]:.3f} |")
 
 
 if __name__ == "__main__":
