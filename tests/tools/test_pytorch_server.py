@@ -1,0 +1,100 @@
+"""Tests of bench/pytorch_server.py (the seeds' way of serving, for issue 19's table) on the CPU
+with voices/en-demo: the input is split into the front end's sentences, a request in threads mode
+gets exactly the model's audio, and batch mode runs concurrent requests as one padded batch."""
+import concurrent.futures
+import json
+import os
+import sys
+import threading
+import unittest
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import pytorch_server  # noqa: E402
+
+VOICE = os.path.join(ROOT, "voices", "en-demo")
+VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
+TEXTS = ["Please hold.", "Good evening.", "The meeting moved to room four."]
+
+
+def start(mode, **options):
+    args = pytorch_server.parser().parse_args(
+        ["--voice", VOICE, "--voxd", VOXD, "--port", "0", "--device", "cpu", "--mode", mode]
+        + [f"--{k.replace('_', '-')}={v}" for k, v in options.items()])
+    server = pytorch_server.make_server(args)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def speak(server, text):
+    body = json.dumps({"input": text, "response_format": "pcm"}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{server.server_port}/v1/audio/speech",
+                                     body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert response.headers["Transfer-Encoding"] == "chunked"
+        return np.frombuffer(response.read(), np.int16)
+
+
+def get(server, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}{path}") as response:
+        return json.load(response)
+
+
+class SplitTest(unittest.TestCase):
+    def test_input_is_split_into_known_sentences(self):
+        known = {"Please hold.": [1, 2], "Good evening.": [3]}
+        self.assertEqual(pytorch_server.split_input(" Good evening. Please hold. ", known),
+                         [[3], [1, 2]])
+        with self.assertRaisesRegex(ValueError, "not made of"):
+            pytorch_server.split_input("Please hold. Hello.", known)
+        with self.assertRaisesRegex(ValueError, "empty"):
+            pytorch_server.split_input("  ", known)
+
+
+class ServeTest(unittest.TestCase):
+    def test_threads_mode_answers_the_model_s_own_audio(self):
+        server = start("threads")
+        try:
+            known = server.known
+            text = "Please hold. Good evening."
+            audio = speak(server, text)
+            ids = known["Please hold."] + known["Good evening."]
+            alone = np.frombuffer(server.model.synthesize([ids])[0], np.int16)
+            np.testing.assert_array_equal(audio, alone)
+            self.assertEqual(len(audio) % server.model.hop, 0)
+            self.assertGreater(np.abs(audio).max(), 1000)
+            self.assertEqual(get(server, "/debug/batches")["sizes"], [1])
+            memory = get(server, "/debug/memory?format=json")
+            self.assertEqual(memory["stats"]["peak_reserved_bytes"], 0)  # no CUDA here
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                speak(server, "Something the server never phonemized.")
+            self.assertEqual(refused.exception.code, 400)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    def test_batch_mode_runs_concurrent_requests_as_one_padded_batch(self):
+        server = start("batch", batch=4, wait_ms=2000)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                short, long = pool.map(lambda t: speak(server, t), [TEXTS[0], TEXTS[2]])
+            self.assertEqual(get(server, "/debug/batches")["sizes"], [2])
+            for text, audio in ((TEXTS[0], short), (TEXTS[2], long)):
+                alone = np.frombuffer(server.model.synthesize([server.known[text]])[0],
+                                      np.int16).astype(np.float64)
+                self.assertEqual(len(audio), len(alone), text)
+                # The padded batch changes only what the vocoder sees past the item's end.
+                body = slice(0, len(alone) * 9 // 10)
+                self.assertLess(np.abs(audio[body] - alone[body]).mean(), 30, text)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+if __name__ == "__main__":
+    unittest.main()
