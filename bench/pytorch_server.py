@@ -45,10 +45,14 @@ import pytorch_baseline  # noqa: E402
 import stream_load  # noqa: E402
 
 
-def sentence_ids(voxd, voice, texts):
-    """{sentence text: ids} from `voxd phonemize --json` of `texts`."""
+def sentence_ids(voxd, voice, texts, library_path=None):
+    """{sentence text: ids} from `voxd phonemize --json` of `texts` (LD_LIBRARY_PATH
+    `library_path` for voxd alone, when given: a packed voxd's libraries are not torch's)."""
+    env = dict(os.environ)
+    if library_path:
+        env["LD_LIBRARY_PATH"] = library_path
     run = subprocess.run([voxd, "phonemize", "--voice", voice, "--json", "--text", " ".join(texts)],
-                         check=True, capture_output=True, text=True)
+                         check=True, capture_output=True, text=True, env=env)
     return {s["text"]: s["ids"] for s in json.loads(run.stdout)["sentences"]}
 
 
@@ -167,10 +171,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path.startswith("/debug/memory"):
-            cuda = self.server.model.device.type == "cuda"
+            cuda = self.server.model.device.type == "cuda"  # no allocator figures on the CPU
             self._json(200, {"stats": {
-                "reserved_bytes": torch.cuda.memory_reserved() if cuda else 0,
-                "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else 0}})
+                "reserved_bytes": torch.cuda.memory_reserved() if cuda else None,
+                "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None}})
         elif self.path == "/debug/batches":
             self._json(200, {"sizes": list(self.server.sizes)})
         else:
@@ -202,6 +206,7 @@ def parser():
     p.add_argument("--voice", required=True, help="a FastSpeech2 + HiFiGAN voice folder")
     p.add_argument("--voxd", default=os.path.join(ROOT, "build", "src", "cli", "voxd"),
                    help="voxd, for its front end")
+    p.add_argument("--voxd-library-path", help="LD_LIBRARY_PATH for voxd alone")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8090, help="0: any free port (printed)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -220,7 +225,7 @@ def make_server(args):
     if args.texts:
         with open(args.texts, encoding="utf-8") as f:
             texts = [line.strip() for line in f if line.strip()]
-    known = sentence_ids(args.voxd, args.voice, texts)
+    known = sentence_ids(args.voxd, args.voice, texts, args.voxd_library_path)
     model = Model(args.voice, args.device, args.dtype)
     return Server((args.host, args.port), model, known, args.mode, args.batch,
                   args.wait_ms / 1000.0)

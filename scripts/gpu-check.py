@@ -79,6 +79,14 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       sambert_16k / hifigan_v1_16k sizes, SAMBERT_SERVE_ARGS added to its options, capped at
       SAMBERT_SERVE_TIMEOUT seconds (400); writes sambert-serve.json in OUT.
 
+  scripts/gpu-check.py seeds
+      The seeds' before/after table (issue 19): 1. nvidia-smi; 2. bench/seeds_table.py on the
+      lj-v1 bench voice: voxd serve beside bench/pytorch_server.py (PyTorch eager, a thread per
+      request, and seed 003's padded batch of 4), F16 on CUDA, one way after the other: cold
+      start, one request, GPU utilisation at 1 and 2 users, the most users within 200 ms p95
+      first audio, peak memory (allocator and NVML); SEEDS_ARGS added to its options, capped at
+      SEEDS_TIMEOUT seconds (500); seeds.json and seeds-plots/ (SVG) in OUT.
+
 GPU_TESTS (names separated by spaces) narrows the test binaries run. Logs go to OUT (or a
 temporary folder). Exit status 0 only when every step passed (serve: the suite passed, every
 load run had no errors and the server exited 0), 2 when the packed tree is missing; each mode
@@ -661,10 +669,9 @@ def load_rounds(url, server, logs, report):
         report.add(f"load {run}", f"{row} exit {rc}, listen overflows {overflows}", rc == 0)
 
 
-def load_step(voxd, logs, report):
-    """Serve step 3: the lj-v1 voice made if missing, the server on it under
-    bench/stream_load.py."""
-    print("== 3. load: voxd serve --device cuda on lj-v1, bench/stream_load.py", flush=True)
+def lj_voice(logs, report):
+    """The lj-v1 bench voice (HiFiGAN V1 at LJSpeech size, random weights) in BENCH_VOICES, made
+    if missing; None (reported) when it could not be made."""
     voices = Path(os.environ.get("BENCH_VOICES") or "/tmp/voxd-bench-voices")
     if not (voices / "lj-v1" / "config.json").is_file():
         log = logs / "bench-voices.log"
@@ -676,9 +683,17 @@ def load_step(voxd, logs, report):
         if rc != 0:
             report.add("bench voice lj-v1",
                        f"make_bench_voices.py exit {rc} (see bench-voices.log)", ok=False)
+    return voices / "lj-v1" if (voices / "lj-v1" / "config.json").is_file() else None
+
+
+def load_step(voxd, logs, report):
+    """Serve step 3: the lj-v1 voice made if missing, the server on it under
+    bench/stream_load.py."""
+    print("== 3. load: voxd serve --device cuda on lj-v1, bench/stream_load.py", flush=True)
+    voice = lj_voice(logs, report)
     server_rc = "not started"
-    if (voices / "lj-v1" / "config.json").is_file():
-        server_rc = serve_load(voxd, voices / "lj-v1", logs, report)
+    if voice is not None:
+        server_rc = serve_load(voxd, voice, logs, report)
     report.add("load server exit", str(server_rc), server_rc == 0)
 
 
@@ -1122,6 +1137,41 @@ def sambert_serve():
     return report.exit_status()
 
 
+# ---------------------------------------------------------------------------------------------
+# seeds: the seeds' before/after table, voxd serve beside PyTorch served their way (issue 19)
+
+
+def seeds():
+    """seeds: nvidia-smi, then bench/seeds_table.py on the lj-v1 bench voice: voxd serve and
+    bench/pytorch_server.py (a thread per request; seed 003's padded batch of 4), F16 on CUDA;
+    returns the exit status."""
+    logs = logs_folder()
+    voxd = packed_voxd()
+    if voxd is None:
+        return 2
+    report = Report()
+    nvidia_smi(report)
+    print("== 2. bench/seeds_table.py on lj-v1", flush=True)
+    voice = lj_voice(logs, report)
+    if voice is not None:
+        # torch loads its own cuDNN: the packed libraries' path goes to voxd alone.
+        env = dict(os.environ)
+        library_path = env.pop("LD_LIBRARY_PATH")
+        with open(logs / "seeds.log", "w") as f:
+            rc = run_capped(budget(int(os.environ.get("SEEDS_TIMEOUT") or 500), 20),
+                            ["python3", ROOT / "bench" / "seeds_table.py", "--voice", voice,
+                             "--voxd", voxd, "--voxd-library-path", library_path,
+                             "--device", "cuda", "--dtype", "f16", "--json", logs / "seeds.json",
+                             "--plots", logs / "seeds-plots",
+                             *(os.environ.get("SEEDS_ARGS") or "").split()],
+                            stdout=f, stderr=subprocess.STDOUT, env=env)
+        print(tail(logs / "seeds.log", 8), end="", flush=True)
+        report.add("seeds table", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    print("== 3. summary")
+    print(report.table(26), end="")
+    return report.exit_status()
+
+
 def main(argv):
     mode = argv[1] if len(argv) > 1 else "check"
     if mode in ("check", "quick", "bench"):
@@ -1132,7 +1182,10 @@ def main(argv):
         return chattts_serve()
     if mode == "sambert-serve":
         return sambert_serve()
-    print("usage: scripts/gpu-check.py [check|quick|bench|serve|chattts-serve|sambert-serve]")
+    if mode == "seeds":
+        return seeds()
+    print("usage: scripts/gpu-check.py "
+          "[check|quick|bench|serve|chattts-serve|sambert-serve|seeds]")
     return 2
 
 

@@ -70,7 +70,7 @@ class ServeTest(unittest.TestCase):
             self.assertGreater(np.abs(audio).max(), 1000)
             self.assertEqual(get(server, "/debug/batches")["sizes"], [1])
             memory = get(server, "/debug/memory?format=json")
-            self.assertEqual(memory["stats"]["peak_reserved_bytes"], 0)  # no CUDA here
+            self.assertIsNone(memory["stats"]["peak_reserved_bytes"])  # no CUDA here
             with self.assertRaises(urllib.error.HTTPError) as refused:
                 speak(server, "Something the server never phonemized.")
             self.assertEqual(refused.exception.code, 400)

@@ -1,0 +1,374 @@
+#!/usr/bin/env python3
+"""The seeds' before/after table, side by side (issue 19): one FastSpeech2 + HiFiGAN voice served
+by `voxd serve` and the seeds' way (bench/pytorch_server.py: PyTorch eager, a thread per request,
+and seed 003's padded-batch queue of 4), measured by the same client (bench/stream_load.py's
+requests, streamed 16-bit PCM) one way after the other on one machine:
+
+  cold start        process start to the first audio byte of the first request;
+  one request       time to first audio and to the end, median of --alone requests in turn;
+  GPU utilisation   NVML's, sampled every 0.1 s while 1 and then 2 users send requests back to
+                    back for --users-seconds each (with the audio-s/s they got);
+  most users        a stepped search (--search) for the most requests at once whose p95 time to
+                    first audio stays within --ttfa-ms, with no error;
+  peak memory       the server allocator's peak reserved bytes (voxd's /debug/memory, torch.cuda's
+                    for the others) and NVML's peak used bytes of the device over the whole way.
+
+Writes the JSON (--json), prints a Markdown table, and with --plots DIR draws throughput and p95
+time to first audio against concurrency, and device memory over time, as SVG files. Without
+NVML (no GPU) its columns are "-".
+
+    python3 bench/seeds_table.py --voice voices/en-demo --voxd build/src/cli/voxd \\
+        [--device cuda] [--dtype f16] [--search 1,2,4,8,16,32,64,128] [--json OUT] [--plots DIR]
+"""
+import argparse
+import asyncio
+import ctypes
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH)
+
+import stream_load  # noqa: E402
+
+WAYS = ["voxd", "threads", "batch"]
+LABELS = {"voxd": "voxd serve", "threads": "PyTorch, a thread per request",
+          "batch": "PyTorch, padded batch of 4 (seed 003)"}
+
+
+class Nvml:
+    """NVML through ctypes (libnvidia-ml.so.1): GPU utilisation and used memory of device 0;
+    `available` False where there is none."""
+
+    class _Utilization(ctypes.Structure):
+        _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+    class _Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                    ("used", ctypes.c_ulonglong)]
+
+    def __init__(self):
+        self.available = False
+        try:
+            self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+            self.handle = ctypes.c_void_p()
+            self.available = (
+                self.lib.nvmlInit_v2() == 0
+                and self.lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(self.handle)) == 0)
+        except OSError:
+            pass
+
+    def reading(self):
+        """(GPU utilisation %, used bytes), or (None, None)."""
+        if not self.available:
+            return None, None
+        utilization, memory = self._Utilization(), self._Memory()
+        if (self.lib.nvmlDeviceGetUtilizationRates(self.handle, ctypes.byref(utilization)) != 0
+                or self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(memory)) != 0):
+            return None, None
+        return utilization.gpu, memory.used
+
+
+class Sampler:
+    """Samples NVML every 0.1 s on a thread: (seconds since start, utilisation %, used bytes)."""
+
+    def __init__(self, nvml):
+        self.nvml, self.samples, self.start = nvml, [], time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            utilization, used = self.nvml.reading()
+            if used is not None:
+                self.samples.append((time.monotonic() - self.start, utilization, used))
+            self._stop.wait(0.1)
+
+    def mark(self):
+        return len(self.samples)
+
+    def utilization_since(self, mark):
+        values = [u for _, u, _ in self.samples[mark:]]
+        return statistics.mean(values) if values else None
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+def body(voice, sentences, i):
+    text = " ".join(stream_load.TEXTS[(i + k) % len(stream_load.TEXTS)] for k in range(sentences))
+    return json.dumps({"model": "tts-1", "voice": voice, "response_format": "pcm",
+                       "input": text}).encode()
+
+
+async def requests_at_once(url, bodies, timeout):
+    """stream_load.one_stream for each body at once: [(status, ttfa_s, total_s, bytes, _)]."""
+    parsed = urllib.parse.urlparse(url)
+    results = await asyncio.gather(
+        *(stream_load.one_stream(parsed.hostname, parsed.port, "/v1/audio/speech", b, None,
+                                 timeout, 0.0) for b in bodies), return_exceptions=True)
+    return [r if not isinstance(r, BaseException) else (None, None, None, 0, []) for r in results]
+
+
+def ok(result):
+    return result[0] == 200 and result[1] is not None
+
+
+def summary(results, wall, rate):
+    good = [r for r in results if ok(r)]
+    ttfa = [1000 * r[1] for r in good]
+    audio_s = sum(r[3] for r in good) / 2 / rate
+    return {"requests": len(results), "errors": len(results) - len(good),
+            "ttfa_p50_ms": statistics.median(ttfa) if ttfa else None,
+            "ttfa_p95_ms": stream_load.percentile(ttfa, 0.95) if ttfa else None,
+            "audio_s": audio_s, "audio_per_s": audio_s / wall if wall > 0 else None}
+
+
+def start_server(command, env, timeout):
+    """Starts `command`; returns (process, url, seconds until it listened) once a JSON line with
+    msg "listening" and its url came on its output."""
+    start = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env=env, text=True)
+    while time.monotonic() - start < timeout:
+        line = process.stdout.readline()
+        if not line:
+            break
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if message.get("msg") == "listening":
+            threading.Thread(target=process.stdout.read, daemon=True).start()  # drain
+            return process, message["url"], time.monotonic() - start
+    process.kill()
+    raise SystemExit(f"{command[0]} did not start listening within {timeout} s")
+
+
+def server_memory(url):
+    try:
+        with urllib.request.urlopen(url + "/debug/memory?format=json", timeout=5) as response:
+            return json.load(response).get("stats", {}).get("peak_reserved_bytes")
+    except (OSError, ValueError):
+        return None
+
+
+def closed_loop(url, voice, users, seconds, sentences, timeout, rate):
+    """`users` clients each sending requests back to back for `seconds`: (audio-s/s, errors)."""
+    async def user(k, stop_at, tally):
+        i = k
+        while time.monotonic() < stop_at:
+            (result,) = await requests_at_once(url, [body(voice, sentences, i)], timeout)
+            tally["audio"] += result[3] if ok(result) else 0
+            tally["errors"] += 0 if ok(result) else 1
+            i += users
+
+    async def run():
+        tally = {"audio": 0, "errors": 0}
+        start = time.monotonic()
+        await asyncio.gather(*(user(k, start + seconds, tally) for k in range(users)))
+        return tally["audio"] / 2 / rate / (time.monotonic() - start), tally["errors"]
+
+    return asyncio.run(run())
+
+
+def measure_way(way, args, nvml):
+    """Every figure of one way, its server started and stopped here."""
+    env = dict(os.environ)
+    if way == "voxd":
+        command = [args.voxd, "serve", "--voice", args.voice, "--port", "0", "--device",
+                   args.device, "--log-format", "json", "--max-connections", "2048",
+                   "--max-queue", "4096"] + (["--dtype", args.dtype] if args.dtype else [])
+        if args.voxd_library_path:
+            env["LD_LIBRARY_PATH"] = args.voxd_library_path
+    else:
+        command = [sys.executable, os.path.join(BENCH, "pytorch_server.py"), "--voice",
+                   args.voice, "--voxd", args.voxd, "--port", "0", "--device", args.device,
+                   "--dtype", args.dtype or "f32", "--mode", way]
+        if args.voxd_library_path:
+            command += ["--voxd-library-path", args.voxd_library_path]
+    sampler = Sampler(nvml)
+    start = time.monotonic()
+    process, url, listening_s = start_server(command, env, args.timeout)
+    figures = {"way": way, "label": LABELS[way], "listening_s": listening_s}
+    try:
+        first = asyncio.run(requests_at_once(url, [body(args.voice_name, 1, 0)], args.timeout))
+        if not ok(first[0]):
+            raise SystemExit(f"{LABELS[way]}: the first request failed: {first[0][:3]}")
+        figures["cold_start_s"] = time.monotonic() - start - first[0][2] + first[0][1]
+        alone = [asyncio.run(requests_at_once(url, [body(args.voice_name, args.sentences, i)],
+                                              args.timeout))[0] for i in range(args.alone)]
+        figures["alone_ttfa_ms"] = statistics.median(1000 * r[1] for r in alone if ok(r))
+        figures["alone_total_ms"] = statistics.median(1000 * r[2] for r in alone if ok(r))
+        figures["users"] = []
+        for users in (1, 2):
+            mark = sampler.mark()
+            rate, errors = closed_loop(url, args.voice_name, users, args.users_seconds,
+                                       args.sentences, args.timeout, args.sample_rate)
+            figures["users"].append({"users": users, "audio_per_s": rate, "errors": errors,
+                                     "gpu_utilization": sampler.utilization_since(mark)})
+        figures["search"], figures["most_users"] = [], None
+        for n in args.search:
+            bodies = [body(args.voice_name, args.sentences, i) for i in range(n)]
+            begin = time.monotonic()
+            results = asyncio.run(requests_at_once(url, bodies, args.timeout))
+            s = summary(results, time.monotonic() - begin, args.sample_rate)
+            s["concurrency"] = n
+            figures["search"].append(s)
+            if s["errors"] or s["ttfa_p95_ms"] is None or s["ttfa_p95_ms"] > args.ttfa_ms:
+                break
+            figures["most_users"] = n
+        figures["peak_reserved_bytes"] = server_memory(url)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        sampler.stop()
+    used = [u for _, _, u in sampler.samples]
+    figures["peak_device_used_bytes"] = max(used) if used else None
+    figures["memory_over_time"] = [(t, u) for t, _, u in sampler.samples]
+    return figures
+
+
+def gib(n):
+    return "-" if n is None else f"{n / 2**30:.2f}"
+
+
+def figure(value, digits=0, suffix=""):
+    return "-" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def table(ways, ttfa_ms):
+    """The Markdown table of the measured ways."""
+    lines = ["| way | cold start s | one request: first audio / end ms | GPU util 1 / 2 users "
+             "| audio-s/s 1 / 2 users | most users, p95 first audio <= "
+             f"{ttfa_ms:.0f} ms | peak reserved GiB | peak device used GiB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for w in ways:
+        util = " / ".join(figure(u["gpu_utilization"], 0, " %") for u in w["users"])
+        rate = " / ".join(figure(u["audio_per_s"], 1) for u in w["users"])
+        most = w["most_users"]
+        most_text = "0" if most is None else f"{most:,}"
+        if most is not None and w["search"][-1]["concurrency"] == most:
+            most_text = f">= {most:,}"  # the search ended before a round missed
+        lines.append(f"| {w['label']} | {w['cold_start_s']:.2f} | {w['alone_ttfa_ms']:.0f} / "
+                     f"{w['alone_total_ms']:.0f} | {util} | {rate} | {most_text} "
+                     f"| {gib(w['peak_reserved_bytes'])} | {gib(w['peak_device_used_bytes'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def svg_chart(path, title, x_label, y_label, series, log_x=False):
+    """A line chart of {name: [(x, y)]} as an SVG file (no plotting library on the GPU machine)."""
+    width, height, left, bottom, top, right = 800, 400, 70, 50, 40, 300
+    points = [p for values in series.values() for p in values if p[1] is not None]
+    if not points:
+        return
+    fx = (lambda x: math.log2(x)) if log_x else (lambda x: x)
+    xs, ys = [fx(x) for x, _ in points], [y for _, y in points]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    y1 = max(ys) * 1.1 or 1.0
+
+    def at(x, y):
+        return (left + (fx(x) - x0) / (x1 - x0) * (width - left - right),
+                height - bottom - y / y1 * (height - top - bottom))
+
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>',
+             f'<text x="{left}" y="24" font-size="14">{title}</text>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" '
+             f'y2="{height - bottom}" stroke="black"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
+             f'<text x="{(left + width - right) / 2}" y="{height - 12}" '
+             f'text-anchor="middle">{x_label}</text>',
+             f'<text x="14" y="{(top + height - bottom) / 2}" text-anchor="middle" '
+             f'transform="rotate(-90 14 {(top + height - bottom) / 2})">{y_label}</text>']
+    for k in range(5):
+        y = y1 * k / 4
+        py = height - bottom - k / 4 * (height - top - bottom)
+        parts.append(f'<text x="{left - 6}" y="{py + 4:.1f}" text-anchor="end">{y:,.0f}</text>')
+    for value in sorted({x for x, _ in points}):
+        px, _ = at(value, 0)
+        parts.append(f'<text x="{px:.1f}" y="{height - bottom + 16}" '
+                     f'text-anchor="middle">{value:g}</text>')
+    for n, (name, values) in enumerate(series.items()):
+        colour = colours[n % len(colours)]
+        coords = " ".join("%.1f,%.1f" % at(x, y) for x, y in values if y is not None)
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" '
+                     f'points="{coords}"/>')
+        parts.append(f'<text x="{width - right + 10}" y="{top + 18 * n + 10}" '
+                     f'fill="{colour}">{name}</text>')
+    parts.append("</svg>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def plots(ways, directory):
+    os.makedirs(directory, exist_ok=True)
+    svg_chart(os.path.join(directory, "seeds-throughput.svg"), "Audio-seconds per second",
+              "requests at once", "audio-s/s",
+              {w["label"]: [(s["concurrency"], s["audio_per_s"]) for s in w["search"]]
+               for w in ways}, log_x=True)
+    svg_chart(os.path.join(directory, "seeds-ttfa.svg"), "p95 time to first audio",
+              "requests at once", "ms",
+              {w["label"]: [(s["concurrency"], s["ttfa_p95_ms"]) for s in w["search"]]
+               for w in ways}, log_x=True)
+    svg_chart(os.path.join(directory, "seeds-memory.svg"), "Device memory used (NVML)",
+              "seconds since the server started", "MiB",
+              {w["label"]: [(t, u / 2**20) for t, u in w["memory_over_time"]] for w in ways})
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--voice", required=True, help="a FastSpeech2 + HiFiGAN voice folder")
+    p.add_argument("--voxd", required=True, help="the voxd binary (served, and the front end)")
+    p.add_argument("--voxd-library-path", help="LD_LIBRARY_PATH for voxd serve alone")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dtype", default=None, help="f16, f32 (default: each side's own)")
+    p.add_argument("--ways", default=",".join(WAYS), help="of voxd, threads, batch")
+    p.add_argument("--sentences", type=int, default=2, help="sentences a request")
+    p.add_argument("--alone", type=int, default=5, help="single requests in turn")
+    p.add_argument("--users-seconds", type=float, default=10.0)
+    p.add_argument("--search", default="1,2,4,8,16,32,64,128")
+    p.add_argument("--ttfa-ms", type=float, default=200.0)
+    p.add_argument("--sample-rate", type=int, default=22050)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--plots", help="a folder for the SVG charts")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    args.search = [int(n) for n in args.search.split(",") if n.strip()]
+    args.voice_name = os.path.basename(os.path.normpath(args.voice))
+    nvml = Nvml()
+    ways = []
+    for way in args.ways.split(","):
+        ways.append(measure_way(way, args, nvml))
+        shown = {k: v for k, v in ways[-1].items() if k != "memory_over_time"}
+        print(f"{LABELS[way]}: {json.dumps(shown)}", flush=True)
+    print(table(ways, args.ttfa_ms), end="")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"voice": args.voice, "device": args.device, "ways": ways}, f, indent=1)
+    if args.plots:
+        plots(ways, args.plots)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Tests of bench/seeds_table.py (issue 19's side-by-side table): the table's cells, the SVG
+charts, NVML's absence, and one short run of voxd serve and the seeds' padded-batch way on the
+CPU with voices/en-demo."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import seeds_table  # noqa: E402
+
+VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
+
+
+def way(label, most, search, reserved=2**30, used=None):
+    return {"label": label, "cold_start_s": 1.5, "alone_ttfa_ms": 40.0, "alone_total_ms": 90.0,
+            "users": [{"users": 1, "audio_per_s": 20.0, "gpu_utilization": 31.0},
+                      {"users": 2, "audio_per_s": 35.5, "gpu_utilization": None}],
+            "most_users": most, "search": [{"concurrency": n} for n in search],
+            "peak_reserved_bytes": reserved, "peak_device_used_bytes": used}
+
+
+class TableTest(unittest.TestCase):
+    def test_cells_say_what_was_measured_and_what_was_not(self):
+        text = seeds_table.table([way("a", 4, [1, 2, 4, 8]), way("b", 8, [1, 2, 4, 8]),
+                                  way("c", None, [1], reserved=None, used=3 * 2**30)], 200)
+        rows = text.splitlines()
+        self.assertIn("p95 first audio <= 200 ms", rows[0])
+        self.assertEqual(rows[2], "| a | 1.50 | 40 / 90 | 31 % / - | 20.0 / 35.5 | 4 | 1.00 | - |")
+        self.assertIn("| >= 8 |", rows[3])  # every round of its search kept within the target
+        self.assertIn("| 0 | - | 3.00 |", rows[4])  # even one request at a time missed it
+
+
+class ChartTest(unittest.TestCase):
+    def test_a_chart_draws_each_series_and_skips_an_empty_one(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "c.svg")
+            seeds_table.svg_chart(path, "t", "x", "y",
+                                  {"one": [(1, 5.0), (2, 7.0), (4, None)], "two": [(1, 3.0)]},
+                                  log_x=True)
+            with open(path, encoding="utf-8") as f:
+                svg = f.read()
+            self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
+            self.assertEqual(svg.count("<polyline"), 2)
+            self.assertIn(">one<", svg)
+            empty = os.path.join(tmp, "e.svg")
+            seeds_table.svg_chart(empty, "t", "x", "y", {"one": []})
+            self.assertFalse(os.path.exists(empty))
+
+
+class NvmlTest(unittest.TestCase):
+    def test_without_a_gpu_readings_are_none(self):
+        nvml = seeds_table.Nvml()
+        if not nvml.available:
+            self.assertEqual(nvml.reading(), (None, None))
+        else:
+            utilization, used = nvml.reading()
+            self.assertGreater(used, 0)
+
+
+class RunTest(unittest.TestCase):
+    def test_a_short_run_measures_both_ways(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "seeds.json")
+            code = seeds_table.main(
+                ["--voice", os.path.join(ROOT, "voices", "en-demo"), "--voxd", VOXD,
+                 "--device", "cpu", "--ways", "voxd,batch", "--search", "1,2", "--alone", "2",
+                 "--users-seconds", "1", "--sentences", "1", "--json", out,
+                 "--plots", os.path.join(tmp, "plots")])
+            self.assertEqual(code, 0)
+            with open(out, encoding="utf-8") as f:
+                figures = json.load(f)
+            self.assertEqual([w["way"] for w in figures["ways"]], ["voxd", "batch"])
+            for w in figures["ways"]:
+                self.assertGreater(w["cold_start_s"], w["listening_s"])
+                self.assertGreater(w["alone_total_ms"], 0)
+                self.assertEqual([u["users"] for u in w["users"]], [1, 2])
+                self.assertTrue(all(u["errors"] == 0 and u["audio_per_s"] > 0 for u in w["users"]))
+                self.assertEqual(w["search"][0]["concurrency"], 1)
+                self.assertEqual(w["search"][0]["errors"], 0)
+            self.assertIsNone(figures["ways"][1]["peak_reserved_bytes"])  # PyTorch on the CPU
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "plots", "seeds-throughput.svg")))
+
+
+if __name__ == "__main__":
+    unittest.main()
