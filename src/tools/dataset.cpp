@@ -17,6 +17,7 @@
 #include "core/file_write.h"
 #include "text/mandarin/espeak_front_end.h"
 #include "tools/align.h"
+#include "tools/fd_write.h"
 #include "tools/festival_teacher.h"
 #include "tools/teacher.h"
 #include "tools/wav.h"
@@ -167,17 +168,6 @@ class Worker {
   std::unique_ptr<const text::FrontEnd> front_end_;
   std::unique_ptr<Teacher> teacher_;
 };
-
-// Writes all of `text` to file descriptor `fd`; false on failure.
-bool write_all(int fd, const std::string& text) {
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // Worker::process for one sentence in a forked child of the calling process, which must not
 // have spoken before. eSpeak carries state from one utterance to the next (its pitch-flutter

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "tools/fd_write.h"
 #include "tools/wav.h"
 
 namespace voxd::tools {
@@ -45,16 +46,6 @@ std::string prelude(const std::string& voice) {
          "            (utt.relation.items utt 'Segment))\n"
          "    (format t \"voxd-done\\n\")))\n"
          "(format t \"voxd-version %s\\n\" festival_version)\n";
-}
-
-bool write_all(int fd, const std::string& text) {
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // 16-bit `samples` at `from` Hz as 16-bit samples at `to` Hz (libsoxr, high quality, rounded and
