@@ -23,16 +23,17 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// An ARPAbet name ("IY1", "AH", "HH"): capital letters with at most one stress digit after them.
-bool is_arpabet(std::string_view name) {
-  if (!name.empty() && name.back() >= '0' && name.back() <= '2') name.remove_suffix(1);
-  return !name.empty() && name.size() <= 2 &&
-         std::all_of(name.begin(), name.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
-}
-
+// An ARPAbet name less its stress digit ("IY1" -> "IY").
 std::string_view without_stress(std::string_view name) {
   if (!name.empty() && name.back() >= '0' && name.back() <= '2') name.remove_suffix(1);
   return name;
+}
+
+// An ARPAbet name ("IY1", "AH", "HH"): one or two capital letters, then at most a stress digit.
+bool is_arpabet(std::string_view name) {
+  const std::string_view base = without_stress(name);
+  return !base.empty() && base.size() <= 2 &&
+         std::all_of(base.begin(), base.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
 }
 
 bool is_arpabet_vowel(std::string_view name) {
