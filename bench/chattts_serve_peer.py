@@ -261,8 +261,8 @@ def summarize(jobs, wall, slack):
 
 def search(chat, way, steps, requests_of, deadline, slack, rows, label, past_real_time=False):
     """stream=True rounds of n requests for n in `steps` (batched: all n in one list) until one
-    falls behind or fails; with `past_real_time`, on through every step (the way's throughput
-    still grows with the list after its streams stop keeping up). Returns (the most real-time
+    falls behind or fails; with `past_real_time`, on through the steps after one falls behind
+    (the way's throughput still grows with the list), until one fails. Returns (the most real-time
     streams, None if no round ran; whether that is the most, a round having fallen behind after
     it; the rounds)."""
     most, fell_behind, rounds = None, False, []
@@ -277,10 +277,10 @@ def search(chat, way, steps, requests_of, deadline, slack, rows, label, past_rea
         rows.append(row(label, f"stream, {n} at once", summary, None))
         if not fell_behind and not workload.all_kept_up(summary):
             fell_behind, most = True, most or 0
-            if not past_real_time:
-                break
         elif not fell_behind:
             most = n
+        if fell_behind and (not past_real_time or summary["errors"]):
+            break  # a failing round (out of memory, say) only fails larger lists too
     return most, fell_behind, rounds
 
 

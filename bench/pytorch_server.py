@@ -18,9 +18,9 @@ whole request's. GET /debug/memory?format=json answers torch.cuda's reserved and
 bytes in voxd's shape (stats.reserved_bytes, stats.peak_reserved_bytes); GET /debug/batches the
 sizes of the batches run so far.
 
-Text goes through voxd's own front end once, at start: `voxd phonemize --json` of --texts
-(bench/stream_load.py's sentences by default) gives each sentence's ids; a request's input must be
-such sentences joined by spaces (400 otherwise), so both servers speak the same symbols.
+Text goes through voxd's own front end once, at start: `voxd phonemize --json` of each of --texts
+(bench/stream_load.py's sentences by default) gives its ids; a request's input must be such texts
+joined by spaces (400 otherwise), so both servers speak the same symbols.
 
     /usr/bin/python3 bench/pytorch_server.py --voice voices/en-demo --port 8090 \\
         [--device cuda] [--dtype f16] [--mode batch --batch 4 --wait-ms 10]
@@ -33,6 +33,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import torch
@@ -46,21 +47,27 @@ import stream_load  # noqa: E402
 
 
 def sentence_ids(voxd, voice, texts, library_path=None):
-    """{sentence text: ids} from `voxd phonemize --json` of `texts` (LD_LIBRARY_PATH
-    `library_path` for voxd alone, when given: a packed voxd's libraries are not torch's)."""
+    """{text: ids} for each of `texts` as given, from `voxd phonemize --json` of it alone (all
+    its sentences' ids; LD_LIBRARY_PATH `library_path` for voxd alone, when given: a packed
+    voxd's libraries are not torch's)."""
     env = dict(os.environ)
     if library_path:
         env["LD_LIBRARY_PATH"] = library_path
-    run = subprocess.run([voxd, "phonemize", "--voice", voice, "--json", "--text", " ".join(texts)],
-                         check=True, capture_output=True, text=True, env=env)
-    return {s["text"]: s["ids"] for s in json.loads(run.stdout)["sentences"]}
+    known = {}
+    for text in texts:
+        run = subprocess.run([voxd, "phonemize", "--voice", voice, "--json", "--text", text],
+                             check=True, capture_output=True, text=True, env=env)
+        known[text] = [i for s in json.loads(run.stdout)["sentences"] for i in s["ids"]]
+    return known
 
 
 def split_input(text, known):
-    """The ids of each known sentence `text` is made of, in order; ValueError otherwise."""
+    """The ids of each known text `text` is made of (joined by spaces), in order, the longest
+    match first; ValueError otherwise."""
     out, rest = [], text.strip()
+    longest_first = sorted(known, key=len, reverse=True)
     while rest:
-        match = next((s for s in known if rest.startswith(s)), None)
+        match = next((s for s in longest_first if rest.startswith(s)), None)
         if match is None:
             raise ValueError(f"input is not made of the server's sentences: {rest[:60]!r}")
         out.append(known[match])
@@ -119,9 +126,10 @@ class Batcher:
     def _work(self):
         while True:
             taken = [self.requests.get()]
+            deadline = time.monotonic() + self.wait_s
             try:
                 while len(taken) < self.batch:
-                    taken.append(self.requests.get(timeout=self.wait_s))
+                    taken.append(self.requests.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 pass
             self.sizes.append(len(taken))
@@ -185,6 +193,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._json(404, {"error": "not found"})
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
             if body.get("response_format", "pcm") != "pcm":
                 raise ValueError("only response_format pcm")
             sentences = split_input(str(body.get("input", "")), self.server.known)

@@ -26,6 +26,7 @@ import ctypes
 import json
 import math
 import os
+import queue
 import statistics
 import subprocess
 import sys
@@ -136,23 +137,33 @@ def summary(results, wall, rate):
 
 def start_server(command, env, timeout):
     """Starts `command`; returns (process, url, seconds until it listened) once a JSON line with
-    msg "listening" and its url came on its output."""
+    msg "listening" and its url came on its output (read on a thread, the rest drained there).
+    SystemExit, the process ended, when that does not come within `timeout` seconds."""
     start = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env=env, text=True)
-    while time.monotonic() - start < timeout:
-        line = process.stdout.readline()
-        if not line:
-            break
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if message.get("msg") == "listening":
-            threading.Thread(target=process.stdout.read, daemon=True).start()  # drain
-            return process, message["url"], time.monotonic() - start
-    process.kill()
-    raise SystemExit(f"{command[0]} did not start listening within {timeout} s")
+    urls = queue.Queue()
+
+    def read():
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("msg") == "listening":
+                urls.put(message["url"])
+        urls.put(None)  # the output ended
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        url = urls.get(timeout=timeout)
+    except queue.Empty:
+        url = None
+    if url is None:
+        process.kill()
+        process.wait()
+        raise SystemExit(f"{command[0]} did not start listening within {timeout} s")
+    return process, url, time.monotonic() - start
 
 
 def server_memory(url):
@@ -199,7 +210,11 @@ def measure_way(way, args, nvml):
             command += ["--voxd-library-path", args.voxd_library_path]
     sampler = Sampler(nvml)
     start = time.monotonic()
-    process, url, listening_s = start_server(command, env, args.timeout)
+    try:
+        process, url, listening_s = start_server(command, env, args.timeout)
+    except BaseException:
+        sampler.stop()
+        raise
     figures = {"way": way, "label": LABELS[way], "listening_s": listening_s}
     try:
         first = asyncio.run(requests_at_once(url, [body(args.voice_name, 1, 0)], args.timeout))
@@ -208,8 +223,11 @@ def measure_way(way, args, nvml):
         figures["cold_start_s"] = time.monotonic() - start - first[0][2] + first[0][1]
         alone = [asyncio.run(requests_at_once(url, [body(args.voice_name, args.sentences, i)],
                                               args.timeout))[0] for i in range(args.alone)]
-        figures["alone_ttfa_ms"] = statistics.median(1000 * r[1] for r in alone if ok(r))
-        figures["alone_total_ms"] = statistics.median(1000 * r[2] for r in alone if ok(r))
+        alone = [r for r in alone if ok(r)]
+        if not alone:
+            raise SystemExit(f"{LABELS[way]}: every one of {args.alone} single requests failed")
+        figures["alone_ttfa_ms"] = statistics.median(1000 * r[1] for r in alone)
+        figures["alone_total_ms"] = statistics.median(1000 * r[2] for r in alone)
         figures["users"] = []
         for users in (1, 2):
             mark = sampler.mark()
@@ -300,10 +318,14 @@ def svg_chart(path, title, x_label, y_label, series, log_x=False):
         y = y1 * k / 4
         py = height - bottom - k / 4 * (height - top - bottom)
         parts.append(f'<text x="{left - 6}" y="{py + 4:.1f}" text-anchor="end">{y:,.0f}</text>')
-    for value in sorted({x for x, _ in points}):
+    if log_x:  # each concurrency measured
+        ticks = sorted({x for x, _ in points})
+    else:  # five, evenly spaced
+        ticks = [min(xs) + (max(xs) - min(xs)) * k / 4 for k in range(5)]
+    for value in ticks:
         px, _ = at(value, 0)
         parts.append(f'<text x="{px:.1f}" y="{height - bottom + 16}" '
-                     f'text-anchor="middle">{value:g}</text>')
+                     f'text-anchor="middle">{value:.3g}</text>')
     for n, (name, values) in enumerate(series.items()):
         colour = colours[n % len(colours)]
         coords = " ".join("%.1f,%.1f" % at(x, y) for x, y in values if y is not None)
@@ -361,10 +383,11 @@ def main(argv=None):
         ways.append(measure_way(way, args, nvml))
         shown = {k: v for k, v in ways[-1].items() if k != "memory_over_time"}
         print(f"{LABELS[way]}: {json.dumps(shown)}", flush=True)
+        if args.json:  # after each way, so that a run cut short keeps what it measured
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump({"voice": args.voice, "device": args.device, "ways": ways}, f,
+                          indent=1)
     print(table(ways, args.ttfa_ms), end="")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"voice": args.voice, "device": args.device, "ways": ways}, f, indent=1)
     if args.plots:
         plots(ways, args.plots)
     return 0

@@ -64,9 +64,10 @@ struct PhonemeMatch {
   size_t missing = 0;             // voiced tokens without an event phoneme
 };
 
-// The alignment of the voiced tokens with the event phonemes with the fewest edits (extra event
-// phonemes, and where `rules` allow any, substitutions and missing tokens). InputError when no
-// alignment exists within the edits allowed at all.
+// The alignment of the voiced tokens with the event phonemes with the fewest edits, each counting
+// one (extra event phonemes, and where `rules` allow any, substitutions and missing tokens; on a
+// tie a match, then a substitution, then an extra phoneme is preferred, from the end). The limits
+// are the caller's to check. InputError when no alignment exists with the edits allowed.
 PhonemeMatch match_phonemes(const std::vector<std::string>& voiced,
                             const std::vector<std::string>& heard, const AlignRules& rules) {
   const size_t m = voiced.size(), p = heard.size();

@@ -1,5 +1,5 @@
-// Aligns the teacher's phoneme timing (eSpeak NG phoneme events) to the front end's tokens and
-// turns it into per-token mel-frame durations.
+// Aligns the teacher's phoneme timing (eSpeak NG's phoneme events, Festival's segments) to the
+// front end's tokens and turns it into per-token mel-frame durations.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,8 @@
 
 namespace voxd::tools {
 
-// One eSpeak phoneme event: the phoneme's IPA name ("" for a pause) and its first sample.
+// One teacher phoneme: its name (eSpeak NG's IPA or mnemonic, Festival's in ARPAbet; "" for a
+// pause) and its first sample.
 struct PhonemeEvent {
   std::string name;
   int64_t sample = 0;
@@ -41,9 +42,11 @@ struct Alignment {
 bool is_voiced(const std::string& token);
 
 // Durations of `tokens` (FrontEnd phonemes) from the teacher's `events` over `samples` samples.
-// A dynamic-programming alignment matches the voiced tokens to the event phonemes in order, with
-// the fewest edits `rules` allow: a token matches an event phoneme of exactly its name, or its
-// name less a tone (text::without_tone) or an ARPAbet stress digit ("IY1" matches "IY"). Audio
+// A dynamic-programming alignment matches the voiced tokens to the event phonemes in order with
+// the fewest edits, each counting one (extra event phonemes always; substitutions and missing
+// tokens only where `rules` allow any), and `rules`' limits are then checked on that alignment:
+// a token matches an event phoneme of exactly its name, or its name less a tone
+// (text::without_tone) or an ARPAbet stress digit ("IY1" matches "IY"). Audio
 // before the first event goes to the first token; a pause goes to the first punctuation token
 // between the voiced tokens around it, else to the word boundary there, else to the voiced token
 // before it. Token boundaries (in samples) are rounded to the nearest frame of `hop` samples, the

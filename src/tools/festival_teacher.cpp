@@ -1,5 +1,7 @@
 #include "tools/festival_teacher.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <soxr.h>
 #include <sys/wait.h>
@@ -22,6 +24,10 @@ namespace voxd::tools {
 namespace {
 
 constexpr const char* kEnd = "voxd-end";
+// How long Festival may take to answer one exchange (a sentence takes well under a second).
+constexpr int kAnswerTimeoutMs = 120'000;
+// How long Festival may take to end once its input is closed.
+constexpr int kStopWaitMs = 5'000;
 
 // `text` as a Scheme string literal.
 std::string scheme_string(const std::string& text) {
@@ -84,11 +90,22 @@ FestivalTeacher::FestivalTeacher(std::string voice, const std::string& scratch_d
   std::vector<char*> argv;
   for (std::string& word : command) argv.push_back(word.data());
   argv.push_back(nullptr);
-  int to[2], from[2];
-  if (::pipe(to) != 0 || ::pipe(from) != 0) throw Error("cannot create pipes for Festival");
+  int to[2] = {-1, -1}, from[2] = {-1, -1};
+  const auto close_pipes = [&] {
+    for (int fd : {to[0], to[1], from[0], from[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) {
+    close_pipes();
+    throw Error("cannot create pipes for Festival");
+  }
   std::fflush(nullptr);
   pid_ = ::fork();
-  if (pid_ < 0) throw Error("cannot start a process for Festival");
+  if (pid_ < 0) {
+    close_pipes();
+    throw Error("cannot start a process for Festival");
+  }
   if (pid_ == 0) {
     ::dup2(to[0], STDIN_FILENO);
     ::dup2(from[1], STDOUT_FILENO);
@@ -104,13 +121,16 @@ FestivalTeacher::FestivalTeacher(std::string voice, const std::string& scratch_d
   wav_path_ = (std::filesystem::path(scratch_dir) /
                (".festival-" + std::to_string(::getpid()) + "-" + std::to_string(pid_) + ".wav"))
                   .string();
-  // A Festival that has gone shows as a failed write, not as a signal that ends this process.
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    const std::vector<std::string> lines = exchange(prelude(voice_));
+    const std::vector<std::string> lines =
+        exchange(prelude(voice_), "starting with voice '" + voice_ + "'");
     if (std::find(lines.begin(), lines.end(), "voxd-voice") == lines.end()) {
-      throw InputError("Festival has no voice '" + voice_ +
-                       "' (Debian: apt-get install festvox-us-slt-hts for cmu_us_slt_arctic_hts)");
+      throw InputError("Festival has no voice '" + voice_ + "' (" +
+                       (voice_ == "cmu_us_slt_arctic_hts"
+                            ? "Debian: apt-get install festvox-us-slt-hts"
+                            : "its voices are the voice_NAME functions of its library folder") +
+                       ")");
     }
     for (const std::string& line : lines) {
       if (line.starts_with("voxd-version ")) version_ = line.substr(13, line.find(':') - 13);
@@ -128,16 +148,25 @@ FestivalTeacher::~FestivalTeacher() {
 void FestivalTeacher::stop() {
   ::close(to_festival_);
   ::close(from_festival_);
+  // Its input closed, Festival ends; one that is stuck is killed after a few seconds.
   int status = 0;
-  ::waitpid(pid_, &status, 0);
+  for (int waited_ms = 0; ::waitpid(pid_, &status, WNOHANG) == 0; waited_ms += 10) {
+    if (waited_ms >= kStopWaitMs) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      break;
+    }
+    ::usleep(10'000);
+  }
   std::error_code ignored;
   std::filesystem::remove(wav_path_, ignored);
 }
 
-std::vector<std::string> FestivalTeacher::exchange(const std::string& scheme) {
+std::vector<std::string> FestivalTeacher::exchange(const std::string& scheme,
+                                                   const std::string& doing) {
   // Festival's output is buffered when it goes to a pipe: (fflush nil) sends it.
   if (!write_all(to_festival_, scheme + "(format t \"" + kEnd + "\\n\")\n(fflush nil)\n")) {
-    throw Error("Festival is not running (see its messages above)");
+    throw Error("Festival is not running, " + doing + " (see its messages above)");
   }
   std::vector<std::string> lines;
   char buffer[4096];
@@ -148,16 +177,27 @@ std::vector<std::string> FestivalTeacher::exchange(const std::string& scheme) {
       if (line == kEnd) return lines;
       lines.push_back(std::move(line));
     }
-    const ssize_t n = ::read(from_festival_, buffer, sizeof(buffer));
+    pollfd ready{from_festival_, POLLIN, 0};
+    const int polled = ::poll(&ready, 1, kAnswerTimeoutMs);
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {
+      throw Error("Festival did not answer within " + std::to_string(kAnswerTimeoutMs / 1000) +
+                  " s, " + doing);
+    }
+    const ssize_t n = polled < 0 ? -1 : ::read(from_festival_, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("Festival ended unexpectedly (is the `festival` package installed?)");
+    if (n <= 0) {
+      throw Error("Festival ended, " + doing +
+                  " (see its messages above; is `festival` installed and runnable?)");
+    }
     pending_.append(buffer, static_cast<size_t>(n));
   }
 }
 
 Utterance FestivalTeacher::speak(const std::string& sentence) {
   const std::vector<std::string> lines =
-      exchange("(voxd_say " + scheme_string(sentence) + " " + scheme_string(wav_path_) + ")\n");
+      exchange("(voxd_say " + scheme_string(sentence) + " " + scheme_string(wav_path_) + ")\n",
+               "speaking \"" + sentence + "\"");
   if (std::find(lines.begin(), lines.end(), "voxd-done") == lines.end()) {
     throw Error("Festival failed to speak \"" + sentence + "\" (see its messages above)");
   }

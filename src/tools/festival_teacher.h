@@ -22,10 +22,12 @@ class FestivalTeacher final : public Teacher {
   // Starts `command` (the festival program and its options, "--pipe" added; by default the
   // `festival` on the PATH) with voice `voice` (its name without "voice_", e.g.
   // "cmu_us_slt_arctic_hts"), its WAV files written in `scratch_dir` (which must exist). Error if
-  // Festival cannot be run; InputError if it has no such voice.
+  // Festival cannot be run; InputError if it has no such voice. Sets the process's SIGPIPE to
+  // ignored, so that a Festival that has gone shows as a failed write, not a signal.
   FestivalTeacher(std::string voice, const std::string& scratch_dir,
                   std::vector<std::string> command = {"festival"});
-  // Ends the process (its input closed) and removes its WAV file.
+  // Ends the process (its input closed; killed if it has not ended within seconds) and removes
+  // its WAV file.
   ~FestivalTeacher() override;
   FestivalTeacher(const FestivalTeacher&) = delete;
   FestivalTeacher& operator=(const FestivalTeacher&) = delete;
@@ -34,10 +36,11 @@ class FestivalTeacher final : public Teacher {
   std::string description() const override;
 
  private:
-  // Sends `scheme` and returns Festival's output lines up to its end marker. Error if Festival
-  // has gone.
-  std::vector<std::string> exchange(const std::string& scheme);
-  // Closes Festival's input, waits for it to end and removes the WAV file.
+  // Sends `scheme` and returns Festival's output lines up to its end marker. Error, saying what
+  // it was `doing`, if Festival has gone or does not answer within two minutes.
+  std::vector<std::string> exchange(const std::string& scheme, const std::string& doing);
+  // Closes Festival's input, waits for it to end (killing it after a few seconds) and removes
+  // the WAV file.
   void stop();
 
   std::string voice_;

@@ -17,6 +17,7 @@ struct Utterance {
   std::vector<PhonemeEvent> events;  // in order; phoneme names, "" for pauses
 };
 
+// A synthesiser that teaches a voice: speaks a sentence and says when each phoneme starts.
 class Teacher {
  public:
   // The rate every teacher's audio comes at (eSpeak NG's own; others are resampled to it).

@@ -88,7 +88,9 @@ std::vector<int16_t> read_wav(const std::string& path, int& sample_rate) {
                     std::to_string(get_u16(bytes, body + 2)) + " channels, " +
                     std::to_string(get_u16(bytes, body + 14)) + " bits");
       }
-      sample_rate = static_cast<int>(get_u32(bytes, body + 4));
+      const uint32_t rate = get_u32(bytes, body + 4);
+      if (rate < 1000 || rate > 384000) return fail("sample rate " + std::to_string(rate) + " Hz");
+      sample_rate = static_cast<int>(rate);
       format_seen = true;
     } else if (id == "data") {
       if (!format_seen) return fail("data before fmt");

@@ -20,8 +20,8 @@ std::array<uint8_t, 44> wav_header(size_t samples, int sample_rate);
 // dataset is regenerated, not kept safe, and 4,000 fsyncs dominated the run time.
 void write_wav(const std::string& path, const std::vector<int16_t>& audio, int sample_rate);
 
-// A mono 16-bit PCM WAV file's samples (chunks other than "fmt " and "data" skipped); its rate in
-// `sample_rate`. Error naming the file when it is not one.
+// A mono 16-bit PCM WAV file's samples (chunks other than "fmt " and "data" skipped); its rate
+// (1,000 to 384,000 Hz) in `sample_rate`. Error naming the file when it is not one.
 std::vector<int16_t> read_wav(const std::string& path, int& sample_rate);
 
 }  // namespace voxd::tools

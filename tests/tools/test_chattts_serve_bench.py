@@ -325,13 +325,14 @@ class PeerTest(unittest.TestCase):
 class PeerSearchTest(unittest.TestCase):
     """The stream=True search's steps, with rounds that keep up or fall behind by list size."""
 
-    def search(self, behind, past_real_time):
+    def search(self, behind, past_real_time, failing=()):
         def serve(chat, way, jobs, stream, batch):
             return 1.0
 
         def summarize(jobs, wall, slack):
             n = len(jobs)
-            return {"requests": n, "ok": n, "errors": 0, "audio_per_s": float(n),
+            errors = n if n in failing else 0
+            return {"requests": n, "ok": n - errors, "errors": errors, "audio_per_s": float(n),
                     "realtime": n - 1 if n in behind else n, "ttfa_p50_ms": 1.0,
                     "ttfa_p95_ms": 1.0, "audio_s": float(n), "wall_s": 1.0, "max_lag_ms": 0.0}
 
@@ -353,6 +354,11 @@ class PeerSearchTest(unittest.TestCase):
         most, exact, rounds = self.search({4}, past_real_time=True)
         self.assertEqual((most, exact), (2, True))
         self.assertEqual([r["concurrency"] for r in rounds], [1, 2, 4, 8])
+
+    def test_past_real_time_stops_at_a_round_that_fails(self):
+        most, exact, rounds = self.search({2}, past_real_time=True, failing={4})
+        self.assertEqual((most, exact), (1, True))
+        self.assertEqual([r["concurrency"] for r in rounds], [1, 2, 4])
 
     def test_when_every_round_keeps_up_the_most_is_a_lower_bound(self):
         most, exact, rounds = self.search(set(), past_real_time=True)

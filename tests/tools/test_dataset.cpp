@@ -321,6 +321,53 @@ TEST_F(DatasetTool, TenSentencesFollowTheFormat) {
   EXPECT_EQ(files, 12u);  // 10 WAVs, manifest.jsonl, info.json
 }
 
+TEST_F(DatasetTool, FestivalSentencesFollowTheFormatWhateverTheJobs) {
+  const std::string options = " --teacher festival --phonemes arpabet --symbols " +
+                              kArpabetSymbols + " --corpus " + kCorpus +
+                              " --limit 3 --max-extra-phonemes 3 --max-substitutions 6 "
+                              "--max-missing 3 --out ";
+  const fs::path two = dir_ / "two", one = dir_ / "one";
+  ASSERT_EQ(run_tool(options + two.string() + " --jobs 2"), 0);
+  ASSERT_EQ(run_tool(options + one.string() + " --jobs 1"), 0);
+  const auto info = nlohmann::json::parse(read_bytes(two / "info.json"));
+  EXPECT_EQ(info.at("sample_rate"), 22050);
+  EXPECT_TRUE(info.at("teacher").get<std::string>().starts_with("festival 2."));
+  EXPECT_TRUE(info.at("teacher").get<std::string>().ends_with(" cmu_us_slt_arctic_hts"));
+  EXPECT_EQ(info.at("count"), 3);
+  std::ifstream manifest(two / "manifest.jsonl");
+  size_t lines = 0;
+  for (std::string line; std::getline(manifest, line); ++lines) {
+    const auto entry = nlohmann::json::parse(line);
+    SCOPED_TRACE(line);
+    const auto phonemes = entry.at("phonemes").get<std::vector<std::string>>();
+    const auto durations = entry.at("durations").get<std::vector<int64_t>>();
+    ASSERT_EQ(durations.size(), phonemes.size());
+    int64_t sum = 0;
+    for (size_t i = 0; i < phonemes.size(); ++i) {
+      if (voxd::tools::is_voiced(phonemes[i])) {
+        EXPECT_GT(durations[i], 0) << phonemes[i];
+      }
+      sum += durations[i];
+    }
+    EXPECT_EQ(sum, entry.at("frames").get<int64_t>());
+    EXPECT_EQ(phonemes.back(), "sp");  // ARPAbet tokens, the final pause its own
+  }
+  EXPECT_EQ(lines, 3u);
+  // Festival's output does not depend on what a worker said before: the same bytes either way.
+  for (const auto& file : fs::recursive_directory_iterator(two)) {
+    if (!file.is_regular_file()) continue;
+    const fs::path relative = fs::relative(file.path(), two);
+    EXPECT_TRUE(read_bytes(file.path()) == read_bytes(one / relative)) << relative;
+  }
+}
+
+TEST_F(DatasetTool, FestivalWithAPhonemeSetOtherThanArpabetIsRefused) {
+  EXPECT_EQ(
+      run_tool("--teacher festival --phonemes espeak-ipa --symbols " + kSymbols + " --corpus " +
+               kCorpus + " --limit 1 --out " + (dir_ / "d").string() + " 2>/dev/null"),
+      2);
+}
+
 TEST_F(DatasetTool, MissingCorpusIsAnInputErrorNamingTheFile) {
   EXPECT_EQ(run_tool("--corpus " + (dir_ / "nope.txt").string() + " --symbols " + kSymbols +
                      " --out " + (dir_ / "c").string() + " 2>/dev/null"),

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import threading
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -54,6 +55,10 @@ class SplitTest(unittest.TestCase):
             pytorch_server.split_input("Please hold. Hello.", known)
         with self.assertRaisesRegex(ValueError, "empty"):
             pytorch_server.split_input("  ", known)
+        # A known text that begins another does not cut the longer one short.
+        nested = {"Please hold.": [1], "Please hold. Thanks.": [7]}
+        self.assertEqual(pytorch_server.split_input("Please hold. Thanks. Please hold.", nested),
+                         [[7], [1]])
 
 
 class ServeTest(unittest.TestCase):
@@ -74,6 +79,12 @@ class ServeTest(unittest.TestCase):
             with self.assertRaises(urllib.error.HTTPError) as refused:
                 speak(server, "Something the server never phonemized.")
             self.assertEqual(refused.exception.code, 400)
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{server.server_port}/v1/audio/speech", b"[1, 2]",
+                {"Content-Type": "application/json"})
+            with self.assertRaises(urllib.error.HTTPError) as not_an_object:
+                urllib.request.urlopen(request, timeout=30)
+            self.assertEqual(not_an_object.exception.code, 400)
         finally:
             server.shutdown()
             server.server_close()
@@ -84,6 +95,10 @@ class ServeTest(unittest.TestCase):
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 short, long = pool.map(lambda t: speak(server, t), [TEXTS[0], TEXTS[2]])
             self.assertEqual(get(server, "/debug/batches")["sizes"], [2])
+            # A lone request waits once for --wait-ms, not once per place left in the batch.
+            begin = time.monotonic()
+            speak(server, TEXTS[1])
+            self.assertLess(time.monotonic() - begin, 2.0 + 2.0)
             for text, audio in ((TEXTS[0], short), (TEXTS[2], long)):
                 alone = np.frombuffer(server.model.synthesize([server.known[text]])[0],
                                       np.int16).astype(np.float64)

@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,9 +47,25 @@ class ChartTest(unittest.TestCase):
             self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
             self.assertEqual(svg.count("<polyline"), 2)
             self.assertIn(">one<", svg)
+            linear = os.path.join(tmp, "l.svg")
+            seeds_table.svg_chart(linear, "t", "s", "MiB",
+                                  {"one": [(0.1 * k, 10.0) for k in range(1000)]})
+            with open(linear, encoding="utf-8") as f:
+                labels = f.read().count('text-anchor="middle">')
+            self.assertLess(labels, 12)  # five ticks and the axis names, not a label a sample
             empty = os.path.join(tmp, "e.svg")
             seeds_table.svg_chart(empty, "t", "x", "y", {"one": []})
             self.assertFalse(os.path.exists(empty))
+
+
+class StartTest(unittest.TestCase):
+    def test_a_server_that_never_listens_is_ended_and_named(self):
+        command = [sys.executable, "-c", "import time; print('starting', flush=True); "
+                   "time.sleep(60)"]
+        begin = time.monotonic()
+        with self.assertRaisesRegex(SystemExit, "did not start listening within 1"):
+            seeds_table.start_server(command, dict(os.environ), 1)
+        self.assertLess(time.monotonic() - begin, 10)
 
 
 class NvmlTest(unittest.TestCase):

@@ -15,15 +15,20 @@ limit=${LIMIT:-100}
 jail=$(mktemp -d /tmp/voxd-carry-check.XXXXXX)
 trap 'rm -rf "$jail"' EXIT
 
+# The alignment limits the Festival teacher is run with, here and (through the environment) in
+# the jail's run.sh.
+extra=3 substitutions=6 missing=3
+limits="MAX_EXTRA_PHONEMES=$extra MAX_SUBSTITUTIONS=$substitutions MAX_MISSING=$missing"
 if [ "${TEACHER:-espeak}" = festival ]; then
-  corpus=data/corpus/en-sentences.txt symbols=data/symbols/arpabet-en.txt
-  options="--phonemes arpabet --teacher festival --max-extra-phonemes 3 --max-substitutions 6"
-  options="$options --max-missing 3"
+  corpus=data/corpus/en-sentences.txt symbols=data/symbols/arpabet-en.txt phonemes=arpabet
+  options="--phonemes arpabet --teacher festival --max-extra-phonemes $extra"
+  options="$options --max-substitutions $substitutions --max-missing $missing"
 elif [ "${LANGUAGE:-en-us}" = zh-cn ]; then
   corpus=data/corpus/zh-sentences.txt symbols=data/symbols/espeak-mnemonic-zh.txt
-  options="--phonemes espeak-mnemonic --language zh-cn"
+  phonemes=espeak-mnemonic options="--phonemes espeak-mnemonic --language zh-cn"
 else
-  corpus=data/corpus/en-sentences.txt symbols=data/symbols/espeak-ipa-en.txt options=""
+  corpus=data/corpus/en-sentences.txt symbols=data/symbols/espeak-ipa-en.txt
+  phonemes=espeak-ipa options=""
 fi
 mkdir -p "$jail/lib64" "$jail/lib/x86_64-linux-gnu" "$jail/bin" "$jail/repo/data/corpus" \
   "$jail/repo/data/symbols"
@@ -41,7 +46,8 @@ mkdir -p "$jail/repo/.carry/espeak/festival"
 tar -C "$jail/repo/.carry/espeak/festival" -xJf "$root/.carry/espeak/festival.tar.xz"
 
 # shellcheck disable=SC2086  # options is a list
-env -i JOBS=2 CORPUS="$corpus" SYMBOLS="$symbols" PHONEMES="${options:+espeak-mnemonic}" \
+# shellcheck disable=SC2086  # limits is a list of assignments
+env -i JOBS=2 CORPUS="$corpus" SYMBOLS="$symbols" PHONEMES="$phonemes" $limits \
   LANGUAGE="${LANGUAGE:-en-us}" TEACHER="${TEACHER:-espeak}" /usr/sbin/chroot "$jail" /bin/sh -c \
   "cd /repo && .carry/espeak/run.sh /out --limit $limit"
 # shellcheck disable=SC2086

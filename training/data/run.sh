@@ -19,10 +19,13 @@ export LD_LIBRARY_PATH="$here/lib"
 export ESPEAK_DATA_PATH="$here"
 export VOXD_DATA_DIR="$PWD/data" VOXD_OPENCC_DIR="$here/opencc"
 if [ "${TEACHER:-espeak}" = festival ]; then
-  # Festival and its libraries, unpacked once beside the carry.
+  # Festival and its libraries, unpacked once beside the carry (into a temporary folder renamed
+  # when whole, so that an interrupted unpack is done again).
   festival="$here/festival"
-  if [ ! -x "$festival/bin/festival" ]; then
-    mkdir -p "$festival" && tar -C "$festival" -xJf "$here/festival.tar.xz" || exit 1
+  if [ ! -d "$festival" ]; then
+    rm -rf "$festival.part" && mkdir -p "$festival.part" &&
+      tar -C "$festival.part" -xJf "$here/festival.tar.xz" && mv "$festival.part" "$festival" ||
+      exit 1
   fi
   export LD_LIBRARY_PATH="$here/lib:$festival/lib"
   share="$festival/share/festival"
