@@ -14,10 +14,12 @@ symbol ids; both WAVs get training/audio.py's log-mel. Reported per utterance an
 - copy-synthesis mel L1: the vocoder alone (`voxd vocode` of the teacher's own log-mel), mean
   |teacher − vocoded| log-mel frame by frame: how much of the distance is the vocoder's.
 
-A PNG (grayscale, teacher above voxd, low frequencies at the bottom) shows the first utterance.
+A PNG (grayscale, teacher above voxd, low frequencies at the bottom) shows the first utterance;
+with --png-voice, a third panel below shows another voice speaking the same text (en-demo beside
+en-slt, say: its own front end, its own symbols).
 
     /usr/bin/python3 training/evaluate.py --voice voices/en-demo --data HELDOUT_DATASET \\
-        [--count 8] [--png /tmp/en-demo.png] [--voxd build/src/cli/voxd]
+        [--count 8] [--png /tmp/en-demo.png [--png-voice voices/OTHER]] [--voxd build/src/cli/voxd]
 """
 import argparse
 import json
@@ -123,10 +125,10 @@ def write_png(path, image):
         f.write(chunk(b"IEND", b""))
 
 
-def spectrogram_picture(teacher, voxd):
-    """uint8 image: teacher's log-mel above voxd's (2 px per band, high bands on top)."""
-    width = max(len(teacher), len(voxd))
-    lo, hi = -11.5, max(teacher.max(), voxd.max())
+def spectrogram_picture(*mels):
+    """uint8 image: the log-mels one above the other (2 px per band, high bands on top)."""
+    width = max(len(mel) for mel in mels)
+    lo, hi = -11.5, max(mel.max() for mel in mels)
 
     def panel(mel):
         padded = np.full((width, mel.shape[1]), lo)
@@ -135,7 +137,10 @@ def spectrogram_picture(teacher, voxd):
         return np.repeat(scaled.T[::-1], 2, axis=0)
 
     gap = np.full((4, width), 255.0)
-    return np.concatenate([panel(teacher), gap, panel(voxd)]).astype(np.uint8)
+    parts = []
+    for mel in mels:
+        parts += [gap, panel(mel)] if parts else [panel(mel)]
+    return np.concatenate(parts).astype(np.uint8)
 
 
 def main():
@@ -145,6 +150,8 @@ def main():
     parser.add_argument("--count", type=int, default=8, help="last N utterances of the manifest")
     parser.add_argument("--voxd", default=os.path.join(common.REPO, "build", "src", "cli", "voxd"))
     parser.add_argument("--png", help="spectrogram picture of the first utterance")
+    parser.add_argument("--png-voice", help="another voice speaking the first utterance's text, "
+                                            "as a third panel of --png")
     args = parser.parse_args()
     if not os.path.isfile(args.voxd):
         raise SystemExit(f"error: {args.voxd}: no voxd binary (build it or pass --voxd)")
@@ -177,7 +184,12 @@ def main():
             rows.append((u["id"], l1, mcd, len(synth_audio) / u["samples"], f0_rmse, f0_corr,
                          copy_l1))
             if n == 0 and args.png:
-                write_png(args.png, spectrogram_picture(teacher, voxd))
+                panels = [teacher, voxd]
+                if args.png_voice:
+                    subprocess.run([args.voxd, "synth", "--voice", args.png_voice, "--text",
+                                    u["text"], "--out", out], check=True)
+                    panels.append(log_mel(read_wav(out), extractor))
+                write_png(args.png, spectrogram_picture(*panels))
     print("| id | mel L1 | MCD dB | duration ratio | F0 RMSE Hz | F0 correlation "
           "| copy-synthesis mel L1 |\n|---|---|---|---|---|---|---|")
     for uid, l1, mcd, ratio, f0_rmse, f0_corr, copy_l1 in rows:
