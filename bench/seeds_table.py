@@ -38,7 +38,9 @@ import urllib.request
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 
+import serve_workload as workload  # noqa: E402
 import stream_load  # noqa: E402
+from stream_load import request_body  # noqa: E402
 
 WAYS = ["voxd", "threads", "batch"]
 LABELS = {"voxd": "voxd serve", "threads": "PyTorch, a thread per request",
@@ -106,23 +108,17 @@ class Sampler:
         self._thread.join()
 
 
-def body(voice, sentences, i):
-    text = " ".join(stream_load.TEXTS[(i + k) % len(stream_load.TEXTS)] for k in range(sentences))
-    return json.dumps({"model": "tts-1", "voice": voice, "response_format": "pcm",
-                       "input": text}).encode()
-
-
 async def requests_at_once(url, bodies, timeout):
-    """stream_load.one_stream for each body at once: [(status, ttfa_s, total_s, bytes, _)]."""
+    """stream_load.one_stream for each body at once: its (status, ttfa_s, total_s, bytes, _), or
+    the exception it raised."""
     parsed = urllib.parse.urlparse(url)
-    results = await asyncio.gather(
+    return await asyncio.gather(
         *(stream_load.one_stream(parsed.hostname, parsed.port, "/v1/audio/speech", b, None,
                                  timeout, 0.0) for b in bodies), return_exceptions=True)
-    return [r if not isinstance(r, BaseException) else (None, None, None, 0, []) for r in results]
 
 
 def ok(result):
-    return result[0] == 200 and result[1] is not None
+    return stream_load.error_kind(result) is None
 
 
 def summary(results, wall, rate):
@@ -179,7 +175,8 @@ def closed_loop(url, voice, users, seconds, sentences, timeout, rate):
     async def user(k, stop_at, tally):
         i = k
         while time.monotonic() < stop_at:
-            (result,) = await requests_at_once(url, [body(voice, sentences, i)], timeout)
+            (result,) = await requests_at_once(url, [request_body(voice, sentences, i)],
+                                               timeout)
             tally["audio"] += result[3] if ok(result) else 0
             tally["errors"] += 0 if ok(result) else 1
             i += users
@@ -217,12 +214,15 @@ def measure_way(way, args, nvml):
         raise
     figures = {"way": way, "label": LABELS[way], "listening_s": listening_s}
     try:
-        first = asyncio.run(requests_at_once(url, [body(args.voice_name, 1, 0)], args.timeout))
+        first = asyncio.run(requests_at_once(url, [request_body(args.voice_name, 1, 0)],
+                                             args.timeout))
         if not ok(first[0]):
-            raise SystemExit(f"{LABELS[way]}: the first request failed: {first[0][:3]}")
+            raise SystemExit(f"{LABELS[way]}: the first request failed: "
+                             f"{stream_load.error_kind(first[0])}")
         figures["cold_start_s"] = time.monotonic() - start - first[0][2] + first[0][1]
-        alone = [asyncio.run(requests_at_once(url, [body(args.voice_name, args.sentences, i)],
-                                              args.timeout))[0] for i in range(args.alone)]
+        alone = [asyncio.run(requests_at_once(
+            url, [request_body(args.voice_name, args.sentences, i)], args.timeout))[0]
+            for i in range(args.alone)]
         alone = [r for r in alone if ok(r)]
         if not alone:
             raise SystemExit(f"{LABELS[way]}: every one of {args.alone} single requests failed")
@@ -237,7 +237,7 @@ def measure_way(way, args, nvml):
                                      "gpu_utilization": sampler.utilization_since(mark)})
         figures["search"], figures["most_users"] = [], None
         for n in args.search:
-            bodies = [body(args.voice_name, args.sentences, i) for i in range(n)]
+            bodies = [request_body(args.voice_name, args.sentences, i) for i in range(n)]
             begin = time.monotonic()
             results = asyncio.run(requests_at_once(url, bodies, args.timeout))
             s = summary(results, time.monotonic() - begin, args.sample_rate)
@@ -260,30 +260,23 @@ def measure_way(way, args, nvml):
     return figures
 
 
-def gib(n):
-    return "-" if n is None else f"{n / 2**30:.2f}"
-
-
-def figure(value, digits=0, suffix=""):
-    return "-" if value is None else f"{value:,.{digits}f}{suffix}"
-
-
 def table(ways, ttfa_ms):
     """The Markdown table of the measured ways."""
-    lines = ["| way | cold start s | one request: first audio / end ms | GPU util 1 / 2 users "
+    lines = ["| way | cold start s | one request: first audio / end ms | GPU util % 1 / 2 users "
              "| audio-s/s 1 / 2 users | most users, p95 first audio <= "
              f"{ttfa_ms:.0f} ms | peak reserved GiB | peak device used GiB |",
              "|---|---|---|---|---|---|---|---|"]
     for w in ways:
-        util = " / ".join(figure(u["gpu_utilization"], 0, " %") for u in w["users"])
-        rate = " / ".join(figure(u["audio_per_s"], 1) for u in w["users"])
+        util = " / ".join(workload.fmt(u["gpu_utilization"]) for u in w["users"])
+        rate = " / ".join(workload.fmt(u["audio_per_s"], 1) for u in w["users"])
         most = w["most_users"]
         most_text = "0" if most is None else f"{most:,}"
         if most is not None and w["search"][-1]["concurrency"] == most:
             most_text = f">= {most:,}"  # the search ended before a round missed
         lines.append(f"| {w['label']} | {w['cold_start_s']:.2f} | {w['alone_ttfa_ms']:.0f} / "
                      f"{w['alone_total_ms']:.0f} | {util} | {rate} | {most_text} "
-                     f"| {gib(w['peak_reserved_bytes'])} | {gib(w['peak_device_used_bytes'])} |")
+                     f"| {workload.gib(w['peak_reserved_bytes'])} "
+                     f"| {workload.gib(w['peak_device_used_bytes'])} |")
     return "\n".join(lines) + "\n"
 
 

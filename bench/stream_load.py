@@ -50,6 +50,13 @@ TEXTS = [
 ]
 
 
+def request_body(voice, sentences, i):
+    """Client i's request: `sentences` of TEXTS from the i-th on, streamed 16-bit PCM."""
+    text = " ".join(TEXTS[(i + k) % len(TEXTS)] for k in range(sentences))
+    return json.dumps({"model": "tts-1", "voice": voice, "response_format": "pcm",
+                       "input": text}).encode()
+
+
 async def one_stream(host, port, path, body, api_key, timeout, delay):
     """Returns (status, ttfa_s, total_s, audio_bytes, arrivals), after waiting `delay` seconds to
     start; arrivals: (seconds since the start, bytes) of each chunk of the body as it was read
@@ -184,12 +191,7 @@ async def run(args):
         stop = asyncio.Event()
         peaks = {}
         poller = asyncio.create_task(poll_memory(args.url, args.api_key, stop, peaks))
-        bodies = [
-            json.dumps({"model": "tts-1", "voice": args.voice, "response_format": "pcm",
-                        "input": " ".join(TEXTS[(i + k) % len(TEXTS)]
-                                          for k in range(args.sentences))}).encode()
-            for i in range(args.clients)
-        ]
+        bodies = [request_body(args.voice, args.sentences, i) for i in range(args.clients)]
         results = await asyncio.gather(
             *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout,
                          args.ramp * i / args.clients)

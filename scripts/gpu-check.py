@@ -783,14 +783,41 @@ def packed_voxd():
     return voxd
 
 
-def serve():
-    """serve: the end-to-end suite and the load on the GPU; returns the exit status."""
+def packed_start():
+    """What a mode that runs the packed voxd starts with: (the logs folder, voxd, a Report with
+    nvidia-smi's row), or None (said why) when the packed tree is missing."""
     logs = logs_folder()
     voxd = packed_voxd()
     if voxd is None:
-        return 2
+        return None
     report = Report()
     nvidia_smi(report)
+    return logs, voxd, report
+
+
+def torch_environment():
+    """(os.environ without the packed libraries' path, that path): torch loads its own cuDNN, so
+    the path goes to voxd alone."""
+    env = dict(os.environ)
+    return env, env.pop("LD_LIBRARY_PATH")
+
+
+def script_step(report, label, log, cap, command, tail_lines, **kwargs):
+    """Runs `command` for at most `cap` seconds, its output to `log`; prints the log's last
+    `tail_lines` lines and reports `label` as its exit status; returns that."""
+    with open(log, "w") as f:
+        rc = run_capped(cap, command, stdout=f, stderr=subprocess.STDOUT, **kwargs)
+    print(tail(log, tail_lines), end="", flush=True)
+    report.add(label, "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    return rc
+
+
+def serve():
+    """serve: the end-to-end suite and the load on the GPU; returns the exit status."""
+    start = packed_start()
+    if start is None:
+        return 2
+    logs, voxd, report = start
     print(f"open files: {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; voxd: {voxd}; "
           f"ESPEAK_DATA_PATH={os.environ['ESPEAK_DATA_PATH']}", flush=True)
     e2e_step(voxd, logs, report)
@@ -1034,12 +1061,10 @@ def run_to_log(cap, command, log):
 def chattts_serve():
     """chattts-serve: the original ChatTTS served three ways beside voxd serve on the same random
     weights; returns the exit status."""
-    logs = logs_folder()
-    voxd = packed_voxd()
-    if voxd is None:
+    start = packed_start()
+    if start is None:
         return 2
-    report = Report()
-    nvidia_smi(report)
+    logs, voxd, report = start
     tokens = int(os.environ.get("CHATTTS_SERVE_TOKENS") or 64)
     sentences = os.environ.get("CHATTTS_SENTENCES") or "3"
     print("== 2. the bench voice (bench/make_chattts_bench_voice.py), "
@@ -1103,35 +1128,25 @@ def sambert_serve():
     """sambert-serve: the Sambert end-to-end suite on CUDA, then KAN-TTS's own inference code
     beside voxd serve on the same random weights (bench/sambert_serve_bench.py); returns the exit
     status."""
-    logs = logs_folder()
-    voxd = packed_voxd()
-    if voxd is None:
+    start = packed_start()
+    if start is None:
         return 2
-    report = Report()
-    nvidia_smi(report)
+    logs, voxd, report = start
     print("== 2. end to end: tests/cli/test_serve_sambert.py with VOXD_TEST_DEVICE=cuda",
           flush=True)
-    with open(logs / "sambert-e2e.log", "w") as f:
-        rc = run_capped(budget(120, 300), ["python3", "-m", "unittest", "-v",
-                                           "tests/cli/test_serve_sambert.py"],
-                        cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                        env={**os.environ, "VOXD_BIN": str(voxd), "VOXD_TEST_DEVICE": "cuda"})
-    print(tail(logs / "sambert-e2e.log", 20), end="", flush=True)
-    report.add("e2e tests (cuda)", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    script_step(report, "e2e tests (cuda)", logs / "sambert-e2e.log", budget(120, 300),
+                ["python3", "-m", "unittest", "-v", "tests/cli/test_serve_sambert.py"], 20,
+                cwd=ROOT, env={**os.environ, "VOXD_BIN": str(voxd), "VOXD_TEST_DEVICE": "cuda"})
     kantts = os.environ.get("KANTTS_DIR") or str(ROOT / ".peer" / "KAN-TTS")
     print(f"== 3. KAN-TTS ({kantts}) against voxd serve (bench/sambert_serve_bench.py)",
           flush=True)
-    # torch loads its own cuDNN: the packed libraries' path goes to voxd serve alone.
-    env = {**os.environ, "VOXD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]}
-    env.pop("LD_LIBRARY_PATH")
-    with open(logs / "sambert-serve.log", "w") as f:
-        rc = run_capped(budget(int(os.environ.get("SAMBERT_SERVE_TIMEOUT") or 400), 20),
-                        ["python3", ROOT / "bench" / "sambert_serve_bench.py", "--voxd", voxd,
-                         "--kantts", kantts, "--json", logs / "sambert-serve.json",
-                         *(os.environ.get("SAMBERT_SERVE_ARGS") or "").split()],
-                        stdout=f, stderr=subprocess.STDOUT, env=env)
-    print(tail(logs / "sambert-serve.log", 40), end="", flush=True)
-    report.add("KAN-TTS vs voxd serve", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+    env, library_path = torch_environment()
+    env["VOXD_LIBRARY_PATH"] = library_path
+    script_step(report, "KAN-TTS vs voxd serve", logs / "sambert-serve.log",
+                budget(int(os.environ.get("SAMBERT_SERVE_TIMEOUT") or 400), 20),
+                ["python3", ROOT / "bench" / "sambert_serve_bench.py", "--voxd", voxd,
+                 "--kantts", kantts, "--json", logs / "sambert-serve.json",
+                 *(os.environ.get("SAMBERT_SERVE_ARGS") or "").split()], 40, env=env)
     print("== 4. summary")
     print(report.table(26), end="")
     return report.exit_status()
@@ -1145,28 +1160,20 @@ def seeds():
     """seeds: nvidia-smi, then bench/seeds_table.py on the lj-v1 bench voice: voxd serve and
     bench/pytorch_server.py (a thread per request; seed 003's padded batch of 4), F16 on CUDA;
     returns the exit status."""
-    logs = logs_folder()
-    voxd = packed_voxd()
-    if voxd is None:
+    start = packed_start()
+    if start is None:
         return 2
-    report = Report()
-    nvidia_smi(report)
+    logs, voxd, report = start
     print("== 2. bench/seeds_table.py on lj-v1", flush=True)
     voice = lj_voice(logs, report)
     if voice is not None:
-        # torch loads its own cuDNN: the packed libraries' path goes to voxd alone.
-        env = dict(os.environ)
-        library_path = env.pop("LD_LIBRARY_PATH")
-        with open(logs / "seeds.log", "w") as f:
-            rc = run_capped(budget(int(os.environ.get("SEEDS_TIMEOUT") or 500), 20),
-                            ["python3", ROOT / "bench" / "seeds_table.py", "--voice", voice,
-                             "--voxd", voxd, "--voxd-library-path", library_path,
-                             "--device", "cuda", "--dtype", "f16", "--json", logs / "seeds.json",
-                             "--plots", logs / "seeds-plots",
-                             *(os.environ.get("SEEDS_ARGS") or "").split()],
-                            stdout=f, stderr=subprocess.STDOUT, env=env)
-        print(tail(logs / "seeds.log", 8), end="", flush=True)
-        report.add("seeds table", "timed out" if rc == 124 else f"exit {rc}", rc == 0)
+        env, library_path = torch_environment()
+        script_step(report, "seeds table", logs / "seeds.log",
+                    budget(int(os.environ.get("SEEDS_TIMEOUT") or 500), 20),
+                    ["python3", ROOT / "bench" / "seeds_table.py", "--voice", voice, "--voxd",
+                     voxd, "--voxd-library-path", library_path, "--device", "cuda", "--dtype",
+                     "f16", "--json", logs / "seeds.json", "--plots", logs / "seeds-plots",
+                     *(os.environ.get("SEEDS_ARGS") or "").split()], 8, env=env)
     print("== 3. summary")
     print(report.table(26), end="")
     return report.exit_status()
