@@ -4,10 +4,10 @@ BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-VOICE ?= voices/en-demo
-# What `make run` serves: VOICE and the bundled Mandarin voice.
-SERVE_VOICES ?= $(VOICE) voices/zh-demo
-TEXT ?= Hello from voxd. This voice was trained on speech from eSpeak, and it runs on your CPU.
+VOICE ?= voices/en-slt
+# What `make run` serves: VOICE and the other bundled voices.
+SERVE_VOICES ?= $(VOICE) $(filter-out $(VOICE),voices/en-slt voices/en-demo voices/zh-demo)
+TEXT ?= Hello from voxd. This voice learned from a recording of a real speaker, and it runs on your CPU.
 
 DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \

@@ -337,7 +337,7 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
             result = self.voxd(command[0], "--voice", "no-such-voice", *command[1:], env=env)
             self.assert_input_error(result, "voice named 'no-such-voice'",
                                        f"looked in {VOICES}, {REPO_VOICES}",
-                                       "voices found: en-demo, tiny-arpabet, tiny-chattts, tiny-ipa")
+                                       "voices found: en-demo, en-slt, tiny-arpabet, tiny-chattts, tiny-ipa")
 
     def test_serve_by_name(self):
         server = subprocess.Popen([VOXD, "serve", "--voice", "tiny-ipa", "--port", "0",
@@ -360,8 +360,8 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = [line.split("\t") for line in result.stdout.splitlines()]
         self.assertEqual([row[0] for row in rows],
-                         ["en-demo", "tiny-arpabet", "tiny-chattts", "tiny-ipa", "tiny-sambert",
-                          "tiny-sambert-nsf", "tiny-sambert-zh", "zh-demo"])
+                         ["en-demo", "en-slt", "tiny-arpabet", "tiny-chattts", "tiny-ipa",
+                          "tiny-sambert", "tiny-sambert-nsf", "tiny-sambert-zh", "zh-demo"])
         rates = {"tiny-chattts": "24000 Hz", "tiny-sambert": "16000 Hz",
                  "tiny-sambert-nsf": "16000 Hz", "tiny-sambert-zh": "16000 Hz"}
         for row in rows:
@@ -370,7 +370,9 @@ class VoiceNamesAndOutputTest(VoxdTestCase):
             self.assertTrue(os.path.isfile(os.path.join(row[5], "config.json")), row)
         self.assertEqual(rows[0][1:], ["en-us", "22050 Hz", "espeak-ipa", "1 speaker(s)",
                                        os.path.join(REPO_VOICES, "en-demo")])
-        self.assertEqual(rows[1][5], ARPABET_VOICE)
+        self.assertEqual(rows[1][1:], ["en-us", "22050 Hz", "arpabet", "1 speaker(s)",
+                                       os.path.join(REPO_VOICES, "en-slt")])
+        self.assertEqual(rows[2][5], ARPABET_VOICE)
         plain = subprocess.run([VOXD, "voices"], capture_output=True, text=True, timeout=60,
                                cwd="/tmp", env=self.env)
         self.assertEqual(plain.returncode, 0, plain.stderr)

@@ -1,6 +1,6 @@
-// Voice directories: config validation errors, and parity of the bundled en-demo voice in the
-// engine with the training code's PyTorch forward (tests/fixtures/en-demo/parity.safetensors,
-// written by training/export.py from the same weights).
+// Voice directories: config validation errors, and parity of the bundled voices in the engine
+// with the training code's PyTorch forward (tests/fixtures/NAME/parity.safetensors, written by
+// training/export.py from the same weights).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -131,17 +131,16 @@ TEST_P(BundledVoiceParity, EngineMatchesTrainingForward) {
   EXPECT_GE(checked, 3);
 }
 
-// zh-demo is the same model code as en-demo: the CPU backend checks its export.
-INSTANTIATE_TEST_SUITE_P(Voices, BundledVoiceParity,
-                         ::testing::Values(std::make_tuple("en-demo", "reference"),
-                                           std::make_tuple("en-demo", "cpu"),
-                                           std::make_tuple("zh-demo", "cpu")),
-                         [](const auto& info) {
-                           std::string name =
-                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+// en-slt and zh-demo are the same model code as en-demo: the CPU backend checks their exports.
+INSTANTIATE_TEST_SUITE_P(
+    Voices, BundledVoiceParity,
+    ::testing::Values(std::make_tuple("en-demo", "reference"), std::make_tuple("en-demo", "cpu"),
+                      std::make_tuple("en-slt", "cpu"), std::make_tuple("zh-demo", "cpu")),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 }  // namespace
 }  // namespace voxd
