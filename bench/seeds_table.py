@@ -22,6 +22,7 @@ NVML (no GPU) its columns are "-".
 """
 import argparse
 import asyncio
+import collections
 import ctypes
 import json
 import math
@@ -132,16 +133,19 @@ def summary(results, wall, rate):
 
 
 def start_server(command, env, timeout):
-    """Starts `command`; returns (process, url, seconds until it listened) once a JSON line with
-    msg "listening" and its url came on its output (read on a thread, the rest drained there).
-    SystemExit, the process ended, when that does not come within `timeout` seconds."""
+    """Starts `command`; returns (process, url, seconds until it listened, its last lines of
+    output) once a JSON line with msg "listening" and its url came on its output (read on a
+    thread, the rest drained there, the last 20 lines kept for error messages). SystemExit, the
+    process ended, when that does not come within `timeout` seconds."""
     start = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env=env, text=True)
     urls = queue.Queue()
+    output = collections.deque(maxlen=20)
 
     def read():
         for line in process.stdout:
+            output.append(line.rstrip())
             try:
                 message = json.loads(line)
             except ValueError:
@@ -158,8 +162,9 @@ def start_server(command, env, timeout):
     if url is None:
         process.kill()
         process.wait()
-        raise SystemExit(f"{command[0]} did not start listening within {timeout} s")
-    return process, url, time.monotonic() - start
+        raise SystemExit(f"{command[0]} did not start listening within {timeout} s; its last "
+                         "output:\n" + "\n".join(output))
+    return process, url, time.monotonic() - start, output
 
 
 def server_memory(url):
@@ -208,7 +213,7 @@ def measure_way(way, args, nvml):
     sampler = Sampler(nvml)
     start = time.monotonic()
     try:
-        process, url, listening_s = start_server(command, env, args.timeout)
+        process, url, listening_s, output = start_server(command, env, args.timeout)
     except BaseException:
         sampler.stop()
         raise
@@ -217,8 +222,10 @@ def measure_way(way, args, nvml):
         first = asyncio.run(requests_at_once(url, [request_body(args.voice_name, 1, 0)],
                                              args.timeout))
         if not ok(first[0]):
+            time.sleep(0.5)  # the server's own account of the failure, read on its thread
             raise SystemExit(f"{LABELS[way]}: the first request failed: "
-                             f"{stream_load.error_kind(first[0])}")
+                             f"{stream_load.error_kind(first[0])}; the server's last output:\n"
+                             + "\n".join(output))
         figures["cold_start_s"] = time.monotonic() - start - first[0][2] + first[0][1]
         alone = [asyncio.run(requests_at_once(
             url, [request_body(args.voice_name, args.sentences, i)], args.timeout))[0]

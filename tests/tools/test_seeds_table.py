@@ -63,9 +63,25 @@ class StartTest(unittest.TestCase):
         command = [sys.executable, "-c", "import time; print('starting', flush=True); "
                    "time.sleep(60)"]
         begin = time.monotonic()
-        with self.assertRaisesRegex(SystemExit, "did not start listening within 1"):
+        with self.assertRaisesRegex(SystemExit, "did not start listening within 1(.|\n)*starting"):
             seeds_table.start_server(command, dict(os.environ), 1)
         self.assertLess(time.monotonic() - begin, 10)
+
+    def test_what_the_server_says_after_listening_is_kept_for_error_messages(self):
+        command = [sys.executable, "-c", "import json, sys, time; "
+                   "print(json.dumps({'msg': 'listening', 'url': 'http://127.0.0.1:9'}), "
+                   "flush=True); print('request failed: RuntimeError', file=sys.stderr, "
+                   "flush=True); time.sleep(60)"]
+        process, url, _, output = seeds_table.start_server(command, dict(os.environ), 30)
+        try:
+            self.assertEqual(url, "http://127.0.0.1:9")
+            deadline = time.monotonic() + 10
+            while "request failed: RuntimeError" not in output and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertIn("request failed: RuntimeError", output)
+        finally:
+            process.kill()
+            process.wait()
 
 
 class NvmlTest(unittest.TestCase):

@@ -35,7 +35,7 @@ def get_mask_from_lengths(lengths, max_len=None):
     """True at padding: position >= length."""
     if max_len is None:
         max_len = torch.max(lengths).item()
-    ids = torch.arange(0, max_len).unsqueeze(0).expand(lengths.shape[0], -1)
+    ids = torch.arange(0, max_len, device=lengths.device).unsqueeze(0).expand(lengths.shape[0], -1)
     return ids >= lengths.unsqueeze(1).expand(-1, max_len)
 
 
@@ -127,7 +127,7 @@ def _positions(param, length, max_seq_len, d_model):
     """The eval-mode position table for `length` rows: the parameter, or a fresh table when the
     sequence is longer than max_seq_len."""
     if length > max_seq_len:
-        return get_sinusoid_encoding_table(length, d_model)[:length, :].unsqueeze(0)
+        return get_sinusoid_encoding_table(length, d_model)[:length, :].unsqueeze(0).to(param)
     return param[:, :length, :]
 
 
@@ -217,7 +217,7 @@ class LengthRegulator(nn.Module):
         expanded = [torch.cat([vec.expand(max(int(d.item()), 0), -1)
                                for vec, d in zip(seq, dur)], 0)
                     for seq, dur in zip(x, duration)]
-        mel_len = torch.LongTensor([e.shape[0] for e in expanded])
+        mel_len = torch.tensor([e.shape[0] for e in expanded], device=x.device)
         return _pad_frames(expanded, max_len), mel_len
 
 
