@@ -8,7 +8,8 @@
 #       VOXD_WITH_LIBAV=OFF: libavcodec and the ~35 codec libraries it loads are too big to carry,
 #       so that voxd answers aac with a 400), builds the GPU test binaries and benchmarks that
 #       build-gpu/gpu-tests.json lists (tests/cuda/CMakeLists.txt writes it; GPU_TESTS, names
-#       separated by spaces, narrows the tests) and the `voxd` command (CUDA build), and copies
+#       separated by spaces, narrows the tests; GPU_BENCHES the benchmarks, set and empty for
+#       none, as the serve modes need only voxd) and the `voxd` command (CUDA build), and copies
 #       them to build-gpu/dist/{bin,bench}/ with the manifest (narrowed) as dist/gpu-tests.json,
 #       every shared library they need beyond glibc, the GCC runtime (libstdc++, libgcc_s) and
 #       CUDA's in build-gpu/dist/lib/ (voxd's: eSpeak NG with libsonic, libsndfile with FLAC, Ogg
@@ -28,6 +29,7 @@
 # JOBS (2) is the build's parallelism; ICU_DATA_ITEMS the ICU data items kept (default nfkc.nrm,
 # see scripts/shrink-icu-data.sh); ESPEAK_NG_DATA where eSpeak NG's data is, when not found.
 set -euo pipefail
+shopt -s nullglob  # dist/bench/ is empty when GPU_BENCHES is
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-gpu"
@@ -55,12 +57,13 @@ find_espeak_data() {
 }
 
 
-# Writes build-gpu/gpu-tests.json narrowed to GPU_TESTS (every test when unset) to $1 and prints
-# what to pack from it, a line "bin|bench NAME FILE" each.
+# Writes build-gpu/gpu-tests.json narrowed to GPU_TESTS (every test when unset or empty) and
+# GPU_BENCHES (every benchmark when unset, none when empty) to $1 and prints what to pack from it,
+# a line "bin|bench NAME FILE" each.
 narrow_manifest() {
-  python3 - "$BUILD/gpu-tests.json" "$1" "${GPU_TESTS:-}" <<'PY'
+  python3 - "$BUILD/gpu-tests.json" "$1" "${GPU_TESTS:-}" "${GPU_BENCHES-*}" <<'PY'
 import json, sys
-source, dest, names = sys.argv[1], sys.argv[2], sys.argv[3].split()
+source, dest, names, bench_names = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4]
 with open(source) as f:
     manifest = json.load(f)
 tests = {t["name"]: t for t in manifest["tests"]}
@@ -69,6 +72,12 @@ if unknown:
     sys.exit(f"pack: GPU_TESTS names tests {source} lacks: {' '.join(unknown)}")
 if names:
     manifest["tests"] = [tests[n] for n in names]
+if bench_names != "*":
+    benches = {b["name"]: b for b in manifest["benches"]}
+    unknown = [n for n in bench_names.split() if n not in benches]
+    if unknown:
+        sys.exit(f"pack: GPU_BENCHES names benchmarks {source} lacks: {' '.join(unknown)}")
+    manifest["benches"] = [benches[n] for n in bench_names.split()]
 with open(dest, "w") as f:
     json.dump(manifest, f, indent=2)
 for t in manifest["tests"]:
@@ -163,7 +172,8 @@ pack() {
   archive_bytes="$(stat -c %s "$BUILD/dist.tar.xz")"
   awk -v t="$tree_bytes" -v a="$archive_bytes" 'BEGIN {
     m = 1048576; printf "carry: working tree %.1f MiB + archive %.1f MiB = %.1f MiB of 64 MiB\n", t / m, a / m, (t + a) / m
-    if (t + a > 56 * m) print "WARNING: less than 8 MiB to spare under the 64 MiB a run may carry" }'
+    if (t + a > 64 * m) print "ERROR: over the 64 MiB a run may carry: narrow GPU_TESTS or GPU_BENCHES"
+    else if (t + a > 56 * m) print "WARNING: less than 8 MiB to spare under the 64 MiB a run may carry" }'
   pack_check "$real_openblas"
   echo "now: run(command=\"scripts/gpu-check.py\", carry=[\"build-gpu/dist.tar.xz\"]) (or \"scripts/gpu-check.py quick\", \"scripts/gpu-check.py serve\")"
 }
