@@ -40,7 +40,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          5 s, so that all are open at once), counting the listen queue's overflows around each
          and printing the model steps from /metrics after each; with IDLE_CONNECTIONS=N, N idle
          keep-alive connections from bench/idle_connections.py are held open meanwhile for
-         IDLE_HOLD seconds (240). Then SIGTERMs the server and wants exit status 0;
+         IDLE_HOLD seconds (240). Then SIGTERMs the server and wants exit status 0; with
+         --log-level debug in SERVE_ARGS, bench/step_timeline.py's account of the device's time
+         around the p95 first audio (all rounds together: give one LOAD_RUNS line);
       4. a summary table, and the issue's target for 1,000 streams (p95 TTFA <= 200 ms, peak
          memory <= 8 GiB, no errors) as met or missed (informational).
       Each step is capped, children killed, so that the whole stays under SERVE_DEADLINE
@@ -754,7 +756,13 @@ def serve_load(voxd, voice, logs, report):
         if memory is not None:
             (logs / "memory-after-load.json").write_text(memory)
             print(memory_line(json.loads(memory)))
-    return stop_server(server, serve_log)
+    server_rc = stop_server(server, serve_log)
+    if '"msg":"step"' in serve_log.read_text(errors="replace"):  # SERVE_ARGS had --log-level debug
+        timeline = subprocess.run(["python3", ROOT / "bench" / "step_timeline.py", serve_log,
+                                   "--json", logs / "step-timeline.json"],
+                                  capture_output=True, text=True, timeout=120)
+        print(timeline.stdout + timeline.stderr, end="", flush=True)
+    return server_rc
 
 
 def raise_open_files():

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Where a burst's time to first audio goes, read from one `voxd serve --log-format json
+--log-level debug` log: the speech requests' first audio against the device's steps.
+
+A request line (msg "request", path /v1/audio/speech) is written when the response ends: it
+arrived at time - duration_ms and had its first audio ttfa_ms later. A step line (msg "step")
+is written when the step ends: it ran for `seconds` before its time, with `items` units of its
+`kind`, labelled with the urgency of its lead ("first_audio", "starving", "ahead").
+
+Printed: the requests' p50 / p95 first audio as the server measured it, and the moment the p95
+request had its first audio (ms after the first request arrived); then the device's time from
+that arrival to that moment and after it, busy by kind and urgency and idle. A slow first audio
+then reads as the device idle (waiting for admission: the front end, the HTTP layer), busy with
+other streams' later audio (the order of the steps), or busy with first audio (throughput).
+
+    python3 bench/step_timeline.py SERVE_LOG [--json OUT]
+"""
+import argparse
+import collections
+import datetime
+import json
+import math
+import sys
+
+
+def read_log(path):
+    """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
+    items)), times in seconds since the epoch; lines that are not JSON are skipped."""
+    requests, steps = [], []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or "time" not in entry:
+                continue
+            end = datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+            if entry.get("msg") == "step":
+                steps.append((end - entry["seconds"], end, entry["kind"], entry["urgency"],
+                              entry["items"]))
+            elif (entry.get("msg") == "request" and entry.get("path") == "/v1/audio/speech"
+                  and "ttfa_ms" in entry):
+                arrived = end - entry["duration_ms"] / 1000.0
+                requests.append((arrived, arrived + entry["ttfa_ms"] / 1000.0))
+    return requests, steps
+
+
+def percentile(values, q):
+    """The nearest-rank q-th percentile of `values` (q in 0..100)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
+
+
+def device_time(steps, begin, end):
+    """{(kind, urgency): [steps, items, busy seconds]} of the steps' time within [begin, end),
+    and the idle seconds there."""
+    spent = collections.defaultdict(lambda: [0, 0, 0.0])
+    busy = 0.0
+    for start, stop, kind, urgency, items in steps:
+        overlap = min(stop, end) - max(start, begin)
+        if overlap <= 0:
+            continue
+        row = spent[(kind, urgency)]
+        row[0] += 1
+        row[1] += items
+        row[2] += overlap
+        busy += overlap
+    return dict(spent), max(0.0, (end - begin) - busy)
+
+
+def timeline(requests, steps):
+    """The figures this script prints, as a dict."""
+    if not requests:
+        raise ValueError("no speech request with a first audio in the log (is it --log-format "
+                         "json, and did any request finish?)")
+    if not steps:
+        raise ValueError("no step lines in the log (start voxd serve with --log-level debug)")
+    origin = min(arrived for arrived, _ in requests)
+    ttfa = [first - arrived for arrived, first in requests]
+    p95_moment = percentile([first for _, first in requests], 95)
+    last_step = max(stop for _, stop, _, _, _ in steps)
+    parts = {}
+    for name, (begin, end) in (("to the p95 first audio", (origin, p95_moment)),
+                               ("after it", (p95_moment, max(p95_moment, last_step)))):
+        spent, idle = device_time(steps, begin, end)
+        parts[name] = {"seconds": end - begin, "idle_s": idle,
+                       "busy": [{"kind": k, "urgency": u, "steps": n, "items": items,
+                                 "seconds": s} for (k, u), (n, items, s) in sorted(spent.items())]}
+    return {"requests": len(requests), "ttfa_p50_ms": 1000 * percentile(ttfa, 50),
+            "ttfa_p95_ms": 1000 * percentile(ttfa, 95),
+            "p95_first_audio_at_ms": 1000 * (p95_moment - origin), "parts": parts}
+
+
+def report(t):
+    lines = [f"{t['requests']} speech requests: first audio p50 {t['ttfa_p50_ms']:.0f} ms, p95 "
+             f"{t['ttfa_p95_ms']:.0f} ms; the p95 first audio came "
+             f"{t['p95_first_audio_at_ms']:.0f} ms after the first request arrived",
+             "| device time | kind | urgency | steps | items | seconds | share |",
+             "|---|---|---|---|---|---|---|"]
+    for name, part in t["parts"].items():
+        total = part["seconds"] or 1.0
+        for row in part["busy"]:
+            lines.append(f"| {name} | {row['kind']} | {row['urgency']} | {row['steps']} | "
+                         f"{row['items']} | {row['seconds']:.3f} | "
+                         f"{100 * row['seconds'] / total:.0f} % |")
+        lines.append(f"| {name} | idle | | | | {part['idle_s']:.3f} | "
+                     f"{100 * part['idle_s'] / total:.0f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("log", help="voxd serve's standard error, --log-format json --log-level debug")
+    p.add_argument("--json", help="write the figures here too")
+    args = p.parse_args(argv)
+    try:
+        t = timeline(*read_log(args.log))
+    except ValueError as e:
+        print(f"step_timeline: {args.log}: {e}", file=sys.stderr)
+        return 1
+    print(report(t), end="")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(t, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Tests of bench/step_timeline.py: the device's time around a burst's p95 first audio, from a
+made-up log with known figures and from a real `voxd serve` on the CPU (voices/en-demo)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import step_timeline  # noqa: E402
+
+VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
+
+
+def line(seconds_after, **fields):
+    """A JSON log line written `seconds_after` 10:00:00.000 (the log's millisecond times)."""
+    ms = round(seconds_after * 1000)
+    return json.dumps({"time": f"2026-12-03T10:00:{ms // 1000:02d}.{ms % 1000:03d}Z", **fields})
+
+
+def speech(end, duration_ms, ttfa_ms):
+    return line(end, level="info", msg="request", method="POST", path="/v1/audio/speech",
+                status=200, duration_ms=duration_ms, ttfa_ms=ttfa_ms)
+
+
+def step(end, seconds, kind, urgency, items):
+    return line(end, level="debug", msg="step", kind=kind, urgency=urgency, items=items,
+                seconds=seconds)
+
+
+class TimelineTest(unittest.TestCase):
+    def timeline_of(self, lines):
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write("\n".join(lines) + "\nnot json\n")
+        self.addCleanup(os.unlink, f.name)
+        return step_timeline.timeline(*step_timeline.read_log(f.name))
+
+    def test_device_time_is_split_at_the_p95_first_audio(self):
+        # Two requests arrive at 0 and 0.1 s; first audio at 0.3 and 0.5 s. Steps: acoustic
+        # 0.0-0.1 (first audio), idle 0.1-0.2, vocoder 0.2-0.4 (first audio), vocoder 0.4-0.7
+        # (ahead): the p95 moment is 0.5 s, so 0.1 s of the last step falls before it.
+        t = self.timeline_of([
+            step(0.1, 0.1, "acoustic", "first_audio", 2),
+            step(0.4, 0.2, "vocoder", "first_audio", 2),
+            speech(0.9, 900, 300),
+            step(0.7, 0.3, "vocoder", "ahead", 1),
+            speech(1.0, 900, 400),
+            line(1.0, level="info", msg="request", path="/healthz", duration_ms=0.1),
+        ])
+        self.assertEqual(t["requests"], 2)
+        self.assertAlmostEqual(t["ttfa_p50_ms"], 300, places=3)
+        self.assertAlmostEqual(t["ttfa_p95_ms"], 400, places=3)
+        self.assertAlmostEqual(t["p95_first_audio_at_ms"], 500, places=3)
+        before = t["parts"]["to the p95 first audio"]
+        self.assertAlmostEqual(before["seconds"], 0.5, places=6)
+        self.assertAlmostEqual(before["idle_s"], 0.1, places=6)
+        busy = {(r["kind"], r["urgency"]): (r["steps"], r["items"], r["seconds"])
+                for r in before["busy"]}
+        self.assertEqual(set(busy), {("acoustic", "first_audio"), ("vocoder", "first_audio"),
+                                     ("vocoder", "ahead")})
+        self.assertAlmostEqual(busy[("vocoder", "ahead")][2], 0.1, places=6)
+        after = t["parts"]["after it"]
+        self.assertAlmostEqual(after["seconds"], 0.2, places=6)
+        self.assertAlmostEqual(after["idle_s"], 0.0, places=6)
+        self.assertEqual([(r["kind"], r["steps"], r["items"]) for r in after["busy"]],
+                         [("vocoder", 1, 1)])
+        self.assertIn("| to the p95 first audio | idle | | | | 0.100 | 20 % |",
+                      step_timeline.report(t))
+
+    def test_a_log_without_steps_says_what_to_do(self):
+        with self.assertRaisesRegex(ValueError, "--log-level debug"):
+            self.timeline_of([speech(1.0, 500, 100)])
+        with self.assertRaisesRegex(ValueError, "no speech request"):
+            self.timeline_of([step(0.1, 0.1, "acoustic", "first_audio", 1)])
+
+
+class ServeTest(unittest.TestCase):
+    def test_a_real_burst_on_the_cpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "serve.log")
+            with open(log, "w") as err:
+                server = subprocess.Popen(
+                    [VOXD, "serve", "--voice", os.path.join(ROOT, "voices", "en-demo"), "--port",
+                     "0", "--device", "cpu", "--threads", "2", "--log-format", "json",
+                     "--log-level", "debug"], stdout=subprocess.DEVNULL, stderr=err)
+            try:
+                url = None
+                for _ in range(600):
+                    with open(log) as f:
+                        for entry in f:
+                            if '"msg":"listening"' in entry:
+                                url = json.loads(entry)["url"]
+                    if url or server.poll() is not None:
+                        break
+                    time.sleep(0.05)
+                self.assertIsNotNone(url, open(log).read())
+                result = subprocess.run(
+                    [sys.executable, os.path.join(ROOT, "bench", "stream_load.py"), "--url", url,
+                     "--voice", "en-demo", "--clients", "4", "--timeout", "60"],
+                    capture_output=True, text=True, timeout=120)
+                self.assertEqual(result.returncode, 0, result.stderr)
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=60)
+            t = step_timeline.timeline(*step_timeline.read_log(log))
+        self.assertEqual(t["requests"], 4)
+        before = t["parts"]["to the p95 first audio"]
+        kinds = {(r["kind"], r["urgency"]) for r in before["busy"]}
+        self.assertIn(("acoustic", "first_audio"), kinds)
+        self.assertIn(("vocoder", "first_audio"), kinds)
+        busy = sum(r["seconds"] for r in before["busy"])
+        self.assertAlmostEqual(busy + before["idle_s"], before["seconds"], delta=0.01)
+
+
+if __name__ == "__main__":
+    unittest.main()
