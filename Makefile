@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 VOICE ?= voices/en-slt
 # What `make run` serves: VOICE and the other bundled voices.
 SERVE_VOICES ?= $(VOICE) $(filter-out $(VOICE),voices/en-slt voices/en-demo voices/zh-demo)
-TEXT ?= Hello from voxd. This voice learned from a recording of a real speaker, and it runs on your CPU.
+TEXT ?= Hello from voxd. This voice was taught by a voice built from a real person's recordings, and it runs on your CPU.
 
 DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
