@@ -1,11 +1,17 @@
 #include "text/mandarin/lexicon.h"
 
+#include <lzma.h>
+
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include "core/error.h"
@@ -41,15 +47,48 @@ std::vector<std::string_view> tab_fields(std::string_view line) {
   }
 }
 
+// The contents of the .xz file `path` (its bytes `packed`). Throws voxd::Error naming the file
+// when they are not one whole .xz stream.
+std::string decompress_xz(const std::string& packed, const std::filesystem::path& path) {
+  lzma_stream stream = LZMA_STREAM_INIT;
+  if (lzma_stream_decoder(&stream, UINT64_MAX, 0) != LZMA_OK) {
+    throw Error("liblzma could not start a decoder for " + path.string());
+  }
+  const std::unique_ptr<lzma_stream, void (*)(lzma_stream*)> ending(&stream, lzma_end);
+  stream.next_in = reinterpret_cast<const uint8_t*>(packed.data());
+  stream.avail_in = packed.size();
+  std::string text;
+  std::array<uint8_t, 1 << 16> buffer{};
+  lzma_ret result = LZMA_OK;
+  while (result == LZMA_OK) {
+    stream.next_out = buffer.data();
+    stream.avail_out = buffer.size();
+    result = lzma_code(&stream, LZMA_FINISH);
+    text.append(reinterpret_cast<const char*>(buffer.data()), buffer.size() - stream.avail_out);
+  }
+  if (result != LZMA_STREAM_END) {
+    throw Error(path.string() + ": not a whole .xz file (liblzma error " +
+                std::to_string(static_cast<int>(result)) +
+                "); tools/mandarin_lexicon.py writes it again");
+  }
+  return text;
+}
+
 // Calls `row(fields, where)` for each line of a data file that is not blank.
 template <typename Row>
 void read_table(const std::filesystem::path& path, size_t columns, Row&& row) {
-  std::ifstream in(path);
-  if (!in) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
     throw Error(path.string() +
                 ": cannot be read (the Mandarin lexicon, built by "
                 "tools/mandarin_lexicon.py into data/zh)");
   }
+  std::unique_ptr<std::istream> unpacked;
+  if (path.extension() == ".xz") {
+    unpacked = std::make_unique<std::istringstream>(
+        decompress_xz(std::string(std::istreambuf_iterator<char>(file), {}), path));
+  }
+  std::istream& in = unpacked ? *unpacked : file;
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
@@ -126,7 +165,7 @@ std::vector<Syllable> parse_syllables(std::string_view written, const MandarinLe
 
 MandarinLexicon MandarinLexicon::load(const std::filesystem::path& directory) {
   MandarinLexicon lexicon;
-  // data/zh's sizes (words.tsv 348,974 lines, chars.tsv 41,497, phrases.tsv 22,034): no rehash.
+  // data/zh's sizes (words.tsv.xz 348,974 lines, chars.tsv 41,497, phrases.tsv 22,034): no rehash.
   lexicon.words_.reserve(360000);
   lexicon.chars_.reserve(45000);
   lexicon.phrases_.reserve(25000);
@@ -143,7 +182,7 @@ MandarinLexicon MandarinLexicon::load(const std::filesystem::path& directory) {
     }
     lexicon.chars_.emplace(std::string(fields[0]), std::move(readings));
   });
-  read_table(directory / "words.tsv", 3, [&](const auto& fields, const std::string& where) {
+  read_table(directory / "words.tsv.xz", 3, [&](const auto& fields, const std::string& where) {
     uint32_t count = 0;
     const auto [end, error] =
         std::from_chars(fields[1].data(), fields[1].data() + fields[1].size(), count);

@@ -24,7 +24,7 @@ class MandarinLexicon {
     std::string tag;     // jieba's part of speech ("n", "v", "uj", ...); empty if unknown
   };
 
-  // Reads words.tsv, chars.tsv and phrases.tsv from `directory`. Throws voxd::Error naming the
+  // Reads words.tsv.xz, chars.tsv and phrases.tsv from `directory`. Throws voxd::Error naming the
   // file and line when one is missing or malformed.
   static MandarinLexicon load(const std::filesystem::path& directory);
 

@@ -84,6 +84,24 @@ TEST(MandarinLexicon, AMissingFolderIsNamed) {
   }
 }
 
+TEST(MandarinLexicon, ABrokenCompressedTableIsNamed) {
+  const std::filesystem::path directory =
+      std::filesystem::temp_directory_path() / ("voxd_zh_broken_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  std::filesystem::copy_file(std::filesystem::path(VOXD_SOURCE_DIR) / "data" / "zh" / "chars.tsv",
+                             directory / "chars.tsv",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(directory / "words.tsv.xz") << "this is not xz";
+  try {
+    MandarinLexicon::load(directory);
+    ADD_FAILURE() << "loaded a lexicon whose words.tsv.xz is not xz";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("words.tsv.xz: not a whole .xz file"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(directory);
+}
+
 class UserLexicon : public ::testing::Test {
  protected:
   std::filesystem::path write(const std::string& text) {
