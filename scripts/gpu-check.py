@@ -740,7 +740,12 @@ def serve_load(voxd, voice, logs, report):
     server_args = (os.environ.get("SERVE_ARGS") or DEFAULT_SERVE_ARGS).split()
     command = [str(voxd), "serve", "--device", "cuda", "--voice", str(voice), "--port", "0",
                "--log-format", "json", *server_args]
-    server, url = start_server(command, serve_log, budget(90, 120))
+    ready_cap = budget(90, 120)
+    if ready_cap == 0:
+        report.add("load server", "not started: SERVE_DEADLINE leaves under 120 s for the load",
+                   ok=False)
+        return "not started"
+    server, url = start_server(command, serve_log, ready_cap)
     if url is None:
         report.add("load server", "not ready (see serve-load.log)", ok=False)
     else:
