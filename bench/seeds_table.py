@@ -19,7 +19,7 @@ time to first audio against concurrency, and device memory over time, as SVG fil
 NVML (no GPU) its columns are "-".
 
     python3 bench/seeds_table.py --voice voices/en-demo --voxd build/src/cli/voxd \\
-        [--device cuda] [--dtype f16] [--search 1,2,4,8,16,32,64,128] [--json OUT] [--plots DIR]
+        [--device cuda] [--dtype f16] [--search 1,2,4,...,512] [--json OUT] [--plots DIR]
 """
 import argparse
 import asyncio
@@ -368,7 +368,8 @@ def parser():
     p.add_argument("--sentences", type=int, default=2, help="sentences a request")
     p.add_argument("--alone", type=int, default=5, help="single requests in turn")
     p.add_argument("--users-seconds", type=float, default=10.0)
-    p.add_argument("--search", default="1,2,4,8,16,32,64,128")
+    p.add_argument("--search", default="1,2,4,8,16,32,64,128,256,512",
+                   help="requests at once, in order; the search stops at the first that misses")
     p.add_argument("--ttfa-ms", type=float, default=200.0)
     p.add_argument("--sample-rate", type=int, default=22050)
     p.add_argument("--timeout", type=float, default=120.0)
