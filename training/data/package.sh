@@ -26,10 +26,10 @@ grep -qx '/.carry/' "$exclude" 2>/dev/null || echo '/.carry/' >>"$exclude"
 rm -rf "$carry"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/espeak-ng-data/lang/gmw"
 install -m 755 -s "$build/src/tools/voxd-dataset" "$carry/bin/voxd-dataset"
-# libespeak-ng and its speed-up library, ICU's common library, OpenCC, and libsoxr (the Festival
-# teacher's resampler) with the OpenMP runtime it uses.
+# libespeak-ng and its speed-up library, ICU's common library, OpenCC, libsoxr (the Festival
+# teacher's resampler) with the OpenMP runtime it uses, and liblzma (data/zh/words.tsv.xz).
 for lib in libespeak-ng.so.1 libsonic.so.0 libicuuc.so.72 libopencc.so.1.1 libmarisa.so.0 \
-  libsoxr.so.0 libgomp.so.1; do
+  libsoxr.so.0 libgomp.so.1 liblzma.so.5; do
   cp -L "$libdir/$lib" "$carry/lib/$lib"
 done
 # ICU's data library is 31 MB; the text normaliser only reads its NFKC table (nfkc.nrm, 55 KB):
