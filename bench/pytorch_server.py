@@ -203,9 +203,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             pcm = self.server.speak(sentences)
         except Exception as e:  # e.g. CUDA out of memory: the seeds answer 500
-            print(json.dumps({"msg": "request failed", "error": f"{type(e).__name__}: {e}"}),
-                  file=sys.stderr, flush=True)
-            return self._json(500, {"error": f"{type(e).__name__}: {e}"})
+            error = f"{type(e).__name__}: {e}"
+            print(json.dumps({"msg": "request failed", "error": error}), file=sys.stderr,
+                  flush=True)
+            return self._json(500, {"error": error})
         self.send_response(200)
         self.send_header("Content-Type", "audio/pcm")
         self.send_header("Transfer-Encoding", "chunked")

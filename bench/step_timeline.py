@@ -19,8 +19,12 @@ import argparse
 import collections
 import datetime
 import json
-import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from stream_load import percentile  # noqa: E402  (the load's own p50 / p95: the same ranks)
 
 
 def read_log(path):
@@ -44,12 +48,6 @@ def read_log(path):
                 arrived = end - entry["duration_ms"] / 1000.0
                 requests.append((arrived, arrived + entry["ttfa_ms"] / 1000.0))
     return requests, steps
-
-
-def percentile(values, q):
-    """The nearest-rank q-th percentile of `values` (q in 0..100)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
 
 
 def device_time(steps, begin, end):
@@ -78,7 +76,7 @@ def timeline(requests, steps):
         raise ValueError("no step lines in the log (start voxd serve with --log-level debug)")
     origin = min(arrived for arrived, _ in requests)
     ttfa = [first - arrived for arrived, first in requests]
-    p95_moment = percentile([first for _, first in requests], 95)
+    p95_moment = percentile([first for _, first in requests], 0.95)
     last_step = max(stop for _, stop, _, _, _ in steps)
     parts = {}
     for name, (begin, end) in (("to the p95 first audio", (origin, p95_moment)),
@@ -87,8 +85,8 @@ def timeline(requests, steps):
         parts[name] = {"seconds": end - begin, "idle_s": idle,
                        "busy": [{"kind": k, "urgency": u, "steps": n, "items": items,
                                  "seconds": s} for (k, u), (n, items, s) in sorted(spent.items())]}
-    return {"requests": len(requests), "ttfa_p50_ms": 1000 * percentile(ttfa, 50),
-            "ttfa_p95_ms": 1000 * percentile(ttfa, 95),
+    return {"requests": len(requests), "ttfa_p50_ms": 1000 * percentile(ttfa, 0.5),
+            "ttfa_p95_ms": 1000 * percentile(ttfa, 0.95),
             "p95_first_audio_at_ms": 1000 * (p95_moment - origin), "parts": parts}
 
 

@@ -702,7 +702,11 @@ def load_step(voxd, logs, report):
 def start_server(command, log, ready_cap):
     """Starts `command` (a `voxd serve --port 0 --log-format json ...`), its standard error to
     `log`; waits up to `ready_cap` seconds for /readyz. Returns (the process, its URL or None
-    when it did not get ready)."""
+    when it did not get ready); (None, None) without starting it when `ready_cap` is 0 (no time
+    left under SERVE_DEADLINE)."""
+    if ready_cap <= 0:
+        print(f"not starting voxd serve: no time left under SERVE_DEADLINE, {log.name} not written")
+        return None, None
     print(" ".join(map(str, command)), flush=True)
     with open(log, "w") as f:
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=f)
@@ -720,8 +724,16 @@ def start_server(command, log, ready_cap):
     return server, url
 
 
+def not_ready(server, log):
+    """What to report of a server start_server did not get ready."""
+    return (f"not ready (see {log.name})" if server is not None
+            else "not started: no time left under SERVE_DEADLINE")
+
+
 def stop_server(server, log):
     """SIGTERM, then the exit status (or why there is none)."""
+    if server is None:
+        return "not started"
     server.send_signal(signal.SIGTERM)
     try:
         server_rc = exit_code(server.wait(timeout=budget(60, 5)))
@@ -740,14 +752,9 @@ def serve_load(voxd, voice, logs, report):
     server_args = (os.environ.get("SERVE_ARGS") or DEFAULT_SERVE_ARGS).split()
     command = [str(voxd), "serve", "--device", "cuda", "--voice", str(voice), "--port", "0",
                "--log-format", "json", *server_args]
-    ready_cap = budget(90, 120)
-    if ready_cap == 0:
-        report.add("load server", "not started: SERVE_DEADLINE leaves under 120 s for the load",
-                   ok=False)
-        return "not started"
-    server, url = start_server(command, serve_log, ready_cap)
+    server, url = start_server(command, serve_log, budget(90, 120))
     if url is None:
-        report.add("load server", "not ready (see serve-load.log)", ok=False)
+        report.add("load server", not_ready(server, serve_log), ok=False)
     else:
         idle = start_idle_connections(url, server, logs)
         load_rounds(url, server, logs, report)
@@ -762,7 +769,8 @@ def serve_load(voxd, voice, logs, report):
             (logs / "memory-after-load.json").write_text(memory)
             print(memory_line(json.loads(memory)))
     server_rc = stop_server(server, serve_log)
-    if '"msg":"step"' in serve_log.read_text(errors="replace"):  # SERVE_ARGS had --log-level debug
+    if server is not None and '"msg":"step"' in serve_log.read_text(errors="replace"):
+        # SERVE_ARGS had --log-level debug
         timeline = subprocess.run(["python3", ROOT / "bench" / "step_timeline.py", serve_log,
                                    "--json", logs / "step-timeline.json"],
                                   capture_output=True, text=True, timeout=120)
@@ -1106,7 +1114,7 @@ def chattts_serve():
     server, url = start_server(command, serve_log, budget(90, 60))
     voxd_json = logs / "chattts-serve-voxd.json"
     if url is None:
-        report.add("voxd serve", "not ready (see chattts-serve.log)", ok=False)
+        report.add("voxd serve", not_ready(server, serve_log), ok=False)
     else:
         cap = budget(int(os.environ.get("CHATTTS_LOAD_TIMEOUT") or 180), 30)
         rc = run_to_log(cap, ["python3", ROOT / "bench" / "chattts_serve_load.py", "--url", url,

@@ -26,8 +26,9 @@
 #       voxd serves a request with --device cpu on voices/en-demo with the packed eSpeak NG data
 #       (and the real OpenBLAS, which the CPU backend needs).
 #
-# KEEP_SYMBOLS=1 packs the binaries unstripped. JOBS (2) is the build's parallelism; ICU_DATA_ITEMS the ICU data items kept (default nfkc.nrm,
-# see scripts/shrink-icu-data.sh); ESPEAK_NG_DATA where eSpeak NG's data is, when not found.
+# KEEP_SYMBOLS=1 packs the binaries unstripped. JOBS (2) is the build's parallelism;
+# ICU_DATA_ITEMS the ICU data items kept (default nfkc.nrm, see scripts/shrink-icu-data.sh);
+# ESPEAK_NG_DATA where eSpeak NG's data is, when not found.
 set -euo pipefail
 shopt -s nullglob  # dist/bench/ is empty when GPU_BENCHES is
 

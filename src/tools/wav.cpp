@@ -68,32 +68,33 @@ std::vector<int16_t> read_wav(const std::string& path, int& sample_rate) {
   std::ifstream in(path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.eof() && !in) throw Error(path + ": cannot read the WAV file");
-  auto fail = [&](const std::string& why) -> std::vector<int16_t> {
-    throw Error(path + ": not a mono 16-bit PCM WAV file (" + why + ")");
+  const auto not_wav = [&](const std::string& why) {
+    return Error(path + ": not a mono 16-bit PCM WAV file (" + why + ")");
   };
   if (bytes.size() < 12 || bytes.compare(0, 4, "RIFF") != 0 || bytes.compare(8, 4, "WAVE") != 0) {
-    return fail("no RIFF/WAVE header");
+    throw not_wav("no RIFF/WAVE header");
   }
   bool format_seen = false;
   for (size_t at = 12; at + 8 <= bytes.size();) {
     const std::string id = bytes.substr(at, 4);
     const uint32_t size = get_u32(bytes, at + 4);
     const size_t body = at + 8;
-    if (size > bytes.size() - body) return fail("chunk '" + id + "' runs past the end");
+    if (size > bytes.size() - body) throw not_wav("chunk '" + id + "' runs past the end");
     if (id == "fmt ") {
-      if (size < 16) return fail("short fmt chunk");
+      if (size < 16) throw not_wav("short fmt chunk");
       if (get_u16(bytes, body) != 1 || get_u16(bytes, body + 2) != 1 ||
           get_u16(bytes, body + 14) != 16) {
-        return fail("format " + std::to_string(get_u16(bytes, body)) + ", " +
-                    std::to_string(get_u16(bytes, body + 2)) + " channels, " +
-                    std::to_string(get_u16(bytes, body + 14)) + " bits");
+        throw not_wav("format " + std::to_string(get_u16(bytes, body)) + ", " +
+                      std::to_string(get_u16(bytes, body + 2)) + " channels, " +
+                      std::to_string(get_u16(bytes, body + 14)) + " bits");
       }
       const uint32_t rate = get_u32(bytes, body + 4);
-      if (rate < 1000 || rate > 384000) return fail("sample rate " + std::to_string(rate) + " Hz");
+      if (rate < 1000 || rate > 384000)
+        throw not_wav("sample rate " + std::to_string(rate) + " Hz");
       sample_rate = static_cast<int>(rate);
       format_seen = true;
     } else if (id == "data") {
-      if (!format_seen) return fail("data before fmt");
+      if (!format_seen) throw not_wav("data before fmt");
       std::vector<int16_t> samples(size / 2);
       static_assert(std::endian::native == std::endian::little, "samples are read as stored");
       std::memcpy(samples.data(), bytes.data() + body, samples.size() * sizeof(int16_t));
@@ -101,7 +102,7 @@ std::vector<int16_t> read_wav(const std::string& path, int& sample_rate) {
     }
     at = body + size + (size & 1);
   }
-  return fail("no data chunk");
+  throw not_wav("no data chunk");
 }
 
 }  // namespace voxd::tools

@@ -213,6 +213,27 @@ class RunCappedTest(unittest.TestCase):
         self.assertEqual(gpu_check.run_capped(10, ["sh", "-c", "kill -TERM $$"]), 143)
 
 
+class ServerStartTest(unittest.TestCase):
+    def test_no_time_left_starts_nothing_and_says_so(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d, "serve.log")
+            marker = Path(d, "started")
+            server, url = gpu_check.start_server(["touch", marker], log, 0)
+            self.assertEqual((server, url), (None, None))
+            self.assertFalse(marker.exists())
+            self.assertEqual(gpu_check.not_ready(server, log),
+                             "not started: no time left under SERVE_DEADLINE")
+            self.assertEqual(gpu_check.stop_server(server, log), "not started")
+
+    def test_a_server_that_never_gets_ready_is_named_by_its_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d, "serve.log")
+            server, url = gpu_check.start_server(["sh", "-c", "echo no"], log, 2)
+            self.assertIsNone(url)
+            self.assertEqual(gpu_check.not_ready(server, log), "not ready (see serve.log)")
+            server.wait()
+
+
 class ManifestCompletenessTest(unittest.TestCase):
     """Every gpu-labelled test of the build is in its manifest (voxd_add_gpu_test wrote it), so
     the GPU machine runs it."""
