@@ -9,6 +9,11 @@ VOICE ?= voices/en-slt
 SERVE_VOICES ?= $(VOICE) $(filter-out $(VOICE),voices/en-slt voices/en-demo voices/zh-demo)
 TEXT ?= Hello from voxd. This voice was taught by a voice built from a real person's recordings, and it runs on your CPU.
 
+# What tools/mandarin_lexicon.py builds data/zh from (a test checks the data is what it builds);
+# defined before DEB_PACKAGES, whose := expands it where it is written.
+ZH_DATA_PACKAGES := python3-jieba golang-github-mozillazg-go-pinyin-dev rime-data-terra-pinyin \
+	rime-data-luna-pinyin opencc
+
 DEB_PACKAGES := build-essential cmake pkg-config git \
 	libopenblas-dev libespeak-ng-dev espeak-ng-data libsndfile1-dev libicu-dev \
 	nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev \
@@ -16,10 +21,6 @@ DEB_PACKAGES := build-essential cmake pkg-config git \
 	libboost1.81-dev libavcodec-dev libavutil-dev ffmpeg liblzma-dev libkissfft-dev \
 	libopencc-dev chromium fonts-wqy-microhei libsoxr-dev festival festvox-us-slt-hts \
 	$(ZH_DATA_PACKAGES)
-
-# What tools/mandarin_lexicon.py builds data/zh from (a test checks the data is what it builds).
-ZH_DATA_PACKAGES := python3-jieba golang-github-mozillazg-go-pinyin-dev rime-data-terra-pinyin \
-	rime-data-luna-pinyin opencc
 
 HOST ?= 127.0.0.1
 PORT ?= 8080
