@@ -10,8 +10,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       1. nvidia-smi summary;
       2. every GPU test through ctest -L gpu --output-on-failure -j 4, one ctest test per gtest
          case, from a CTestTestfile written here for build-gpu/dist/bin (serial, timeout from the
-         manifest); then test_cuda_ops's convolution cases through VOXD_CUDA_CONV=cudnn and
-         im2col, the paths the default does not take everywhere;
+         manifest); then test_cuda_ops's convolution cases through VOXD_CUDA_CONV=wgmma
+         (Hopper's wgmma implicit GEMM where it applies), cudnn and im2col, the paths the
+         default does not take everywhere;
       3. each test binary under compute-sanitizer --tool memcheck with the manifest's gtest
          filter (or not at all), capped at MEMCHECK_TIMEOUT seconds (150);
       4. benchmarks: voxd_gpu_bench (bench/gpu_bench.cpp) on random-weight voices at the public
@@ -331,7 +332,7 @@ def gpu_tests_step(tests, logs, report):
     report.add("gpu tests", summary or f"no summary (ctest exit {rc})", rc == 0)
     ops = DIST / "bin" / "test_cuda_ops"
     if os.access(ops, os.X_OK):
-        for path in ("cudnn", "im2col"):
+        for path in ("wgmma", "cudnn", "im2col"):
             log = logs / f"conv-{path}.log"
             with open(log, "w") as f:
                 rc = subprocess.run([ops, "--gtest_filter=*Conv*:*Strided*"], stdout=f,

@@ -315,6 +315,9 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
       {2, 128, 160, 30000, 5, 1, 2, 1, 1, true},
       {1, 32, 64, 80000, 7, 1, 36, 12, 1, true},
       {1, 48, 256, 50000, 7, 1, 9, 3, 1, false},
+      // HiFiGAN V1's first resblock stage (K 3, dilation 3) at two sequences: on Hopper, the wgmma
+      // kernel's shortest taps with four channel groups a stage.
+      {2, 64, 128, 20000, 3, 1, 3, 3, 1, true},
       // Depthwise (groups == channels; ConvNeXt's K 7, padding 3 in the DVAE decoder and Vocos),
       // strided and dilated depthwise, a depth multiplier of 2, and a long one in half precision.
       {2, 64, 64, 100, 7, 1, 3, 1, 64, true},

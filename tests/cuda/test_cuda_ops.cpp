@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend_test_util.h"
+#include "backends/cuda/wgmma_conv.h"
 #include "backends/reference/reference_backend.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -172,8 +173,8 @@ TEST_F(CudaBackendTest, TheNewOpsPlanWhatTheyRun) {
     const Tensor r = ops::rope(c, xd, {0, 4}, 1e4f);
     const Tensor n = ops::rms_norm(
         c, r, ops::to_device(c, x.select(0, 0).select(0, 0).select(0, 0), DType::BF16), 1e-6f);
-    const Tensor a =
-        ops::attention(c, ops::gelu(c, n), cache, cache, AttentionParams{0.5f, {3, 6}, false, {}, {}});
+    const Tensor a = ops::attention(c, ops::gelu(c, n), cache, cache,
+                                    AttentionParams{0.5f, {3, 6}, false, {}, {}});
     const Tensor conv =
         ops::conv1d(c, ops::to_device(c, random_tensor({2, 16, 50}, 24), DType::BF16),
                     ops::to_device(c, random_tensor({16, 1, 7}, 25), DType::BF16), Tensor(),
@@ -202,6 +203,43 @@ TEST_F(CudaBackendTest, TheNewOpsPlanWhatTheyRun) {
               static_cast<double>(planning.stats().peak_allocated_bytes) / 1048576.0,
               static_cast<double>(estimated.stats().peak_allocated_bytes) / 1048576.0);
   EXPECT_GE(estimated.stats().peak_allocated_bytes, planning.stats().peak_allocated_bytes);
+}
+
+// Hopper's wgmma convolution runs exactly on compute capability 9.0, and there it takes HiFiGAN
+// V1's resblock convolutions at batch (so that under VOXD_CUDA_CONV=wgmma, which gpu-check.py
+// runs, the op table's long F16/BF16 cases of 64 or more output channels go through it), but not
+// 32 output channels, or too few tiles to fill the device.
+TEST_F(CudaBackendTest, WgmmaConvolutionRunsOnHopperForHiFiGanShapes) {
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
+  EXPECT_EQ(cuda::wgmma_conv_available(), major == 9 && minor == 0);
+  cuda::ImplicitGemmConv stage2;
+  stage2.batch = 32;
+  stage2.in_channels = 128;
+  stage2.out_channels = 128;
+  stage2.in_steps = stage2.out_steps = 46080;
+  stage2.kernel = 11;
+  stage2.dilation = 5;
+  stage2.padding = 25;
+  EXPECT_TRUE(cuda::wgmma_conv_fits(stage2, 128, 132));
+  cuda::ImplicitGemmConv stage1 = stage2;
+  stage1.in_channels = stage1.out_channels = 256;
+  stage1.in_steps = stage1.out_steps = 5760;
+  stage1.kernel = 3;
+  EXPECT_TRUE(cuda::wgmma_conv_fits(stage1, 256, 132));
+  cuda::ImplicitGemmConv stage4 = stage2;
+  stage4.in_channels = stage4.out_channels = 32;
+  EXPECT_FALSE(cuda::wgmma_conv_fits(stage4, 32, 132));
+  cuda::ImplicitGemmConv one_chunk = stage2;
+  one_chunk.batch = 1;
+  one_chunk.in_steps = one_chunk.out_steps = 4096;
+  EXPECT_FALSE(cuda::wgmma_conv_fits(one_chunk, 128, 132));
+  stage2.dtype = DType::F32;
+  EXPECT_FALSE(cuda::wgmma_conv_fits(stage2, 128, 132));
 }
 
 // ConvNeXt's depthwise conv1d (K 7, padding 3, groups == channels) runs as one direct kernel:

@@ -315,18 +315,20 @@ void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOpe
 
 namespace {
 
-// VOXD_CUDA_CONV: how convolutions run — "auto" (the default: the own implicit-GEMM kernel for
-// long F16/BF16 sequences, cuBLAS gemms over im2col / col2im columns for the rest), "cudnn"
-// (cuDNN for every convolution) or "im2col" (columns for every convolution); the last two are
-// kept to compare against.
+// VOXD_CUDA_CONV: how convolutions run — "auto" (the default: the own mma.sync implicit-GEMM
+// kernel for long F16/BF16 sequences, cuBLAS gemms over im2col / col2im columns for the rest),
+// "wgmma" (the same with Hopper's wgmma kernel where it applies: not yet faster, bench/NOTES.md),
+// "cudnn" (cuDNN for every convolution) or "im2col" (columns for every convolution); the last
+// three are kept to compare against.
 CudaBackend::ConvolutionPath convolution_path() {
   const char* value = std::getenv("VOXD_CUDA_CONV");
   const std::string_view name = value == nullptr ? "" : value;
   if (name.empty() || name == "auto") return CudaBackend::ConvolutionPath::kAuto;
+  if (name == "wgmma") return CudaBackend::ConvolutionPath::kWgmma;
   if (name == "cudnn") return CudaBackend::ConvolutionPath::kCudnn;
   if (name == "im2col") return CudaBackend::ConvolutionPath::kIm2col;
   throw InputError("VOXD_CUDA_CONV is \"" + std::string(name) +
-                   "\"; expected \"auto\", \"cudnn\" or \"im2col\"");
+                   "\"; expected \"auto\", \"wgmma\", \"cudnn\" or \"im2col\"");
 }
 
 }  // namespace
@@ -619,7 +621,7 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   const int64_t cout_g = cout / p.groups;
   assert(out.shape() == (Shape{batch, cout, t_out}) && cin_g * p.groups == cin);
   if (out.numel() == 0) return;
-  if (cin_g == 1 && cout_g == 1 && convolution_path_ == ConvolutionPath::kAuto) {
+  if (cin_g == 1 && cout_g == 1 && own_convolutions()) {
     // Depthwise (ConvNeXt's groups == channels): a direct kernel, not one gemm per group.
     if (scratch.planning()) return;
     open(op);
@@ -699,8 +701,7 @@ bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, DType out_
   // sequences: K× the input through memory), im2col + cuBLAS for short ones, where cuBLAS's
   // tiles fill the device better. Under mixed precision x and out may be F32 around F16/BF16
   // weights.
-  if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3 || weight.dim() != 3)
-    return false;
+  if (!own_convolutions() || x.dim() != 3 || weight.dim() != 3) return false;
   const DType dtype = weight.dtype();
   const bool dtypes = (x.dtype() == dtype || x.dtype() == DType::F32) &&
                       (out_dtype == dtype || out_dtype == DType::F32);
@@ -752,6 +753,7 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
   args.dilation = p.dilation;
   args.input_leaky_relu = fusion.input_leaky_relu.has_value();
   args.input_slope = fusion.input_leaky_relu.value_or(0.0f);
+  args.allow_wgmma = convolution_path_ == ConvolutionPath::kWgmma;
   cuda::implicit_gemm_conv1d(args, handles_->stream, op);
 }
 

@@ -61,7 +61,7 @@ class CudaBackend final : public Backend {
   // Marks a backend made for planning only.
   struct PlanOnly {};
   // How conv1d and conv_transpose1d run; see VOXD_CUDA_CONV in the file comment.
-  enum class ConvolutionPath { kAuto, kCudnn, kIm2col };
+  enum class ConvolutionPath { kAuto, kWgmma, kCudnn, kIm2col };
 
   // Opens device `index`; throws voxd::InputError when there is no such CUDA device ("no CUDA
   // device: cudaGetDeviceCount returned ...").
@@ -194,6 +194,11 @@ class CudaBackend final : public Backend {
                          int64_t groups, const KernelScratch& scratch, const char* op);
   // Makes `workspace` cuBLAS's workspace for the gemms that follow.
   void use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const;
+  // Whether convolutions may take voxd's own kernels (VOXD_CUDA_CONV auto or wgmma).
+  bool own_convolutions() const {
+    return convolution_path_ == ConvolutionPath::kAuto ||
+           convolution_path_ == ConvolutionPath::kWgmma;
+  }
 
   int index_;
   std::unique_ptr<Handles> handles_;

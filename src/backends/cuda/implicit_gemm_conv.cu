@@ -1,10 +1,12 @@
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
+#include "backends/cuda/conv_epilogue.cuh"
+#include "backends/cuda/conv_weights.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_types.cuh"
 #include "backends/cuda/implicit_gemm_conv.h"
+#include "backends/cuda/wgmma_conv.h"
 
 namespace voxd::cuda {
 namespace {
@@ -63,21 +65,6 @@ __device__ __forceinline__ void copy_async_wait_all() {
 }
 
 template <typename T>
-struct DevicePair;
-template <>
-struct DevicePair<float> {
-  using type = float2;
-};
-template <>
-struct DevicePair<__half> {
-  using type = __half2;
-};
-template <>
-struct DevicePair<__nv_bfloat16> {
-  using type = __nv_bfloat162;
-};
-
-template <typename T>
 __device__ __forceinline__ void mma_16x8x16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                             uint32_t b1);
 template <>
@@ -99,12 +86,21 @@ __device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&c)[4], const 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Where element (row, c) of a sequence's time-major input sits: row-major [row][channels] for
+// the mma.sync kernel, or group-major [c / 8][row][8] for the wgmma kernel (a group's rows
+// contiguous, what its tensor-memory copies read).
+__device__ __forceinline__ int64_t transposed_offset(int64_t row, int64_t c, int64_t rows,
+                                                     int64_t channels, bool group_major) {
+  return group_major ? ((c >> 3) * rows + row) * 8 + (c & 7) : row * channels + c;
+}
+
 // xt[b][row][c] = f(x[b][c][row − padding]) for every row and padded channel, zero outside the
 // sequence and past the last channel; f the optional leaky ReLU, computed in F32 from x's dtype
 // Tin and rounded to the weights' dtype T. 64 rows × 64 channels per block through shared
 // memory: reads along time, writes along channels.
 template <typename T, typename Tin>
-__global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels) {
+__global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels,
+                                       bool group_major) {
   __shared__ float tile[64][65];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 64;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 64;
@@ -127,7 +123,8 @@ __global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t
     const int c = i % 64;
     const int r = i / 64;
     if (row0 + r < rows && c0 + c < channels) {
-      xt[(row0 + r) * channels + c0 + c] = from_float<T>(tile[c][r]);
+      xt[transposed_offset(row0 + r, c0 + c, rows, channels, group_major)] =
+          from_float<T>(tile[c][r]);
     }
   }
 }
@@ -158,7 +155,8 @@ __device__ __forceinline__ void load_eight(const Tin* p, float (&f)[8]) {
 // warp fall in distinct banks. The blocks of the last column (blockIdx.x = step tiles) write
 // the rows before and after the sequence, zeros.
 template <typename T, typename Tin>
-__global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels) {
+__global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, int64_t channels,
+                                              bool group_major) {
   __shared__ __align__(16) T tile[64 * 64];
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 64;
   const int64_t b = blockIdx.z;
@@ -171,7 +169,10 @@ __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, 
       const int64_t z = i / 8;
       const int64_t c = c0 + (i % 8) * 8;
       const int64_t row = z < a.padding ? z : tail + (z - a.padding);
-      if (c < channels) *reinterpret_cast<uint4*>(xt + row * channels + c) = make_uint4(0, 0, 0, 0);
+      if (c < channels) {
+        *reinterpret_cast<uint4*>(xt + transposed_offset(row, c, rows, channels, group_major)) =
+            make_uint4(0, 0, 0, 0);
+      }
     }
     return;
   }
@@ -198,8 +199,10 @@ __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, 
   }
   __syncthreads();
   for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
-    const int chunk = i % 8;  // channels 8·chunk .. 8·chunk + 7
-    const int step = i / 8;
+    // Neighbouring threads write neighbouring 16 bytes: across the channels when row-major,
+    // down one group's rows when group-major.
+    const int chunk = group_major ? i / 64 : i % 8;  // channels 8·chunk .. 8·chunk + 7
+    const int step = group_major ? i % 64 : i / 8;
     if (s0 + step >= a.in_steps || c0 + 8 * chunk >= channels) continue;
     union {
       uint4 vector;
@@ -210,7 +213,8 @@ __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, 
       const int c = 8 * chunk + e;
       v.e[e] = tile[c * 64 + (((step >> 3) ^ ((c >> 3) & 7)) << 3) + (step & 7)];
     }
-    *reinterpret_cast<uint4*>(xt + (a.padding + s0 + step) * channels + c0 + 8 * chunk) = v.vector;
+    *reinterpret_cast<uint4*>(xt + transposed_offset(a.padding + s0 + step, c0 + 8 * chunk, rows,
+                                                     channels, group_major)) = v.vector;
   }
 }
 
@@ -338,8 +342,6 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   // under mixed precision.
   const T* bias = static_cast<const T*>(a.bias);
   auto epilogue = [&](auto* out, const auto* residual) {
-    using Out = std::remove_pointer_t<decltype(out)>;
-    using Pair = typename DevicePair<Out>::type;
 #pragma unroll
     for (int mi = 0; mi < kWarpTilesM; ++mi) {
 #pragma unroll
@@ -351,29 +353,8 @@ __global__ void __launch_bounds__(Tiling::kThreads)
 #pragma unroll
         for (int nj = 0; nj < kWarpTilesN; ++nj) {
           const int64_t t = t0 + warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
-          const int64_t index = row_start + t;
-          float v0 = acc[mi][nj][2 * h] + bias_value;
-          float v1 = acc[mi][nj][2 * h + 1] + bias_value;
-          if (t + 1 < a.out_steps && index % 2 == 0) {
-            if (residual) {
-              const Pair r = *reinterpret_cast<const Pair*>(residual + index);
-              v0 += to_float(r.x);
-              v1 += to_float(r.y);
-            }
-            Pair pair;
-            pair.x = from_float<Out>(v0);
-            pair.y = from_float<Out>(v1);
-            *reinterpret_cast<Pair*>(out + index) = pair;
-          } else {
-            if (t < a.out_steps) {
-              if (residual) v0 += to_float(residual[index]);
-              out[index] = from_float<Out>(v0);
-            }
-            if (t + 1 < a.out_steps) {
-              if (residual) v1 += to_float(residual[index + 1]);
-              out[index + 1] = from_float<Out>(v1);
-            }
-          }
+          store_output_pair(out, residual, row_start + t, t, a.out_steps,
+                            acc[mi][nj][2 * h] + bias_value, acc[mi][nj][2 * h + 1] + bias_value);
         }
       }
     }
@@ -419,13 +400,11 @@ int multiprocessors() {
   return count;
 }
 
-// Transposes the input, then runs the widest channel tile that still gives every multiprocessor
-// a block (wider tiles read the window fewer times per output); 32 channels when there are no
-// more.
+// Writes the time-major input (16-byte vectors where the rows are whole vectors), row-major or
+// group-major (transposed_offset).
 template <typename T>
-void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, const char* op) {
-  const int64_t rows = transposed_rows(a.out_steps, halo);
-  const int64_t channels = padded_channels(a.in_channels);
+void transpose_input(const ImplicitGemmConv& a, int64_t rows, int64_t channels, bool group_major,
+                     cudaStream_t stream, const char* op) {
   const dim3 transpose_grid(static_cast<unsigned>((rows + 63) / 64),
                             static_cast<unsigned>((channels + 63) / 64),
                             static_cast<unsigned>(a.batch));
@@ -436,9 +415,11 @@ void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, co
   auto transpose = [&](auto input) {
     using Tin = decltype(input);
     if (vectors) {
-      transpose_input_vector_kernel<T, Tin><<<vector_grid, 256, 0, stream>>>(a, rows, channels);
+      transpose_input_vector_kernel<T, Tin>
+          <<<vector_grid, 256, 0, stream>>>(a, rows, channels, group_major);
     } else {
-      transpose_input_kernel<T, Tin><<<transpose_grid, 256, 0, stream>>>(a, rows, channels);
+      transpose_input_kernel<T, Tin>
+          <<<transpose_grid, 256, 0, stream>>>(a, rows, channels, group_major);
     }
   };
   if (a.input_dtype == DType::F32) {
@@ -447,6 +428,13 @@ void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, co
     transpose(T{});
   }
   check(cudaGetLastError(), "transpose_input_kernel launch", op);
+}
+
+// Runs the widest channel tile that still gives every multiprocessor a block (wider tiles read
+// the window fewer times per output); 32 channels when there are no more.
+template <typename T>
+void launch_mma_for(const ImplicitGemmConv& a, int halo, int64_t rows, int64_t channels,
+                    cudaStream_t stream, const char* op) {
   const int64_t step_tiles = (a.out_steps + kBlockSteps - 1) / kBlockSteps * a.batch;
   const int64_t blocks128 = step_tiles * ((a.out_channels + 127) / 128);
   if (a.out_channels >= 128 && blocks128 >= multiprocessors() &&
@@ -459,32 +447,27 @@ void launch_mma_for(const ImplicitGemmConv& a, int halo, cudaStream_t stream, co
   }
 }
 
-// arranged[((s·kernel + k)·out_channels + co)·16 + c] = weight[co, 16s + c, k], zero past the
-// last input channel.
-template <typename T>
-__global__ void arrange_weights_kernel(const T* weight, T* arranged, int64_t out_channels,
-                                       int64_t in_channels, int64_t kernel, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % kStageChannels;
-    const int64_t co = (i / kStageChannels) % out_channels;
-    const int64_t k = (i / (kStageChannels * out_channels)) % kernel;
-    const int64_t step = i / (kStageChannels * out_channels * kernel);
-    const int64_t ci = step * kStageChannels + c;
-    arranged[i] =
-        ci < in_channels ? weight[(co * in_channels + ci) * kernel + k] : from_float<T>(0.0f);
-  }
-}
-
+// The time-major input first; then Hopper's wgmma kernel where it runs and takes the
+// convolution (it arranges its own weights), else the weights arranged for the mma.sync kernel
+// and that kernel.
 template <typename T>
 void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
+  const int halo = static_cast<int>((a.kernel - 1) * a.dilation);
+  const int64_t rows = transposed_rows(a.out_steps, halo);
+  const int64_t channels = padded_channels(a.in_channels);
+  if (a.allow_wgmma && wgmma_conv_available() && wgmma_conv_fits(a, channels, multiprocessors())) {
+    transpose_input<T>(a, rows, channels, true, stream, op);
+    wgmma_conv1d(a, rows, channels, stream, op);
+    return;
+  }
+  transpose_input<T>(a, rows, channels, false, stream, op);
   const int64_t n = implicit_gemm_arranged_weight_elements(a.out_channels, a.in_channels, a.kernel);
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-  arrange_weights_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(a.weight),
-                                                        static_cast<T*>(a.arranged_weight),
-                                                        a.out_channels, a.in_channels, a.kernel, n);
+  arrange_weights_kernel<kStageChannels, T><<<blocks, 256, 0, stream>>>(
+      static_cast<const T*>(a.weight), static_cast<T*>(a.arranged_weight), a.out_channels,
+      a.in_channels, a.kernel, n);
   check(cudaGetLastError(), "arrange_weights_kernel launch", op);
-  launch_mma_for<T>(a, static_cast<int>((a.kernel - 1) * a.dilation), stream, op);
+  launch_mma_for<T>(a, halo, rows, channels, stream, op);
 }
 
 }  // namespace

@@ -43,6 +43,9 @@ struct ImplicitGemmConv {
   // The input goes through leaky_relu with this slope as it is loaded, when set.
   bool input_leaky_relu = false;
   float input_slope = 0.0f;
+  // Whether Hopper's wgmma kernel (wgmma_conv.h) runs it where it applies; otherwise the
+  // mma.sync kernel does.
+  bool allow_wgmma = false;
 };
 
 // Whether implicit_gemm_conv1d() runs this convolution: stride 1, no groups, F16 or BF16, and a
