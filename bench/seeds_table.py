@@ -16,10 +16,12 @@ requests, streamed 16-bit PCM) one way after the other on one machine:
 
 Writes the JSON (--json), prints a Markdown table, and with --plots DIR draws throughput and p95
 time to first audio against concurrency, and device memory over time, as SVG files. Without
-NVML (no GPU) its columns are "-".
+NVML (no GPU) its columns are "-". --from-json prints the table and draws the charts of a saved
+run without measuring (a GPU call's charts can stay behind when it returns too many files).
 
     python3 bench/seeds_table.py --voice voices/en-demo --voxd build/src/cli/voxd \\
         [--device cuda] [--dtype f16] [--search 1,2,4,...,512] [--json OUT] [--plots DIR]
+    python3 bench/seeds_table.py --from-json seeds.json --plots docs
 """
 import argparse
 import asyncio
@@ -359,8 +361,8 @@ def plots(ways, directory):
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--voice", required=True, help="a FastSpeech2 + HiFiGAN voice folder")
-    p.add_argument("--voxd", required=True, help="the voxd binary (served, and the front end)")
+    p.add_argument("--voice", help="a FastSpeech2 + HiFiGAN voice folder (to measure)")
+    p.add_argument("--voxd", help="the voxd binary (served, and the front end; to measure)")
     p.add_argument("--voxd-library-path", help="LD_LIBRARY_PATH for voxd serve alone")
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default=None, help="f16, f32 (default: each side's own)")
@@ -375,11 +377,22 @@ def parser():
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--plots", help="a folder for the SVG charts")
+    p.add_argument("--from-json", help="a saved run's JSON: its table and charts, no measuring")
     return p
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as f:
+            ways = json.load(f)["ways"]
+        print(table(ways, args.ttfa_ms), end="")
+        if args.plots:
+            plots(ways, args.plots)
+        return 0
+    if not args.voice or not args.voxd:
+        p.error("--voice and --voxd are needed to measure (or --from-json for a saved run)")
     args.search = [int(n) for n in args.search.split(",") if n.strip()]
     args.voice_name = os.path.basename(os.path.normpath(args.voice))
     nvml = Nvml()

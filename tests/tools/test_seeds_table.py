@@ -116,6 +116,18 @@ class RunTest(unittest.TestCase):
                 self.assertEqual(w["search"][0]["errors"], 0)
             self.assertIsNone(figures["ways"][1]["peak_reserved_bytes"])  # PyTorch on the CPU
             self.assertTrue(os.path.isfile(os.path.join(tmp, "plots", "seeds-throughput.svg")))
+            # The same table and charts again from the saved JSON, without measuring.
+            replot = os.path.join(tmp, "replot")
+            self.assertEqual(seeds_table.main(["--from-json", out, "--plots", replot]), 0)
+            drawn = sorted(os.listdir(os.path.join(tmp, "plots")))  # memory needs NVML
+            self.assertEqual(sorted(os.listdir(replot)), drawn)
+            for name in drawn:
+                with open(os.path.join(tmp, "plots", name), encoding="utf-8") as f:
+                    measured = f.read()
+                with open(os.path.join(replot, name), encoding="utf-8") as f:
+                    self.assertEqual(f.read(), measured)
+            with self.assertRaises(SystemExit):
+                seeds_table.main(["--voice", os.path.join(ROOT, "voices", "en-demo")])
 
 
 if __name__ == "__main__":
