@@ -10,7 +10,8 @@
 # 2. voxd_gpu_bench on lj-v1 f16 at batches 1, 8 and 32 through each path;
 # 3. ncu's kernel time by kernel name over a batch-of-8 pass through each path
 #    (bench/ncu_summary.py; NCU_PATHS narrows the paths), and ncu's speed-of-light and
-#    occupancy sections of one wgmma launch (NCU=0 skips the step);
+#    occupancy sections and memory tables (which traffic fills L2) of one wgmma launch (NCU=0
+#    skips the step);
 # 4. bench/pytorch_best.py (PyTorch's best on the same work: eager, inductor, CUDA graphs),
 #    all three capped together at PEER_TIMEOUT seconds (200).
 # The tables are printed; the tests' logs, ncu's sections and the peer's errors go to $OUT.
@@ -58,10 +59,10 @@ elif command -v ncu >/dev/null; then
     python3 bench/ncu_summary.py "$WORK/ncu-$path.csv" --top 8
   done
   VOXD_CUDA_CONV=wgmma ncu -k regex:wgmma_conv_kernel --launch-skip 20 -c 1 --section SpeedOfLight \
-    --section WarpStateStats --section Occupancy \
+    --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis_Tables \
     $BENCH --voice $VOICES/lj-v1 --dtype f16 --batches 8 --repeats 1 >"$LOGS/ncu-wgmma.txt" 2>&1
-  grep -E "wgmma_conv_kernel|Throughput|Duration|Stall|Warp Cycles|Occupancy|Registers" \
-    "$LOGS/ncu-wgmma.txt" | head -30
+  grep -E "wgmma_conv_kernel|Throughput|Duration|Stall|Warp Cycles|Occupancy|Registers|L2|Shared" \
+    "$LOGS/ncu-wgmma.txt" | head -60
 else
   echo "ncu not found"
 fi
