@@ -461,12 +461,7 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
     return;
   }
   transpose_input<T>(a, rows, channels, false, stream, op);
-  const int64_t n = implicit_gemm_arranged_weight_elements(a.out_channels, a.in_channels, a.kernel);
-  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-  arrange_weights_kernel<kStageChannels, T><<<blocks, 256, 0, stream>>>(
-      static_cast<const T*>(a.weight), static_cast<T*>(a.arranged_weight), a.out_channels,
-      a.in_channels, a.kernel, n);
-  check(cudaGetLastError(), "arrange_weights_kernel launch", op);
+  arrange_weights<kStageChannels, T>(a, stream, op);
   launch_mma_for<T>(a, halo, rows, channels, stream, op);
 }
 

@@ -370,12 +370,7 @@ void launch(const ImplicitGemmConv& a, int64_t rows, int64_t channels, cudaStrea
             const char* op) {
   constexpr int kBlockChannels = kConsumers * kWarpgroupChannels;
   const WgmmaPlan plan = plan_for(a, channels, kBlockChannels);
-  const int64_t n = implicit_gemm_arranged_weight_elements(a.out_channels, a.in_channels, a.kernel);
-  const int arrange_blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-  arrange_weights_kernel<kGroupChannels, T><<<arrange_blocks, 256, 0, stream>>>(
-      static_cast<const T*>(a.weight), static_cast<T*>(a.arranged_weight), a.out_channels,
-      a.in_channels, a.kernel, n);
-  check(cudaGetLastError(), "arrange_weights_kernel launch", op);
+  arrange_weights<kGroupChannels, T>(a, stream, op);
 
   const auto u64 = [](int64_t v) { return static_cast<cuuint64_t>(v); };
   const int64_t groups = channels / kGroupChannels;
