@@ -40,6 +40,12 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// The shared-memory address of `p` (a pointer into shared memory), as PTX's shared-space
+// instructions (ldmatrix, cp.async, mbarrier, TMA) take it.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // Sixteen bytes of T: what one thread of the attention kernels loads at a time.
 template <typename T>
 struct alignas(16) Vec16 {

@@ -31,8 +31,11 @@ constexpr int kBoxRows = 64;
 constexpr int kGroupChannels = 8;
 constexpr int kGroupBytes = kGroupChannels * 2;
 constexpr int kMaxStages = 8;
-constexpr int64_t kSharedBytes = 227 << 10;  // a block's most on sm_90
+constexpr int64_t kSharedBytes = 227 << 10;  // a block's most on sm_90, static and dynamic
 constexpr int kAlign = 128;                  // of a TMA copy's destination
+// What a block's stages may take: the rest holds the full and empty barriers (static) and the
+// slack that aligns the dynamic part to kAlign.
+constexpr int64_t kStageSpace = kSharedBytes - 2 * kMaxStages * 8 - kAlign;
 
 // The kernels are built for these tap counts (HiFiGAN's resblocks and first convolution), each
 // with its taps and a stage's channel groups known at compile time: a wgmma loop with a run-time
@@ -47,16 +50,15 @@ __host__ __device__ constexpr int groups_for_taps(int64_t kernel) {
   return kernel <= 5 ? 4 : 2;
 }
 
-// How one convolution is cut into pipeline stages.
+// How one convolution is cut into pipeline stages (its taps, and so the channel groups of a
+// stage, are the kernel's template parameter).
 struct WgmmaPlan {
-  int groups = 0;              // input channel groups of 8 per stage: groups_for_taps()
   int stages = 0;              // shared-memory stages in flight
   int channel_stages = 0;      // stages over all the input channels
   int boxes = 0;               // window copies of kBoxRows rows per group
   int column_bytes = 0;        // one group's window column
   int weight_group_bytes = 0;  // one group's weights, every tap
   int stage_bytes = 0;         // also the bytes the copies of a stage bring
-  int kernel = 0;
   int dilation = 0;
 };
 
@@ -74,14 +76,12 @@ WgmmaPlan plan_for(const ImplicitGemmConv& a, int64_t channels, int block_channe
   const int64_t groups_total = channels / kGroupChannels;
   const int64_t groups = groups_for_taps(a.kernel);
   const int64_t stage = groups * (column + weights);
-  p.groups = static_cast<int>(groups);
-  p.stages = static_cast<int>(std::min<int64_t>(kMaxStages, (kSharedBytes - kAlign) / stage));
+  p.stages = static_cast<int>(std::min<int64_t>(kMaxStages, kStageSpace / stage));
   p.channel_stages = static_cast<int>((groups_total + groups - 1) / groups);
   p.boxes = static_cast<int>(boxes);
   p.column_bytes = static_cast<int>(column);
   p.weight_group_bytes = static_cast<int>(weights);
   p.stage_bytes = static_cast<int>(stage);
-  p.kernel = static_cast<int>(a.kernel);
   p.dilation = static_cast<int>(a.dilation);
   return p;
 }
@@ -90,10 +90,6 @@ WgmmaPlan plan_for(const ImplicitGemmConv& a, int64_t channels, int block_channe
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 constexpr int kAccumulators = kTileSteps / 2;  // per thread: 64 × 256 F32 over 128 threads
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // mbarrier: a transaction barrier in shared memory that the TMA copies complete.
 __device__ __forceinline__ void barrier_init(uint32_t barrier, int count) {
@@ -199,6 +195,7 @@ __device__ __forceinline__ void wgmma_64x256x16<__nv_bfloat16>(float (&d)[kAccum
 
 // The producer: one thread issues every stage's copies, waiting for the consumers to free a
 // stage before it is refilled.
+template <int kTaps>
 __device__ __forceinline__ void produce(const CUtensorMap* window_map,
                                         const CUtensorMap* weight_map, const WgmmaPlan& plan,
                                         uint32_t stages, uint64_t* full, uint64_t* empty, int t0,
@@ -210,16 +207,17 @@ __device__ __forceinline__ void produce(const CUtensorMap* window_map,
     const uint32_t barrier = shared_address(&full[slot]);
     barrier_expect_bytes(barrier, static_cast<uint32_t>(plan.stage_bytes));
     const uint32_t stage = stages + static_cast<uint32_t>(slot * plan.stage_bytes);
-    const uint32_t weights = stage + static_cast<uint32_t>(plan.groups * plan.column_bytes);
-    for (int g = 0; g < plan.groups; ++g) {
-      const int group = s * plan.groups + g;
+    constexpr int kGroups = groups_for_taps(kTaps);
+    const uint32_t weights = stage + static_cast<uint32_t>(kGroups * plan.column_bytes);
+    for (int g = 0; g < kGroups; ++g) {
+      const int group = s * kGroups + g;
       const uint32_t column = stage + static_cast<uint32_t>(g * plan.column_bytes);
       for (int box = 0; box < plan.boxes; ++box) {
         tma_load(column + box * kBoxRows * kGroupBytes, window_map, 0, t0 + box * kBoxRows, group,
                  b, barrier);
       }
       tma_load(weights + static_cast<uint32_t>(g * plan.weight_group_bytes), weight_map, 0, co0,
-               group * plan.kernel, 0, barrier);
+               group * kTaps, 0, barrier);
     }
   }
 }
@@ -232,7 +230,8 @@ __device__ __forceinline__ void consume(const ImplicitGemmConv& a, const WgmmaPl
   float d[kAccumulators];
 #pragma unroll
   for (int i = 0; i < kAccumulators; ++i) d[i] = 0.0f;
-  const uint32_t a_offset = static_cast<uint32_t>(plan.groups * plan.column_bytes +
+  constexpr int kGroups = groups_for_taps(kTaps);
+  const uint32_t a_offset = static_cast<uint32_t>(kGroups * plan.column_bytes +
                                                   warpgroup * kWarpgroupChannels * kGroupBytes);
   const uint32_t tap_a = kBlockChannels * kGroupBytes;
   const uint32_t tap_b = static_cast<uint32_t>(plan.dilation * kGroupBytes);
@@ -243,7 +242,7 @@ __device__ __forceinline__ void consume(const ImplicitGemmConv& a, const WgmmaPl
     fence_accumulators(d);
     wgmma_fence();
 #pragma unroll
-    for (int pair = 0; pair < groups_for_taps(kTaps) / 2; ++pair) {
+    for (int pair = 0; pair < kGroups / 2; ++pair) {
       const uint32_t weights =
           stage + a_offset + static_cast<uint32_t>(2 * pair * plan.weight_group_bytes);
       const uint32_t window = stage + static_cast<uint32_t>(2 * pair * plan.column_bytes);
@@ -316,7 +315,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * kWarpgroupThreads, 1)
   __syncthreads();
   if (warpgroup == 0) {
     if constexpr (kConsumers == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x == 0) produce(&window_map, &weight_map, plan, stages, full, empty, t0, co0, b);
+    if (threadIdx.x == 0)
+      produce<kTaps>(&window_map, &weight_map, plan, stages, full, empty, t0, co0, b);
   } else {
     if constexpr (kConsumers == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     consume<T, kConsumers * kWarpgroupChannels, kTaps>(a, plan, stages, full, empty, warpgroup - 1,
