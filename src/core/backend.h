@@ -115,6 +115,23 @@ struct ConvFusion {
   std::optional<DType> output_dtype = std::nullopt;  // the output's dtype, when not x's
 };
 
+// Two convolutions that keep the sequence's length, one after the other, each reading its input
+// through leaky_relu, the second adding a residual (HiFiGAN V1's resblock step): out =
+// conv1d(leaky_relu(h), second) + second_bias + residual, h = conv1d(leaky_relu(x), first) +
+// first_bias in the weights' dtype. x, the residual and the output may be F32 around F16/BF16
+// weights, as with ConvFusion. Borrows every tensor.
+struct Conv1dPair {
+  const Tensor* first_weight = nullptr;              // [C, Cin, K1]
+  const Tensor* first_bias = nullptr;                // [C] or undefined
+  Conv1dParams first;                                // stride 1, groups 1
+  const Tensor* second_weight = nullptr;             // [Cout, C, K2], first_weight's dtype
+  const Tensor* second_bias = nullptr;               // [Cout] or undefined
+  Conv1dParams second;                               // stride 1, groups 1
+  float slope = 0.0f;                                // of both leaky_relus
+  const Tensor* residual = nullptr;                  // [B, Cout, T] in the output's dtype, or null
+  std::optional<DType> output_dtype = std::nullopt;  // the output's dtype, when not x's
+};
+
 struct ConvTranspose1dParams {
   int64_t stride = 1;
   int64_t padding = 0;
@@ -209,6 +226,17 @@ class Backend {
   virtual void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
                             const KernelScratch& scratch);
+  // Whether fused_conv1d_pair() runs `pair` over x (contiguous) into an output of `out_dtype`
+  // without writing the first convolution's output as a tensor; when not (the default),
+  // ops::conv1d_pair runs the two as conv1d()s with ConvFusion.
+  virtual bool fuses_conv1d_pair(const Tensor& /*x*/, const Conv1dPair& /*pair*/,
+                                 DType /*out_dtype*/) const {
+    return false;
+  }
+  // out = the pair's output (Conv1dPair); only called when fuses_conv1d_pair() is true. The
+  // weights, biases and residual are contiguous; out does not alias x or the residual.
+  virtual void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
+                                 const KernelScratch& scratch);
   // x [B, Cin, T], weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T−1)·stride − 2·padding + dilation·(K−1) + output_padding + 1, as
   // torch.nn.functional.conv_transpose1d.

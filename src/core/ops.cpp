@@ -344,6 +344,29 @@ int64_t conv1d_output_steps(Context& ctx, const Tensor& x, const Tensor& weight,
   return (padded - span) / params.stride + 1;
 }
 
+// The output dtype of a fused convolution (output_dtype, else x's) with output `shape`, after
+// checking that it is floating and that the residual, when there is one, matches it.
+DType fused_output_dtype(Context& ctx, const char* op, const Tensor& x,
+                         std::optional<DType> output_dtype, const Tensor* residual,
+                         const Shape& shape) {
+  const DType out_dtype = output_dtype.value_or(x.dtype());
+  if (!is_floating(out_dtype)) {
+    fail(op, "output dtype " + std::string(dtype_name(out_dtype)) + " is not F32, F16 or BF16");
+  }
+  if (residual != nullptr) {
+    require_float_input(ctx, op, "residual", *residual);
+    if (residual->dtype() != out_dtype) {
+      fail(op, "residual has dtype " + std::string(dtype_name(residual->dtype())) +
+                   ", the output " + std::string(dtype_name(out_dtype)));
+    }
+    if (residual->shape() != shape) {
+      fail(op, "residual " + residual->shape_string() + " does not match the output " +
+                   shape_to_string(shape));
+    }
+  }
+  return out_dtype;
+}
+
 }  // namespace
 
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -362,22 +385,8 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   const char* op = "conv1d";
   const int64_t tout = conv1d_output_steps(ctx, x, weight, params);
   const Shape shape = {x.size(0), weight.size(0), tout};
-  const DType out_dtype = fusion.output_dtype.value_or(x.dtype());
-  if (!is_floating(out_dtype)) {
-    fail(op, "output dtype " + std::string(dtype_name(out_dtype)) + " is not F32, F16 or BF16");
-  }
-  if (fusion.residual != nullptr) {
-    const Tensor& residual = *fusion.residual;
-    require_float_input(ctx, op, "residual", residual);
-    if (residual.dtype() != out_dtype) {
-      fail(op, "residual has dtype " + std::string(dtype_name(residual.dtype())) + ", the output " +
-                   std::string(dtype_name(out_dtype)));
-    }
-    if (residual.shape() != shape) {
-      fail(op, "residual " + residual.shape_string() + " does not match the output " +
-                   shape_to_string(shape));
-    }
-  }
+  const DType out_dtype =
+      fused_output_dtype(ctx, op, x, fusion.output_dtype, fusion.residual, shape);
   Tensor b = check_bias(ctx, op, bias, weight.size(0), weight, "weight");
   require_backend(ctx, op, OpKind::Conv1d, weight.dtype());
   const Tensor xc = contiguous(ctx, x);
@@ -397,6 +406,63 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   if (y.dtype() != out_dtype) y = to_device(ctx, y, out_dtype);
   if (fusion.residual) add_(ctx, y, *fusion.residual);
   return y;
+}
+
+Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
+  const char* op = "conv1d_pair";
+  if (pair.first_weight == nullptr || pair.second_weight == nullptr) {
+    fail(op, "needs the weights of both convolutions");
+  }
+  const Tensor& w1 = *pair.first_weight;
+  const Tensor& w2 = *pair.second_weight;
+  const int64_t steps = conv1d_output_steps(ctx, x, w1, pair.first);
+  require_float_input(ctx, op, "second weight", w2);
+  require_rank(op, "second weight", w2, 3);
+  if (w2.dtype() != w1.dtype()) {
+    fail(op, "the second weight has dtype " + std::string(dtype_name(w2.dtype())) + ", the first " +
+                 std::string(dtype_name(w1.dtype())));
+  }
+  if (w2.size(1) != w1.size(0)) {
+    fail(op, "the second weight " + w2.shape_string() + " expects " + std::to_string(w2.size(1)) +
+                 " input channels, the first convolution makes " + std::to_string(w1.size(0)));
+  }
+  const auto require_same_length = [&](const char* which, const Tensor& w, const Conv1dParams& p) {
+    if (p.stride != 1 || p.groups != 1 || 2 * p.padding != p.dilation * (w.size(2) - 1)) {
+      fail(op, std::string("the ") + which +
+                   " convolution must keep the sequence's length (stride 1, groups 1, 2 · padding "
+                   "= dilation · (K − 1)); got stride " +
+                   std::to_string(p.stride) + ", groups " + std::to_string(p.groups) +
+                   ", padding " + std::to_string(p.padding) + ", dilation " +
+                   std::to_string(p.dilation) + ", K " + std::to_string(w.size(2)));
+    }
+  };
+  require_same_length("first", w1, pair.first);
+  require_same_length("second", w2, pair.second);
+  const Shape shape = {x.size(0), w2.size(0), steps};
+  const DType out_dtype = fused_output_dtype(ctx, op, x, pair.output_dtype, pair.residual, shape);
+  const Tensor none;
+  const Tensor b1 = check_bias(ctx, op, pair.first_bias ? *pair.first_bias : none, w1.size(0), w1,
+                               "the first weight");
+  const Tensor b2 = check_bias(ctx, op, pair.second_bias ? *pair.second_bias : none, w2.size(0), w2,
+                               "the second weight");
+  require_backend(ctx, op, OpKind::Conv1d, w1.dtype());
+  const Tensor xc = contiguous(ctx, x);
+  const Tensor w1c = contiguous(ctx, w1);
+  const Tensor w2c = contiguous(ctx, w2);
+  const Tensor residual = pair.residual ? contiguous(ctx, *pair.residual) : Tensor();
+  Conv1dPair fused = pair;
+  fused.first_weight = &w1c;
+  fused.first_bias = &b1;
+  fused.second_weight = &w2c;
+  fused.second_bias = &b2;
+  fused.residual = pair.residual ? &residual : nullptr;
+  if (ctx.backend().fuses_conv1d_pair(xc, fused, out_dtype)) {
+    Tensor out = empty(ctx, shape, out_dtype);
+    ctx.backend().fused_conv1d_pair(xc, fused, out, ctx.scratch());
+    return out;
+  }
+  const Tensor h = conv1d(ctx, xc, w1c, b1, pair.first, {pair.slope, nullptr, w1.dtype()});
+  return conv1d(ctx, h, w2c, b2, pair.second, {pair.slope, fused.residual, out_dtype});
 }
 
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,

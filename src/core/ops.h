@@ -90,6 +90,11 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 // conversion to the weights' dtype, conv1d, a conversion to the output dtype, + residual.
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params, const ConvFusion& fusion);
+// The two convolutions of `pair` over x (Conv1dPair), in one go where the backend fuses them
+// (Backend::fuses_conv1d_pair: the first's output never becomes a tensor), else as two conv1d()s
+// with ConvFusion. Both must keep the sequence's length (stride 1, 2·padding =
+// dilation·(K − 1)).
+Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params);
 // Over the last dimension of x [..., C].

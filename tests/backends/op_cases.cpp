@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <numbers>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -387,6 +388,93 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
       return ops::to_device(c, y, in[0].dtype());
     });
   }
+}
+
+// Two convolutions of one length in a row, leaky_relu before each, the second adding a residual
+// (HiFiGAN V1's resblock step). On CUDA in F16 and BF16 the long ones run as one pair, the first
+// writing the second's time-major input: equal channels (V1), channels that are no multiple of
+// 16 on the way (zero padding channels) and an odd length, the 128-channel tile, and mixed
+// precision; the short ones as two convolutions.
+void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
+  struct PairCase {
+    int64_t batch, cin, channels, cout, t, k1, d1, k2, d2;
+    bool bias;
+  };
+  const std::vector<PairCase> list = {
+      {2, 6, 10, 6, 37, 3, 3, 3, 1, true},
+      {2, 64, 64, 64, 45000, 3, 3, 3, 1, true},
+      {1, 24, 40, 32, 70001, 11, 5, 11, 1, false},
+      {1, 128, 128, 128, 20000, 7, 3, 7, 1, true},
+  };
+  uint32_t seed = 300;
+  for (const PairCase& tc : list) {
+    // Weights at a trained model's scale (|w| < 0.1): with ±1 the second convolution sums
+    // hundreds of products of magnitude ~10, and F32's rounding of those sums alone exceeds the
+    // F32 tolerance on its small outputs.
+    const std::vector<CaseInput> inputs = {
+        random({tc.batch, tc.cin, tc.t}, seed),
+        random({tc.channels, tc.cin, tc.k1}, seed + 1, -0.1f, 0.1f),
+        tc.bias ? random({tc.channels}, seed + 2) : none(),
+        random({tc.cout, tc.channels, tc.k2}, seed + 3, -0.1f, 0.1f),
+        tc.bias ? random({tc.cout}, seed + 4) : none(),
+        random({tc.batch, tc.cout, tc.t}, seed + 5)};
+    seed += 6;
+    const Conv1dParams first{1, tc.d1 * (tc.k1 - 1) / 2, tc.d1, 1};
+    const Conv1dParams second{1, tc.d2 * (tc.k2 - 1) / 2, tc.d2, 1};
+    const std::string shape = "B" + str(tc.batch) + " C" + str(tc.cin) + "→" + str(tc.channels) +
+                              "→" + str(tc.cout) + " T" + str(tc.t) + " K" + str(tc.k1) + " d" +
+                              str(tc.d1) + ", K" + str(tc.k2) + " d" + str(tc.d2) +
+                              (tc.bias ? " bias" : "");
+    const int64_t macs = tc.batch * tc.t * tc.channels * (tc.cin * tc.k1 + tc.cout * tc.k2);
+    const auto add = [&](const std::string& what, const CaseRun& run) {
+      OpCase c = make(OpKind::Conv1d, what + " " + shape, inputs, run);
+      c.needs = {OpKind::Conv1d, OpKind::LeakyRelu, OpKind::Add};
+      c.large = macs > 100'000'000;
+      cases.push_back(c);
+    };
+    const auto pair = [first, second](const In& in, const Tensor* residual,
+                                      std::optional<DType> output_dtype) {
+      return Conv1dPair{&in[1], &in[2], first,    &in[3],      &in[4],
+                        second, 0.1f,   residual, output_dtype};
+    };
+    add("conv1d pair", [pair](Context& c, const In& in) {
+      return ops::conv1d_pair(c, in[0], pair(in, &in[5], std::nullopt));
+    });
+    add("conv1d pair without residual", [pair](Context& c, const In& in) {
+      return ops::conv1d_pair(c, in[0], pair(in, nullptr, std::nullopt));
+    });
+    // Mixed precision: F32 in, F32 residual and out around the weights' dtype.
+    add("conv1d pair F32 in and out", [pair](Context& c, const In& in) {
+      const Tensor x32 = ops::to_device(c, in[0], DType::F32);
+      const Tensor r32 = ops::to_device(c, in[5], DType::F32);
+      const Tensor y = ops::conv1d_pair(c, x32, pair(in, &r32, DType::F32));
+      return ops::to_device(c, y, in[0].dtype());
+    });
+  }
+  // Pairs the ops layer refuses: a convolution that changes the length, channels that do not
+  // chain.
+  const std::vector<CaseInput> inputs = {random({1, 4, 20}, 400), random({4, 4, 3}, 401), none(),
+                                         random({4, 5, 3}, 402), none()};
+  const auto refused = [&](const std::string& what, Conv1dParams first, size_t second_weight,
+                           const std::string& error) {
+    OpCase c = make(OpKind::Conv1d, "conv1d pair refuses " + what, inputs,
+                    [first, second_weight](Context& ctx, const In& in) {
+                      return ops::conv1d_pair(ctx, in[0],
+                                              Conv1dPair{.first_weight = &in[1],
+                                                         .first_bias = &in[2],
+                                                         .first = first,
+                                                         .second_weight = &in[second_weight],
+                                                         .second_bias = &in[4],
+                                                         .second = {1, 1, 1, 1},
+                                                         .slope = 0.1f});
+                    });
+    c.error = error;
+    cases.push_back(c);
+  };
+  refused("a convolution that changes the length", {1, 2, 1, 1}, 1,
+          "the first convolution must keep the sequence's length");
+  refused("channels that do not chain", {1, 1, 1, 1}, 3,
+          "expects 5 input channels, the first convolution makes 4");
 }
 
 void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
@@ -1353,6 +1441,7 @@ std::vector<OpCase> build_cases() {
   add_binary_cases(cases);
   add_linear_cases(cases);
   add_conv1d_cases(cases);
+  add_conv1d_pair_cases(cases);
   add_conv_transpose1d_cases(cases);
   add_norm_cases(cases);
   add_embedding_cases(cases);

@@ -281,15 +281,30 @@ Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) c
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
   const bool two_convs = !block.plain.empty();
   for (size_t m = 0; m < block.dilated.size(); ++m) {
-    // leaky_relu → conv [→ leaky_relu → conv] → + out as convolutions with the activation and
-    // the residual fused, where the backend fuses them (one pass each instead of three). Under
-    // mixed precision the first conv reads the stream dtype, the last writes it, and what
-    // passes between two convs stays in the compute dtype.
-    Tensor xt = conv(ctx, block.dilated[m], out,
-                     {kLreluSlope, two_convs ? nullptr : &out,
-                      two_convs ? precision_.compute : precision_.stream});
-    if (two_convs) xt = conv(ctx, block.plain[m], xt, {kLreluSlope, &out, precision_.stream});
-    out = std::move(xt);
+    // leaky_relu → conv [→ leaky_relu → conv] → + out with the activations and the residual
+    // fused where the backend fuses them (one pass per conv instead of three; V1's two convs
+    // as one pair whose intermediate never becomes a tensor). Under mixed precision the first
+    // conv reads the stream dtype, the last writes it, and what passes between two convs stays
+    // in the compute dtype.
+    if (two_convs) {
+      const Conv& first = block.dilated[m];
+      const Conv& second = block.plain[m];
+      out = ops::conv1d_pair(
+          ctx, out,
+          {.first_weight = &first.weight,
+           .first_bias = &first.bias,
+           .first = {.stride = first.stride, .padding = first.padding, .dilation = first.dilation},
+           .second_weight = &second.weight,
+           .second_bias = &second.bias,
+           .second = {.stride = second.stride,
+                      .padding = second.padding,
+                      .dilation = second.dilation},
+           .slope = kLreluSlope,
+           .residual = &out,
+           .output_dtype = precision_.stream});
+    } else {
+      out = conv(ctx, block.dilated[m], out, {kLreluSlope, &out, precision_.stream});
+    }
   }
   return out;
 }
