@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -316,7 +317,8 @@ void gemm(cublasHandle_t handle, const char* op, cublasOperation_t ta, cublasOpe
 namespace {
 
 // VOXD_CUDA_CONV: how convolutions run — "auto" (the default: the own mma.sync implicit-GEMM
-// kernel for long F16/BF16 sequences, cuBLAS gemms over im2col / col2im columns for the rest),
+// kernel for long F16/BF16 sequences, two in a row as one pair where conv1d_pair asks, cuBLAS
+// gemms over im2col / col2im columns for the rest),
 // "wgmma" (the same with Hopper's wgmma kernel where it applies: not yet faster, bench/NOTES.md),
 // "cudnn" (cuDNN for every convolution) or "im2col" (columns for every convolution); the last
 // three are kept to compare against.
@@ -695,66 +697,141 @@ void CudaBackend::cudnn_convolution(bool transposed, const Tensor& x, const Tens
                        op);
 }
 
-bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, DType out_dtype,
-                               const Conv1dParams& p) const {
-  // The implicit GEMM where im2col's columns would not fit one chunk (the vocoder's long
-  // sequences: K× the input through memory), im2col + cuBLAS for short ones, where cuBLAS's
-  // tiles fill the device better. Under mixed precision x and out may be F32 around F16/BF16
-  // weights.
-  if (!own_convolutions() || x.dim() != 3 || weight.dim() != 3) return false;
+namespace {
+
+// Whether the implicit GEMM takes a conv1d of `weight` with `p` over `batch` sequences of `steps`
+// of `in_dtype` into `out_dtype`: where im2col's columns would not fit one chunk (the vocoder's
+// long sequences: K× the input through memory), and not pointwise; im2col + cuBLAS run the short
+// ones, where cuBLAS's tiles fill the device better. Under mixed precision the input and output
+// may be F32 around F16/BF16 weights.
+bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Tensor& weight,
+                         DType out_dtype, const Conv1dParams& p) {
+  if (weight.dim() != 3) return false;
   const DType dtype = weight.dtype();
-  const bool dtypes = (x.dtype() == dtype || x.dtype() == DType::F32) &&
+  const bool dtypes = (in_dtype == dtype || in_dtype == DType::F32) &&
                       (out_dtype == dtype || out_dtype == DType::F32);
   const int64_t k = weight.size(2);
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
-  const bool long_columns = x.size(0) * weight.size(1) * k * x.size(2) > kScratchElements;
+  const bool long_columns = batch * weight.size(1) * k * steps > kScratchElements;
   return !pointwise && long_columns && dtypes &&
          cuda::implicit_gemm_conv1d_supported(dtype, k, p.dilation, p.stride, p.groups);
+}
+
+// The implicit GEMM's arguments for a conv1d of `weight` and `bias` (or undefined) with `p`
+// over `batch` sequences of `in_steps` into `out_steps`, its input through leaky_relu with
+// `slope` when set; the data pointers other than the weights' and the bias's are the caller's.
+cuda::ImplicitGemmConv implicit_gemm_args(const Tensor& weight, const Tensor& bias,
+                                          const Conv1dParams& p, int64_t batch, int64_t in_steps,
+                                          int64_t out_steps, std::optional<float> slope) {
+  cuda::ImplicitGemmConv args;
+  args.dtype = weight.dtype();
+  args.input_dtype = weight.dtype();
+  args.output_dtype = weight.dtype();
+  args.weight = weight.raw_data();
+  args.bias = bias.defined() ? bias.raw_data() : nullptr;
+  args.batch = batch;
+  args.in_channels = weight.size(1);
+  args.in_steps = in_steps;
+  args.out_channels = weight.size(0);
+  args.out_steps = out_steps;
+  args.kernel = weight.size(2);
+  args.padding = p.padding;
+  args.dilation = p.dilation;
+  args.input_leaky_relu = slope.has_value();
+  args.input_slope = slope.value_or(0.0f);
+  return args;
+}
+
+size_t transposed_input_bytes(const Tensor& weight, const Conv1dParams& p, int64_t batch,
+                              int64_t out_steps) {
+  return static_cast<size_t>(cuda::implicit_gemm_transposed_input_elements(
+             batch, weight.size(1), out_steps, weight.size(2), p.dilation)) *
+         dtype_size(weight.dtype());
+}
+
+size_t arranged_weight_bytes(const Tensor& weight) {
+  return static_cast<size_t>(cuda::implicit_gemm_arranged_weight_elements(
+             weight.size(0), weight.size(1), weight.size(2))) *
+         dtype_size(weight.dtype());
+}
+
+}  // namespace
+
+bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, DType out_dtype,
+                               const Conv1dParams& p) const {
+  return own_convolutions() && x.dim() == 3 &&
+         implicit_gemm_takes(x.dtype(), x.size(0), x.size(2), weight, out_dtype, p);
 }
 
 void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                const ConvFusion& fusion, Tensor& out, const Conv1dParams& p,
                                const KernelScratch& scratch) {
   const char* op = "conv1d";
-  const DType dtype = weight.dtype();
   const Tensor* residual = fusion.residual;
   assert(fuses_conv1d(x, weight, out.dtype(), p));
   assert(residual == nullptr || (residual->shape() == out.shape() && residual->is_contiguous()));
-  const int64_t cout = weight.size(0);
-  const int64_t cin = x.size(1);
-  const int64_t k = weight.size(2);
-  const ScratchBuffer arranged = take(
-      scratch, static_cast<size_t>(cuda::implicit_gemm_arranged_weight_elements(cout, cin, k)) *
-                   dtype_size(dtype));
+  const ScratchBuffer arranged = take(scratch, arranged_weight_bytes(weight));
   const ScratchBuffer transposed =
-      take(scratch, static_cast<size_t>(cuda::implicit_gemm_transposed_input_elements(
-                        x.size(0), cin, out.size(2), k, p.dilation)) *
-                        dtype_size(dtype));
+      take(scratch, transposed_input_bytes(weight, p, x.size(0), out.size(2)));
   if (scratch.planning()) return;
   open(op);
-  cuda::ImplicitGemmConv args;
-  args.dtype = dtype;
+  cuda::ImplicitGemmConv args = implicit_gemm_args(weight, bias, p, x.size(0), x.size(2),
+                                                   out.size(2), fusion.input_leaky_relu);
   args.input_dtype = x.dtype();
   args.output_dtype = out.dtype();
   args.x = x.raw_data();
-  args.weight = weight.raw_data();
   args.arranged_weight = arranged.data();
   args.transposed_input = transposed.data();
-  args.bias = bias.defined() ? bias.raw_data() : nullptr;
   args.residual = residual != nullptr ? residual->raw_data() : nullptr;
   args.out = out.raw_data();
-  args.batch = x.size(0);
-  args.in_channels = cin;
-  args.in_steps = x.size(2);
-  args.out_channels = cout;
-  args.out_steps = out.size(2);
-  args.kernel = k;
-  args.padding = p.padding;
-  args.dilation = p.dilation;
-  args.input_leaky_relu = fusion.input_leaky_relu.has_value();
-  args.input_slope = fusion.input_leaky_relu.value_or(0.0f);
   args.allow_wgmma = convolution_path_ == ConvolutionPath::kWgmma;
   cuda::implicit_gemm_conv1d(args, handles_->stream, op);
+}
+
+bool CudaBackend::fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair,
+                                    DType out_dtype) const {
+  // The mma.sync kernel's time-major layout passes between the two; under VOXD_CUDA_CONV=wgmma
+  // they run as two convolutions, so that the wgmma kernel takes each.
+  if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3) return false;
+  const Tensor& first = *pair.first_weight;
+  return implicit_gemm_takes(x.dtype(), x.size(0), x.size(2), first, first.dtype(), pair.first) &&
+         implicit_gemm_takes(first.dtype(), x.size(0), x.size(2), *pair.second_weight, out_dtype,
+                             pair.second);
+}
+
+void CudaBackend::fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
+                                    const KernelScratch& scratch) {
+  const char* op = "conv1d_pair";
+  assert(fuses_conv1d_pair(x, pair, out.dtype()));
+  const Tensor& w1 = *pair.first_weight;
+  const Tensor& w2 = *pair.second_weight;
+  const int64_t batch = x.size(0);
+  const int64_t steps = x.size(2);
+  // One buffer for both weights' arrangement: the second's is written after the first ran.
+  const ScratchBuffer arranged =
+      take(scratch, std::max(arranged_weight_bytes(w1), arranged_weight_bytes(w2)));
+  const ScratchBuffer first_input =
+      take(scratch, transposed_input_bytes(w1, pair.first, batch, steps));
+  const ScratchBuffer second_input =
+      take(scratch, transposed_input_bytes(w2, pair.second, batch, steps));
+  if (scratch.planning()) return;
+  open(op);
+  const auto side = [&](const Tensor& weight, const Tensor* bias, const Conv1dParams& p,
+                        const ScratchBuffer& input) {
+    cuda::ImplicitGemmConv args =
+        implicit_gemm_args(weight, bias ? *bias : Tensor(), p, batch, steps, steps, pair.slope);
+    args.arranged_weight = arranged.data();
+    args.transposed_input = input.data();
+    return args;
+  };
+  cuda::ImplicitGemmConv first = side(w1, pair.first_bias, pair.first, first_input);
+  first.input_dtype = x.dtype();
+  first.x = x.raw_data();
+  cuda::ImplicitGemmConv second = side(w2, pair.second_bias, pair.second, second_input);
+  second.output_dtype = out.dtype();
+  second.residual = pair.residual != nullptr ? pair.residual->raw_data() : nullptr;
+  second.out = out.raw_data();
+  cuda::implicit_gemm_conv1d_pair(first, second, handles_->stream, op);
 }
 
 void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -110,6 +110,11 @@ class CudaBackend final : public Backend {
   void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
                     const KernelScratch& scratch) override;
+  // True where fuses_conv1d() is for both convolutions (the intermediate in the weights' dtype)
+  // and the path is the default (mma.sync).
+  bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
+  void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
+                         const KernelScratch& scratch) override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

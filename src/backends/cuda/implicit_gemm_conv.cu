@@ -214,6 +214,35 @@ __global__ void transpose_input_vector_kernel(ImplicitGemmConv a, int64_t rows, 
   }
 }
 
+// Where the mma.sync kernel writes its output instead of `out`, when `rows` is set: the
+// time-major input of a following convolution of the same length (transposed_offset's row-major
+// layout: row_count rows of `channels` per sequence, step t at row t + padding), after a leaky
+// ReLU with `slope` when leaky_relu is set.
+struct TimeMajorOutput {
+  void* rows = nullptr;
+  int64_t padding = 0;
+  int64_t row_count = 0;
+  int64_t channels = 0;
+  bool leaky_relu = false;
+  float slope = 0.0f;
+};
+
+// Zeros the rows of each sequence's time-major input that no block of the convolution writing
+// it covers: the first `padding` and those past padding + covered.
+template <typename T>
+__global__ void zero_border_rows_kernel(TimeMajorOutput next, int64_t covered) {
+  const int64_t vectors = next.channels / 8;
+  const int64_t tail = next.row_count - next.padding - covered;
+  T* rows = static_cast<T*>(next.rows) + blockIdx.y * next.row_count * next.channels;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < (next.padding + tail) * vectors; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / vectors;
+    const int64_t row = r < next.padding ? r : covered + r;
+    *reinterpret_cast<uint4*>(rows + row * next.channels + (i % vectors) * 8) =
+        make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <int kWarpsM, int kWarpsN, int kWarpTilesM, int kWarpTilesN>
 struct MmaTiling {
   static constexpr int kWarpRows = kWarpsM;  // warps along the channels
@@ -224,7 +253,58 @@ struct MmaTiling {
   static constexpr int kWarpN = 8 * kWarpTilesN;
   static constexpr int kBlockM = kWarpsM * kWarpM;
   static_assert(kWarpsN * kWarpN == kBlockSteps);
+  // The output tile as [step][channel] rows in shared memory for a TimeMajorOutput, 8 channels
+  // wider than the tile so that the accumulators' scattered writes fall in distinct banks.
+  static constexpr int kStagedStride = kBlockM + 8;
+  static constexpr size_t kStagedBytes =
+      static_cast<size_t>(kBlockSteps) * kStagedStride * 2;  // F16/BF16
 };
+
+// The epilogue into a following convolution's time-major input (TimeMajorOutput): the block's
+// tile, bias and leaky ReLU applied, rounded to T, goes through shared memory and out as 16-byte
+// vectors along the channels; steps past the sequence are written as zeros (the following
+// convolution reads them as its padding), and so are channels past the output's (their weights
+// and bias are zero).
+template <typename T, typename Tiling>
+__device__ __forceinline__ void store_time_major(
+    const ImplicitGemmConv& a, const TimeMajorOutput& next,
+    const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4], unsigned char* shared, int64_t t0,
+    int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
+  constexpr int kStride = Tiling::kStagedStride;
+  T* tile = reinterpret_cast<T*>(shared);
+  const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
+      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
+#pragma unroll
+      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
+        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float v = acc[mi][nj][2 * h + e] + bias_value;
+          if (next.leaky_relu && v < 0.0f) v *= next.slope;
+          tile[(step + e) * kStride + m] = from_float<T>(v);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  constexpr int kVectors = Tiling::kBlockM / 8;
+  T* rows = static_cast<T*>(next.rows) + (b * next.row_count + next.padding + t0) * next.channels;
+  for (int i = threadIdx.x; i < kBlockSteps * kVectors; i += Tiling::kThreads) {
+    const int step = i / kVectors;
+    const int64_t c = co0 + 8 * (i % kVectors);
+    if (c >= next.channels) continue;
+    uint4 vector = make_uint4(0, 0, 0, 0);
+    if (t0 + step < a.out_steps) {
+      vector = *reinterpret_cast<const uint4*>(tile + step * kStride + 8 * (i % kVectors));
+    }
+    *reinterpret_cast<uint4*>(rows + step * next.channels + c) = vector;
+  }
+}
 
 // Bytes of one pipeline stage: the window [rows][16 channels] (rounded to 128 bytes) and every
 // tap's weights [kernel][block_m][16 channels].
@@ -235,8 +315,8 @@ size_t stage_bytes(int64_t kernel, int64_t halo, int block_m) {
 
 template <typename T, typename Tiling>
 __global__ void __launch_bounds__(Tiling::kThreads)
-    mma_conv_kernel(ImplicitGemmConv a, int halo, int stage_stride, int64_t rows_total,
-                    int64_t channels) {
+    mma_conv_kernel(ImplicitGemmConv a, TimeMajorOutput next, int halo, int stage_stride,
+                    int64_t rows_total, int64_t channels) {
   constexpr int kThreads = Tiling::kThreads;
   constexpr int kBlockM = Tiling::kBlockM;
   constexpr int kWarpTilesM = Tiling::kTilesM;
@@ -305,8 +385,8 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   const int b_half = (lane >> 3) & 1;
   for (int s = 0; s < stages; ++s) {
     const int buffer = s & 1;
-    const bool next = s + 1 < stages;
-    if (next) copy_stage(s + 1, buffer ^ 1);
+    const bool more = s + 1 < stages;
+    if (more) copy_stage(s + 1, buffer ^ 1);
     const unsigned char* window = shared + buffer * stage_stride;
     const unsigned char* taps = window + window_bytes;
     for (int k = 0; k < kernel; ++k) {
@@ -328,10 +408,14 @@ __global__ void __launch_bounds__(Tiling::kThreads)
         }
       }
     }
-    if (next) copy_async_wait_all();
+    if (more) copy_async_wait_all();
     __syncthreads();
   }
 
+  if (next.rows != nullptr) {
+    store_time_major<T, Tiling>(a, next, acc, shared, t0, co0, b, warp_m, warp_n, lane);
+    return;
+  }
   // Epilogue straight from the accumulators: element e of tile (mi, nj) is output channel
   // row + 8·(e / 2), step column + e % 2; the pair of steps is written as one paired store when
   // aligned and inside the sequence. The output and residual have the type of `out`: T, or F32
@@ -362,12 +446,13 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   }
 }
 
-// The convolution over the time-major input of `rows` rows × `channels` (padded) channels.
+// The convolution over the time-major input of `rows` rows × `channels` (padded) channels,
+// into `next` when it is set, else into a.out.
 template <typename T, typename Tiling>
-void launch_mma(const ImplicitGemmConv& a, int halo, int64_t rows, int64_t channels,
-                cudaStream_t stream, const char* op) {
+void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
+                int64_t channels, cudaStream_t stream, const char* op) {
   const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
-  const size_t bytes = 2 * stage;
+  const size_t bytes = next.rows != nullptr ? std::max(2 * stage, Tiling::kStagedBytes) : 2 * stage;
   auto* kernel = mma_conv_kernel<T, Tiling>;
   if (bytes > (48 << 10)) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -377,7 +462,7 @@ void launch_mma(const ImplicitGemmConv& a, int halo, int64_t rows, int64_t chann
   const dim3 grid(static_cast<unsigned>((a.out_steps + kBlockSteps - 1) / kBlockSteps),
                   static_cast<unsigned>((a.out_channels + Tiling::kBlockM - 1) / Tiling::kBlockM),
                   static_cast<unsigned>(a.batch));
-  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(a, halo, static_cast<int>(stage), rows,
+  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(a, next, halo, static_cast<int>(stage), rows,
                                                     channels);
   check(cudaGetLastError(), "implicit GEMM convolution launch", op);
 }
@@ -429,17 +514,17 @@ void transpose_input(const ImplicitGemmConv& a, int64_t rows, int64_t channels, 
 // Runs the widest channel tile that still gives every multiprocessor a block (wider tiles read
 // the window fewer times per output); 32 channels when there are no more.
 template <typename T>
-void launch_mma_for(const ImplicitGemmConv& a, int halo, int64_t rows, int64_t channels,
-                    cudaStream_t stream, const char* op) {
+void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
+                    int64_t channels, cudaStream_t stream, const char* op) {
   const int64_t step_tiles = (a.out_steps + kBlockSteps - 1) / kBlockSteps * a.batch;
   const int64_t blocks128 = step_tiles * ((a.out_channels + 127) / 128);
   if (a.out_channels >= 128 && blocks128 >= multiprocessors() &&
       2 * stage_bytes(a.kernel, halo, 128) <= kMaxDynamicShared) {
-    launch_mma<T, Tiles128>(a, halo, rows, channels, stream, op);
+    launch_mma<T, Tiles128>(a, next, halo, rows, channels, stream, op);
   } else if (a.out_channels > 32) {
-    launch_mma<T, Tiles64>(a, halo, rows, channels, stream, op);
+    launch_mma<T, Tiles64>(a, next, halo, rows, channels, stream, op);
   } else {
-    launch_mma<T, Tiles32>(a, halo, rows, channels, stream, op);
+    launch_mma<T, Tiles32>(a, next, halo, rows, channels, stream, op);
   }
 }
 
@@ -458,7 +543,40 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
   }
   transpose_input<T>(a, rows, channels, false, stream, op);
   arrange_weights<kStageChannels, T>(a, stream, op);
-  launch_mma_for<T>(a, halo, rows, channels, stream, op);
+  launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
+}
+
+// The pair (implicit_gemm_conv1d_pair): the first's input transposed, its output into the
+// second's time-major input, whose border rows are zeroed first; the second from there.
+template <typename T>
+void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                     cudaStream_t stream, const char* op) {
+  const int first_halo = static_cast<int>((first.kernel - 1) * first.dilation);
+  const int64_t first_rows = transposed_rows(first.out_steps, first_halo);
+  const int64_t first_channels = padded_channels(first.in_channels);
+  const int second_halo = static_cast<int>((second.kernel - 1) * second.dilation);
+  TimeMajorOutput next;
+  next.rows = second.transposed_input;
+  next.padding = second.padding;
+  next.row_count = transposed_rows(second.out_steps, second_halo);
+  next.channels = padded_channels(second.in_channels);
+  next.leaky_relu = second.input_leaky_relu;
+  next.slope = second.input_slope;
+  const int64_t covered = (first.out_steps + kBlockSteps - 1) / kBlockSteps * kBlockSteps;
+  const int64_t border = (next.row_count - covered) * next.channels / 8;
+  if (border > 0) {
+    zero_border_rows_kernel<T>
+        <<<dim3(static_cast<unsigned>(std::min<int64_t>((border + 255) / 256, 1024)),
+                static_cast<unsigned>(first.batch)),
+           256, 0, stream>>>(next, covered);
+    check(cudaGetLastError(), "zero_border_rows_kernel launch", op);
+  }
+  transpose_input<T>(first, first_rows, first_channels, false, stream, op);
+  arrange_weights<kStageChannels, T>(first, stream, op);
+  launch_mma_for<T>(first, next, first_halo, first_rows, first_channels, stream, op);
+  arrange_weights<kStageChannels, T>(second, stream, op);
+  launch_mma_for<T>(second, TimeMajorOutput{}, second_halo, next.row_count, next.channels, stream,
+                    op);
 }
 
 }  // namespace
@@ -485,11 +603,17 @@ bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilatio
   return halo <= kMaxHalo && 2 * stage_bytes(kernel, halo, 64) <= kMaxDynamicShared;
 }
 
-void implicit_gemm_conv1d(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
-  if (a.batch == 0 || a.out_channels == 0 || a.out_steps == 0) return;
+namespace {
+
+// Throws voxd::Error naming `op` for a convolution the kernels cannot run: a batch past the grid,
+// dtypes other than F16/BF16 weights with inputs and outputs of theirs or F32.
+void check_runs(const ImplicitGemmConv& a, const char* op) {
   if (a.batch > 65535) {
     throw Error(std::string("cuda: ") + op + ": batch " + std::to_string(a.batch) +
                 " exceeds the implicit-GEMM convolution's grid (65535)");
+  }
+  if (a.dtype != DType::F16 && a.dtype != DType::BF16) {
+    throw Error(std::string("cuda: ") + op + ": the implicit-GEMM convolution takes F16 or BF16");
   }
   const auto around = [&](DType d) { return d == a.dtype || d == DType::F32; };
   if (!around(a.input_dtype) || !around(a.output_dtype)) {
@@ -498,12 +622,38 @@ void implicit_gemm_conv1d(const ImplicitGemmConv& a, cudaStream_t stream, const 
                 std::string(dtype_name(a.output_dtype)) + " around " +
                 std::string(dtype_name(a.dtype)) + " weights; it takes those or F32");
   }
+}
+
+}  // namespace
+
+void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                               cudaStream_t stream, const char* op) {
+  if (first.batch == 0 || second.out_channels == 0 || second.out_steps == 0) return;
+  check_runs(first, op);
+  check_runs(second, op);
+  const bool same_length = first.out_steps == second.out_steps &&
+                           2 * first.padding == (first.kernel - 1) * first.dilation &&
+                           2 * second.padding == (second.kernel - 1) * second.dilation;
+  if (first.dtype != second.dtype || first.batch != second.batch ||
+      first.out_channels != second.in_channels || !same_length) {
+    throw Error(std::string("cuda: ") + op +
+                ": the implicit-GEMM convolution pair needs one dtype, one batch, the first's "
+                "output channels as the second's input and both keeping the length");
+  }
+  if (first.dtype == DType::F16) {
+    launch_pair_for<__half>(first, second, stream, op);
+  } else {
+    launch_pair_for<__nv_bfloat16>(first, second, stream, op);
+  }
+}
+
+void implicit_gemm_conv1d(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
+  if (a.batch == 0 || a.out_channels == 0 || a.out_steps == 0) return;
+  check_runs(a, op);
   if (a.dtype == DType::F16) {
     launch_for<__half>(a, stream, op);
-  } else if (a.dtype == DType::BF16) {
-    launch_for<__nv_bfloat16>(a, stream, op);
   } else {
-    throw Error(std::string("cuda: ") + op + ": the implicit-GEMM convolution takes F16 or BF16");
+    launch_for<__nv_bfloat16>(a, stream, op);
   }
 }
 

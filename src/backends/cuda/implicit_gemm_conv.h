@@ -48,6 +48,17 @@ struct ImplicitGemmConv {
   bool allow_wgmma = false;
 };
 
+// Two convolutions of one length in a row (core/backend.h's Conv1dPair) through the mma.sync
+// kernel: the first writes its output, leaky ReLU applied and rounded to the weights' dtype,
+// straight into the second's time-major input (second.transposed_input), so the second needs no
+// transpose and the intermediate is never written channel-major. first.out and second.x are
+// not used; second.input_leaky_relu is what the first applies on the way out. Both must keep
+// the length (2·padding = dilation·(kernel − 1)) and share dtype, arranged_weight may be one
+// buffer (the second's weights are arranged after the first has run), the transposed inputs are
+// two.
+void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                               cudaStream_t stream, const char* op);
+
 // Whether implicit_gemm_conv1d() runs this convolution: stride 1, no groups, F16 or BF16, and a
 // kernel and halo that fit its shared memory.
 bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,
