@@ -701,9 +701,10 @@ namespace {
 
 // Whether the implicit GEMM takes a conv1d of `weight` with `p` over `batch` sequences of `steps`
 // of `in_dtype` into `out_dtype`: where im2col's columns would not fit one chunk (the vocoder's
-// long sequences: K× the input through memory), and not pointwise; im2col + cuBLAS run the short
-// ones, where cuBLAS's tiles fill the device better. Under mixed precision the input and output
-// may be F32 around F16/BF16 weights.
+// long sequences: K× the input through memory) or its blocks fill the device anyway (HiFiGAN's
+// first stage at one sequence: 17 % off the vocoder's time at B = 1, bench/NOTES.md), and not
+// pointwise; im2col + cuBLAS run the short ones, where cuBLAS's tiles fill the device better.
+// Under mixed precision the input and output may be F32 around F16/BF16 weights.
 bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Tensor& weight,
                          DType out_dtype, const Conv1dParams& p) {
   if (weight.dim() != 3) return false;
@@ -713,7 +714,9 @@ bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Ten
   const int64_t k = weight.size(2);
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
   const bool long_columns = batch * weight.size(1) * k * steps > kScratchElements;
-  return !pointwise && long_columns && dtypes &&
+  const bool long_enough =
+      long_columns || cuda::implicit_gemm_fills_device(batch, weight.size(0), steps);
+  return !pointwise && long_enough && dtypes &&
          cuda::implicit_gemm_conv1d_supported(dtype, k, p.dilation, p.stride, p.groups);
 }
 

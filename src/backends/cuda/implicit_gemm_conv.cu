@@ -593,6 +593,11 @@ int64_t implicit_gemm_transposed_input_elements(int64_t batch, int64_t in_channe
   return batch * transposed_rows(out_steps, (kernel - 1) * dilation) * padded_channels(in_channels);
 }
 
+bool implicit_gemm_fills_device(int64_t batch, int64_t out_channels, int64_t out_steps) {
+  return (out_steps + kBlockSteps - 1) / kBlockSteps * batch * ((out_channels + 63) / 64) >=
+         multiprocessors();
+}
+
 bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,
                                     int64_t groups) {
   if ((dtype != DType::F16 && dtype != DType::BF16) || stride != 1 || groups != 1 || kernel < 1 ||

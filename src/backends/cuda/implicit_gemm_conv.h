@@ -63,6 +63,9 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
 // kernel and halo that fit its shared memory.
 bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,
                                     int64_t groups);
+// Whether implicit_gemm_conv1d() gives every multiprocessor of the current device a block of 64
+// output channels × 128 steps for an output of this size.
+bool implicit_gemm_fills_device(int64_t batch, int64_t out_channels, int64_t out_steps);
 // Elements of ImplicitGemmConv::arranged_weight.
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
                                                int64_t kernel);
