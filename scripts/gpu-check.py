@@ -23,7 +23,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          loop (bench/chattts_peer.py) on the same random weights (CHATTTS_BENCH=0 skips them);
       5. a summary table (tests passed/failed, sanitizer errors).
   scripts/gpu-check.py quick
-      Steps 1, 2 and 5 only: about 20 s, to fold into another run.
+      Steps 1, 2 and 5 only: about 3 minutes (the convolution paths' cases are most of it).
+  scripts/gpu-check.py memcheck
+      Steps 1, 3 and 5 only: the sanitizer's run, for a call after a quick one.
   scripts/gpu-check.py bench
       Steps 1, 4 and 5 only.
   scripts/gpu-check.py serve
@@ -420,7 +422,7 @@ def chattts_bench(logs, report):
 
 
 def check(mode):
-    """check, quick or bench: the steps of `mode`; returns the exit status."""
+    """check, quick, memcheck or bench: the steps of `mode`; returns the exit status."""
     logs = logs_folder()
     use_dist_libraries()
     os.environ["VOXD_SOURCE_DIR"] = str(ROOT)
@@ -439,14 +441,12 @@ def check(mode):
         if not os.access(DIST / "bin" / test.name, os.X_OK):
             print(f"missing {DIST}/bin/{test.name}: run 'scripts/gpu-pack.sh' first")
             return 2
-    if mode != "bench":
+    if mode in ("check", "quick"):
         gpu_tests_step(tests, logs, report)
-        if mode == "quick":
-            print("== 5. summary (quick: no memcheck, no benchmarks)")
-            print(report.table(26), end="")
-            return report.exit_status()
+    if mode in ("check", "memcheck"):
         memcheck_step(tests, logs, report)
-    bench_step(logs, report)
+    if mode in ("check", "bench"):
+        bench_step(logs, report)
     print("== 5. summary")
     print(report.table(26), end="")
     return report.exit_status()
@@ -1206,7 +1206,7 @@ def seeds():
 
 def main(argv):
     mode = argv[1] if len(argv) > 1 else "check"
-    if mode in ("check", "quick", "bench"):
+    if mode in ("check", "quick", "memcheck", "bench"):
         return check(mode)
     if mode == "serve":
         return serve()
@@ -1217,7 +1217,7 @@ def main(argv):
     if mode == "seeds":
         return seeds()
     print("usage: scripts/gpu-check.py "
-          "[check|quick|bench|serve|chattts-serve|sambert-serve|seeds]")
+          "[check|quick|memcheck|bench|serve|chattts-serve|sambert-serve|seeds]")
     return 2
 
 

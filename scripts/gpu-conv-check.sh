@@ -6,7 +6,8 @@
 #   (packed with GPU_TESTS=test_cuda_ops GPU_BENCHES=voxd_gpu_bench scripts/gpu-pack.sh)
 #
 # 1. the op table's conv1d cases in F16 and BF16 (and the wgmma test) through the default path
-#    (the mma.sync implicit GEMM) and through VOXD_CUDA_CONV=wgmma, the two in parallel;
+#    (the mma.sync implicit GEMM) and through VOXD_CUDA_CONV=wgmma, the two in parallel (OPS=0
+#    skips them, after a gpu-check.py quick in the same call);
 # 2. voxd_gpu_bench on lj-v1 f16 at batches 1, 8 and 32 through each path;
 # 3. ncu's kernel time by kernel name over a batch-of-8 pass through each path
 #    (bench/ncu_summary.py; NCU_PATHS narrows the paths), and ncu's speed-of-light and
@@ -29,6 +30,9 @@ VOICES=/tmp/voxd-bench-voices
 [[ -f $VOICES/lj-v1/config.json ]] || python3 tools/make_bench_voices.py --out "$VOICES" >/dev/null
 
 echo "== 1. conv1d op cases (F16, BF16) per path"
+if [[ ${OPS:-1} == 0 ]]; then
+  echo "skipped (OPS=0)"
+else
 FILTER='CudaOps.Conv1d/F16:CudaOps.Conv1d/BF16:*Wgmma*'
 $BIN/test_cuda_ops --gtest_filter="$FILTER" >"$LOGS/ops-auto.log" 2>&1 &
 auto=$!
@@ -40,6 +44,7 @@ for path in auto wgmma; do
   grep -E "^\[  (PASSED|FAILED) " "$LOGS/ops-$path.log" | sed "s/^/$path: /"
 done
 echo "exit: auto $auto_rc, wgmma $wgmma_rc"
+fi
 
 echo "== 2. voxd_gpu_bench lj-v1 f16 per path"
 for path in auto wgmma; do
