@@ -714,8 +714,9 @@ bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Ten
   const int64_t k = weight.size(2);
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
   const bool long_columns = batch * weight.size(1) * k * steps > kScratchElements;
+  const int64_t out_steps = steps + 2 * p.padding - p.dilation * (k - 1);  // at stride 1
   const bool long_enough =
-      long_columns || cuda::implicit_gemm_fills_device(batch, weight.size(0), steps);
+      long_columns || cuda::implicit_gemm_fills_device(batch, weight.size(0), out_steps);
   return !pointwise && long_enough && dtypes &&
          cuda::implicit_gemm_conv1d_supported(dtype, k, p.dilation, p.stride, p.groups);
 }
