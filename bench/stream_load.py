@@ -51,10 +51,12 @@ TEXTS = [
 
 
 def request_body(voice, sentences, i):
-    """Client i's request: `sentences` of TEXTS from the i-th on, streamed 16-bit PCM."""
+    """Client i's request: `sentences` of TEXTS from the i-th on, streamed 16-bit PCM at the
+    voice's own rate (voxd's pcm is OpenAI's 24 kHz unless asked otherwise; --sample-rate names
+    the voice's)."""
     text = " ".join(TEXTS[(i + k) % len(TEXTS)] for k in range(sentences))
     return json.dumps({"model": "tts-1", "voice": voice, "response_format": "pcm",
-                       "input": text}).encode()
+                       "sample_rate": "native", "input": text}).encode()
 
 
 async def one_stream(host, port, path, body, api_key, timeout, delay):
