@@ -84,11 +84,12 @@ WAYS = {"sequential": "one request at a time", "batched": "infer() on lists of B
 @dataclasses.dataclass
 class Job:
     """A request in the service: its text, the codes it makes, when it was sent (perf_counter)
-    and what it got."""
+    and what it got; `audio`, when a list, also gets the samples of each arrival (float32)."""
     text: str
     tokens: int
     sent: float = 0.0
     record: workload.Record = dataclasses.field(default_factory=workload.Record)
+    audio: list = None
 
 
 def jobs_of(requests, tokens_per_sentence):
@@ -208,11 +209,13 @@ class OriginalChat:
         those of them within the job's own audio."""
         now = time.perf_counter()
         stop = wav.shape[1] if stop is None else stop
-        for job, frames in zip(jobs, end.tolist()):
+        for row, (job, frames) in enumerate(zip(jobs, end.tolist())):
             own = self.hop * (2 * frames - 1) if frames > 0 else 0
             samples = max(0, min(stop, own) - start)
             if samples > 0:
                 job.record.arrivals.append((now - job.sent, samples))
+                if job.audio is not None:
+                    job.audio.append(wav[row, start:start + samples])
 
 
 def serve(chat, way, jobs, stream, batch=1):
@@ -390,23 +393,29 @@ def parser():
     return p
 
 
-def main():
-    args = parser().parse_args()
-    start = time.monotonic()
-    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    torch.manual_seed(args.seed)
+def original_chat(voice, dtype, device):
+    """(OriginalChat on the voice, in `dtype` (f32, f16, bf16) on `device`, its WordPiece
+    tokenizer from the voice's file; the codes a sentence makes: infer_code's max_new_token)."""
     import tokenizers
-    import transformers
-    config = json.load(open(os.path.join(args.voice, "config.json")))
-    tokenizer = tokenizers.Tokenizer.from_file(
-        os.path.join(args.voice, config["tokenizer"]["file"]))
-    chat = OriginalChat(chattts_peer.build(args.voice, dtype, args.device),
+    config = json.load(open(os.path.join(voice, "config.json")))
+    tokenizer = tokenizers.Tokenizer.from_file(os.path.join(voice, config["tokenizer"]["file"]))
+    torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    chat = OriginalChat(chattts_peer.build(voice, torch_dtype, device),
                         lambda text: tokenizer.encode(text, add_special_tokens=False).ids)
     code = config["infer_code"]
-    args.tokens = args.tokens or code["max_new_token"]
     if code["min_new_token"] != code["max_new_token"]:
         print(f"note: the voice's infer_code min_new_token {code['min_new_token']} != "
               f"max_new_token {code['max_new_token']}: voxd's sentences may end early")
+    return chat, code["max_new_token"]
+
+
+def main():
+    args = parser().parse_args()
+    start = time.monotonic()
+    torch.manual_seed(args.seed)
+    import transformers
+    chat, tokens = original_chat(args.voice, args.dtype, args.device)
+    args.tokens = args.tokens or tokens
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {device_name}, "
           f"LlamaModel {args.dtype}, {args.tokens} codes a sentence, {args.sentences} sentences "

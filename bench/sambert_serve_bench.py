@@ -104,6 +104,12 @@ def workload(requests, seed):
     return out
 
 
+def seeds_sentences():
+    """[(symbols, ids)]: the sentences of bench/seeds_table.py's Sambert requests (twelve
+    utterances of workload() at a fixed seed), the same on the client and the server."""
+    return workload(12, seed=19)
+
+
 def import_kantts(checkout):
     """KanTtsSAMBERT and Generator from a KAN-TTS checkout, its model code as it is; the packages'
     __init__ files (the trainers) are not run, and what only training imports is stubbed."""
@@ -139,51 +145,57 @@ def import_kantts(checkout):
     return KanTtsSAMBERT, Generator
 
 
-def load_original(args):
-    """KAN-TTS's acoustic model and vocoder on the bench voice's checkpoints, ready to infer."""
-    import torch
-    import yaml
-    KanTtsSAMBERT, Generator = import_kantts(args.kantts)
-    folder = os.path.join(args.work, "modelscope")
-    with open(os.path.join(folder, "am", "config.yaml")) as f:
-        am_config = yaml.safe_load(f)
-    state = torch.load(os.path.join(folder, "am", "ckpt", "checkpoint_1.pth"), map_location="cpu")
-    params = dict(am_config["Model"]["KanTtsSAMBERT"]["params"])
-    for name, table in (("sy", "text_encoder.sy_emb"), ("tone", "text_encoder.tone_emb"),
-                        ("syllable_flag", "text_encoder.syllable_flag_emb"),
-                        ("word_segment", "text_encoder.ws_emb"),
-                        ("emotion", "emo_tokenizer"), ("speaker", "spk_tokenizer")):
-        params[name] = state["model"][table + ".weight"].shape[0]
-    device = torch.device(args.original_device)
-    fsnet = KanTtsSAMBERT(params).to(device)
-    fsnet.load_state_dict(state["model"], strict=False)
-    fsnet.eval()
-    generator = Generator(**GENERATOR).to(device)
-    generator.load_state_dict(torch.load(os.path.join(folder, "voc", "ckpt", "checkpoint_1.pth"),
-                                         map_location="cpu")["model"]["generator"])
-    generator.remove_weight_norm()
-    generator.eval()
+class OriginalSambert:
+    """KAN-TTS's acoustic model and vocoder from a ModelScope voice folder (am/ and voc/), on
+    `device` in float32 (KAN-TTS's decoder makes its frames in float32), ready to infer.
+    speak() is not safe from two threads at once: the decoder keeps an utterance's attention
+    state in its modules (ModelScope holds a lock around it)."""
 
-    def speak(ids):
-        """One utterance as ModelScope's voice makes it; returns its samples."""
-        ling, emotion, speaker = ids
+    def __init__(self, kantts, folder, device):
+        import torch
+        import yaml
+        KanTtsSAMBERT, Generator = import_kantts(kantts)
+        with open(os.path.join(folder, "am", "config.yaml")) as f:
+            am_config = yaml.safe_load(f)
+        state = torch.load(os.path.join(folder, "am", "ckpt", "checkpoint_1.pth"),
+                           map_location="cpu")
+        params = dict(am_config["Model"]["KanTtsSAMBERT"]["params"])
+        for name, table in (("sy", "text_encoder.sy_emb"), ("tone", "text_encoder.tone_emb"),
+                            ("syllable_flag", "text_encoder.syllable_flag_emb"),
+                            ("word_segment", "text_encoder.ws_emb"),
+                            ("emotion", "emo_tokenizer"), ("speaker", "spk_tokenizer")):
+            params[name] = state["model"][table + ".weight"].shape[0]
+        self.device = torch.device(device)
+        self.fsnet = KanTtsSAMBERT(params).to(self.device)
+        self.fsnet.load_state_dict(state["model"], strict=False)
+        self.fsnet.eval()
+        self.generator = Generator(**GENERATOR).to(self.device)
+        self.generator.load_state_dict(torch.load(
+            os.path.join(folder, "voc", "ckpt", "checkpoint_1.pth"),
+            map_location="cpu")["model"]["generator"])
+        self.generator.remove_weight_norm()
+        self.generator.eval()
+
+    def speak(self, ids):
+        """The samples (float32 numpy) of one utterance ((ling [N][4], emotion [N], speaker
+        [N])) as ModelScope's voice makes it: infer_sambert.py's am_synthesis call, then the
+        vocoder over the whole mel."""
+        import torch
+        ling, emotion, speaker = (torch.tensor([x], device=self.device) for x in ids)
         with torch.no_grad():
-            res = fsnet(torch.tensor([ling], device=device), torch.tensor([emotion], device=device),
-                        torch.tensor([speaker], device=device),
-                        torch.tensor([len(ling)], device=device))
+            res = self.fsnet(ling, emotion, speaker, torch.tensor([len(ids[0])],
+                                                                  device=self.device))
             valid = int(res["LR_length_rounded"][0].item())
             mel = res["postnet_outputs"][0, :valid, :]
-            audio = generator(mel.t().unsqueeze(0)).squeeze()
-            return audio.cpu().numpy().size
-
-    return speak
+            return self.generator(mel.t().unsqueeze(0)).squeeze().float().cpu().numpy()
 
 
 def run_original(args, requests):
     import torch
     torch.backends.cudnn.benchmark = True
     cuda = args.original_device.startswith("cuda")
-    speak = load_original(args)
+    folder = os.path.join(args.work, "modelscope")
+    speak = OriginalSambert(args.kantts, folder, args.original_device).speak
     speak(requests[0][1])  # warm-up: cuDNN's plans, the allocator
     if cuda:
         torch.cuda.synchronize()
@@ -194,7 +206,7 @@ def run_original(args, requests):
     start = time.perf_counter()
     for _, ids in requests:
         t = time.perf_counter()
-        samples += speak(ids)
+        samples += speak(ids).size
         latencies.append(time.perf_counter() - t)
     wall = time.perf_counter() - start
     result["serial"] = {"requests": len(requests), "p50_ms": statistics.median(latencies) * 1000,
@@ -204,7 +216,8 @@ def run_original(args, requests):
     result["peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30 if cuda else 0.0
     print(f"original, one at a time: {json.dumps(result)}", flush=True)
     # Copies of the models, one a thread.
-    speakers = [load_original(args) for _ in range(args.threads)]
+    speakers = [OriginalSambert(args.kantts, folder, args.original_device).speak
+                for _ in range(args.threads)]
     for s in speakers:
         s(requests[0][1])
     counts = [0] * args.threads
@@ -213,7 +226,7 @@ def run_original(args, requests):
     def worker(i):
         for k in range(i, len(requests), args.threads):
             t = time.perf_counter()
-            counts[i] += speakers[i](requests[k][1])
+            counts[i] += speakers[i](requests[k][1]).size
             times.append(time.perf_counter() - t)
 
     start = time.perf_counter()

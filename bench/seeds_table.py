@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""The seeds' before/after table, side by side (issue 19): one FastSpeech2 + HiFiGAN voice served
-by `voxd serve` and the seeds' way (bench/pytorch_server.py: PyTorch eager, a thread per request,
-and seed 003's padded-batch queue of 4), measured by the same client (bench/stream_load.py's
-requests, streamed 16-bit PCM) one way after the other on one machine:
+"""The seeds' before/after table, side by side (issue 19): one voice served by `voxd serve` and
+the seeds' way (bench/pytorch_server.py: the family's PyTorch model in eager mode, a thread per
+request, and seed 003's padded-batch queue of 4, or for KAN-TTS, whose inference takes one
+utterance at a time, a pool of 4 model copies), measured by the same client (streamed 16-bit
+PCM; requests of --sentences sentences from the family's list) one way after the other on one
+machine, for each family (--family): FastSpeech2 + HiFiGAN (PyTorch on voxd's reference
+modules), Sambert-HiFiGAN (KAN-TTS's own code) and ChatTTS (its infer() as the original runs it):
 
   cold start        process start to the first audio byte of the first request;
   one request       time to first audio and to the end, median of --alone requests in turn,
@@ -15,18 +18,23 @@ requests, streamed 16-bit PCM) one way after the other on one machine:
                     for the others) and NVML's peak used bytes of the device over the whole way.
 
 Writes the JSON (--json), prints a Markdown table, and with --plots DIR draws throughput and p95
-time to first audio against concurrency, and device memory over time, as SVG files. Without
-NVML (no GPU) its columns are "-". --from-json prints the table and draws the charts of a saved
-run without measuring (a GPU call's charts can stay behind when it returns too many files).
+time to first audio against concurrency, and device memory over time, as SVG files
+(seeds-FAMILY-*.svg). Without NVML (no GPU) its columns are "-". --from-json prints the table
+and draws the charts of a saved run without measuring (a GPU call's charts can stay behind when
+it returns too many files).
 
     python3 bench/seeds_table.py --voice voices/en-demo --voxd build/src/cli/voxd \\
         [--device cuda] [--dtype f16] [--search 1,2,4,...,512] [--json OUT] [--plots DIR]
+    python3 bench/seeds_table.py --family sambert --voice WORK/voice --voice-name sambert-bench \\
+        --peer-voice WORK/modelscope --kantts KAN-TTS --voxd ... --dtype f16 --peer-dtype f32
+    python3 bench/seeds_table.py --family chattts --voice DIR --voxd ... --peer-dtype f32
     python3 bench/seeds_table.py --from-json seeds.json --plots docs
 """
 import argparse
 import asyncio
 import collections
 import ctypes
+import dataclasses
 import json
 import math
 import os
@@ -44,11 +52,48 @@ sys.path.insert(0, BENCH)
 
 import serve_workload as workload  # noqa: E402
 import stream_load  # noqa: E402
-from stream_load import request_body  # noqa: E402
 
-WAYS = ["voxd", "threads", "batch"]
-LABELS = {"voxd": "voxd serve", "threads": "PyTorch, a thread per request",
-          "batch": "PyTorch, padded batch of 4 (seed 003)"}
+
+@dataclasses.dataclass
+class Family:
+    """What the client sends a family's servers, and how its ways are named."""
+    rate: int                  # the audio's samples a second
+    ways: list                 # voxd's, then the seeds'
+    labels: dict               # way -> the table's name for it
+    fields: dict               # added to every request's JSON body
+    texts: object              # () -> the sentences a request is made of
+
+
+def sambert_texts():
+    import sambert_serve_bench
+    return [symbols for symbols, _ in sambert_serve_bench.seeds_sentences()]
+
+
+FAMILIES = {
+    "fastspeech2": Family(22050, ["voxd", "threads", "batch"],
+                          {"voxd": "voxd serve", "threads": "PyTorch, a thread per request",
+                           "batch": "PyTorch, padded batch of 4 (seed 003)"},
+                          {}, lambda: stream_load.TEXTS),
+    "sambert": Family(16000, ["voxd", "threads", "pool"],
+                      {"voxd": "voxd serve",
+                       "threads": "KAN-TTS, a thread per request (one model, ModelScope's lock)",
+                       "pool": "KAN-TTS, a pool of 4 model copies"},
+                      {"input_format": "kantts_symbols"}, sambert_texts),
+    "chattts": Family(24000, ["voxd", "threads", "batch"],
+                      {"voxd": "voxd serve", "threads": "ChatTTS, a thread per request",
+                       "batch": "ChatTTS, padded batch of 4 (seed 003)"},
+                      {"refine_text": False}, lambda: stream_load.TEXTS),
+}
+
+
+def request_body(args, sentences, i):
+    """Client i's request: `sentences` of the family's sentences from the i-th on, 16-bit PCM at
+    the voice's own rate (the family's; voxd's pcm is 24 kHz unless asked otherwise)."""
+    texts = args.texts
+    text = " ".join(texts[(i + k) % len(texts)] for k in range(sentences))
+    return json.dumps({"model": "tts-1", "voice": args.voice_name, "response_format": "pcm",
+                       "sample_rate": "native", "input": text,
+                       **args.family_spec.fields}).encode()
 
 
 class Nvml:
@@ -178,12 +223,15 @@ def server_memory(url):
         return None
 
 
-def closed_loop(url, voice, users, seconds, sentences, timeout, rate):
-    """`users` clients each sending requests back to back for `seconds`: (audio-s/s, errors)."""
+def closed_loop(url, args, users):
+    """`users` clients each sending requests back to back for --users-seconds: (audio-s/s,
+    errors)."""
+    seconds, timeout, rate = args.users_seconds, args.timeout, args.sample_rate
+
     async def user(k, stop_at, tally):
         i = k
         while time.monotonic() < stop_at:
-            (result,) = await requests_at_once(url, [request_body(voice, sentences, i)],
+            (result,) = await requests_at_once(url, [request_body(args, args.sentences, i)],
                                                timeout)
             tally["audio"] += result[3] if ok(result) else 0
             tally["errors"] += 0 if ok(result) else 1
@@ -205,12 +253,16 @@ def measure_way(way, args, nvml):
         command = [args.voxd, "serve", "--voice", args.voice, "--port", "0", "--device",
                    args.device, "--log-format", "json", "--max-connections", "2048",
                    "--max-queue", "4096"] + (["--dtype", args.dtype] if args.dtype else [])
+        command += args.serve_args.split()
         if args.voxd_library_path:
             env["LD_LIBRARY_PATH"] = args.voxd_library_path
     else:
-        command = [sys.executable, os.path.join(BENCH, "pytorch_server.py"), "--voice",
-                   args.voice, "--voxd", args.voxd, "--port", "0", "--device", args.device,
-                   "--dtype", args.dtype or "f32", "--mode", way]
+        command = [sys.executable, os.path.join(BENCH, "pytorch_server.py"), "--family",
+                   args.family, "--voice", args.peer_voice or args.voice, "--voxd", args.voxd,
+                   "--port", "0", "--device", args.device, "--dtype",
+                   args.peer_dtype or args.dtype or "f32", "--mode", way]
+        if args.kantts:
+            command += ["--kantts", args.kantts]
         if args.voxd_library_path:
             command += ["--voxd-library-path", args.voxd_library_path]
     sampler = Sampler(nvml)
@@ -220,36 +272,35 @@ def measure_way(way, args, nvml):
     except BaseException:
         sampler.stop()
         raise
-    figures = {"way": way, "label": LABELS[way], "listening_s": listening_s}
+    label = args.family_spec.labels[way]
+    figures = {"way": way, "label": label, "listening_s": listening_s}
     try:
-        first = asyncio.run(requests_at_once(url, [request_body(args.voice_name, 1, 0)],
-                                             args.timeout))
+        first = asyncio.run(requests_at_once(url, [request_body(args, 1, 0)], args.timeout))
         if not ok(first[0]):
             time.sleep(0.5)  # the server's own account of the failure, read on its thread
-            raise SystemExit(f"{LABELS[way]}: the first request failed: "
+            raise SystemExit(f"{label}: the first request failed: "
                              f"{stream_load.error_kind(first[0])}; the server's last output:\n"
                              + "\n".join(output))
         figures["cold_start_s"] = time.monotonic() - start - first[0][2] + first[0][1]
         # Each single request twice, the second timed: the first pays what a server pays once
         # per shape (PyTorch's kernel choice and loading; the cold start column counts that).
         alone = [[asyncio.run(requests_at_once(
-            url, [request_body(args.voice_name, args.sentences, i)], args.timeout))[0]
+            url, [request_body(args, args.sentences, i)], args.timeout))[0]
             for _ in range(2)][1] for i in range(args.alone)]
         alone = [r for r in alone if ok(r)]
         if not alone:
-            raise SystemExit(f"{LABELS[way]}: every one of {args.alone} single requests failed")
+            raise SystemExit(f"{label}: every one of {args.alone} single requests failed")
         figures["alone_ttfa_ms"] = statistics.median(1000 * r[1] for r in alone)
         figures["alone_total_ms"] = statistics.median(1000 * r[2] for r in alone)
         figures["users"] = []
         for users in (1, 2):
             mark = sampler.mark()
-            rate, errors = closed_loop(url, args.voice_name, users, args.users_seconds,
-                                       args.sentences, args.timeout, args.sample_rate)
+            rate, errors = closed_loop(url, args, users)
             figures["users"].append({"users": users, "audio_per_s": rate, "errors": errors,
                                      "gpu_utilization": sampler.utilization_since(mark)})
         figures["search"], figures["most_users"] = [], None
         for n in args.search:
-            bodies = [request_body(args.voice_name, args.sentences, i) for i in range(n)]
+            bodies = [request_body(args, args.sentences, i) for i in range(n)]
             begin = time.monotonic()
             results = asyncio.run(requests_at_once(url, bodies, args.timeout))
             s = summary(results, time.monotonic() - begin, args.sample_rate)
@@ -344,36 +395,45 @@ def svg_chart(path, title, x_label, y_label, series, log_x=False):
         f.write("\n".join(parts) + "\n")
 
 
-def plots(ways, directory):
+def plots(ways, directory, family):
+    """The three charts of one family's run: DIRECTORY/seeds-FAMILY-{throughput,ttfa,memory}.svg."""
     os.makedirs(directory, exist_ok=True)
-    svg_chart(os.path.join(directory, "seeds-throughput.svg"), "Audio-seconds per second",
+    name = os.path.join(directory, f"seeds-{family}-")
+    svg_chart(name + "throughput.svg", f"Audio-seconds per second ({family})",
               "requests at once", "audio-s/s",
               {w["label"]: [(s["concurrency"], s["audio_per_s"]) for s in w["search"]]
                for w in ways}, log_x=True)
-    svg_chart(os.path.join(directory, "seeds-ttfa.svg"), "p95 time to first audio",
+    svg_chart(name + "ttfa.svg", f"p95 time to first audio ({family})",
               "requests at once", "ms",
               {w["label"]: [(s["concurrency"], s["ttfa_p95_ms"]) for s in w["search"]]
                for w in ways}, log_x=True)
-    svg_chart(os.path.join(directory, "seeds-memory.svg"), "Device memory used (NVML)",
+    svg_chart(name + "memory.svg", f"Device memory used, NVML ({family})",
               "seconds since the server started", "MiB",
               {w["label"]: [(t, u / 2**20) for t, u in w["memory_over_time"]] for w in ways})
 
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--voice", help="a FastSpeech2 + HiFiGAN voice folder (to measure)")
+    p.add_argument("--family", choices=sorted(FAMILIES), default="fastspeech2")
+    p.add_argument("--voice", help="voxd's voice folder (to measure)")
+    p.add_argument("--voice-name", help="the voice's name in requests (default: its folder's)")
+    p.add_argument("--peer-voice", help="the seeds' server's voice folder (default: --voice; "
+                                        "sambert: the ModelScope voice)")
+    p.add_argument("--kantts", help="a KAN-TTS checkout (sambert)")
     p.add_argument("--voxd", help="the voxd binary (served, and the front end; to measure)")
     p.add_argument("--voxd-library-path", help="LD_LIBRARY_PATH for voxd serve alone")
+    p.add_argument("--serve-args", default="", help="more voxd serve options")
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default=None, help="f16, f32 (default: each side's own)")
-    p.add_argument("--ways", default=",".join(WAYS), help="of voxd, threads, batch")
+    p.add_argument("--peer-dtype", help="the seeds' server's dtype (default: --dtype, or f32)")
+    p.add_argument("--ways", help="of the family's (default: all; fastspeech2 and chattts: "
+                                  "voxd, threads, batch; sambert: voxd, threads, pool)")
     p.add_argument("--sentences", type=int, default=2, help="sentences a request")
     p.add_argument("--alone", type=int, default=5, help="single requests in turn")
     p.add_argument("--users-seconds", type=float, default=10.0)
     p.add_argument("--search", default="1,2,4,8,16,32,64,128,256,512",
                    help="requests at once, in order; the search stops at the first that misses")
     p.add_argument("--ttfa-ms", type=float, default=200.0)
-    p.add_argument("--sample-rate", type=int, default=22050)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--plots", help="a folder for the SVG charts")
@@ -386,28 +446,34 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
-            ways = json.load(f)["ways"]
-        print(table(ways, args.ttfa_ms), end="")
+            saved = json.load(f)
+        print(table(saved["ways"], args.ttfa_ms), end="")
         if args.plots:
-            plots(ways, args.plots)
+            plots(saved["ways"], args.plots, saved.get("family", "fastspeech2"))
         return 0
     if not args.voice or not args.voxd:
         p.error("--voice and --voxd are needed to measure (or --from-json for a saved run)")
+    spec = args.family_spec = FAMILIES[args.family]
+    names = args.ways.split(",") if args.ways else spec.ways
+    unknown = [w for w in names if w not in spec.ways]
+    if unknown:
+        p.error(f"--ways: {', '.join(unknown)} not of {args.family}'s ({', '.join(spec.ways)})")
     args.search = [int(n) for n in args.search.split(",") if n.strip()]
-    args.voice_name = os.path.basename(os.path.normpath(args.voice))
+    args.voice_name = args.voice_name or os.path.basename(os.path.normpath(args.voice))
+    args.texts, args.sample_rate = spec.texts(), spec.rate
     nvml = Nvml()
     ways = []
-    for way in args.ways.split(","):
+    for way in names:
         ways.append(measure_way(way, args, nvml))
         shown = {k: v for k, v in ways[-1].items() if k != "memory_over_time"}
-        print(f"{LABELS[way]}: {json.dumps(shown)}", flush=True)
+        print(f"{spec.labels[way]}: {json.dumps(shown)}", flush=True)
         if args.json:  # after each way, so that a run cut short keeps what it measured
             with open(args.json, "w", encoding="utf-8") as f:
-                json.dump({"voice": args.voice, "device": args.device, "ways": ways}, f,
-                          indent=1)
+                json.dump({"family": args.family, "voice": args.voice, "device": args.device,
+                           "ways": ways}, f, indent=1)
     print(table(ways, args.ttfa_ms), end="")
     if args.plots:
-        plots(ways, args.plots)
+        plots(ways, args.plots, args.family)
     return 0
 
 

@@ -85,12 +85,17 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       SAMBERT_SERVE_TIMEOUT seconds (400); writes sambert-serve.json in OUT.
 
   scripts/gpu-check.py seeds
-      The seeds' before/after table (issue 19): 1. nvidia-smi; 2. bench/seeds_table.py on the
-      lj-v1 bench voice: voxd serve beside bench/pytorch_server.py (PyTorch eager, a thread per
-      request, and seed 003's padded batch of 4), F16 on CUDA, one way after the other: cold
-      start, one request, GPU utilisation at 1 and 2 users, the most users within 200 ms p95
-      first audio, peak memory (allocator and NVML); SEEDS_ARGS added to its options, capped at
-      SEEDS_TIMEOUT seconds (500); seeds.json and seeds-plots/ (SVG) in OUT.
+      The seeds' before/after table (issue 19): 1. nvidia-smi; 2. bench/seeds_table.py for each
+      family of SEEDS_FAMILIES (fastspeech2,sambert,chattts): voxd serve (F16) beside
+      bench/pytorch_server.py (the family's PyTorch model in eager mode: a thread per request,
+      and seed 003's padded batch of 4 or, for KAN-TTS, a pool of 4 model copies), one way after
+      the other: cold start, one request, GPU utilisation at 1 and 2 users, the most users
+      within 200 ms p95 first audio, peak memory (allocator and NVML). Voices: lj-v1; the
+      Sambert bench voice of bench/sambert_serve_bench.py with KAN-TTS from KANTTS_DIR
+      (.peer/KAN-TTS: carry it); the ChatTTS bench voice at CHATTTS_SERVE_TOKENS codes a
+      sentence. SEEDS_ARGS added to each run's options, each capped at SEEDS_TIMEOUT seconds
+      (180); seeds-FAMILY.json in OUT (the charts are drawn from them afterwards:
+      bench/seeds_table.py --from-json).
 
 GPU_TESTS (names separated by spaces) narrows the test binaries run. Logs go to OUT (or a
 temporary folder). Exit status 0 only when every step passed (serve: the suite passed, every
@@ -1181,25 +1186,64 @@ def sambert_serve():
 # seeds: the seeds' before/after table, voxd serve beside PyTorch served their way (issue 19)
 
 
+# voxd serve's options for ChatTTS in the seeds' table: chattts-serve's memory and batch, the
+# device and connection limits being the table's own.
+SEEDS_CHATTTS_SERVE_ARGS = "--max-batch 512 --kv-cache 6GiB --gpu-memory-limit 16GiB"
+
+
+def seeds_voice(family, logs, report):
+    """seeds_table.py's options naming `family`'s voices (made here if missing), or None (reported)
+    when they could not be made: lj-v1; the Sambert bench voice of bench/sambert_serve_bench.py
+    (its ModelScope folder for KAN-TTS, KANTTS_DIR's checkout); the ChatTTS bench voice with
+    CHATTTS_SERVE_TOKENS codes a sentence."""
+    if family == "fastspeech2":
+        voice = lj_voice(logs, report)
+        return None if voice is None else ["--voice", voice]
+    if family == "sambert":
+        work = Path("/tmp/sambert-serve-bench")
+        env, _ = torch_environment()
+        rc = script_step(report, "sambert bench voice", logs / "sambert-voice.log", budget(120, 60),
+                         ["python3", "-c", "import sys; sys.path.insert(0, 'bench'); "
+                          "import sambert_serve_bench as b; b.make_voice(sys.argv[1])", work],
+                         3, cwd=ROOT, env=env)
+        if rc != 0:
+            return None
+        kantts = os.environ.get("KANTTS_DIR") or str(ROOT / ".peer" / "KAN-TTS")
+        return ["--voice", work / "voice", "--voice-name", "sambert-bench", "--peer-voice",
+                work / "modelscope", "--kantts", kantts, "--peer-dtype", "f32"]
+    base = chattts_bench_voice(logs, report)
+    if base is None:
+        return None
+    tokens = int(os.environ.get("CHATTTS_SERVE_TOKENS") or 64)
+    voice = Path(f"/tmp/chattts-serve-bench-{tokens}")
+    name = derive_serve_voice(base, voice, tokens)
+    return ["--voice", voice, "--voice-name", name, "--peer-dtype", "f32",
+            f"--serve-args={SEEDS_CHATTTS_SERVE_ARGS}"]
+
+
 def seeds():
-    """seeds: nvidia-smi, then bench/seeds_table.py on the lj-v1 bench voice: voxd serve and
-    bench/pytorch_server.py (a thread per request; seed 003's padded batch of 4), F16 on CUDA;
+    """seeds: nvidia-smi, then bench/seeds_table.py for each family of SEEDS_FAMILIES
+    (fastspeech2, sambert, chattts): voxd serve (F16 on CUDA) beside the family's PyTorch server
+    (bench/pytorch_server.py), each capped at SEEDS_TIMEOUT seconds (180) and the time left;
     returns the exit status."""
     start = packed_start()
     if start is None:
         return 2
     logs, voxd, report = start
-    print("== 2. bench/seeds_table.py on lj-v1", flush=True)
-    voice = lj_voice(logs, report)
-    if voice is not None:
-        env, library_path = torch_environment()
-        script_step(report, "seeds table", logs / "seeds.log",
-                    budget(int(os.environ.get("SEEDS_TIMEOUT") or 500), 20),
-                    ["python3", ROOT / "bench" / "seeds_table.py", "--voice", voice, "--voxd",
-                     voxd, "--voxd-library-path", library_path, "--device", "cuda", "--dtype",
-                     "f16", "--json", logs / "seeds.json", "--plots", logs / "seeds-plots",
+    env, library_path = torch_environment()
+    families = (os.environ.get("SEEDS_FAMILIES") or "fastspeech2,sambert,chattts").split(",")
+    for n, family in enumerate(families):
+        print(f"== {n + 2}. bench/seeds_table.py --family {family}", flush=True)
+        voice = seeds_voice(family, logs, report)
+        if voice is None:
+            continue
+        script_step(report, f"seeds table, {family}", logs / f"seeds-{family}.log",
+                    budget(int(os.environ.get("SEEDS_TIMEOUT") or 180), 20),
+                    ["python3", ROOT / "bench" / "seeds_table.py", "--family", family, *voice,
+                     "--voxd", voxd, "--voxd-library-path", library_path, "--device", "cuda",
+                     "--dtype", "f16", "--json", logs / f"seeds-{family}.json",
                      *(os.environ.get("SEEDS_ARGS") or "").split()], 8, env=env)
-    print("== 3. summary")
+    print(f"== {len(families) + 2}. summary")
     print(report.table(26), end="")
     return report.exit_status()
 

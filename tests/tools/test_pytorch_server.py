@@ -1,6 +1,10 @@
-"""Tests of bench/pytorch_server.py (the seeds' way of serving, for issue 19's table) on the CPU
-with voices/en-demo: the input is split into the front end's sentences, a request in threads mode
-gets exactly the model's audio, and batch mode runs concurrent requests as one padded batch."""
+"""Tests of bench/pytorch_server.py (the seeds' way of serving, for issue 19's table) on the CPU:
+with voices/en-demo, the input is split into the front end's sentences, a request in threads mode
+gets exactly the model's audio, and batch mode runs concurrent requests as one padded batch; for
+Sambert (a stand-in for KAN-TTS, whose checkout CI lacks), threads mode runs one utterance at a
+time and pool mode one a copy at once; for ChatTTS (bench/chattts_serve_peer.py's OriginalChat on
+the tiny fixture voice around a stand-in LlamaModel), both ways answer each request its own
+codes' audio."""
 import concurrent.futures
 import json
 import os
@@ -15,8 +19,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pytorch_server  # noqa: E402
+import test_chattts_serve_bench  # noqa: E402  (its tiny ChatTTS around a stand-in LlamaModel)
 
 VOICE = os.path.join(ROOT, "voices", "en-demo")
 VOXD = os.environ.get("VOXD_BIN", os.path.join(ROOT, "build", "src", "cli", "voxd"))
@@ -28,6 +34,13 @@ def start(mode, **options):
         ["--voice", VOICE, "--voxd", VOXD, "--port", "0", "--device", "cpu", "--mode", mode]
         + [f"--{k.replace('_', '-')}={v}" for k, v in options.items()])
     server = pytorch_server.make_server(args)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def serve(models, known, mode, **options):
+    server = pytorch_server.Server(("127.0.0.1", 0), models, known, mode,
+                                   options.get("batch", 4), options.get("wait_s", 0.01))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -109,6 +122,89 @@ class ServeTest(unittest.TestCase):
         finally:
             server.shutdown()
             server.server_close()
+
+
+class StandInSambert:
+    """Answers OriginalSambert.speak's shape (200 samples a token, the token's phone id / 100)
+    and counts how many utterances it runs at once, across every copy."""
+    running, most = 0, 0
+    guard = threading.Lock()
+
+    def __init__(self):
+        import torch
+        self.device = torch.device("cpu")
+
+    def speak(self, ids):
+        cls = StandInSambert
+        with cls.guard:
+            cls.running += 1
+            cls.most = max(cls.most, cls.running)
+        time.sleep(0.2)
+        with cls.guard:
+            cls.running -= 1
+        return np.repeat([row[0] / 100.0 for row in ids[0]], 200).astype(np.float32)
+
+
+class SambertTest(unittest.TestCase):
+    KNOWN = {"{a$tone1}": ([[5, 1, 1, 1]], [0], [3]), "{b$tone2} {c$tone3}":
+             ([[7, 2, 1, 1], [9, 3, 1, 1]], [0, 0], [3, 3])}
+
+    def setUp(self):
+        StandInSambert.running = StandInSambert.most = 0
+
+    def test_threads_mode_runs_one_utterance_at_a_time(self):
+        model = pytorch_server.Sambert(StandInSambert())
+        self.assertEqual(model.utterance(list(self.KNOWN.values())),
+                         ([[5, 1, 1, 1], [7, 2, 1, 1], [9, 3, 1, 1]], [0, 0, 0], [3, 3, 3]))
+        server = serve([model], self.KNOWN, "threads")
+        try:
+            with concurrent.futures.ThreadPoolExecutor(3) as pool:
+                audio = list(pool.map(lambda t: speak(server, t),
+                                      ["{a$tone1} {b$tone2} {c$tone3}"] * 3))
+            self.assertEqual(StandInSambert.most, 1)  # ModelScope's lock
+            for a in audio:
+                expected = np.round(np.float32([0.05, 0.07, 0.09]) * 32767.0)
+                np.testing.assert_array_equal(a, np.repeat(expected, 200))
+            with self.assertRaisesRegex(ValueError, "one utterance at a time"):
+                model.synthesize([self.KNOWN["{a$tone1}"]] * 2)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    def test_pool_mode_runs_an_utterance_on_each_copy_at_once(self):
+        models = [pytorch_server.Sambert(StandInSambert()) for _ in range(2)]
+        server = serve(models, self.KNOWN, "pool", batch=2)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                audio = list(pool.map(lambda t: speak(server, t), ["{a$tone1}"] * 4))
+            self.assertEqual(StandInSambert.most, 2)
+            self.assertEqual(get(server, "/debug/batches")["sizes"], [1] * 4)
+            self.assertTrue(all(len(a) == 200 and a[0] == 1638 for a in audio))
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+class ChatTtsTest(unittest.TestCase):
+    def test_each_request_gets_its_own_codes_audio_in_both_ways(self):
+        chat = test_chattts_serve_bench.tiny_chat()
+        model = pytorch_server.ChatTts(chat, 6)
+        known = {t: t for t in TEXTS}
+        self.assertEqual(model.utterance(["A.", "B."]), ("A. B.", 12))
+        for mode in ("threads", "batch"):
+            server = serve([model], known, mode, batch=4, wait_s=0.5)
+            try:
+                texts = [TEXTS[0], f"{TEXTS[1]} {TEXTS[2]}"]
+                with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                    audio = list(pool.map(lambda t: speak(server, t), texts))
+                for a, sentences in zip(audio, (1, 2)):
+                    self.assertEqual(len(a), chat.hop * (2 * 6 * sentences - 1), mode)
+                    self.assertGreater(np.abs(a).max(), 0, mode)
+                sizes = get(server, "/debug/batches")["sizes"]
+                self.assertEqual(sizes, [2] if mode == "batch" else [1, 1])
+            finally:
+                server.shutdown()
+                server.server_close()
 
 
 if __name__ == "__main__":

@@ -35,6 +35,29 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 0 | - | 3.00 |", rows[4])  # even one request at a time missed it
 
 
+class RequestTest(unittest.TestCase):
+    def test_a_request_is_the_family_s_sentences_at_the_voice_s_own_rate(self):
+        args = seeds_table.parser().parse_args(["--family", "chattts"])
+        args.family_spec, args.voice_name = seeds_table.FAMILIES["chattts"], "chat-v"
+        args.texts = ["One.", "Two.", "Three."]
+        body = json.loads(seeds_table.request_body(args, 2, 2))
+        self.assertEqual(body, {"model": "tts-1", "voice": "chat-v", "response_format": "pcm",
+                                "sample_rate": "native", "input": "Three. One.",
+                                "refine_text": False})
+        sambert = seeds_table.FAMILIES["sambert"]
+        self.assertEqual(sambert.fields, {"input_format": "kantts_symbols"})
+        self.assertEqual((sambert.rate, sambert.ways), (16000, ["voxd", "threads", "pool"]))
+        texts = sambert.texts()
+        self.assertEqual(len(texts), 12)
+        self.assertTrue(all(t.startswith("{") and t.endswith("}") for t in texts))
+        self.assertEqual(texts, sambert.texts())  # the server's list is the same
+
+    def test_a_way_the_family_has_not_is_refused(self):
+        with self.assertRaises(SystemExit):
+            seeds_table.main(["--family", "sambert", "--voice", "v", "--voxd", "x",
+                              "--ways", "voxd,batch"])
+
+
 class ChartTest(unittest.TestCase):
     def test_a_chart_draws_each_series_and_skips_an_empty_one(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -115,7 +138,8 @@ class RunTest(unittest.TestCase):
                 self.assertEqual(w["search"][0]["concurrency"], 1)
                 self.assertEqual(w["search"][0]["errors"], 0)
             self.assertIsNone(figures["ways"][1]["peak_reserved_bytes"])  # PyTorch on the CPU
-            self.assertTrue(os.path.isfile(os.path.join(tmp, "plots", "seeds-throughput.svg")))
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "plots",
+                                                        "seeds-fastspeech2-throughput.svg")))
             # The same table and charts again from the saved JSON, without measuring.
             replot = os.path.join(tmp, "replot")
             self.assertEqual(seeds_table.main(["--from-json", out, "--plots", replot]), 0)
