@@ -89,7 +89,7 @@ class Job:
     tokens: int
     sent: float = 0.0
     record: workload.Record = dataclasses.field(default_factory=workload.Record)
-    audio: list = None
+    audio: list | None = None
 
 
 def jobs_of(requests, tokens_per_sentence):
