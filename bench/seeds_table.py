@@ -352,7 +352,9 @@ def table(ways, ttfa_ms):
 
 def svg_chart(path, title, x_label, y_label, series, log_x=False):
     """A line chart of {name: [(x, y)]} as an SVG file (no plotting library on the GPU machine)."""
-    width, height, left, bottom, top, right = 800, 400, 70, 50, 40, 300
+    # The legend's column is as wide as its longest name (about 7 px a character at 12 px).
+    right = max(300, 20 + 7 * max((len(name) for name in series), default=0))
+    width, height, left, bottom, top = 500 + right, 400, 70, 50, 40
     points = [p for values in series.values() for p in values if p[1] is not None]
     if not points:
         return

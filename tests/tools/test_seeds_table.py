@@ -76,6 +76,10 @@ class ChartTest(unittest.TestCase):
             with open(linear, encoding="utf-8") as f:
                 labels = f.read().count('text-anchor="middle">')
             self.assertLess(labels, 12)  # five ticks and the axis names, not a label a sample
+            wide = os.path.join(tmp, "w.svg")  # a long name widens the legend's column
+            seeds_table.svg_chart(wide, "t", "x", "y", {"n" * 80: [(1, 5.0), (2, 7.0)]})
+            with open(wide, encoding="utf-8") as f:
+                self.assertIn('width="1080"', f.readline())
             empty = os.path.join(tmp, "e.svg")
             seeds_table.svg_chart(empty, "t", "x", "y", {"one": []})
             self.assertFalse(os.path.exists(empty))
