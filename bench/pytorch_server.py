@@ -315,8 +315,16 @@ def parser():
     return p
 
 
+# The ways each family's model can be served: KAN-TTS infers one utterance at a time (no
+# padded batch), ChatTTS's infer() takes lists (no copies needed).
+MODES = {"fastspeech2": ("threads", "batch", "pool"), "sambert": ("threads", "pool"),
+         "chattts": ("threads", "batch")}
+
+
 def load_models(args, copies):
     """`copies` models of the family and {sentence: its piece of a model input}."""
+    if args.mode not in MODES[args.family]:
+        raise SystemExit(f"{args.family}: --mode {' or '.join(MODES[args.family])}")
     if args.family == "fastspeech2":
         if args.dtype == "bf16":
             raise SystemExit("fastspeech2: --dtype f32 or f16")
@@ -338,8 +346,6 @@ def load_models(args, copies):
         return models, dict(sambert_serve_bench.seeds_sentences())
     import chattts_serve_peer
     chat, tokens = chattts_serve_peer.original_chat(args.voice, args.dtype, args.device)
-    if copies != 1:
-        raise SystemExit("chattts: --mode threads or batch (infer() takes lists)")
     return [ChatTts(chat, tokens)], {text: text for text in stream_load.TEXTS}
 
 

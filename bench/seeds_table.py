@@ -58,11 +58,13 @@ import stream_load  # noqa: E402
 @dataclasses.dataclass
 class Family:
     """What the client sends a family's servers, and how its ways are named."""
-    rate: int                  # the audio's samples a second
-    ways: list                 # voxd's, then the seeds'
-    labels: dict               # way -> the table's name for it
+    labels: dict               # way -> the table's name for it: voxd's, then the seeds'
     fields: dict               # added to every request's JSON body
     texts: object              # () -> the sentences a request is made of
+
+    @property
+    def ways(self):
+        return list(self.labels)
 
 
 def sambert_texts():
@@ -71,30 +73,31 @@ def sambert_texts():
 
 
 FAMILIES = {
-    "fastspeech2": Family(22050, ["voxd", "threads", "batch"],
-                          {"voxd": "voxd serve", "threads": "PyTorch, a thread per request",
+    "fastspeech2": Family({"voxd": "voxd serve", "threads": "PyTorch, a thread per request",
                            "batch": "PyTorch, padded batch of 4 (seed 003)"},
                           {}, lambda: stream_load.TEXTS),
-    "sambert": Family(16000, ["voxd", "threads", "pool"],
-                      {"voxd": "voxd serve",
+    "sambert": Family({"voxd": "voxd serve",
                        "threads": "KAN-TTS, a thread per request (one model, ModelScope's lock)",
                        "pool": "KAN-TTS, a pool of 4 model copies"},
                       {"input_format": "kantts_symbols"}, sambert_texts),
-    "chattts": Family(24000, ["voxd", "threads", "batch"],
-                      {"voxd": "voxd serve", "threads": "ChatTTS, a thread per request",
+    "chattts": Family({"voxd": "voxd serve", "threads": "ChatTTS, a thread per request",
                        "batch": "ChatTTS, padded batch of 4 (seed 003)"},
                       {"refine_text": False}, lambda: stream_load.TEXTS),
 }
 
 
+def voice_rate(voice):
+    """The voice's sample rate (its config.json's sample_rate): the rate of the PCM both servers
+    send, requests asking for the voice's own."""
+    with open(os.path.join(voice, "config.json"), encoding="utf-8") as f:
+        return int(json.load(f)["sample_rate"])
+
+
 def request_body(args, sentences, i):
-    """Client i's request: `sentences` of the family's sentences from the i-th on, 16-bit PCM at
-    the voice's own rate (the family's; voxd's pcm is 24 kHz unless asked otherwise)."""
-    texts = args.texts
-    text = " ".join(texts[(i + k) % len(texts)] for k in range(sentences))
-    return json.dumps({"model": "tts-1", "voice": args.voice_name, "response_format": "pcm",
-                       "sample_rate": "native", "input": text,
-                       **args.family_spec.fields}).encode()
+    """Client i's request (stream_load's): `sentences` of the family's sentences from the i-th on,
+    with the family's fields."""
+    return stream_load.request_body(args.voice_name, sentences, i, args.texts,
+                                    args.family_spec.fields)
 
 
 class Nvml:
@@ -247,6 +250,26 @@ def closed_loop(url, args, users):
     return asyncio.run(run())
 
 
+def search(round_of, concurrencies, ttfa_ms, past):
+    """The stepped search for the most users: round_of(n) (a summary()) for each n of
+    `concurrencies` in order, until a round has errors or no first audio, or `past` rounds after
+    the first whose p95 first audio exceeds `ttfa_ms`. Returns (the rounds, each with its
+    "concurrency"; the last n before that first miss, or None)."""
+    rounds, most, missed = [], None, 0
+    for n in concurrencies:
+        s = dict(round_of(n), concurrency=n)
+        rounds.append(s)
+        if s["errors"] or s["ttfa_p95_ms"] is None:
+            break
+        if missed or s["ttfa_p95_ms"] > ttfa_ms:
+            missed += 1
+            if missed > past:
+                break
+        else:
+            most = n
+    return rounds, most
+
+
 def measure_way(way, args, nvml):
     """Every figure of one way, its server started and stopped here."""
     env = dict(os.environ)
@@ -299,23 +322,14 @@ def measure_way(way, args, nvml):
             rate, errors = closed_loop(url, args, users)
             figures["users"].append({"users": users, "audio_per_s": rate, "errors": errors,
                                      "gpu_utilization": sampler.utilization_since(mark)})
-        figures["search"], figures["most_users"] = [], None
-        missed = 0  # rounds from the first that missed, measured for the charts
-        for n in args.search:
+        def round_of(n):
             bodies = [request_body(args, args.sentences, i) for i in range(n)]
             begin = time.monotonic()
             results = asyncio.run(requests_at_once(url, bodies, args.timeout))
-            s = summary(results, time.monotonic() - begin, args.sample_rate)
-            s["concurrency"] = n
-            figures["search"].append(s)
-            if s["errors"] or s["ttfa_p95_ms"] is None:
-                break
-            if missed or s["ttfa_p95_ms"] > args.ttfa_ms:
-                missed += 1
-                if missed > args.past:
-                    break
-            else:
-                figures["most_users"] = n
+            return summary(results, time.monotonic() - begin, args.sample_rate)
+
+        figures["search"], figures["most_users"] = search(round_of, args.search, args.ttfa_ms,
+                                                          args.past)
         figures["peak_reserved_bytes"] = server_memory(url)
     finally:
         process.terminate()
@@ -473,7 +487,7 @@ def main(argv=None):
         p.error(f"--ways: {', '.join(unknown)} not of {args.family}'s ({', '.join(spec.ways)})")
     args.search = [int(n) for n in args.search.split(",") if n.strip()]
     args.voice_name = args.voice_name or os.path.basename(os.path.normpath(args.voice))
-    args.texts, args.sample_rate = spec.texts(), spec.rate
+    args.texts, args.sample_rate = spec.texts(), voice_rate(args.voice)
     nvml = Nvml()
     ways = []
     for way in names:

@@ -50,13 +50,13 @@ TEXTS = [
 ]
 
 
-def request_body(voice, sentences, i):
-    """Client i's request: `sentences` of TEXTS from the i-th on, streamed 16-bit PCM at the
+def request_body(voice, sentences, i, texts=TEXTS, fields=None):
+    """Client i's request: `sentences` of `texts` from the i-th on, streamed 16-bit PCM at the
     voice's own rate (voxd's pcm is OpenAI's 24 kHz unless asked otherwise; --sample-rate names
-    the voice's)."""
-    text = " ".join(TEXTS[(i + k) % len(TEXTS)] for k in range(sentences))
+    the voice's), with `fields` added to the JSON body."""
+    text = " ".join(texts[(i + k) % len(texts)] for k in range(sentences))
     return json.dumps({"model": "tts-1", "voice": voice, "response_format": "pcm",
-                       "sample_rate": "native", "input": text}).encode()
+                       "sample_rate": "native", "input": text, **(fields or {})}).encode()
 
 
 async def one_stream(host, port, path, body, api_key, timeout, delay):

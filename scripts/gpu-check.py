@@ -23,7 +23,8 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          loop (bench/chattts_peer.py) on the same random weights (CHATTTS_BENCH=0 skips them);
       5. a summary table (tests passed/failed, sanitizer errors).
   scripts/gpu-check.py quick
-      Steps 1, 2 and 5 only: about 3 minutes (the convolution paths' cases are most of it).
+      Steps 1, 2 and 5 only: about 6 minutes (ctest -L gpu about 3, then the convolution
+      paths' cases).
   scripts/gpu-check.py memcheck
       Steps 1, 3 and 5 only: the sanitizer's run, for a call after a quick one.
   scripts/gpu-check.py bench
@@ -1191,17 +1192,16 @@ def sambert_serve():
 SEEDS_CHATTTS_SERVE_ARGS = "--max-batch 512 --kv-cache 6GiB --gpu-memory-limit 16GiB"
 
 
-def seeds_voice(family, logs, report):
+def seeds_voice(family, logs, report, env):
     """seeds_table.py's options naming `family`'s voices (made here if missing), or None (reported)
     when they could not be made: lj-v1; the Sambert bench voice of bench/sambert_serve_bench.py
     (its ModelScope folder for KAN-TTS, KANTTS_DIR's checkout); the ChatTTS bench voice with
-    CHATTTS_SERVE_TOKENS codes a sentence."""
+    CHATTTS_SERVE_TOKENS codes a sentence. `env`: torch's environment (torch_environment())."""
     if family == "fastspeech2":
         voice = lj_voice(logs, report)
         return None if voice is None else ["--voice", voice]
     if family == "sambert":
         work = Path("/tmp/sambert-serve-bench")
-        env, _ = torch_environment()
         rc = script_step(report, "sambert bench voice", logs / "sambert-voice.log", budget(120, 60),
                          ["python3", "-c", "import sys; sys.path.insert(0, 'bench'); "
                           "import sambert_serve_bench as b; b.make_voice(sys.argv[1])", work],
@@ -1234,7 +1234,7 @@ def seeds():
     families = (os.environ.get("SEEDS_FAMILIES") or "fastspeech2,sambert,chattts").split(",")
     for n, family in enumerate(families):
         print(f"== {n + 2}. bench/seeds_table.py --family {family}", flush=True)
-        voice = seeds_voice(family, logs, report)
+        voice = seeds_voice(family, logs, report, env)
         if voice is None:
             continue
         script_step(report, f"seeds table, {family}", logs / f"seeds-{family}.log",

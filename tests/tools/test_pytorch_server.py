@@ -167,6 +167,12 @@ class SambertTest(unittest.TestCase):
                 np.testing.assert_array_equal(a, np.repeat(expected, 200))
             with self.assertRaisesRegex(ValueError, "one utterance at a time"):
                 model.synthesize([self.KNOWN["{a$tone1}"]] * 2)
+            # Refused before any model loads: a padded batch for Sambert, copies for ChatTTS.
+            for family, mode in (("sambert", "batch"), ("chattts", "pool")):
+                args = pytorch_server.parser().parse_args(
+                    ["--voice", "unused", "--family", family, "--mode", mode, "--device", "cpu"])
+                with self.assertRaisesRegex(SystemExit, f"{family}: --mode"):
+                    pytorch_server.make_server(args)
         finally:
             server.shutdown()
             server.server_close()

@@ -46,7 +46,10 @@ class RequestTest(unittest.TestCase):
                                 "refine_text": False})
         sambert = seeds_table.FAMILIES["sambert"]
         self.assertEqual(sambert.fields, {"input_format": "kantts_symbols"})
-        self.assertEqual((sambert.rate, sambert.ways), (16000, ["voxd", "threads", "pool"]))
+        self.assertEqual(sambert.ways, ["voxd", "threads", "pool"])
+        self.assertEqual(seeds_table.voice_rate(os.path.join(ROOT, "voices", "en-demo")), 22050)
+        self.assertEqual(seeds_table.voice_rate(
+            os.path.join(ROOT, "tests", "fixtures", "voices", "tiny-chattts")), 24000)
         texts = sambert.texts()
         self.assertEqual(len(texts), 12)
         self.assertTrue(all(t.startswith("{") and t.endswith("}") for t in texts))
@@ -56,6 +59,35 @@ class RequestTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             seeds_table.main(["--family", "sambert", "--voice", "v", "--voxd", "x",
                               "--ways", "voxd,batch"])
+
+
+class SearchTest(unittest.TestCase):
+    @staticmethod
+    def rounds(p95, errors=()):
+        """round_of for summaries with these p95s by concurrency, errors at those in `errors`."""
+        def round_of(n):
+            return {"errors": int(n in errors), "ttfa_p95_ms": p95[n]}
+        return round_of
+
+    def test_most_users_is_the_last_round_before_the_first_miss(self):
+        p95 = {1: 50, 2: 90, 4: 250, 8: 150, 16: 400, 32: 900, 64: 1500}
+        rounds, most = seeds_table.search(self.rounds(p95), [1, 2, 4, 8, 16, 32, 64], 200, 2)
+        # 8 is within the target again, but after the miss at 4: most stays 2; two rounds past
+        # the miss are measured for the charts, then the search ends.
+        self.assertEqual(most, 2)
+        self.assertEqual([r["concurrency"] for r in rounds], [1, 2, 4, 8, 16])
+        self.assertEqual([r["ttfa_p95_ms"] for r in rounds], [50, 90, 250, 150, 400])
+        _, most = seeds_table.search(self.rounds(p95), [1, 2], 200, 2)
+        self.assertEqual(most, 2)  # every round within: the list's end
+
+    def test_a_round_with_errors_or_no_audio_ends_the_search(self):
+        p95 = {1: 50, 2: 60, 4: 70, 8: 80}
+        rounds, most = seeds_table.search(self.rounds(p95, errors={4}), [1, 2, 4, 8], 200, 2)
+        self.assertEqual(([r["concurrency"] for r in rounds], most), ([1, 2, 4], 2))
+        rounds, most = seeds_table.search(self.rounds({1: None, 2: 10}), [1, 2], 200, 2)
+        self.assertEqual((len(rounds), most), (1, None))
+        rounds, most = seeds_table.search(self.rounds({1: 300, 2: 10}), [1, 2], 200, 0)
+        self.assertEqual((len(rounds), most), (1, None))  # --past 0: the miss ends it
 
 
 class ChartTest(unittest.TestCase):
