@@ -154,6 +154,12 @@ void Backend::fused_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/, const 
   throw Error(name() + ": fused_conv1d called although fuses_conv1d() is false");
 }
 
+void Backend::conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor& /*bias*/,
+                          Tensor& /*out*/, const Conv1dParams& /*params*/,
+                          const KernelScratch& /*scratch*/) {
+  throw Error(name() + ": conv1d_rows called although runs_conv1d_rows() is false");
+}
+
 void Backend::fused_conv1d_pair(const Tensor& /*x*/, const Conv1dPair& /*pair*/, Tensor& /*out*/,
                                 const KernelScratch& /*scratch*/) {
   throw Error(name() + ": fused_conv1d_pair called although fuses_conv1d_pair() is false");

@@ -237,6 +237,17 @@ class Backend {
   // weights, biases and residual are contiguous; out does not alias x or the residual.
   virtual void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                  const KernelScratch& scratch);
+  // Whether conv1d_rows() runs a conv1d over time-major rows of x with weight and `params`; when
+  // not (the default), ops::conv1d_rows transposes x and the output around conv1d().
+  virtual bool runs_conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,
+                                const Conv1dParams& /*params*/) const {
+    return false;
+  }
+  // x [B, T, Cin] (time-major), weight [Cout, Cin, K], bias [Cout] or undefined -> out
+  // [B, Tout, Cout]: conv1d's values with time and channels swapped on both sides. Only called
+  // when runs_conv1d_rows() is true.
+  virtual void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                           const Conv1dParams& params, const KernelScratch& scratch);
   // x [B, Cin, T], weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T−1)·stride − 2·padding + dilation·(K−1) + output_padding + 1, as
   // torch.nn.functional.conv_transpose1d.

@@ -408,6 +408,30 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   return y;
 }
 
+Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Conv1dParams& params) {
+  const char* op = "conv1d_rows";
+  require_float_input(ctx, op, "x", x);
+  require_rank(op, "x", x, 3);
+  // Checked as conv1d checks its x [B, Cin, T]: the rows with time and channels swapped.
+  const Tensor channel_major = x.transpose(1, 2);
+  const int64_t tout = conv1d_output_steps(ctx, channel_major, weight, params);
+  require_same_dtype(op, "weight", weight, x);
+  Tensor b = check_bias(ctx, op, bias, weight.size(0), x);
+  require_backend(ctx, op, OpKind::Conv1d, x.dtype());
+  if (weight.size(2) == 1 && params.padding == 0 && params.stride == 1 && params.groups == 1) {
+    // Pointwise: a linear layer over the rows on every backend.
+    return linear(ctx, x, contiguous(ctx, weight).reshape({weight.size(0), weight.size(1)}), b);
+  }
+  if (!ctx.backend().runs_conv1d_rows(x, weight, params)) {
+    return transpose(ctx, conv1d(ctx, channel_major, weight, b, params), 1, 2);
+  }
+  Tensor out = empty(ctx, {x.size(0), tout, weight.size(0)}, x.dtype());
+  ctx.backend().conv1d_rows(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
+                            ctx.scratch());
+  return out;
+}
+
 Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   const char* op = "conv1d_pair";
   if (pair.first_weight == nullptr || pair.second_weight == nullptr) {

@@ -90,6 +90,12 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 // conversion to the weights' dtype, conv1d, a conversion to the output dtype, + residual.
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params, const ConvFusion& fusion);
+// conv1d over time-major rows: x [B, T, Cin], weight [Cout, Cin, K] (torch's layout), bias
+// [Cout] or undefined -> [B, Tout, Cout], the values of transpose(conv1d(transpose(x))) without
+// the transposes where the backend runs it so (Backend::runs_conv1d_rows), and as a linear layer
+// when it is pointwise.
+Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Conv1dParams& params);
 // The two convolutions of `pair` over x (Conv1dPair), in one go where the backend fuses them
 // (Backend::fuses_conv1d_pair: the first's output never becomes a tensor), else as two conv1d()s
 // with ConvFusion. Both must keep the sequence's length (stride 1, 2·padding =

@@ -390,6 +390,40 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// conv1d over time-major rows (FastSpeech2's feed-forward, variance predictors and postnet):
+// taps and padding as its layers have them, pointwise, dilation, padding past the kernel's
+// span, a chunk of CUDA's columns crossed (256 channels × 9 taps: 7,281 rows a chunk), rows of
+// more than one tile of its staged channels (600 × 9 taps), the backends that transpose around
+// conv1d for stride 2 and groups, and a view of rows.
+void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
+  const std::vector<ConvCase> list = {
+      {2, 16, 24, 37, 9, 1, 4, 1, 1, true},   {3, 12, 8, 20, 3, 1, 1, 1, 1, true},
+      {1, 10, 6, 33, 5, 1, 2, 1, 1, false},   {2, 24, 40, 17, 1, 1, 0, 1, 1, true},
+      {2, 8, 8, 25, 3, 1, 6, 3, 1, true},     {1, 5, 7, 6, 3, 1, 4, 1, 1, true},
+      {1, 256, 4, 8000, 9, 1, 4, 1, 1, true}, {2, 6, 4, 19, 3, 2, 1, 1, 1, true},
+      {1, 8, 8, 15, 3, 1, 1, 1, 2, true},     {2, 600, 5, 21, 9, 1, 4, 1, 1, true},
+  };
+  uint32_t seed = 1200;
+  for (const ConvCase& tc : list) {
+    const std::vector<CaseInput> inputs = {random({tc.batch, tc.t, tc.cin}, seed),
+                                           random({tc.cout, tc.cin / tc.groups, tc.k}, seed + 1),
+                                           tc.bias ? random({tc.cout}, seed + 2) : none()};
+    seed += 3;
+    const Conv1dParams p{tc.stride, tc.padding, tc.dilation, tc.groups};
+    OpCase c = make(
+        OpKind::Conv1d, "conv1d_rows " + describe(tc), inputs,
+        [p](Context& ctx, const In& in) { return ops::conv1d_rows(ctx, in[0], in[1], in[2], p); });
+    c.large = macs(tc) > 100'000'000;
+    cases.push_back(c);
+  }
+  cases.push_back(make(
+      OpKind::Conv1d, "conv1d_rows of a narrowed view",
+      {random({2, 30, 12}, 1290), random({8, 12, 3}, 1291), random({8}, 1292)},
+      [](Context& c, const In& in) {
+        return ops::conv1d_rows(c, in[0].narrow(1, 5, 20), in[1], in[2], Conv1dParams{1, 1, 1, 1});
+      }));
+}
+
 // Two convolutions of one length in a row, leaky_relu before each, the second adding a residual
 // (HiFiGAN V1's resblock step). On CUDA in F16 and BF16 the long ones run as one pair, the first
 // writing the second's time-major input: equal channels (V1), channels that are no multiple of
@@ -1441,6 +1475,7 @@ std::vector<OpCase> build_cases() {
   add_binary_cases(cases);
   add_linear_cases(cases);
   add_conv1d_cases(cases);
+  add_conv1d_rows_cases(cases);
   add_conv1d_pair_cases(cases);
   add_conv_transpose1d_cases(cases);
   add_norm_cases(cases);

@@ -98,6 +98,14 @@ class SamplingBackend final : public Backend {
     inner_.conv1d(x, w, b, out, p, s);
     sample(s);
   }
+  bool runs_conv1d_rows(const Tensor& x, const Tensor& w, const Conv1dParams& p) const override {
+    return inner_.runs_conv1d_rows(x, w, p);
+  }
+  void conv1d_rows(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
+                   const Conv1dParams& p, const KernelScratch& s) override {
+    inner_.conv1d_rows(x, w, b, out, p, s);
+    sample(s);
+  }
   void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
                         const ConvTranspose1dParams& p, const KernelScratch& s) override {
     inner_.conv_transpose1d(x, w, b, out, p, s);

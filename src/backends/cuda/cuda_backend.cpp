@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/bias_gemm.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cudnn_convolutions.h"
 #include "backends/cuda/few_rows.h"
@@ -187,6 +188,7 @@ struct CudaBackend::Handles {
   int index = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cuda::BiasGemm bias_gemm;
   std::unique_ptr<StagingRing> staging;
   std::unique_ptr<cuda::CudnnConvolutions> cudnn;
   std::map<std::pair<int64_t, int64_t>, FftPlan> fft_plans;  // by (n, batch)
@@ -572,7 +574,6 @@ void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaS
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                          const KernelScratch& scratch) {
   const char* op = "linear";
-  const DType dtype = x.dtype();
   const int64_t rows = x.size(0);
   const int64_t in = x.size(1);
   const int64_t features = weight.size(0);
@@ -581,31 +582,83 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
   const ScratchBuffer workspace = take(scratch, in == 0 ? 0 : kCublasWorkspaceBytes);
   if (scratch.planning()) return;
   open(op);
-  cudaStream_t stream = handles_->stream;
   if (in == 0) {
-    fill_bias(bias, {0, 1}, out, stream, op);
+    fill_bias(bias, {0, 1}, out, handles_->stream, op);
     return;
   }
-  if (cuda::few_rows_linear_fits(dtype, rows, in, x.raw_data(), weight.raw_data(),
-                                 out.raw_data())) {
-    cuda::few_rows_linear(x.raw_data(), weight.raw_data(),
-                          bias.defined() ? bias.raw_data() : nullptr, out.raw_data(), dtype, rows,
-                          in, features, stream, op);
+  linear_rows(x.dtype(), rows, in, features, x.raw_data(), weight.raw_data(), bias, out.raw_data(),
+              workspace, op);
+}
+
+void CudaBackend::linear_rows(DType dtype, int64_t rows, int64_t in, int64_t features,
+                              const void* x, const void* weight, const Tensor& bias, void* out,
+                              const ScratchBuffer& workspace, const char* op) {
+  cudaStream_t stream = handles_->stream;
+  const void* bias_data = bias.defined() ? bias.raw_data() : nullptr;
+  if (cuda::few_rows_linear_fits(dtype, rows, in, x, weight, out)) {
+    cuda::few_rows_linear(x, weight, bias_data, out, dtype, rows, in, features, stream, op);
+    return;
+  }
+  // With a bias: one cuBLASLt matmul adding it in its epilogue, or, where cuBLASLt has no
+  // algorithm, the bias goes into out first and the gemm accumulates onto it (beta 1). Either way
+  // x·Wᵀ + bias is summed in F32 and rounded to a half dtype once.
+  if (bias_data != nullptr &&
+      handles_->bias_gemm.run(cuda_type(dtype), rows, in, features, x, weight, bias_data, out,
+                              workspace.data(), workspace.bytes(), stream, op)) {
     return;
   }
   use_gemm_workspace(workspace, op);
   const cudaDataType type = cuda_type(dtype);
-  // The bias goes into out first and the gemm accumulates onto it (beta 1), so x·Wᵀ + bias is
-  // summed in F32 and rounded to a half dtype once, not once after the gemm and again after a
-  // separate bias add.
-  if (bias.defined()) fill_bias(bias, {0, 1}, out, stream, op);
-  const float beta = bias.defined() ? 1.0f : 0.0f;
+  const auto element_size = static_cast<int64_t>(dtype_size(dtype));
+  if (bias_data != nullptr) {
+    cuda::copy_strided(bias_data, bias.dtype(), make_layout(op, {rows, features}, {0, 1}), out,
+                       dtype, rows * features, stream, op);
+  }
+  const float beta = bias_data != nullptr ? 1.0f : 0.0f;
   // Row-major out [rows, features] is column-major [features, rows] = Wᵀ-as-stored · x.
   for (int64_t r0 = 0; r0 < rows; r0 += INT_MAX) {
     const int64_t count = std::min<int64_t>(INT_MAX, rows - r0);
-    gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, features, count, in,
-         {weight.raw_data(), type, in, 0}, {element(x, r0 * in), type, in, 0}, beta,
-         element(out, r0 * features), type, features, 0, 1);
+    gemm(handles_->cublas, op, CUBLAS_OP_T, CUBLAS_OP_N, features, count, in, {weight, type, in, 0},
+         {static_cast<const char*>(x) + r0 * in * element_size, type, in, 0}, beta,
+         static_cast<char*>(out) + r0 * features * element_size, type, features, 0, 1);
+  }
+}
+
+bool CudaBackend::runs_conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,
+                                   const Conv1dParams& p) const {
+  return p.stride == 1 && p.groups == 1;
+}
+
+void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              Tensor& out, const Conv1dParams& p, const KernelScratch& scratch) {
+  const char* op = "conv1d_rows";
+  const DType dtype = x.dtype();
+  const int64_t t_in = x.size(1);
+  const int64_t cin = x.size(2);
+  const int64_t k = weight.size(2);
+  const int64_t t_out = out.size(1);
+  const int64_t cout = out.size(2);
+  assert(out.shape() == (Shape{x.size(0), t_out, weight.size(0)}) && p.stride == 1);
+  if (out.numel() == 0) return;
+  const int64_t width = cin * k;  // a row of columns: torch's weight [cout, cin·k] multiplies it
+  const int64_t rows = x.size(0) * t_out;
+  // A chunk of rows' columns at a time.
+  const int64_t chunk = width == 0 ? rows : std::clamp<int64_t>(kScratchElements / width, 1, rows);
+  const ScratchBuffer cols = take(scratch, static_cast<size_t>(chunk * width) * dtype_size(dtype));
+  const ScratchBuffer workspace = take(scratch, width == 0 ? 0 : kCublasWorkspaceBytes);
+  if (scratch.planning()) return;
+  open(op);
+  if (width == 0) {
+    fill_bias(bias, {0, 0, 1}, out, handles_->stream, op);
+    return;
+  }
+  const auto element_size = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t count = std::min(chunk, rows - r0);
+    cuda::im2col_rows(x.raw_data(), dtype, t_in, cin, k, p.padding, p.dilation, t_out, r0, count,
+                      cols.data(), handles_->stream, op);
+    linear_rows(dtype, count, width, cout, cols.data(), weight.raw_data(), bias,
+                static_cast<char*>(out.raw_data()) + r0 * cout * element_size, workspace, op);
   }
 }
 
@@ -1054,6 +1107,11 @@ void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& len
   assert(x.dim() == 3 && static_cast<int64_t>(lengths.size()) == x.size(0));
   const ScratchBuffer device_lengths = take(scratch, lengths.size() * sizeof(int64_t));
   if (scratch.planning()) return;
+  // No row past its length (a batch without padding): nothing to zero, no upload, no launch.
+  // The scratch is taken either way, so a step planned with full lengths runs padded ones.
+  if (std::all_of(lengths.begin(), lengths.end(), [&](int64_t n) { return n >= x.size(1); })) {
+    return;
+  }
   open(op);
   upload(device_lengths.data(), lengths.data(), device_lengths.bytes(), op);
   cuda::zero_beyond_lengths(x.raw_data(), x.dtype(), device_lengths.as<int64_t>(), x.size(0),

@@ -1,12 +1,13 @@
 // The CUDA backend: every Backend kernel on one GPU, for F32, F16 and BF16 tensors (all floating
 // operands of a call share one dtype; math accumulates in F32). Work is queued on the backend's
 // own stream and runs asynchronously; synchronize() waits for it, and copies to the host wait
-// by themselves. Linear layers are cuBLAS gemms; F16/BF16 conv1d with stride 1 over long
-// sequences runs as an implicit GEMM on tensor cores (implicit_gemm_conv.h), the other
-// convolutions as cuBLAS gemms over im2col / col2im columns, pointwise ones as one gemm. The
-// environment variable VOXD_CUDA_CONV, read when a backend is made, selects "cudnn"
-// (cudnn_convolutions.h) or "im2col" for every convolution instead, to compare. Attention is two
-// batched gemms around a masked softmax; the other ops are the plain kernels in kernels.cu.
+// by themselves. Linear layers are cuBLAS gemms (cuBLASLt with the bias added in the epilogue);
+// F16/BF16 conv1d with stride 1 over long sequences runs as an implicit GEMM on tensor cores
+// (implicit_gemm_conv.h), the other convolutions as cuBLAS gemms over im2col / col2im columns,
+// pointwise ones as one gemm. The environment variable VOXD_CUDA_CONV, read when a backend is made,
+// selects "cudnn" (cudnn_convolutions.h) or "im2col" for every convolution instead, to compare.
+// Attention is two batched gemms around a masked softmax; the other ops are the plain kernels in
+// kernels.cu.
 //
 // Precision policy for F16 and BF16 (what this backend controls: the inside of one op).
 //   - Weights and activations are stored in the tensor's dtype; every op reads its half inputs,
@@ -115,6 +116,12 @@ class CudaBackend final : public Backend {
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
   void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                          const KernelScratch& scratch) override;
+  // True for stride 1 without groups: time-major columns (im2col_rows) and one gemm adding the
+  // bias, a chunk of rows at a time.
+  bool runs_conv1d_rows(const Tensor& x, const Tensor& weight,
+                        const Conv1dParams& params) const override;
+  void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                   const Conv1dParams& params, const KernelScratch& scratch) override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
@@ -197,6 +204,11 @@ class CudaBackend final : public Backend {
   void cudnn_convolution(bool transposed, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          Tensor& out, int64_t stride, int64_t padding, int64_t dilation,
                          int64_t groups, const KernelScratch& scratch, const char* op);
+  // Row-major out [rows, features] = x [rows, in] · weight [features, in]ᵀ + bias (undefined:
+  // none), summed in F32 and rounded once, with `workspace` for cuBLAS; in > 0.
+  void linear_rows(DType dtype, int64_t rows, int64_t in, int64_t features, const void* x,
+                   const void* weight, const Tensor& bias, void* out,
+                   const ScratchBuffer& workspace, const char* op);
   // Makes `workspace` cuBLAS's workspace for the gemms that follow.
   void use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const;
   // Whether convolutions may take voxd's own kernels (VOXD_CUDA_CONV auto or wgmma).

@@ -208,6 +208,46 @@ __global__ void im2col_kernel(const T* x, int batch, int channels, int t_in, int
   }
 }
 
+// Elements of a cols row im2col_rows_kernel stages in shared memory at a time.
+constexpr int kRowTile = 4096;
+
+// cols [rows, cin·k] for output rows r0 .. r0 + rows of the flattened [batch, t_out]: column
+// c·k + tap of row r (sequence b, step t) is x[b, t − padding + tap·dilation, c] of time-major x
+// [batch, t_in, cin], zero outside [0, t_in); torch's weight [cout, cin, k] read as
+// [cout, cin·k] multiplies it as it is. A block per row, a tile of channels at a time: the taps'
+// input rows read along the channels into shared memory in the row's order, then written out
+// contiguously, so that both sides are coalesced. k ≤ kRowTile.
+template <typename T>
+__global__ void im2col_rows_kernel(const T* x, int t_in, int cin, int k, int padding, int dilation,
+                                   int t_out, int64_t r0, int64_t rows, T* cols) {
+  __shared__ T staged[kRowTile];
+  const int tile_channels = kRowTile / k;
+  const int64_t width = static_cast<int64_t>(cin) * k;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t flat = r0 + row;
+    const int64_t b = flat / t_out;
+    const int t = static_cast<int>(flat % t_out);
+    const T* x_seq = x + b * t_in * cin;
+    T* out = cols + row * width;
+    for (int c0 = 0; c0 < cin; c0 += tile_channels) {
+      const int n = min(tile_channels, cin - c0);
+      for (int i = static_cast<int>(threadIdx.x); i < n * k; i += static_cast<int>(blockDim.x)) {
+        const int tap = i / n;
+        const int c = i % n;
+        const int pos = t - padding + tap * dilation;
+        staged[c * k + tap] = pos >= 0 && pos < t_in
+                                  ? x_seq[static_cast<int64_t>(pos) * cin + c0 + c]
+                                  : from_float<T>(0);
+      }
+      __syncthreads();
+      for (int i = static_cast<int>(threadIdx.x); i < n * k; i += static_cast<int>(blockDim.x)) {
+        out[static_cast<int64_t>(c0) * k + i] = staged[i];
+      }
+      __syncthreads();
+    }
+  }
+}
+
 // out[b, c0 + c, t] += Σ cols[b, c, tap, t_in − t0] over the taps that reach output step t from
 // an input step t_in in [t0, t0 + tc): with num = t + padding − tap·dilation, those where num is a
 // multiple of stride (t_in = num / stride). One (b, c) row per grid row, steps along x; with
@@ -915,6 +955,33 @@ void im2col(const void* x, DType dtype, int64_t batch, int64_t channels, int64_t
         static_cast<int>(t_in), static_cast<int>(c0), static_cast<int>(cin_g), static_cast<int>(k),
         static_cast<int>(stride), static_cast<int>(padding), static_cast<int>(dilation),
         static_cast<int>(t0), static_cast<int>(tc), static_cast<T*>(cols));
+  });
+  check_launch(op);
+}
+
+void im2col_rows(const void* x, DType dtype, int64_t t_in, int64_t cin, int64_t k, int64_t padding,
+                 int64_t dilation, int64_t t_out, int64_t r0, int64_t rows, void* cols,
+                 cudaStream_t stream, const char* op) {
+  const int64_t width = cin * k;
+  if (rows == 0 || width == 0) return;
+  // 32-bit steps and columns in the kernel: every one it forms must fit.
+  const int64_t reach = std::max(t_in, t_out + padding + (k - 1) * dilation);
+  constexpr int64_t kLimit = std::numeric_limits<int>::max();
+  if (width > kLimit || reach > kLimit) {
+    throw Error(std::string(op) + ": im2col_rows sizes exceed 32-bit indexing (columns " +
+                std::to_string(width) + ", time steps " + std::to_string(reach) + ")");
+  }
+  if (k > kRowTile) {
+    throw Error(std::string(op) + ": kernels of more than " + std::to_string(kRowTile) +
+                " taps are not supported, got " + std::to_string(k));
+  }
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    im2col_rows_kernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<int>(t_in), static_cast<int>(cin),
+        static_cast<int>(k), static_cast<int>(padding), static_cast<int>(dilation),
+        static_cast<int>(t_out), r0, rows, static_cast<T*>(cols));
   });
   check_launch(op);
 }

@@ -95,9 +95,7 @@ namespace {
 
 // x [B, T, C] -> conv over T -> [B, T, Cout].
 Tensor conv_rows(Context& ctx, const Tensor& x, const ConvWeights& w) {
-  Tensor y =
-      ops::conv1d(ctx, ops::transpose(ctx, x, 1, 2), w.weight, w.bias, {.padding = w.padding});
-  return ops::transpose(ctx, y, 1, 2);
+  return ops::conv1d_rows(ctx, x, w.weight, w.bias, {.padding = w.padding});
 }
 
 // Multi-head attention of x [B, T, C] over itself, before the residual: fc(attention(q, k, v)).
@@ -118,11 +116,9 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
 
 // Position-wise feed-forward of x [B, T, C], before the residual: w2(relu(w1(x))) over T.
 Tensor feed_forward(Context& ctx, const Tensor& x, const FeedForwardWeights& w) {
-  Tensor h = ops::conv1d(ctx, ops::transpose(ctx, x, 1, 2), w.w1.weight, w.w1.bias,
-                         {.padding = w.w1.padding});
+  Tensor h = conv_rows(ctx, x, w.w1);
   ops::relu_(ctx, h);
-  h = ops::conv1d(ctx, h, w.w2.weight, w.w2.bias, {.padding = w.w2.padding});
-  return ops::transpose(ctx, h, 1, 2);
+  return conv_rows(ctx, h, w.w2);
 }
 
 // FFTBlock.forward of x [B, T, C] in the stream dtype: the sublayers run in the compute dtype, the
@@ -845,32 +841,19 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   Tensor mel =
       ops::linear(ctx, w.precision.to_compute(ctx, x), w.mel_linear.weight, w.mel_linear.bias);
   x = Tensor();
-  // With mask_padding the postnet's convs see zeros past each length, as they do alone; its
-  // activations [B, C, T] are masked as B·C rows of T steps.
-  std::vector<int64_t> channel_lengths;
+  // With mask_padding the postnet's convs see zeros past each length, as they do alone.
   if (controls.mask_padding) ops::zero_beyond_lengths(ctx, mel, mel_lens);
   Tensor post;
   {
-    Tensor h = ops::transpose(ctx, mel, 1, 2);
+    Tensor h = mel;
     for (size_t i = 0; i < w.postnet.size(); ++i) {
-      const ConvWeights& conv = w.postnet[i];
-      h = ops::conv1d(ctx, h, conv.weight, conv.bias, {.padding = conv.padding});
+      h = conv_rows(ctx, h, w.postnet[i]);
       if (i + 1 < w.postnet.size()) {
         h = ops::tanh(ctx, h);
-        if (controls.mask_padding) {
-          const int64_t channels = h.size(1);
-          if (channel_lengths.size() != static_cast<size_t>(batch * channels)) {
-            channel_lengths.clear();
-            for (const int64_t length : mel_lens) {
-              channel_lengths.insert(channel_lengths.end(), static_cast<size_t>(channels), length);
-            }
-          }
-          Tensor rows = h.reshape({batch * channels, h.size(2), 1});
-          ops::zero_beyond_lengths(ctx, rows, channel_lengths);
-        }
+        if (controls.mask_padding) ops::zero_beyond_lengths(ctx, h, mel_lens);
       }
     }
-    post = w.precision.to_stream(ctx, ops::transpose(ctx, h, 1, 2));
+    post = w.precision.to_stream(ctx, h);
   }
   mel = w.precision.to_stream(ctx, mel);
   ops::add_(ctx, post, mel);

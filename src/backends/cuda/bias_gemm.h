@@ -1,0 +1,55 @@
+// Row-major out [rows, features] = x [rows, in] · Wᵀ + bias as one cuBLASLt matmul whose epilogue
+// adds the bias to the F32 sums before they are rounded to the output's dtype: the same value
+// as filling out with the bias and accumulating onto it (beta 1), without the fill's pass over
+// the output. The heuristic's algorithm and the descriptors are kept per shape, dtype and the
+// operands' alignment, for the kMaxPlans shapes used last. Internal to the CUDA backend; one
+// thread at a time, like the backend.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace voxd::cuda {
+
+class BiasGemm {
+ public:
+  BiasGemm();
+  ~BiasGemm();
+  BiasGemm(const BiasGemm&) = delete;
+  BiasGemm& operator=(const BiasGemm&) = delete;
+
+  // Queues out = x · weightᵀ + bias on `stream` (contiguous row-major operands of `type`, bias
+  // [features]), accumulating in F32, with `workspace_bytes` of `workspace`. Returns false,
+  // queuing nothing, when cuBLASLt cannot describe it or has no algorithm for it (the caller then
+  // runs it another way); throws voxd::Error naming `op` when the matmul fails.
+  bool run(cudaDataType type, int64_t rows, int64_t in, int64_t features, const void* x,
+           const void* weight, const void* bias, void* out, void* workspace, size_t workspace_bytes,
+           cudaStream_t stream, const char* op);
+
+ private:
+  struct Plan;
+  // type, rows, in, features, the operands' alignment (bytes, up to 256), the workspace size.
+  using Key = std::tuple<cudaDataType, int64_t, int64_t, int64_t, int, int, int, size_t>;
+  struct Entry {
+    std::unique_ptr<Plan> plan;  // null: cuBLASLt has no algorithm for the key
+    uint64_t last_use = 0;
+  };
+  // Shapes kept (a server meets a new row count with almost every sentence length).
+  static constexpr size_t kMaxPlans = 256;
+
+  // The plan for `key`, made on first use (the least recently used one dropped past kMaxPlans);
+  // null when cuBLASLt has no algorithm for it.
+  Plan* plan_for(const Key& key, const char* op);
+
+  cublasLtHandle_t handle_ = nullptr;
+  std::map<Key, Entry> plans_;
+  uint64_t uses_ = 0;
+};
+
+}  // namespace voxd::cuda
