@@ -74,6 +74,9 @@ test("Chinese text plays while it is made, then as a file of its length", async 
     assert.equal(await page.isVisible(field), false, field);
   }
   await page.fill("#text", "今天天气真好，我们一起去银行。下午三点见！");
+  // The live panel's first answered poll (with the key) is the baseline its rate counts from:
+  // audio made before it would never show as a rate.
+  await page.waitForFunction(() => document.querySelectorAll("#live tr").length > 0);
   await generate(page);
   assert.equal(await page.getAttribute("#status", "class"), "",
                await page.textContent("#status"));
