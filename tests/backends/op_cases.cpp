@@ -256,6 +256,13 @@ void add_linear_cases(std::vector<OpCase>& cases) {
                        [](Context& c, const In& in) {
                          return ops::linear(c, in[0].transpose(1, 2), in[1], Tensor());
                        }));
+  // A bias one element into its storage: off 16 bytes, so CUDA fills the output with it and
+  // accumulates onto it instead of adding it in cuBLASLt's epilogue.
+  cases.push_back(make(OpKind::Linear, "linear with a bias off 16-byte alignment",
+                       {random({40, 24}, 1105), random({36, 24}, 1106), random({37}, 1107)},
+                       [](Context& c, const In& in) {
+                         return ops::linear(c, in[0], in[1], in[2].narrow(0, 1, 36));
+                       }));
 }
 
 struct ConvCase {
@@ -455,10 +462,10 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
     seed += 6;
     const Conv1dParams first{1, tc.d1 * (tc.k1 - 1) / 2, tc.d1, 1};
     const Conv1dParams second{1, tc.d2 * (tc.k2 - 1) / 2, tc.d2, 1};
-    const std::string shape = "B" + str(tc.batch) + " C" + str(tc.cin) + "→" + str(tc.channels) +
-                              "→" + str(tc.cout) + " T" + str(tc.t) + " K" + str(tc.k1) + " d" +
-                              str(tc.d1) + ", K" + str(tc.k2) + " d" + str(tc.d2) +
-                              (tc.bias ? " bias" : "");
+    const std::string shape = std::string("B") + str(tc.batch) + " C" + str(tc.cin) + "→" +
+                              str(tc.channels) + "→" + str(tc.cout) + " T" + str(tc.t) + " K" +
+                              str(tc.k1) + " d" + str(tc.d1) + ", K" + str(tc.k2) + " d" +
+                              str(tc.d2) + (tc.bias ? " bias" : "");
     const int64_t macs = tc.batch * tc.t * tc.channels * (tc.cin * tc.k1 + tc.cout * tc.k2);
     const auto add = [&](const std::string& what, const CaseRun& run) {
       OpCase c = make(OpKind::Conv1d, what + " " + shape, inputs, run);
