@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/device_types.cuh"
 
@@ -52,6 +53,39 @@ __device__ __forceinline__ void store_output_pair(Out* out, const Out* residual,
     if (residual) v1 += to_float(residual[index + 1]);
     out[index + 1] = from_float<Out>(v1);
   }
+}
+
+// out[index .. index + 3] (steps t .. t + 3 of a row of out_steps) = v, plus residual's elements
+// there when residual is set; steps past the row are not written. One vector load and store
+// where all four are inside the row and aligned, else element by element.
+template <typename Out>
+__device__ __forceinline__ void store_output_quad(Out* out, const Out* residual, int64_t index,
+                                                  int64_t t, int64_t out_steps, float4 v) {
+  float f[4] = {v.x, v.y, v.z, v.w};
+  constexpr uintptr_t kBytes = 4 * sizeof(Out);
+  const bool vector = t + 3 < out_steps && reinterpret_cast<uintptr_t>(out + index) % kBytes == 0 &&
+                      (!residual || reinterpret_cast<uintptr_t>(residual + index) % kBytes == 0);
+  if (!vector) {
+    for (int e = 0; e < 4 && t + e < out_steps; ++e) {
+      if (residual) f[e] += to_float(residual[index + e]);
+      out[index + e] = from_float<Out>(f[e]);
+    }
+    return;
+  }
+  union Quad {
+    typename std::conditional<sizeof(Out) == 4, float4, uint2>::type vector;
+    Out e[4];
+  };
+  if (residual) {
+    Quad r;
+    r.vector = *reinterpret_cast<const decltype(r.vector)*>(residual + index);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f[e] += to_float(r.e[e]);
+  }
+  Quad q;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) q.e[e] = from_float<Out>(f[e]);
+  *reinterpret_cast<decltype(q.vector)*>(out + index) = q.vector;
 }
 
 }  // namespace voxd::cuda

@@ -258,6 +258,11 @@ struct MmaTiling {
   static constexpr int kStagedStride = kBlockM + 8;
   static constexpr size_t kStagedBytes =
       static_cast<size_t>(kBlockSteps) * kStagedStride * 2;  // F16/BF16
+  // The output tile as F32 [channel][step] rows for the channel-major epilogue, 8 steps wider
+  // than the tile so that a half-warp's paired accumulator writes fall in distinct banks.
+  static constexpr int kChannelMajorStride = kBlockSteps + 8;
+  static constexpr size_t kChannelMajorBytes =
+      static_cast<size_t>(kBlockM) * kChannelMajorStride * sizeof(float);
 };
 
 // The epilogue into a following convolution's time-major input (TimeMajorOutput): the block's
@@ -306,6 +311,49 @@ __device__ __forceinline__ void store_time_major(
   }
 }
 
+// The epilogue into a.out ([batch][channel][step], a.output_dtype): the block's tile, bias added,
+// goes through shared memory as F32 rows, and each thread then stores (and reads the residual
+// of) four neighbouring steps, so that a warp covers 128 contiguous steps of one channel.
+template <typename T, typename Tiling>
+__device__ __forceinline__ void store_channel_major(
+    const ImplicitGemmConv& a, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4],
+    unsigned char* shared, int64_t t0, int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
+  constexpr int kStride = Tiling::kChannelMajorStride;
+  float* tile = reinterpret_cast<float*>(shared);
+  const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
+      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
+#pragma unroll
+      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
+        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
+        *reinterpret_cast<float2*>(tile + m * kStride + step) =
+            make_float2(acc[mi][nj][2 * h] + bias_value, acc[mi][nj][2 * h + 1] + bias_value);
+      }
+    }
+  }
+  __syncthreads();
+  constexpr int kQuads = kBlockSteps / 4;
+  auto store = [&](auto* out, const auto* residual) {
+    for (int i = threadIdx.x; i < Tiling::kBlockM * kQuads; i += Tiling::kThreads) {
+      const int m = i / kQuads;
+      const int64_t t = t0 + 4 * (i % kQuads);
+      if (co0 + m >= a.out_channels || t >= a.out_steps) continue;
+      const float4 v = *reinterpret_cast<const float4*>(tile + m * kStride + 4 * (i % kQuads));
+      store_output_quad(out, residual, ((b * a.out_channels + co0 + m) * a.out_steps) + t, t,
+                        a.out_steps, v);
+    }
+  };
+  if (a.output_dtype == DType::F32) {
+    store(static_cast<float*>(a.out), static_cast<const float*>(a.residual));
+  } else {
+    store(static_cast<T*>(a.out), static_cast<const T*>(a.residual));
+  }
+}
+
 // Bytes of one pipeline stage: the window [rows][16 channels] (rounded to 128 bytes) and every
 // tap's weights [kernel][block_m][16 channels].
 size_t stage_bytes(int64_t kernel, int64_t halo, int block_m) {
@@ -338,26 +386,45 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   const int stages = static_cast<int>(channels / kStageChannels);
 
   // Stage s into buffer `buffer`: the window's rows and every tap's kBlockM weight rows, two
-  // 16-byte halves each, zeros past the last output channel.
+  // 16-byte halves each, zeros past the last output channel. A thread copies the same half of
+  // the same rows in every stage (window rows copy_row + j·kRowsPerPass, output channel copy_m
+  // at taps copy_tap + j·kTapsPerPass), so its addresses are set here once and step by constants;
+  // the steps are multiples of 8 rows, which keep a row's swizzle.
+  constexpr int kRowsPerPass = kThreads / 2;
+  static_assert(kRowsPerPass % kBlockM == 0 && kRowsPerPass % 8 == 0);
+  constexpr int kTapsPerPass = kRowsPerPass / kBlockM;
+  const int copy_half = static_cast<int>(threadIdx.x & 1);
+  const int copy_row = static_cast<int>(threadIdx.x >> 1);
+  const int copy_m = copy_row % kBlockM;
+  const int copy_tap = copy_row / kBlockM;
+  const bool copy_valid = co0 + copy_m < a.out_channels;
+  const T* window_source = xt + static_cast<int64_t>(copy_row) * channels + copy_half * 8;
+  const int64_t window_source_step = static_cast<int64_t>(kRowsPerPass) * channels;
+  const T* weight_source =
+      arranged +
+      ((static_cast<int64_t>(copy_tap) * a.out_channels + co0 + copy_m) * kStageChannels +
+       copy_half * 8);
+  const int64_t weight_source_step =
+      static_cast<int64_t>(kTapsPerPass) * a.out_channels * kStageChannels;
+  const int64_t stage_weights = static_cast<int64_t>(kernel) * a.out_channels * kStageChannels;
+  const uint32_t window_target = static_cast<uint32_t>(swizzled(copy_row, copy_half));
+  const uint32_t weight_target = static_cast<uint32_t>(
+      window_bytes + copy_tap * kBlockM * kRowBytes + swizzled(copy_m, copy_half));
   auto copy_stage = [&](int s, int buffer) {
-    unsigned char* window = shared + buffer * stage_stride;
-    const T* source_rows = xt + s * kStageChannels;
-    for (int i = threadIdx.x; i < rows * 2; i += kThreads) {
-      const int half = i & 1;
-      const int row = i >> 1;
-      copy_async_16(shared_address(window + swizzled(row, half)),
-                    source_rows + row * channels + half * 8, true);
+    const uint32_t stage = shared_address(shared + buffer * stage_stride);
+    const T* source = window_source + s * kStageChannels;
+    uint32_t target = stage + window_target;
+    for (int row = copy_row; row < rows; row += kRowsPerPass) {
+      copy_async_16(target, source, true);
+      source += window_source_step;
+      target += kRowsPerPass * kRowBytes;
     }
-    const T* source = arranged + static_cast<int64_t>(s) * kernel * a.out_channels * kStageChannels;
-    unsigned char* taps = window + window_bytes;
-    for (int i = threadIdx.x; i < kernel * kBlockM * 2; i += kThreads) {
-      const int half = i & 1;
-      const int m = (i >> 1) % kBlockM;
-      const int k = (i >> 1) / kBlockM;
-      const bool valid = co0 + m < a.out_channels;
-      const T* src =
-          valid ? source + ((k * a.out_channels + co0 + m) * kStageChannels + half * 8) : arranged;
-      copy_async_16(shared_address(taps + k * kBlockM * kRowBytes + swizzled(m, half)), src, valid);
+    source = weight_source + s * stage_weights;
+    target = stage + weight_target;
+    for (int k = copy_tap; k < kernel; k += kTapsPerPass) {
+      copy_async_16(target, copy_valid ? source : arranged, copy_valid);
+      source += weight_source_step;
+      target += kTapsPerPass * kBlockM * kRowBytes;
     }
     copy_async_commit();
   };
@@ -378,35 +445,39 @@ __global__ void __launch_bounds__(Tiling::kThreads)
 
   // ldmatrix lanes: A (16 rows × 16 channels as four 8 × 8 matrices) takes row lane % 16, half
   // lane / 16; B (8 steps × 16 channels, two n-tiles per x4) takes step lane % 8 of n-tile
-  // (lane / 16), half (lane / 8) % 2.
+  // (lane / 16), half (lane / 8) % 2. A warp's m-tiles and n-tile pairs lie 16 rows apart, which
+  // keeps the swizzle: each is its first one's address plus a constant.
   const int a_row = warp_m * Tiling::kWarpM + (lane & 15);
   const int a_half = lane >> 4;
   const int b_step = warp_n * Tiling::kWarpN + ((lane >> 4) << 3) + (lane & 7);
   const int b_half = (lane >> 3) & 1;
+  const uint32_t a_offset = static_cast<uint32_t>(window_bytes + swizzled(a_row, a_half));
   for (int s = 0; s < stages; ++s) {
     const int buffer = s & 1;
     const bool more = s + 1 < stages;
     if (more) copy_stage(s + 1, buffer ^ 1);
-    const unsigned char* window = shared + buffer * stage_stride;
-    const unsigned char* taps = window + window_bytes;
+    const uint32_t window = shared_address(shared + buffer * stage_stride);
+    uint32_t a_address = window + a_offset;
+    int b_row = b_step;
     for (int k = 0; k < kernel; ++k) {
       uint32_t weights[kWarpTilesM][4];
 #pragma unroll
       for (int mi = 0; mi < kWarpTilesM; ++mi) {
-        ldmatrix_x4(weights[mi], shared_address(taps + k * kBlockM * kRowBytes +
-                                                swizzled(a_row + mi * 16, a_half)));
+        ldmatrix_x4(weights[mi], a_address + mi * 16 * kRowBytes);
       }
+      const uint32_t b_address = window + static_cast<uint32_t>(swizzled(b_row, b_half));
 #pragma unroll
       for (int pair = 0; pair < kWarpTilesN / 2; ++pair) {
         uint32_t inputs[4];
-        ldmatrix_x4(inputs,
-                    shared_address(window + swizzled(b_step + pair * 16 + k * dilation, b_half)));
+        ldmatrix_x4(inputs, b_address + pair * 16 * kRowBytes);
 #pragma unroll
         for (int mi = 0; mi < kWarpTilesM; ++mi) {
           mma_16x8x16<T>(acc[mi][2 * pair], weights[mi], inputs[0], inputs[1]);
           mma_16x8x16<T>(acc[mi][2 * pair + 1], weights[mi], inputs[2], inputs[3]);
         }
       }
+      a_address += kBlockM * kRowBytes;
+      b_row += dilation;
     }
     if (more) copy_async_wait_all();
     __syncthreads();
@@ -416,34 +487,7 @@ __global__ void __launch_bounds__(Tiling::kThreads)
     store_time_major<T, Tiling>(a, next, acc, shared, t0, co0, b, warp_m, warp_n, lane);
     return;
   }
-  // Epilogue straight from the accumulators: element e of tile (mi, nj) is output channel
-  // row + 8·(e / 2), step column + e % 2; the pair of steps is written as one paired store when
-  // aligned and inside the sequence. The output and residual have the type of `out`: T, or F32
-  // under mixed precision.
-  const T* bias = static_cast<const T*>(a.bias);
-  auto epilogue = [&](auto* out, const auto* residual) {
-#pragma unroll
-    for (int mi = 0; mi < kWarpTilesM; ++mi) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t co = co0 + warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
-        if (co >= a.out_channels) continue;
-        const float bias_value = bias ? to_float(bias[co]) : 0.0f;
-        const int64_t row_start = (b * a.out_channels + co) * a.out_steps;
-#pragma unroll
-        for (int nj = 0; nj < kWarpTilesN; ++nj) {
-          const int64_t t = t0 + warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
-          store_output_pair(out, residual, row_start + t, t, a.out_steps,
-                            acc[mi][nj][2 * h] + bias_value, acc[mi][nj][2 * h + 1] + bias_value);
-        }
-      }
-    }
-  };
-  if (a.output_dtype == DType::F32) {
-    epilogue(static_cast<float*>(a.out), static_cast<const float*>(a.residual));
-  } else {
-    epilogue(static_cast<T*>(a.out), static_cast<const T*>(a.residual));
-  }
+  store_channel_major<T, Tiling>(a, acc, shared, t0, co0, b, warp_m, warp_n, lane);
 }
 
 // The convolution over the time-major input of `rows` rows × `channels` (padded) channels,
@@ -452,7 +496,8 @@ template <typename T, typename Tiling>
 void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
                 int64_t channels, cudaStream_t stream, const char* op) {
   const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
-  const size_t bytes = next.rows != nullptr ? std::max(2 * stage, Tiling::kStagedBytes) : 2 * stage;
+  const size_t bytes =
+      std::max(2 * stage, next.rows != nullptr ? Tiling::kStagedBytes : Tiling::kChannelMajorBytes);
   auto* kernel = mma_conv_kernel<T, Tiling>;
   if (bytes > (48 << 10)) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

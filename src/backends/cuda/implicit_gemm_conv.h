@@ -1,5 +1,5 @@
 // conv1d as an implicit GEMM on tensor cores, for F16 and BF16 with F32 accumulation: each block
-// computes a tile of output channels × 256 time steps of one sequence, loading the input
+// computes a tile of output channels × 128 time steps of one sequence, loading the input
 // channels' time window (with its halo of dilation·(K − 1) steps) into shared memory once per 16
 // channels and multiplying it by every tap's weights from there (the weights rearranged first,
 // per call, so that blocks read them with 16-byte loads). No im2col columns are written, so the
