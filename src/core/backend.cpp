@@ -69,6 +69,8 @@ std::string_view op_name(OpKind op) {
       return "lstm";
     case OpKind::AddRmsNorm:
       return "add_rms_norm";
+    case OpKind::AddLayerNorm:
+      return "add_layer_norm";
     case OpKind::Swiglu:
       return "swiglu";
     case OpKind::QkvToPages:
@@ -208,6 +210,12 @@ void Backend::lstm(const Tensor& /*x_gates*/, const Tensor& /*w_hh*/, Tensor& /*
                    const std::vector<int64_t>& /*lengths*/, bool /*reverse*/, Tensor& /*out*/,
                    const KernelScratch& /*scratch*/) {
   not_implemented("lstm");
+}
+
+void Backend::add_layer_norm(const Tensor& /*x*/, const Tensor& /*residual*/,
+                             const Tensor& /*gamma*/, const Tensor& /*beta*/, float /*eps*/,
+                             Tensor& /*out*/) {
+  not_implemented("add_layer_norm");
 }
 
 void Backend::add_rms_norm(const Tensor& /*x*/, const Tensor& /*delta*/, const Tensor& /*weight*/,

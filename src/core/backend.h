@@ -83,6 +83,7 @@ enum class OpKind : uint8_t {
   SampleTokens,
   Lstm,
   AddRmsNorm,
+  AddLayerNorm,
   Swiglu,
   QkvToPages,  // the last: OpKind values run from 0 to QkvToPages
 };
@@ -258,6 +259,11 @@ class Backend {
   // biased variance, as torch.nn.LayerNorm. out may be x itself.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& out) = 0;
+  // layer_norm of x + residual (both [N, C], x's dtype), the sum rounded to the dtype first: the
+  // numbers of binary(Add) and then layer_norm, in one pass (a transformer block's residual add
+  // and the norm after it). out may be x or residual.
+  virtual void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                              const Tensor& beta, float eps, Tensor& out);
   // Each row of x [N, C]: x · rsqrt(mean(x²) + eps) computed in F32 and rounded to x's dtype,
   // then multiplied by weight [C] (x's dtype) and rounded once more, as transformers'
   // LlamaRMSNorm does in half precision. out may be x itself.

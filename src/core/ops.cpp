@@ -556,6 +556,37 @@ Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tens
   return out.reshape(x.shape());
 }
 
+Tensor add_layer_norm(Context& ctx, const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                      const Tensor& beta, float eps) {
+  const char* op = "add_layer_norm";
+  require_float_input(ctx, op, "x", x);
+  require_float_input(ctx, op, "residual", residual);
+  require_same_dtype(op, "residual", residual, x);
+  if (residual.shape() != x.shape()) {
+    fail(op, "residual " + residual.shape_string() + " must have x's shape " + x.shape_string());
+  }
+  if (!ctx.backend().supports(OpKind::AddLayerNorm, x.dtype())) {
+    return layer_norm(ctx, add(ctx, x, residual), gamma, beta, eps);
+  }
+  require_float_input(ctx, op, "gamma", gamma);
+  require_float_input(ctx, op, "beta", beta);
+  require_same_dtype(op, "gamma", gamma, x);
+  require_same_dtype(op, "beta", beta, x);
+  if (x.dim() < 1) fail(op, "x must have at least one dimension, got " + x.shape_string());
+  const int64_t c = x.size(-1);
+  if (gamma.dim() != 1 || gamma.size(0) != c || beta.dim() != 1 || beta.size(0) != c) {
+    fail(op, "gamma " + gamma.shape_string() + " and beta " + beta.shape_string() +
+                 " should both be [" + std::to_string(c) + "] for x " + x.shape_string());
+  }
+  const Tensor x2 = contiguous(ctx, x).reshape({-1, c});
+  const Tensor r2 = contiguous(ctx, residual).reshape({-1, c});
+  Tensor out = empty(ctx, x2.shape(), x.dtype());
+  const Tensor g = contiguous(ctx, gamma);
+  const Tensor bt = contiguous(ctx, beta);
+  if (!ctx.planning()) ctx.backend().add_layer_norm(x2, r2, g, bt, eps, out);
+  return out.reshape(x.shape());
+}
+
 Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& weight, float eps) {
   const char* op = "rms_norm";
   require_float_input(ctx, op, "x", x);

@@ -106,6 +106,10 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
 // Over the last dimension of x [..., C].
 Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   float eps);
+// layer_norm(add(x, residual), gamma, beta, eps) with residual of x's shape and dtype: one
+// kernel where the backend fuses the two (Backend::add_layer_norm), else the two ops.
+Tensor add_layer_norm(Context& ctx, const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                      const Tensor& beta, float eps);
 // Over the last dimension of x [..., C], as transformers' LlamaRMSNorm: weight [C] (x's dtype) ·
 // (x · rsqrt(mean(x²) + eps) in F32, rounded to x's dtype).
 Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& weight, float eps);

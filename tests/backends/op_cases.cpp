@@ -585,6 +585,33 @@ void add_norm_cases(std::vector<OpCase>& cases) {
           [eps](Context& ctx, const In& in) { return ops::rms_norm(ctx, in[0], in[1], eps); }));
     }
   }
+  // add_layer_norm: FastSpeech2's rows (256), odd sizes, a view, and out = residual through the
+  // kernel (the contract allows it).
+  for (const Shape& shape : {Shape{2, 5, 256}, Shape{3, 7}, Shape{300, 384}}) {
+    const int64_t c = shape.back();
+    cases.push_back(make(OpKind::AddLayerNorm, "add_layer_norm " + shape_to_string(shape),
+                         {random(shape, seed, -4.0f, 6.0f), random(shape, seed + 1, -3.0f, 3.0f),
+                          random({c}, seed + 2, 0.5f, 1.5f), random({c}, seed + 3)},
+                         [](Context& ctx, const In& in) {
+                           return ops::add_layer_norm(ctx, in[0], in[1], in[2], in[3], 1e-5f);
+                         }));
+    seed += 4;
+  }
+  cases.push_back(make(OpKind::AddLayerNorm, "add_layer_norm of a transposed view",
+                       {random({2, 37, 12}, 1110), random({2, 12, 37}, 1111), random({37}, 1112),
+                        random({37}, 1113)},
+                       [](Context& c, const In& in) {
+                         return ops::add_layer_norm(c, in[0].transpose(1, 2), in[1], in[2], in[3],
+                                                    1e-5f);
+                       }));
+  cases.push_back(make(OpKind::AddLayerNorm, "add_layer_norm into its residual",
+                       {random({6, 64}, 1120, -2.0f, 2.0f), random({6, 64}, 1121, 998.0f, 1002.0f),
+                        random({64}, 1122), random({64}, 1123)},
+                       [](Context& c, const In& in) {
+                         Tensor residual = ops::to_device(c, in[1], in[1].dtype());
+                         c.backend().add_layer_norm(in[0], residual, in[2], in[3], 1e-5f, residual);
+                         return residual;
+                       }));
   // Large offsets: the mean must not swamp the variance.
   const Tensor ones = floats({64}, std::vector<float>(64, 1.0f));
   const Tensor zeros = floats({64}, std::vector<float>(64, 0.0f));

@@ -428,7 +428,7 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
   for (OpKind op :
        {OpKind::Silu, OpKind::Gelu, OpKind::Sin, OpKind::Cos, OpKind::ClampMax, OpKind::RmsNorm,
         OpKind::Rope, OpKind::WriteRows, OpKind::Istft, OpKind::SampleTokens, OpKind::Lstm,
-        OpKind::AddRmsNorm, OpKind::Swiglu, OpKind::QkvToPages}) {
+        OpKind::AddRmsNorm, OpKind::AddLayerNorm, OpKind::Swiglu, OpKind::QkvToPages}) {
     EXPECT_FALSE(minimal.supports(op, DType::F32)) << op_name(op);
   }
   Tensor x = random_tensor({1, 1, 1, 2}, 1);

@@ -50,6 +50,22 @@ TEST_F(ReferenceHand, TheUnaryOpsOfChatTTS) {
   EXPECT_TRUE(std::isnan(clipped[3]));  // torch.clamp keeps NaN
 }
 
+// add_layer_norm is, on the reference, exactly the add and the layer_norm it stands for; also with
+// its output written over the residual.
+TEST_F(ReferenceHand, AddLayerNormIsTheAddAndTheNorm) {
+  const Tensor x = testing::random_tensor({3, 40}, 11);
+  const Tensor residual = testing::random_tensor({3, 40}, 12);
+  const Tensor gamma = testing::random_tensor({40}, 13);
+  const Tensor beta = testing::random_tensor({40}, 14);
+  const std::vector<float> separate =
+      ops::layer_norm(ctx_, ops::add(ctx_, x, residual), gamma, beta, 1e-5f).to_float_vector();
+  EXPECT_EQ(ops::add_layer_norm(ctx_, x, residual, gamma, beta, 1e-5f).to_float_vector(),
+            separate);
+  Tensor into = ops::contiguous(ctx_, residual);
+  backend_.add_layer_norm(x, into, gamma, beta, 1e-5f, into);
+  EXPECT_EQ(into.to_float_vector(), separate);
+}
+
 // The fused decoder-layer ops are, on the reference, exactly the ops they stand for.
 TEST_F(ReferenceHand, TheFusedDecoderOpsAreTheOpsTheyReplace) {
   const Tensor x = testing::random_tensor({3, 40}, 1);

@@ -70,6 +70,8 @@ class CpuBackend final : public Backend {
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   Tensor& out) override;
+  void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                      const Tensor& beta, float eps, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& scratch) override;

@@ -951,6 +951,15 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor&
                    x.size(0), x.size(1), eps, handles_->stream, op);
 }
 
+void CudaBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                                 const Tensor& beta, float eps, Tensor& out) {
+  const char* op = "add_layer_norm";
+  open(op);
+  assert(x.dim() == 2 && residual.shape() == x.shape() && out.shape() == x.shape());
+  cuda::layer_norm(x.raw_data(), gamma.raw_data(), beta.raw_data(), out.raw_data(), x.dtype(),
+                   x.size(0), x.size(1), eps, handles_->stream, op, residual.raw_data());
+}
+
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   const char* op = "rms_norm";
   open(op);

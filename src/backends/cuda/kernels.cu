@@ -305,24 +305,31 @@ __device__ float block_reduce(float v, float* shared) {
   return v;
 }
 
+// One block per row; with `residual`, the row is x + residual rounded to T (an add kernel's
+// output) wherever it is read.
 template <typename T>
-__global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* out, int64_t rows,
-                                  int64_t c, float eps) {
+__global__ void layer_norm_kernel(const T* x, const T* residual, const T* gamma, const T* beta,
+                                  T* out, int64_t rows, int64_t c, float eps) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = x + r * c;
+    const T* added = residual ? residual + r * c : nullptr;
+    auto value = [&](int64_t j) {
+      return added ? to_float(from_float<T>(to_float(in[j]) + to_float(added[j])))
+                   : to_float(in[j]);
+    };
     float sum = 0;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += to_float(in[j]);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += value(j);
     const float mean = block_reduce<false>(sum, shared) / static_cast<float>(c);
     float sq = 0;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const float d = to_float(in[j]) - mean;
+      const float d = value(j) - mean;
       sq += d * d;
     }
     const float var = block_reduce<false>(sq, shared) / static_cast<float>(c);
     const float inv = rsqrtf(var + eps);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const float y = (to_float(in[j]) - mean) * inv * to_float(gamma[j]) + to_float(beta[j]);
+      const float y = (value(j) - mean) * inv * to_float(gamma[j]) + to_float(beta[j]);
       out[r * c + j] = from_float<T>(y);
     }
   }
@@ -1009,14 +1016,15 @@ void col2im_add(const float* cols, int64_t batch, int64_t cout_g, int64_t k, int
 }
 
 void layer_norm(const void* x, const void* gamma, const void* beta, void* out, DType dtype,
-                int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op) {
+                int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op,
+                const void* residual) {
   if (rows == 0 || c == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>(rows, 65535));
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
     layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-        static_cast<T*>(out), rows, c, eps);
+        static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(gamma),
+        static_cast<const T*>(beta), static_cast<T*>(out), rows, c, eps);
   });
   check_launch(op);
 }

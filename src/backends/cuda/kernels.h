@@ -52,9 +52,12 @@ void col2im_add(const float* cols, int64_t batch, int64_t cout_g, int64_t k, int
                 int64_t stride, int64_t padding, int64_t dilation, void* out, DType dtype,
                 int64_t out_channels, int64_t c0, int64_t t_out, cudaStream_t stream,
                 const char* op);
-// Each row of x [rows, c]: (x − mean) / sqrt(var + eps) · gamma + beta. out may be x.
+// Each row of x [rows, c]: (x − mean) / sqrt(var + eps) · gamma + beta. With `residual` (x's
+// shape and dtype), x + residual rounded to the dtype is normalised instead. out may be x or
+// residual.
 void layer_norm(const void* x, const void* gamma, const void* beta, void* out, DType dtype,
-                int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op);
+                int64_t rows, int64_t c, float eps, cudaStream_t stream, const char* op,
+                const void* residual = nullptr);
 // Each row of x [rows, c]: weight · (x · rsqrt(mean(x²) + eps) rounded to the dtype), rounded
 // again (transformers' LlamaRMSNorm). out may be x.
 void rms_norm(const void* x, const void* weight, void* out, DType dtype, int64_t rows, int64_t c,

@@ -131,12 +131,10 @@ Tensor fft_block(Context& ctx, const Tensor& x, const FftBlockWeights& w,
   params.key_lengths = lengths;
   Tensor h = precision.to_stream(
       ctx, self_attention(ctx, precision.to_compute(ctx, x), w.attention, params));
-  ops::add_(ctx, h, x);
-  h = ops::layer_norm(ctx, h, w.attention_norm.gamma, w.attention_norm.beta, kLayerNormEps);
+  h = ops::add_layer_norm(ctx, h, x, w.attention_norm.gamma, w.attention_norm.beta, kLayerNormEps);
   ops::zero_beyond_lengths(ctx, h, lengths);
   Tensor out = precision.to_stream(ctx, feed_forward(ctx, precision.to_compute(ctx, h), w.ffn));
-  ops::add_(ctx, out, h);
-  out = ops::layer_norm(ctx, out, w.ffn_norm.gamma, w.ffn_norm.beta, kLayerNormEps);
+  out = ops::add_layer_norm(ctx, out, h, w.ffn_norm.gamma, w.ffn_norm.beta, kLayerNormEps);
   ops::zero_beyond_lengths(ctx, out, lengths);
   return out;
 }
