@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -28,7 +29,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// NaN for no values (--repeats 0, as under ncu).
 double median(std::vector<double> values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
 }
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   int frames_per_phoneme = 6;
   std::vector<int> batches{1, 8, 32, 64};
   int repeats = 5;
+  double warmup_seconds = 1.0;
   int64_t chunk_frames = 0;
   std::string cuda_graphs = "on";
   bool acoustic_only = false;
@@ -101,6 +105,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repeats", repeats, "Timed runs per batch size (median reported)")
       ->capture_default_str();
+  app.add_option("--warmup-seconds", warmup_seconds,
+                 "Untimed runs of each batch size for at least this long (at least one) before "
+                 "its timed runs, so that the device's clocks and the caches settle whatever ran "
+                 "before")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--chunk-frames", chunk_frames,
                  "Vocode in chunks of this many mel frames per stream (0: each batch at once)")
       ->capture_default_str()
@@ -182,7 +192,13 @@ int main(int argc, char** argv) {
       std::vector<double> acoustic_times;
       std::vector<double> vocoder_times;
       std::vector<double> total_times;
-      for (int r = 0; r <= repeats; ++r) {  // the first run warms up and is not counted
+      // One request of the batch: returns when its audio is on the host, with the acoustic
+      // model's share of the time.
+      struct Timing {
+        double acoustic;
+        double total;
+      };
+      const auto run_once = [&]() {
         const auto start = Clock::now();
         voxd::AcousticOutput out = acoustic.forward(ctx, ids, speakers, {}, nullptr, durations);
         voxd::Tensor mel = voxd::ops::transpose(ctx, out.mel, 1, 2);
@@ -209,11 +225,18 @@ int main(int argc, char** argv) {
           cold_start_seconds = std::chrono::duration<double>(end - process_start).count();
           first_batch_seconds = std::chrono::duration<double>(end - start).count();
         }
-        if (r > 0) {
-          acoustic_times.push_back(std::chrono::duration<double>(acoustic_end - start).count());
-          vocoder_times.push_back(std::chrono::duration<double>(end - acoustic_end).count());
-          total_times.push_back(std::chrono::duration<double>(end - start).count());
-        }
+        return Timing{std::chrono::duration<double>(acoustic_end - start).count(),
+                      std::chrono::duration<double>(end - start).count()};
+      };
+      const auto warmup_start = Clock::now();
+      do {
+        (void)run_once();
+      } while (seconds_since(warmup_start) < warmup_seconds);
+      for (int r = 0; r < repeats; ++r) {
+        const Timing timing = run_once();
+        acoustic_times.push_back(timing.acoustic);
+        vocoder_times.push_back(timing.total - timing.acoustic);
+        total_times.push_back(timing.total);
       }
       const voxd::AllocatorStats stats = runtime.allocator().stats();
       const voxd::MemoryBreakdown memory = runtime.breakdown();
