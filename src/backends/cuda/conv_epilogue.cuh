@@ -1,6 +1,7 @@
-// The epilogue the implicit-GEMM convolution kernels share: two neighbouring steps of one output
-// row, the bias already in them, plus the residual, written as one paired store where they can
-// be. Internal to the CUDA backend.
+// The output stores of the implicit-GEMM convolution kernels: neighbouring steps of one output
+// row, the bias already in them, plus the residual, written as one vector store where they can
+// be: two steps (the wgmma kernel, from its accumulators) or four (the mma.sync kernel, from its
+// tile staged in shared memory). Internal to the CUDA backend.
 #pragma once
 
 #include <cstdint>
