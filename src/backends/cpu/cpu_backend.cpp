@@ -204,8 +204,11 @@ void CpuBackend::unary(const Tensor& x, Tensor& out, UnaryOp op, float alpha) {
       for (int64_t i = 0; i < n; ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
       break;
     case UnaryOp::LeakyRelu:
+      // max(v, 0) + alpha · min(v, 0): the same values as v >= 0 ? v : alpha · v (NaN and the
+      // infinities included), without the branch GCC would not vectorise ("control flow in
+      // loop"); the branchy loop ran one element at a time, a quarter of a CPU server's time.
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) o[i] = in[i] >= 0.0f ? in[i] : alpha * in[i];
+      for (int64_t i = 0; i < n; ++i) o[i] = std::max(in[i], 0.0f) + alpha * std::min(in[i], 0.0f);
       break;
     case UnaryOp::Tanh:
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin / 8)
