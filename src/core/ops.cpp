@@ -533,9 +533,12 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
   return out;
 }
 
-Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                  float eps) {
-  const char* op = "layer_norm";
+namespace {
+
+// layer_norm's checks and launch for both ops: x [..., C] (with `residual` of its shape, when
+// given, added first by the backend's add_layer_norm) normalised over C.
+Tensor normalise_rows(Context& ctx, const char* op, OpKind kind, const Tensor& x,
+                      const Tensor* residual, const Tensor& gamma, const Tensor& beta, float eps) {
   require_float_input(ctx, op, "x", x);
   require_float_input(ctx, op, "gamma", gamma);
   require_float_input(ctx, op, "beta", beta);
@@ -547,13 +550,25 @@ Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tens
     fail(op, "gamma " + gamma.shape_string() + " and beta " + beta.shape_string() +
                  " should both be [" + std::to_string(c) + "] for x " + x.shape_string());
   }
-  require_backend(ctx, op, OpKind::LayerNorm, x.dtype());
-  Tensor x2 = contiguous(ctx, x).reshape({-1, c});
+  require_backend(ctx, op, kind, x.dtype());
+  const Tensor x2 = contiguous(ctx, x).reshape({-1, c});
   Tensor out = empty(ctx, x2.shape(), x.dtype());
   const Tensor g = contiguous(ctx, gamma);
   const Tensor bt = contiguous(ctx, beta);
-  if (!ctx.planning()) ctx.backend().layer_norm(x2, g, bt, eps, out);
+  if (residual != nullptr) {
+    const Tensor r2 = contiguous(ctx, *residual).reshape({-1, c});
+    if (!ctx.planning()) ctx.backend().add_layer_norm(x2, r2, g, bt, eps, out);
+  } else if (!ctx.planning()) {
+    ctx.backend().layer_norm(x2, g, bt, eps, out);
+  }
   return out.reshape(x.shape());
+}
+
+}  // namespace
+
+Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                  float eps) {
+  return normalise_rows(ctx, "layer_norm", OpKind::LayerNorm, x, nullptr, gamma, beta, eps);
 }
 
 Tensor add_layer_norm(Context& ctx, const Tensor& x, const Tensor& residual, const Tensor& gamma,
@@ -568,23 +583,7 @@ Tensor add_layer_norm(Context& ctx, const Tensor& x, const Tensor& residual, con
   if (!ctx.backend().supports(OpKind::AddLayerNorm, x.dtype())) {
     return layer_norm(ctx, add(ctx, x, residual), gamma, beta, eps);
   }
-  require_float_input(ctx, op, "gamma", gamma);
-  require_float_input(ctx, op, "beta", beta);
-  require_same_dtype(op, "gamma", gamma, x);
-  require_same_dtype(op, "beta", beta, x);
-  if (x.dim() < 1) fail(op, "x must have at least one dimension, got " + x.shape_string());
-  const int64_t c = x.size(-1);
-  if (gamma.dim() != 1 || gamma.size(0) != c || beta.dim() != 1 || beta.size(0) != c) {
-    fail(op, "gamma " + gamma.shape_string() + " and beta " + beta.shape_string() +
-                 " should both be [" + std::to_string(c) + "] for x " + x.shape_string());
-  }
-  const Tensor x2 = contiguous(ctx, x).reshape({-1, c});
-  const Tensor r2 = contiguous(ctx, residual).reshape({-1, c});
-  Tensor out = empty(ctx, x2.shape(), x.dtype());
-  const Tensor g = contiguous(ctx, gamma);
-  const Tensor bt = contiguous(ctx, beta);
-  if (!ctx.planning()) ctx.backend().add_layer_norm(x2, r2, g, bt, eps, out);
-  return out.reshape(x.shape());
+  return normalise_rows(ctx, op, OpKind::AddLayerNorm, x, &residual, gamma, beta, eps);
 }
 
 Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& weight, float eps) {

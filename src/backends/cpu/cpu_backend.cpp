@@ -567,13 +567,8 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& gamma,
                                 const Tensor& beta, float eps, Tensor& out) {
-  assert(x.dtype() == DType::F32 && residual.shape() == x.shape() && out.shape() == x.shape());
-  const float* px = x.data<float>();
-  const float* pr = residual.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = x.numel();
-#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) po[i] = px[i] + pr[i];
+  assert(residual.shape() == x.shape() && out.shape() == x.shape());
+  binary(x, residual, out, BinaryOp::Add);
   layer_norm(out, gamma, beta, eps, out);
 }
 

@@ -217,11 +217,8 @@ void ReferenceBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Te
 
 void ReferenceBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& gamma,
                                       const Tensor& beta, float eps, Tensor& out) {
-  assert(x.dtype() == DType::F32 && residual.shape() == x.shape() && out.shape() == x.shape());
-  const float* px = x.data<float>();
-  const float* pr = residual.data<float>();
-  float* po = out.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) po[i] = px[i] + pr[i];
+  assert(residual.shape() == x.shape() && out.shape() == x.shape());
+  binary(x, residual, out, BinaryOp::Add);
   layer_norm(out, gamma, beta, eps, out);
 }
 
