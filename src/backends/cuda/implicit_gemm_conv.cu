@@ -265,6 +265,29 @@ struct MmaTiling {
       static_cast<size_t>(kBlockM) * kChannelMajorStride * sizeof(float);
 };
 
+// Calls stage(m, step, v0, v1) for each pair of neighbouring steps a thread's accumulators hold
+// (m the tile's channel, step the first step's place in the tile), the channel's bias added: the
+// loop both epilogues start with, before they store the tile through shared memory.
+template <typename T, typename Tiling, typename Stage>
+__device__ __forceinline__ void for_each_accumulator_pair(
+    const ImplicitGemmConv& a, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4], int64_t co0,
+    int warp_m, int warp_n, int lane, Stage&& stage) {
+  const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
+      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
+#pragma unroll
+      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
+        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
+        stage(m, step, acc[mi][nj][2 * h] + bias_value, acc[mi][nj][2 * h + 1] + bias_value);
+      }
+    }
+  }
+}
+
 // The epilogue into a following convolution's time-major input (TimeMajorOutput): the block's
 // tile, bias and leaky ReLU applied, rounded to T, goes through shared memory and out as 16-byte
 // vectors along the channels; steps past the sequence are written as zeros (the following
@@ -277,25 +300,14 @@ __device__ __forceinline__ void store_time_major(
     int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
   constexpr int kStride = Tiling::kStagedStride;
   T* tile = reinterpret_cast<T*>(shared);
-  const T* bias = static_cast<const T*>(a.bias);
-#pragma unroll
-  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
-      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
-#pragma unroll
-      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
-        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float v = acc[mi][nj][2 * h + e] + bias_value;
-          if (next.leaky_relu && v < 0.0f) v *= next.slope;
-          tile[(step + e) * kStride + m] = from_float<T>(v);
-        }
-      }
-    }
-  }
+  const auto activate = [&](float v) {
+    return from_float<T>(next.leaky_relu && v < 0.0f ? v * next.slope : v);
+  };
+  for_each_accumulator_pair<T, Tiling>(a, acc, co0, warp_m, warp_n, lane,
+                                       [&](int m, int step, float v0, float v1) {
+                                         tile[step * kStride + m] = activate(v0);
+                                         tile[(step + 1) * kStride + m] = activate(v1);
+                                       });
   __syncthreads();
   constexpr int kVectors = Tiling::kBlockM / 8;
   T* rows = static_cast<T*>(next.rows) + (b * next.row_count + next.padding + t0) * next.channels;
@@ -320,21 +332,10 @@ __device__ __forceinline__ void store_channel_major(
     unsigned char* shared, int64_t t0, int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
   constexpr int kStride = Tiling::kChannelMajorStride;
   float* tile = reinterpret_cast<float*>(shared);
-  const T* bias = static_cast<const T*>(a.bias);
-#pragma unroll
-  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
-      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
-#pragma unroll
-      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
-        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
-        *reinterpret_cast<float2*>(tile + m * kStride + step) =
-            make_float2(acc[mi][nj][2 * h] + bias_value, acc[mi][nj][2 * h + 1] + bias_value);
-      }
-    }
-  }
+  for_each_accumulator_pair<T, Tiling>(
+      a, acc, co0, warp_m, warp_n, lane, [&](int m, int step, float v0, float v1) {
+        *reinterpret_cast<float2*>(tile + m * kStride + step) = make_float2(v0, v1);
+      });
   __syncthreads();
   constexpr int kQuads = kBlockSteps / 4;
   auto store = [&](auto* out, const auto* residual) {
