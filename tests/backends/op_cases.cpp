@@ -565,8 +565,8 @@ void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
 
 void add_norm_cases(std::vector<OpCase>& cases) {
   uint32_t seed = 400;
-  for (const Shape& shape :
-       {Shape{3, 7}, Shape{2, 5, 256}, Shape{1, 1}, Shape{300, 384}, Shape{2, 3000}}) {
+  for (const Shape& shape : {Shape{3, 7}, Shape{2, 5, 256}, Shape{1, 1}, Shape{300, 384},
+                             Shape{2, 3000}, Shape{5, 1000}}) {
     const int64_t c = shape.back();
     const std::vector<CaseInput> inputs = {
         random(shape, seed, -4.0f, 6.0f), random({c}, seed + 1, 0.5f, 1.5f), random({c}, seed + 2)};
@@ -587,7 +587,7 @@ void add_norm_cases(std::vector<OpCase>& cases) {
   }
   // add_layer_norm: FastSpeech2's rows (256), odd sizes, a view, and out = residual through the
   // kernel (the contract allows it).
-  for (const Shape& shape : {Shape{2, 5, 256}, Shape{3, 7}, Shape{300, 384}}) {
+  for (const Shape& shape : {Shape{2, 5, 256}, Shape{3, 7}, Shape{300, 384}, Shape{4, 1000}}) {
     const int64_t c = shape.back();
     cases.push_back(make(OpKind::AddLayerNorm, "add_layer_norm " + shape_to_string(shape),
                          {random(shape, seed, -4.0f, 6.0f), random(shape, seed + 1, -3.0f, 3.0f),
