@@ -167,6 +167,12 @@ void Backend::fused_conv1d_pair(const Tensor& /*x*/, const Conv1dPair& /*pair*/,
   throw Error(name() + ": fused_conv1d_pair called although fuses_conv1d_pair() is false");
 }
 
+void Backend::fused_conv1d_pair_rows(const Tensor& /*x*/, const Conv1dPair& /*pair*/,
+                                     Tensor& /*out*/, const KernelScratch& /*scratch*/) {
+  throw Error(name() +
+              ": fused_conv1d_pair_rows called although fuses_conv1d_pair_rows() is false");
+}
+
 void Backend::rms_norm(const Tensor& /*x*/, const Tensor& /*weight*/, float /*eps*/,
                        Tensor& /*out*/) {
   not_implemented("rms_norm");

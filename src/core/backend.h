@@ -238,6 +238,18 @@ class Backend {
   // weights, biases and residual are contiguous; out does not alias x or the residual.
   virtual void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                  const KernelScratch& scratch);
+  // Whether fused_conv1d_pair_rows() runs `pair` over time-major x [B, T, C] (contiguous) into
+  // [B, T, Cout] rows of `out_dtype`, reading and writing the rows in place; decided by shapes
+  // and dtypes alone. When not (the default), ops::conv1d_pair_rows transposes around
+  // conv1d_pair.
+  virtual bool fuses_conv1d_pair_rows(const Tensor& /*x*/, const Conv1dPair& /*pair*/,
+                                      DType /*out_dtype*/) const {
+    return false;
+  }
+  // out [B, T, Cout] = the pair's output over rows x [B, T, C], the residual [B, T, Cout] rows
+  // too; only called when fuses_conv1d_pair_rows() is true. Otherwise as fused_conv1d_pair.
+  virtual void fused_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair, Tensor& out,
+                                      const KernelScratch& scratch);
   // Whether conv1d_rows() runs a conv1d over time-major rows of x with weight and `params`; when
   // not (the default), ops::conv1d_rows transposes x and the output around conv1d().
   virtual bool runs_conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,

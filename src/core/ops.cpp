@@ -432,8 +432,19 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
   return out;
 }
 
-Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
-  const char* op = "conv1d_pair";
+namespace {
+
+// A Conv1dPair checked over channel-major x [B, C, T] (a view is fine) with `residual` (a view
+// of [B, Cout, T], or null): its weights and biases made contiguous, the output's shape and
+// dtype. Throws as conv1d_pair documents.
+struct CheckedPair {
+  Tensor w1, w2, b1, b2;
+  Shape shape;  // [B, Cout, T]
+  DType out_dtype = DType::F32;
+};
+
+CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv1dPair& pair,
+                       const Tensor* residual) {
   if (pair.first_weight == nullptr || pair.second_weight == nullptr) {
     fail(op, "needs the weights of both convolutions");
   }
@@ -462,31 +473,76 @@ Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   };
   require_same_length("first", w1, pair.first);
   require_same_length("second", w2, pair.second);
-  const Shape shape = {x.size(0), w2.size(0), steps};
-  const DType out_dtype = fused_output_dtype(ctx, op, x, pair.output_dtype, pair.residual, shape);
+  CheckedPair checked;
+  checked.shape = {x.size(0), w2.size(0), steps};
+  checked.out_dtype = fused_output_dtype(ctx, op, x, pair.output_dtype, residual, checked.shape);
   const Tensor none;
-  const Tensor b1 = check_bias(ctx, op, pair.first_bias ? *pair.first_bias : none, w1.size(0), w1,
-                               "the first weight");
-  const Tensor b2 = check_bias(ctx, op, pair.second_bias ? *pair.second_bias : none, w2.size(0), w2,
-                               "the second weight");
+  checked.b1 = check_bias(ctx, op, pair.first_bias ? *pair.first_bias : none, w1.size(0), w1,
+                          "the first weight");
+  checked.b2 = check_bias(ctx, op, pair.second_bias ? *pair.second_bias : none, w2.size(0), w2,
+                          "the second weight");
   require_backend(ctx, op, OpKind::Conv1d, w1.dtype());
-  const Tensor xc = contiguous(ctx, x);
-  const Tensor w1c = contiguous(ctx, w1);
-  const Tensor w2c = contiguous(ctx, w2);
-  const Tensor residual = pair.residual ? contiguous(ctx, *pair.residual) : Tensor();
+  checked.w1 = contiguous(ctx, w1);
+  checked.w2 = contiguous(ctx, w2);
+  return checked;
+}
+
+// `pair` with the checked weights and biases and `residual` in place of its own.
+Conv1dPair with_checked(const Conv1dPair& pair, const CheckedPair& checked,
+                        const Tensor* residual) {
   Conv1dPair fused = pair;
-  fused.first_weight = &w1c;
-  fused.first_bias = &b1;
-  fused.second_weight = &w2c;
-  fused.second_bias = &b2;
-  fused.residual = pair.residual ? &residual : nullptr;
-  if (ctx.backend().fuses_conv1d_pair(xc, fused, out_dtype)) {
-    Tensor out = empty(ctx, shape, out_dtype);
+  fused.first_weight = &checked.w1;
+  fused.first_bias = &checked.b1;
+  fused.second_weight = &checked.w2;
+  fused.second_bias = &checked.b2;
+  fused.residual = residual;
+  return fused;
+}
+
+}  // namespace
+
+Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
+  const char* op = "conv1d_pair";
+  const CheckedPair checked = check_pair(ctx, op, x, pair, pair.residual);
+  const Tensor xc = contiguous(ctx, x);
+  const Tensor residual = pair.residual ? contiguous(ctx, *pair.residual) : Tensor();
+  const Conv1dPair fused = with_checked(pair, checked, pair.residual ? &residual : nullptr);
+  if (ctx.backend().fuses_conv1d_pair(xc, fused, checked.out_dtype)) {
+    Tensor out = empty(ctx, checked.shape, checked.out_dtype);
     ctx.backend().fused_conv1d_pair(xc, fused, out, ctx.scratch());
     return out;
   }
-  const Tensor h = conv1d(ctx, xc, w1c, b1, pair.first, {pair.slope, nullptr, w1.dtype()});
-  return conv1d(ctx, h, w2c, b2, pair.second, {pair.slope, fused.residual, out_dtype});
+  const Tensor h = conv1d(ctx, xc, checked.w1, checked.b1, pair.first,
+                          {pair.slope, nullptr, checked.w1.dtype()});
+  return conv1d(ctx, h, checked.w2, checked.b2, pair.second,
+                {pair.slope, fused.residual, checked.out_dtype});
+}
+
+Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
+  const char* op = "conv1d_pair_rows";
+  require_rank(op, "x", x, 3);
+  if (pair.residual != nullptr) require_rank(op, "residual", *pair.residual, 3);
+  const Tensor channel_major = x.transpose(1, 2);
+  const Tensor residual_view = pair.residual ? pair.residual->transpose(1, 2) : Tensor();
+  const CheckedPair checked =
+      check_pair(ctx, op, channel_major, pair, pair.residual ? &residual_view : nullptr);
+  const Tensor xc = contiguous(ctx, x);
+  const Tensor residual = pair.residual ? contiguous(ctx, *pair.residual) : Tensor();
+  const Conv1dPair fused = with_checked(pair, checked, pair.residual ? &residual : nullptr);
+  if (ctx.backend().fuses_conv1d_pair_rows(xc, fused, checked.out_dtype)) {
+    Tensor out =
+        empty(ctx, {checked.shape[0], checked.shape[2], checked.shape[1]}, checked.out_dtype);
+    ctx.backend().fused_conv1d_pair_rows(xc, fused, out, ctx.scratch());
+    return out;
+  }
+  const Conv1dPair channel_pair =
+      with_checked(pair, checked, pair.residual ? &residual_view : nullptr);
+  return transpose(ctx, conv1d_pair(ctx, channel_major, channel_pair), 1, 2);
+}
+
+bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
+  return x.dim() == 3 && pair.first_weight != nullptr && pair.second_weight != nullptr &&
+         ctx.backend().fuses_conv1d_pair_rows(x, pair, pair.output_dtype.value_or(x.dtype()));
 }
 
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,

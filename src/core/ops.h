@@ -101,6 +101,13 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
 // with ConvFusion. Both must keep the sequence's length (stride 1, 2·padding =
 // dilation·(K − 1)).
 Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair);
+// conv1d_pair over time-major rows: x [B, T, C] -> [B, T, Cout], the residual (when given)
+// [B, T, Cout] too. The numbers of transposing x and the residual, conv1d_pair and transposing
+// back, which is what it runs where the backend does not read and write the rows itself.
+Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
+// Whether conv1d_pair_rows runs `pair` over rows shaped and typed as x [B, T, C] without
+// transposing anything (Backend::fuses_conv1d_pair_rows).
+bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params);
 // Over the last dimension of x [..., C].

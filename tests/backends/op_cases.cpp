@@ -484,6 +484,17 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
     add("conv1d pair without residual", [pair](Context& c, const In& in) {
       return ops::conv1d_pair(c, in[0], pair(in, nullptr, std::nullopt));
     });
+    // Over time-major rows [B, T, C]: read and written in place where the backend can (CUDA:
+    // channels a multiple of 16 in, 8 out), else transposed around the pair.
+    add("conv1d pair on rows", [pair](Context& c, const In& in) {
+      const Tensor rows = ops::transpose(c, in[0], 1, 2);
+      const Tensor residual = ops::transpose(c, in[5], 1, 2);
+      return ops::conv1d_pair_rows(c, rows, pair(in, &residual, std::nullopt));
+    });
+    add("conv1d pair on rows without residual", [pair](Context& c, const In& in) {
+      return ops::conv1d_pair_rows(c, ops::transpose(c, in[0], 1, 2),
+                                   pair(in, nullptr, std::nullopt));
+    });
     // Mixed precision: F32 in, F32 residual and out around the weights' dtype.
     add("conv1d pair F32 in and out", [pair](Context& c, const In& in) {
       const Tensor x32 = ops::to_device(c, in[0], DType::F32);

@@ -89,4 +89,38 @@ __device__ __forceinline__ void store_output_quad(Out* out, const Out* residual,
   *reinterpret_cast<decltype(q.vector)*>(out + index) = q.vector;
 }
 
+// out[index .. index + 7] = the eight F32 values at `values` (16-byte aligned), plus residual's
+// elements there when residual is set, rounded once to T (F16 or BF16). One 16-byte load and
+// store where out and residual are aligned, else element by element.
+template <typename T>
+__device__ __forceinline__ void store_output_eight(T* out, const T* residual, int64_t index,
+                                                   const float* values) {
+  const float4 lo = reinterpret_cast<const float4*>(values)[0];
+  const float4 hi = reinterpret_cast<const float4*>(values)[1];
+  float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const bool vector = reinterpret_cast<uintptr_t>(out + index) % 16 == 0 &&
+                      (!residual || reinterpret_cast<uintptr_t>(residual + index) % 16 == 0);
+  if (!vector) {
+    for (int e = 0; e < 8; ++e) {
+      if (residual) f[e] += to_float(residual[index + e]);
+      out[index + e] = from_float<T>(f[e]);
+    }
+    return;
+  }
+  union Eight {
+    uint4 vector;
+    T e[8];
+  };
+  if (residual) {
+    Eight r;
+    r.vector = *reinterpret_cast<const uint4*>(residual + index);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] += to_float(r.e[e]);
+  }
+  Eight q;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) q.e[e] = from_float<T>(f[e]);
+  *reinterpret_cast<uint4*>(out + index) = q.vector;
+}
+
 }  // namespace voxd::cuda

@@ -858,17 +858,43 @@ bool CudaBackend::fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair,
 
 void CudaBackend::fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                     const KernelScratch& scratch) {
-  const char* op = "conv1d_pair";
   assert(fuses_conv1d_pair(x, pair, out.dtype()));
+  run_conv1d_pair(x, pair, out, /*rows=*/false, scratch);
+}
+
+bool CudaBackend::fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair,
+                                         DType out_dtype) const {
+  // The mma.sync kernel copies its windows from the rows (16 channels a stage) and writes rows
+  // of 8 channels a vector, in the weights' dtype.
+  if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3) return false;
+  const Tensor& first = *pair.first_weight;
+  const Tensor& second = *pair.second_weight;
+  const int64_t steps = x.size(1);
+  return x.dtype() == first.dtype() && out_dtype == first.dtype() && x.size(2) % 16 == 0 &&
+         second.dim() == 3 && second.size(0) % 8 == 0 &&
+         implicit_gemm_takes(x.dtype(), x.size(0), steps, first, first.dtype(), pair.first) &&
+         implicit_gemm_takes(first.dtype(), x.size(0), steps, second, out_dtype, pair.second);
+}
+
+void CudaBackend::fused_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair, Tensor& out,
+                                         const KernelScratch& scratch) {
+  assert(fuses_conv1d_pair_rows(x, pair, out.dtype()));
+  run_conv1d_pair(x, pair, out, /*rows=*/true, scratch);
+}
+
+void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out, bool rows,
+                                  const KernelScratch& scratch) {
+  const char* op = rows ? "conv1d_pair_rows" : "conv1d_pair";
   const Tensor& w1 = *pair.first_weight;
   const Tensor& w2 = *pair.second_weight;
   const int64_t batch = x.size(0);
-  const int64_t steps = x.size(2);
-  // One buffer for both weights' arrangement: the second's is written after the first ran.
+  const int64_t steps = x.size(rows ? 1 : 2);
+  // One buffer for both weights' arrangement: the second's is written after the first ran. The
+  // first's time-major input is also where rows of x off 16 bytes are copied to be read.
   const ScratchBuffer arranged =
       take(scratch, std::max(arranged_weight_bytes(w1), arranged_weight_bytes(w2)));
   const ScratchBuffer first_input =
-      take(scratch, transposed_input_bytes(w1, pair.first, batch, steps));
+      take(scratch, rows ? x.nbytes() : transposed_input_bytes(w1, pair.first, batch, steps));
   const ScratchBuffer second_input =
       take(scratch, transposed_input_bytes(w2, pair.second, batch, steps));
   if (scratch.planning()) return;
@@ -884,10 +910,19 @@ void CudaBackend::fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Ten
   cuda::ImplicitGemmConv first = side(w1, pair.first_bias, pair.first, first_input);
   first.input_dtype = x.dtype();
   first.x = x.raw_data();
+  if (rows) {
+    first.time_major_input = true;
+    if (reinterpret_cast<uintptr_t>(x.raw_data()) % 16 != 0) {
+      VOXD_CUDA_CHECK(op, cudaMemcpyAsync(first_input.data(), x.raw_data(), x.nbytes(),
+                                          cudaMemcpyDeviceToDevice, handles_->stream));
+      first.x = first_input.data();
+    }
+  }
   cuda::ImplicitGemmConv second = side(w2, pair.second_bias, pair.second, second_input);
   second.output_dtype = out.dtype();
   second.residual = pair.residual != nullptr ? pair.residual->raw_data() : nullptr;
   second.out = out.raw_data();
+  second.time_major_output = rows;
   cuda::implicit_gemm_conv1d_pair(first, second, handles_->stream, op);
 }
 

@@ -114,6 +114,10 @@ class CudaBackend final : public Backend {
   // True where fuses_conv1d() is for both convolutions (the intermediate in the weights' dtype)
   // and the path is the default (mma.sync).
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
+  bool fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair,
+                              DType out_dtype) const override;
+  void fused_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair, Tensor& out,
+                              const KernelScratch& scratch) override;
   void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                          const KernelScratch& scratch) override;
   // True for stride 1 without groups: time-major columns (im2col_rows) and one gemm adding the
@@ -181,6 +185,10 @@ class CudaBackend final : public Backend {
   void open(const char* op) const;
   // `bytes` of `scratch` (on this device: ops.h checks the context's allocator).
   ScratchBuffer take(const KernelScratch& scratch, size_t bytes) const;
+  // The pair (Conv1dPair) through the mma.sync kernel, over channel-major x [B, C, T] into out
+  // [B, Cout, T], or with `rows` over time-major x [B, T, C] into out [B, T, Cout].
+  void run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out, bool rows,
+                       const KernelScratch& scratch);
   // Queues the copy of `bytes` host bytes to device memory `dst`; `data` may go once it returns.
   void upload(void* dst, const void* data, size_t bytes, const char* op) const;
   // Per-sequence `values` for a kernel launch: by value when they fit in it, else uploaded into

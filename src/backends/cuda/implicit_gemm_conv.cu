@@ -263,6 +263,11 @@ struct MmaTiling {
   static constexpr int kChannelMajorStride = kBlockSteps + 8;
   static constexpr size_t kChannelMajorBytes =
       static_cast<size_t>(kBlockM) * kChannelMajorStride * sizeof(float);
+  // The output tile as F32 [step][channel] rows for the time-major epilogue, 4 channels wider
+  // than the tile so that a warp's accumulator writes fall in distinct banks.
+  static constexpr int kRowsStride = kBlockM + 4;
+  static constexpr size_t kRowsBytes =
+      static_cast<size_t>(kBlockSteps) * kRowsStride * sizeof(float);
 };
 
 // Calls stage(m, step, v0, v1) for each pair of neighbouring steps a thread's accumulators hold
@@ -355,6 +360,45 @@ __device__ __forceinline__ void store_channel_major(
   }
 }
 
+// The epilogue into time-major a.out and a.residual ([batch][step][channel], the weights' dtype
+// T, a.time_major_output): the block's tile, bias added, goes through shared memory as F32 rows,
+// and each thread then stores (and reads the residual of) eight neighbouring channels of one step.
+template <typename T, typename Tiling>
+__device__ __forceinline__ void store_rows(const ImplicitGemmConv& a,
+                                           const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4],
+                                           unsigned char* shared, int64_t t0, int64_t co0,
+                                           int64_t b, int warp_m, int warp_n, int lane) {
+  constexpr int kStride = Tiling::kRowsStride;
+  float* tile = reinterpret_cast<float*>(shared);
+  const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
+      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
+#pragma unroll
+      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
+        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          tile[(step + e) * kStride + m] = acc[mi][nj][2 * h + e] + bias_value;
+      }
+    }
+  }
+  __syncthreads();
+  constexpr int kVectors = Tiling::kBlockM / 8;
+  T* out = static_cast<T*>(a.out);
+  const T* residual = static_cast<const T*>(a.residual);
+  for (int i = threadIdx.x; i < kBlockSteps * kVectors; i += Tiling::kThreads) {
+    const int step = i / kVectors;
+    const int64_t c = co0 + 8 * (i % kVectors);
+    if (t0 + step >= a.out_steps || c >= a.out_channels) continue;
+    const float* values = tile + step * kStride + 8 * (i % kVectors);
+    store_output_eight(out, residual, (b * a.out_steps + t0 + step) * a.out_channels + c, values);
+  }
+}
+
 // Bytes of one pipeline stage: the window [rows][16 channels] (rounded to 128 bytes) and every
 // tap's weights [kernel][block_m][16 channels].
 size_t stage_bytes(int64_t kernel, int64_t halo, int block_m) {
@@ -382,7 +426,11 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   const int lane = threadIdx.x % 32;
   const int warp_m = warp % Tiling::kWarpRows;
   const int warp_n = warp / Tiling::kWarpRows;
-  const T* xt = static_cast<const T*>(a.transposed_input) + (b * rows_total + t0) * channels;
+  // The rows the window copies from: the transposed input (padded: every row the block reads
+  // is in it), or x itself (a.time_major_input: rows outside the sequence read as zeros).
+  const T* source_rows = static_cast<const T*>(a.time_major_input ? a.x : a.transposed_input) +
+                         b * rows_total * channels;
+  const int64_t window_row0 = a.time_major_input ? t0 - a.padding : t0;
   const T* arranged = static_cast<const T*>(a.arranged_weight);
   const int stages = static_cast<int>(channels / kStageChannels);
 
@@ -399,8 +447,6 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   const int copy_m = copy_row % kBlockM;
   const int copy_tap = copy_row / kBlockM;
   const bool copy_valid = co0 + copy_m < a.out_channels;
-  const T* window_source = xt + static_cast<int64_t>(copy_row) * channels + copy_half * 8;
-  const int64_t window_source_step = static_cast<int64_t>(kRowsPerPass) * channels;
   const T* weight_source =
       arranged +
       ((static_cast<int64_t>(copy_tap) * a.out_channels + co0 + copy_m) * kStageChannels +
@@ -413,14 +459,18 @@ __global__ void __launch_bounds__(Tiling::kThreads)
       window_bytes + copy_tap * kBlockM * kRowBytes + swizzled(copy_m, copy_half));
   auto copy_stage = [&](int s, int buffer) {
     const uint32_t stage = shared_address(shared + buffer * stage_stride);
-    const T* source = window_source + s * kStageChannels;
     uint32_t target = stage + window_target;
     for (int row = copy_row; row < rows; row += kRowsPerPass) {
-      copy_async_16(target, source, true);
-      source += window_source_step;
+      const int64_t source_row = window_row0 + row;
+      const bool inside = source_row >= 0 && source_row < rows_total;
+      copy_async_16(target,
+                    inside
+                        ? source_rows + source_row * channels + s * kStageChannels + copy_half * 8
+                        : arranged,
+                    inside);
       target += kRowsPerPass * kRowBytes;
     }
-    source = weight_source + s * stage_weights;
+    const T* source = weight_source + s * stage_weights;
     target = stage + weight_target;
     for (int k = copy_tap; k < kernel; k += kTapsPerPass) {
       copy_async_16(target, copy_valid ? source : arranged, copy_valid);
@@ -428,6 +478,27 @@ __global__ void __launch_bounds__(Tiling::kThreads)
       target += kTapsPerPass * kBlockM * kRowBytes;
     }
     copy_async_commit();
+  };
+
+  // x read in place (a.time_major_input) has not been through the input's leaky ReLU: each
+  // thread applies it to the window rows it copied, once they have landed.
+  const bool activate_window = a.time_major_input && a.input_leaky_relu;
+  auto activate_stage = [&](int buffer) {
+    unsigned char* stage = shared + buffer * stage_stride;
+    for (int row = copy_row; row < rows; row += kRowsPerPass) {
+      union {
+        uint4 vector;
+        T e[8];
+      } v;
+      uint4* chunk = reinterpret_cast<uint4*>(stage + swizzled(row, copy_half));
+      v.vector = *chunk;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float f = to_float(v.e[e]);
+        v.e[e] = from_float<T>(f < 0.0f ? f * a.input_slope : f);
+      }
+      *chunk = v.vector;
+    }
   };
 
   float acc[kWarpTilesM][kWarpTilesN][4];
@@ -442,6 +513,7 @@ __global__ void __launch_bounds__(Tiling::kThreads)
 
   copy_stage(0, 0);
   copy_async_wait_all();
+  if (activate_window) activate_stage(0);
   __syncthreads();
 
   // ldmatrix lanes: A (16 rows × 16 channels as four 8 × 8 matrices) takes row lane % 16, half
@@ -480,12 +552,19 @@ __global__ void __launch_bounds__(Tiling::kThreads)
       a_address += kBlockM * kRowBytes;
       b_row += dilation;
     }
-    if (more) copy_async_wait_all();
+    if (more) {
+      copy_async_wait_all();
+      if (activate_window) activate_stage(buffer ^ 1);
+    }
     __syncthreads();
   }
 
   if (next.rows != nullptr) {
     store_time_major<T, Tiling>(a, next, acc, shared, t0, co0, b, warp_m, warp_n, lane);
+    return;
+  }
+  if (a.time_major_output) {
+    store_rows<T, Tiling>(a, acc, shared, t0, co0, b, warp_m, warp_n, lane);
     return;
   }
   store_channel_major<T, Tiling>(a, acc, shared, t0, co0, b, warp_m, warp_n, lane);
@@ -497,8 +576,10 @@ template <typename T, typename Tiling>
 void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
                 int64_t channels, cudaStream_t stream, const char* op) {
   const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
-  const size_t bytes =
-      std::max(2 * stage, next.rows != nullptr ? Tiling::kStagedBytes : Tiling::kChannelMajorBytes);
+  const size_t epilogue = next.rows != nullptr  ? Tiling::kStagedBytes
+                          : a.time_major_output ? Tiling::kRowsBytes
+                                                : Tiling::kChannelMajorBytes;
+  const size_t bytes = std::max(2 * stage, epilogue);
   auto* kernel = mma_conv_kernel<T, Tiling>;
   if (bytes > (48 << 10)) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -617,9 +698,12 @@ void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& seco
            256, 0, stream>>>(next, covered);
     check(cudaGetLastError(), "zero_border_rows_kernel launch", op);
   }
-  transpose_input<T>(first, first_rows, first_channels, false, stream, op);
+  if (!first.time_major_input) {
+    transpose_input<T>(first, first_rows, first_channels, false, stream, op);
+  }
   arrange_weights<kStageChannels, T>(first, stream, op);
-  launch_mma_for<T>(first, next, first_halo, first_rows, first_channels, stream, op);
+  launch_mma_for<T>(first, next, first_halo, first.time_major_input ? first.in_steps : first_rows,
+                    first_channels, stream, op);
   arrange_weights<kStageChannels, T>(second, stream, op);
   launch_mma_for<T>(second, TimeMajorOutput{}, second_halo, next.row_count, next.channels, stream,
                     op);
@@ -691,6 +775,17 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
                 ": the implicit-GEMM convolution pair needs one dtype, one batch, the first's "
                 "output channels as the second's input and both keeping the length");
   }
+  const bool rows_in = !first.time_major_input || (first.input_dtype == first.dtype &&
+                                                   first.in_channels % kStageChannels == 0 &&
+                                                   reinterpret_cast<uintptr_t>(first.x) % 16 == 0);
+  const bool rows_out = !second.time_major_output ||
+                        (second.output_dtype == second.dtype && second.out_channels % 8 == 0);
+  if (second.time_major_input || first.time_major_output || !rows_in || !rows_out) {
+    throw Error(std::string("cuda: ") + op +
+                ": a time-major pair reads rows of the weights' dtype (channels a multiple of 16, "
+                "16-byte aligned) into the first and writes rows of that dtype (channels a "
+                "multiple of 8) from the second");
+  }
   if (first.dtype == DType::F16) {
     launch_pair_for<__half>(first, second, stream, op);
   } else {
@@ -701,6 +796,10 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
 void implicit_gemm_conv1d(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
   if (a.batch == 0 || a.out_channels == 0 || a.out_steps == 0) return;
   check_runs(a, op);
+  if (a.time_major_input || a.time_major_output) {
+    throw Error(std::string("cuda: ") + op +
+                ": only implicit_gemm_conv1d_pair reads or writes time-major rows");
+  }
   if (a.dtype == DType::F16) {
     launch_for<__half>(a, stream, op);
   } else {

@@ -46,6 +46,14 @@ struct ImplicitGemmConv {
   // Whether Hopper's wgmma kernel (wgmma_conv.h) runs it where it applies; otherwise the
   // mma.sync kernel does.
   bool allow_wgmma = false;
+  // The first of a pair only: x is time-major [batch][in_steps][in_channels] in the weights'
+  // dtype, in_channels a multiple of 16 and x 16-byte aligned. The kernel copies its windows
+  // straight from x (zeros outside the sequence) and applies the input's leaky ReLU in shared
+  // memory; transposed_input is not used.
+  bool time_major_input = false;
+  // The second of a pair only: out and residual are time-major [batch][out_steps][out_channels]
+  // in the weights' dtype, out_channels a multiple of 8.
+  bool time_major_output = false;
 };
 
 // Two convolutions of one length in a row (core/backend.h's Conv1dPair) through the mma.sync
@@ -56,6 +64,8 @@ struct ImplicitGemmConv {
 // the length (2·padding = dilation·(kernel − 1)) and share dtype, arranged_weight may be one
 // buffer (the second's weights are arranged after the first has run), the transposed inputs are
 // two.
+// With first.time_major_input and second.time_major_output the pair reads and writes time-major
+// rows and transposes nothing.
 void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                                cudaStream_t stream, const char* op);
 

@@ -277,7 +277,35 @@ Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFus
   return ops::conv1d(ctx, x, c.weight, c.bias, params, fusion);
 }
 
-Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) const {
+Conv1dPair HifiGan::pair(const ResBlock& block, size_t m, const Tensor* residual) const {
+  const Conv& first = block.dilated[m];
+  const Conv& second = block.plain[m];
+  return {
+      .first_weight = &first.weight,
+      .first_bias = &first.bias,
+      .first = {.stride = first.stride, .padding = first.padding, .dilation = first.dilation},
+      .second_weight = &second.weight,
+      .second_bias = &second.bias,
+      .second = {.stride = second.stride, .padding = second.padding, .dilation = second.dilation},
+      .slope = kLreluSlope,
+      .residual = residual,
+      .output_dtype = precision_.stream};
+}
+
+bool HifiGan::resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) const {
+  const auto num_kernels = static_cast<size_t>(config_.num_kernels());
+  const Tensor rows = x.transpose(1, 2);
+  for (size_t j = 0; j < num_kernels; ++j) {
+    const ResBlock& block = resblocks_[stage * num_kernels + j];
+    if (block.plain.empty()) return false;
+    for (size_t m = 0; m < block.dilated.size(); ++m) {
+      if (!ops::fuses_conv1d_pair_rows(ctx, rows, pair(block, m, &rows))) return false;
+    }
+  }
+  return true;
+}
+
+Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows) const {
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
   const bool two_convs = !block.plain.empty();
   for (size_t m = 0; m < block.dilated.size(); ++m) {
@@ -287,21 +315,8 @@ Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x) c
     // conv reads the stream dtype, the last writes it, and what passes between two convs stays
     // in the compute dtype.
     if (two_convs) {
-      const Conv& first = block.dilated[m];
-      const Conv& second = block.plain[m];
-      out = ops::conv1d_pair(
-          ctx, out,
-          {.first_weight = &first.weight,
-           .first_bias = &first.bias,
-           .first = {.stride = first.stride, .padding = first.padding, .dilation = first.dilation},
-           .second_weight = &second.weight,
-           .second_bias = &second.bias,
-           .second = {.stride = second.stride,
-                      .padding = second.padding,
-                      .dilation = second.dilation},
-           .slope = kLreluSlope,
-           .residual = &out,
-           .output_dtype = precision_.stream});
+      out = rows ? ops::conv1d_pair_rows(ctx, out, pair(block, m, &out))
+                 : ops::conv1d_pair(ctx, out, pair(block, m, &out));
     } else {
       out = conv(ctx, block.dilated[m], out, {kLreluSlope, &out, precision_.stream});
     }
@@ -329,9 +344,13 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     params.padding = ups_[i].padding;
     x = precision_.to_stream(ctx, ops::conv_transpose1d(ctx, precision_.to_compute(ctx, x),
                                                         ups_[i].weight, ups_[i].bias, params));
+    // Where the backend reads and writes V1's pairs as time-major rows, the stage's input is
+    // transposed once and its mean back once, instead of a transpose inside every pair.
+    const bool rows = resblocks_on_rows(ctx, i, x);
+    if (rows) x = ops::transpose(ctx, x, 1, 2);
     Tensor sum;
     for (size_t j = 0; j < num_kernels; ++j) {
-      Tensor y = resblock(ctx, resblocks_[i * num_kernels + j], x);
+      Tensor y = resblock(ctx, resblocks_[i * num_kernels + j], x, rows);
       if (sum.defined()) {
         ops::add_(ctx, sum, y);
       } else {
@@ -340,6 +359,7 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     }
     x = Tensor();  // the stage input is dead before the mean is allocated
     x = ops::scale(ctx, sum, 1.0f / static_cast<float>(num_kernels));
+    if (rows) x = ops::transpose(ctx, x, 1, 2);
   }
   ops::leaky_relu_(ctx, x, kFinalSlope);
   x = ops::tanh(ctx, conv(ctx, conv_post_, x));

@@ -106,8 +106,14 @@ class HifiGan {
   };
 
   static Tensor conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion = {});
-  // x and the result in the stream dtype.
-  Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x) const;
+  // ResBlock1's step m as a Conv1dPair adding `residual`, its output in the stream dtype.
+  Conv1dPair pair(const ResBlock& block, size_t m, const Tensor* residual) const;
+  // Whether stage `stage`'s resblocks run over time-major rows: ResBlock1, and every pair of the
+  // stage read and written as rows by the backend (ops::fuses_conv1d_pair_rows) for the stage's
+  // input x [B, C, T] transposed. They then need no transposes between their convolutions.
+  bool resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) const;
+  // x and the result in the stream dtype: [B, C, T], or [B, T, C] with `rows`.
+  Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows) const;
 
   HifiGanConfig config_;
   PrecisionPolicy precision_;
