@@ -476,6 +476,39 @@ void CudaBackend::use_gemm_workspace(const ScratchBuffer& workspace, const char*
   VOXD_CUDA_CHECK(op, cublasSetWorkspace(handles_->cublas, workspace.data(), workspace.bytes()));
 }
 
+namespace {
+
+// A view whose last two dimensions are those of contiguous matrices swapped (x.transpose(-1, -2)
+// of a contiguous x): batch matrices of rows × cols in memory, the view [..., cols, rows].
+struct TransposedMatrices {
+  int64_t batch = 1;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+std::optional<TransposedMatrices> transposed_matrices(const Tensor& src) {
+  const Shape& sizes = src.shape();
+  const Shape& strides = src.strides();
+  const size_t rank = sizes.size();
+  if (rank < 2) return std::nullopt;
+  TransposedMatrices t;
+  t.cols = sizes[rank - 2];
+  t.rows = sizes[rank - 1];
+  if (t.rows < 2 || t.cols < 2 || strides[rank - 2] != 1 || strides[rank - 1] != t.cols) {
+    return std::nullopt;
+  }
+  int64_t expected = t.rows * t.cols;
+  for (size_t d = rank - 2; d-- > 0;) {
+    if (sizes[d] != 1 && strides[d] != expected) return std::nullopt;
+    expected *= sizes[d];
+    t.batch *= sizes[d];
+  }
+  if (t.batch > 65535) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
 void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) {
   const char* op = "copy";
   assert(dst.is_contiguous() && src.numel() == dst.numel());
@@ -519,6 +552,11 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
   } else if (plain) {
     VOXD_CUDA_CHECK(op, cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
                                         cudaMemcpyDeviceToDevice, stream));
+  } else if (const std::optional<TransposedMatrices> t = transposed_matrices(src);
+             t && src.dtype() == dst.dtype()) {
+    cuda::transpose_matrices(src.raw_data(), dst.raw_data(),
+                             static_cast<int>(dtype_size(src.dtype())), t->batch, t->rows, t->cols,
+                             stream, op);
   } else {
     cuda::copy_strided(src.raw_data(), src.dtype(), make_layout(op, src.shape(), src.strides()),
                        dst.raw_data(), dst.dtype(), n, stream, op);

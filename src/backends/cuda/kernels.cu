@@ -937,6 +937,48 @@ void launch_attention_over_rows(const void* q, const void* k, const void* v, voi
 
 }  // namespace
 
+namespace {
+
+template <typename U>
+__global__ void transpose_matrices_kernel(const U* src, U* dst, int64_t rows, int64_t cols) {
+  __shared__ U tile[32][33];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const int64_t offset = static_cast<int64_t>(blockIdx.z) * rows * cols;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t r = r0 + i;
+    const int64_t c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = src[offset + r * cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i;
+    const int64_t r = r0 + threadIdx.x;
+    if (c < cols && r < rows) dst[offset + c * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
+}  // namespace
+
+void transpose_matrices(const void* src, void* dst, int element_bytes, int64_t batch, int64_t rows,
+                        int64_t cols, cudaStream_t stream, const char* op) {
+  if (batch == 0 || rows == 0 || cols == 0) return;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32),
+                  static_cast<unsigned>(batch));
+  const dim3 block(32, 8);
+  if (element_bytes == 2) {
+    transpose_matrices_kernel<<<grid, block, 0, stream>>>(static_cast<const uint16_t*>(src),
+                                                          static_cast<uint16_t*>(dst), rows, cols);
+  } else if (element_bytes == 4) {
+    transpose_matrices_kernel<<<grid, block, 0, stream>>>(static_cast<const uint32_t*>(src),
+                                                          static_cast<uint32_t*>(dst), rows, cols);
+  } else {
+    transpose_matrices_kernel<<<grid, block, 0, stream>>>(static_cast<const uint64_t*>(src),
+                                                          static_cast<uint64_t*>(dst), rows, cols);
+  }
+  check_launch(op);
+}
+
 void copy_strided(const void* src, DType src_dtype, const Layout& src_layout, void* dst,
                   DType dst_dtype, int64_t n, cudaStream_t stream, const char* op) {
   if (n == 0) return;

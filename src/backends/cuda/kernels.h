@@ -22,6 +22,12 @@ struct Layout {
   int64_t strides[kMaxDims] = {};
 };
 
+// dst [batch][cols][rows] = src [batch][rows][cols] transposed, both contiguous, elements of
+// `element_bytes` (2, 4 or 8): 32 × 32 tiles through shared memory, so that reads and writes are
+// both along rows. What copy_strided does for a transposed view, without its per-element index
+// arithmetic and scattered reads.
+void transpose_matrices(const void* src, void* dst, int element_bytes, int64_t batch, int64_t rows,
+                        int64_t cols, cudaStream_t stream, const char* op);
 // dst[i] (contiguous, dst_dtype) = src at element i of `src_layout`, converted as
 // convert_elements does (any of the five dtypes).
 void copy_strided(const void* src, DType src_dtype, const Layout& src_layout, void* dst,
