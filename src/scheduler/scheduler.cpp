@@ -329,6 +329,9 @@ void Scheduler::loop() {
     std::exception_ptr error;
     Admission admission;
     const size_t proposed = best.items.size();
+    const bool debug = spdlog::should_log(spdlog::level::debug);
+    // Segments reserved during the step: each a cudaMalloc on a GPU, which waits for the device.
+    const uint64_t reserves_before = debug ? runtime_.allocator().stats().num_segment_reserves : 0;
     const Clock::time_point started = Clock::now();
     try {
       output = execute(*chosen, best, admission);
@@ -338,7 +341,7 @@ void Scheduler::loop() {
     const double seconds = seconds_between(started, Clock::now());
     const uint64_t available = budget_.available();
     lock.lock();
-    if (spdlog::should_log(spdlog::level::debug)) {  // no fields built on the hot path otherwise
+    if (debug) {  // no fields built on the hot path otherwise
       server::log_event(spdlog::level::debug, "step",
                         {{"kind", chosen->name()},
                          {"urgency", urgency_name(best.urgency)},
@@ -346,6 +349,8 @@ void Scheduler::loop() {
                          {"items", best.items.size()},
                          {"admission_s", admission.seconds},
                          {"seconds", seconds},
+                         {"segment_reserves",
+                          runtime_.allocator().stats().num_segment_reserves - reserves_before},
                          {"streams", streams_.size()}});
     }
     step_running_ = false;

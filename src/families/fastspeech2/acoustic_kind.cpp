@@ -1,6 +1,7 @@
 #include "families/fastspeech2/acoustic_kind.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "core/memory_summary.h"
@@ -44,6 +45,13 @@ int64_t longest_mel(const AcousticEncoding& encoding, size_t first, size_t count
 
 }  // namespace
 
+int64_t padded_length(int64_t longest) {
+  VOXD_CHECK(longest >= 1, "padded_length of a length below 1");
+  if (longest <= 16) return longest;
+  const int64_t step = int64_t{1} << (std::bit_width(static_cast<uint64_t>(longest)) - 4);
+  return (longest + step - 1) / step * step;
+}
+
 Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                             const Pacing& pacing, Clock::time_point now) {
   std::vector<Candidate> candidates;
@@ -75,15 +83,19 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
 const AcousticPlan& AcousticKind::plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
                                        int64_t frames) {
   return plans_.get(std::make_tuple(&voice, batch, phonemes, frames), [&] {
-    return plan_acoustic(runtime_.backend(), models_of(voice).voice->acoustic(), batch, phonemes,
-                         frames, /*mask_padding=*/true);
+    const Clock::time_point started = Clock::now();
+    AcousticPlan made = plan_acoustic(runtime_.backend(), models_of(voice).voice->acoustic(), batch,
+                                      phonemes, frames, /*mask_padding=*/true);
+    planning_s_ += std::chrono::duration<double>(Clock::now() - started).count();
+    return made;
   });
 }
 
 uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
   // The encoder's plan does not depend on the frames; the decoder's is checked once they are
   // known.
-  const AcousticPlan& p = plan(*batch.voice, static_cast<int64_t>(size), longest(batch, size), 1);
+  const AcousticPlan& p =
+      plan(*batch.voice, static_cast<int64_t>(size), padded_length(longest(batch, size)), 1);
   return MemoryBudget::footprint(p.encoder.bytes(), p.hidden_bytes);
 }
 
@@ -108,18 +120,21 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   controls.duration_scale = 1.0f / rate_of(*batch.items.front());
   // Sentences of several lengths share the step: padding must not change anyone's audio.
   controls.mask_padding = true;
-  const AcousticPlan& encoder = plan(entry, static_cast<int64_t>(n), longest(batch, n), 1);
+  controls.pad_to_phonemes = padded_length(longest(batch, n));
+  const AcousticPlan& encoder = plan(entry, static_cast<int64_t>(n), controls.pad_to_phonemes, 1);
 
   StepOutput out;
   out.audio.resize(n);
   out.errors.resize(n);
   const Clock::time_point started = Clock::now();
   Clock::time_point encoded;
+  int64_t frames = 0;
   {
     const AcousticEncoding encoding = run_acoustic_encoder_step(
         runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(), ids, {},
         controls, encoder.encoder);
     encoded = Clock::now();
+    frames = longest_mel(encoding, 0, n);
     decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, budget, out);
   }
   if (spdlog::should_log(spdlog::level::debug)) {
@@ -127,9 +142,14 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
         spdlog::level::debug, "acoustic step",
         {{"sentences", n},
          {"phonemes", longest(batch, n)},
+         {"padded_phonemes", controls.pad_to_phonemes},
+         {"frames", frames},
+         {"padded_frames", frames > 0 ? padded_length(frames) : 0},
+         {"planning_s", planning_s_},
          {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
          {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()}});
   }
+  planning_s_ = 0;
   for (const auto& stream : batch.items) work_of(*stream).sentences.pop_front();
   return out;
 }
@@ -150,11 +170,14 @@ void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budge
 }
 
 void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
-                          const SynthesisControls& controls, size_t first, size_t count,
-                          uint64_t carried, MemoryBudget& budget, StepOutput& out) {
+                          SynthesisControls controls, size_t first, size_t count, uint64_t carried,
+                          MemoryBudget& budget, StepOutput& out) {
   const VoiceEntry& entry = *batch.voice;
-  const int64_t frames = longest_mel(encoding, first, count);
-  if (frames == 0) return;  // nothing to say: the sentences make no audio, as in Synthesizer
+  const int64_t longest_frames = longest_mel(encoding, first, count);
+  // Nothing to say: the sentences make no audio, as in Synthesizer.
+  if (longest_frames == 0) return;
+  const int64_t frames = padded_length(longest_frames);
+  controls.pad_to_frames = frames;
   const int64_t phonemes = encoding.hidden.size(1);
   const ArenaLayout decoder = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder;
   const uint64_t bytes = decoder.bytes();
@@ -169,7 +192,7 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
         {.request_too_large = true,
          .code = "sentence_too_long",
          .message = "a sentence of " + std::to_string(encoding.src_lengths[first]) +
-                    " phonemes and " + std::to_string(frames) + " mel frames needs " +
+                    " phonemes and " + std::to_string(longest_frames) + " mel frames needs " +
                     format_bytes(MemoryBudget::footprint(bytes, carried)) +
                     " of device memory for the acoustic decoder, more than the " +
                     format_bytes(budget.available() + MemoryBudget::footprint(0, carried)) +

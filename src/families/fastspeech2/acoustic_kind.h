@@ -6,6 +6,9 @@
 // (the original FastSpeech2 lets padding leak into the end of a shorter sequence), so a batch
 // takes sentences within a band of lengths (the longest at most 1.25 times the lead's, the
 // shortest at least the lead's over 1.25), padded to the longest, and decodes them together.
+// The padded lengths are rounded up to a few sizes per octave (padded_length), so that steps
+// of sentences that differ only a little share a shape, and with it the plan, the gemm shapes
+// and the arena sizes of the steps before them.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,11 @@
 #include "scheduler/plan_cache.h"
 
 namespace voxd::fastspeech2 {
+
+// The length a step pads `longest` (≥ 1) symbols or mel frames to: `longest` itself up to 16,
+// above that rounded up to the next multiple of an eighth of its power of two (200 -> 208,
+// 1000 -> 1024): at most 1/8 of padding, 8 sizes per octave.
+int64_t padded_length(int64_t longest);
 
 class AcousticKind final : public StepKind {
  public:
@@ -37,18 +45,20 @@ class AcousticKind final : public StepKind {
   // The plan of `voice`'s acoustic steps at (batch, phonemes, frames), cached.
   const AcousticPlan& plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
                            int64_t frames);
-  // Decodes sequences [first, first + count) of `encoding` (padded to the longest mel), each
-  // sentence's mel into its stream's chunkers; when they do not fit together, one by one, and a
-  // sequence whose decoder does not fit even alone fails its item.
-  void decode(const Batch& batch, const AcousticEncoding& encoding,
-              const SynthesisControls& controls, size_t first, size_t count, uint64_t carried,
-              MemoryBudget& budget, StepOutput& out);
+  // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
+  // longest mel), each sentence's mel into its stream's chunkers; when they do not fit together,
+  // one by one, and a sequence whose decoder does not fit even alone fails its item.
+  void decode(const Batch& batch, const AcousticEncoding& encoding, SynthesisControls controls,
+              size_t first, size_t count, uint64_t carried, MemoryBudget& budget, StepOutput& out);
 
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan>
       plans_;
+  // Seconds spent making new plans since the last step's debug log line (footprint() plans the
+  // encoder before run()).
+  double planning_s_ = 0;
 };
 
 }  // namespace voxd::fastspeech2

@@ -454,6 +454,19 @@ struct Loader {
   }
 };
 
+void require_masked_padding(const SynthesisControls& controls) {
+  if (controls.pad_to_phonemes < 0 || controls.pad_to_frames < 0) {
+    throw InputError("FastSpeech2: pad_to_phonemes (" + std::to_string(controls.pad_to_phonemes) +
+                     ") and pad_to_frames (" + std::to_string(controls.pad_to_frames) +
+                     ") must not be negative");
+  }
+  if ((controls.pad_to_phonemes > 0 || controls.pad_to_frames > 0) && !controls.mask_padding) {
+    throw InputError(
+        "FastSpeech2: padding to pad_to_phonemes or pad_to_frames needs mask_padding, which keeps "
+        "the padding out of the sequences' output");
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -691,7 +704,9 @@ AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector
       }
     }
   }
-  const int64_t max_src = *std::max_element(src_lens.begin(), src_lens.end());
+  require_masked_padding(controls);
+  const int64_t max_src =
+      std::max(*std::max_element(src_lens.begin(), src_lens.end()), controls.pad_to_phonemes);
 
   // Encoder over the batch padded with id 0.
   Tensor x;
@@ -801,14 +816,16 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   result.durations = encoding.durations;
   result.mel_lengths = encoding.mel_lengths;
   const std::vector<int64_t>& mel_lens = result.mel_lengths;
-  const int64_t max_mel = *std::max_element(mel_lens.begin(), mel_lens.end());
-  if (max_mel == 0) {
+  require_masked_padding(controls);
+  const int64_t longest_mel = *std::max_element(mel_lens.begin(), mel_lens.end());
+  if (longest_mel == 0) {
     result.mel = ops::zeros(ctx, {batch, 0, c.n_mels}, w.precision.stream);
     if (debug) debug->mel_before_postnet = result.mel;
     return result;
   }
 
-  Tensor x = ops::length_regulate(ctx, hidden, result.durations);
+  const int64_t max_mel = std::max(longest_mel, controls.pad_to_frames);
+  Tensor x = ops::length_regulate(ctx, hidden, result.durations, max_mel);
   if (c.pitch_feature_level == FeatureLevel::Frame) {
     const Tensor forced =
         forced_feature(ctx, forced_features.pitch, mel_lens, max_mel, "pitch", "frames");

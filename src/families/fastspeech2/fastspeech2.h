@@ -113,13 +113,19 @@ struct SynthesisControls {
   // frames of a batch's shorter sequences (its variance predictors' second convs, the predictor
   // after a variance embedding and the postnet see padded rows); false reproduces that.
   bool mask_padding = false;
+  // Pad the batch to at least this many symbols in encode() and mel frames in decode() (0: to its
+  // longest sequence), so that steps of nearby lengths share one shape: one plan, one set of
+  // gemm shapes and arena sizes. Needs mask_padding, which keeps the padding out of every
+  // sequence's output.
+  int64_t pad_to_phonemes = 0;
+  int64_t pad_to_frames = 0;
 };
 
 // What forward returns for a batch of B sequences.
 struct AcousticOutput {
-  // [B, T_mel, n_mels] postnet output on the context's device, T_mel = max(mel_lengths), in the
-  // weights' dtype, F32 for BF16 (PrecisionPolicy's stream dtype). Frames past a
-  // sequence's length are padding (not zeroed, as in the original).
+  // [B, T_mel, n_mels] postnet output on the context's device, T_mel = max(mel_lengths) or
+  // SynthesisControls::pad_to_frames, in the weights' dtype, F32 for BF16 (PrecisionPolicy's stream
+  // dtype). Frames past a sequence's length are padding (not zeroed, as in the original).
   Tensor mel;
   std::vector<int64_t> mel_lengths;
   // Frames per input symbol (the length regulator's int() of the rounded durations, or the

@@ -89,6 +89,22 @@ Inputs read_inputs(const SafetensorsFile& io) {
   return in;
 }
 
+// A fixture's acoustic model loaded on a runner's context, and its inputs.
+struct LoadedFixture {
+  std::shared_ptr<SafetensorsFile> weights;  // made first, gone last: the model may view it
+  FastSpeech2 model;
+  Inputs in;
+};
+
+LoadedFixture load_fixture(Runner& dev, const std::string& fixture) {
+  std::shared_ptr<SafetensorsFile> weights =
+      SafetensorsFile::open(kFixtures + fixture + "/acoustic.safetensors");
+  const SafetensorsFile& file = *weights;
+  const auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
+  return {std::move(weights), FastSpeech2::load(dev.ctx, read_config(fixture), file),
+          read_inputs(*io)};
+}
+
 class FastSpeech2Parity : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(FastSpeech2Parity, MatchesReference) {
@@ -580,9 +596,6 @@ TEST(FastSpeech2ForcedFeatures, BadListsThrowInputError) {
   expect_error({nan_pitch, {}}, "forced pitch value nan at position 0 of sequence 1");
 }
 
-// encode then decode is forward, to the bit, on every fixture (frame- and phoneme-level
-// features, one and several speakers), with the encoder's hidden states handed over through
-// another allocator; decode names a malformed encoding.
 // With mask_padding, each sequence of a batch of several lengths gets the mel (and durations)
 // it gets alone; without it (the original's behaviour) padding reaches a shorter sequence's
 // output, so the masks are what makes ragged batches safe for a server.
@@ -590,10 +603,9 @@ TEST(FastSpeech2Batching, MaskedPaddingGivesEachSequenceItsOwnOutput) {
   Runner dev("cpu");
   for (const std::string fixture : {"batch", "multi_frame_log", "controls"}) {
     SCOPED_TRACE(fixture);
-    auto weights = SafetensorsFile::open(kFixtures + fixture + "/acoustic.safetensors");
-    auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
-    const FastSpeech2 model = FastSpeech2::load(dev.ctx, read_config(fixture), *weights);
-    Inputs in = read_inputs(*io);
+    LoadedFixture loaded = load_fixture(dev, fixture);
+    const FastSpeech2& model = loaded.model;
+    Inputs& in = loaded.in;
     const std::vector<int64_t>& longest = in.ids.front();
     ASSERT_GE(longest.size(), 8u);
     std::vector<std::vector<int64_t>> ids;
@@ -630,13 +642,56 @@ TEST(FastSpeech2Batching, MaskedPaddingGivesEachSequenceItsOwnOutput) {
   }
 }
 
+// Padding the whole batch past its longest sequence (pad_to_phonemes, pad_to_frames: how a server
+// makes steps of nearby lengths share one shape) changes no sequence's durations or mel; the
+// output has the padded frame count; padding without the masks is refused.
+TEST(FastSpeech2Batching, PaddingToFixedLengthsChangesNoOutput) {
+  Runner dev("cpu");
+  for (const std::string fixture : {"batch", "multi_frame_log", "controls"}) {
+    SCOPED_TRACE(fixture);
+    LoadedFixture loaded = load_fixture(dev, fixture);
+    const FastSpeech2& model = loaded.model;
+    Inputs& in = loaded.in;
+    const std::vector<int64_t>& longest = in.ids.front();
+    const std::vector<std::vector<int64_t>> ids = {
+        longest,
+        {longest.begin(), longest.begin() + static_cast<std::ptrdiff_t>(longest.size() / 2)}};
+    const std::vector<int64_t> speakers(ids.size(), in.speakers.front());
+    in.controls.mask_padding = true;
+    const AcousticOutput tight = model.forward(dev.ctx, ids, speakers, in.controls);
+    const int64_t tight_frames = tight.mel.size(1);
+    SynthesisControls padded_controls = in.controls;
+    padded_controls.pad_to_phonemes = static_cast<int64_t>(longest.size()) + 7;
+    padded_controls.pad_to_frames = tight_frames + 29;
+    const AcousticOutput padded = model.forward(dev.ctx, ids, speakers, padded_controls);
+    EXPECT_EQ(padded.mel.size(1), tight_frames + 29);
+    EXPECT_EQ(padded.durations, tight.durations);
+    ASSERT_EQ(padded.mel_lengths, tight.mel_lengths);
+    for (size_t b = 0; b < ids.size(); ++b) {
+      const int64_t frames = tight.mel_lengths[b];
+      EXPECT_LE(max_abs_diff(padded.mel.select(0, static_cast<int64_t>(b)).narrow(0, 0, frames),
+                             tight.mel.select(0, static_cast<int64_t>(b)).narrow(0, 0, frames)),
+                1e-5f)
+          << "sequence " << b;
+    }
+    SynthesisControls unmasked = padded_controls;
+    unmasked.mask_padding = false;
+    EXPECT_THROW((void)model.forward(dev.ctx, ids, speakers, unmasked), InputError);
+    SynthesisControls negative = in.controls;
+    negative.pad_to_frames = -1;
+    EXPECT_THROW((void)model.forward(dev.ctx, ids, speakers, negative), InputError);
+  }
+}
+
+// encode then decode is forward, to the bit, on every fixture (frame- and phoneme-level
+// features, one and several speakers), with the encoder's hidden states handed over through
+// another allocator; decode names a malformed encoding.
 TEST(FastSpeech2Steps, EncodeThenDecodeIsForward) {
   Runner dev("cpu");
   for (const std::string& fixture : kCases) {
-    auto weights = SafetensorsFile::open(kFixtures + fixture + "/acoustic.safetensors");
-    auto io = SafetensorsFile::open(kFixtures + fixture + "/io.safetensors");
-    const FastSpeech2 model = FastSpeech2::load(dev.ctx, read_config(fixture), *weights);
-    const Inputs in = read_inputs(*io);
+    const LoadedFixture loaded = load_fixture(dev, fixture);
+    const FastSpeech2& model = loaded.model;
+    const Inputs& in = loaded.in;
     FastSpeech2Debug whole_debug;
     const AcousticOutput whole =
         model.forward(dev.ctx, in.ids, in.speakers, in.controls, &whole_debug);

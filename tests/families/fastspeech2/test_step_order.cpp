@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,28 @@ TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{fresh->id, empty->id, holding->id}));
   EXPECT_EQ(batch.urgency, Urgency::kFirstAudio);
   EXPECT_NEAR(batch.slack_s, 0.2, 1e-3);
+}
+
+// A step's padded length: exact up to 16, then never below the longest, at most an eighth above
+// it, monotone, and few: 8 sizes per octave.
+TEST(AcousticPadding, RoundsUpToEightSizesPerOctave) {
+  EXPECT_EQ(padded_length(1), 1);
+  EXPECT_EQ(padded_length(16), 16);
+  EXPECT_EQ(padded_length(17), 18);
+  EXPECT_EQ(padded_length(200), 208);
+  EXPECT_EQ(padded_length(256), 256);
+  EXPECT_EQ(padded_length(1000), 1024);
+  std::set<int64_t> sizes;
+  int64_t previous = 0;
+  for (int64_t n = 1; n <= 4096; ++n) {
+    const int64_t padded = padded_length(n);
+    EXPECT_GE(padded, n);
+    EXPECT_LE(8 * padded, 9 * n) << n;
+    EXPECT_GE(padded, previous);
+    previous = padded;
+    if (n > 256) sizes.insert(padded);
+  }
+  EXPECT_EQ(sizes.size(), 4u * 8u);  // 257..4096: four octaves
 }
 
 }  // namespace
