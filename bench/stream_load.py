@@ -50,11 +50,15 @@ TEXTS = [
 ]
 
 
-def request_body(voice, sentences, i, texts=TEXTS, fields=None):
+def request_body(voice, sentences, i, texts=TEXTS, fields=None, unique=False):
     """Client i's request: `sentences` of `texts` from the i-th on, streamed 16-bit PCM at the
     voice's own rate (voxd's pcm is OpenAI's 24 kHz unless asked otherwise; --sample-rate names
-    the voice's), with `fields` added to the JSON body."""
+    the voice's), with `fields` added to the JSON body. With `unique`, the first sentence starts
+    with the client's own number ("Ticket 347, ..."), so that no two first sentences are the same
+    text and their lengths spread as real traffic's do."""
     text = " ".join(texts[(i + k) % len(texts)] for k in range(sentences))
+    if unique:
+        text = f"Ticket {i + 1}, {text[0].lower()}{text[1:]}"
     return json.dumps({"model": "tts-1", "voice": voice, "response_format": "pcm",
                        "sample_rate": "native", "input": text, **(fields or {})}).encode()
 
@@ -193,7 +197,8 @@ async def run(args):
         stop = asyncio.Event()
         peaks = {}
         poller = asyncio.create_task(poll_memory(args.url, args.api_key, stop, peaks))
-        bodies = [request_body(args.voice, args.sentences, i) for i in range(args.clients)]
+        bodies = [request_body(args.voice, args.sentences, i, unique=args.unique)
+                  for i in range(args.clients)]
         results = await asyncio.gather(
             *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout,
                          args.ramp * i / args.clients)
@@ -248,6 +253,9 @@ def main():
     parser.add_argument("--sentences", type=int, default=1,
                         help="sentences per request (the texts in turn): longer streams, so that "
                              "ramped clients overlap")
+    parser.add_argument("--unique", action="store_true",
+                        help="start each client's text with its own number, so that every first "
+                             "sentence differs (real traffic) instead of 12 texts repeating")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--verbose", action="store_true", help="print every failed stream")
     args = parser.parse_args()

@@ -101,13 +101,15 @@ class ServeTest(unittest.TestCase):
                 self.assertIsNotNone(url, open(log).read())
                 result = subprocess.run(
                     [sys.executable, os.path.join(ROOT, "bench", "stream_load.py"), "--url", url,
-                     "--voice", "en-demo", "--clients", "4", "--timeout", "60"],
+                     "--voice", "en-demo", "--clients", "4", "--timeout", "60", "--unique"],
                     capture_output=True, text=True, timeout=120)
                 self.assertEqual(result.returncode, 0, result.stderr)
             finally:
                 server.send_signal(signal.SIGTERM)
                 server.wait(timeout=60)
             t = step_timeline.timeline(*step_timeline.read_log(log))
+            with open(log) as f:
+                entries = [json.loads(line) for line in f if line.startswith("{")]
         self.assertEqual(t["requests"], 4)
         before = t["parts"]["to the p95 first audio"]
         kinds = {(r["kind"], r["urgency"]) for r in before["busy"]}
@@ -115,6 +117,18 @@ class ServeTest(unittest.TestCase):
         self.assertIn(("vocoder", "first_audio"), kinds)
         busy = sum(r["seconds"] for r in before["busy"])
         self.assertAlmostEqual(busy + before["idle_s"], before["seconds"], delta=0.01)
+        # The acoustic steps' own lines: each pads to a length at least the longest sentence's
+        # (the four unique texts all made a step), and every step says what it reserved.
+        acoustic = [e for e in entries if e.get("msg") == "acoustic step"]
+        self.assertTrue(any(e["sentences"] > 0 and e["frames"] > 0 for e in acoustic), acoustic)
+        for e in acoustic:
+            self.assertGreaterEqual(e["padded_phonemes"], e["phonemes"])
+            self.assertGreaterEqual(e["padded_frames"], e["frames"])
+            self.assertLessEqual(8 * e["padded_frames"], 9 * e["frames"] + 8 * 16)
+            self.assertGreaterEqual(e["planning_s"], 0)
+        steps = [e for e in entries if e.get("msg") == "step"]
+        self.assertTrue(steps)
+        self.assertTrue(all(e["segment_reserves"] >= 0 for e in steps))
 
 
 if __name__ == "__main__":
