@@ -1,5 +1,6 @@
 #include "core/dtype.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -62,7 +63,7 @@ uint16_t float_to_half(float value) {
     return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
   }
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {                                                // subnormal or zero
+  if (abs < 0x38800000u) {                                               // subnormal or zero
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     const uint32_t exponent = abs >> 23;
     const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
@@ -79,30 +80,27 @@ uint16_t float_to_half(float value) {
   return static_cast<uint16_t>(sign | half);
 }
 
-float half_to_float(uint16_t bits) {
+namespace {
+
+// Every half is a float exactly: shift the exponent and mantissa into place and rebias the
+// exponent (twice for infinities and NaNs, which keep their payload); subnormals are their
+// integer times 2^-24. Both are computed and one chosen by masks, with no branch, so that a loop
+// over halves vectorises.
+float widen_half(uint16_t bits) {
   const uint32_t sign = (bits & 0x8000u) << 16;
-  uint32_t exponent = (bits >> 10) & 0x1fu;
-  uint32_t mantissa = bits & 0x3ffu;
-  uint32_t f;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      f = sign;
-    } else {
-      exponent = 113;
-      while ((mantissa & 0x400u) == 0) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      f = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-    }
-  } else if (exponent == 31) {
-    f = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    f = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  }
-  float out;
-  std::memcpy(&out, &f, 4);
-  return out;
+  const uint32_t magnitude = bits & 0x7fffu;
+  const uint32_t special = 0u - static_cast<uint32_t>(magnitude >= 0x7c00u);
+  const uint32_t normal = 0u - static_cast<uint32_t>(magnitude >= 0x0400u);
+  const uint32_t shifted = (magnitude << 13) + 0x38000000u + (special & 0x38000000u);
+  const auto subnormal =
+      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
+  return std::bit_cast<float>((shifted & normal) | (subnormal & ~normal) | sign);
+}
+
+}  // namespace
+
+float half_to_float(uint16_t bits) {
+  return widen_half(bits);
 }
 
 uint16_t float_to_bfloat16(float value) {
@@ -183,6 +181,32 @@ void convert_elements(const void* src, DType from, void* dst, DType to, size_t c
     for (size_t i = 0; i < count; ++i) {
       static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(static_cast<const int64_t*>(src)[i]);
     }
+    return;
+  }
+  // The conversions on the host's hot paths (a step's F16/BF16 output to F32, F32 to the weights'
+  // dtype) as plain loops over the scalar functions.
+  if (from == DType::F16 && to == DType::F32) {
+    const auto* in = static_cast<const uint16_t*>(src);
+    auto* out = static_cast<float*>(dst);
+    for (size_t i = 0; i < count; ++i) out[i] = widen_half(in[i]);
+    return;
+  }
+  if (from == DType::BF16 && to == DType::F32) {
+    const auto* in = static_cast<const uint16_t*>(src);
+    auto* out = static_cast<float*>(dst);
+    for (size_t i = 0; i < count; ++i) out[i] = bfloat16_to_float(in[i]);
+    return;
+  }
+  if (from == DType::F32 && to == DType::F16) {
+    const auto* in = static_cast<const float*>(src);
+    auto* out = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < count; ++i) out[i] = float_to_half(in[i]);
+    return;
+  }
+  if (from == DType::F32 && to == DType::BF16) {
+    const auto* in = static_cast<const float*>(src);
+    auto* out = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < count; ++i) out[i] = float_to_bfloat16(in[i]);
     return;
   }
   if (from == DType::I32 && to == DType::I64) {

@@ -28,6 +28,12 @@ float bits_to_float(uint32_t bits) {
   return f;
 }
 
+uint32_t float_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
 TEST(TensorViews, ReshapeSharesStorageAndInfersOneSize) {
   const Tensor t = Tensor::from_vector({2, 3, 4}, iota(24));
   const Tensor r = t.reshape({6, -1});
@@ -168,6 +174,50 @@ TEST(DTypes, BFloat16) {
     const float f = bfloat16_to_float(static_cast<uint16_t>(bits));
     if (std::isnan(f)) continue;
     ASSERT_EQ(float_to_bfloat16(f), bits) << bits;
+  }
+}
+
+// Every half, through half_to_float and through convert_elements' F16 -> F32 loop, is the value
+// its fields spell (sign · mantissa · 2^exponent, written out here with ldexp), to the bit; NaNs
+// keep their sign and payload. BF16 -> F32 is the bits shifted; F32 -> F16 / BF16 through
+// convert_elements round as the scalar functions do.
+TEST(DTypes, EveryHalfConvertsExactly) {
+  std::vector<uint16_t> halves(0x10000);
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) halves[bits] = static_cast<uint16_t>(bits);
+  std::vector<float> converted(halves.size());
+  convert_elements(halves.data(), DType::F16, converted.data(), DType::F32, halves.size());
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const int exponent = static_cast<int>((bits >> 10) & 0x1fu);
+    const int mantissa = static_cast<int>(bits & 0x3ffu);
+    const float sign = (bits & 0x8000u) != 0 ? -1.0f : 1.0f;
+    const float scalar = half_to_float(static_cast<uint16_t>(bits));
+    ASSERT_EQ(float_bits(converted[bits]), float_bits(scalar)) << bits;
+    if (exponent == 31 && mantissa != 0) {
+      ASSERT_TRUE(std::isnan(scalar)) << bits;
+      ASSERT_EQ(float_bits(scalar),
+                ((bits & 0x8000u) << 16) | 0x7f800000u | (static_cast<uint32_t>(mantissa) << 13))
+          << bits;
+      continue;
+    }
+    const float expected =
+        exponent == 31
+            ? sign * std::numeric_limits<float>::infinity()
+            : sign * std::ldexp(static_cast<float>(exponent == 0 ? mantissa : 1024 + mantissa),
+                                (exponent == 0 ? 1 : exponent) - 25);
+    ASSERT_EQ(float_bits(scalar), float_bits(expected)) << bits;
+  }
+  std::vector<float> widened(halves.size());
+  convert_elements(halves.data(), DType::BF16, widened.data(), DType::F32, halves.size());
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) ASSERT_EQ(float_bits(widened[bits]), bits << 16);
+  // F32 -> F16 / BF16 over values between every representable pair (ties and the rest).
+  std::vector<float> floats;
+  for (uint32_t bits = 0; bits < (1u << 31); bits += 0x1fffu) floats.push_back(bits_to_float(bits));
+  std::vector<uint16_t> narrowed(floats.size());
+  convert_elements(floats.data(), DType::F32, narrowed.data(), DType::F16, floats.size());
+  for (size_t i = 0; i < floats.size(); ++i) ASSERT_EQ(narrowed[i], float_to_half(floats[i])) << i;
+  convert_elements(floats.data(), DType::F32, narrowed.data(), DType::BF16, floats.size());
+  for (size_t i = 0; i < floats.size(); ++i) {
+    ASSERT_EQ(narrowed[i], float_to_bfloat16(floats[i])) << i;
   }
 }
 
