@@ -117,8 +117,8 @@ class ServeTest(unittest.TestCase):
         self.assertIn(("vocoder", "first_audio"), kinds)
         busy = sum(r["seconds"] for r in before["busy"])
         self.assertAlmostEqual(busy + before["idle_s"], before["seconds"], delta=0.01)
-        # The acoustic steps' own lines: each pads to a length at least the longest sentence's
-        # (the four unique texts all made a step), and every step says what it reserved.
+        # The acoustic steps' own lines: each pads its lengths to at least the longest sentence's
+        # and at most an eighth more; every step line counts the segments it reserved.
         acoustic = [e for e in entries if e.get("msg") == "acoustic step"]
         self.assertTrue(any(e["sentences"] > 0 and e["frames"] > 0 for e in acoustic), acoustic)
         for e in acoustic:
@@ -128,7 +128,8 @@ class ServeTest(unittest.TestCase):
             self.assertGreaterEqual(e["planning_s"], 0)
         steps = [e for e in entries if e.get("msg") == "step"]
         self.assertTrue(steps)
-        self.assertTrue(all(e["segment_reserves"] >= 0 for e in steps))
+        for e in steps:
+            self.assertIsInstance(e["segment_reserves"], int)
 
 
 if __name__ == "__main__":
