@@ -172,6 +172,18 @@ void store_element(void* dst, DType dtype, size_t i, double value) {
 
 }  // namespace
 
+namespace {
+
+// dst[i] = convert(src[i]) for `count` elements of In into Out.
+template <typename In, typename Out, typename Convert>
+void map_elements(const void* src, void* dst, size_t count, Convert convert) {
+  const auto* in = static_cast<const In*>(src);
+  auto* out = static_cast<Out*>(dst);
+  for (size_t i = 0; i < count; ++i) out[i] = convert(in[i]);
+}
+
+}  // namespace
+
 void convert_elements(const void* src, DType from, void* dst, DType to, size_t count) {
   if (from == to) {
     std::memcpy(dst, src, count * dtype_size(from));
@@ -184,30 +196,17 @@ void convert_elements(const void* src, DType from, void* dst, DType to, size_t c
     return;
   }
   // The conversions on the host's hot paths (a step's F16/BF16 output to F32, F32 to the weights'
-  // dtype) as plain loops over the scalar functions.
-  if (from == DType::F16 && to == DType::F32) {
-    const auto* in = static_cast<const uint16_t*>(src);
-    auto* out = static_cast<float*>(dst);
-    for (size_t i = 0; i < count; ++i) out[i] = widen_half(in[i]);
-    return;
-  }
+  // dtype) as plain loops over the scalar functions, which GCC vectorises.
+  if (from == DType::F16 && to == DType::F32)
+    return map_elements<uint16_t, float>(src, dst, count, widen_half);
   if (from == DType::BF16 && to == DType::F32) {
-    const auto* in = static_cast<const uint16_t*>(src);
-    auto* out = static_cast<float*>(dst);
-    for (size_t i = 0; i < count; ++i) out[i] = bfloat16_to_float(in[i]);
-    return;
+    return map_elements<uint16_t, float>(src, dst, count, bfloat16_to_float);
   }
   if (from == DType::F32 && to == DType::F16) {
-    const auto* in = static_cast<const float*>(src);
-    auto* out = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < count; ++i) out[i] = float_to_half(in[i]);
-    return;
+    return map_elements<float, uint16_t>(src, dst, count, float_to_half);
   }
   if (from == DType::F32 && to == DType::BF16) {
-    const auto* in = static_cast<const float*>(src);
-    auto* out = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < count; ++i) out[i] = float_to_bfloat16(in[i]);
-    return;
+    return map_elements<float, uint16_t>(src, dst, count, float_to_bfloat16);
   }
   if (from == DType::I32 && to == DType::I64) {
     for (size_t i = 0; i < count; ++i) {

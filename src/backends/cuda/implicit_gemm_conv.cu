@@ -370,22 +370,11 @@ __device__ __forceinline__ void store_rows(const ImplicitGemmConv& a,
                                            int64_t b, int warp_m, int warp_n, int lane) {
   constexpr int kStride = Tiling::kRowsStride;
   float* tile = reinterpret_cast<float*>(shared);
-  const T* bias = static_cast<const T*>(a.bias);
-#pragma unroll
-  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
-      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
-#pragma unroll
-      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
-        const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          tile[(step + e) * kStride + m] = acc[mi][nj][2 * h + e] + bias_value;
-      }
-    }
-  }
+  for_each_accumulator_pair<T, Tiling>(a, acc, co0, warp_m, warp_n, lane,
+                                       [&](int m, int step, float v0, float v1) {
+                                         tile[step * kStride + m] = v0;
+                                         tile[(step + 1) * kStride + m] = v1;
+                                       });
   __syncthreads();
   constexpr int kVectors = Tiling::kBlockM / 8;
   T* out = static_cast<T*>(a.out);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -87,6 +88,16 @@ Inputs read_inputs(const SafetensorsFile& io) {
   const std::vector<float> controls = io.get("controls").to_float_vector();
   in.controls = {controls[0], controls[1], controls[2]};
   return in;
+}
+
+// The first `lengths` symbols of `ids`, one sequence per length: a batch of several lengths.
+std::vector<std::vector<int64_t>> prefixes(const std::vector<int64_t>& ids,
+                                           std::initializer_list<size_t> lengths) {
+  std::vector<std::vector<int64_t>> out;
+  for (const size_t length : lengths) {
+    out.emplace_back(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(length));
+  }
+  return out;
 }
 
 // A fixture's acoustic model loaded on a runner's context, and its inputs.
@@ -608,10 +619,8 @@ TEST(FastSpeech2Batching, MaskedPaddingGivesEachSequenceItsOwnOutput) {
     Inputs& in = loaded.in;
     const std::vector<int64_t>& longest = in.ids.front();
     ASSERT_GE(longest.size(), 8u);
-    std::vector<std::vector<int64_t>> ids;
-    for (const size_t length : {longest.size(), longest.size() * 3 / 4, longest.size() / 2}) {
-      ids.emplace_back(longest.begin(), longest.begin() + static_cast<std::ptrdiff_t>(length));
-    }
+    const std::vector<std::vector<int64_t>> ids =
+        prefixes(longest, {longest.size(), longest.size() * 3 / 4, longest.size() / 2});
     const std::vector<int64_t> speakers(ids.size(), in.speakers.front());
     float unmasked_worst = 0.0f;
     for (const bool mask : {true, false}) {
@@ -653,9 +662,8 @@ TEST(FastSpeech2Batching, PaddingToFixedLengthsChangesNoOutput) {
     const FastSpeech2& model = loaded.model;
     Inputs& in = loaded.in;
     const std::vector<int64_t>& longest = in.ids.front();
-    const std::vector<std::vector<int64_t>> ids = {
-        longest,
-        {longest.begin(), longest.begin() + static_cast<std::ptrdiff_t>(longest.size() / 2)}};
+    const std::vector<std::vector<int64_t>> ids =
+        prefixes(longest, {longest.size(), longest.size() / 2});
     const std::vector<int64_t> speakers(ids.size(), in.speakers.front());
     in.controls.mask_padding = true;
     const AcousticOutput tight = model.forward(dev.ctx, ids, speakers, in.controls);
