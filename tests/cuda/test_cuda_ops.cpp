@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend_test_util.h"
+#include "backends/cuda/bias_gemm.h"
 #include "backends/cuda/wgmma_conv.h"
 #include "backends/reference/reference_backend.h"
 #include "core/error.h"
@@ -301,6 +302,51 @@ TEST(CudaDeviceAllocator, CountsAndReportsOutOfMemory) {
   const Tensor x = ops::to_device(ctx, random_tensor({4}, 2));
   EXPECT_EQ(ops::to_host(ctx, ops::relu(ctx, x)).numel(), 4);
   cuda_backend().synchronize();
+}
+
+// BiasGemm answers a new row count with the algorithm of its power-of-two bucket where that
+// applies: rows 33 to 64 make one cuBLASLt heuristic query between them, 65 a second (a new
+// bucket), and every row count's output is the host's sum within F16 rounding.
+TEST(CudaBiasGemm, RowCountsOfOneBucketShareOneHeuristicQueryAndStayExact) {
+  constexpr int64_t kIn = 256;
+  constexpr int64_t kFeatures = 384;
+  constexpr int64_t kMaxRows = 65;
+  CudaDeviceAllocator allocator(0);
+  Context ctx(cuda_backend(), allocator);
+  const Tensor x = random_tensor({kMaxRows, kIn}, 41, -1.0f, 1.0f).to_host_contiguous(DType::F16);
+  const Tensor w = random_tensor({kFeatures, kIn}, 42, -0.1f, 0.1f).to_host_contiguous(DType::F16);
+  const Tensor bias = random_tensor({kFeatures}, 43, -1.0f, 1.0f).to_host_contiguous(DType::F16);
+  const std::vector<float> xs = x.to_float_vector();
+  const std::vector<float> ws = w.to_float_vector();
+  const std::vector<float> bs = bias.to_float_vector();
+  const Tensor x_device = ops::to_device(ctx, x, DType::F16);
+  const Tensor w_device = ops::to_device(ctx, w, DType::F16);
+  const Tensor bias_device = ops::to_device(ctx, bias, DType::F16);
+  const Tensor out = ops::empty(ctx, {kMaxRows, kFeatures}, DType::F16);
+  const Tensor workspace = ops::empty(ctx, {int64_t{1} << 20}, DType::F32);
+  cuda_backend().synchronize();  // the uploads, on the backend's stream; the gemm runs on stream 0
+  cuda::BiasGemm gemm;
+  for (int64_t rows = 33; rows <= kMaxRows; ++rows) {
+    ASSERT_TRUE(gemm.run(CUDA_R_16F, rows, kIn, kFeatures, x_device.raw_data(), w_device.raw_data(),
+                         bias_device.raw_data(), out.raw_data(), workspace.raw_data(),
+                         workspace.nbytes(), nullptr, "test"))
+        << rows << " rows";
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(gemm.heuristic_queries(), rows <= 64 ? 1u : 2u) << rows << " rows";
+    const std::vector<float> got = ops::to_host(ctx, out.narrow(0, 0, rows)).to_float_vector();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t f = 0; f < kFeatures; ++f) {
+        double sum = bs[static_cast<size_t>(f)];
+        for (int64_t i = 0; i < kIn; ++i) {
+          sum += static_cast<double>(xs[static_cast<size_t>(r * kIn + i)]) *
+                 ws[static_cast<size_t>(f * kIn + i)];
+        }
+        const float value = got[static_cast<size_t>(r * kFeatures + f)];
+        ASSERT_NEAR(value, sum, 2e-3 + 2e-3 * std::abs(sum))
+            << rows << " rows, row " << r << ", feature " << f;
+      }
+    }
+  }
 }
 
 }  // namespace

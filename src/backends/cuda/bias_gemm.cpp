@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backends/cuda/cuda_check.h"
@@ -123,19 +124,41 @@ BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const char* op) {
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignments[1], sizeof(uint32_t));
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignments[2], sizeof(uint32_t));
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignments[3], sizeof(uint32_t));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found_count = 0;
-  step([&] {
-    return cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
-                                          preference, 1, &result, &found_count);
-  });
+  // The bucket's algorithm where it applies to these rows within the workspace, else the
+  // heuristic's for them (kept for the bucket).
+  Key bucket = key;
+  int64_t bucket_rows = 1;
+  while (bucket_rows < rows) bucket_rows *= 2;
+  std::get<1>(bucket) = bucket_rows;
+  bool chosen = false;
+  const auto known = bucket_algorithms_.find(bucket);
+  if (status == CUBLAS_STATUS_SUCCESS && known != bucket_algorithms_.end()) {
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
+                                &known->second, &checked) == CUBLAS_STATUS_SUCCESS &&
+        checked.workspaceSize <= workspace_bytes) {
+      plan->algo = known->second;
+      chosen = true;
+    }
+  }
+  if (!chosen) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found_count = 0;
+    ++heuristic_queries_;
+    step([&] {
+      return cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
+                                            preference, 1, &result, &found_count);
+    });
+    if (status == CUBLAS_STATUS_SUCCESS && found_count > 0) {
+      plan->algo = result.algo;
+      bucket_algorithms_.emplace(bucket, result.algo);
+      chosen = true;
+    }
+  }
   if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
   Entry entry;
   entry.last_use = ++uses_;
-  if (status == CUBLAS_STATUS_SUCCESS && found_count > 0) {
-    plan->algo = result.algo;
-    entry.plan = std::move(plan);
-  }
+  if (status == CUBLAS_STATUS_SUCCESS && chosen) entry.plan = std::move(plan);
   return plans_.emplace(key, std::move(entry)).first->second.plan.get();
 }
 

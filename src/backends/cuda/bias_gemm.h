@@ -2,8 +2,12 @@
 // adds the bias to the F32 sums before they are rounded to the output's dtype: the same value
 // as filling out with the bias and accumulating onto it (beta 1), without the fill's pass over
 // the output. The heuristic's algorithm and the descriptors are kept per shape, dtype and the
-// operands' alignment, for the kMaxPlans shapes used last. Internal to the CUDA backend; one
-// thread at a time, like the backend.
+// operands' alignment, for the kMaxPlans shapes used last. A new row count first tries the
+// algorithm the heuristic chose for another row count of the same power-of-two bucket (checked
+// with cublasLtMatmulAlgoCheck), since a heuristic query costs milliseconds and a server meets a
+// new row count with almost every step (so a row count's algorithm depends on which row count of
+// its bucket came first in this process). Internal to the CUDA backend; one thread at a time, like
+// the backend.
 #pragma once
 
 #include <cublasLt.h>
@@ -32,6 +36,10 @@ class BiasGemm {
            const void* weight, const void* bias, void* out, void* workspace, size_t workspace_bytes,
            cudaStream_t stream, const char* op);
 
+  // cuBLASLt heuristic queries made so far: one per new bucket, and one per row count whose
+  // bucket's algorithm does not apply to it.
+  uint64_t heuristic_queries() const { return heuristic_queries_; }
+
  private:
   struct Plan;
   // type, rows, in, features, the operands' alignment (bytes, up to 256), the workspace size.
@@ -49,7 +57,10 @@ class BiasGemm {
 
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, Entry> plans_;
+  // The heuristic's algorithm per key with its rows rounded up to a power of two.
+  std::map<Key, cublasLtMatmulAlgo_t> bucket_algorithms_;
   uint64_t uses_ = 0;
+  uint64_t heuristic_queries_ = 0;
 };
 
 }  // namespace voxd::cuda
