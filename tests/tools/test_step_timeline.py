@@ -118,7 +118,8 @@ class ServeTest(unittest.TestCase):
         busy = sum(r["seconds"] for r in before["busy"])
         self.assertAlmostEqual(busy + before["idle_s"], before["seconds"], delta=0.01)
         # The acoustic steps' own lines: each pads its lengths to at least the longest sentence's
-        # and at most an eighth more; every step line counts the segments it reserved.
+        # and at most an eighth more, and times the decoder's run within its decoder time; every
+        # step line counts the segments it reserved.
         acoustic = [e for e in entries if e.get("msg") == "acoustic step"]
         self.assertTrue(any(e["sentences"] > 0 and e["frames"] > 0 for e in acoustic), acoustic)
         for e in acoustic:
@@ -126,6 +127,8 @@ class ServeTest(unittest.TestCase):
             self.assertGreaterEqual(e["padded_frames"], e["frames"])
             self.assertLessEqual(8 * e["padded_frames"], 9 * e["frames"] + 8 * 16)
             self.assertGreaterEqual(e["planning_s"], 0)
+            self.assertGreaterEqual(e["decoder_run_s"], 0)
+            self.assertLessEqual(e["decoder_run_s"], e["decoder_s"])
         steps = [e for e in entries if e.get("msg") == "step"]
         self.assertTrue(steps)
         for e in steps:

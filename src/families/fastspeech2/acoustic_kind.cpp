@@ -138,18 +138,19 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
     decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, budget, out);
   }
   if (spdlog::should_log(spdlog::level::debug)) {
-    server::log_event(
-        spdlog::level::debug, "acoustic step",
-        {{"sentences", n},
-         {"phonemes", longest(batch, n)},
-         {"padded_phonemes", controls.pad_to_phonemes},
-         {"frames", frames},
-         {"padded_frames", frames > 0 ? padded_length(frames) : 0},
-         {"planning_s", planning_s_},
-         {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
-         {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()}});
+    server::log_event(spdlog::level::debug, "acoustic step",
+                      {{"sentences", n},
+                       {"phonemes", longest(batch, n)},
+                       {"padded_phonemes", controls.pad_to_phonemes},
+                       {"frames", frames},
+                       {"padded_frames", frames > 0 ? padded_length(frames) : 0},
+                       {"planning_s", planning_s_},
+                       {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
+                       {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()},
+                       {"decoder_run_s", decoder_run_s_}});
   }
   planning_s_ = 0;
+  decoder_run_s_ = 0;
   for (const auto& stream : batch.items) work_of(*stream).sentences.pop_front();
   return out;
 }
@@ -199,9 +200,11 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
                     " this server has for one step; split it into shorter sentences"}));
     return;
   }
+  const Clock::time_point started = Clock::now();
   const AcousticOutput decoded = run_acoustic_decoder_step(
       runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(),
       select_sequences(encoding, first, count), controls, decoder);
+  decoder_run_s_ += std::chrono::duration<double>(Clock::now() - started).count();
   for (size_t i = 0; i < count; ++i) {
     const int64_t own_frames = encoding.mel_lengths[first + i];
     if (own_frames == 0) continue;

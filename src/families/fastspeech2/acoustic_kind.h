@@ -59,6 +59,9 @@ class AcousticKind final : public StepKind {
   // Seconds spent making new plans since the last step's debug log line (footprint() plans the
   // encoder before run()).
   double planning_s_ = 0;
+  // Seconds in the decoder's run itself (its mel on the host) in this step: decoder_s less this
+  // is its planning and the chunkers' setup.
+  double decoder_run_s_ = 0;
 };
 
 }  // namespace voxd::fastspeech2
