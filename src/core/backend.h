@@ -174,6 +174,11 @@ class Backend {
   virtual Device device() const = 0;
   // Waits until all queued work on the device is done (no-op on host backends).
   virtual void synchronize() {}
+  // Seconds the calling threads have spent blocked on queued device work so far (synchronize(),
+  // copies to the host, staging space still being read); 0 on host backends, which queue
+  // nothing. A step's share of it against its duration says whether the device or the host set
+  // its pace.
+  virtual double device_wait_seconds() const { return 0; }
   // Whether capture() can record work on this backend.
   virtual bool can_capture() const { return false; }
   // Records the device work `work` queues on this backend, without running it, for replay; null

@@ -332,6 +332,7 @@ void Scheduler::loop() {
     const bool debug = spdlog::should_log(spdlog::level::debug);
     // Segments reserved during the step: each a cudaMalloc on a GPU, which waits for the device.
     const uint64_t reserves_before = debug ? runtime_.allocator().stats().num_segment_reserves : 0;
+    const double waited_before = runtime_.backend().device_wait_seconds();
     const Clock::time_point started = Clock::now();
     try {
       output = execute(*chosen, best, admission);
@@ -342,16 +343,18 @@ void Scheduler::loop() {
     const uint64_t available = budget_.available();
     lock.lock();
     if (debug) {  // no fields built on the hot path otherwise
-      server::log_event(spdlog::level::debug, "step",
-                        {{"kind", chosen->name()},
-                         {"urgency", urgency_name(best.urgency)},
-                         {"proposed", proposed},
-                         {"items", best.items.size()},
-                         {"admission_s", admission.seconds},
-                         {"seconds", seconds},
-                         {"segment_reserves",
-                          runtime_.allocator().stats().num_segment_reserves - reserves_before},
-                         {"streams", streams_.size()}});
+      server::log_event(
+          spdlog::level::debug, "step",
+          {{"kind", chosen->name()},
+           {"urgency", urgency_name(best.urgency)},
+           {"proposed", proposed},
+           {"items", best.items.size()},
+           {"admission_s", admission.seconds},
+           {"seconds", seconds},
+           {"segment_reserves",
+            runtime_.allocator().stats().num_segment_reserves - reserves_before},
+           {"device_wait_s", runtime_.backend().device_wait_seconds() - waited_before},
+           {"streams", streams_.size()}});
     }
     step_running_ = false;
     budget_bytes_.store(available);

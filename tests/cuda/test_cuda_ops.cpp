@@ -246,6 +246,24 @@ TEST_F(CudaBackendTest, WgmmaConvolutionRunsOnHopperForHiFiGanShapes) {
 // ConvNeXt's depthwise conv1d (K 7, padding 3, groups == channels) runs as one direct kernel:
 // its time here (the kernel alone, on the stream), for the DVAE decoder's and Vocos's sizes in
 // BF16, against the bytes it must move.
+// The host's waits on the stream are counted: a copy to the host of a result that takes the
+// device a while adds about that while, and no more than the wall time around it.
+TEST_F(CudaBackendTest, DeviceWaitSecondsCountsTheWaitsForTheStream) {
+  const Tensor a = ops::to_device(ctx_, random_tensor({2048, 2048}, 51, -0.02f, 0.02f), DType::F32);
+  cuda_backend().synchronize();
+  const double before = cuda_backend().device_wait_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  Tensor product = a;
+  for (int i = 0; i < 20; ++i) product = ops::linear(ctx_, product, a, Tensor());
+  const Tensor host = ops::to_host(ctx_, product);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double waited = cuda_backend().device_wait_seconds() - before;
+  EXPECT_EQ(host.numel(), 2048 * 2048);
+  EXPECT_GT(waited, 0.0);
+  EXPECT_LE(waited, wall);
+}
+
 TEST_F(CudaBackendTest, DepthwiseConv1dSpeed) {
   CudaDeviceAllocator device(0);
   const std::vector<std::array<int64_t, 3>> shapes = {

@@ -133,6 +133,8 @@ class ServeTest(unittest.TestCase):
         self.assertTrue(steps)
         for e in steps:
             self.assertIsInstance(e["segment_reserves"], int)
+            self.assertGreaterEqual(e["device_wait_s"], 0)
+            self.assertLessEqual(e["device_wait_s"], e["seconds"])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -46,6 +47,16 @@ size_t plan_only_fft_work_bytes(int64_t n, int64_t transforms) {
 }
 // cublasSetWorkspace needs this alignment.
 constexpr uintptr_t kWorkspaceAlignment = 256;
+
+// Runs `wait`, a call that blocks until the device has done queued work, adding the seconds it
+// blocked to `waited`; returns its status.
+template <typename Wait>
+cudaError_t timed_wait(double& waited, Wait&& wait) {
+  const auto start = std::chrono::steady_clock::now();
+  const cudaError_t status = wait();
+  waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return status;
+}
 
 // Pinned host memory that uploads are staged through, so that cudaMemcpyAsync reads memory that
 // stays valid until the copy has run and the host never waits for the stream to upload. Space is
@@ -103,6 +114,9 @@ class StagingRing {
     }
   }
 
+  // Seconds upload() has waited for copies still reading the space it needed.
+  double waited_seconds() const { return waited_seconds_; }
+
  private:
   struct Pending {
     size_t begin;
@@ -117,7 +131,11 @@ class StagingRing {
     for (size_t i = 0; i < pending_.size(); ++i) {
       if (pending_[i].begin < end && begin < pending_[i].end) retire = i + 1;
     }
-    if (retire > 0) VOXD_CUDA_CHECK(op, cudaEventSynchronize(pending_[retire - 1].event));
+    if (retire > 0) {
+      const cudaEvent_t newest = pending_[retire - 1].event;
+      VOXD_CUDA_CHECK(op,
+                      timed_wait(waited_seconds_, [&] { return cudaEventSynchronize(newest); }));
+    }
     for (; retire > 0; --retire) retire_front();
     while (!pending_.empty()) {
       const cudaError_t status = cudaEventQuery(pending_.front().event);
@@ -136,6 +154,7 @@ class StagingRing {
   }
 
   char* base_;
+  double waited_seconds_ = 0;
   size_t head_ = 0;
   std::deque<Pending> pending_;
   std::vector<cudaEvent_t> spare_;
@@ -193,6 +212,13 @@ struct CudaBackend::Handles {
   std::unique_ptr<cuda::CudnnConvolutions> cudnn;
   std::map<std::pair<int64_t, int64_t>, FftPlan> fft_plans;  // by (n, batch)
   uint64_t fft_uses = 0;
+  // Seconds spent in cudaStreamSynchronize on `stream` (synchronize(), copies to the host).
+  double waited_seconds = 0;
+
+  // Blocks until `stream` is done, counted in waited_seconds.
+  cudaError_t wait_for_stream() {
+    return timed_wait(waited_seconds, [&] { return cudaStreamSynchronize(stream); });
+  }
 
   // The plan of `batch` inverse real FFTs of n points (input [batch, n/2 + 1] complex, output
   // [batch, n] real, both packed), made on first use on this backend's stream.
@@ -371,7 +397,12 @@ bool CudaBackend::supports(OpKind op, DType dtype) const {
 
 void CudaBackend::synchronize() {
   open("synchronize");
-  VOXD_CUDA_CHECK("synchronize", cudaStreamSynchronize(handles_->stream));
+  VOXD_CUDA_CHECK("synchronize", handles_->wait_for_stream());
+}
+
+double CudaBackend::device_wait_seconds() const {
+  return handles_->waited_seconds +
+         (handles_->staging != nullptr ? handles_->staging->waited_seconds() : 0.0);
 }
 
 std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work) {
@@ -548,7 +579,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
     }
     VOXD_CUDA_CHECK(
         op, cudaMemcpyAsync(dst.raw_data(), from, dst.nbytes(), cudaMemcpyDeviceToHost, stream));
-    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(stream));
+    VOXD_CUDA_CHECK(op, handles_->wait_for_stream());
   } else if (plain) {
     VOXD_CUDA_CHECK(op, cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
                                         cudaMemcpyDeviceToDevice, stream));
@@ -1059,7 +1090,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
     host_ids = Tensor::empty(ids.shape(), ids.dtype());
     VOXD_CUDA_CHECK(op, cudaMemcpyAsync(host_ids.raw_data(), ids.raw_data(), ids.nbytes(),
                                         cudaMemcpyDeviceToHost, handles_->stream));
-    VOXD_CUDA_CHECK(op, cudaStreamSynchronize(handles_->stream));
+    VOXD_CUDA_CHECK(op, handles_->wait_for_stream());
   }
   const std::vector<int64_t> values = host_ids.to_int_vector();
   for (int64_t i = 0; i < n; ++i) {

@@ -82,6 +82,7 @@ class CudaBackend final : public Backend {
   bool supports(OpKind op, DType dtype) const override;
   // Waits for the stream; throws voxd::Error for a failure in queued work.
   void synchronize() override;
+  double device_wait_seconds() const override;
   // True unless PlanOnly.
   bool can_capture() const override { return !plan_only(); }
   // Records `work` as a CUDA graph; see Backend::capture. The result replays on this backend's
