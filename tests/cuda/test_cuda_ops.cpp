@@ -247,7 +247,8 @@ TEST_F(CudaBackendTest, WgmmaConvolutionRunsOnHopperForHiFiGanShapes) {
 // its time here (the kernel alone, on the stream), for the DVAE decoder's and Vocos's sizes in
 // BF16, against the bytes it must move.
 // The host's waits on the stream are counted: a copy to the host of a result that takes the
-// device a while adds about that while, and no more than the wall time around it.
+// device a while (20 gemms of 2048³, milliseconds, queued in microseconds) adds most of the wall
+// time around it, and no more.
 TEST_F(CudaBackendTest, DeviceWaitSecondsCountsTheWaitsForTheStream) {
   const Tensor a = ops::to_device(ctx_, random_tensor({2048, 2048}, 51, -0.02f, 0.02f), DType::F32);
   cuda_backend().synchronize();
@@ -260,7 +261,7 @@ TEST_F(CudaBackendTest, DeviceWaitSecondsCountsTheWaitsForTheStream) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double waited = cuda_backend().device_wait_seconds() - before;
   EXPECT_EQ(host.numel(), 2048 * 2048);
-  EXPECT_GT(waited, 0.0);
+  EXPECT_GE(waited, 0.5 * wall);
   EXPECT_LE(waited, wall);
 }
 

@@ -212,12 +212,22 @@ struct CudaBackend::Handles {
   std::unique_ptr<cuda::CudnnConvolutions> cudnn;
   std::map<std::pair<int64_t, int64_t>, FftPlan> fft_plans;  // by (n, batch)
   uint64_t fft_uses = 0;
-  // Seconds spent in cudaStreamSynchronize on `stream` (synchronize(), copies to the host).
+  // Seconds the host blocked on `stream`: synchronize(), and copies to the host with the work
+  // queued before them.
   double waited_seconds = 0;
 
   // Blocks until `stream` is done, counted in waited_seconds.
   cudaError_t wait_for_stream() {
     return timed_wait(waited_seconds, [&] { return cudaStreamSynchronize(stream); });
+  }
+  // Copies `bytes` from the device to host memory `to` after the work queued on `stream`, and
+  // waits for it (a copy to pageable memory blocks in cudaMemcpyAsync itself), counted in
+  // waited_seconds.
+  cudaError_t download(void* to, const void* from, size_t bytes) {
+    return timed_wait(waited_seconds, [&] {
+      const cudaError_t queued = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream);
+      return queued != cudaSuccess ? queued : cudaStreamSynchronize(stream);
+    });
   }
 
   // The plan of `batch` inverse real FFTs of n points (input [batch, n/2 + 1] complex, output
@@ -577,9 +587,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
                          staged.data(), dst.dtype(), n, stream, op);
       from = staged.data();
     }
-    VOXD_CUDA_CHECK(
-        op, cudaMemcpyAsync(dst.raw_data(), from, dst.nbytes(), cudaMemcpyDeviceToHost, stream));
-    VOXD_CUDA_CHECK(op, handles_->wait_for_stream());
+    VOXD_CUDA_CHECK(op, handles_->download(dst.raw_data(), from, dst.nbytes()));
   } else if (plain) {
     VOXD_CUDA_CHECK(op, cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
                                         cudaMemcpyDeviceToDevice, stream));
@@ -1088,9 +1096,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
   if (!ids.device().is_cpu()) {
     refuse_while_capturing(op, "reading device ids back to the host");
     host_ids = Tensor::empty(ids.shape(), ids.dtype());
-    VOXD_CUDA_CHECK(op, cudaMemcpyAsync(host_ids.raw_data(), ids.raw_data(), ids.nbytes(),
-                                        cudaMemcpyDeviceToHost, handles_->stream));
-    VOXD_CUDA_CHECK(op, handles_->wait_for_stream());
+    VOXD_CUDA_CHECK(op, handles_->download(host_ids.raw_data(), ids.raw_data(), ids.nbytes()));
   }
   const std::vector<int64_t> values = host_ids.to_int_vector();
   for (int64_t i = 0; i < n; ++i) {
