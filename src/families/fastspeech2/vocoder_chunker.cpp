@@ -50,14 +50,10 @@ void VocoderChunker::append(const Tensor& mel) {
   buffer_.resize(old_size + static_cast<size_t>(frames * n_mels_));
   float* out = buffer_.data() + old_size;
   if (mel.strides()[0] == 1 && (frames == 1 || mel.strides()[1] == n_mels_)) {
-    // A view of time-major frames (the acoustic model's [T, n_mels] output, transposed): each
-    // frame's values are together, as in the buffer.
-    const auto* first = static_cast<const char*>(mel.raw_data());
-    const size_t frame_bytes = static_cast<size_t>(n_mels_) * dtype_size(mel.dtype());
-    for (int64_t t = 0; t < frames; ++t) {
-      convert_elements(first + static_cast<size_t>(t) * frame_bytes, mel.dtype(), out + t * n_mels_,
-                       DType::F32, static_cast<size_t>(n_mels_));
-    }
+    // A view of time-major frames (the acoustic model's [T, n_mels] output, transposed): the
+    // frames lie one after another, as in the buffer, so one conversion takes them all.
+    convert_elements(mel.raw_data(), mel.dtype(), out, DType::F32,
+                     static_cast<size_t>(frames * n_mels_));
   } else {
     const Tensor host = mel.to_host_contiguous(DType::F32);
     const float* values = host.data<float>();
