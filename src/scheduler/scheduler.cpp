@@ -332,7 +332,7 @@ void Scheduler::loop() {
     const bool debug = spdlog::should_log(spdlog::level::debug);
     // Segments reserved during the step: each a cudaMalloc on a GPU, which waits for the device.
     const uint64_t reserves_before = debug ? runtime_.allocator().stats().num_segment_reserves : 0;
-    const double waited_before = runtime_.backend().device_wait_seconds();
+    const double waited_before = debug ? runtime_.backend().device_wait_seconds() : 0;
     const Clock::time_point started = Clock::now();
     try {
       output = execute(*chosen, best, admission);

@@ -411,6 +411,7 @@ void CudaBackend::synchronize() {
 }
 
 double CudaBackend::device_wait_seconds() const {
+  if (handles_ == nullptr) return 0;  // PlanOnly: nothing ever queued
   return handles_->waited_seconds +
          (handles_->staging != nullptr ? handles_->staging->waited_seconds() : 0.0);
 }
