@@ -2,8 +2,9 @@
 // against the reference backend (CudaOps.<Op>/<DTYPE>), and what only the CUDA backend has:
 // its half-precision rounding policy, conversions to known bit patterns on the device, device
 // checks through the ops layer, cuFFT's work areas in planning passes, the depthwise kernel's
-// speed, and its device allocator. Device memory comes from a NaN-poisoning allocator, so an
-// element a kernel never writes fails the comparison.
+// speed, its count of the host's waits on the device, BiasGemm's algorithms shared by row
+// buckets, and its device allocator. The op table's device memory comes from a NaN-poisoning
+// allocator, so an element a kernel never writes fails the comparison.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -245,9 +246,6 @@ TEST_F(CudaBackendTest, WgmmaConvolutionRunsOnHopperForHiFiGanShapes) {
   EXPECT_FALSE(cuda::wgmma_conv_fits(stage2, 128, 132));
 }
 
-// ConvNeXt's depthwise conv1d (K 7, padding 3, groups == channels) runs as one direct kernel:
-// its time here (the kernel alone, on the stream), for the DVAE decoder's and Vocos's sizes in
-// BF16, against the bytes it must move.
 // The host's waits on the stream are counted: a copy to the host of a result that takes the
 // device a while (20 gemms of 2048³, milliseconds, queued in microseconds once cuBLAS has met the
 // shape and the caching allocator holds the memory: a cudaFree would wait uncounted) adds most of
@@ -274,6 +272,9 @@ TEST(CudaDeviceWait, CountsTheWaitsForTheStream) {
   EXPECT_LE(waited, wall);
 }
 
+// ConvNeXt's depthwise conv1d (K 7, padding 3, groups == channels) runs as one direct kernel:
+// its time here (the kernel alone, on the stream), for the DVAE decoder's and Vocos's sizes in
+// BF16, against the bytes it must move.
 TEST_F(CudaBackendTest, DepthwiseConv1dSpeed) {
   CudaDeviceAllocator device(0);
   const std::vector<std::array<int64_t, 3>> shapes = {
