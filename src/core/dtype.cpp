@@ -80,13 +80,11 @@ uint16_t float_to_half(float value) {
   return static_cast<uint16_t>(sign | half);
 }
 
-namespace {
-
 // Every half is a float exactly: shift the exponent and mantissa into place and rebias the
 // exponent (twice for infinities and NaNs, which keep their payload); subnormals are their
 // integer times 2^-24. Both are computed and one chosen by masks, with no branch, so that a loop
 // over halves vectorises.
-float widen_half(uint16_t bits) {
+float half_to_float(uint16_t bits) {
   const uint32_t sign = (bits & 0x8000u) << 16;
   const uint32_t magnitude = bits & 0x7fffu;
   const uint32_t special = 0u - static_cast<uint32_t>(magnitude >= 0x7c00u);
@@ -95,12 +93,6 @@ float widen_half(uint16_t bits) {
   const auto subnormal =
       std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
   return std::bit_cast<float>((shifted & normal) | (subnormal & ~normal) | sign);
-}
-
-}  // namespace
-
-float half_to_float(uint16_t bits) {
-  return widen_half(bits);
 }
 
 uint16_t float_to_bfloat16(float value) {
@@ -170,10 +162,6 @@ void store_element(void* dst, DType dtype, size_t i, double value) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // dst[i] = convert(src[i]) for `count` elements of In into Out.
 template <typename In, typename Out, typename Convert>
 void map_elements(const void* src, void* dst, size_t count, Convert convert) {
@@ -198,7 +186,7 @@ void convert_elements(const void* src, DType from, void* dst, DType to, size_t c
   // The conversions on the host's hot paths (a step's F16/BF16 output to F32, F32 to the weights'
   // dtype) as plain loops over the scalar functions, which GCC vectorises.
   if (from == DType::F16 && to == DType::F32)
-    return map_elements<uint16_t, float>(src, dst, count, widen_half);
+    return map_elements<uint16_t, float>(src, dst, count, half_to_float);
   if (from == DType::BF16 && to == DType::F32) {
     return map_elements<uint16_t, float>(src, dst, count, bfloat16_to_float);
   }

@@ -1,7 +1,8 @@
 // The output stores of the implicit-GEMM convolution kernels: neighbouring steps of one output
 // row, the bias already in them, plus the residual, written as one vector store where they can
-// be: two steps (the wgmma kernel, from its accumulators) or four (the mma.sync kernel, from its
-// tile staged in shared memory). Internal to the CUDA backend.
+// be: two steps (the wgmma kernel, from its accumulators), four (the mma.sync kernel, from its
+// tile staged in shared memory) or eight channels of one step (its time-major rows). Internal to
+// the CUDA backend.
 #pragma once
 
 #include <cstdint>
@@ -56,71 +57,48 @@ __device__ __forceinline__ void store_output_pair(Out* out, const Out* residual,
   }
 }
 
-// out[index .. index + 3] (steps t .. t + 3 of a row of out_steps) = v, plus residual's elements
-// there when residual is set; steps past the row are not written. One vector load and store
-// where all four are inside the row and aligned, else element by element.
-template <typename Out>
-__device__ __forceinline__ void store_output_quad(Out* out, const Out* residual, int64_t index,
-                                                  int64_t t, int64_t out_steps, float4 v) {
-  float f[4] = {v.x, v.y, v.z, v.w};
-  constexpr uintptr_t kBytes = 4 * sizeof(Out);
-  const bool vector = t + 3 < out_steps && reinterpret_cast<uintptr_t>(out + index) % kBytes == 0 &&
+// out[index .. index + N − 1] = the N F32 values at `values` (16-byte aligned), plus residual's
+// elements there when residual is set, each rounded once to Out; only the first `valid` (≤ N)
+// are written (the rest lie past the row). One N-element vector load and store (8 or 16 bytes)
+// where all N are valid and aligned, else element by element.
+template <int N, typename Out>
+__device__ __forceinline__ void store_output_vector(Out* out, const Out* residual, int64_t index,
+                                                    int valid, const float* values) {
+  constexpr uintptr_t kBytes = N * sizeof(Out);
+  static_assert(N % 4 == 0 && (kBytes == 8 || kBytes == 16), "a vector of 8 or 16 bytes");
+  float f[N];
+#pragma unroll
+  for (int e = 0; e < N; e += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(values + e);
+    f[e] = v.x;
+    f[e + 1] = v.y;
+    f[e + 2] = v.z;
+    f[e + 3] = v.w;
+  }
+  const bool vector = valid == N && reinterpret_cast<uintptr_t>(out + index) % kBytes == 0 &&
                       (!residual || reinterpret_cast<uintptr_t>(residual + index) % kBytes == 0);
   if (!vector) {
-    for (int e = 0; e < 4 && t + e < out_steps; ++e) {
+#pragma unroll
+    for (int e = 0; e < N && e < valid; ++e) {  // a constant bound: f stays in registers
       if (residual) f[e] += to_float(residual[index + e]);
       out[index + e] = from_float<Out>(f[e]);
     }
     return;
   }
-  union Quad {
-    typename std::conditional<sizeof(Out) == 4, float4, uint2>::type vector;
-    Out e[4];
+  union Vector {
+    std::conditional_t<kBytes == 16, uint4, uint2> bits;
+    Out e[N];
   };
   if (residual) {
-    Quad r;
-    r.vector = *reinterpret_cast<const decltype(r.vector)*>(residual + index);
+    Vector r;
+    r.bits = *reinterpret_cast<const decltype(r.bits)*>(residual + index);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) f[e] += to_float(r.e[e]);
+    for (int e = 0; e < N; ++e) f[e] += to_float(r.e[e]);
   }
-  Quad q;
+  Vector q;
 #pragma unroll
-  for (int e = 0; e < 4; ++e) q.e[e] = from_float<Out>(f[e]);
-  *reinterpret_cast<decltype(q.vector)*>(out + index) = q.vector;
-}
-
-// out[index .. index + 7] = the eight F32 values at `values` (16-byte aligned), plus residual's
-// elements there when residual is set, rounded once to T (F16 or BF16). One 16-byte load and
-// store where out and residual are aligned, else element by element.
-template <typename T>
-__device__ __forceinline__ void store_output_eight(T* out, const T* residual, int64_t index,
-                                                   const float* values) {
-  const float4 lo = reinterpret_cast<const float4*>(values)[0];
-  const float4 hi = reinterpret_cast<const float4*>(values)[1];
-  float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const bool vector = reinterpret_cast<uintptr_t>(out + index) % 16 == 0 &&
-                      (!residual || reinterpret_cast<uintptr_t>(residual + index) % 16 == 0);
-  if (!vector) {
-    for (int e = 0; e < 8; ++e) {
-      if (residual) f[e] += to_float(residual[index + e]);
-      out[index + e] = from_float<T>(f[e]);
-    }
-    return;
-  }
-  union Eight {
-    uint4 vector;
-    T e[8];
-  };
-  if (residual) {
-    Eight r;
-    r.vector = *reinterpret_cast<const uint4*>(residual + index);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] += to_float(r.e[e]);
-  }
-  Eight q;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) q.e[e] = from_float<T>(f[e]);
-  *reinterpret_cast<uint4*>(out + index) = q.vector;
+  for (int e = 0; e < N; ++e) q.e[e] = from_float<Out>(f[e]);
+  *reinterpret_cast<decltype(q.bits)*>(out + index) = q.bits;
 }
 
 }  // namespace voxd::cuda

@@ -348,9 +348,9 @@ __device__ __forceinline__ void store_channel_major(
       const int m = i / kQuads;
       const int64_t t = t0 + 4 * (i % kQuads);
       if (co0 + m >= a.out_channels || t >= a.out_steps) continue;
-      const float4 v = *reinterpret_cast<const float4*>(tile + m * kStride + 4 * (i % kQuads));
-      store_output_quad(out, residual, ((b * a.out_channels + co0 + m) * a.out_steps) + t, t,
-                        a.out_steps, v);
+      store_output_vector<4>(out, residual, ((b * a.out_channels + co0 + m) * a.out_steps) + t,
+                             a.out_steps - t < 4 ? static_cast<int>(a.out_steps - t) : 4,
+                             tile + m * kStride + 4 * (i % kQuads));
     }
   };
   if (a.output_dtype == DType::F32) {
@@ -384,7 +384,8 @@ __device__ __forceinline__ void store_rows(const ImplicitGemmConv& a,
     const int64_t c = co0 + 8 * (i % kVectors);
     if (t0 + step >= a.out_steps || c >= a.out_channels) continue;
     const float* values = tile + step * kStride + 8 * (i % kVectors);
-    store_output_eight(out, residual, (b * a.out_steps + t0 + step) * a.out_channels + c, values);
+    store_output_vector<8>(out, residual, (b * a.out_steps + t0 + step) * a.out_channels + c, 8,
+                           values);
   }
 }
 

@@ -935,10 +935,8 @@ void launch_attention_over_rows(const void* q, const void* k, const void* v, voi
   check_launch(op);
 }
 
-}  // namespace
-
-namespace {
-
+// dst [z][c][r] = src [z][r][c] for one 32 × 32 tile of matrix z, through shared memory (a
+// column of padding so that the transposed reads fall in distinct banks).
 template <typename U>
 __global__ void transpose_matrices_kernel(const U* src, U* dst, int64_t rows, int64_t cols) {
   __shared__ U tile[32][33];

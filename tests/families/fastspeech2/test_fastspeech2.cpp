@@ -90,13 +90,20 @@ Inputs read_inputs(const SafetensorsFile& io) {
   return in;
 }
 
-// The first `lengths` symbols of `ids`, one sequence per length: a batch of several lengths.
-std::vector<std::vector<int64_t>> prefixes(const std::vector<int64_t>& ids,
-                                           std::initializer_list<size_t> lengths) {
-  std::vector<std::vector<int64_t>> out;
+// A batch of several lengths: the inputs' first sequence cut to each of `lengths` symbols, all
+// with its first speaker.
+struct PrefixBatch {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<int64_t> speakers;
+};
+
+PrefixBatch prefix_batch(const Inputs& in, std::initializer_list<size_t> lengths) {
+  const std::vector<int64_t>& first = in.ids.front();
+  PrefixBatch out;
   for (const size_t length : lengths) {
-    out.emplace_back(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(length));
+    out.ids.emplace_back(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(length));
   }
+  out.speakers.assign(out.ids.size(), in.speakers.front());
   return out;
 }
 
@@ -619,9 +626,9 @@ TEST(FastSpeech2Batching, MaskedPaddingGivesEachSequenceItsOwnOutput) {
     Inputs& in = loaded.in;
     const std::vector<int64_t>& longest = in.ids.front();
     ASSERT_GE(longest.size(), 8u);
-    const std::vector<std::vector<int64_t>> ids =
-        prefixes(longest, {longest.size(), longest.size() * 3 / 4, longest.size() / 2});
-    const std::vector<int64_t> speakers(ids.size(), in.speakers.front());
+    const PrefixBatch prefixed =
+        prefix_batch(in, {longest.size(), longest.size() * 3 / 4, longest.size() / 2});
+    const auto& [ids, speakers] = prefixed;
     float unmasked_worst = 0.0f;
     for (const bool mask : {true, false}) {
       in.controls.mask_padding = mask;
@@ -662,9 +669,8 @@ TEST(FastSpeech2Batching, PaddingToFixedLengthsChangesNoOutput) {
     const FastSpeech2& model = loaded.model;
     Inputs& in = loaded.in;
     const std::vector<int64_t>& longest = in.ids.front();
-    const std::vector<std::vector<int64_t>> ids =
-        prefixes(longest, {longest.size(), longest.size() / 2});
-    const std::vector<int64_t> speakers(ids.size(), in.speakers.front());
+    const PrefixBatch prefixed = prefix_batch(in, {longest.size(), longest.size() / 2});
+    const auto& [ids, speakers] = prefixed;
     in.controls.mask_padding = true;
     const AcousticOutput tight = model.forward(dev.ctx, ids, speakers, in.controls);
     const int64_t tight_frames = tight.mel.size(1);
