@@ -530,13 +530,15 @@ int ServeCommand::run(const CLI::App& app) {
   }
 
   const int signal_number = wait_for_shutdown_signal();
+  const auto drain_start = Clock::now();
+  const auto grace = to_millis(s.grace_period_s);
+  const size_t in_progress = http.speech_in_progress();
+  // Logged once the listening socket is closed: a client that reads the line is refused.
+  http.stop_accepting();
   server::log_event(spdlog::level::info, "shutting down",
                     {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
                      {"grace_s", s.grace_period_s},
-                     {"in_progress", http.speech_in_progress()}});
-  const auto drain_start = Clock::now();
-  const auto grace = to_millis(s.grace_period_s);
-  http.stop_accepting();
+                     {"in_progress", in_progress}});
   const size_t cancelled = engine.drain(grace);
   // What the engine finished may still be on its way to the clients.
   const auto spent =
