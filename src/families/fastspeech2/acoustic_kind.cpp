@@ -80,22 +80,33 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   return batch;
 }
 
-const AcousticPlan& AcousticKind::plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
-                                       int64_t frames) {
-  return plans_.get(std::make_tuple(&voice, batch, phonemes, frames), [&] {
+const AcousticEncoderPlan& AcousticKind::encoder_plan(const VoiceEntry& voice, int64_t batch,
+                                                      int64_t phonemes) {
+  return encoder_plans_.get(std::make_tuple(&voice, batch, phonemes), [&] {
     const Clock::time_point started = Clock::now();
-    AcousticPlan made = plan_acoustic(runtime_.backend(), models_of(voice).voice->acoustic(), batch,
-                                      phonemes, frames, /*mask_padding=*/true);
+    AcousticEncoderPlan made = plan_acoustic_encoder(
+        runtime_.backend(), models_of(voice).voice->acoustic(), batch, phonemes,
+        /*mask_padding=*/true);
+    planning_s_ += std::chrono::duration<double>(Clock::now() - started).count();
+    return made;
+  });
+}
+
+const ArenaLayout& AcousticKind::decoder_plan(const VoiceEntry& voice, int64_t batch,
+                                              int64_t phonemes, int64_t frames) {
+  return decoder_plans_.get(std::make_tuple(&voice, batch, phonemes, frames), [&] {
+    const Clock::time_point started = Clock::now();
+    ArenaLayout made = plan_acoustic_decoder(runtime_.backend(), models_of(voice).voice->acoustic(),
+                                             batch, phonemes, frames, /*mask_padding=*/true);
     planning_s_ += std::chrono::duration<double>(Clock::now() - started).count();
     return made;
   });
 }
 
 uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
-  // The encoder's plan does not depend on the frames; the decoder's is checked once they are
-  // known.
-  const AcousticPlan& p =
-      plan(*batch.voice, static_cast<int64_t>(size), padded_length(longest(batch, size)), 1);
+  // The decoder's plan is checked once the frames are known.
+  const AcousticEncoderPlan& p =
+      encoder_plan(*batch.voice, static_cast<int64_t>(size), padded_length(longest(batch, size)));
   return MemoryBudget::footprint(p.encoder.bytes(), p.hidden_bytes);
 }
 
@@ -121,7 +132,8 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   // Sentences of several lengths share the step: padding must not change anyone's audio.
   controls.mask_padding = true;
   controls.pad_to_phonemes = padded_length(longest(batch, n));
-  const AcousticPlan& encoder = plan(entry, static_cast<int64_t>(n), controls.pad_to_phonemes, 1);
+  const AcousticEncoderPlan& encoder =
+      encoder_plan(entry, static_cast<int64_t>(n), controls.pad_to_phonemes);
 
   StepOutput out;
   out.audio.resize(n);
@@ -180,7 +192,7 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
   const int64_t frames = padded_length(longest_frames);
   controls.pad_to_frames = frames;
   const int64_t phonemes = encoding.hidden.size(1);
-  const ArenaLayout decoder = plan(entry, static_cast<int64_t>(count), phonemes, frames).decoder;
+  const ArenaLayout& decoder = decoder_plan(entry, static_cast<int64_t>(count), phonemes, frames);
   const uint64_t bytes = decoder.bytes();
   if (!budget.fits(MemoryBudget::footprint(bytes))) {
     if (count > 1) {

@@ -42,9 +42,11 @@ class AcousticKind final : public StepKind {
   void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
-  // The plan of `voice`'s acoustic steps at (batch, phonemes, frames), cached.
-  const AcousticPlan& plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
-                           int64_t frames);
+  // The plans of `voice`'s encoder step at (batch, phonemes) and decoder step at (batch,
+  // phonemes, frames), each cached by its own shape.
+  const AcousticEncoderPlan& encoder_plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes);
+  const ArenaLayout& decoder_plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
+                                  int64_t frames);
   // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
   // longest mel), each sentence's mel into its stream's chunkers; when they do not fit together,
   // one by one, and a sequence whose decoder does not fit even alone fails its item.
@@ -54,8 +56,9 @@ class AcousticKind final : public StepKind {
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
-  scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>, AcousticPlan>
-      plans_;
+  scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t>, AcousticEncoderPlan>
+      encoder_plans_;
+  scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>> decoder_plans_;
   // Seconds spent making new plans since the last step's debug log line (footprint() plans the
   // encoder before run()).
   double planning_s_ = 0;

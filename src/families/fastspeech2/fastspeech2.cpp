@@ -642,6 +642,10 @@ int64_t FastSpeech2::n_speakers() const {
   return weights_->n_speakers;
 }
 
+DType FastSpeech2::hidden_dtype() const {
+  return weights_->precision.stream;
+}
+
 AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
                                     const std::vector<int64_t>& speakers,
                                     const SynthesisControls& controls, FastSpeech2Debug* debug,

@@ -222,6 +222,8 @@ class FastSpeech2 {
   int64_t n_symbols() const;
   // Rows of speaker_emb; 1 for a single-speaker model.
   int64_t n_speakers() const;
+  // The dtype of encode()'s hidden states and of the mel.
+  DType hidden_dtype() const;
 
   struct Weights;
 

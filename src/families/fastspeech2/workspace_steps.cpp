@@ -43,31 +43,54 @@ Tensor vocoder_step(Context& ctx, const HifiGan& model, const Tensor& mel) {
 
 }  // namespace
 
-AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t batch,
-                           int64_t phonemes, int64_t frames, bool mask_padding) {
+AcousticEncoderPlan plan_acoustic_encoder(Backend& backend, const FastSpeech2& model, int64_t batch,
+                                          int64_t phonemes, bool mask_padding) {
+  require_at_least_one(batch, "the batch size");
+  require_at_least_one(phonemes, "the phonemes per sequence");
+  // Any valid ids of the right shape do.
+  const std::vector<std::vector<int64_t>> ids(static_cast<size_t>(batch),
+                                              std::vector<int64_t>(static_cast<size_t>(phonemes)));
+  WorkspaceArena kept(backend.device());
+  Context keep = Context::for_planning(backend, kept);
+  SynthesisControls controls;
+  controls.mask_padding = mask_padding;
+  AcousticEncoding encoding;  // its hidden states are the bytes kept
+  AcousticEncoderPlan plan;
+  plan.encoder = plan_workspace(backend, [&](Context& ctx) {
+    encoding = encoder_step(ctx, keep, model, ids, {}, controls, {});
+  });
+  plan.hidden_bytes = kept.in_use();
+  return plan;
+}
+
+ArenaLayout plan_acoustic_decoder(Backend& backend, const FastSpeech2& model, int64_t batch,
+                                  int64_t phonemes, int64_t frames, bool mask_padding) {
   require_at_least_one(batch, "the batch size");
   require_at_least_one(phonemes, "the phonemes per sequence");
   require_at_least_one(frames, "the mel frames per sequence");
-  // Any valid ids of the right shape do; durations spread `frames` over the symbols.
-  const std::vector<std::vector<int64_t>> ids(static_cast<size_t>(batch),
-                                              std::vector<int64_t>(static_cast<size_t>(phonemes)));
+  // The encoder's output as it would leave its step, with no memory behind the hidden states
+  // (planning never reads them) and durations that spread `frames` over the symbols.
+  WorkspaceArena kept(backend.device());
+  AcousticEncoding encoding;
+  encoding.hidden =
+      Tensor::empty({batch, phonemes, model.config().encoder_hidden}, model.hidden_dtype(), kept);
   std::vector<int64_t> durations(static_cast<size_t>(phonemes), frames / phonemes);
   for (int64_t t = 0; t < frames % phonemes; ++t) ++durations[static_cast<size_t>(t)];
-  const std::vector<std::vector<int64_t>> forced(static_cast<size_t>(batch), durations);
-
-  WorkspaceArena kept(backend.device());
-  Context keep = Context::for_planning(backend, kept);
-  AcousticEncoding encoding;
-  AcousticPlan plan;
+  encoding.src_lengths.assign(static_cast<size_t>(batch), phonemes);
+  encoding.durations.assign(static_cast<size_t>(batch), durations);
+  encoding.mel_lengths.assign(static_cast<size_t>(batch), frames);
   SynthesisControls controls;
   controls.mask_padding = mask_padding;
-  plan.encoder = plan_workspace(backend, [&](Context& ctx) {
-    encoding = encoder_step(ctx, keep, model, ids, {}, controls, forced);
-  });
-  plan.hidden_bytes = kept.in_use();
-  plan.decoder = plan_workspace(
-      backend, [&](Context& ctx) { (void)decoder_step(ctx, model, encoding, controls); });
-  return plan;
+  return plan_workspace(backend,
+                        [&](Context& ctx) { (void)decoder_step(ctx, model, encoding, controls); });
+}
+
+AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t batch,
+                           int64_t phonemes, int64_t frames, bool mask_padding) {
+  AcousticEncoderPlan encoder =
+      plan_acoustic_encoder(backend, model, batch, phonemes, mask_padding);
+  return {std::move(encoder.encoder), encoder.hidden_bytes,
+          plan_acoustic_decoder(backend, model, batch, phonemes, frames, mask_padding)};
 }
 
 ArenaLayout plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames) {

@@ -16,12 +16,18 @@
 
 namespace voxd {
 
-// Planned memory of the acoustic model's two steps.
-struct AcousticPlan {
-  ArenaLayout encoder;  // the encoder step's arena
+// Planned memory of the acoustic encoder step.
+struct AcousticEncoderPlan {
+  ArenaLayout encoder;  // the step's arena
   // The encoder's hidden states, moved out of its arena and kept until the decoder step is done.
   uint64_t hidden_bytes = 0;
-  ArenaLayout decoder;  // the decoder step's arena
+};
+
+// Planned memory of the acoustic model's two steps.
+struct AcousticPlan {
+  ArenaLayout encoder;        // the encoder step's arena
+  uint64_t hidden_bytes = 0;  // as AcousticEncoderPlan's
+  ArenaLayout decoder;        // the decoder step's arena
 };
 
 // FastSpeech2 for `batch` sequences padded to `phonemes` symbols that make `frames` mel frames
@@ -29,6 +35,13 @@ struct AcousticPlan {
 // planned for steps run with SynthesisControls::mask_padding (its masks take scratch).
 AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t batch,
                            int64_t phonemes, int64_t frames, bool mask_padding = false);
+// plan_acoustic's two halves, for a caller that plans the encoder before the frames are known
+// and caches each by its own shape: the encoder's plan does not depend on the frames, and the
+// decoder is planned on hidden states of the encoder's shape without planning the encoder.
+AcousticEncoderPlan plan_acoustic_encoder(Backend& backend, const FastSpeech2& model, int64_t batch,
+                                          int64_t phonemes, bool mask_padding = false);
+ArenaLayout plan_acoustic_decoder(Backend& backend, const FastSpeech2& model, int64_t batch,
+                                  int64_t phonemes, int64_t frames, bool mask_padding = false);
 // HiFiGAN on `chunks` mels of `frames` frames (uploaded from the host in the step, in the
 // parameters' dtype); each at least 1, else voxd::InputError naming it.
 ArenaLayout plan_vocoder(Backend& backend, const HifiGan& model, int64_t chunks, int64_t frames);

@@ -129,10 +129,10 @@ TEST(AcousticSteps, RunInTheirPlannedArenasWithTheUnplannedResult) {
       "cpu acoustic model");
 }
 
-// Frame-level pitch and energy, several speakers and forced durations take the same path.
-// The steps as a scheduler runs them: planned by shape (plan_acoustic) before the durations are
-// known, each run in an arena of that plan, the decoder on one sequence of the encoder's batch.
-// Sequences of equal length need no padding, so each one's mel is its mel alone.
+// The steps as a scheduler runs them: planned by shape, the encoder (plan_acoustic_encoder)
+// before the durations are known and the decoder (plan_acoustic_decoder) after, each run in an
+// arena of its plan, the decoder on one sequence of the encoder's batch. Sequences of equal
+// length need no padding, so each one's mel is its mel alone.
 TEST(AcousticSteps, PlannedByShapeTheyRunInThoseArenasWithTheSameResult) {
   const auto backend = make_backend("cpu", 1);
   Context load(*backend, host_allocator());
@@ -141,7 +141,7 @@ TEST(AcousticSteps, PlannedByShapeTheyRunInThoseArenasWithTheSameResult) {
   const std::vector<std::vector<int64_t>> ids = {{12, 40, 7, 51, 9, 33}, {5, 6, 7, 8, 9, 10}};
   const SynthesisControls controls{};
   const auto phonemes = static_cast<int64_t>(ids[0].size());
-  const AcousticPlan encoder = plan_acoustic(*backend, model, 2, phonemes, 1);
+  const AcousticEncoderPlan encoder = plan_acoustic_encoder(*backend, model, 2, phonemes);
 
   HostMemorySource source;
   CachingAllocator upstream(source);
@@ -156,7 +156,7 @@ TEST(AcousticSteps, PlannedByShapeTheyRunInThoseArenasWithTheSameResult) {
           run_acoustic_steps(*backend, host_allocator(), model, {ids[i]}, {}, controls);
       const int64_t frames = encoding.mel_lengths[i];
       ASSERT_EQ(want.mel_lengths, std::vector<int64_t>{frames});
-      const ArenaLayout decoder = plan_acoustic(*backend, model, 1, phonemes, frames).decoder;
+      const ArenaLayout decoder = plan_acoustic_decoder(*backend, model, 1, phonemes, frames);
       const AcousticOutput out = run_acoustic_decoder_step(
           *backend, upstream, model, select_sequences(encoding, i, 1), controls, decoder, &memory);
       EXPECT_EQ(memory.high_water_bytes, memory.planned_bytes);
@@ -171,6 +171,7 @@ TEST(AcousticSteps, PlannedByShapeTheyRunInThoseArenasWithTheSameResult) {
   EXPECT_EQ(upstream.stats().allocated_bytes, 0u);
 }
 
+// Frame-level pitch and energy, several speakers and forced durations take the same path.
 TEST(AcousticSteps, FrameLevelFixtureWithSpeakersAndForcedDurations) {
   const auto backend = make_backend("reference");
   Context load(*backend, host_allocator());
