@@ -8,6 +8,8 @@
 // the interior chunks replayed as CUDA graphs unless `--cuda-graphs off`; the vocoder's TFLOP/s
 // then count the unchunked work, so the chunks' context frames show as lost throughput. The last
 // two columns time each batch size's first run alone: what meeting a new shape costs.
+// `--host-profile` then prints, per batch size, where the host time of its first run and of a
+// later run went, op by op (Backend::profile_host_time; backends that queue work only).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -49,6 +51,40 @@ voxd::DType parse_dtype(const std::string& name) {
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Host time by op of one batch size's first run and of a later one.
+struct HostProfiles {
+  int batch = 0;
+  double first_seconds = 0;
+  double later_seconds = 0;
+  std::vector<voxd::Backend::OpHostTime> first;
+  std::vector<voxd::Backend::OpHostTime> later;
+};
+
+// A Markdown table of the ops that took most host time in the first run, beside the later run's.
+void print_host_profile(const HostProfiles& p) {
+  std::printf(
+      "\nhost time by op, batch %d: first run %.2f ms, a later run %.2f ms (the ops' calls; the "
+      "rest is the model's own host work)\n\n"
+      "| op | first run: calls | ms | longest call ms | later run: calls | ms |\n"
+      "|---|---|---|---|---|---|\n",
+      p.batch, p.first_seconds * 1e3, p.later_seconds * 1e3);
+  double first_total = 0;
+  double later_total = 0;
+  for (const auto& t : p.first) first_total += t.seconds;
+  for (const auto& t : p.later) later_total += t.seconds;
+  for (size_t i = 0; i < std::min<size_t>(p.first.size(), 12); ++i) {
+    const voxd::Backend::OpHostTime& first = p.first[i];
+    const auto later = std::find_if(p.later.begin(), p.later.end(),
+                                    [&](const auto& t) { return t.op == first.op; });
+    const bool in_later = later != p.later.end();
+    std::printf("| %s | %lld | %.2f | %.2f | %lld | %.2f |\n", first.op.c_str(),
+                static_cast<long long>(first.calls), first.seconds * 1e3,
+                first.longest_seconds * 1e3, static_cast<long long>(in_later ? later->calls : 0),
+                in_later ? later->seconds * 1e3 : 0.0);
+  }
+  std::printf("| all ops | | %.2f | | | %.2f |\n", first_total * 1e3, later_total * 1e3);
+}
 
 // Host mel [B, n_mels, T] vocoded as B streams of chunks of `chunk_frames` frames, chunk by chunk
 // across the streams: each round feeds every stream `chunk_frames` more frames and vocodes the
@@ -93,6 +129,7 @@ int main(int argc, char** argv) {
   int64_t chunk_frames = 0;
   std::string cuda_graphs = "on";
   bool acoustic_only = false;
+  bool host_profile = false;
   app.add_option("--voice", voice_dir, "Voice directory")->required();
   app.add_option("--device", runtime_options.backend, "Backend")->capture_default_str();
   app.add_option("--threads", runtime_options.threads, "CPU threads (cpu backend)");
@@ -123,6 +160,9 @@ int main(int argc, char** argv) {
   app.add_flag("--acoustic-only", acoustic_only,
                "Run the acoustic model alone (to profile it: every kernel is the acoustic "
                "model's); the vocoder columns stay empty");
+  app.add_flag("--host-profile", host_profile,
+               "After the table, each batch size's host time by op in its first run and in a "
+               "later one");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -180,6 +220,8 @@ int main(int argc, char** argv) {
     std::uniform_int_distribution<int64_t> symbol(1, acoustic.n_symbols() - 1);
     double cold_start_seconds = -1;  // process start to the first batch's audio on the host
     double first_batch_seconds = 0;
+    std::vector<HostProfiles> profiles;
+    runtime.backend().profile_host_time(host_profile);
     for (const int batch : batches) {
       std::vector<std::vector<int64_t>> ids(static_cast<size_t>(batch));
       for (auto& sequence : ids) {
@@ -233,8 +275,19 @@ int main(int argc, char** argv) {
       // The batch size's first run is untimed work like the warm-up, but reported: it meets the
       // shape for the first time (plans, library choices, kernels not launched before).
       const auto warmup_start = Clock::now();
+      HostProfiles profile;
+      profile.batch = batch;
+      (void)runtime.backend().take_host_profile();
       const Timing first_run = run_once();
+      profile.first = runtime.backend().take_host_profile();
+      profile.first_seconds = first_run.total;
       while (seconds_since(warmup_start) < warmup_seconds) (void)run_once();
+      if (host_profile) {
+        (void)runtime.backend().take_host_profile();
+        profile.later_seconds = run_once().total;
+        profile.later = runtime.backend().take_host_profile();
+        profiles.push_back(std::move(profile));
+      }
       for (int r = 0; r < repeats; ++r) {
         const Timing timing = run_once();
         acoustic_times.push_back(timing.acoustic);
@@ -265,6 +318,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       runtime.release_cached();
     }
+    for (const HostProfiles& p : profiles) print_host_profile(p);
     std::printf(
         "\ncold start: process start to the first batch's audio on the host %.3f s "
         "(device and allocator %.3f s, weights %.3f s, first batch of %d %.3f s)\n",

@@ -179,6 +179,19 @@ class Backend {
   // nothing. A step's share of it against its duration says whether the device or the host set
   // its pace.
   virtual double device_wait_seconds() const { return 0; }
+  // Host time by op, to find where a step's host time goes (launches, a library's first calls
+  // at a new shape, copies that wait) on a backend that queues work: while on, each op's call is
+  // timed from its start to its return (an op called inside another counts in that one). Host
+  // backends, whose calls are their compute, count nothing (the default).
+  struct OpHostTime {
+    std::string op;
+    int64_t calls = 0;
+    double seconds = 0;
+    double longest_seconds = 0;  // its longest call
+  };
+  virtual void profile_host_time(bool /*on*/) {}
+  // The ops timed since profiling began or the last call, most seconds first; starts over.
+  virtual std::vector<OpHostTime> take_host_profile() { return {}; }
   // Whether capture() can record work on this backend.
   virtual bool can_capture() const { return false; }
   // Records the device work `work` queues on this backend, without running it, for replay; null

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <string_view>
 
@@ -40,6 +41,26 @@ ApiError timed_out(std::chrono::milliseconds timeout) {
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
+}
+
+// A step's host time in the backend's ops, for its debug log line: the total, and the four
+// ops that took most as "op: calls x, ms (longest ms)".
+struct OpTimes {
+  double seconds = 0;
+  std::string top;
+};
+
+OpTimes op_times(const std::vector<Backend::OpHostTime>& times) {
+  OpTimes out;
+  for (const Backend::OpHostTime& time : times) out.seconds += time.seconds;
+  for (size_t i = 0; i < std::min<size_t>(times.size(), 4); ++i) {
+    char entry[128];
+    std::snprintf(entry, sizeof entry, "%s%s: %lld x, %.2f ms (%.2f)", i == 0 ? "" : "; ",
+                  times[i].op.c_str(), static_cast<long long>(times[i].calls),
+                  times[i].seconds * 1e3, times[i].longest_seconds * 1e3);
+    out.top += entry;
+  }
+  return out;
 }
 
 const std::vector<double>& batch_buckets() {
@@ -333,6 +354,8 @@ void Scheduler::loop() {
     // Segments reserved during the step: each a cudaMalloc on a GPU, which waits for the device.
     const uint64_t reserves_before = debug ? runtime_.allocator().stats().num_segment_reserves : 0;
     const double waited_before = debug ? runtime_.backend().device_wait_seconds() : 0;
+    runtime_.backend().profile_host_time(debug);
+    if (debug) (void)runtime_.backend().take_host_profile();  // what ran between steps
     const Clock::time_point started = Clock::now();
     try {
       output = execute(*chosen, best, admission);
@@ -343,6 +366,7 @@ void Scheduler::loop() {
     const uint64_t available = budget_.available();
     lock.lock();
     if (debug) {  // no fields built on the hot path otherwise
+      const OpTimes ops = op_times(runtime_.backend().take_host_profile());
       server::log_event(
           spdlog::level::debug, "step",
           {{"kind", chosen->name()},
@@ -354,6 +378,8 @@ void Scheduler::loop() {
            {"segment_reserves",
             runtime_.allocator().stats().num_segment_reserves - reserves_before},
            {"device_wait_s", runtime_.backend().device_wait_seconds() - waited_before},
+           {"ops_host_s", ops.seconds},
+           {"top_ops", ops.top},
            {"streams", streams_.size()}});
     }
     step_running_ = false;

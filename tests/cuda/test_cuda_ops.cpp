@@ -2,9 +2,9 @@
 // against the reference backend (CudaOps.<Op>/<DTYPE>), and what only the CUDA backend has:
 // its half-precision rounding policy, conversions to known bit patterns on the device, device
 // checks through the ops layer, cuFFT's work areas in planning passes, the depthwise kernel's
-// speed, its count of the host's waits on the device, BiasGemm's algorithms shared by row
-// buckets, and its device allocator. The op table's device memory comes from a NaN-poisoning
-// allocator, so an element a kernel never writes fails the comparison.
+// speed, its count of the host's waits on the device and of its ops' host time, BiasGemm's
+// algorithms shared by row buckets, and its device allocator. The op table's device memory comes
+// from a NaN-poisoning allocator, so an element a kernel never writes fails the comparison.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -270,6 +270,48 @@ TEST(CudaDeviceWait, CountsTheWaitsForTheStream) {
   EXPECT_EQ(host.numel(), 2048 * 2048);
   EXPECT_GE(waited, 0.5 * wall);
   EXPECT_LE(waited, wall);
+}
+
+// profile_host_time counts each op's calls from start to return; an op inside another (here the
+// ops a capture records) counts in that one; off, nothing is counted.
+TEST(CudaHostProfile, CountsEachOutermostCall) {
+  CudaMemorySource source(0);
+  CachingAllocator allocator(source);
+  Context ctx(cuda_backend(), allocator);
+  const Tensor a = ops::to_device(ctx, random_tensor({256, 256}, 52, -0.05f, 0.05f), DType::F32);
+  Tensor out = ops::empty(ctx, a.shape(), DType::F32);
+  cuda_backend().profile_host_time(true);
+  (void)cuda_backend().take_host_profile();
+  Tensor product = a;
+  for (int i = 0; i < 3; ++i) product = ops::linear(ctx, product, a, Tensor());
+  const Tensor host = ops::to_host(ctx, product);
+  const std::unique_ptr<CapturedWork> recorded =
+      cuda_backend().capture([&] { cuda_backend().unary(a, out, UnaryOp::Scale, 2.0f); });
+  const std::vector<Backend::OpHostTime> times = cuda_backend().take_host_profile();
+  const auto find = [&](const std::string& op) -> const Backend::OpHostTime* {
+    for (const Backend::OpHostTime& t : times) {
+      if (t.op == op) return &t;
+    }
+    return nullptr;
+  };
+  const Backend::OpHostTime* linear = find("linear");
+  ASSERT_NE(linear, nullptr);
+  EXPECT_EQ(linear->calls, 3);
+  EXPECT_GT(linear->seconds, 0.0);
+  EXPECT_LE(linear->longest_seconds, linear->seconds);
+  ASSERT_NE(find("capture"), nullptr);
+  EXPECT_EQ(find("capture")->calls, 1);
+  EXPECT_EQ(find("unary"), nullptr);
+  for (size_t i = 1; i < times.size(); ++i) EXPECT_GE(times[i - 1].seconds, times[i].seconds);
+  EXPECT_TRUE(cuda_backend().take_host_profile().empty());  // taking starts over
+
+  cuda_backend().profile_host_time(false);
+  (void)ops::linear(ctx, a, a, Tensor());
+  recorded->replay();
+  cuda_backend().synchronize();
+  EXPECT_TRUE(cuda_backend().take_host_profile().empty());
+  EXPECT_EQ(ops::to_host(ctx, out).to_float_vector()[7],
+            2.0f * ops::to_host(ctx, a).to_float_vector()[7]);
 }
 
 // ConvNeXt's depthwise conv1d (K 7, padding 3, groups == channels) runs as one direct kernel:

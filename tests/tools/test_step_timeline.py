@@ -119,7 +119,7 @@ class ServeTest(unittest.TestCase):
         self.assertAlmostEqual(busy + before["idle_s"], before["seconds"], delta=0.01)
         # The acoustic steps' own lines: each pads its lengths to at least the longest sentence's
         # and at most an eighth more, and times the decoder's run within its decoder time; every
-        # step line counts the segments it reserved.
+        # step line counts the segments it reserved and its ops' host time.
         acoustic = [e for e in entries if e.get("msg") == "acoustic step"]
         self.assertTrue(any(e["sentences"] > 0 and e["frames"] > 0 for e in acoustic), acoustic)
         for e in acoustic:
@@ -135,6 +135,10 @@ class ServeTest(unittest.TestCase):
             self.assertIsInstance(e["segment_reserves"], int)
             self.assertGreaterEqual(e["device_wait_s"], 0)
             self.assertLessEqual(e["device_wait_s"], e["seconds"])
+            # Host time in the backend's ops: none on the cpu backend, whose ops are its compute.
+            self.assertGreaterEqual(e["ops_host_s"], 0)
+            self.assertLessEqual(e["ops_host_s"], e["seconds"])
+            self.assertEqual(e["top_ops"] == "", e["ops_host_s"] == 0)
 
 
 if __name__ == "__main__":

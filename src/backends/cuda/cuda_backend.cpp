@@ -195,6 +195,50 @@ void abandon_capture(cudaStream_t stream) {
 
 }  // namespace
 
+// What profile_host_time counts: each outermost op's calls.
+class CudaBackend::HostProfile {
+ public:
+  // Whether a call starting now is outermost (and counted).
+  bool enter() { return depth_++ == 0; }
+  // Ends a call; `op` is counted `seconds` when the call was outermost.
+  void leave(const char* op, bool outermost, double seconds) {
+    --depth_;
+    if (!outermost) return;
+    OpHostTime& time = times_[op];
+    ++time.calls;
+    time.seconds += seconds;
+    time.longest_seconds = std::max(time.longest_seconds, seconds);
+  }
+  std::vector<OpHostTime> take() {
+    std::vector<OpHostTime> taken;
+    for (auto& [op, time] : times_) {
+      time.op = op;
+      taken.push_back(std::move(time));
+    }
+    times_.clear();
+    std::sort(taken.begin(), taken.end(),
+              [](const OpHostTime& a, const OpHostTime& b) { return a.seconds > b.seconds; });
+    return taken;
+  }
+
+ private:
+  int depth_ = 0;
+  std::map<std::string, OpHostTime> times_;
+};
+
+CudaBackend::OpScope::OpScope(HostProfile* profile, const char* op)
+    : profile_(profile), op_(op), outermost_(profile != nullptr && profile->enter()) {
+  if (outermost_) start_ = std::chrono::steady_clock::now();
+}
+
+CudaBackend::OpScope::~OpScope() {
+  if (profile_ == nullptr) return;
+  const double seconds =
+      outermost_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()
+                 : 0.0;
+  profile_->leave(op_, outermost_, seconds);
+}
+
 struct CudaBackend::Handles {
   // A cuFFT plan of `batch` inverse real transforms of one size, made with
   // cufftSetAutoAllocation(0): its work area (work_bytes) comes from the call's scratch.
@@ -212,6 +256,8 @@ struct CudaBackend::Handles {
   std::unique_ptr<cuda::CudnnConvolutions> cudnn;
   std::map<std::pair<int64_t, int64_t>, FftPlan> fft_plans;  // by (n, batch)
   uint64_t fft_uses = 0;
+  // While profile_host_time is on.
+  std::unique_ptr<HostProfile> host_profile;
   // Seconds the host blocked on `stream`: synchronize(), and copies to the host with the work
   // queued before them.
   double waited_seconds = 0;
@@ -406,7 +452,7 @@ bool CudaBackend::supports(OpKind op, DType dtype) const {
 }
 
 void CudaBackend::synchronize() {
-  open("synchronize");
+  const OpScope scope = open("synchronize");
   VOXD_CUDA_CHECK("synchronize", handles_->wait_for_stream());
 }
 
@@ -418,7 +464,7 @@ double CudaBackend::device_wait_seconds() const {
 
 std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work) {
   const char* op = "capture";
-  open(op);
+  const OpScope scope = open(op);
   cudaStream_t stream = handles_->stream;
   VOXD_CUDA_CHECK(op, cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -457,13 +503,28 @@ void CudaBackend::refuse_while_capturing(const char* op, const char* what) const
   }
 }
 
-void CudaBackend::open(const char* op) const {
+void CudaBackend::make_current(const char* op) const {
   if (plan_only()) {
     fail(op, name() +
                  " was made for planning only (CudaBackend(index, PlanOnly)) and runs no "
                  "kernels; open the device with CudaBackend(index) to run");
   }
   VOXD_CUDA_CHECK(op, cudaSetDevice(index_));
+}
+
+CudaBackend::OpScope CudaBackend::open(const char* op) const {
+  make_current(op);
+  return OpScope(handles_->host_profile.get(), op);
+}
+
+void CudaBackend::profile_host_time(bool on) {
+  if (plan_only() || on == (handles_->host_profile != nullptr)) return;
+  handles_->host_profile = on ? std::make_unique<HostProfile>() : nullptr;
+}
+
+std::vector<Backend::OpHostTime> CudaBackend::take_host_profile() {
+  if (plan_only() || handles_->host_profile == nullptr) return {};
+  return handles_->host_profile->take();
 }
 
 ScratchBuffer CudaBackend::take(const KernelScratch& scratch, size_t bytes) const {
@@ -566,7 +627,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
   const ScratchBuffer staged =
       take(scratch, download && !plain ? dst.nbytes() : (upload_converted ? src.nbytes() : 0));
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   cudaStream_t stream = handles_->stream;
   if (src.device().is_cpu() && dst.device().is_cpu()) {
     refuse_while_capturing(op, "a copy between host tensors (it runs now, not on replay)");
@@ -605,7 +666,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst, const KernelScratch& scra
 
 void CudaBackend::fill(Tensor& dst, float value) {
   const char* op = "fill";
-  open(op);
+  const OpScope scope = open(op);
   uint64_t bits = 0;
   convert_elements(&value, DType::F32, &bits, dst.dtype(), 1);
   cuda::fill_pattern(dst.raw_data(), static_cast<int>(dtype_size(dst.dtype())), bits, dst.numel(),
@@ -614,7 +675,7 @@ void CudaBackend::fill(Tensor& dst, float value) {
 
 void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha) {
   const char* op = "unary";
-  open(op);
+  const OpScope scope = open(op);
   assert(out.shape() == x.shape() && out.dtype() == x.dtype());
   cuda::unary(x.raw_data(), out.raw_data(), x.dtype(), x.numel(), kind, alpha, handles_->stream,
               op);
@@ -622,7 +683,7 @@ void CudaBackend::unary(const Tensor& x, Tensor& out, UnaryOp kind, float alpha)
 
 void CudaBackend::binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryOp kind) {
   const char* op = "binary";
-  open(op);
+  const OpScope scope = open(op);
   assert(b.dim() == a.dim() && out.shape() == a.shape());
   Shape strides = contiguous_strides(b.shape());
   for (size_t d = 0; d < strides.size(); ++d) {
@@ -659,7 +720,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
   if (out.numel() == 0) return;
   const ScratchBuffer workspace = take(scratch, in == 0 ? 0 : kCublasWorkspaceBytes);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   if (in == 0) {
     fill_bias(bias, {0, 1}, out, handles_->stream, op);
     return;
@@ -725,7 +786,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const ScratchBuffer cols = take(scratch, static_cast<size_t>(chunk * width) * dtype_size(dtype));
   const ScratchBuffer workspace = take(scratch, width == 0 ? 0 : kCublasWorkspaceBytes);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   if (width == 0) {
     fill_bias(bias, {0, 0, 1}, out, handles_->stream, op);
     return;
@@ -757,7 +818,7 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   if (cin_g == 1 && cout_g == 1 && own_convolutions()) {
     // Depthwise (ConvNeXt's groups == channels): a direct kernel, not one gemm per group.
     if (scratch.planning()) return;
-    open(op);
+    const OpScope scope = open(op);
     cuda::depthwise_conv1d(
         x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, out.raw_data(),
         dtype, batch, cout, t_in, t_out, k, p.stride, p.padding, p.dilation, handles_->stream, op);
@@ -786,7 +847,7 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
            !gemms || pointwise ? 0 : static_cast<size_t>(batch * ckk * chunk) * dtype_size(dtype));
   const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   cudaStream_t stream = handles_->stream;
   fill_bias(bias, {0, 1, 0}, out, stream, op);
   if (!gemms) return;
@@ -816,7 +877,7 @@ void CudaBackend::cudnn_convolution(bool transposed, const Tensor& x, const Tens
                                     const KernelScratch& scratch, const char* op) {
   const ScratchBuffer workspace = take(scratch, cuda::CudnnConvolutions::kWorkspaceBytes);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   const cuda::ConvolutionShape shape{x.dtype(), transposed,  x.size(0),   x.size(1),
                                      x.size(2), out.size(1), out.size(2), weight.size(2),
                                      stride,    padding,     dilation,    groups};
@@ -909,7 +970,7 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
   const ScratchBuffer transposed =
       take(scratch, transposed_input_bytes(weight, p, x.size(0), out.size(2)));
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   cuda::ImplicitGemmConv args = implicit_gemm_args(weight, bias, p, x.size(0), x.size(2),
                                                    out.size(2), fusion.input_leaky_relu);
   args.input_dtype = x.dtype();
@@ -976,7 +1037,7 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
   const ScratchBuffer second_input =
       take(scratch, transposed_input_bytes(w2, pair.second, batch, steps));
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   const auto side = [&](const Tensor& weight, const Tensor* bias, const Conv1dParams& p,
                         const ScratchBuffer& input) {
     cuda::ImplicitGemmConv args =
@@ -1034,7 +1095,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
   const ScratchBuffer cols = take(scratch, static_cast<size_t>(batch * ck * chunk) * sizeof(float));
   const ScratchBuffer workspace = take(scratch, gemms ? kCublasWorkspaceBytes : 0);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   cudaStream_t stream = handles_->stream;
   fill_bias(bias, {0, 1, 0}, out, stream, op);
   if (!gemms) return;
@@ -1058,7 +1119,7 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                              Tensor& out) {
   const char* op = "layer_norm";
-  open(op);
+  const OpScope scope = open(op);
   assert(x.dim() == 2 && out.shape() == x.shape());
   cuda::layer_norm(x.raw_data(), gamma.raw_data(), beta.raw_data(), out.raw_data(), x.dtype(),
                    x.size(0), x.size(1), eps, handles_->stream, op);
@@ -1067,7 +1128,7 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor&
 void CudaBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& gamma,
                                  const Tensor& beta, float eps, Tensor& out) {
   const char* op = "add_layer_norm";
-  open(op);
+  const OpScope scope = open(op);
   assert(x.dim() == 2 && residual.shape() == x.shape() && out.shape() == x.shape());
   cuda::layer_norm(x.raw_data(), gamma.raw_data(), beta.raw_data(), out.raw_data(), x.dtype(),
                    x.size(0), x.size(1), eps, handles_->stream, op, residual.raw_data());
@@ -1075,7 +1136,7 @@ void CudaBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const 
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   const char* op = "rms_norm";
-  open(op);
+  const OpScope scope = open(op);
   assert(x.dim() == 2 && out.shape() == x.shape());
   cuda::rms_norm(x.raw_data(), weight.raw_data(), out.raw_data(), x.dtype(), x.size(0), x.size(1),
                  eps, handles_->stream, op);
@@ -1090,7 +1151,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
   assert(ids.is_contiguous() && out.shape() == (Shape{n, c}));
   const ScratchBuffer rows = take(scratch, static_cast<size_t>(n) * sizeof(int64_t));
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   // Ids are checked on the host (device ids are copied back first), so a bad id throws here
   // with the same message as on the host backends.
   Tensor host_ids = ids;
@@ -1139,7 +1200,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   if (tk > 0 && cuda::decode_attention_fits(batch, tq, tk, dim)) {
     // A few queries per sequence (a decode step): one kernel, no scratch, no upload.
     if (scratch.planning()) return;
-    open(op);
+    const OpScope scope = open(op);
     cuda::SequenceValues key_lengths{};
     cuda::SequenceValues key_starts{};
     cuda::SequenceValues offsets{};
@@ -1168,7 +1229,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
   const ScratchBuffer workspace = take(scratch, tk == 0 ? 0 : kCublasWorkspaceBytes);
   const ScratchBuffer lists = take(scratch, tk == 0 ? 0 : 3 * batch * sizeof(int64_t));
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   cudaStream_t stream = handles_->stream;
   const uint64_t nan_bits =
       dtype == DType::F32 ? 0x7fc00000u : (dtype == DType::F16 ? 0x7e00u : 0x7fc0u);
@@ -1232,7 +1293,7 @@ void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& len
   if (std::all_of(lengths.begin(), lengths.end(), [&](int64_t n) { return n >= x.size(1); })) {
     return;
   }
-  open(op);
+  const OpScope scope = open(op);
   upload(device_lengths.data(), lengths.data(), device_lengths.bytes(), op);
   cuda::zero_beyond_lengths(x.raw_data(), x.dtype(), device_lengths.as<int64_t>(), x.size(0),
                             x.size(1), x.size(2), handles_->stream, op);
@@ -1261,7 +1322,7 @@ void CudaBackend::length_regulate(const Tensor& x,
   }
   const ScratchBuffer device_rows = take(scratch, rows.size() * sizeof(int64_t));
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   upload(device_rows.data(), rows.data(), device_rows.bytes(), op);
   cuda::gather_rows(x.raw_data(), device_rows.as<int64_t>(), out.raw_data(), x.dtype(),
                     batch * frames, c, handles_->stream, op);
@@ -1269,7 +1330,7 @@ void CudaBackend::length_regulate(const Tensor& x,
 
 void CudaBackend::bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) {
   const char* op = "bucketize";
-  open(op);
+  const OpScope scope = open(op);
   assert(out.dtype() == DType::I64 && out.shape() == x.shape());
   cuda::bucketize(x.data<float>(), x.numel(), boundaries.data<float>(), boundaries.numel(),
                   out.data<int64_t>(), handles_->stream, op);
@@ -1287,7 +1348,7 @@ void CudaBackend::rope(const Tensor& x, const Tensor& start_positions, float the
   const ScratchBuffer frequencies =
       take(scratch, empty ? 0 : rope_frequency_bytes(static_cast<size_t>(dim / 2)));
   if (scratch.planning() || empty) return;
-  open(op);
+  const OpScope scope = open(op);
   cuda::SequenceValues starts{};
   if (on_host) {
     const int64_t* first = start_positions.data<int64_t>();
@@ -1307,7 +1368,7 @@ void CudaBackend::write_rows(Tensor& cache, const Tensor& rows, const std::vecto
   const ScratchBuffer device_offsets =
       take(scratch, rows.numel() == 0 ? 0 : sequence_values_bytes(offsets.size()));
   if (scratch.planning() || rows.numel() == 0) return;
-  open(op);
+  const OpScope scope = open(op);
   const int64_t steps = rows.size(1);
   const int64_t inner = rows.numel() / (batch * steps);
   cuda::write_rows(cache.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(cache.dtype())),
@@ -1367,7 +1428,7 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pages, const 
   const ScratchBuffer partials =
       take(scratch, split ? cuda::split_decode_scratch_bytes(batch, heads, dim, splits) : 0);
   if (scratch.planning() || out.numel() == 0) return;
-  open(op);
+  const OpScope scope = open(op);
   const cuda::PageTable table = page_table_on_device(page_table, positions, key_starts, page_size,
                                                      k_pages.size(0), tables, op);
   if (split) {
@@ -1387,7 +1448,7 @@ void CudaBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& p
   const ScratchBuffer tables =
       take(scratch, rows.numel() == 0 ? 0 : page_table_bytes(page_table, positions, Tensor{}));
   if (scratch.planning() || rows.numel() == 0) return;
-  open(op);
+  const OpScope scope = open(op);
   const int64_t batch = rows.size(0);
   const int64_t steps = rows.size(1);
   cuda::write_pages(pages.raw_data(), rows.raw_data(), static_cast<int>(dtype_size(pages.dtype())),
@@ -1400,7 +1461,7 @@ void CudaBackend::write_pages(Tensor& pages, const Tensor& rows, const Tensor& p
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
                                float eps, Tensor& sum, Tensor& normed) {
   const char* op = "add_rms_norm";
-  open(op);
+  const OpScope scope = open(op);
   assert(x.dim() == 2 && delta.shape() == x.shape() && sum.shape() == x.shape());
   cuda::add_rms_norm(x.raw_data(), x.dtype(), delta.raw_data(), delta.dtype(), weight.raw_data(),
                      sum.raw_data(), normed.raw_data(), normed.dtype(), x.size(0), x.size(1), eps,
@@ -1409,7 +1470,7 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tenso
 
 void CudaBackend::swiglu(const Tensor& gate_up, Tensor& out) {
   const char* op = "swiglu";
-  open(op);
+  const OpScope scope = open(op);
   assert(gate_up.dim() == 2 && out.size(1) * 2 == gate_up.size(1));
   cuda::swiglu(gate_up.raw_data(), out.raw_data(), out.dtype(), out.size(0), out.size(1),
                handles_->stream, op);
@@ -1426,7 +1487,7 @@ void CudaBackend::qkv_to_pages(const Tensor& qkv, Tensor& k_pages, Tensor& v_pag
   const ScratchBuffer frequencies =
       take(scratch, empty ? 0 : rope_frequency_bytes(static_cast<size_t>(dim / 2)));
   if (scratch.planning() || empty) return;
-  open(op);
+  const OpScope scope = open(op);
   cuda::qkv_to_pages(qkv.raw_data(), k_pages.raw_data(), v_pages.raw_data(), q_out.raw_data(),
                      qkv.dtype(), qkv.size(0), qkv.size(1), qkv.size(3), dim,
                      rope_frequency_table(rope_frequencies(theta, dim), frequencies, op),
@@ -1453,7 +1514,7 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   const int64_t largest_piece = static_cast<int64_t>(
       std::bit_floor(static_cast<uint64_t>(std::min(items * frames, kFftFrames))));
   size_t work = 0;
-  if (!plan_only()) open(op);  // the plans are made on the device, in a planning pass too
+  if (!plan_only()) make_current(op);  // the plans are made on the device, in a planning pass too
   for (int64_t piece = 1; piece <= kFftFrames; piece *= 2) {
     const size_t bytes = plan_only() ? plan_only_fft_work_bytes(n_fft, piece)
                                      : handles_->inverse_fft(n_fft, piece, op).work_bytes;
@@ -1466,7 +1527,7 @@ void CudaBackend::istft(const Tensor& real, const Tensor& imag, const Tensor& wi
   // cuFFT's work area is 256-byte aligned in the allocators voxd uses; it asks for no more.
   const ScratchBuffer work_area = take(scratch, work);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   cudaStream_t stream = handles_->stream;
   upload(device_window.data(), window.raw_data(), device_window.bytes(), op);
   for (int64_t item0 = 0; item0 < batch; item0 += items) {
@@ -1502,7 +1563,7 @@ void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& history,
   const ScratchBuffer rows_scratch =
       take(scratch, vocab > cuda::kSharedRowTokens ? logits.nbytes() : 0);
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   upload(device_draws.data(), draws.data(), device_draws.bytes(), op);
   const int64_t* history_rows = history.data<int64_t>();
   if (history_on_host && history.numel() > 0) {
@@ -1537,7 +1598,7 @@ void CudaBackend::lstm(const Tensor& x_gates, const Tensor& w_hh, Tensor& h, Ten
   const ScratchBuffer device_lengths = take(scratch, all_lengths.size() * sizeof(int64_t));
   const ScratchBuffer h_scratch = take(scratch, h.nbytes());
   if (scratch.planning()) return;
-  open(op);
+  const OpScope scope = open(op);
   upload(device_lengths.data(), all_lengths.data(), device_lengths.bytes(), op);
   cuda::lstm({.x_gates = x_gates.raw_data(),
               .w_hh = w_hh.raw_data(),

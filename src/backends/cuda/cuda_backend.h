@@ -39,6 +39,7 @@
 // read the staging ring after later uploads reused it, and a copy to the host waits.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -83,6 +84,8 @@ class CudaBackend final : public Backend {
   // Waits for the stream; throws voxd::Error for a failure in queued work.
   void synchronize() override;
   double device_wait_seconds() const override;
+  void profile_host_time(bool on) override;
+  std::vector<OpHostTime> take_host_profile() override;
   // True unless PlanOnly.
   bool can_capture() const override { return !plan_only(); }
   // Records `work` as a CUDA graph; see Backend::capture. The result replays on this backend's
@@ -181,9 +184,27 @@ class CudaBackend final : public Backend {
 
  private:
   struct Handles;  // stream, cuBLAS handle and staging ring (CUDA types stay out of this header)
+  class HostProfile;
+
+  // An op's call while host time is profiled: counted to it when the scope ends.
+  class [[nodiscard]] OpScope {
+   public:
+    OpScope(HostProfile* profile, const char* op);
+    ~OpScope();
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+
+   private:
+    HostProfile* profile_;  // null: not profiled
+    const char* op_;
+    bool outermost_;  // not inside another op's call: counted
+    std::chrono::steady_clock::time_point start_;
+  };
 
   // Makes this backend's device current for `op`; throws for a PlanOnly backend.
-  void open(const char* op) const;
+  void make_current(const char* op) const;
+  // make_current(op) for an op's call, which the result times while host time is profiled.
+  OpScope open(const char* op) const;
   // `bytes` of `scratch` (on this device: ops.h checks the context's allocator).
   ScratchBuffer take(const KernelScratch& scratch, size_t bytes) const;
   // The pair (Conv1dPair) through the mma.sync kernel, over channel-major x [B, C, T] into out
