@@ -87,9 +87,7 @@ ArenaLayout plan_acoustic_decoder(Backend& backend, const FastSpeech2& model, in
 
 AcousticPlan plan_acoustic(Backend& backend, const FastSpeech2& model, int64_t batch,
                            int64_t phonemes, int64_t frames, bool mask_padding) {
-  AcousticEncoderPlan encoder =
-      plan_acoustic_encoder(backend, model, batch, phonemes, mask_padding);
-  return {std::move(encoder.encoder), encoder.hidden_bytes,
+  return {plan_acoustic_encoder(backend, model, batch, phonemes, mask_padding),
           plan_acoustic_decoder(backend, model, batch, phonemes, frames, mask_padding)};
 }
 

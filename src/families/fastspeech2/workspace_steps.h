@@ -23,11 +23,9 @@ struct AcousticEncoderPlan {
   uint64_t hidden_bytes = 0;
 };
 
-// Planned memory of the acoustic model's two steps.
-struct AcousticPlan {
-  ArenaLayout encoder;        // the encoder step's arena
-  uint64_t hidden_bytes = 0;  // as AcousticEncoderPlan's
-  ArenaLayout decoder;        // the decoder step's arena
+// Planned memory of the acoustic model's two steps: the encoder's, then the decoder step's arena.
+struct AcousticPlan : AcousticEncoderPlan {
+  ArenaLayout decoder;
 };
 
 // FastSpeech2 for `batch` sequences padded to `phonemes` symbols that make `frames` mel frames
