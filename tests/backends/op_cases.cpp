@@ -716,6 +716,25 @@ void add_attention_cases(std::vector<OpCase>& cases) {
       {3, 2, 48, 2, 16, {7, 2, 30}, true, {5, 0, 28}, " two steps over a cache"},
       // A long cache with 128-element heads: more keys than CUDA's decode kernel has threads.
       {2, 1, 1500, 3, 128, {1500, 700}, true, {1499, 699}, " long decode"},
+      // Many queries of 32-, 64- and 128-element heads (CUDA's flash kernel in F16 and BF16):
+      // several query blocks and key tiles, lengths that end inside a tile, one key alone.
+      {3, 130, 200, 2, 128, {200, 77, 1}, false, {}, " encoder"},
+      {2, 70, 150, 3, 64, {150, 90}, true, {80, 20}, " causal prefill after a prefix"},
+      {2, 65, 64, 4, 32, {64, 63}, false, {}, ""},
+      // More sequences than CUDA passes by value: their lengths go up as an array.
+      {130,
+       6,
+       9,
+       1,
+       32,
+       [] {
+         std::vector<int64_t> lengths(130);
+         for (size_t b = 0; b < lengths.size(); ++b) lengths[b] = 1 + static_cast<int64_t>(b % 9);
+         return lengths;
+       }(),
+       false,
+       {},
+       " many sequences"},
   };
   uint32_t seed = 600;
   for (const Case& tc : list) {
@@ -738,7 +757,8 @@ void add_attention_cases(std::vector<OpCase>& cases) {
   }
   // Windows of keys [key_starts, key_lengths), as Sambert's PNCA decoder attends: its own steps
   // [s − band, s] and the memory groups [s, s + band] (one query, CUDA's decode kernel), then
-  // many queries (CUDA's gemm path) with causal masking inside a window.
+  // many queries (CUDA's flash kernel in the half dtypes, its gemm path in F32), with and without
+  // causal masking inside a window.
   struct Window {
     int64_t batch, tq, tk;
     std::vector<int64_t> key_lengths, key_starts;
@@ -748,6 +768,7 @@ void add_attention_cases(std::vector<OpCase>& cases) {
   };
   const std::vector<Window> windows = {
       {3, 1, 40, {10, 40, 1}, {7, 35, 0}, false, {}, " own steps"},
+      {2, 40, 300, {300, 150}, {100, 149}, false, {}, " many queries"},
       {2, 1, 30, {8, 30}, {3, 27}, false, {}, " memory groups"},
       {2, 20, 300, {300, 150}, {100, 149}, true, {150, 149}, " causal, many queries"},
       {2, 3, 12, {12, 12}, {0, 11}, false, {}, " one key"},
@@ -758,12 +779,12 @@ void add_attention_cases(std::vector<OpCase>& cases) {
       {2, 20, 300, {300, 200}, {10, 150}, true, {0, 140}, " many queries before the window"},
   };
   const auto add_window = [&](const Window& w, bool allow_nan) {
-    const std::vector<CaseInput> inputs = {random({w.batch, w.tq, 8, 16}, seed, -2.0f, 2.0f),
-                                           random({w.batch, w.tk, 8, 16}, seed + 1, -2.0f, 2.0f),
-                                           random({w.batch, w.tk, 8, 16}, seed + 2)};
+    const std::vector<CaseInput> inputs = {random({w.batch, w.tq, 8, 32}, seed, -2.0f, 2.0f),
+                                           random({w.batch, w.tk, 8, 32}, seed + 1, -2.0f, 2.0f),
+                                           random({w.batch, w.tk, 8, 32}, seed + 2)};
     seed += 3;
     AttentionParams p;
-    p.scale = 0.25f;
+    p.scale = 0.18f;
     p.key_lengths = w.key_lengths;
     p.key_starts = w.key_starts;
     p.causal = w.causal;
@@ -807,6 +828,21 @@ void add_attention_cases(std::vector<OpCase>& cases) {
                         });
   refused.error = "key start 6 outside [0, 5]";
   cases.push_back(refused);
+  // q, k and v one element into their storage: views no copy realigns.
+  const auto unaligned = [](const Tensor& flat, const Shape& shape) {
+    return flat.narrow(0, 1, flat.size(0) - 1).reshape(shape);
+  };
+  AttentionParams unaligned_params;
+  unaligned_params.scale = 0.125f;
+  unaligned_params.key_lengths = {30, 17};
+  cases.push_back(make(
+      OpKind::Attention, "attention on views one element into their storage",
+      {random({2 * 20 * 2 * 64 + 1}, 1107, -2.0f, 2.0f),
+       random({2 * 30 * 2 * 64 + 1}, 1108, -2.0f, 2.0f), random({2 * 30 * 2 * 64 + 1}, 1109)},
+      [unaligned, unaligned_params](Context& c, const In& in) {
+        return ops::attention(c, unaligned(in[0], {2, 20, 2, 64}), unaligned(in[1], {2, 30, 2, 64}),
+                              unaligned(in[2], {2, 30, 2, 64}), unaligned_params);
+      }));
   cases.push_back(make(OpKind::Attention, "attention on permuted q", {random({2, 4, 3, 5}, 1106)},
                        [](Context& c, const In& in) {
                          const Tensor q = in[0].permute({0, 2, 1, 3});

@@ -23,6 +23,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cudnn_convolutions.h"
 #include "backends/cuda/few_rows.h"
+#include "backends/cuda/flash_attention.h"
 #include "backends/cuda/implicit_gemm_conv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lstm.h"
@@ -1213,6 +1214,26 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
     cuda::decode_attention(q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), dtype, batch,
                            tq, rows, heads, dim, tk, params.scale, key_lengths, key_starts, offsets,
                            params.causal, handles_->stream, op);
+    return;
+  }
+  if (cuda::flash_attention_fits(dtype, batch, heads, dim)) {
+    // Every query at once in one kernel, the lengths by value (or uploaded past kInline
+    // sequences).
+    const size_t list_bytes = sequence_values_bytes(static_cast<size_t>(batch));
+    const ScratchBuffer length_list = take(scratch, list_bytes);
+    const ScratchBuffer start_list = take(scratch, list_bytes);
+    const ScratchBuffer offset_list = take(scratch, list_bytes);
+    if (scratch.planning()) return;
+    const OpScope scope = open(op);
+    const auto per_sequence = [&](const std::vector<int64_t>& given, int64_t otherwise) {
+      return given.empty() ? std::vector<int64_t>(static_cast<size_t>(batch), otherwise) : given;
+    };
+    cuda::flash_attention(q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), dtype, batch,
+                          tq, rows, heads, dim, params.scale,
+                          sequence_values(per_sequence(params.key_lengths, rows), length_list, op),
+                          sequence_values(per_sequence(params.key_starts, 0), start_list, op),
+                          sequence_values(per_sequence(params.query_offsets, 0), offset_list, op),
+                          params.causal, handles_->stream, op);
     return;
   }
   // All sequences at once, per chunk of queries: per head, scores = scale · q·kᵀ (F32) over all

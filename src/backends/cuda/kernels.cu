@@ -30,10 +30,6 @@ void check_launch(const char* op) {
   check(cudaGetLastError(), "kernel launch", op);
 }
 
-__device__ __forceinline__ int64_t value_of(const SequenceValues& v, int64_t b) {
-  return v.device != nullptr ? v.device[b] : v.values[b];
-}
-
 __device__ __forceinline__ float value_of(const RopeFrequencies& f, int64_t j) {
   return f.device != nullptr ? f.device[j] : f.values[j];
 }

@@ -85,6 +85,12 @@ struct SequenceValues {
   const int64_t* device = nullptr;  // the values when set; else `values`
   int64_t values[kInline];
 };
+#ifdef __CUDACC__
+// Sequence b's value, from wherever `v` holds it.
+__device__ __forceinline__ int64_t value_of(const SequenceValues& v, int64_t b) {
+  return v.device != nullptr ? v.device[b] : v.values[b];
+}
+#endif
 // The table of rope's angle frequencies the same way: by value up to kInline, else in device
 // memory.
 struct RopeFrequencies {
