@@ -194,6 +194,10 @@ class Backend {
   virtual std::vector<OpHostTime> take_host_profile() { return {}; }
   // Whether capture() can record work on this backend.
   virtual bool can_capture() const { return false; }
+  // Whether an op's first run at a new size costs this backend's host more than later runs (a
+  // library loading a kernel the first time it runs it), so that running larger shapes once
+  // while idle spares the clients that meet them first.
+  virtual bool first_runs_cost_more() const { return false; }
   // Records the device work `work` queues on this backend, without running it, for replay; null
   // when the backend cannot record (the default). The result must go before the backend. The
   // work must only queue kernels and

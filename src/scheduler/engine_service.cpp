@@ -50,6 +50,7 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   options.first_chunk_frames = std::min(config.first_chunk_frames, config.chunk_frames);
   options.request_timeout = config.request_timeout;
   options.cuda_graphs = config.cuda_graphs;
+  options.warm_up_while_idle = config.warm_up_while_idle;
   options.kv_cache_bytes = config.kv_cache_bytes;
   return options;
 }

@@ -267,6 +267,7 @@ SchedulerLoad Scheduler::load() const {
   SchedulerLoad load;
   load.admitted = admitted_;
   load.step_running = step_running_;
+  load.warm_up_pending = warming_.size();
   for (const auto& stream : streams_) {
     load.streams.push_back(
         {stream->id, stream->buffered_samples, stream->max_buffered_samples, stream->gauges});
@@ -294,6 +295,8 @@ void Scheduler::bind_metrics(server::MetricsRegistry& registry) {
 
 void Scheduler::warm_up() {
   const Clock::time_point started = Clock::now();
+  const bool while_idle =
+      options_.warm_up_while_idle.value_or(runtime_.backend().first_runs_cost_more());
   for (const auto& entry : voices_.entries()) {
     if (!entry->models) continue;
     for (const FamilyKinds& family : families_) {
@@ -301,6 +304,7 @@ void Scheduler::warm_up() {
       for (const auto& kind : family.kinds) {
         try {
           kind->warm_up(*entry, pacing_, budget_);
+          if (while_idle) warming_.emplace_back(entry.get(), kind.get());
         } catch (const std::exception& e) {
           spdlog::warn("warming up the {} steps of voice '{}' failed: {}", kind->name(),
                        entry->card().name, e.what());
@@ -312,6 +316,36 @@ void Scheduler::warm_up() {
   server::log_event(spdlog::level::info, "warmed up",
                     {{"seconds", seconds_between(started, Clock::now())},
                      {"graph_bytes", voices_.graph_bytes()}});
+}
+
+void Scheduler::warm_further(std::unique_lock<std::mutex>& lock) {
+  const auto [voice, kind] = warming_.front();
+  bool more = false;
+  if (voice->models) {  // a voice unloaded meanwhile leaves the warm-up
+    step_running_ = true;
+    lock.unlock();
+    const Clock::time_point started = Clock::now();
+    try {
+      more = kind->warm_further(*voice, pacing_, budget_);
+    } catch (const std::exception& e) {
+      spdlog::warn("warming up the {} steps of voice '{}' further failed: {}", kind->name(),
+                   voice->card().name, e.what());
+    }
+    const double seconds = seconds_between(started, Clock::now());
+    warming_s_ += seconds;
+    lock.lock();
+    step_running_ = false;
+    budget_bytes_.store(budget_.available());
+    server::log_event(
+        spdlog::level::debug, "warm-up piece",
+        {{"kind", kind->name()}, {"voice", voice->card().name}, {"seconds", seconds}});
+  }
+  if (more) return;
+  warming_.erase(warming_.begin());
+  if (warming_.empty()) {
+    server::log_event(spdlog::level::info, "warmed up further while idle",
+                      {{"seconds", warming_s_}, {"graph_bytes", voices_.graph_bytes()}});
+  }
 }
 
 void Scheduler::loop() {
@@ -341,7 +375,11 @@ void Scheduler::loop() {
       continue;
     }
     if (chosen == nullptr) {
-      work_.wait_for(lock, kPoll);
+      if (warming_.empty()) {
+        work_.wait_for(lock, kPoll);
+      } else {
+        warm_further(lock);
+      }
       continue;
     }
     step_running_ = true;

@@ -44,6 +44,8 @@ struct SchedulerLoad {
   };
   size_t admitted = 0;  // requests admitted and not finished
   bool step_running = false;
+  // (voice, step kind) pairs whose warm-up while idle has pieces left.
+  size_t warm_up_pending = 0;
   std::vector<StreamLoad> streams;
 };
 
@@ -105,6 +107,9 @@ class Scheduler {
   void loop();
   // Before the device thread starts: every kind's warm_up for every loaded voice.
   void warm_up();
+  // Device thread, under the lock, with no step to run: the first pending kind's next
+  // warm_further piece (the lock released while it runs).
+  void warm_further(std::unique_lock<std::mutex>& lock);
   // Device thread, under the lock: drops streams that ended or passed their deadline.
   void reap(Clock::time_point now);
   // What execute() did besides running the step.
@@ -143,6 +148,10 @@ class Scheduler {
     std::vector<std::shared_ptr<Stream>> streams;
   };
   std::vector<FamilyKinds> families_;
+  // The (voice, kind) pairs whose warm_further has more to do (device thread), and the seconds
+  // its pieces took so far.
+  std::vector<std::pair<VoiceEntry*, StepKind*>> warming_;
+  double warming_s_ = 0.0;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;      // the device thread waits on it

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace voxd::scheduler {
 
@@ -16,6 +17,9 @@ struct SchedulerOptions {
   int64_t first_chunk_frames = 32;
   std::chrono::milliseconds request_timeout{300000};
   bool cuda_graphs = true;
+  // Whether the device thread, while no step waits, runs the step kinds' warm_further pieces
+  // after the warm-up; unset: where the backend's first runs of a size cost more.
+  std::optional<bool> warm_up_while_idle;
   // Vocoder chunks of audio a stream may have waiting for its client before it gets no more
   // work.
   int64_t buffered_chunks = 4;

@@ -148,6 +148,15 @@ class StepKind {
   // made-up input within `budget`, so that one-time costs (loading kernels, recording graphs) are
   // not paid by a client. Throwing is logged and ignored.
   virtual void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) = 0;
+  // Device thread, without the lock, while no step is waiting: one more piece of warm-up beyond
+  // warm_up's (a larger batch or a longer input run once on made-up input within `budget`, so
+  // that what its first run costs, such as a library loading a kernel, is not paid by a client).
+  // Returns whether `voice` has more; the scheduler calls again after any waiting step. Throwing
+  // is logged and ends this kind's warm-up of `voice`.
+  virtual bool warm_further(VoiceEntry& /*voice*/, const Pacing& /*pacing*/,
+                            MemoryBudget& /*budget*/) {
+    return false;
+  }
 };
 
 }  // namespace voxd::scheduler

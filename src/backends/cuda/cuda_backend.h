@@ -88,6 +88,8 @@ class CudaBackend final : public Backend {
   std::vector<OpHostTime> take_host_profile() override;
   // True unless PlanOnly.
   bool can_capture() const override { return !plan_only(); }
+  // cuBLAS and cuBLASLt load each kernel the first time it runs (~3 ms on an H200).
+  bool first_runs_cost_more() const override { return true; }
   // Records `work` as a CUDA graph; see Backend::capture. The result replays on this backend's
   // stream and must go before the backend. Throws voxd::Error (naming the op that could not be
   // recorded) on a PlanOnly backend or when the work is not capturable; the stream then records

@@ -52,6 +52,15 @@ int64_t padded_length(int64_t longest) {
   return (longest + step - 1) / step * step;
 }
 
+std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch) {
+  std::vector<std::pair<int64_t, int64_t>> steps;
+  for (int64_t batch = 1; batch < max_batch; batch *= 2) steps.emplace_back(batch, 16);
+  for (int64_t phonemes = 16; phonemes <= 256; phonemes *= 2) {
+    steps.emplace_back(max_batch, phonemes);
+  }
+  return steps;
+}
+
 Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                             const Pacing& pacing, Clock::time_point now) {
   std::vector<Candidate> candidates;
@@ -180,6 +189,40 @@ void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budge
   batch.voice = &voice;
   batch.items = {stream};
   if (budget.fits(footprint(batch, 1))) (void)run(batch, budget);
+}
+
+bool AcousticKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
+  const std::vector<std::pair<int64_t, int64_t>> ladder = warm_ladder(pacing.max_batch);
+  size_t& next = warmed_[&voice];
+  if (next >= ladder.size()) return false;
+  const auto [batch, phonemes] = ladder[next++];
+  const FastSpeech2& model = models_of(voice).voice->acoustic();
+  SynthesisControls controls;
+  controls.mask_padding = true;
+  controls.pad_to_phonemes = padded_length(phonemes);
+  const AcousticEncoderPlan& encoder = encoder_plan(voice, batch, controls.pad_to_phonemes);
+  const int64_t frames = phonemes * kWarmFramesPerPhoneme;
+  controls.pad_to_frames = padded_length(frames);
+  const ArenaLayout& decoder =
+      decoder_plan(voice, batch, controls.pad_to_phonemes, controls.pad_to_frames);
+  if (!budget.fits(MemoryBudget::footprint(encoder.encoder.bytes(), encoder.hidden_bytes)) ||
+      !budget.fits(MemoryBudget::footprint(decoder.bytes(), encoder.hidden_bytes))) {
+    return next < ladder.size();
+  }
+  const std::vector<std::vector<int64_t>> ids(
+      static_cast<size_t>(batch),
+      std::vector<int64_t>(static_cast<size_t>(phonemes),
+                           std::min<int64_t>(1, model.n_symbols() - 1)));
+  AcousticEncoding encoding = run_acoustic_encoder_step(runtime_.backend(), runtime_.allocator(),
+                                                        model, ids, {}, controls, encoder.encoder);
+  // Whatever durations it predicted, the decoder runs on kWarmFramesPerPhoneme a symbol.
+  std::vector<int64_t> durations(static_cast<size_t>(encoding.hidden.size(1)), 0);
+  std::fill_n(durations.begin(), phonemes, kWarmFramesPerPhoneme);
+  encoding.durations.assign(static_cast<size_t>(batch), durations);
+  encoding.mel_lengths.assign(static_cast<size_t>(batch), frames);
+  (void)run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), model, encoding,
+                                  controls, decoder);
+  return next < ladder.size();
 }
 
 void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,

@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "families/fastspeech2/scheduler_types.h"
 #include "families/fastspeech2/workspace_steps.h"
@@ -24,6 +27,14 @@ namespace voxd::fastspeech2 {
 // above that rounded up to the next multiple of an eighth of its power of two (200 -> 208,
 // 1000 -> 1024): at most 1/8 of padding, 8 sizes per octave.
 int64_t padded_length(int64_t longest);
+
+// The steps (sentences, symbols each) that warm_further runs, in order: batches of 16-symbol
+// sentences from 1 to `max_batch`, doubling, then `max_batch` sentences of 32 to 256 symbols.
+// The rows of every gemm (sentences × symbols, sentences × frames) double from step to step, so
+// that each power-of-two bucket of rows a served step can meet has run once: cuBLAS picks its
+// kernel by such size classes and loads each the first time it runs (~3 ms on an H200).
+std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch);
+constexpr int64_t kWarmFramesPerPhoneme = 6;
 
 class AcousticKind final : public StepKind {
  public:
@@ -40,6 +51,9 @@ class AcousticKind final : public StepKind {
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
   // Runs the encoder and decoder once on a sentence of 16 symbols.
   void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
+  // One step of warm_ladder(pacing.max_batch) on made-up sentences of kWarmFramesPerPhoneme
+  // frames a symbol (a step that does not fit the budget is left out).
+  bool warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
   // The plans of `voice`'s encoder step at (batch, phonemes) and decoder step at (batch,
@@ -59,6 +73,8 @@ class AcousticKind final : public StepKind {
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t>, AcousticEncoderPlan>
       encoder_plans_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>> decoder_plans_;
+  // The next warm_ladder step of each voice.
+  std::map<const VoiceEntry*, size_t> warmed_;
   // Seconds spent making new plans since the last step's debug log line (footprint() plans the
   // encoder before run()).
   double planning_s_ = 0;

@@ -199,4 +199,31 @@ void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget&
   }
 }
 
+bool VocoderKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
+  const HifiGan& vocoder = models_of(voice).voice->vocoder();
+  const int64_t context = vocoder.config().receptive_field_frames();
+  const int64_t first_frames = first_chunk_frames_ + context;
+  const int64_t interior_frames = chunk_frames_ + 2 * context;
+  // (chunks, frames) per step: warm_up ran one first chunk and recorded the graphs.
+  std::vector<std::pair<int64_t, int64_t>> ladder;
+  for (int64_t rows = 2; rows < 2 * pacing.max_batch; rows *= 2) {
+    ladder.emplace_back(std::min(rows, pacing.max_batch), first_frames);
+  }
+  if (!use_graphs(voice, interior_frames)) {
+    for (int64_t rows = 1; rows < 2 * pacing.max_batch; rows *= 2) {
+      ladder.emplace_back(std::min(rows, pacing.max_batch), interior_frames);
+    }
+  }
+  size_t& next = warmed_[&voice];
+  if (next >= ladder.size()) return false;
+  const auto [rows, frames] = ladder[next++];
+  const ArenaLayout& layout = plan(voice, rows, frames);
+  if (budget.fits(MemoryBudget::footprint(layout.bytes()))) {
+    (void)run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder,
+                           Tensor::zeros({rows, vocoder.config().num_mels, frames}, DType::F32),
+                           layout);
+  }
+  return next < ladder.size();
+}
+
 }  // namespace voxd::fastspeech2

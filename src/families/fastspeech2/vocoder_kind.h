@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <tuple>
 
 #include "core/workspace_arena.h"
@@ -35,6 +36,9 @@ class VocoderKind final : public StepKind {
   // Records the graphs of every batch size a step may take (powers of two up to max_batch) while
   // the budget allows, and runs a stream's first chunk shape once.
   void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
+  // One more batch size, doubling up to max_batch, of streams' first chunks and (where they run
+  // without graphs) interior chunks, so that the libraries' kernels for them are loaded.
+  bool warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
   // The mel frames of the batch's chunks.
@@ -52,6 +56,8 @@ class VocoderKind final : public StepKind {
   int64_t first_chunk_frames_;
   bool cuda_graphs_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t>> plans_;
+  // The next warm_further step of each voice.
+  std::map<const VoiceEntry*, size_t> warmed_;
 };
 
 }  // namespace voxd::fastspeech2

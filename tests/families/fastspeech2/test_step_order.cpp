@@ -11,16 +11,20 @@
 #include <vector>
 
 #include "backends/runtime.h"
+#include "core/caching_allocator.h"
+#include "core/memory_limit.h"
 #include "core/tensor.h"
 #include "families/fastspeech2/acoustic_kind.h"
 #include "families/fastspeech2/family.h"
 #include "families/fastspeech2/vocoder_kind.h"
 #include "families/registry.h"
+#include "scheduler/memory_budget.h"
 #include "scheduler/voice_pool.h"
 
 namespace voxd::fastspeech2 {
 namespace {
 
+using scheduler::MemoryBudget;
 using scheduler::Urgency;
 using scheduler::urgency_of;
 using scheduler::VoicePool;
@@ -150,6 +154,88 @@ TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{fresh->id, empty->id, holding->id}));
   EXPECT_EQ(batch.urgency, Urgency::kFirstAudio);
   EXPECT_NEAR(batch.slack_s, 0.2, 1e-3);
+}
+
+// The warm-up's ladder: from one 16-symbol sentence to max_batch sentences of 256 symbols, each
+// step's rows (sentences × symbols) at most twice the last's, so no power-of-two bucket of rows
+// between them is skipped.
+TEST(WarmLadder, AtMostDoublesTheRowsFromOneSentenceToTheLongestBatch) {
+  for (const int64_t max_batch : {1, 2, 48, 64}) {
+    const std::vector<std::pair<int64_t, int64_t>> ladder = warm_ladder(max_batch);
+    ASSERT_FALSE(ladder.empty());
+    EXPECT_EQ(ladder.front(), std::make_pair(int64_t{1}, int64_t{16}));
+    EXPECT_EQ(ladder.back(), std::make_pair(max_batch, int64_t{256}));
+    for (size_t i = 1; i < ladder.size(); ++i) {
+      const int64_t rows = ladder[i].first * ladder[i].second;
+      const int64_t before = ladder[i - 1].first * ladder[i - 1].second;
+      EXPECT_GT(rows, before) << max_batch << " step " << i;
+      EXPECT_LE(rows, 2 * before) << max_batch << " step " << i;
+      EXPECT_LE(ladder[i].first, max_batch);
+    }
+  }
+}
+
+// warm_further runs one ladder step a call (made-up input; the plans' arenas come back), says
+// when the ladder is done, and leaves out a step that does not fit the budget.
+TEST_F(StepOrder, AcousticWarmsFurtherOneStepACallThenStops) {
+  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames);
+  Pacing pacing;
+  pacing.max_batch = 2;
+  MemoryBudget budget(runtime_);
+  const size_t steps = warm_ladder(pacing.max_batch).size();
+  CachingAllocator& allocator = runtime_.allocator();
+  for (size_t i = 0; i < steps; ++i) {
+    const uint64_t ran_before = allocator.stats().total_allocated_bytes;
+    EXPECT_EQ(kind.warm_further(voice_, pacing, budget), i + 1 < steps) << "step " << i;
+    EXPECT_GT(allocator.stats().total_allocated_bytes, ran_before) << "step " << i;
+    EXPECT_EQ(allocator.stats().allocated_bytes, runtime_.weights_bytes()) << "step " << i;
+  }
+  EXPECT_FALSE(kind.warm_further(voice_, pacing, budget));
+}
+
+TEST_F(StepOrder, VocoderWarmsFurtherBatchesOfFirstAndInteriorChunksThenStops) {
+  VocoderKind kind(runtime_, kChunkFrames, kChunkFrames / 2, /*cuda_graphs=*/false);
+  Pacing pacing;
+  pacing.max_batch = 4;
+  MemoryBudget budget(runtime_);
+  CachingAllocator& allocator = runtime_.allocator();
+  // First chunks of 2 and 4 streams, then interior chunks of 1, 2 and 4 (no graphs here).
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t ran_before = allocator.stats().total_allocated_bytes;
+    EXPECT_EQ(kind.warm_further(voice_, pacing, budget), i < 4) << "step " << i;
+    EXPECT_GT(allocator.stats().total_allocated_bytes, ran_before) << "step " << i;
+    EXPECT_EQ(allocator.stats().allocated_bytes, runtime_.weights_bytes()) << "step " << i;
+  }
+  EXPECT_FALSE(kind.warm_further(voice_, pacing, budget));
+}
+
+TEST(WarmFurther, LeavesOutWhatDoesNotFitTheBudget) {
+  RuntimeOptions options{.backend = "cpu", .threads = 1};
+  // Room for the weights and next to nothing else.
+  {
+    DeviceRuntime probe(options);
+    VoicePool pool(probe, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false,
+                   scheduler::SchedulerOptions{});
+    options.memory_limit =
+        MemoryAmount::bytes(probe.allocator().stats().reserved_bytes + (uint64_t{1} << 16));
+  }
+  DeviceRuntime runtime(options);
+  VoicePool voices(runtime, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false,
+                   scheduler::SchedulerOptions{});
+  VoiceEntry& voice = *voices.entries().front();
+  AcousticKind acoustic(runtime, kChunkFrames, kChunkFrames);
+  VocoderKind vocoder(runtime, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+  Pacing pacing;
+  pacing.max_batch = 2;
+  MemoryBudget budget(runtime);
+  const uint64_t ran_before = runtime.allocator().stats().total_allocated_bytes;
+  size_t acoustic_calls = 1;
+  while (acoustic.warm_further(voice, pacing, budget)) ++acoustic_calls;
+  size_t vocoder_calls = 1;
+  while (vocoder.warm_further(voice, pacing, budget)) ++vocoder_calls;
+  EXPECT_EQ(acoustic_calls, warm_ladder(pacing.max_batch).size());
+  EXPECT_EQ(vocoder_calls, 3u);  // first chunks of 2; interior chunks of 1 and 2
+  EXPECT_EQ(runtime.allocator().stats().total_allocated_bytes, ran_before);
 }
 
 // A step's padded length: exact up to 16, then never below the longest, at most an eighth above
