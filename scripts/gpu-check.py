@@ -39,7 +39,8 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          skips them, and fails);
       3. load: makes the lj-v1 bench voice if missing, starts `voxd serve --device cuda` on it
          with SERVE_ARGS (--max-connections 1100 --max-queue 2048 --max-batch 64
-         --gpu-memory-limit 8GiB), waits for /readyz, runs bench/stream_load.py once per line of
+         --gpu-memory-limit 8GiB), waits for /readyz and then up to WARM_WAIT seconds (20) for
+         its warm-up in idle time to end, runs bench/stream_load.py once per line of
          LOAD_RUNS (1 client, 100, 1000 at once, and 1000 of four sentences each started over
          5 s, so that all are open at once), counting the listen queue's overflows around each
          and printing the model steps from /metrics after each; with IDLE_CONNECTIONS=N, N idle
@@ -734,6 +735,19 @@ def start_server(command, log, ready_cap):
     return server, url
 
 
+def wait_for_idle_warm_up(log):
+    """Waits up to WARM_WAIT seconds (20; 0 does not wait) for the server's warm-up in idle time
+    to end (its "warmed up further while idle" line), so that the load meets a server that has
+    been up a moment rather than one that has just become ready."""
+    cap = float(os.environ.get("WARM_WAIT", "20"))
+    end = time.monotonic() + cap
+    pattern = '"msg":"warmed up further while idle"'
+    while time.monotonic() < end and not grep_lines(pattern, log, first=True):
+        time.sleep(0.2)
+    print(grep_lines(pattern, log, first=True) or
+          f"no end of the idle warm-up within WARM_WAIT={cap:g} s: the load starts now\n", end="")
+
+
 def not_ready(server, log):
     """What to report of a server start_server did not get ready."""
     return (f"not ready (see {log.name})" if server is not None
@@ -766,6 +780,7 @@ def serve_load(voxd, voice, logs, report):
     if url is None:
         report.add("load server", not_ready(server, serve_log), ok=False)
     else:
+        wait_for_idle_warm_up(serve_log)
         idle = start_idle_connections(url, server, logs)
         load_rounds(url, server, logs, report)
         if idle is not None:
