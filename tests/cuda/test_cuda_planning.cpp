@@ -55,13 +55,15 @@ TEST(CudaPlanning, PlansTheDemoVoiceWithoutADevice) {
 
 // A step is planned with every sentence at its padded length and runs with the real ones: the
 // lengths of non-causal attention (a mask) must not change its scratch, or the run leaves the
-// plan (a Sambert encoder batch of two Chinese sentences overflowed its arena on the H200).
+// plan (a Sambert encoder batch of two Chinese sentences overflowed its arena on the H200). F32
+// takes the gemm path (scores in scratch); F16 the flash kernel, which takes no scratch at all.
 TEST(CudaPlanning, MaskingLengthsLeaveTheAttentionsScratchAsPlanned) {
   CudaBackend backend(0, CudaBackend::PlanOnly{});
-  const auto layout = [&](std::vector<int64_t> key_lengths, bool causal) {
+  const Shape shape = {2, 96, 2, 32};
+  const auto layout = [&](DType dtype, std::vector<int64_t> key_lengths, bool causal) {
     return plan_workspace(backend, [&](Context& ctx) {
-      const Tensor q = ops::empty(ctx, {2, 96, 2, 32}, DType::F16);
-      const Tensor k = ops::empty(ctx, {2, 96, 2, 32}, DType::F16);
+      const Tensor q = ops::empty(ctx, shape, dtype);
+      const Tensor k = ops::empty(ctx, shape, dtype);
       AttentionParams params;
       params.scale = 0.125f;
       params.key_lengths = std::move(key_lengths);
@@ -69,17 +71,25 @@ TEST(CudaPlanning, MaskingLengthsLeaveTheAttentionsScratchAsPlanned) {
       (void)ops::attention(ctx, q, k, k, params);
     });
   };
-  const ArenaLayout padded = layout({96, 96}, false);
-  for (const std::vector<int64_t>& lengths :
-       std::vector<std::vector<int64_t>>{{5, 17}, {96, 1}, {}}) {
-    const ArenaLayout real = layout(lengths, false);
-    ASSERT_EQ(real.blocks(), padded.blocks());
-    for (size_t i = 0; i < real.blocks(); ++i) EXPECT_EQ(real.block_size(i), padded.block_size(i));
-    EXPECT_EQ(real.bytes(), padded.bytes());
+  for (const DType dtype : {DType::F32, DType::F16}) {
+    const ArenaLayout padded = layout(dtype, {96, 96}, false);
+    for (const std::vector<int64_t>& lengths :
+         std::vector<std::vector<int64_t>>{{5, 17}, {96, 1}, {}}) {
+      const ArenaLayout real = layout(dtype, lengths, false);
+      ASSERT_EQ(real.blocks(), padded.blocks());
+      for (size_t i = 0; i < real.blocks(); ++i) {
+        EXPECT_EQ(real.block_size(i), padded.block_size(i));
+      }
+      EXPECT_EQ(real.bytes(), padded.bytes());
+    }
   }
-  EXPECT_GT(padded.bytes(), CudaBackend::kCublasWorkspaceBytes);
+  EXPECT_GT(layout(DType::F32, {96, 96}, false).bytes(), CudaBackend::kCublasWorkspaceBytes);
   // A causal cache's unfilled rows are still left out: fewer keys, less scratch.
-  EXPECT_LT(layout({8, 8}, true).bytes(), layout({96, 96}, true).bytes());
+  EXPECT_LT(layout(DType::F32, {8, 8}, true).bytes(), layout(DType::F32, {96, 96}, true).bytes());
+  // The flash kernel's arena is q, k and the output.
+  const uint64_t tensor_bytes = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(DType::F16);
+  EXPECT_EQ(layout(DType::F16, {96, 96}, false).bytes(), 3 * tensor_bytes);
+  EXPECT_EQ(layout(DType::F16, {8, 8}, true).bytes(), 3 * tensor_bytes);
 }
 
 // The same through a model: the Sambert encoder and prefill steps of the tiny Chinese fixture
