@@ -6,8 +6,9 @@
 // (implicit_gemm_conv.h), the other convolutions as cuBLAS gemms over im2col / col2im columns,
 // pointwise ones as one gemm. The environment variable VOXD_CUDA_CONV, read when a backend is made,
 // selects "cudnn" (cudnn_convolutions.h) or "im2col" for every convolution instead, to compare.
-// Attention is two batched gemms around a masked softmax; the other ops are the plain kernels in
-// kernels.cu.
+// Attention of a few queries (a decode step) is one kernel over rows of keys; of many queries in
+// F16/BF16 with heads of 32, 64 or 128, the flash kernel (flash_attention.h); otherwise two
+// batched gemms around a masked softmax. The other ops are the plain kernels in kernels.cu.
 //
 // Precision policy for F16 and BF16 (what this backend controls: the inside of one op).
 //   - Weights and activations are stored in the tensor's dtype; every op reads its half inputs,
