@@ -53,6 +53,11 @@ struct alignas(16) Vec16 {
   T v[kSize];
 };
 
+// Whether `p` may be read and written sixteen bytes at a time.
+inline bool sixteen_byte_aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 // The threads that share a row of `dim` elements of `bytes` each when each loads sixteen bytes
 // (2 to 32 of them, a power of two), or 0 when the row is not such a multiple.
 inline int sixteen_byte_lanes(int64_t dim, size_t bytes) {

@@ -10,10 +10,6 @@
 namespace voxd::cuda {
 namespace {
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 void check_launch(const char* op) {
   check(cudaGetLastError(), "kernel launch", op);
 }
@@ -205,7 +201,8 @@ __global__ void combine_decode_splits_kernel(const float* partials, T* out, int6
 bool few_rows_linear_fits(DType dtype, int64_t rows, int64_t in, const void* x, const void* weight,
                           const void* out) {
   return (dtype == DType::F16 || dtype == DType::BF16) && rows >= 1 && rows <= kFewRowsMax &&
-         in % 8 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
+         in % 8 == 0 && sixteen_byte_aligned(x) && sixteen_byte_aligned(weight) &&
+         sixteen_byte_aligned(out);
 }
 
 void few_rows_linear(const void* x, const void* weight, const void* bias, void* out, DType dtype,

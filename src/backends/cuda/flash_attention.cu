@@ -279,14 +279,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 template <typename T, int D>
 void launch(const FlashArgs& args, int64_t batch, cudaStream_t stream, const char* op) {
-  const bool aligned =
-      aligned16(args.q) && aligned16(args.k) && aligned16(args.v) && aligned16(args.out);
+  const bool aligned = sixteen_byte_aligned(args.q) && sixteen_byte_aligned(args.k) &&
+                       sixteen_byte_aligned(args.v) && sixteen_byte_aligned(args.out);
   const auto kernel =
       aligned ? flash_attention_kernel<T, D, true> : flash_attention_kernel<T, D, false>;
   const int shared = 5 * TileLayout<D>::kBytes;

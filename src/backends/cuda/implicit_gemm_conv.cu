@@ -567,7 +567,7 @@ void transpose_input(const ImplicitGemmConv& a, int64_t rows, int64_t channels, 
   const dim3 transpose_grid(static_cast<unsigned>((rows + 63) / 64),
                             static_cast<unsigned>((channels + 63) / 64),
                             static_cast<unsigned>(a.batch));
-  const bool vectors = a.in_steps % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  const bool vectors = a.in_steps % 8 == 0 && sixteen_byte_aligned(a.x);
   const dim3 vector_grid(static_cast<unsigned>((a.in_steps + 63) / 64 + 1),
                          static_cast<unsigned>((channels + 63) / 64),
                          static_cast<unsigned>(a.batch));
@@ -726,9 +726,9 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
                 ": the implicit-GEMM convolution pair needs one dtype, one batch, the first's "
                 "output channels as the second's input and both keeping the length");
   }
-  const bool rows_in = !first.time_major_input || (first.input_dtype == first.dtype &&
-                                                   first.in_channels % kStageChannels == 0 &&
-                                                   reinterpret_cast<uintptr_t>(first.x) % 16 == 0);
+  const bool rows_in = !first.time_major_input ||
+                       (first.input_dtype == first.dtype &&
+                        first.in_channels % kStageChannels == 0 && sixteen_byte_aligned(first.x));
   const bool rows_out = !second.time_major_output ||
                         (second.output_dtype == second.dtype && second.out_channels % 8 == 0);
   if (second.time_major_input || first.time_major_output || !rows_in || !rows_out) {

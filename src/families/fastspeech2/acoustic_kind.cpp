@@ -43,6 +43,15 @@ int64_t longest_mel(const AcousticEncoding& encoding, size_t first, size_t count
   return *std::max_element(begin, begin + static_cast<std::ptrdiff_t>(count));
 }
 
+// `sentences` made-up sentences of `symbols` ids each, for the warm-up.
+std::vector<std::vector<int64_t>> made_up_sentences(const FastSpeech2& model, int64_t sentences,
+                                                    int64_t symbols) {
+  return std::vector<std::vector<int64_t>>(
+      static_cast<size_t>(sentences),
+      std::vector<int64_t>(static_cast<size_t>(symbols),
+                           std::min<int64_t>(1, model.n_symbols() - 1)));
+}
+
 }  // namespace
 
 int64_t padded_length(int64_t longest) {
@@ -182,8 +191,7 @@ void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budge
   stream->voice = &voice;
   stream->sample_rate = voice.card().sample_rate;
   auto work = std::make_unique<SentenceWork>(1.0f, 0);
-  work->sentences.push_back({std::vector<int64_t>(
-      16, std::min<int64_t>(1, models_of(voice).voice->acoustic().n_symbols() - 1))});
+  work->sentences.push_back({made_up_sentences(models_of(voice).voice->acoustic(), 1, 16).front()});
   stream->work = std::move(work);
   Batch batch;
   batch.voice = &voice;
@@ -209,12 +217,9 @@ bool AcousticKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryB
       !budget.fits(MemoryBudget::footprint(decoder.bytes(), encoder.hidden_bytes))) {
     return next < ladder.size();
   }
-  const std::vector<std::vector<int64_t>> ids(
-      static_cast<size_t>(batch),
-      std::vector<int64_t>(static_cast<size_t>(phonemes),
-                           std::min<int64_t>(1, model.n_symbols() - 1)));
-  AcousticEncoding encoding = run_acoustic_encoder_step(runtime_.backend(), runtime_.allocator(),
-                                                        model, ids, {}, controls, encoder.encoder);
+  AcousticEncoding encoding = run_acoustic_encoder_step(
+      runtime_.backend(), runtime_.allocator(), model, made_up_sentences(model, batch, phonemes),
+      {}, controls, encoder.encoder);
   // Whatever durations it predicted, the decoder runs on kWarmFramesPerPhoneme a symbol.
   std::vector<int64_t> durations(static_cast<size_t>(encoding.hidden.size(1)), 0);
   std::fill_n(durations.begin(), phonemes, kWarmFramesPerPhoneme);
