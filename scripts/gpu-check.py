@@ -12,9 +12,10 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          case, from a CTestTestfile written here for build-gpu/dist/bin (serial, timeout from the
          manifest); then test_cuda_ops's convolution cases through VOXD_CUDA_CONV=wgmma
          (Hopper's wgmma implicit GEMM where it applies), cudnn and im2col, the paths the
-         default does not take everywhere;
+         default does not take everywhere (CONV_PATHS narrows them; empty skips them);
       3. each test binary under compute-sanitizer --tool memcheck with the manifest's gtest
-         filter (or not at all), capped at MEMCHECK_TIMEOUT seconds (150);
+         filter (or not at all), capped at MEMCHECK_TIMEOUT seconds (150): the SERIAL ones one
+         at a time, after the others, which run all at once;
       4. benchmarks: voxd_gpu_bench (bench/gpu_bench.cpp) on random-weight voices at the public
          checkpoints' sizes, made here by tools/make_bench_voices.py in BENCH_VOICES
          (/tmp/voxd-bench-voices), and on voices/en-demo; BENCH_RUNS overrides the list, one
@@ -343,7 +344,7 @@ def gpu_tests_step(tests, logs, report):
     if os.access(ops, os.X_OK):
         # The three paths at once: each is mostly the reference's CPU time (~2 min alone).
         runs = {}
-        for path in ("wgmma", "cudnn", "im2col"):
+        for path in os.environ.get("CONV_PATHS", "wgmma cudnn im2col").split():
             log = logs / f"conv-{path}.log"
             with open(log, "w") as f:
                 runs[path] = (log, subprocess.Popen(
@@ -356,26 +357,39 @@ def gpu_tests_step(tests, logs, report):
 
 
 def memcheck_step(tests, logs, report):
-    """Step 3: each test binary under compute-sanitizer memcheck with its manifest's filter."""
+    """Step 3: each test binary under compute-sanitizer memcheck with its manifest's filter; the
+    binaries that may share the device all at once (each is mostly the sanitizer's CPU time), then
+    the serial ones (they compare with the driver's free memory) one at a time."""
     print("== 3. compute-sanitizer memcheck", flush=True)
     sanitizer = find_sanitizer()
     if sanitizer is None:
         report.add("memcheck", "compute-sanitizer not found", ok=False)
         return
     timeout = int(os.environ.get("MEMCHECK_TIMEOUT") or 150)
-    for test in tests:
-        if test.memcheck_filter is None:
-            report.add(f"memcheck {test.name}", "not run (step 2 ran it)")
-            continue
+
+    def start(test):
         log = logs / f"memcheck-{test.name}.log"
         with open(log, "w") as f:
-            rc = subprocess.run(memcheck_command(sanitizer, DIST / "bin" / test.name,
-                                                 test.memcheck_filter, timeout),
-                                stdout=f, stderr=subprocess.STDOUT).returncode
-        rc = exit_code(rc)
+            return log, subprocess.Popen(memcheck_command(sanitizer, DIST / "bin" / test.name,
+                                                          test.memcheck_filter, timeout),
+                                         stdout=f, stderr=subprocess.STDOUT)
+
+    def finish(test, log, process):
+        rc = exit_code(process.wait())
         print(tail(log, 5), end="", flush=True)
         row = memcheck_row(log.read_text(errors="replace"), rc, timeout)
         report.add(f"memcheck {test.name}", row, rc == 0)
+
+    checked = [t for t in tests if t.memcheck_filter is not None]
+    for test in tests:
+        if test.memcheck_filter is None:
+            report.add(f"memcheck {test.name}", "not run (step 2 ran it)")
+    parallel = [(test, *start(test)) for test in checked if not test.serial]
+    for test, log, process in parallel:
+        finish(test, log, process)
+    for test in checked:
+        if test.serial:
+            finish(test, *start(test))
 
 
 def bench_step(logs, report):
