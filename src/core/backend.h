@@ -131,6 +131,12 @@ struct Conv1dPair {
   float slope = 0.0f;                                // of both leaky_relus
   const Tensor* residual = nullptr;                  // [B, Cout, T] in the output's dtype, or null
   std::optional<DType> output_dtype = std::nullopt;  // the output's dtype, when not x's
+  // After the residual, in this order: + addend (as the residual: a running sum, such as
+  // HiFiGAN's resblocks' within a stage), × output_scale, then leaky ReLU with output_slope
+  // when it is set: out = leaky_relu(output_scale · (conv2(...) + residual + addend)).
+  const Tensor* addend = nullptr;
+  float output_scale = 1.0f;
+  std::optional<float> output_slope = std::nullopt;
 };
 
 struct ConvTranspose1dParams {

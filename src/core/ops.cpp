@@ -265,6 +265,14 @@ Tensor& leaky_relu_(Context& ctx, Tensor& x, float slope) {
   return unary_inplace(ctx, "leaky_relu_", x, UnaryOp::LeakyRelu, slope);
 }
 
+Tensor& add_scale_leaky_relu_(Context& ctx, Tensor& x, const Tensor* addend, float factor,
+                              std::optional<float> slope) {
+  if (addend != nullptr) add_(ctx, x, *addend);
+  if (factor != 1.0f) x = scale(ctx, x, factor);
+  if (slope) leaky_relu_(ctx, x, *slope);
+  return x;
+}
+
 Tensor add(Context& ctx, const Tensor& a, const Tensor& b) {
   return binary_op(ctx, "add", a, b, BinaryOp::Add);
 }
@@ -346,6 +354,22 @@ int64_t conv1d_output_steps(Context& ctx, const Tensor& x, const Tensor& weight,
 
 // The output dtype of a fused convolution (output_dtype, else x's) with output `shape`, after
 // checking that it is floating and that the residual, when there is one, matches it.
+// A tensor added to a fused convolution's output (`what`: its residual, a pair's addend) must
+// have the output's dtype and shape.
+void check_output_term(Context& ctx, const char* op, const char* what, const Tensor* term,
+                       DType out_dtype, const Shape& shape) {
+  if (term == nullptr) return;
+  require_float_input(ctx, op, what, *term);
+  if (term->dtype() != out_dtype) {
+    fail(op, std::string(what) + " has dtype " + std::string(dtype_name(term->dtype())) +
+                 ", the output " + std::string(dtype_name(out_dtype)));
+  }
+  if (term->shape() != shape) {
+    fail(op, std::string(what) + " " + term->shape_string() + " does not match the output " +
+                 shape_to_string(shape));
+  }
+}
+
 DType fused_output_dtype(Context& ctx, const char* op, const Tensor& x,
                          std::optional<DType> output_dtype, const Tensor* residual,
                          const Shape& shape) {
@@ -353,17 +377,7 @@ DType fused_output_dtype(Context& ctx, const char* op, const Tensor& x,
   if (!is_floating(out_dtype)) {
     fail(op, "output dtype " + std::string(dtype_name(out_dtype)) + " is not F32, F16 or BF16");
   }
-  if (residual != nullptr) {
-    require_float_input(ctx, op, "residual", *residual);
-    if (residual->dtype() != out_dtype) {
-      fail(op, "residual has dtype " + std::string(dtype_name(residual->dtype())) +
-                   ", the output " + std::string(dtype_name(out_dtype)));
-    }
-    if (residual->shape() != shape) {
-      fail(op, "residual " + residual->shape_string() + " does not match the output " +
-                   shape_to_string(shape));
-    }
-  }
+  check_output_term(ctx, op, "residual", residual, out_dtype, shape);
   return out_dtype;
 }
 
@@ -444,7 +458,7 @@ struct CheckedPair {
 };
 
 CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv1dPair& pair,
-                       const Tensor* residual) {
+                       const Tensor* residual, const Tensor* addend) {
   if (pair.first_weight == nullptr || pair.second_weight == nullptr) {
     fail(op, "needs the weights of both convolutions");
   }
@@ -476,6 +490,7 @@ CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv
   CheckedPair checked;
   checked.shape = {x.size(0), w2.size(0), steps};
   checked.out_dtype = fused_output_dtype(ctx, op, x, pair.output_dtype, residual, checked.shape);
+  check_output_term(ctx, op, "addend", addend, checked.out_dtype, checked.shape);
   const Tensor none;
   checked.b1 = check_bias(ctx, op, pair.first_bias ? *pair.first_bias : none, w1.size(0), w1,
                           "the first weight");
@@ -487,15 +502,16 @@ CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv
   return checked;
 }
 
-// `pair` with the checked weights and biases and `residual` in place of its own.
-Conv1dPair with_checked(const Conv1dPair& pair, const CheckedPair& checked,
-                        const Tensor* residual) {
+// `pair` with the checked weights and biases, and `residual` and `addend` in place of its own.
+Conv1dPair with_checked(const Conv1dPair& pair, const CheckedPair& checked, const Tensor* residual,
+                        const Tensor* addend) {
   Conv1dPair fused = pair;
   fused.first_weight = &checked.w1;
   fused.first_bias = &checked.b1;
   fused.second_weight = &checked.w2;
   fused.second_bias = &checked.b2;
   fused.residual = residual;
+  fused.addend = addend;
   return fused;
 }
 
@@ -503,10 +519,12 @@ Conv1dPair with_checked(const Conv1dPair& pair, const CheckedPair& checked,
 
 Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   const char* op = "conv1d_pair";
-  const CheckedPair checked = check_pair(ctx, op, x, pair, pair.residual);
+  const CheckedPair checked = check_pair(ctx, op, x, pair, pair.residual, pair.addend);
   const Tensor xc = contiguous(ctx, x);
   const Tensor residual = pair.residual ? contiguous(ctx, *pair.residual) : Tensor();
-  const Conv1dPair fused = with_checked(pair, checked, pair.residual ? &residual : nullptr);
+  const Tensor addend = pair.addend ? contiguous(ctx, *pair.addend) : Tensor();
+  const Conv1dPair fused = with_checked(pair, checked, pair.residual ? &residual : nullptr,
+                                        pair.addend ? &addend : nullptr);
   if (ctx.backend().fuses_conv1d_pair(xc, fused, checked.out_dtype)) {
     Tensor out = empty(ctx, checked.shape, checked.out_dtype);
     ctx.backend().fused_conv1d_pair(xc, fused, out, ctx.scratch());
@@ -514,21 +532,27 @@ Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   }
   const Tensor h = conv1d(ctx, xc, checked.w1, checked.b1, pair.first,
                           {pair.slope, nullptr, checked.w1.dtype()});
-  return conv1d(ctx, h, checked.w2, checked.b2, pair.second,
-                {pair.slope, fused.residual, checked.out_dtype});
+  Tensor out = conv1d(ctx, h, checked.w2, checked.b2, pair.second,
+                      {pair.slope, fused.residual, checked.out_dtype});
+  return add_scale_leaky_relu_(ctx, out, fused.addend, pair.output_scale, pair.output_slope);
 }
 
 Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   const char* op = "conv1d_pair_rows";
   require_rank(op, "x", x, 3);
   if (pair.residual != nullptr) require_rank(op, "residual", *pair.residual, 3);
+  if (pair.addend != nullptr) require_rank(op, "addend", *pair.addend, 3);
   const Tensor channel_major = x.transpose(1, 2);
   const Tensor residual_view = pair.residual ? pair.residual->transpose(1, 2) : Tensor();
+  const Tensor addend_view = pair.addend ? pair.addend->transpose(1, 2) : Tensor();
   const CheckedPair checked =
-      check_pair(ctx, op, channel_major, pair, pair.residual ? &residual_view : nullptr);
+      check_pair(ctx, op, channel_major, pair, pair.residual ? &residual_view : nullptr,
+                 pair.addend ? &addend_view : nullptr);
   const Tensor xc = contiguous(ctx, x);
   const Tensor residual = pair.residual ? contiguous(ctx, *pair.residual) : Tensor();
-  const Conv1dPair fused = with_checked(pair, checked, pair.residual ? &residual : nullptr);
+  const Tensor addend = pair.addend ? contiguous(ctx, *pair.addend) : Tensor();
+  const Conv1dPair fused = with_checked(pair, checked, pair.residual ? &residual : nullptr,
+                                        pair.addend ? &addend : nullptr);
   if (ctx.backend().fuses_conv1d_pair_rows(xc, fused, checked.out_dtype)) {
     Tensor out =
         empty(ctx, {checked.shape[0], checked.shape[2], checked.shape[1]}, checked.out_dtype);
@@ -536,7 +560,8 @@ Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
     return out;
   }
   const Conv1dPair channel_pair =
-      with_checked(pair, checked, pair.residual ? &residual_view : nullptr);
+      with_checked(pair, checked, pair.residual ? &residual_view : nullptr,
+                   pair.addend ? &addend_view : nullptr);
   return transpose(ctx, conv1d_pair(ctx, channel_major, channel_pair), 1, 2);
 }
 

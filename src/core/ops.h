@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/allocator.h"
@@ -79,6 +80,11 @@ Tensor add(Context& ctx, const Tensor& a, const Tensor& b);
 Tensor mul(Context& ctx, const Tensor& a, const Tensor& b);
 // a += b in place (a contiguous); returns a.
 Tensor& add_(Context& ctx, Tensor& a, const Tensor& b);
+// x = leaky_relu(factor · (x + addend)) step by step, each step only where it changes something
+// (addend set, factor not 1, slope set); x (contiguous) may be replaced by a new tensor (the
+// scaling); returns x.
+Tensor& add_scale_leaky_relu_(Context& ctx, Tensor& x, const Tensor* addend, float factor,
+                              std::optional<float> slope);
 
 // x [..., in] -> [..., out].
 Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias);
@@ -97,8 +103,9 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const Conv1dParams& params);
 // The two convolutions of `pair` over x (Conv1dPair), in one go where the backend fuses them
-// (Backend::fuses_conv1d_pair: the first's output never becomes a tensor), else as two conv1d()s
-// with ConvFusion. Both must keep the sequence's length (stride 1, 2·padding =
+// (Backend::fuses_conv1d_pair: the first's output never becomes a tensor, the terms after the
+// residual applied in its epilogue), else as two conv1d()s with ConvFusion and
+// add_scale_leaky_relu_. Both must keep the sequence's length (stride 1, 2·padding =
 // dilation·(K − 1)).
 Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 // conv1d_pair over time-major rows: x [B, T, C] -> [B, T, Cout], the residual (when given)

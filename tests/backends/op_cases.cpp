@@ -458,8 +458,9 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
         tc.bias ? random({tc.channels}, seed + 2) : none(),
         random({tc.cout, tc.channels, tc.k2}, seed + 3, -0.1f, 0.1f),
         tc.bias ? random({tc.cout}, seed + 4) : none(),
-        random({tc.batch, tc.cout, tc.t}, seed + 5)};
-    seed += 6;
+        random({tc.batch, tc.cout, tc.t}, seed + 5),
+        random({tc.batch, tc.cout, tc.t}, seed + 6)};
+    seed += 7;
     const Conv1dParams first{1, tc.d1 * (tc.k1 - 1) / 2, tc.d1, 1};
     const Conv1dParams second{1, tc.d2 * (tc.k2 - 1) / 2, tc.d2, 1};
     const std::string shape = std::string("B") + str(tc.batch) + " C" + str(tc.cin) + "→" +
@@ -495,6 +496,25 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
       return ops::conv1d_pair_rows(c, ops::transpose(c, in[0], 1, 2),
                                    pair(in, nullptr, std::nullopt));
     });
+    // HiFiGAN's last resblock of a stage: the running sum of the others added, the mean taken
+    // and the next leaky ReLU applied, in the epilogue where the pair is fused.
+    const auto summed = [pair](const In& in, const Tensor* residual, const Tensor* addend) {
+      Conv1dPair p = pair(in, residual, std::nullopt);
+      p.addend = addend;
+      p.output_scale = 1.0f / 3.0f;
+      p.output_slope = 0.1f;
+      return p;
+    };
+    add("conv1d pair into a sum, averaged and activated", [summed](Context& c, const In& in) {
+      return ops::conv1d_pair(c, in[0], summed(in, &in[5], &in[6]));
+    });
+    add("conv1d pair on rows into a sum, averaged and activated",
+        [summed](Context& c, const In& in) {
+          const Tensor rows = ops::transpose(c, in[0], 1, 2);
+          const Tensor residual = ops::transpose(c, in[5], 1, 2);
+          const Tensor addend = ops::transpose(c, in[6], 1, 2);
+          return ops::conv1d_pair_rows(c, rows, summed(in, &residual, &addend));
+        });
     // Mixed precision: F32 in, F32 residual and out around the weights' dtype.
     add("conv1d pair F32 in and out", [pair](Context& c, const In& in) {
       const Tensor x32 = ops::to_device(c, in[0], DType::F32);
@@ -527,6 +547,20 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
           "the first convolution must keep the sequence's length");
   refused("channels that do not chain", {1, 1, 1, 1}, 3,
           "expects 5 input channels, the first convolution makes 4");
+  OpCase wrong_addend = make(OpKind::Conv1d, "conv1d pair refuses an addend of another shape",
+                             {random({1, 4, 20}, 403), random({4, 4, 3}, 404),
+                              random({4, 4, 3}, 405), random({1, 4, 19}, 406)},
+                             [](Context& ctx, const In& in) {
+                               return ops::conv1d_pair(ctx, in[0],
+                                                       Conv1dPair{.first_weight = &in[1],
+                                                                  .first = {1, 1, 1, 1},
+                                                                  .second_weight = &in[2],
+                                                                  .second = {1, 1, 1, 1},
+                                                                  .slope = 0.1f,
+                                                                  .addend = &in[3]});
+                             });
+  wrong_addend.error = "addend [1, 4, 19] does not match the output [1, 4, 20]";
+  cases.push_back(wrong_addend);
 }
 
 void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {

@@ -1061,6 +1061,10 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
   cuda::ImplicitGemmConv second = side(w2, pair.second_bias, pair.second, second_input);
   second.output_dtype = out.dtype();
   second.residual = pair.residual != nullptr ? pair.residual->raw_data() : nullptr;
+  second.addend = pair.addend != nullptr ? pair.addend->raw_data() : nullptr;
+  second.output_scale = pair.output_scale;
+  second.output_leaky_relu = pair.output_slope.has_value();
+  second.output_slope = pair.output_slope.value_or(0.0f);
   second.out = out.raw_data();
   second.time_major_output = rows;
   cuda::implicit_gemm_conv1d_pair(first, second, handles_->stream, op);

@@ -289,6 +289,18 @@ __device__ __forceinline__ void store_time_major(
   }
 }
 
+// What the epilogue adds to and does with the values it stores into `out` (of its dtype).
+template <typename Out>
+__device__ __forceinline__ OutputTerms<Out> output_terms(const ImplicitGemmConv& a, Out* /*out*/) {
+  OutputTerms<Out> terms;
+  terms.residual = static_cast<const Out*>(a.residual);
+  terms.addend = static_cast<const Out*>(a.addend);
+  terms.scale = a.output_scale;
+  terms.leaky_relu = a.output_leaky_relu;
+  terms.slope = a.output_slope;
+  return terms;
+}
+
 // The epilogue into a.out ([batch][channel][step], a.output_dtype): the block's tile, bias added,
 // goes through shared memory as F32 rows, and each thread then stores (and reads the residual
 // of) four neighbouring steps, so that a warp covers 128 contiguous steps of one channel.
@@ -304,20 +316,21 @@ __device__ __forceinline__ void store_channel_major(
       });
   __syncthreads();
   constexpr int kQuads = kBlockSteps / 4;
-  auto store = [&](auto* out, const auto* residual) {
+  auto store = [&](auto* out) {
+    const auto terms = output_terms(a, out);
     for (int i = threadIdx.x; i < Tiling::kBlockM * kQuads; i += Tiling::kThreads) {
       const int m = i / kQuads;
       const int64_t t = t0 + 4 * (i % kQuads);
       if (co0 + m >= a.out_channels || t >= a.out_steps) continue;
-      store_output_vector<4>(out, residual, ((b * a.out_channels + co0 + m) * a.out_steps) + t,
+      store_output_vector<4>(out, terms, ((b * a.out_channels + co0 + m) * a.out_steps) + t,
                              a.out_steps - t < 4 ? static_cast<int>(a.out_steps - t) : 4,
                              tile + m * kStride + 4 * (i % kQuads));
     }
   };
   if (a.output_dtype == DType::F32) {
-    store(static_cast<float*>(a.out), static_cast<const float*>(a.residual));
+    store(static_cast<float*>(a.out));
   } else {
-    store(static_cast<T*>(a.out), static_cast<const T*>(a.residual));
+    store(static_cast<T*>(a.out));
   }
 }
 
@@ -339,13 +352,13 @@ __device__ __forceinline__ void store_rows(const ImplicitGemmConv& a,
   __syncthreads();
   constexpr int kVectors = Tiling::kBlockM / 8;
   T* out = static_cast<T*>(a.out);
-  const T* residual = static_cast<const T*>(a.residual);
+  const OutputTerms<T> terms = output_terms(a, out);
   for (int i = threadIdx.x; i < kBlockSteps * kVectors; i += Tiling::kThreads) {
     const int step = i / kVectors;
     const int64_t c = co0 + 8 * (i % kVectors);
     if (t0 + step >= a.out_steps || c >= a.out_channels) continue;
     const float* values = tile + step * kStride + 8 * (i % kVectors);
-    store_output_vector<8>(out, residual, (b * a.out_steps + t0 + step) * a.out_channels + c, 8,
+    store_output_vector<8>(out, terms, (b * a.out_steps + t0 + step) * a.out_channels + c, 8,
                            values);
   }
 }

@@ -31,7 +31,14 @@ struct ImplicitGemmConv {
   void* transposed_input = nullptr;
   const void* bias = nullptr;      // [out_channels] or null
   const void* residual = nullptr;  // [batch, out_channels, out_steps] added to out, or null
-  void* out = nullptr;             // [batch, out_channels, out_steps]; may not alias x
+  // The mma.sync kernel only (the wgmma kernel takes none of them): after the residual, + addend
+  // (as the residual, or null), × output_scale, then leaky ReLU with output_slope where
+  // output_leaky_relu.
+  const void* addend = nullptr;
+  float output_scale = 1.0f;
+  bool output_leaky_relu = false;
+  float output_slope = 0.0f;
+  void* out = nullptr;  // [batch, out_channels, out_steps]; may not alias x
   int64_t batch = 0;
   int64_t in_channels = 0;
   int64_t in_steps = 0;

@@ -447,8 +447,9 @@ bool wgmma_conv_available() {
 }
 
 bool wgmma_conv_fits(const ImplicitGemmConv& a, int64_t channels, int64_t min_blocks) {
+  const bool more_terms = a.addend != nullptr || a.output_scale != 1.0f || a.output_leaky_relu;
   if ((a.dtype != DType::F16 && a.dtype != DType::BF16) || a.out_channels < kWarpgroupChannels ||
-      !built_for_taps(a.kernel)) {
+      !built_for_taps(a.kernel) || more_terms) {
     return false;
   }
   const int block_channels = block_channels_for(a.out_channels);

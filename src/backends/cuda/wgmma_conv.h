@@ -19,9 +19,9 @@ namespace voxd::cuda {
 // 9.0).
 bool wgmma_conv_available();
 // Whether wgmma_conv1d() takes `a` over a time-major input of `channels` padded channels: F16 or
-// BF16, at least 64 output channels, 3, 5, 7 or 11 taps (the kernels built), a stage of its tile
-// that fits shared memory twice, and at least `min_blocks` tiles (fewer, smaller tiles fill the
-// device better).
+// BF16, at least 64 output channels, 3, 5, 7 or 11 taps (the kernels built), nothing after the
+// residual (no addend, scale or activation), a stage of its tile that fits shared memory twice,
+// and at least `min_blocks` tiles (fewer, smaller tiles fill the device better).
 bool wgmma_conv_fits(const ImplicitGemmConv& a, int64_t channels, int64_t min_blocks);
 // Queues the convolution over a.transposed_input, group-major: [batch][channels / 8][rows][8]
 // (implicit_gemm_conv1d writes it so for this kernel), first arranging the weights into

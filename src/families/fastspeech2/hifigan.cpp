@@ -305,22 +305,29 @@ bool HifiGan::resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) con
   return true;
 }
 
-Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows) const {
+Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows,
+                         const SumTerms& terms) const {
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
   const bool two_convs = !block.plain.empty();
   for (size_t m = 0; m < block.dilated.size(); ++m) {
     // leaky_relu → conv [→ leaky_relu → conv] → + out with the activations and the residual
     // fused where the backend fuses them (one pass per conv instead of three; V1's two convs
-    // as one pair whose intermediate never becomes a tensor). Under mixed precision the first
-    // conv reads the stream dtype, the last writes it, and what passes between two convs stays
-    // in the compute dtype.
+    // as one pair whose intermediate never becomes a tensor, the last pair also taking the
+    // stage's sum terms). Under mixed precision the first conv reads the stream dtype, the last
+    // writes it, and what passes between two convs stays in the compute dtype.
     if (two_convs) {
-      out = rows ? ops::conv1d_pair_rows(ctx, out, pair(block, m, &out))
-                 : ops::conv1d_pair(ctx, out, pair(block, m, &out));
+      Conv1dPair step = pair(block, m, &out);
+      if (m + 1 == block.dilated.size()) {
+        step.addend = terms.addend;
+        step.output_scale = terms.scale;
+        step.output_slope = terms.slope;
+      }
+      out = rows ? ops::conv1d_pair_rows(ctx, out, step) : ops::conv1d_pair(ctx, out, step);
     } else {
       out = conv(ctx, block.dilated[m], out, {kLreluSlope, &out, precision_.stream});
     }
   }
+  if (!two_convs) ops::add_scale_leaky_relu_(ctx, out, terms.addend, terms.scale, terms.slope);
   return out;
 }
 
@@ -336,9 +343,9 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   // conv_pre and conv_post run in the stream dtype, the other convs in the compute dtype; the
   // stage sums and the activations between convs are in the stream dtype.
   Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel));
+  ops::leaky_relu_(ctx, x, kLreluSlope);
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   for (size_t i = 0; i < ups_.size(); ++i) {
-    ops::leaky_relu_(ctx, x, kLreluSlope);
     ConvTranspose1dParams params;
     params.stride = ups_[i].stride;
     params.padding = ups_[i].padding;
@@ -348,20 +355,21 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     // transposed once and its mean back once, instead of a transpose inside every pair.
     const bool rows = resblocks_on_rows(ctx, i, x);
     if (rows) x = ops::transpose(ctx, x, 1, 2);
+    // The stage's output is the mean of its resblocks, activated for what follows: the next
+    // upsampler, or conv_post after the last stage.
     Tensor sum;
     for (size_t j = 0; j < num_kernels; ++j) {
-      Tensor y = resblock(ctx, resblocks_[i * num_kernels + j], x, rows);
-      if (sum.defined()) {
-        ops::add_(ctx, sum, y);
-      } else {
-        sum = std::move(y);
+      SumTerms terms;
+      terms.addend = sum.defined() ? &sum : nullptr;
+      if (j + 1 == num_kernels) {
+        terms.scale = 1.0f / static_cast<float>(num_kernels);
+        terms.slope = i + 1 < ups_.size() ? kLreluSlope : kFinalSlope;
       }
+      sum = resblock(ctx, resblocks_[i * num_kernels + j], x, rows, terms);
     }
-    x = Tensor();  // the stage input is dead before the mean is allocated
-    x = ops::scale(ctx, sum, 1.0f / static_cast<float>(num_kernels));
+    x = std::move(sum);
     if (rows) x = ops::transpose(ctx, x, 1, 2);
   }
-  ops::leaky_relu_(ctx, x, kFinalSlope);
   x = ops::tanh(ctx, conv(ctx, conv_post_, x));
   return x.reshape({x.size(0), x.size(2)});
 }

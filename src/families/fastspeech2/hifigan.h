@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,8 +113,18 @@ class HifiGan {
   // stage read and written as rows by the backend (ops::fuses_conv1d_pair_rows) for the stage's
   // input x [B, C, T] transposed. They then need no transposes between their convolutions.
   bool resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) const;
-  // x and the result in the stream dtype: [B, C, T], or [B, T, C] with `rows`.
-  Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows) const;
+  // What a stage does with a resblock's output before it is the stage's running sum: adds the
+  // sum so far (addend), and after the last resblock takes the mean (scale) and the activation
+  // of what follows (slope). V1's last pair does all three in its epilogue.
+  struct SumTerms {
+    const Tensor* addend = nullptr;
+    float scale = 1.0f;
+    std::optional<float> slope;
+  };
+  // x and the result in the stream dtype: [B, C, T], or [B, T, C] with `rows`; `terms` applied
+  // to the result.
+  Tensor resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows,
+                  const SumTerms& terms) const;
 
   HifiGanConfig config_;
   PrecisionPolicy precision_;
