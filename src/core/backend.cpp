@@ -162,6 +162,14 @@ void Backend::conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/, const T
   throw Error(name() + ": conv1d_rows called although runs_conv1d_rows() is false");
 }
 
+void Backend::conv_transpose1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,
+                                    const Tensor& /*bias*/, Tensor& /*out*/,
+                                    const ConvTranspose1dParams& /*params*/,
+                                    const KernelScratch& /*scratch*/) {
+  throw Error(name() +
+              ": conv_transpose1d_rows called although runs_conv_transpose1d_rows() is false");
+}
+
 void Backend::fused_conv1d_pair(const Tensor& /*x*/, const Conv1dPair& /*pair*/, Tensor& /*out*/,
                                 const KernelScratch& /*scratch*/) {
   throw Error(name() + ": fused_conv1d_pair called although fuses_conv1d_pair() is false");

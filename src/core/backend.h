@@ -295,6 +295,19 @@ class Backend {
   virtual void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                 Tensor& out, const ConvTranspose1dParams& params,
                                 const KernelScratch& scratch) = 0;
+  // Whether conv_transpose1d_rows() runs a conv_transpose1d over time-major rows of x with weight
+  // and `params`; when not (the default), ops::conv_transpose1d_rows transposes x and the output
+  // around conv_transpose1d().
+  virtual bool runs_conv_transpose1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,
+                                          const ConvTranspose1dParams& /*params*/) const {
+    return false;
+  }
+  // x [B, T, Cin] (time-major), weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out
+  // [B, Tout, Cout]: conv_transpose1d's values with time and channels swapped on both sides. Only
+  // called when runs_conv_transpose1d_rows() is true.
+  virtual void conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                     Tensor& out, const ConvTranspose1dParams& params,
+                                     const KernelScratch& scratch);
   // Normalises each row of x [N, C] over C: (x − mean) / sqrt(var + eps) · gamma + beta, with the
   // biased variance, as torch.nn.LayerNorm. out may be x itself.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

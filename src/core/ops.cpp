@@ -570,9 +570,18 @@ bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pai
          ctx.backend().fuses_conv1d_pair_rows(x, pair, pair.output_dtype.value_or(x.dtype()));
 }
 
-Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        const ConvTranspose1dParams& params) {
-  const char* op = "conv_transpose1d";
+namespace {
+
+// A conv_transpose1d's output [B, Cout, Tout] for x [B, Cin, T] (a view is fine) and its bias
+// checked against Cout. Throws as conv_transpose1d documents.
+struct CheckedTranspose {
+  Shape shape;
+  Tensor bias;
+};
+
+CheckedTranspose check_conv_transpose1d(Context& ctx, const char* op, const Tensor& x,
+                                        const Tensor& weight, const Tensor& bias,
+                                        const ConvTranspose1dParams& params) {
   require_float_input(ctx, op, "x", x);
   require_float_input(ctx, op, "weight", weight);
   require_same_dtype(op, "weight", weight, x);
@@ -606,11 +615,40 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
     fail(op, "x " + x.shape_string() + " with weight " + weight.shape_string() + " and padding " +
                  std::to_string(params.padding) + " gives an empty output");
   }
-  Tensor b = check_bias(ctx, op, bias, cout, x);
+  CheckedTranspose checked;
+  checked.shape = {x.size(0), cout, tout};
+  checked.bias = check_bias(ctx, op, bias, cout, x);
   require_backend(ctx, op, OpKind::ConvTranspose1d, x.dtype());
-  Tensor out = empty(ctx, {x.size(0), cout, tout}, x.dtype());
-  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
-                                 ctx.scratch());
+  return checked;
+}
+
+}  // namespace
+
+Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dParams& params) {
+  const CheckedTranspose checked =
+      check_conv_transpose1d(ctx, "conv_transpose1d", x, weight, bias, params);
+  Tensor out = empty(ctx, checked.shape, x.dtype());
+  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), checked.bias, out,
+                                 params, ctx.scratch());
+  return out;
+}
+
+Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight,
+                             const Tensor& bias, const ConvTranspose1dParams& params) {
+  const char* op = "conv_transpose1d_rows";
+  require_float_input(ctx, op, "x", x);
+  require_rank(op, "x", x, 3);
+  // Checked as conv_transpose1d checks its x [B, Cin, T]: the rows with time and channels swapped.
+  const Tensor channel_major = x.transpose(1, 2);
+  const CheckedTranspose checked =
+      check_conv_transpose1d(ctx, op, channel_major, weight, bias, params);
+  if (!ctx.backend().runs_conv_transpose1d_rows(x, weight, params)) {
+    return transpose(ctx, conv_transpose1d(ctx, channel_major, weight, bias, params), 1, 2);
+  }
+  Tensor out = empty(ctx, {checked.shape[0], checked.shape[2], checked.shape[1]}, x.dtype());
+  ctx.backend().conv_transpose1d_rows(contiguous(ctx, x), contiguous(ctx, weight), checked.bias,
+                                      out, params, ctx.scratch());
   return out;
 }
 

@@ -117,6 +117,11 @@ Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params);
+// conv_transpose1d over time-major rows: x [B, T, Cin] -> [B, Tout, Cout], the values of
+// transpose(conv_transpose1d(transpose(x))) without the transposes where the backend runs it so
+// (Backend::runs_conv_transpose1d_rows).
+Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight,
+                             const Tensor& bias, const ConvTranspose1dParams& params);
 // Over the last dimension of x [..., C].
 Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   float eps);

@@ -600,6 +600,33 @@ void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
                            return ops::conv_transpose1d(c, in[0], in[1], in[2], p);
                          }));
   }
+  // Over time-major rows x [B, T, Cin] -> [B, Tout, Cout]: every shape above (transposed around
+  // the op where the backend does not run it on rows), and outputs exactly stride times the input
+  // (K − 2·padding = stride) with channels the CUDA backend runs as one convolution of the
+  // stride's phases: HiFiGAN V1's upsamplers (strides 8 and 2), an odd length, a single
+  // sequence of many blocks, and the widest tile.
+  std::vector<ConvCase> rows_list;
+  for (const Case& tc : list) {
+    if (tc.output_padding == 0) rows_list.push_back(tc.conv);
+  }
+  rows_list.insert(rows_list.end(), {{2, 32, 16, 300, 16, 8, 4, 1, 1, true},
+                                     {1, 16, 4, 77, 4, 2, 1, 1, 1, false},
+                                     {1, 64, 32, 9000, 4, 2, 1, 1, 1, true},
+                                     {2, 128, 64, 700, 4, 2, 1, 1, 1, true},
+                                     {1, 512, 256, 40, 16, 8, 4, 1, 1, true},
+                                     {1, 48, 24, 50, 12, 4, 4, 1, 1, true}});
+  for (const ConvCase& cc : rows_list) {
+    const CaseInput x = random({cc.batch, cc.t, cc.cin}, seed++);
+    const CaseInput w = random({cc.cin, cc.cout / cc.groups, cc.k}, seed++, -0.1f, 0.1f);
+    const CaseInput b = cc.bias ? random({cc.cout}, seed++) : none();
+    const ConvTranspose1dParams p{cc.stride, cc.padding, 0, cc.dilation, cc.groups};
+    OpCase c = make(OpKind::ConvTranspose1d, "conv_transpose1d_rows " + describe(cc), {x, w, b},
+                    [p](Context& ctx, const In& in) {
+                      return ops::conv_transpose1d_rows(ctx, in[0], in[1], in[2], p);
+                    });
+    c.large = macs(cc) > 100'000'000;
+    cases.push_back(c);
+  }
   cases.push_back(make(OpKind::ConvTranspose1d, "conv_transpose1d on a transposed view",
                        {random({2, 37, 12}, 1100), random({12, 4, 4}, 1103), random({4}, 1102)},
                        [](Context& c, const In& in) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/implicit_gemm_conv.h"
 #include "core/error.h"
 #include "core/workspace_arena.h"
 #include "core/workspace_plan.h"
@@ -90,6 +91,52 @@ TEST(CudaPlanning, MaskingLengthsLeaveTheAttentionsScratchAsPlanned) {
   const uint64_t tensor_bytes = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(DType::F16);
   EXPECT_EQ(layout(DType::F16, {96, 96}, false).bytes(), 3 * tensor_bytes);
   EXPECT_EQ(layout(DType::F16, {8, 8}, true).bytes(), 3 * tensor_bytes);
+}
+
+// HiFiGAN's upsamplers between stages on time-major rows: the polyphase form's geometry, and a
+// plan that holds the input, weights, output and the arranged phase weights, nothing more (no F32
+// columns, no cuBLAS workspace), where the channel-major op and F32 (which the kernel does not
+// take, so the op transposes around conv_transpose1d) hold more.
+TEST(CudaPlanning, UpsamplersOnRowsTakeThePhaseWeightsAndNoColumns) {
+  const auto geometry = [](int64_t stride, int64_t kernel, int64_t padding) {
+    const auto p = cuda::polyphase_of(stride, kernel, padding, 1, 0, 1);
+    return p ? std::pair{p->taps, p->window_padding} : std::pair<int64_t, int64_t>{-1, -1};
+  };
+  EXPECT_EQ(geometry(8, 16, 4), (std::pair<int64_t, int64_t>{3, 1}));  // HiFiGAN V1
+  EXPECT_EQ(geometry(2, 4, 1), (std::pair<int64_t, int64_t>{3, 1}));
+  EXPECT_EQ(geometry(3, 3, 0), (std::pair<int64_t, int64_t>{1, 0}));
+  EXPECT_EQ(geometry(4, 12, 4), (std::pair<int64_t, int64_t>{3, 1}));
+  EXPECT_EQ(geometry(3, 7, 1), (std::pair<int64_t, int64_t>{-1, -1}));  // output 7 − 2 ≠ 3 × input
+  EXPECT_FALSE(cuda::polyphase_of(8, 16, 4, 2, 0, 1));
+  EXPECT_FALSE(cuda::polyphase_of(8, 16, 4, 1, 1, 1));
+  EXPECT_FALSE(cuda::polyphase_of(8, 16, 4, 1, 0, 2));
+
+  CudaBackend backend(0, CudaBackend::PlanOnly{});
+  const Shape rows = {4, 300, 256};
+  const auto layout = [&](DType dtype, bool on_rows) {
+    return plan_workspace(backend, [&](Context& ctx) {
+      const Tensor x = ops::empty(ctx, rows, dtype);
+      const Tensor weight = ops::empty(ctx, {256, 128, 16}, dtype);
+      const Tensor bias = ops::empty(ctx, {128}, dtype);
+      const ConvTranspose1dParams params{8, 4};
+      (void)(on_rows ? ops::conv_transpose1d_rows(ctx, x, weight, bias, params)
+                     : ops::conv_transpose1d(ctx, x.transpose(1, 2), weight, bias, params));
+    });
+  };
+  const auto rounded = [](uint64_t bytes) {
+    const uint64_t a = WorkspaceArena::kAlignment;
+    return (bytes + a - 1) / a * a;
+  };
+  const uint64_t phase_weights = static_cast<uint64_t>(cuda::implicit_gemm_polyphase_elements(
+                                     256, 128, *cuda::polyphase_of(8, 16, 4, 1, 0, 1))) *
+                                 2;
+  EXPECT_EQ(phase_weights, (256u / 16u * 3u * 8u * 128u * 16u + 8u * 128u) * 2u);
+  const uint64_t expected = rounded(4u * 300u * 256u * 2u) + rounded(256u * 128u * 16u * 2u) +
+                            rounded(128u * 2u) + rounded(4u * 2400u * 128u * 2u) +
+                            rounded(phase_weights);
+  EXPECT_EQ(layout(DType::F16, true).bytes(), expected);
+  EXPECT_GT(layout(DType::F16, false).bytes(), expected + CudaBackend::kCublasWorkspaceBytes);
+  EXPECT_GT(layout(DType::F32, true).bytes(), 2 * expected + CudaBackend::kCublasWorkspaceBytes);
 }
 
 // The same through a model: the Sambert encoder and prefill steps of the tiny Chinese fixture

@@ -1121,6 +1121,51 @@ void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const 
   }
 }
 
+bool CudaBackend::runs_conv_transpose1d_rows(const Tensor& x, const Tensor& weight,
+                                             const ConvTranspose1dParams& p) const {
+  // As a stride-1 convolution of its phases on the mma.sync kernel, which reads the rows where
+  // they lie (16-byte aligned) and writes rows.
+  if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3 || weight.dim() != 3 ||
+      x.dtype() != weight.dtype() || x.size(0) > 65535 ||
+      reinterpret_cast<uintptr_t>(x.raw_data()) % 16 != 0) {
+    return false;
+  }
+  const auto polyphase = cuda::polyphase_of(p.stride, weight.size(2), p.padding, p.dilation,
+                                            p.output_padding, p.groups);
+  return polyphase && cuda::implicit_gemm_conv_transpose1d_rows_supported(
+                          x.dtype(), x.size(2), weight.size(1), *polyphase);
+}
+
+void CudaBackend::conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                        Tensor& out, const ConvTranspose1dParams& p,
+                                        const KernelScratch& scratch) {
+  const char* op = "conv_transpose1d_rows";
+  assert(runs_conv_transpose1d_rows(x, weight, p));
+  const cuda::Polyphase polyphase = *cuda::polyphase_of(p.stride, weight.size(2), p.padding,
+                                                        p.dilation, p.output_padding, p.groups);
+  const int64_t cout = weight.size(1);
+  const ScratchBuffer arranged =
+      take(scratch,
+           static_cast<size_t>(cuda::implicit_gemm_polyphase_elements(x.size(2), cout, polyphase)) *
+               dtype_size(x.dtype()));
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  cuda::ImplicitGemmConv args;
+  args.dtype = x.dtype();
+  args.input_dtype = x.dtype();
+  args.output_dtype = x.dtype();
+  args.x = x.raw_data();
+  args.weight = weight.raw_data();
+  args.arranged_weight = arranged.data();
+  args.bias = bias.defined() ? bias.raw_data() : nullptr;
+  args.out = out.raw_data();
+  args.batch = x.size(0);
+  args.in_channels = x.size(2);
+  args.in_steps = x.size(1);
+  args.out_channels = cout;
+  cuda::implicit_gemm_conv_transpose1d_rows(args, polyphase, handles_->stream, op);
+}
+
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                              Tensor& out) {
   const char* op = "layer_norm";

@@ -120,6 +120,11 @@ class CudaBackend final : public Backend {
                     const KernelScratch& scratch) override;
   // True where fuses_conv1d() is for both convolutions (the intermediate in the weights' dtype)
   // and the path is the default (mma.sync).
+  bool runs_conv_transpose1d_rows(const Tensor& x, const Tensor& weight,
+                                  const ConvTranspose1dParams& params) const override;
+  void conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                             const ConvTranspose1dParams& params,
+                             const KernelScratch& scratch) override;
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
   bool fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair,
                               DType out_dtype) const override;

@@ -673,7 +673,91 @@ void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& seco
                     op);
 }
 
+// arranged[((g·taps + j)·(s·Cout) + c)·16 + e], for c = r·Cout + co: the weight of phase r,
+// output channel co, input channel ci = 16·g + e at window tap j (input step τ + j −
+// window_padding): the transposed weight [Cin, Cout, K]'s tap k = k_r + m·s with m = d_r − (j −
+// window_padding), or zero where that is no tap or ci is past the last channel; then, at
+// phase_bias, bias[c mod Cout] for every c when there is a bias.
+template <typename T>
+__global__ void arrange_polyphase_kernel(const T* weight, const T* bias, T* arranged, T* phase_bias,
+                                         int64_t in_channels, int64_t out_channels, Polyphase p,
+                                         int64_t n) {
+  const int64_t channels = p.stride * out_channels;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = i % kStageChannels;
+    const int64_t c = (i / kStageChannels) % channels;
+    const int64_t j = (i / (kStageChannels * channels)) % p.taps;
+    const int64_t ci = i / (kStageChannels * channels * p.taps) * kStageChannels + e;
+    const int64_t r = c / out_channels;
+    const int64_t co = c % out_channels;
+    const int64_t m = (r + p.padding) / p.stride - (j - p.window_padding);
+    const int64_t k = (r + p.padding) % p.stride + m * p.stride;
+    const bool tap = ci < in_channels && m >= 0 && k < p.kernel;
+    arranged[i] = tap ? weight[(ci * out_channels + co) * p.kernel + k] : from_float<T>(0.0f);
+    if (bias != nullptr && i < channels) phase_bias[i] = bias[i % out_channels];
+  }
+}
+
+// The phase weights and bias arranged into a.arranged_weight, then the stride-1 convolution of
+// the phases from the time-major input rows into the output rows.
+template <typename T>
+void launch_conv_transpose_rows(const ImplicitGemmConv& a, const Polyphase& p, cudaStream_t stream,
+                                const char* op) {
+  const int64_t channels = p.stride * a.out_channels;
+  const int64_t n = implicit_gemm_arranged_weight_elements(channels, a.in_channels, p.taps);
+  T* arranged = static_cast<T*>(a.arranged_weight);
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+  arrange_polyphase_kernel<T>
+      <<<blocks, 256, 0, stream>>>(static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
+                                   arranged, arranged + n, a.in_channels, a.out_channels, p, n);
+  check(cudaGetLastError(), "arrange_polyphase_kernel launch", op);
+  ImplicitGemmConv conv = a;
+  conv.bias = a.bias != nullptr ? arranged + n : nullptr;
+  conv.out_channels = channels;
+  conv.out_steps = a.in_steps;
+  conv.kernel = p.taps;
+  conv.padding = p.window_padding;
+  conv.dilation = 1;
+  conv.input_leaky_relu = false;
+  conv.time_major_input = true;
+  conv.time_major_output = true;
+  launch_mma_for<T>(conv, TimeMajorOutput{}, static_cast<int>(p.taps - 1), a.in_steps,
+                    a.in_channels, stream, op);
+}
+
 }  // namespace
+
+std::optional<Polyphase> polyphase_of(int64_t stride, int64_t kernel, int64_t padding,
+                                      int64_t dilation, int64_t output_padding, int64_t groups) {
+  if (stride < 1 || kernel < 1 || padding < 0 || dilation != 1 || output_padding != 0 ||
+      groups != 1 || kernel - 2 * padding != stride) {
+    return std::nullopt;
+  }
+  int64_t low = 0;
+  int64_t high = 0;
+  for (int64_t r = 0; r < stride; ++r) {
+    const int64_t first_tap = (r + padding) % stride;
+    const int64_t offset = (r + padding) / stride;
+    low = std::min(low, offset - (kernel - 1 - first_tap) / stride);
+    high = std::max(high, offset);
+  }
+  return Polyphase{stride, kernel, padding, high - low + 1, -low};
+}
+
+bool implicit_gemm_conv_transpose1d_rows_supported(DType dtype, int64_t in_channels,
+                                                   int64_t out_channels,
+                                                   const Polyphase& polyphase) {
+  return in_channels % kStageChannels == 0 && in_channels > 0 &&
+         polyphase.stride * out_channels % 8 == 0 && out_channels > 0 &&
+         implicit_gemm_conv1d_supported(dtype, polyphase.taps, 1, 1, 1);
+}
+
+int64_t implicit_gemm_polyphase_elements(int64_t in_channels, int64_t out_channels,
+                                         const Polyphase& polyphase) {
+  const int64_t channels = polyphase.stride * out_channels;
+  return implicit_gemm_arranged_weight_elements(channels, in_channels, polyphase.taps) + channels;
+}
 
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
                                                int64_t kernel) {
@@ -754,6 +838,17 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
     launch_pair_for<__half>(first, second, stream, op);
   } else {
     launch_pair_for<__nv_bfloat16>(first, second, stream, op);
+  }
+}
+
+void implicit_gemm_conv_transpose1d_rows(const ImplicitGemmConv& a, const Polyphase& polyphase,
+                                         cudaStream_t stream, const char* op) {
+  if (a.batch == 0 || a.out_channels == 0 || a.in_steps == 0) return;
+  check_runs(a, op);
+  if (a.dtype == DType::F16) {
+    launch_conv_transpose_rows<__half>(a, polyphase, stream, op);
+  } else {
+    launch_conv_transpose_rows<__nv_bfloat16>(a, polyphase, stream, op);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "core/dtype.h"
 
@@ -92,5 +93,39 @@ int64_t implicit_gemm_transposed_input_elements(int64_t batch, int64_t in_channe
                                                 int64_t dilation);
 // Queues the convolution on `stream`; throws voxd::Error naming `op` when the launch fails.
 void implicit_gemm_conv1d(const ImplicitGemmConv& args, cudaStream_t stream, const char* op);
+
+// A transposed convolution (stride s, K taps, padding p; dilation 1, one group, no output
+// padding) whose output is s times its input (K − 2·p = s), as one stride-1 convolution of its s
+// phases over the same input: output step τ·s + r, channel co, is channel r·Cout + co of that
+// convolution's step τ, so its time-major rows [B, T, s·Cout] are the output's [B, s·T, Cout].
+// Phase r's taps are k = k_r + m·s (k_r = (r + p) mod s, m = 0, 1, ... while k < K) at input
+// steps τ + d_r − m (d_r = (r + p) div s); the convolution's window spans every phase's offsets,
+// `taps` steps from −window_padding, with zero weights where a phase has no tap.
+struct Polyphase {
+  int64_t stride = 1;
+  int64_t kernel = 1;
+  int64_t padding = 0;
+  int64_t taps = 1;
+  int64_t window_padding = 0;
+};
+// The polyphase form of a transposed convolution, or nullopt where its output is not exactly
+// `stride` times its input or it dilates, pads its output or has groups.
+std::optional<Polyphase> polyphase_of(int64_t stride, int64_t kernel, int64_t padding,
+                                      int64_t dilation, int64_t output_padding, int64_t groups);
+// Whether implicit_gemm_conv_transpose1d_rows() runs it: F16 or BF16, input channels a multiple
+// of 16, s·Cout a multiple of 8, and a window the mma.sync kernel takes.
+bool implicit_gemm_conv_transpose1d_rows_supported(DType dtype, int64_t in_channels,
+                                                   int64_t out_channels,
+                                                   const Polyphase& polyphase);
+// Elements of ImplicitGemmConv::arranged_weight it needs: the polyphase weights arranged, then the
+// bias once per phase.
+int64_t implicit_gemm_polyphase_elements(int64_t in_channels, int64_t out_channels,
+                                         const Polyphase& polyphase);
+// Queues the transposed convolution over time-major rows through the mma.sync kernel: a.x [B, T,
+// Cin] (16-byte aligned) into a.out [B, T, s·Cout] = [B, s·T, Cout], in the weights' dtype, with
+// a.weight the transposed convolution's [Cin, Cout, K], a.bias its [Cout] (or null),
+// a.arranged_weight of implicit_gemm_polyphase_elements(); a.out_channels is Cout, a.in_steps T.
+void implicit_gemm_conv_transpose1d_rows(const ImplicitGemmConv& a, const Polyphase& polyphase,
+                                         cudaStream_t stream, const char* op);
 
 }  // namespace voxd::cuda

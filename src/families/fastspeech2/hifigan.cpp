@@ -345,16 +345,24 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel));
   ops::leaky_relu_(ctx, x, kLreluSlope);
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
+  // Where the backend reads and writes V1's pairs as time-major rows, a stage runs on rows [B,
+  // T, C]; the upsampler after it then reads them and writes the next stage's rows (a backend
+  // that cannot transposes around it), so that only the first stage's input and the last
+  // stage's output are transposed.
+  bool x_rows = false;
   for (size_t i = 0; i < ups_.size(); ++i) {
     ConvTranspose1dParams params;
     params.stride = ups_[i].stride;
     params.padding = ups_[i].padding;
-    x = precision_.to_stream(ctx, ops::conv_transpose1d(ctx, precision_.to_compute(ctx, x),
-                                                        ups_[i].weight, ups_[i].bias, params));
-    // Where the backend reads and writes V1's pairs as time-major rows, the stage's input is
-    // transposed once and its mean back once, instead of a transpose inside every pair.
-    const bool rows = resblocks_on_rows(ctx, i, x);
-    if (rows) x = ops::transpose(ctx, x, 1, 2);
+    const auto upsample = [&](const Tensor& in) {
+      return x_rows ? ops::conv_transpose1d_rows(ctx, in, ups_[i].weight, ups_[i].bias, params)
+                    : ops::conv_transpose1d(ctx, in, ups_[i].weight, ups_[i].bias, params);
+    };
+    // One expression, so that the stage's input is freed as soon as the upsampler has read it.
+    x = precision_.to_stream(ctx, upsample(precision_.to_compute(ctx, x)));
+    const bool rows = resblocks_on_rows(ctx, i, x_rows ? x.transpose(1, 2) : x);
+    if (rows != x_rows) x = ops::transpose(ctx, x, 1, 2);
+    x_rows = rows;
     // The stage's output is the mean of its resblocks, activated for what follows: the next
     // upsampler, or conv_post after the last stage.
     Tensor sum;
@@ -368,8 +376,8 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
       sum = resblock(ctx, resblocks_[i * num_kernels + j], x, rows, terms);
     }
     x = std::move(sum);
-    if (rows) x = ops::transpose(ctx, x, 1, 2);
   }
+  if (x_rows) x = ops::transpose(ctx, x, 1, 2);
   x = ops::tanh(ctx, conv(ctx, conv_post_, x));
   return x.reshape({x.size(0), x.size(2)});
 }

@@ -111,7 +111,8 @@ class HifiGan {
   Conv1dPair pair(const ResBlock& block, size_t m, const Tensor* residual) const;
   // Whether stage `stage`'s resblocks run over time-major rows: ResBlock1, and every pair of the
   // stage read and written as rows by the backend (ops::fuses_conv1d_pair_rows) for the stage's
-  // input x [B, C, T] transposed. They then need no transposes between their convolutions.
+  // input x [B, C, T] (a view is fine) transposed. They then need no transposes between their
+  // convolutions.
   bool resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) const;
   // What a stage does with a resblock's output before it is the stage's running sum: adds the
   // sum so far (addend), and after the last resblock takes the mean (scale) and the activation
