@@ -352,8 +352,6 @@ int64_t conv1d_output_steps(Context& ctx, const Tensor& x, const Tensor& weight,
   return (padded - span) / params.stride + 1;
 }
 
-// The output dtype of a fused convolution (output_dtype, else x's) with output `shape`, after
-// checking that it is floating and that the residual, when there is one, matches it.
 // A tensor added to a fused convolution's output (`what`: its residual, a pair's addend) must
 // have the output's dtype and shape.
 void check_output_term(Context& ctx, const char* op, const char* what, const Tensor* term,
@@ -370,6 +368,8 @@ void check_output_term(Context& ctx, const char* op, const char* what, const Ten
   }
 }
 
+// The output dtype of a fused convolution (output_dtype, else x's) with output `shape`, after
+// checking that it is floating and that the residual, when there is one, matches it.
 DType fused_output_dtype(Context& ctx, const char* op, const Tensor& x,
                          std::optional<DType> output_dtype, const Tensor* residual,
                          const Shape& shape) {
