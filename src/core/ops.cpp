@@ -268,7 +268,7 @@ Tensor& leaky_relu_(Context& ctx, Tensor& x, float slope) {
 Tensor& add_scale_leaky_relu_(Context& ctx, Tensor& x, const Tensor* addend, float factor,
                               std::optional<float> slope) {
   if (addend != nullptr) add_(ctx, x, *addend);
-  if (factor != 1.0f) x = scale(ctx, x, factor);
+  if (factor != 1.0f) unary_inplace(ctx, "scale_", x, UnaryOp::Scale, factor);
   if (slope) leaky_relu_(ctx, x, *slope);
   return x;
 }

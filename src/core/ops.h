@@ -80,9 +80,8 @@ Tensor add(Context& ctx, const Tensor& a, const Tensor& b);
 Tensor mul(Context& ctx, const Tensor& a, const Tensor& b);
 // a += b in place (a contiguous); returns a.
 Tensor& add_(Context& ctx, Tensor& a, const Tensor& b);
-// x = leaky_relu(factor · (x + addend)) step by step, each step only where it changes something
-// (addend set, factor not 1, slope set); x (contiguous) may be replaced by a new tensor (the
-// scaling); returns x.
+// x = leaky_relu(factor · (x + addend)) in place, step by step, each step only where it changes
+// something (addend set, factor not 1, slope set); x contiguous; returns x.
 Tensor& add_scale_leaky_relu_(Context& ctx, Tensor& x, const Tensor* addend, float factor,
                               std::optional<float> slope);
 
