@@ -118,13 +118,15 @@ class CudaBackend final : public Backend {
   void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
                     const KernelScratch& scratch) override;
-  // True where fuses_conv1d() is for both convolutions (the intermediate in the weights' dtype)
-  // and the path is the default (mma.sync).
+  // A transposed convolution whose output is stride times its input, F16/BF16, as one stride-1
+  // convolution of its phases on the mma.sync kernel (implicit_gemm_conv.h, Polyphase).
   bool runs_conv_transpose1d_rows(const Tensor& x, const Tensor& weight,
                                   const ConvTranspose1dParams& params) const override;
   void conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                              const ConvTranspose1dParams& params,
                              const KernelScratch& scratch) override;
+  // True where fuses_conv1d() is for both convolutions (the intermediate in the weights' dtype)
+  // and the path is the default (mma.sync).
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
   bool fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair,
                               DType out_dtype) const override;
