@@ -18,9 +18,11 @@ namespace {
 // outside the sequence and past the last channel, leaky ReLU applied), so that a block's window
 // of 16 channels is rows of 32 contiguous bytes that cp.async copies straight into shared memory.
 // A block computes kBlockM output channels × kBlockSteps time steps of one sequence, in stages of
-// 16 input channels, double-buffered: while the warps multiply stage s from one half of shared
-// memory, stage s + 1's window and weights are copied into the other half; one barrier per
-// stage. Each warp owns 16·kWarpTilesM output channels × 8·kWarpTilesN steps.
+// 16 input channels, through a ring of kDepth stage buffers: while the warps multiply stage s,
+// stages s + 1 .. s + kDepth − 1 are being copied into the others; one barrier per stage. The
+// launch takes the deepest ring (up to 4) that keeps as many blocks on a multiprocessor as two
+// buffers do, so that short convolutions, whose stages are little work, keep more copies in
+// flight. Each warp owns 16·kWarpTilesM output channels × 8·kWarpTilesN steps.
 // The two 16-byte halves of a shared row swap places every four rows, so the eight rows an
 // ldmatrix phase reads fall in distinct banks wherever the dilated tap starts.
 
@@ -370,7 +372,7 @@ size_t stage_bytes(int64_t kernel, int64_t halo, int block_m) {
   return window + static_cast<size_t>(kernel) * block_m * kRowBytes;
 }
 
-template <typename T, typename Tiling>
+template <typename T, typename Tiling, int kDepth>
 __global__ void __launch_bounds__(Tiling::kThreads)
     mma_conv_kernel(ImplicitGemmConv a, TimeMajorOutput next, int halo, int stage_stride,
                     int64_t rows_total, int64_t channels) {
@@ -397,50 +399,65 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   const int64_t window_row0 = a.time_major_input ? t0 - a.padding : t0;
   const T* arranged = static_cast<const T*>(a.arranged_weight);
   const int stages = static_cast<int>(channels / kStageChannels);
+  const uint32_t shared_base = shared_address(shared);
 
-  // Stage s into buffer `buffer`: the window's rows and every tap's kBlockM weight rows, two
-  // 16-byte halves each, zeros past the last output channel. A thread copies the same half of
-  // the same rows in every stage (window rows copy_row + j·kRowsPerPass, output channel copy_m
-  // at taps copy_tap + j·kTapsPerPass), so its addresses are set here once and step by constants;
-  // the steps are multiples of 8 rows, which keep a row's swizzle.
+  // A stage's copies: the window's rows and every tap's kBlockM weight rows, two 16-byte halves
+  // each, zeros past the last output channel and outside the source rows. A thread copies the
+  // same half of the same rows in every stage (window rows copy_row + j·kRowsPerPass, output
+  // channel copy_m at taps copy_tap + j·kTapsPerPass), so which of them exist and lie inside the
+  // source is worked out here once, and each stage only moves two running source pointers on
+  // (by 16 channels, by one stage of weights); the row steps are multiples of 8 rows, which keep
+  // a row's swizzle.
   constexpr int kRowsPerPass = kThreads / 2;
   static_assert(kRowsPerPass % kBlockM == 0 && kRowsPerPass % 8 == 0);
   constexpr int kTapsPerPass = kRowsPerPass / kBlockM;
+  constexpr int kWindowPasses = (kBlockSteps + kMaxHalo + kRowsPerPass - 1) / kRowsPerPass;
   const int copy_half = static_cast<int>(threadIdx.x & 1);
   const int copy_row = static_cast<int>(threadIdx.x >> 1);
   const int copy_m = copy_row % kBlockM;
   const int copy_tap = copy_row / kBlockM;
   const bool copy_valid = co0 + copy_m < a.out_channels;
+  uint32_t window_rows = 0;    // bit j: the thread's row of pass j is in the window
+  uint32_t inside_source = 0;  // bit j: and in the source rows
+#pragma unroll
+  for (int j = 0; j < kWindowPasses; ++j) {
+    const int row = copy_row + j * kRowsPerPass;
+    const int64_t source_row = window_row0 + row;
+    if (row < rows) window_rows |= 1u << j;
+    if (row < rows && source_row >= 0 && source_row < rows_total) inside_source |= 1u << j;
+  }
+  const int64_t window_pass_step = static_cast<int64_t>(kRowsPerPass) * channels;
+  const T* window_source = source_rows + (window_row0 + copy_row) * channels + copy_half * 8;
   const T* weight_source =
       arranged +
       ((static_cast<int64_t>(copy_tap) * a.out_channels + co0 + copy_m) * kStageChannels +
        copy_half * 8);
-  const int64_t weight_source_step =
+  const int64_t weight_pass_step =
       static_cast<int64_t>(kTapsPerPass) * a.out_channels * kStageChannels;
   const int64_t stage_weights = static_cast<int64_t>(kernel) * a.out_channels * kStageChannels;
   const uint32_t window_target = static_cast<uint32_t>(swizzled(copy_row, copy_half));
   const uint32_t weight_target = static_cast<uint32_t>(
       window_bytes + copy_tap * kBlockM * kRowBytes + swizzled(copy_m, copy_half));
-  auto copy_stage = [&](int s, int buffer) {
-    const uint32_t stage = shared_address(shared + buffer * stage_stride);
-    uint32_t target = stage + window_target;
-    for (int row = copy_row; row < rows; row += kRowsPerPass) {
-      const int64_t source_row = window_row0 + row;
-      const bool inside = source_row >= 0 && source_row < rows_total;
-      copy_async_16(target,
-                    inside
-                        ? source_rows + source_row * channels + s * kStageChannels + copy_half * 8
-                        : arranged,
-                    inside);
-      target += kRowsPerPass * kRowBytes;
+  // The next stage into buffer `buffer`, as one group of copies.
+  auto copy_next_stage = [&](int buffer) {
+    const uint32_t stage = shared_base + buffer * stage_stride;
+#pragma unroll
+    for (int j = 0; j < kWindowPasses; ++j) {
+      if (window_rows & (1u << j)) {
+        const bool inside = inside_source & (1u << j);
+        copy_async_16(stage + window_target + j * kRowsPerPass * kRowBytes,
+                      inside ? window_source + j * window_pass_step : arranged, inside);
+      }
     }
-    const T* source = weight_source + s * stage_weights;
-    target = stage + weight_target;
+    window_source += kStageChannels;
+    const T* source = weight_source;
+    uint32_t target = stage + weight_target;
     for (int k = copy_tap; k < kernel; k += kTapsPerPass) {
       copy_async_16(target, copy_valid ? source : arranged, copy_valid);
-      source += weight_source_step;
+      source += weight_pass_step;
       target += kTapsPerPass * kBlockM * kRowBytes;
     }
+    weight_source += stage_weights;
     copy_async_commit();
   };
 
@@ -448,13 +465,15 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   // thread applies it to the window rows it copied, once they have landed.
   const bool activate_window = a.time_major_input && a.input_leaky_relu;
   auto activate_stage = [&](int buffer) {
-    unsigned char* stage = shared + buffer * stage_stride;
-    for (int row = copy_row; row < rows; row += kRowsPerPass) {
+    unsigned char* stage = shared + buffer * stage_stride + window_target;
+#pragma unroll
+    for (int j = 0; j < kWindowPasses; ++j) {
+      if (!(window_rows & (1u << j))) continue;
       union {
         uint4 vector;
         T e[8];
       } v;
-      uint4* chunk = reinterpret_cast<uint4*>(stage + swizzled(row, copy_half));
+      uint4* chunk = reinterpret_cast<uint4*>(stage + j * kRowsPerPass * kRowBytes);
       v.vector = *chunk;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -475,10 +494,16 @@ __global__ void __launch_bounds__(Tiling::kThreads)
     }
   }
 
-  copy_stage(0, 0);
-  copy_async_wait_all();
-  if (activate_window) activate_stage(0);
-  __syncthreads();
+  // The ring's first kDepth − 1 stages (an empty group for each one past the last, so that every
+  // iteration below waits for the same count).
+#pragma unroll
+  for (int i = 0; i < kDepth - 1; ++i) {
+    if (i < stages) {
+      copy_next_stage(i);
+    } else {
+      copy_async_commit();
+    }
+  }
 
   // ldmatrix lanes: A (16 rows × 16 channels as four 8 × 8 matrices) takes row lane % 16, half
   // lane / 16; B (8 steps × 16 channels, two n-tiles per x4) takes step lane % 8 of n-tile
@@ -489,11 +514,20 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   const int b_step = warp_n * Tiling::kWarpN + ((lane >> 4) << 3) + (lane & 7);
   const int b_half = (lane >> 3) & 1;
   const uint32_t a_offset = static_cast<uint32_t>(window_bytes + swizzled(a_row, a_half));
+  int buffer = 0;
+  int ahead_buffer = kDepth - 1;
   for (int s = 0; s < stages; ++s) {
-    const int buffer = s & 1;
-    const bool more = s + 1 < stages;
-    if (more) copy_stage(s + 1, buffer ^ 1);
-    const uint32_t window = shared_address(shared + buffer * stage_stride);
+    // Stage s has landed (this thread's copies, then everyone's after the barrier), and every
+    // warp is done with stage s − 1, whose buffer takes stage s + kDepth − 1.
+    copy_async_wait<kDepth - 2>();
+    if (activate_window) activate_stage(buffer);
+    __syncthreads();
+    if (s + kDepth - 1 < stages) {
+      copy_next_stage(ahead_buffer);
+    } else {
+      copy_async_commit();
+    }
+    const uint32_t window = shared_base + buffer * stage_stride;
     uint32_t a_address = window + a_offset;
     int b_row = b_step;
     for (int k = 0; k < kernel; ++k) {
@@ -516,12 +550,12 @@ __global__ void __launch_bounds__(Tiling::kThreads)
       a_address += kBlockM * kRowBytes;
       b_row += dilation;
     }
-    if (more) {
-      copy_async_wait_all();
-      if (activate_window) activate_stage(buffer ^ 1);
-    }
-    __syncthreads();
+    buffer = buffer + 1 == kDepth ? 0 : buffer + 1;
+    ahead_buffer = ahead_buffer + 1 == kDepth ? 0 : ahead_buffer + 1;
   }
+  // The epilogue reuses the ring: every warp done with the last stage (the groups still
+  // committed are empty).
+  __syncthreads();
 
   if (next.rows != nullptr) {
     store_time_major<T, Tiling>(a, next, acc, shared, t0, co0, b, warp_m, warp_n, lane);
@@ -534,17 +568,46 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   store_channel_major<T, Tiling>(a, acc, shared, t0, co0, b, warp_m, warp_n, lane);
 }
 
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0;
+  int value = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess) {
+    return 0;
+  }
+  return value;
+}
+
+int multiprocessors() {
+  return std::max(device_attribute(cudaDevAttrMultiProcessorCount), 1);
+}
+
+// Blocks of the kernel with a ring of kDepth stages that fit on a multiprocessor with `bytes` of
+// dynamic shared memory each: what its registers allow (asked once: the same for every launch),
+// fewer where shared memory runs out first.
+template <typename T, typename Tiling, int kDepth>
+int resident_blocks(size_t bytes) {
+  static const int by_registers = [] {
+    int blocks = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+               &blocks, mma_conv_kernel<T, Tiling, kDepth>, Tiling::kThreads, 0) == cudaSuccess
+               ? blocks
+               : 1;
+  }();
+  const size_t per_block = bytes + device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
+  const size_t by_shared =
+      static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor)) /
+      per_block;
+  return static_cast<int>(std::min<size_t>(by_registers, by_shared));
+}
+
 // The convolution over the time-major input of `rows` rows × `channels` (padded) channels,
-// into `next` when it is set, else into a.out.
-template <typename T, typename Tiling>
-void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
-                int64_t channels, cudaStream_t stream, const char* op) {
-  const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
-  const size_t epilogue = next.rows != nullptr  ? Tiling::kStagedBytes
-                          : a.time_major_output ? Tiling::kRowsBytes
-                                                : Tiling::kChannelMajorBytes;
-  const size_t bytes = std::max(2 * stage, epilogue);
-  auto* kernel = mma_conv_kernel<T, Tiling>;
+// into `next` when it is set, else into a.out, through a ring of kDepth stages.
+template <typename T, typename Tiling, int kDepth>
+void launch_mma_ring(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
+                     int64_t channels, size_t stage, size_t bytes, cudaStream_t stream,
+                     const char* op) {
+  auto* kernel = mma_conv_kernel<T, Tiling, kDepth>;
   if (bytes > (48 << 10)) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(bytes)),
@@ -558,19 +621,33 @@ void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo
   check(cudaGetLastError(), "implicit GEMM convolution launch", op);
 }
 
+// The same with the deepest ring (4, 3 or 2 stages) that keeps the blocks a multiprocessor
+// holds with two: a short convolution's stage is little work, and more copies in flight took
+// 2-5 % off the 3-tap launches (bench/NOTES.md, session 29); depth is not bought with blocks.
+template <typename T, typename Tiling>
+void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
+                int64_t channels, cudaStream_t stream, const char* op) {
+  const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
+  const size_t epilogue = next.rows != nullptr  ? Tiling::kStagedBytes
+                          : a.time_major_output ? Tiling::kRowsBytes
+                                                : Tiling::kChannelMajorBytes;
+  const auto bytes = [&](int depth) { return std::max(depth * stage, epilogue); };
+  const int blocks = resident_blocks<T, Tiling, 2>(bytes(2));
+  const auto keeps = [&](int depth, int resident) {
+    return bytes(depth) <= kMaxDynamicShared && resident >= blocks;
+  };
+  if (keeps(4, resident_blocks<T, Tiling, 4>(bytes(4)))) {
+    launch_mma_ring<T, Tiling, 4>(a, next, halo, rows, channels, stage, bytes(4), stream, op);
+  } else if (keeps(3, resident_blocks<T, Tiling, 3>(bytes(3)))) {
+    launch_mma_ring<T, Tiling, 3>(a, next, halo, rows, channels, stage, bytes(3), stream, op);
+  } else {
+    launch_mma_ring<T, Tiling, 2>(a, next, halo, rows, channels, stage, bytes(2), stream, op);
+  }
+}
+
 using Tiles128 = MmaTiling<4, 2, 2, 8>;
 using Tiles64 = MmaTiling<2, 2, 2, 8>;
 using Tiles32 = MmaTiling<1, 4, 2, 4>;
-
-int multiprocessors() {
-  int device = 0;
-  int count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    return 1;
-  }
-  return count;
-}
 
 // Writes the time-major input (16-byte vectors where the rows are whole vectors), row-major or
 // group-major (transposed_offset).

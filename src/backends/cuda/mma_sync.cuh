@@ -37,6 +37,11 @@ __device__ __forceinline__ void copy_async_commit() {
 __device__ __forceinline__ void copy_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
+// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
+}
 
 // c += a · b for a 16 × 16 tile a (row-major fragments) and a 16 × 8 tile b (column-major
 // fragments b0, b1) of T, summed in F32.
