@@ -11,6 +11,13 @@
 #include "backends/host_util.h"
 
 namespace voxd {
+namespace {
+
+// A convolution of more multiply-adds than this runs its output rows on OpenMP's threads: the
+// device op tables' large cases, which would otherwise spend minutes here.
+constexpr int64_t kParallelMacs = int64_t{1} << 24;
+
+}  // namespace
 
 bool ReferenceBackend::supports(OpKind /*op*/, DType dtype) const {
   return dtype == DType::F32;
@@ -126,18 +133,25 @@ void ReferenceBackend::conv1d(const Tensor& x, const Tensor& weight, const Tenso
   const float* px = x.data<float>();
   const float* pw = weight.data<float>();
   float* po = out.data<float>();
+  // Each output element is one sum, the same whichever thread computes it.
+  const int64_t macs = batch * cout * t_out * cin_g * k_size;
+#pragma omp parallel for collapse(2) schedule(static) if (macs > kParallelMacs)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t co = 0; co < cout; ++co) {
       const int64_t group = co / cout_g;
       for (int64_t t = 0; t < t_out; ++t) {
+        // The taps whose input position t·stride − padding + k·dilation is inside the sequence.
+        const int64_t start = t * p.stride - p.padding;
+        int64_t k_begin = 0;
+        while (k_begin < k_size && start + k_begin * p.dilation < 0) ++k_begin;
+        int64_t k_end = k_size;
+        while (k_end > k_begin && start + (k_end - 1) * p.dilation >= t_in) --k_end;
         double acc = bias.defined() ? bias.data<float>()[co] : 0.0;
         for (int64_t ci = 0; ci < cin_g; ++ci) {
-          const int64_t channel = group * cin_g + ci;
-          for (int64_t k = 0; k < k_size; ++k) {
-            const int64_t pos = t * p.stride - p.padding + k * p.dilation;
-            if (pos < 0 || pos >= t_in) continue;
-            acc += static_cast<double>(pw[(co * cin_g + ci) * k_size + k]) *
-                   px[(b * cin + channel) * t_in + pos];
+          const int64_t w_row = (co * cin_g + ci) * k_size;
+          const int64_t x_row = (b * cin + group * cin_g + ci) * t_in + start;
+          for (int64_t k = k_begin; k < k_end; ++k) {
+            acc += static_cast<double>(pw[w_row + k]) * px[x_row + k * p.dilation];
           }
         }
         po[(b * cout + co) * t_out + t] = static_cast<float>(acc);

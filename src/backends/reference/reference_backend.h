@@ -2,7 +2,8 @@
 // defines what every kernel in core/backend.h computes; faster backends are tested against it
 // (tests/backends/op_cases.cpp), so it is written to be obviously correct, not fast, and
 // independent of the libraries the fast backends use (its istft is a direct inverse DFT in
-// double, not an FFT). Every op lands here first.
+// double, not an FFT). Every op lands here first. A large conv1d computes its output rows on
+// OpenMP's threads, each element the same sum as on one thread.
 #pragma once
 
 #include <string>
