@@ -622,16 +622,22 @@ CheckedTranspose check_conv_transpose1d(Context& ctx, const char* op, const Tens
   return checked;
 }
 
+// The backend's conv_transpose1d of x [B, Cin, T] (a view is fine), already checked.
+Tensor run_conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight,
+                            const CheckedTranspose& checked, const ConvTranspose1dParams& params) {
+  Tensor out = empty(ctx, checked.shape, x.dtype());
+  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), checked.bias, out,
+                                 params, ctx.scratch());
+  return out;
+}
+
 }  // namespace
 
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params) {
   const CheckedTranspose checked =
       check_conv_transpose1d(ctx, "conv_transpose1d", x, weight, bias, params);
-  Tensor out = empty(ctx, checked.shape, x.dtype());
-  ctx.backend().conv_transpose1d(contiguous(ctx, x), contiguous(ctx, weight), checked.bias, out,
-                                 params, ctx.scratch());
-  return out;
+  return run_conv_transpose1d(ctx, x, weight, checked, params);
 }
 
 Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight,
@@ -644,7 +650,7 @@ Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight
   const CheckedTranspose checked =
       check_conv_transpose1d(ctx, op, channel_major, weight, bias, params);
   if (!ctx.backend().runs_conv_transpose1d_rows(x, weight, params)) {
-    return transpose(ctx, conv_transpose1d(ctx, channel_major, weight, bias, params), 1, 2);
+    return transpose(ctx, run_conv_transpose1d(ctx, channel_major, weight, checked, params), 1, 2);
   }
   Tensor out = empty(ctx, {checked.shape[0], checked.shape[2], checked.shape[1]}, x.dtype());
   ctx.backend().conv_transpose1d_rows(contiguous(ctx, x), contiguous(ctx, weight), checked.bias,
