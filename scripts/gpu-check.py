@@ -30,6 +30,22 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       Steps 1, 3 and 5 only: the sanitizer's run, for a call after a quick one.
   scripts/gpu-check.py bench
       Steps 1, 4 and 5 only.
+  scripts/gpu-check.py ab
+      The working tree's build against the variants scripts/gpu-pack.sh packed with VARIANTS
+      (other commits' test_cuda_ops and voxd_gpu_bench), in one call:
+      1. nvidia-smi summary;
+      2. each one's test_cuda_ops on AB_TESTS (a gtest filter, default the convolutions'
+         cases), all at once; a binary whose tests fail is still timed, and the summary says so;
+      3. with ncu on the machine (NCU names another), each one's kernel time under ncu (locked clocks) for each
+         batch of AB_NCU_BATCHES (32 1), through AB_NCU_ARGS (default: the first pass's 74
+         mma.sync convolutions of HiFiGAN V1), and bench/ncu_summary.py's table of it;
+      4. voxd_gpu_bench on the lj-v1 bench voice (tools/make_bench_voices.py, BENCH_VOICES)
+         with --batches AB_BATCHES (32,8,1), AB_ROUNDS (2) rounds, the binaries taking turns
+         within each round so that they share the host's drift;
+      5. a table: tests, ncu sums, each batch's vocoder ms and the one request (B = 1 total) in
+         each round, also written to ab-summary.txt. The logs go into ab.tar.gz (a run returns
+         a handful of files, not one per log). Each step is capped to stay under AB_DEADLINE
+         seconds (560).
   scripts/gpu-check.py serve
       `voxd serve` on the GPU with the packed voxd (LD_LIBRARY_PATH on dist/lib,
       ESPEAK_DATA_PATH on dist/share, open files raised to 65536):
@@ -470,6 +486,175 @@ def check(mode):
         bench_step(logs, report)
     print("== 5. summary")
     print(report.table(26), end="")
+    return report.exit_status()
+
+
+AB_DEFAULT_NCU_ARGS = "-k regex:mma_conv_kernel -c 74"
+
+
+def ab_budget(cap):
+    """Seconds an ab step may take: at most `cap`, within AB_DEADLINE (560) less 20 for the
+    summary; 0 when there is no time left."""
+    deadline = int(os.environ.get("AB_DEADLINE") or 560)
+    return max(0, min(cap, deadline - 20 - int(time.monotonic() - START)))
+
+
+def ab_binaries():
+    """{name: (test_cuda_ops, voxd_gpu_bench)}: "main" (the working tree's build in dist/), then
+    each variant in dist/variants/, with the commit each was built from ({name: "commit subject"}).
+    """
+    binaries = {"main": (DIST / "bin" / "test_cuda_ops", DIST / "bench" / "voxd_gpu_bench")}
+    commits = {"main": "the working tree"}
+    refs = DIST / "variants" / "refs.txt"
+    if refs.is_file():
+        for line in refs.read_text().splitlines():
+            name, commit = line.split(" ", 1)
+            commits[name] = commit
+            folder = DIST / "variants" / name
+            binaries[name] = (folder / "test_cuda_ops", folder / "voxd_gpu_bench")
+    return binaries, commits
+
+
+def bench_rows(text):
+    """{batch: (acoustic ms, vocoder ms, total ms)} from voxd_gpu_bench's table."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].isdigit():
+            try:
+                rows[int(cells[0])] = tuple(float(c) for c in cells[1:4])
+            except ValueError:
+                continue
+    return rows
+
+
+def ab_tests(binaries, logs, report):
+    """Step 2: every binary's test_cuda_ops on AB_TESTS at once; {name: passed}."""
+    print("== 2. op tests", flush=True)
+    gtest_filter = os.environ.get("AB_TESTS") or "CudaOps.Conv*"
+    runs = {}
+    for name, (tests, _) in binaries.items():
+        log = logs / f"tests-{name}.log"
+        with open(log, "w") as f:
+            runs[name] = (log, subprocess.Popen([tests, f"--gtest_filter={gtest_filter}"],
+                                                stdout=f, stderr=subprocess.STDOUT))
+    passed = {}
+    end = time.monotonic() + ab_budget(240)
+    for name, (log, process) in runs.items():
+        try:
+            rc = exit_code(process.wait(timeout=max(1, end - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            rc = 124
+        passed[name] = rc == 0
+        report.add(f"tests {name}", f"{gtest_results(log.read_text(errors='replace'))}(exit {rc})",
+                   rc == 0)
+    return passed
+
+
+def ab_ncu(binaries, voice, logs, report):
+    """Step 3: {(name, batch): kernel ms under ncu}, or {} without ncu."""
+    ncu = os.environ.get("NCU") or shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    if not os.access(ncu, os.X_OK):
+        report.add("ncu", "not found: no kernel times")
+        return {}
+    print("== 3. ncu", flush=True)
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ncu_summary  # noqa: E402 (bench/ is no package)
+    sums = {}
+    ncu_args = (os.environ.get("AB_NCU_ARGS") or AB_DEFAULT_NCU_ARGS).split()
+    for batch in (os.environ.get("AB_NCU_BATCHES") or "32 1").split():
+        for name, (_, bench) in binaries.items():
+            log = logs / f"ncu-{name}-b{batch}.csv"
+            command = [ncu, *ncu_args, "--metrics", "gpu__time_duration.sum", "--csv", bench,
+                       "--voice", voice, "--dtype", "f16", "--batches", batch, "--repeats", "1",
+                       "--warmup-seconds", "0"]
+            with open(log, "w") as f:
+                rc = run_capped(ab_budget(90), command, stdout=f, stderr=subprocess.STDOUT)
+            total, calls = ncu_summary.kernel_times(log)
+            if rc != 0 or not total:
+                report.add(f"ncu {name} B={batch}", f"exit {rc}, {sum(calls.values())} kernels",
+                           ok=False)
+                continue
+            sums[(name, batch)] = sum(total.values()) / 1e6
+            with open(logs / f"ncu-{name}-b{batch}.txt", "w") as f:
+                subprocess.run(["python3", ROOT / "bench" / "ncu_summary.py", log, "--top", "20"],
+                               stdout=f, stderr=subprocess.STDOUT)
+            print(f"ncu {name} B={batch}: {sums[(name, batch)]:.2f} ms in "
+                  f"{sum(calls.values())} kernels", flush=True)
+    return sums
+
+
+def ab_bench(binaries, voice, logs, report):
+    """Step 4: {name: [{batch: (acoustic, vocoder, total ms)} per round]}."""
+    print("== 4. voxd_gpu_bench", flush=True)
+    batches = os.environ.get("AB_BATCHES") or "32,8,1"
+    results = {name: [] for name in binaries}
+    for round_number in range(1, int(os.environ.get("AB_ROUNDS") or 2) + 1):
+        for name, (_, bench) in binaries.items():
+            log = logs / f"bench-{name}-{round_number}.log"
+            with open(log, "w") as f:
+                rc = run_capped(ab_budget(60), [bench, "--voice", voice, "--dtype", "f16",
+                                                "--batches", batches],
+                                stdout=f, stderr=subprocess.STDOUT)
+            if rc != 0:
+                report.add(f"bench {name} round {round_number}", f"exit {rc}", ok=False)
+            results[name].append(bench_rows(log.read_text(errors="replace")))
+            print(f"bench {name} round {round_number}: {results[name][-1]}", flush=True)
+    return results
+
+
+def ab_table(binaries, commits, passed, sums, results):
+    """The summary: one row per binary."""
+    batches = sorted({b for rounds in results.values() for r in rounds for b in r}, reverse=True)
+    ncu_batches = sorted({batch for (_, batch) in sums}, key=int, reverse=True)
+    header = (["binary", "op tests"] + [f"ncu B={b} ms" for b in ncu_batches]
+              + [f"vocoder B={b} ms" for b in batches] + ["one request ms"])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in binaries:
+        rounds = results.get(name, [])
+
+        def per_round(batch, column):
+            return " / ".join(f"{r[batch][column]:.2f}" if batch in r else "-" for r in rounds)
+
+        cells = ([name, "pass" if passed.get(name) else "FAIL"]
+                 + [f"{sums[(name, b)]:.2f}" if (name, b) in sums else "-" for b in ncu_batches]
+                 + [per_round(b, 1) for b in batches] + [per_round(1, 2)])
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [""] + [f"{name}: {commits[name]}" for name in binaries]
+    return "\n".join(lines) + "\n"
+
+
+def ab():
+    """The ab mode (see the top); returns the exit status."""
+    out = logs_folder()
+    logs = out / "ab"
+    logs.mkdir(exist_ok=True)
+    use_dist_libraries()
+    unpack_dist()
+    report = Report()
+    nvidia_smi(report)
+    binaries, commits = ab_binaries()
+    missing = [str(p) for pair in binaries.values() for p in pair if not os.access(p, os.X_OK)]
+    if missing:
+        print(f"missing {', '.join(missing)}: run scripts/gpu-pack.sh (VARIANTS=...) first")
+        return 2
+    voices = os.environ.get("BENCH_VOICES") or "/tmp/voxd-bench-voices"
+    if not Path(voices, "lj-v1", "config.json").is_file():
+        with open(logs / "bench-voices.log", "w") as f:
+            subprocess.run(["python3", ROOT / "tools" / "make_bench_voices.py", "--out", voices],
+                           stdout=f, stderr=subprocess.STDOUT)
+    voice = f"{voices}/lj-v1"
+    passed = ab_tests(binaries, logs, report)
+    sums = ab_ncu(binaries, voice, logs, report)
+    results = ab_bench(binaries, voice, logs, report)
+    print("== 5. summary")
+    table = ab_table(binaries, commits, passed, sums, results)
+    (out / "ab-summary.txt").write_text(table)
+    print(table + report.table(26), end="")
+    subprocess.run(["tar", "-C", out, "-czf", out / "ab.tar.gz", "ab"], check=True)
+    shutil.rmtree(logs)
     return report.exit_status()
 
 
@@ -1281,6 +1466,8 @@ def main(argv):
     mode = argv[1] if len(argv) > 1 else "check"
     if mode in ("check", "quick", "memcheck", "bench"):
         return check(mode)
+    if mode == "ab":
+        return ab()
     if mode == "serve":
         return serve()
     if mode == "chattts-serve":
@@ -1290,7 +1477,7 @@ def main(argv):
     if mode == "seeds":
         return seeds()
     print("usage: scripts/gpu-check.py "
-          "[check|quick|memcheck|bench|serve|chattts-serve|sambert-serve|seeds]")
+          "[check|quick|memcheck|bench|ab|serve|chattts-serve|sambert-serve|seeds]")
     return 2
 
 

@@ -26,6 +26,13 @@
 #       voxd serves a request with --device cpu on voices/en-demo with the packed eSpeak NG data
 #       (and the real OpenBLAS, which the CPU backend needs).
 #
+# VARIANTS="NAME=REF ..." also packs other builds of a few binaries for scripts/gpu-check.py ab
+# (one call compares them with the working tree's): for each, a git worktree of REF (a commit,
+# branch or tag) in build-gpu/variants/NAME/src, built in build-gpu/variants/NAME/build with the
+# same options, and its VARIANT_TARGETS (default: test_cuda_ops voxd_gpu_bench) stripped into
+# dist/variants/NAME/; dist/variants/refs.txt says which commit each is. They use dist/lib's
+# libraries, and the solid archive grows by ~0.3 MB a binary, as they share most bytes.
+#
 # KEEP_SYMBOLS=1 packs the binaries unstripped. JOBS (2) is the build's parallelism;
 # ICU_DATA_ITEMS the ICU data items kept (default nfkc.nrm, see scripts/shrink-icu-data.sh);
 # ESPEAK_NG_DATA where eSpeak NG's data is, when not found.
@@ -88,11 +95,46 @@ for b in manifest["benches"]:
 PY
 }
 
+CMAKE_OPTIONS=(-DCMAKE_BUILD_TYPE=Release -DVOXD_CUDA=ON -DVOXD_BUILD_BENCH=ON -DVOXD_WITH_LIBAV=OFF)
+
+# Builds each of VARIANTS (see the top) and copies its binaries into dist/variants/NAME/.
+pack_variants() {
+  local spec name ref src build target file commit
+  local -a targets
+  read -r -a targets <<<"${VARIANT_TARGETS:-test_cuda_ops voxd_gpu_bench}"
+  for spec in ${VARIANTS:-}; do
+    name="${spec%%=*}"
+    ref="${spec#*=}"
+    if [[ "$spec" != *=* || ! "$name" =~ ^[A-Za-z0-9_-]+$ || "$name" == main ]]; then
+      echo "pack: VARIANTS wants NAME=REF items, NAME of letters, digits, - and _ (not main): '$spec'"
+      exit 1
+    fi
+    commit="$(git -C "$ROOT" rev-parse --verify --quiet "$ref^{commit}")" ||
+      { echo "pack: VARIANTS: '$ref' ($name) is no commit of this repository"; exit 1; }
+    src="$BUILD/variants/$name/src"
+    build="$BUILD/variants/$name/build"
+    if [[ -e "$src/.git" ]]; then
+      git -C "$src" checkout --quiet --detach "$commit"
+    else
+      git -C "$ROOT" worktree prune
+      git -C "$ROOT" worktree add --quiet --detach "$src" "$commit"
+    fi
+    cmake -S "$src" -B "$build" "${CMAKE_OPTIONS[@]}" >/dev/null
+    cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
+    mkdir -p "$DIST/variants/$name"
+    for target in "${targets[@]}"; do
+      file="$(find "$build" -type f -name "$target" -perm -u+x -not -path '*/CMakeFiles/*' | head -1)"
+      [[ -n "$file" ]] || { echo "pack: variant $name built no $target"; exit 1; }
+      cp "$file" "$DIST/variants/$name/"
+    done
+    echo "$name $commit $(git -C "$ROOT" log -1 --format=%s "$commit")" >>"$DIST/variants/refs.txt"
+  done
+}
+
 pack() {
   # No libavcodec (VOXD_WITH_LIBAV=OFF; aac is refused): its ~35 codec libraries are 135 MB (40 MB
   # as xz), and it binds them at load (BIND_NOW), so stubs cannot stand in for them.
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOXD_CUDA=ON -DVOXD_BUILD_BENCH=ON \
-    -DVOXD_WITH_LIBAV=OFF
+  cmake -S "$ROOT" -B "$BUILD" "${CMAKE_OPTIONS[@]}"
   local entries dir name file
   local -a targets=()
   entries="$(narrow_manifest "$BUILD/gpu-tests.packed.json")"
@@ -103,9 +145,11 @@ pack() {
   while read -r dir name file; do cp "$file" "$DIST/$dir/"; done <<<"$entries"
   mv "$BUILD/gpu-tests.packed.json" "$DIST/gpu-tests.json"
   cp "$BUILD/src/cli/voxd" "$DIST/bin/"
+  pack_variants
+  local -a binaries=("$DIST"/bin/* "$DIST"/bench/* "$DIST"/variants/*/*)
   # Symbols only name host functions in a backtrace: stripped, the archive is ~8 % smaller.
   # KEEP_SYMBOLS=1 keeps them (compute-sanitizer's host frames then have names).
-  if [[ -z "${KEEP_SYMBOLS:-}" ]]; then strip --strip-unneeded "$DIST"/bin/* "$DIST"/bench/*; fi
+  if [[ -z "${KEEP_SYMBOLS:-}" ]]; then strip --strip-unneeded "${binaries[@]}"; fi
   # Libraries the GPU machine may lack: anything but glibc, the GCC runtime and CUDA's own.
   local real_openblas=""
   while read -r name path; do
@@ -113,7 +157,7 @@ pack() {
       cp -L "$path" "$DIST/lib/"
       if [[ "$name" == libopenblas.so.0 ]]; then real_openblas="$path"; fi
     fi
-  done < <(ldd "$DIST"/bin/* "$DIST"/bench/* | awk '/=> \//{print $1, $3}' | sort -u)
+  done < <(ldd "${binaries[@]}" | awk '/=> \//{print $1, $3}' | sort -u)
   # OpenBLAS (36 MB + libgfortran) only backs the CPU backend, which never runs there (voxd serve
   # --device cuda makes no CPU backend): a stub that aborts if called.
   if [[ -f "$DIST/lib/libopenblas.so.0" ]]; then
@@ -141,13 +185,13 @@ pack() {
   done
   # Drop what only the real libraries needed: keep what the binaries load from dist/lib now.
   local needed f
-  needed="$(LD_LIBRARY_PATH="$DIST/lib" ldd "$DIST"/bin/* "$DIST"/bench/* |
+  needed="$(LD_LIBRARY_PATH="$DIST/lib" ldd "${binaries[@]}" |
     awk -v lib="$DIST/lib/" 'index($3, lib) == 1 {n = split($3, p, "/"); print p[n]}' | sort -u)"
   for f in "$DIST"/lib/*; do
     grep -qxF "$(basename "$f")" <<<"$needed" || rm -f "$f"
   done
   local missing
-  missing="$(LD_LIBRARY_PATH="$DIST/lib" ldd -r "$DIST"/bin/* "$DIST"/bench/* 2>&1 | grep -E 'not found|undefined' || true)"
+  missing="$(LD_LIBRARY_PATH="$DIST/lib" ldd -r "${binaries[@]}" 2>&1 | grep -E 'not found|undefined' || true)"
   [[ -z "$missing" ]] || { echo "pack: the packed libraries (stubs?) lack symbols: $missing"; exit 1; }
   # eSpeak NG's data for English and Mandarin: every file but the other languages' dictionaries.
   local espeak
@@ -202,7 +246,7 @@ pack_check() {
     elif ! system_library "$name" && [[ "$path" != "$dist/lib/"* ]]; then
       bad+=" $name ($path)"
     fi
-  done < <(LD_LIBRARY_PATH="$dist/lib" ldd "$dist"/bin/* "$dist"/bench/* | awk '/=>/{print $1, $3}' | sort -u)
+  done < <(LD_LIBRARY_PATH="$dist/lib" ldd "$dist"/bin/* "$dist"/bench/* "$dist"/variants/*/* | awk '/=>/{print $1, $3}' | sort -u)
   [[ -z "$bad" ]] || { echo "pack check: libraries not from dist/lib:$bad"; exit 1; }
   echo "pack check: every library resolves from dist/lib or is glibc's, the GCC runtime's or CUDA's"
   [[ -n "$real_openblas" ]] || real_openblas="$(ldconfig -p | awk '/libopenblas.so.0 /{print $NF; exit}')"

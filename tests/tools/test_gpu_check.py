@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -232,6 +231,110 @@ class ServerStartTest(unittest.TestCase):
             self.assertIsNone(url)
             self.assertEqual(gpu_check.not_ready(server, log), "not ready (see serve.log)")
             server.wait()
+
+
+BENCH_TABLE = """\
+voice lj-v1 on cuda:0, f16: weights 99.0 MiB loaded in 0.116 s
+
+| batch | acoustic ms | vocoder ms | total ms | audio-s/s | acoustic TFLOP/s |
+|---|---|---|---|---|---|
+| 32 | 6.29 | 56.62 | 62.84 | 4257 | 190.6 |
+| 1 | 1.29 | 2.81 | 4.10 | 2041 | 29.1 |
+
+cold start: process start to the first batch's audio on the host 0.694 s
+"""
+
+NCU_CSV = """\
+==PROF== Connected to process 1
+"ID","Process ID","Kernel Name","Metric Name","Metric Unit","Metric Value"
+"0","1","conv_a","gpu__time_duration.sum","ns","1,500"
+"1","1","conv_a","gpu__time_duration.sum","ms","2.5"
+"2","1","conv_b","gpu__time_duration.sum","nsecond","1000"
+"3","1","conv_b","launch__grid_size","","768"
+"""
+
+
+def write_script(path, text):
+    """An executable shell script."""
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+
+
+class AbTest(unittest.TestCase):
+    """The ab mode's parts, and the mode end to end on stand-in binaries, nvidia-smi and ncu."""
+
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="voxd-gpu-check-test."))
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_bench_rows_reads_each_batch(self):
+        self.assertEqual(gpu_check.bench_rows(BENCH_TABLE),
+                         {32: (6.29, 56.62, 62.84), 1: (1.29, 2.81, 4.10)})
+        self.assertEqual(gpu_check.bench_rows("| batch | acoustic ms |\nerror: no GPU\n"), {})
+
+    def test_ncu_summary_sums_each_kernel_in_any_unit(self):
+        spec = importlib.util.spec_from_file_location("ncu_summary",
+                                                      ROOT / "bench" / "ncu_summary.py")
+        ncu_summary = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ncu_summary)
+        (self.dir / "run.csv").write_text(NCU_CSV)
+        total, calls = ncu_summary.kernel_times(self.dir / "run.csv")
+        self.assertEqual(dict(total), {"conv_a": 2501500.0, "conv_b": 1000.0})
+        self.assertEqual(dict(calls), {"conv_a": 2, "conv_b": 1})
+        (self.dir / "odd.csv").write_text(NCU_CSV.replace('"ms"', '"fortnight"'))
+        with self.assertRaisesRegex(ValueError, "unknown unit 'fortnight'"):
+            ncu_summary.kernel_times(self.dir / "odd.csv")
+
+    def test_the_mode_end_to_end(self):
+        build = self.dir / "build-gpu"
+        dist = build / "dist"
+        for folder in (dist / "bin", dist / "bench", dist / "variants" / "fast", self.dir / "path",
+                       self.dir / "out", self.dir / "voices" / "lj-v1"):
+            folder.mkdir(parents=True)
+        (self.dir / "voices" / "lj-v1" / "config.json").write_text("{}")
+        (dist / "variants" / "refs.txt").write_text("fast 0123abc a faster kernel\n")
+        write_script(dist / "bin" / "test_cuda_ops", "echo '[  PASSED  ] 6 tests.'\n")
+        write_script(dist / "variants" / "fast" / "test_cuda_ops",
+                     "echo '[  PASSED  ] 5 tests.'; echo '[  FAILED  ] 1 test'; exit 1\n")
+        write_script(dist / "bench" / "voxd_gpu_bench", f"cat <<'END'\n{BENCH_TABLE}END\n")
+        write_script(dist / "variants" / "fast" / "voxd_gpu_bench",
+                     f"cat <<'END'\n{BENCH_TABLE.replace('56.62', '50.00')}END\n")
+        write_script(self.dir / "path" / "nvidia-smi", "echo 'NVIDIA H200'\n")
+        # ncu as the mode calls it: the profiled program's path follows --csv.
+        write_script(self.dir / "ncu", f"""\
+case "$*" in *variants*) cat <<'END'
+{NCU_CSV.replace('"2.5"', '"2.0"')}END
+;; *) cat <<'END'
+{NCU_CSV}END
+;; esac
+""")
+        environment = {"OUT": str(self.dir / "out"), "NCU": str(self.dir / "ncu"),
+                       "BENCH_VOICES": str(self.dir / "voices"), "AB_ROUNDS": "2",
+                       "AB_NCU_BATCHES": "32", "LD_LIBRARY_PATH": "",
+                       "PATH": f"{self.dir / 'path'}:{os.environ['PATH']}"}
+        saved = (gpu_check.BUILD, gpu_check.DIST, dict(os.environ))
+        gpu_check.BUILD, gpu_check.DIST = build, dist
+        os.environ.update(environment)
+        try:
+            status = gpu_check.ab()
+        finally:
+            gpu_check.BUILD, gpu_check.DIST = saved[0], saved[1]
+            os.environ.clear()
+            os.environ.update(saved[2])
+        self.assertEqual(status, 1, "the variant's failed test fails the run")
+        summary = (self.dir / "out" / "ab-summary.txt").read_text()
+        self.assertIn("| binary | op tests | ncu B=32 ms | vocoder B=32 ms | vocoder B=1 ms | "
+                      "one request ms |", summary)
+        self.assertIn("| main | pass | 2.50 | 56.62 / 56.62 | 2.81 / 2.81 | 4.10 / 4.10 |",
+                      summary)
+        self.assertIn("| fast | FAIL | 2.00 | 50.00 / 50.00 | 2.81 / 2.81 | 4.10 / 4.10 |",
+                      summary)
+        self.assertIn("fast: 0123abc a faster kernel", summary)
+        listing = subprocess.run(["tar", "-tzf", self.dir / "out" / "ab.tar.gz"],
+                                 capture_output=True, text=True, check=True).stdout.split()
+        self.assertIn("ab/bench-fast-2.log", listing)
+        self.assertIn("ab/ncu-main-b32.txt", listing)
+        self.assertFalse((self.dir / "out" / "ab").exists(), "the logs are only in the archive")
 
 
 class ManifestCompletenessTest(unittest.TestCase):
