@@ -36,9 +36,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       1. nvidia-smi summary;
       2. each one's test_cuda_ops on AB_TESTS (a gtest filter, default the convolutions'
          cases), all at once; a binary whose tests fail is still timed, and the summary says so;
-      3. with ncu on the machine (NCU names another), each one's kernel time under ncu (locked clocks) for each
-         batch of AB_NCU_BATCHES (32 1), through AB_NCU_ARGS (default: the first pass's 74
-         mma.sync convolutions of HiFiGAN V1), and bench/ncu_summary.py's table of it;
+      3. with ncu on the machine (NCU names another), each one's kernel time under ncu (locked
+         clocks) for each batch of AB_NCU_BATCHES (32 1), through AB_NCU_ARGS (default: the
+         first pass's 74 mma.sync convolutions of HiFiGAN V1), and bench/ncu_summary.py's table;
       4. voxd_gpu_bench on the lj-v1 bench voice (tools/make_bench_voices.py, BENCH_VOICES)
          with --batches AB_BATCHES (32,8,1), AB_ROUNDS (2) rounds, the binaries taking turns
          within each round so that they share the host's drift;
@@ -123,6 +123,8 @@ stays under the run tool's 600 s. The device runs, after scripts/gpu-pack.sh her
 
   run(command="scripts/gpu-check.py", carry=["build-gpu/dist.tar.xz"], kind="nvidia-h200",
       timeout_s=600)
+  run(command="scripts/gpu-check.py ab", carry=["build-gpu/dist.tar.xz"], kind="nvidia-h200",
+      timeout_s=600)      (after VARIANTS="NAME=REF ..." scripts/gpu-pack.sh)
   run(command="scripts/gpu-check.py serve", carry=["build-gpu/dist.tar.xz"],
       kind="nvidia-h200", timeout_s=600)
   run(command="scripts/gpu-check.py chattts-serve", carry=["build-gpu/dist.tar.xz"],
@@ -560,8 +562,8 @@ def ab_ncu(binaries, voice, logs, report):
         report.add("ncu", "not found: no kernel times")
         return {}
     print("== 3. ncu", flush=True)
-    sys.path.insert(0, str(ROOT / "bench"))
-    import ncu_summary  # noqa: E402 (bench/ is no package)
+    sys.path.insert(0, str(ROOT / "bench"))  # bench/ is scripts, not a package
+    import ncu_summary
     sums = {}
     ncu_args = (os.environ.get("AB_NCU_ARGS") or AB_DEFAULT_NCU_ARGS).split()
     for batch in (os.environ.get("AB_NCU_BATCHES") or "32 1").split():
@@ -643,8 +645,10 @@ def ab():
     voices = os.environ.get("BENCH_VOICES") or "/tmp/voxd-bench-voices"
     if not Path(voices, "lj-v1", "config.json").is_file():
         with open(logs / "bench-voices.log", "w") as f:
-            subprocess.run(["python3", ROOT / "tools" / "make_bench_voices.py", "--out", voices],
-                           stdout=f, stderr=subprocess.STDOUT)
+            make = ["python3", ROOT / "tools" / "make_bench_voices.py", "--out", voices]
+            if subprocess.run(make, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
+                report.add("bench voices", "make_bench_voices.py failed (see bench-voices.log)",
+                           ok=False)
     voice = f"{voices}/lj-v1"
     passed = ab_tests(binaries, logs, report)
     sums = ab_ncu(binaries, voice, logs, report)
