@@ -313,7 +313,9 @@ def tail(path, n):
 def nvidia_smi(report):
     """Prints the GPU's summary; a failure fails the run."""
     print("== 1. GPU", flush=True)
-    if subprocess.run(NVIDIA_SMI).returncode != 0:
+    if shutil.which(NVIDIA_SMI[0]) is None:
+        report.add("nvidia-smi", "not found: is this the GPU machine?", ok=False)
+    elif subprocess.run(NVIDIA_SMI).returncode != 0:
         report.failed = True
 
 
