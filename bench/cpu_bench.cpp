@@ -1,5 +1,7 @@
 // Times a voice's acoustic model and vocoder on one backend and prints real-time factors
-// (compute seconds per audio second; lower is better) as a Markdown table row set.
+// (compute seconds per audio second; lower is better) as a Markdown table row set. Tensors come
+// from a DeviceRuntime's caching allocator, as in `voxd synth` and `voxd serve`, so the figures
+// are the product's and not the C library's page faults for each fresh activation.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -8,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
+#include "backends/runtime.h"
 #include "core/error.h"
 #include "families/fastspeech2/voice.h"
 
@@ -39,13 +41,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    auto backend = voxd::make_backend(backend_name, threads);
-    voxd::Context ctx(*backend, voxd::host_allocator());
+    voxd::DeviceRuntime runtime(voxd::RuntimeOptions{.backend = backend_name, .threads = threads});
+    voxd::Backend* backend = &runtime.backend();
+    voxd::Context& ctx = runtime.context();
     std::printf(
         "| voice | phonemes | frames | audio s | acoustic s | vocoder s | acoustic RTF | "
         "vocoder RTF | total RTF |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& directory : voices) {
-      auto voice = voxd::Voice::load(ctx, directory);
+      auto voice = voxd::Voice::load(runtime.weights_context(), directory);
       const voxd::VoiceConfig& config = voice->config();
       std::mt19937 rng(1234);
       std::uniform_int_distribution<int64_t> symbol(1, 60);
