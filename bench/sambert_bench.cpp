@@ -3,7 +3,8 @@
 // utterance, real-time factor) to compare with bench/sambert_peer.py's.
 //
 //   voxd_sambert_bench /tmp/sambert-bench [--backend cpu] [--threads 2] [--runs 5]
-// (host backends only for now).
+// (host backends only for now). Tensors come from a DeviceRuntime's caching allocator, as in
+// `voxd synth` and `voxd serve`.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -15,8 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
-#include "core/allocator.h"
+#include "backends/runtime.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "families/sambert/sambert.h"
@@ -50,12 +50,12 @@ int main(int argc, char** argv) {
     for (const auto& row : t["ling"]) tokens.linguistic.push_back({row[0], row[1], row[2], row[3]});
     tokens.emotion = t["emotion"].get<std::vector<int64_t>>();
     tokens.speaker = t["speaker"].get<std::vector<int64_t>>();
-    const std::unique_ptr<Backend> backend = make_backend(backend_name, threads);
-    if (!backend->device().is_cpu())
+    DeviceRuntime runtime(RuntimeOptions{.backend = backend_name, .threads = threads});
+    if (!runtime.device().is_cpu())
       throw Error("the bench runs the host backends (cpu, reference)");
-    Context ctx(*backend, host_allocator());
-    const Sambert model =
-        Sambert::load(ctx, SambertConfig::from_json(config["params"], dir), weights);
+    Context& ctx = runtime.context();
+    const Sambert model = Sambert::load(runtime.weights_context(),
+                                        SambertConfig::from_json(config["params"], dir), weights);
     std::vector<double> ms;
     int64_t frames = 0;
     for (int i = 0; i <= runs; ++i) {
