@@ -57,6 +57,19 @@ const bool kRegistered = [] {
                                 {DType::F32},
                                 false});
   }
+  // The cpu backend's convolution without its AVX-512 tiles, which CpuOps takes where the CPU
+  // has AVX-512: both paths checked on such a machine (elsewhere this repeats CpuOps).
+  testing::register_op_table({"CpuAvx2Ops",
+                              []() -> Backend& {
+                                static CpuBackend avx2(2, false);
+                                return avx2;
+                              },
+                              []() -> Allocator& {
+                                static PoisonAllocator poison;
+                                return poison;
+                              },
+                              {DType::F32},
+                              false});
   return true;
 }();
 
@@ -520,6 +533,11 @@ TEST(Registry, MakesKnownBackendsAndRejectsOthers) {
 TEST(CpuBackendThreads, ZeroMeansAllCores) {
   EXPECT_GE(CpuBackend(0).threads(), 1);
   EXPECT_EQ(CpuBackend(3).threads(), 3);
+}
+
+TEST(CpuBackendVectors, AvxFiveTwelveWhereTheCpuHasItUnlessRefused) {
+  EXPECT_EQ(CpuBackend(1).uses_avx512(), __builtin_cpu_supports("avx512f") != 0);
+  EXPECT_FALSE(CpuBackend(1, false).uses_avx512());
 }
 
 }  // namespace

@@ -138,9 +138,62 @@ __attribute__((target("avx2,fma"))) void conv_tile(const float* w, const float* 
   _mm256_storeu_ps(dst + 3 * ldd + 16, a32);
 }
 
+// conv_tile over 48 columns (two of its tiles side by side) in AVX-512 registers: three loads,
+// four broadcasts and twelve FMAs of 16 floats per (ci, k). Panel rows must be readable up to
+// 48 + dilation·(taps − 1) floats.
+__attribute__((target("avx512f"))) void conv_tile_wide(const float* w, const float* panel,
+                                                       int64_t ldp, int64_t cin, int64_t taps,
+                                                       int64_t dilation, const float* bias,
+                                                       float* dst, int64_t ldd) {
+  __m512 a00 = _mm512_set1_ps(bias[0]);
+  __m512 a10 = _mm512_set1_ps(bias[1]);
+  __m512 a20 = _mm512_set1_ps(bias[2]);
+  __m512 a30 = _mm512_set1_ps(bias[3]);
+  __m512 a01 = a00, a02 = a00, a11 = a10, a12 = a10, a21 = a20, a22 = a20, a31 = a30, a32 = a30;
+  for (int64_t ci = 0; ci < cin; ++ci) {
+    const float* row = panel + ci * ldp;
+    for (int64_t k = 0; k < taps; ++k, w += kTileRows) {
+      const float* xk = row + k * dilation;
+      const __m512 x0 = _mm512_loadu_ps(xk);
+      const __m512 x1 = _mm512_loadu_ps(xk + 16);
+      const __m512 x2 = _mm512_loadu_ps(xk + 32);
+      __m512 wr = _mm512_set1_ps(w[0]);
+      a00 = _mm512_fmadd_ps(wr, x0, a00);
+      a01 = _mm512_fmadd_ps(wr, x1, a01);
+      a02 = _mm512_fmadd_ps(wr, x2, a02);
+      wr = _mm512_set1_ps(w[1]);
+      a10 = _mm512_fmadd_ps(wr, x0, a10);
+      a11 = _mm512_fmadd_ps(wr, x1, a11);
+      a12 = _mm512_fmadd_ps(wr, x2, a12);
+      wr = _mm512_set1_ps(w[2]);
+      a20 = _mm512_fmadd_ps(wr, x0, a20);
+      a21 = _mm512_fmadd_ps(wr, x1, a21);
+      a22 = _mm512_fmadd_ps(wr, x2, a22);
+      wr = _mm512_set1_ps(w[3]);
+      a30 = _mm512_fmadd_ps(wr, x0, a30);
+      a31 = _mm512_fmadd_ps(wr, x1, a31);
+      a32 = _mm512_fmadd_ps(wr, x2, a32);
+    }
+  }
+  _mm512_storeu_ps(dst, a00);
+  _mm512_storeu_ps(dst + 16, a01);
+  _mm512_storeu_ps(dst + 32, a02);
+  _mm512_storeu_ps(dst + ldd, a10);
+  _mm512_storeu_ps(dst + ldd + 16, a11);
+  _mm512_storeu_ps(dst + ldd + 32, a12);
+  _mm512_storeu_ps(dst + 2 * ldd, a20);
+  _mm512_storeu_ps(dst + 2 * ldd + 16, a21);
+  _mm512_storeu_ps(dst + 2 * ldd + 32, a22);
+  _mm512_storeu_ps(dst + 3 * ldd, a30);
+  _mm512_storeu_ps(dst + 3 * ldd + 16, a31);
+  _mm512_storeu_ps(dst + 3 * ldd + 32, a32);
+}
+
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+CpuBackend::CpuBackend(int threads, bool allow_avx512)
+    : threads_(threads > 0 ? threads : omp_get_num_procs()),
+      avx512_(allow_avx512 && __builtin_cpu_supports("avx512f")) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
     throw Error("cpu backend: this CPU lacks AVX2/FMA (x86-64-v3), use the reference backend");
   }
@@ -383,6 +436,11 @@ void CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bia
         float* o = po + (b * cout + g * cout_g + rb * kTileRows) * t_out + t0;
         for (int64_t c0 = 0; c0 < len; c0 += kTileCols) {
           const int64_t cols = std::min(kTileCols, len - c0);
+          if (rows == kTileRows && avx512_ && c0 + 2 * kTileCols <= len) {
+            conv_tile_wide(w, panel + c0, ldp, cin_g, k_size, p.dilation, bias4, o + c0, t_out);
+            c0 += kTileCols;
+            continue;
+          }
           if (rows == kTileRows && cols == kTileCols) {
             conv_tile(w, panel + c0, ldp, cin_g, k_size, p.dilation, bias4, o + c0, t_out);
             continue;

@@ -12,8 +12,9 @@
 // panel that stays in L2 (128 KiB) and sweeps it with register tiles of 4 output channels × 24
 // steps that accumulate every tap of every input channel in registers. It runs at 27-31 GFLOP/s
 // per core for 32..512 channels and ~20 for 8 channels on the 2-core Zen 1 bench machine, whose
-// FMA peak is 38 per core (bench/NOTES.md); OpenBLAS runs these shapes at 16-31. Strided conv1d is
-// im2col + sgemm per job. conv_transpose1d: a job owns a block of output steps, computes wᵀ·x
+// FMA peak is 38 per core (bench/NOTES.md); OpenBLAS runs these shapes at 16-31. Where the CPU
+// has AVX-512, pairs of full tiles run as one tile of 48 steps in 512-bit registers. Strided conv1d
+// is im2col + sgemm per job. conv_transpose1d: a job owns a block of output steps, computes wᵀ·x
 // (sgemm) for the inputs that reach it and overlap-adds only into its block, so jobs never write
 // the same memory.
 //
@@ -43,8 +44,9 @@ namespace voxd {
 class CpuBackend final : public Backend {
  public:
   // threads: OpenMP threads for the kernels (0 = all cores). Sets OpenBLAS, whose thread count is
-  // process-wide, to one thread.
-  explicit CpuBackend(int threads = 0);
+  // process-wide, to one thread. allow_avx512 false keeps the convolution on its AVX2 tiles where
+  // the CPU has AVX-512 too (the tests run both).
+  explicit CpuBackend(int threads = 0, bool allow_avx512 = true);
 
   // Returns "cpu".
   std::string name() const override { return "cpu"; }
@@ -52,6 +54,8 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::cpu(); }
   // Threads this backend runs its kernels on.
   int threads() const { return threads_; }
+  // Whether conv1d runs its 512-bit tiles (the CPU has AVX-512 and the constructor allowed it).
+  bool uses_avx512() const { return avx512_; }
 
   // Any strides and any dtype in src; dst contiguous on the host.
   void copy(const Tensor& src, Tensor& dst, const KernelScratch& scratch) override;
@@ -113,6 +117,7 @@ class CpuBackend final : public Backend {
                         const Conv1dParams& params, const KernelScratch& scratch) const;
 
   int threads_;
+  bool avx512_;
 };
 
 }  // namespace voxd
