@@ -540,5 +540,24 @@ TEST(CpuBackendVectors, AvxFiveTwelveWhereTheCpuHasItUnlessRefused) {
   EXPECT_FALSE(CpuBackend(1, false).uses_avx512());
 }
 
+// The 48-step tiles make each output by the same fused multiply-adds in the same order as the
+// 24-step ones: the same bits (lengths with wide tiles, a 24-step tail, a partial one, and a
+// partial row block).
+TEST(CpuBackendVectors, WideTilesGiveTheSameBits) {
+  CpuBackend widest(2);
+  CpuBackend avx2(2, false);
+  PoisonAllocator poison;
+  Context wide_context(widest, poison);
+  Context avx2_context(avx2, poison);
+  const Conv1dParams p{1, 6, 3, 1};
+  for (const int64_t steps : {48, 100, 173, 1000}) {
+    const Tensor x = random_tensor({2, 12, steps}, 1500 + steps);
+    const Tensor w = random_tensor({10, 12, 5}, 1501);
+    const Tensor b = random_tensor({10}, 1502);
+    expect_close(ops::conv1d(wide_context, x, w, b, p), ops::conv1d(avx2_context, x, w, b, p), 0.0,
+                 "steps " + std::to_string(steps), false);
+  }
+}
+
 }  // namespace
 }  // namespace voxd
