@@ -42,7 +42,6 @@ int main(int argc, char** argv) {
 
   try {
     voxd::DeviceRuntime runtime(voxd::RuntimeOptions{.backend = backend_name, .threads = threads});
-    voxd::Backend* backend = &runtime.backend();
     voxd::Context& ctx = runtime.context();
     std::printf(
         "| voice | phonemes | frames | audio s | acoustic s | vocoder s | acoustic RTF | "
@@ -62,12 +61,12 @@ int main(int argc, char** argv) {
         auto start = Clock::now();
         voxd::AcousticOutput acoustic = voice->acoustic().forward(ctx, {ids}, {0}, {});
         voxd::Tensor mel = voxd::ops::transpose(ctx, acoustic.mel, 1, 2);
-        backend->synchronize();
+        runtime.backend().synchronize();
         const double acoustic_seconds = std::chrono::duration<double>(Clock::now() - start).count();
         frames = acoustic.mel_lengths[0];
         start = Clock::now();
         voxd::Tensor audio = voice->vocoder().forward(ctx, mel);
-        backend->synchronize();
+        runtime.backend().synchronize();
         const double vocoder_seconds = std::chrono::duration<double>(Clock::now() - start).count();
         if (r > 0) {
           acoustic_times.push_back(acoustic_seconds);

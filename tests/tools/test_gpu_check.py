@@ -30,10 +30,15 @@ CaptureOnGpu.
 """
 
 
+def write_script(path, text):
+    """An executable shell script."""
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+
+
 def write_fake_binary(path, listing, exit_status=0):
     """An executable that prints `listing` for --gtest_list_tests, as a gtest binary does."""
-    path.write_text(f"#!/bin/sh\ncat <<'END'\n{listing}END\nexit {exit_status}\n")
-    path.chmod(0o755)
+    write_script(path, f"cat <<'END'\n{listing}END\nexit {exit_status}\n")
 
 
 class ManifestTest(unittest.TestCase):
@@ -252,12 +257,6 @@ NCU_CSV = """\
 "2","1","conv_b","gpu__time_duration.sum","nsecond","1000"
 "3","1","conv_b","launch__grid_size","","768"
 """
-
-
-def write_script(path, text):
-    """An executable shell script."""
-    path.write_text("#!/bin/sh\n" + text)
-    path.chmod(0o755)
 
 
 class AbTest(unittest.TestCase):
