@@ -75,6 +75,8 @@ std::string_view op_name(OpKind op) {
       return "swiglu";
     case OpKind::QkvToPages:
       return "qkv_to_pages";
+    case OpKind::GatherRows:
+      return "gather_rows";
   }
   return "?";
 }
@@ -189,6 +191,16 @@ void Backend::rms_norm(const Tensor& /*x*/, const Tensor& /*weight*/, float /*ep
 void Backend::rope(const Tensor& /*x*/, const Tensor& /*start_positions*/, float /*theta*/,
                    Tensor& /*out*/, const KernelScratch& /*scratch*/) {
   not_implemented("rope");
+}
+
+void Backend::zero_beyond_device_lengths(Tensor& /*x*/, const Tensor& /*lengths*/,
+                                         const KernelScratch& /*scratch*/) {
+  not_implemented("zero_beyond_lengths with lengths on the device");
+}
+
+void Backend::gather_rows(const Tensor& /*table*/, const Tensor& /*rows*/, Tensor& /*out*/,
+                          const KernelScratch& /*scratch*/) {
+  not_implemented("gather_rows");
 }
 
 void Backend::write_rows(Tensor& /*cache*/, const Tensor& /*rows*/,

@@ -85,7 +85,8 @@ enum class OpKind : uint8_t {
   AddRmsNorm,
   AddLayerNorm,
   Swiglu,
-  QkvToPages,  // the last: OpKind values run from 0 to QkvToPages
+  QkvToPages,
+  GatherRows,  // the last: OpKind values run from 0 to GatherRows
 };
 
 // The op as core/ops.h names it: "relu", "conv_transpose1d", "rms_norm".
@@ -161,6 +162,11 @@ struct AttentionParams {
   // Keys at positions < key_starts[b] are masked out too, so batch b sees a window of keys
   // [key_starts[b], key_lengths[b]) (banded attention). Empty means 0 for every batch.
   std::vector<int64_t> key_starts;
+  // key_lengths as I64 [B] (contiguous) on a device backend's device, read where the kernels run
+  // (a recorded step reads them when it replays): only without key_lengths, causal, key_starts
+  // and query_offsets. ops::attention reads a host tensor into key_lengths, so a backend sees
+  // this defined only on its device.
+  Tensor key_length_tensor;
 };
 
 // Device work recorded once by Backend::capture and launched again as a whole: the same kernels
@@ -369,6 +375,16 @@ class Backend {
   // x [B, T, C]: rows t >= lengths[b] set to zero, in place (lengths.size() == B).
   virtual void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                                    const KernelScratch& scratch) = 0;
+  // The same with lengths I64 [B] (contiguous) on this backend's device, read where the kernel
+  // runs: for device backends (ops::zero_beyond_lengths hands host lengths to the one above);
+  // the default throws.
+  virtual void zero_beyond_device_lengths(Tensor& x, const Tensor& lengths,
+                                          const KernelScratch& scratch);
+  // table [V, C], rows [N] (I64, contiguous, on the host or this device) -> out [N, C]: row
+  // rows[i] of the table, or zeros where rows[i] is outside [0, V). Nothing is checked or read
+  // back, so a recorded step can run it (an embedding's ids are checked on the host).
+  virtual void gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                           const KernelScratch& scratch);
   // x [B, T, C], durations[b][t] >= 0 frames for each input row -> out [B, Tout, C]: row t of
   // batch b repeated durations[b][t] times, in order; rows past the batch's total are zero.
   virtual void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,

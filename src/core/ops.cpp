@@ -178,6 +178,20 @@ Tensor binary_op(Context& ctx, const char* op, const Tensor& a, const Tensor& b,
   return out;
 }
 
+// A per-sequence list given as a tensor (`name`): contiguous I64 [batch] on the host or ctx's
+// device.
+void require_sequence_tensor(Context& ctx, const char* op, const char* name, const Tensor& values,
+                             int64_t batch) {
+  if (values.dtype() != DType::I64 || !values.is_contiguous() || values.shape() != Shape{batch}) {
+    fail(op, std::string(name) + " must be contiguous I64 [B] = [" + std::to_string(batch) +
+                 "], got " + std::string(dtype_name(values.dtype())) + " " + values.shape_string());
+  }
+  if (!values.device().is_cpu() && values.device() != ctx.device()) {
+    fail(op, std::string(name) + " is on " + values.device().to_string() + "; the backend '" +
+                 ctx.backend().name() + "' reads it from the host or " + ctx.device().to_string());
+  }
+}
+
 }  // namespace
 
 Tensor empty(Context& ctx, const Shape& shape, DType dtype) {
@@ -760,9 +774,31 @@ Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table) {
   return out.reshape(out_shape);
 }
 
+Tensor gather_rows(Context& ctx, const Tensor& table, const Tensor& rows) {
+  const char* op = "gather_rows";
+  require_defined(op, "rows", rows);
+  require_float_input(ctx, op, "table", table);
+  require_rank(op, "table", table, 2);
+  if (rows.dtype() != DType::I64 || rows.dim() < 1 || !rows.is_contiguous()) {
+    fail(op, "rows must be contiguous I64 of at least one dimension, got " +
+                 std::string(dtype_name(rows.dtype())) + " " + rows.shape_string());
+  }
+  if (!rows.device().is_cpu() && rows.device() != ctx.device()) {
+    fail(op, "rows are on " + rows.device().to_string() + ", expected the host or " +
+                 ctx.device().to_string());
+  }
+  require_backend(ctx, op, OpKind::GatherRows, table.dtype());
+  Shape out_shape = rows.shape();
+  out_shape.push_back(table.size(1));
+  Tensor out = empty(ctx, {rows.numel(), table.size(1)}, table.dtype());
+  ctx.backend().gather_rows(contiguous(ctx, table), rows.reshape({-1}), out, ctx.scratch());
+  return out.reshape(out_shape);
+}
+
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const AttentionParams& params) {
+                 const AttentionParams& given) {
   const char* op = "attention";
+  AttentionParams params = given;
   require_float_input(ctx, op, "q", q);
   require_float_input(ctx, op, "k", k);
   require_float_input(ctx, op, "v", v);
@@ -777,6 +813,21 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
       k.size(3) != q.size(3)) {
     fail(op, "q [B, Tq, H, D], k and v [B, Tk, H, D] do not match: q " + q.shape_string() + ", k " +
                  k.shape_string() + ", v " + v.shape_string());
+  }
+  if (params.key_length_tensor.defined()) {
+    if (!params.key_lengths.empty() || params.causal || !params.key_starts.empty() ||
+        !params.query_offsets.empty()) {
+      fail(op,
+           "key_length_tensor goes without key_lengths, causal, key_starts and "
+           "query_offsets");
+    }
+    require_sequence_tensor(ctx, op, "key_length_tensor", params.key_length_tensor, batch);
+    if (params.key_length_tensor.device().is_cpu()) {
+      // A planning pass reads no element: any lengths take the same scratch.
+      params.key_lengths = ctx.planning() ? std::vector<int64_t>(static_cast<size_t>(batch), tk)
+                                          : params.key_length_tensor.to_int_vector();
+      params.key_length_tensor = Tensor();
+    }
   }
   if (!params.key_lengths.empty()) {
     if (static_cast<int64_t>(params.key_lengths.size()) != batch) {
@@ -1018,6 +1069,38 @@ Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>&
   require_backend(ctx, op, OpKind::ZeroBeyondLengths, x.dtype());
   ctx.backend().zero_beyond_lengths(x, lengths, ctx.scratch());
   return x;
+}
+
+Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const Tensor& lengths) {
+  const char* op = "zero_beyond_lengths";
+  require_rank(op, "x", x, 3);
+  require_sequence_tensor(ctx, op, "lengths", lengths, x.size(0));
+  if (lengths.device().is_cpu()) {
+    // A planning pass reads no element: any lengths take the same scratch.
+    return zero_beyond_lengths(ctx, x,
+                               ctx.planning() ? std::vector<int64_t>(static_cast<size_t>(x.size(0)))
+                                              : lengths.to_int_vector());
+  }
+  require_float_input(ctx, op, "x", x);
+  require_writable_contiguous(op, x);
+  require_backend(ctx, op, OpKind::ZeroBeyondLengths, x.dtype());
+  ctx.backend().zero_beyond_device_lengths(x, lengths, ctx.scratch());
+  return x;
+}
+
+std::vector<int64_t> length_regulation_rows(const std::vector<std::vector<int64_t>>& durations,
+                                            int64_t rows, int64_t frames) {
+  std::vector<int64_t> map(durations.size() * static_cast<size_t>(frames), -1);
+  for (size_t b = 0; b < durations.size(); ++b) {
+    int64_t frame = 0;
+    for (size_t row = 0; row < durations[b].size(); ++row) {
+      for (int64_t r = 0; r < durations[b][row] && frame < frames; ++r, ++frame) {
+        map[b * static_cast<size_t>(frames) + static_cast<size_t>(frame)] =
+            static_cast<int64_t>(b) * rows + static_cast<int64_t>(row);
+      }
+    }
+  }
+  return map;
 }
 
 Tensor length_regulate(Context& ctx, const Tensor& x,

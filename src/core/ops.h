@@ -133,6 +133,11 @@ Tensor add_layer_norm(Context& ctx, const Tensor& x, const Tensor& residual, con
 Tensor rms_norm(Context& ctx, const Tensor& x, const Tensor& weight, float eps);
 // ids [B, T] -> [B, T, C] (ids of any rank work: ids.shape + [C]). ids may be on the host.
 Tensor embedding(Context& ctx, const Tensor& ids, const Tensor& table);
+// Rows of table [V, C] by index: rows (I64 of any shape, contiguous, on the host or the context's
+// device) -> rows.shape + [C], zeros for an index outside [0, V). Unlike embedding, nothing is
+// checked or read back, so a recorded step (Backend::capture) can run it: for indices made on
+// the device (bucketize's) or with −1 for padding on purpose (length_regulation_rows).
+Tensor gather_rows(Context& ctx, const Tensor& table, const Tensor& rows);
 // See Backend::attention; each key length must lie in [0, Tk]. Over a KV cache (k and v
 // [B, Tmax, H, D] filled by write_rows): key_lengths[b] = the rows batch b holds, and for a
 // decode step (Tq = 1) the query sits at key_lengths[b] − 1 (causal with query_offsets, or the
@@ -169,10 +174,18 @@ Tensor& write_pages(Context& ctx, Tensor& pages, const Tensor& rows, const Tenso
                     const Tensor& positions);
 // x [B, T, C] (contiguous): rows past each length zeroed in place; returns x.
 Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const std::vector<int64_t>& lengths);
+// The same with lengths I64 [B] (contiguous) on the host or the context's device, where a
+// recorded step reads them when it replays; lengths on the device are not checked.
+Tensor& zero_beyond_lengths(Context& ctx, Tensor& x, const Tensor& lengths);
 // Output has max(sum of durations over each batch, min_frames) rows. durations[b] may be shorter
 // than T (a batch's padded rows); missing durations count as 0.
 Tensor length_regulate(Context& ctx, const Tensor& x,
                        const std::vector<std::vector<int64_t>>& durations, int64_t min_frames = 0);
+// length_regulate as a frame map for gather_rows over x viewed as [B · rows, C]: entry
+// b · frames + f is the row that frame f of sequence b copies (b · rows + t), −1 past the
+// sequence's total; frames beyond `frames` are dropped.
+std::vector<int64_t> length_regulation_rows(const std::vector<std::vector<int64_t>>& durations,
+                                            int64_t rows, int64_t frames);
 Tensor bucketize(Context& ctx, const Tensor& x, const Tensor& boundaries);
 // torch.istft(real + i·imag, n_fft, hop, window=window, center=True, normalized=False,
 // onesided=True) -> [B, n_fft + hop·(frames − 1) − 2·(n_fft/2)] F32 (frames − 1 hops for even

@@ -747,6 +747,28 @@ void add_embedding_cases(std::vector<OpCase>& cases) {
   }
 }
 
+void add_gather_rows_cases(std::vector<OpCase>& cases) {
+  // Indices inside the table, −1 (padding) and one past the end: zeros for the last two.
+  const Tensor rows = ints({2, 4}, {4, -1, 0, 5, 2, 2, 3, 1});
+  const CaseRun gather = [](Context& c, const In& in) { return ops::gather_rows(c, in[0], in[1]); };
+  for (bool device : {false, true}) {
+    cases.push_back(make(
+        OpKind::GatherRows, std::string("gather_rows, rows on the ") + (device ? "device" : "host"),
+        {random({5, 6}, 520), device ? given_on_device(rows) : given(rows)}, gather));
+  }
+  // A length regulator's frame map over x [2, 3, 4] viewed as [6, 4].
+  const std::vector<int64_t> map = ops::length_regulation_rows({{2, 0, 1}, {1, 1}}, 3, 5);
+  cases.push_back(make(OpKind::GatherRows, "gather_rows by length_regulation_rows",
+                       {random({2, 3, 4}, 521), given_on_device(ints({2, 5}, map))},
+                       [](Context& c, const In& in) {
+                         return ops::gather_rows(c, in[0].reshape({6, 4}), in[1]);
+                       }));
+  OpCase refused = make(OpKind::GatherRows, "gather_rows refuses I32 rows",
+                        {random({5, 6}, 522), given(rows.to_host_contiguous(DType::I32))}, gather);
+  refused.error = "rows must be contiguous I64";
+  cases.push_back(refused);
+}
+
 void add_attention_cases(std::vector<OpCase>& cases) {
   struct Case {
     int64_t batch, tq, tk, heads, dim;
@@ -816,6 +838,49 @@ void add_attention_cases(std::vector<OpCase>& cases) {
              inputs,
              [p](Context& c, const In& in) { return ops::attention(c, in[0], in[1], in[2], p); }));
   }
+  // Key lengths in a tensor on the host or the device (a recorded step's): each path above that
+  // lengths can take without causality — one query per sequence, many queries of 32-, 64- and
+  // 128-element heads, and other head sizes.
+  struct LengthTensorCase {
+    int64_t batch, tq, tk, heads, dim;
+    std::vector<int64_t> key_lengths;
+  };
+  const std::vector<LengthTensorCase> tensor_cases = {{4, 1, 64, 12, 64, {1, 17, 64, 40}},
+                                                      {3, 130, 200, 2, 128, {200, 77, 1}},
+                                                      {2, 65, 64, 4, 32, {64, 63}},
+                                                      {2, 5, 7, 3, 4, {7, 3}}};
+  for (const LengthTensorCase& tc : tensor_cases) {
+    for (bool device : {false, true}) {
+      const Tensor lengths = ints({tc.batch}, tc.key_lengths);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(tc.dim));
+      cases.push_back(make(OpKind::Attention,
+                           "attention B" + str(tc.batch) + " Tq" + str(tc.tq) + " Tk" + str(tc.tk) +
+                               " D" + str(tc.dim) + ", key lengths in a tensor on the " +
+                               (device ? "device" : "host"),
+                           {random({tc.batch, tc.tq, tc.heads, tc.dim}, seed, -2.0f, 2.0f),
+                            random({tc.batch, tc.tk, tc.heads, tc.dim}, seed + 1, -2.0f, 2.0f),
+                            random({tc.batch, tc.tk, tc.heads, tc.dim}, seed + 2),
+                            device ? given_on_device(lengths) : given(lengths)},
+                           [scale](Context& c, const In& in) {
+                             AttentionParams p;
+                             p.scale = scale;
+                             p.key_length_tensor = in[3];
+                             return ops::attention(c, in[0], in[1], in[2], p);
+                           }));
+    }
+    seed += 3;
+  }
+  OpCase causal_tensor = make(OpKind::Attention, "attention refuses key lengths in a causal tensor",
+                              {random({1, 2, 1, 8}, 1120), random({1, 2, 1, 8}, 1121),
+                               random({1, 2, 1, 8}, 1122), given(ints({1}, {2}))},
+                              [](Context& c, const In& in) {
+                                AttentionParams p;
+                                p.causal = true;
+                                p.key_length_tensor = in[3];
+                                return ops::attention(c, in[0], in[1], in[2], p);
+                              });
+  causal_tensor.error = "key_length_tensor goes without key_lengths, causal";
+  cases.push_back(causal_tensor);
   // Windows of keys [key_starts, key_lengths), as Sambert's PNCA decoder attends: its own steps
   // [s − band, s] and the memory groups [s, s + band] (one query, CUDA's decode kernel), then
   // many queries (CUDA's flash kernel in the half dtypes, its gemm path in F32), with and without
@@ -1292,6 +1357,18 @@ void add_length_cases(std::vector<OpCase>& cases) {
                            return ops::zero_beyond_lengths(c, y, lengths);
                          }));
   }
+  for (bool device : {false, true}) {
+    const Tensor lengths = ints({3}, {6, 2, 0});
+    cases.push_back(
+        make(OpKind::ZeroBeyondLengths,
+             std::string("zero_beyond_lengths [6, 2, 0] in a tensor on the ") +
+                 (device ? "device" : "host"),
+             {random({3, 6, 4}, 801), device ? given_on_device(lengths) : given(lengths)},
+             [](Context& c, const In& in) {
+               Tensor y = ops::to_device(c, in[0], in[0].dtype());
+               return ops::zero_beyond_lengths(c, y, in[1]);
+             }));
+  }
   const std::vector<std::vector<int64_t>> durations{{2, 0, 1, 3, 1}, {0, 4, 1}};
   for (int64_t min_frames : {0, 7, 12}) {
     cases.push_back(make(OpKind::LengthRegulate, "length_regulate min " + str(min_frames),
@@ -1622,6 +1699,7 @@ std::vector<OpCase> build_cases() {
   add_conv_transpose1d_cases(cases);
   add_norm_cases(cases);
   add_embedding_cases(cases);
+  add_gather_rows_cases(cases);
   add_attention_cases(cases);
   add_paged_cases(cases);
   add_decoder_layer_cases(cases);

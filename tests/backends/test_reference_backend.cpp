@@ -59,8 +59,7 @@ TEST_F(ReferenceHand, AddLayerNormIsTheAddAndTheNorm) {
   const Tensor beta = testing::random_tensor({40}, 14);
   const std::vector<float> separate =
       ops::layer_norm(ctx_, ops::add(ctx_, x, residual), gamma, beta, 1e-5f).to_float_vector();
-  EXPECT_EQ(ops::add_layer_norm(ctx_, x, residual, gamma, beta, 1e-5f).to_float_vector(),
-            separate);
+  EXPECT_EQ(ops::add_layer_norm(ctx_, x, residual, gamma, beta, 1e-5f).to_float_vector(), separate);
   Tensor into = ops::contiguous(ctx_, residual);
   backend_.add_layer_norm(x, into, gamma, beta, 1e-5f, into);
   EXPECT_EQ(into.to_float_vector(), separate);
@@ -251,6 +250,24 @@ TEST_F(ReferenceHand, LengthRegulate) {
   expect_values(ops::length_regulate(ctx_, x2, {{1, 2}, {1}}), {2, 3, 1}, {1, 2, 2, 3, 0, 0});
 }
 
+TEST_F(ReferenceHand, LengthRegulationRowsGatherWhatLengthRegulateCopies) {
+  // Row b · rows + t for each frame, −1 past each total, frames past `frames` dropped.
+  EXPECT_EQ(ops::length_regulation_rows({{2, 0, 1}, {1, 1}}, 3, 4),
+            (std::vector<int64_t>{0, 0, 2, -1, 3, 4, -1, -1}));
+  EXPECT_EQ(ops::length_regulation_rows({{3, 2}}, 2, 4), (std::vector<int64_t>{0, 0, 0, 1}));
+  const Tensor x = t({2, 2, 1}, {1, 2, 3, 4});
+  const std::vector<std::vector<int64_t>> durations{{1, 2}, {1}};
+  const Tensor rows = Tensor::from_vector({2, 3}, ops::length_regulation_rows(durations, 2, 3));
+  expect_values(ops::gather_rows(ctx_, x.reshape({4, 1}), rows), {2, 3, 1},
+                ops::length_regulate(ctx_, x, durations).to_float_vector());
+}
+
+TEST_F(ReferenceHand, GatherRowsGivesZerosOutsideTheTable) {
+  const Tensor table = t({3, 2}, {0, 1, 10, 11, 20, 21});
+  const Tensor rows = Tensor::from_vector({4}, std::vector<int64_t>{2, -1, 3, 0});
+  expect_values(ops::gather_rows(ctx_, table, rows), {4, 2}, {20, 21, 0, 0, 0, 0, 0, 1});
+}
+
 TEST_F(ReferenceHand, EmbeddingAndZeroBeyondLengths) {
   const Tensor table = t({3, 2}, {0, 1, 10, 11, 20, 21});
   const Tensor ids = Tensor::from_vector({1, 3}, std::vector<int64_t>{2, 0, 2});
@@ -260,6 +277,11 @@ TEST_F(ReferenceHand, EmbeddingAndZeroBeyondLengths) {
   Tensor x = t({2, 2, 1}, {1, 2, 3, 4});
   ops::zero_beyond_lengths(ctx_, x, {1, 2});
   expect_values(x, {2, 2, 1}, {1, 0, 3, 4});
+  Tensor y = t({2, 2, 1}, {1, 2, 3, 4});
+  ops::zero_beyond_lengths(ctx_, y, Tensor::from_vector({2}, std::vector<int64_t>{0, 1}));
+  expect_values(y, {2, 2, 1}, {0, 0, 3, 0});
+  EXPECT_THROW(ops::zero_beyond_lengths(ctx_, y, Tensor::from_vector({1}, std::vector<int64_t>{1})),
+               Error);
 }
 
 }  // namespace

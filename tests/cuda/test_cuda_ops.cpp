@@ -178,7 +178,7 @@ TEST_F(CudaBackendTest, TheNewOpsPlanWhatTheyRun) {
     const Tensor n = ops::rms_norm(
         c, r, ops::to_device(c, x.select(0, 0).select(0, 0).select(0, 0), DType::BF16), 1e-6f);
     const Tensor a = ops::attention(c, ops::gelu(c, n), cache, cache,
-                                    AttentionParams{0.5f, {3, 6}, false, {}, {}});
+                                    AttentionParams{0.5f, {3, 6}, false, {}, {}, {}});
     const Tensor conv =
         ops::conv1d(c, ops::to_device(c, random_tensor({2, 16, 50}, 24), DType::BF16),
                     ops::to_device(c, random_tensor({16, 1, 7}, 25), DType::BF16), Tensor(),

@@ -663,6 +663,24 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
   }
 }
 
+void CpuBackend::gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                             const KernelScratch& scratch) {
+  assert(table.dtype() == DType::F32 && out.shape() == (Shape{rows.numel(), table.size(1)}));
+  if (scratch.planning()) return;
+  const int64_t vocab = table.size(0);
+  const int64_t c = table.size(1);
+  const auto row_bytes = static_cast<size_t>(c) * sizeof(float);
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    const int64_t row = rows.data<int64_t>()[i];
+    float* dst = out.data<float>() + i * c;
+    if (row >= 0 && row < vocab) {
+      std::memcpy(dst, table.data<float>() + row * c, row_bytes);
+    } else {
+      std::fill(dst, dst + c, 0.0f);
+    }
+  }
+}
+
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                            const AttentionParams& params, const KernelScratch& scratch) {
   assert(q.dtype() == DType::F32 && out.shape() == q.shape());

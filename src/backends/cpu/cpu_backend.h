@@ -79,6 +79,8 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& scratch) override;
+  void gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                   const KernelScratch& scratch) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                  const AttentionParams& params, const KernelScratch& scratch) override;
   void rope(const Tensor& x, const Tensor& start_positions, float theta, Tensor& out,

@@ -29,6 +29,7 @@
 #include "backends/cuda/lstm.h"
 #include "backends/cuda/sample_tokens.h"
 #include "core/error.h"
+#include "core/ops.h"
 
 namespace voxd {
 
@@ -1219,8 +1220,23 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out,
     }
   }
   upload(rows.data(), values.data(), rows.bytes(), op);
-  cuda::gather_rows(table.raw_data(), rows.as<int64_t>(), out.raw_data(), table.dtype(), n, c,
-                    handles_->stream, op);
+  cuda::gather_rows(table.raw_data(), vocab, rows.as<int64_t>(), out.raw_data(), table.dtype(), n,
+                    c, handles_->stream, op);
+}
+
+void CudaBackend::gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                              const KernelScratch& scratch) {
+  const char* op = "gather_rows";
+  const int64_t n = rows.numel();
+  assert(rows.is_contiguous() && out.shape() == (Shape{n, table.size(1)}));
+  const bool on_host = rows.device().is_cpu();
+  const ScratchBuffer staged = take(scratch, on_host ? rows.nbytes() : 0);
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  if (on_host) upload(staged.data(), rows.raw_data(), staged.bytes(), op);
+  cuda::gather_rows(table.raw_data(), table.size(0),
+                    on_host ? staged.as<int64_t>() : rows.data<int64_t>(), out.raw_data(),
+                    table.dtype(), n, table.size(1), handles_->stream, op);
 }
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
@@ -1247,7 +1263,11 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
         std::min(params.key_lengths.empty() ? rows : params.key_lengths[b], offset + tq);
     tk = std::max(tk, std::clamp<int64_t>(seen, 0, rows));
   }
-  if (tk > 0 && cuda::decode_attention_fits(batch, tq, tk, dim)) {
+  // Lengths on the device (a recorded step's) are read by the kernels: never by value.
+  const bool device_lengths = params.key_length_tensor.defined();
+  const int64_t* device_key_lengths =
+      device_lengths ? params.key_length_tensor.data<int64_t>() : nullptr;
+  if (tk > 0 && !device_lengths && cuda::decode_attention_fits(batch, tq, tk, dim)) {
     // A few queries per sequence (a decode step): one kernel, no scratch, no upload.
     if (scratch.planning()) return;
     const OpScope scope = open(op);
@@ -1277,9 +1297,14 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
     const auto per_sequence = [&](const std::vector<int64_t>& given, int64_t otherwise) {
       return given.empty() ? std::vector<int64_t>(static_cast<size_t>(batch), otherwise) : given;
     };
+    cuda::SequenceValues key_lengths{};
+    if (device_lengths) {
+      key_lengths.device = device_key_lengths;
+    } else {
+      key_lengths = sequence_values(per_sequence(params.key_lengths, rows), length_list, op);
+    }
     cuda::flash_attention(q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), dtype, batch,
-                          tq, rows, heads, dim, params.scale,
-                          sequence_values(per_sequence(params.key_lengths, rows), length_list, op),
+                          tq, rows, heads, dim, params.scale, key_lengths,
                           sequence_values(per_sequence(params.key_starts, 0), start_list, op),
                           sequence_values(per_sequence(params.query_offsets, 0), offset_list, op),
                           params.causal, handles_->stream, op);
@@ -1319,9 +1344,13 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, T
       host_lists[static_cast<size_t>(2 * batch + b)] = params.query_offsets[b];
     }
   }
-  upload(lists.data(), host_lists.data(), lists.bytes(), op);
-  const int64_t* key_lengths = lists.as<int64_t>();
-  const int64_t* key_starts = key_lengths + batch;
+  if (device_lengths) {  // the lengths are where they are; starts and offsets 0
+    VOXD_CUDA_CHECK(op, cudaMemsetAsync(lists.data(), 0, lists.bytes(), stream));
+  } else {
+    upload(lists.data(), host_lists.data(), lists.bytes(), op);
+  }
+  const int64_t* key_lengths = device_lengths ? device_key_lengths : lists.as<int64_t>();
+  const int64_t* key_starts = lists.as<int64_t>() + batch;
   const int64_t* offsets = key_starts + batch;
   const cudaDataType type = cuda_type(dtype);
   const int64_t row = heads * dim;  // elements between time steps (rows · row between sequences)
@@ -1369,6 +1398,16 @@ void CudaBackend::zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& len
                             x.size(1), x.size(2), handles_->stream, op);
 }
 
+void CudaBackend::zero_beyond_device_lengths(Tensor& x, const Tensor& lengths,
+                                             const KernelScratch& scratch) {
+  const char* op = "zero_beyond_lengths";
+  assert(x.dim() == 3 && lengths.numel() == x.size(0) && !lengths.device().is_cpu());
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  cuda::zero_beyond_lengths(x.raw_data(), x.dtype(), lengths.data<int64_t>(), x.size(0), x.size(1),
+                            x.size(2), handles_->stream, op);
+}
+
 void CudaBackend::length_regulate(const Tensor& x,
                                   const std::vector<std::vector<int64_t>>& durations, Tensor& out,
                                   const KernelScratch& scratch) {
@@ -1379,22 +1418,12 @@ void CudaBackend::length_regulate(const Tensor& x,
   const int64_t frames = out.size(1);
   assert(out.shape() == (Shape{batch, frames, c}));
   // Source row of every output frame (−1: padding), built on the host and gathered on the device.
-  std::vector<int64_t> rows(static_cast<size_t>(batch * frames), -1);
-  for (int64_t b = 0; b < batch; ++b) {
-    const auto& dur = durations[static_cast<size_t>(b)];
-    int64_t frame = 0;
-    for (int64_t row = 0; row < t; ++row) {
-      for (int64_t r = 0; r < dur[static_cast<size_t>(row)]; ++r, ++frame) {
-        assert(frame < frames);
-        rows[static_cast<size_t>(b * frames + frame)] = b * t + row;
-      }
-    }
-  }
+  const std::vector<int64_t> rows = ops::length_regulation_rows(durations, t, frames);
   const ScratchBuffer device_rows = take(scratch, rows.size() * sizeof(int64_t));
   if (scratch.planning()) return;
   const OpScope scope = open(op);
   upload(device_rows.data(), rows.data(), device_rows.bytes(), op);
-  cuda::gather_rows(x.raw_data(), device_rows.as<int64_t>(), out.raw_data(), x.dtype(),
+  cuda::gather_rows(x.raw_data(), batch * t, device_rows.as<int64_t>(), out.raw_data(), x.dtype(),
                     batch * frames, c, handles_->stream, op);
 }
 

@@ -149,6 +149,8 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& scratch) override;
+  void gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                   const KernelScratch& scratch) override;
   // The gemms read only the keys below the longest length any query sees (a decode step over a
   // KV cache of Tmax rows costs its filled rows, not Tmax).
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
@@ -166,6 +168,8 @@ class CudaBackend final : public Backend {
                    const Tensor& positions, const KernelScratch& scratch) override;
   void zero_beyond_lengths(Tensor& x, const std::vector<int64_t>& lengths,
                            const KernelScratch& scratch) override;
+  void zero_beyond_device_lengths(Tensor& x, const Tensor& lengths,
+                                  const KernelScratch& scratch) override;
   void length_regulate(const Tensor& x, const std::vector<std::vector<int64_t>>& durations,
                        Tensor& out, const KernelScratch& scratch) override;
   void bucketize(const Tensor& x, const Tensor& boundaries, Tensor& out) override;

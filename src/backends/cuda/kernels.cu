@@ -536,11 +536,11 @@ __global__ void overlap_add_kernel(const float* signal, const float* window, flo
 }
 
 template <typename T>
-__global__ void gather_rows_kernel(const T* src, const int64_t* rows, T* out, int64_t n,
-                                   int64_t c) {
+__global__ void gather_rows_kernel(const T* src, int64_t src_rows, const int64_t* rows, T* out,
+                                   int64_t n, int64_t c) {
   for (int64_t i = global_index(); i < n * c; i += grid_stride()) {
     const int64_t row = rows[i / c];
-    out[i] = row >= 0 ? src[row * c + i % c] : from_float<T>(0);
+    out[i] = row >= 0 && row < src_rows ? src[row * c + i % c] : from_float<T>(0);
   }
 }
 
@@ -1244,13 +1244,13 @@ void overlap_add(const float* signal, const float* window, float* out, int64_t i
   check_launch(op);
 }
 
-void gather_rows(const void* src, const int64_t* rows, void* out, DType dtype, int64_t n, int64_t c,
-                 cudaStream_t stream, const char* op) {
+void gather_rows(const void* src, int64_t src_rows, const int64_t* rows, void* out, DType dtype,
+                 int64_t n, int64_t c, cudaStream_t stream, const char* op) {
   if (n * c == 0) return;
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
-    gather_rows_kernel<<<blocks_for(n * c), kThreads, 0, stream>>>(static_cast<const T*>(src), rows,
-                                                                   static_cast<T*>(out), n, c);
+    gather_rows_kernel<<<blocks_for(n * c), kThreads, 0, stream>>>(
+        static_cast<const T*>(src), src_rows, rows, static_cast<T*>(out), n, c);
   });
   check_launch(op);
 }

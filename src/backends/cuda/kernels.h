@@ -126,9 +126,10 @@ void pack_spectrum(const float* real, const float* imag, void* spectrum, int64_t
 void overlap_add(const float* signal, const float* window, float* out, int64_t items,
                  int64_t frames, int64_t n_fft, int64_t hop, int64_t length, cudaStream_t stream,
                  const char* op);
-// out [n, c] row r = src row rows[r] (src [?, c]), or zeros when rows[r] < 0.
-void gather_rows(const void* src, const int64_t* rows, void* out, DType dtype, int64_t n, int64_t c,
-                 cudaStream_t stream, const char* op);
+// out [n, c] row r = src row rows[r] (src [src_rows, c]), or zeros when rows[r] is outside
+// [0, src_rows).
+void gather_rows(const void* src, int64_t src_rows, const int64_t* rows, void* out, DType dtype,
+                 int64_t n, int64_t c, cudaStream_t stream, const char* op);
 // x [batch, t, c]: rows t >= lengths[b] set to zero.
 void zero_beyond_lengths(void* x, DType dtype, const int64_t* lengths, int64_t batch, int64_t t,
                          int64_t c, cudaStream_t stream, const char* op);

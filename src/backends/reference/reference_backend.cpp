@@ -269,6 +269,21 @@ void ReferenceBackend::embedding(const Tensor& ids, const Tensor& table, Tensor&
   }
 }
 
+void ReferenceBackend::gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                                   const KernelScratch& scratch) {
+  assert(table.dtype() == DType::F32 && out.shape() == (Shape{rows.numel(), table.size(1)}));
+  if (scratch.planning()) return;
+  const int64_t vocab = table.size(0);
+  const int64_t c = table.size(1);
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    const int64_t row = rows.data<int64_t>()[i];
+    const bool inside = row >= 0 && row < vocab;
+    for (int64_t j = 0; j < c; ++j) {
+      out.data<float>()[i * c + j] = inside ? table.data<float>()[row * c + j] : 0.0f;
+    }
+  }
+}
+
 void ReferenceBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                                  const AttentionParams& params, const KernelScratch& scratch) {
   assert(q.dtype() == DType::F32 && out.shape() == q.shape());
