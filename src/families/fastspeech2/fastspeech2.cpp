@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <utility>
 
 #include "core/error.h"
@@ -98,6 +99,22 @@ Tensor conv_rows(Context& ctx, const Tensor& x, const ConvWeights& w) {
   return ops::conv1d_rows(ctx, x, w.weight, w.bias, {.padding = w.padding});
 }
 
+// Each sequence's length, on the host or as I64 [B] on the device (a recorded step's, which the
+// kernels read when it replays: its lengths change from replay to replay).
+struct Lengths {
+  std::vector<int64_t> host;
+  Tensor device;
+};
+
+// Rows t >= lengths[b] of x [B, T, C] zeroed in place.
+void zero_beyond(Context& ctx, Tensor& x, const Lengths& lengths) {
+  if (lengths.device.defined()) {
+    ops::zero_beyond_lengths(ctx, x, lengths.device);
+  } else {
+    ops::zero_beyond_lengths(ctx, x, lengths.host);
+  }
+}
+
 // Multi-head attention of x [B, T, C] over itself, before the residual: fc(attention(q, k, v)).
 Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
                       const AttentionParams& params) {
@@ -124,18 +141,19 @@ Tensor feed_forward(Context& ctx, const Tensor& x, const FeedForwardWeights& w) 
 // FFTBlock.forward of x [B, T, C] in the stream dtype: the sublayers run in the compute dtype, the
 // residual sums and norms in the stream dtype; rows t >= lengths[b] are zeroed after each
 // sublayer.
-Tensor fft_block(Context& ctx, const Tensor& x, const FftBlockWeights& w,
-                 const std::vector<int64_t>& lengths, const PrecisionPolicy& precision) {
+Tensor fft_block(Context& ctx, const Tensor& x, const FftBlockWeights& w, const Lengths& lengths,
+                 const PrecisionPolicy& precision) {
   AttentionParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(w.attention.head_dim));
-  params.key_lengths = lengths;
+  params.key_lengths = lengths.host;
+  params.key_length_tensor = lengths.device;
   Tensor h = precision.to_stream(
       ctx, self_attention(ctx, precision.to_compute(ctx, x), w.attention, params));
   h = ops::add_layer_norm(ctx, h, x, w.attention_norm.gamma, w.attention_norm.beta, kLayerNormEps);
-  ops::zero_beyond_lengths(ctx, h, lengths);
+  zero_beyond(ctx, h, lengths);
   Tensor out = precision.to_stream(ctx, feed_forward(ctx, precision.to_compute(ctx, h), w.ffn));
   out = ops::add_layer_norm(ctx, out, h, w.ffn_norm.gamma, w.ffn_norm.beta, kLayerNormEps);
-  ops::zero_beyond_lengths(ctx, out, lengths);
+  zero_beyond(ctx, out, lengths);
   return out;
 }
 
@@ -169,23 +187,22 @@ void add_positions(Context& ctx, Tensor& x, const Tensor& parameter, int64_t max
 // VariancePredictor.forward of x [B, T, C] (stream dtype) -> [B, T] in the stream dtype, zero at
 // rows t >= lengths[b]. The convs run in the compute dtype, the norms and the output head in
 // the stream dtype.
-Tensor predict(Context& ctx, const Tensor& x, const PredictorWeights& w,
-               const std::vector<int64_t>& lengths, const PrecisionPolicy& precision,
-               bool mask_padding) {
+Tensor predict(Context& ctx, const Tensor& x, const PredictorWeights& w, const Lengths& lengths,
+               const PrecisionPolicy& precision, bool mask_padding) {
   Tensor out;
   {
     Tensor h = conv_rows(ctx, precision.to_compute(ctx, x), w.conv1);
     ops::relu_(ctx, h);
     h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm1.gamma, w.norm1.beta,
                         kLayerNormEps);
-    if (mask_padding) ops::zero_beyond_lengths(ctx, h, lengths);
+    if (mask_padding) zero_beyond(ctx, h, lengths);
     h = conv_rows(ctx, precision.to_compute(ctx, h), w.conv2);
     ops::relu_(ctx, h);
     h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm2.gamma, w.norm2.beta,
                         kLayerNormEps);
     out = ops::linear(ctx, h, w.linear.weight, w.linear.bias);
   }
-  ops::zero_beyond_lengths(ctx, out, lengths);
+  zero_beyond(ctx, out, lengths);
   return out.reshape({x.size(0), x.size(1)});
 }
 
@@ -198,11 +215,11 @@ struct VarianceResult {
 // get_pitch_embedding / get_energy_embedding: the prediction times `control`, and x +=
 // table[bucketize(values, bins)] on every row, padded rows included, where values are the
 // prediction or, when `forced` (F32 [B, T]) is defined, the forced values (as the original's
-// targets).
+// targets). The bucket indices stay on the device (gather_rows: bucketize's are within the
+// table), so nothing waits for them.
 VarianceResult add_variance(Context& ctx, Tensor& x, const VarianceWeights& w,
-                            const std::vector<int64_t>& lengths, float control,
-                            const PrecisionPolicy& precision, const Tensor& forced,
-                            bool mask_padding) {
+                            const Lengths& lengths, float control, const PrecisionPolicy& precision,
+                            const Tensor& forced, bool mask_padding) {
   VarianceResult result;
   result.prediction =
       ops::scale(ctx, predict(ctx, x, w.predictor, lengths, precision, mask_padding), control);
@@ -211,8 +228,8 @@ VarianceResult add_variance(Context& ctx, Tensor& x, const VarianceWeights& w,
                             ? result.prediction
                             : ops::to_device(ctx, result.prediction, DType::F32);
   result.buckets = ops::bucketize(ctx, values, w.bins);
-  ops::add_(ctx, x, ops::embedding(ctx, result.buckets, w.table));
-  if (mask_padding) ops::zero_beyond_lengths(ctx, x, lengths);
+  ops::add_(ctx, x, ops::gather_rows(ctx, w.table, result.buckets));
+  if (mask_padding) zero_beyond(ctx, x, lengths);
   return result;
 }
 
@@ -655,13 +672,136 @@ AcousticOutput FastSpeech2::forward(Context& ctx, const std::vector<std::vector<
                 controls, debug, forced_features);
 }
 
-AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
-                                     const std::vector<int64_t>& speakers,
-                                     const SynthesisControls& controls, FastSpeech2Debug* debug,
-                                     const std::vector<std::vector<int64_t>>& forced_durations,
-                                     const ForcedFeatures& forced_features) const {
+namespace {
+
+// What encode() runs on the device, from x [B, T, C] (the embedded symbols) and speaker_rows
+// [B, 1, C] (each sequence's speaker embedding; undefined for a single-speaker model).
+struct EncoderResult {
+  Tensor hidden;         // [B, T, C]: x after the encoder, speaker, pitch and energy
+  Tensor log_durations;  // [B, T], 0 at padded rows
+  VarianceResult pitch, energy;
+};
+
+EncoderResult run_encoder(Context& ctx, const FastSpeech2::Weights& w, const FastSpeech2Config& c,
+                          Tensor x, const Tensor& speaker_rows, const Lengths& lengths,
+                          const SynthesisControls& controls, const Tensor& forced_pitch,
+                          const Tensor& forced_energy) {
+  add_positions(ctx, x, w.encoder_position, c.max_seq_len);
+  for (const FftBlockWeights& layer : w.encoder) {
+    x = fft_block(ctx, x, layer, lengths, w.precision);
+  }
+  if (speaker_rows.defined()) {
+    ops::add_(ctx, x, speaker_rows);
+    if (controls.mask_padding) zero_beyond(ctx, x, lengths);
+  }
+  EncoderResult result;
+  result.log_durations = predict(ctx, x, w.duration, lengths, w.precision, controls.mask_padding);
+  if (c.pitch_feature_level == FeatureLevel::Phoneme) {
+    result.pitch = add_variance(ctx, x, w.pitch, lengths, controls.pitch_scale, w.precision,
+                                forced_pitch, controls.mask_padding);
+  }
+  if (c.energy_feature_level == FeatureLevel::Phoneme) {
+    result.energy = add_variance(ctx, x, w.energy, lengths, controls.pitch_scale, w.precision,
+                                 forced_energy, controls.mask_padding);
+  }
+  result.hidden = x;
+  return result;
+}
+
+// What decode() runs on the device after the length regulator, from x [B, T_mel, C]: the
+// frame-level variance, the decoder and the postnet. Returns the mel; debug, when given, gets the
+// frame-level predictions and mel_before_postnet.
+Tensor run_decoder(Context& ctx, const FastSpeech2::Weights& w, const FastSpeech2Config& c,
+                   Tensor x, const Lengths& mel_lengths, const SynthesisControls& controls,
+                   const Tensor& forced_pitch, const Tensor& forced_energy,
+                   FastSpeech2Debug* debug) {
+  if (c.pitch_feature_level == FeatureLevel::Frame) {
+    const VarianceResult pitch = add_variance(ctx, x, w.pitch, mel_lengths, controls.pitch_scale,
+                                              w.precision, forced_pitch, controls.mask_padding);
+    if (debug) {
+      debug->pitch = pitch.prediction;
+      debug->pitch_buckets = pitch.buckets;
+    }
+  }
+  if (c.energy_feature_level == FeatureLevel::Frame) {
+    const VarianceResult energy = add_variance(ctx, x, w.energy, mel_lengths, controls.pitch_scale,
+                                               w.precision, forced_energy, controls.mask_padding);
+    if (debug) {
+      debug->energy = energy.prediction;
+      debug->energy_buckets = energy.buckets;
+    }
+  }
+
+  // Decoder, mel_linear, postnet: the matrix work in the compute dtype, the mel and the postnet's
+  // residual sum in the stream dtype.
+  add_positions(ctx, x, w.decoder_position, c.max_seq_len);
+  for (const FftBlockWeights& layer : w.decoder) {
+    x = fft_block(ctx, x, layer, mel_lengths, w.precision);
+  }
+  Tensor mel =
+      ops::linear(ctx, w.precision.to_compute(ctx, x), w.mel_linear.weight, w.mel_linear.bias);
+  x = Tensor();
+  // With mask_padding the postnet's convs see zeros past each length, as they do alone.
+  if (controls.mask_padding) zero_beyond(ctx, mel, mel_lengths);
+  Tensor post;
+  {
+    Tensor h = mel;
+    for (size_t i = 0; i < w.postnet.size(); ++i) {
+      h = conv_rows(ctx, h, w.postnet[i]);
+      if (i + 1 < w.postnet.size()) {
+        h = ops::tanh(ctx, h);
+        if (controls.mask_padding) zero_beyond(ctx, h, mel_lengths);
+      }
+    }
+    post = w.precision.to_stream(ctx, h);
+  }
+  mel = w.precision.to_stream(ctx, mel);
+  ops::add_(ctx, post, mel);
+  if (debug) debug->mel_before_postnet = mel;
+  return post;
+}
+
+// The forced pitch and energy of the features predicted at `level` as forced_feature makes them
+// for sequences of `lengths` padded to `rows`; undefined for a feature at the other level or
+// not forced.
+std::pair<Tensor, Tensor> forced_at(Context& ctx, const FastSpeech2Config& c, FeatureLevel level,
+                                    const ForcedFeatures& forced,
+                                    const std::vector<int64_t>& lengths, int64_t rows) {
+  const char* unit = level == FeatureLevel::Phoneme ? "symbols" : "frames";
+  return {c.pitch_feature_level == level
+              ? forced_feature(ctx, forced.pitch, lengths, rows, "pitch", unit)
+              : Tensor(),
+          c.energy_feature_level == level
+              ? forced_feature(ctx, forced.energy, lengths, rows, "energy", unit)
+              : Tensor()};
+}
+
+// clamp(round(exp(log_d) − 1) · scale, min 0): the duration predictor's frames for a symbol
+// before int(). torch.round rounds half to even, as nearbyint in the default rounding mode.
+float rounded_duration(float log_d, float scale) {
+  return std::max(std::nearbyint(std::exp(log_d) - 1.0f) * scale, 0.0f);
+}
+
+// A per-sequence I64 tensor an on-device step reads: contiguous [batch], on ctx's device or the
+// host. Throws voxd::InputError naming `what`.
+void require_step_lengths(Context& ctx, const Tensor& values, int64_t batch, const char* what) {
+  if (!values.defined() || values.dtype() != DType::I64 || values.shape() != Shape{batch} ||
+      !values.is_contiguous() || !(values.device().is_cpu() || values.device() == ctx.device())) {
+    throw InputError(
+        std::string("FastSpeech2: ") + what + " must be contiguous I64 [" + std::to_string(batch) +
+        "] on the host or " + ctx.device().to_string() + ", got " +
+        (values.defined() ? std::string(dtype_name(values.dtype())) + " " + values.shape_string() +
+                                " on " + values.device().to_string()
+                          : std::string("nothing")));
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> FastSpeech2::check_sequences(
+    const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& speakers,
+    const std::vector<std::vector<int64_t>>& forced_durations) const {
   const Weights& w = *weights_;
-  const FastSpeech2Config& c = config_;
   const auto batch = static_cast<int64_t>(ids.size());
   if (batch == 0) throw InputError("FastSpeech2: no sequences given");
   if (!speakers.empty() && speakers.size() != ids.size()) {
@@ -708,11 +848,80 @@ AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector
       }
     }
   }
+  return src_lens;
+}
+
+AcousticEncoding FastSpeech2::durations_from(const Tensor& log_durations,
+                                             const std::vector<int64_t>& lengths,
+                                             const SynthesisControls& controls,
+                                             std::vector<std::vector<float>>* rounded) const {
+  const auto batch = static_cast<int64_t>(lengths.size());
+  if (!log_durations.defined() || !log_durations.device().is_cpu() || log_durations.dim() != 2 ||
+      log_durations.size(0) != batch) {
+    throw Error(
+        "FastSpeech2::durations_from: log durations " +
+        (log_durations.defined() ? log_durations.shape_string() : std::string("undefined")) +
+        " must be a host tensor [" + std::to_string(batch) + ", T]");
+  }
+  const int64_t stride = log_durations.size(1);
+  const std::vector<float> log_values = log_durations.to_float_vector();
+  AcousticEncoding result;
+  if (rounded) rounded->assign(static_cast<size_t>(batch), {});
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = lengths[static_cast<size_t>(b)];
+    if (length < 0 || length > stride) {
+      throw Error("FastSpeech2::durations_from: length " + std::to_string(length) +
+                  " of sequence " + std::to_string(b) + " outside [0, " + std::to_string(stride) +
+                  "]");
+    }
+    std::vector<int64_t> frames;
+    int64_t total = 0;
+    for (int64_t t = 0; t < length; ++t) {
+      const float d = rounded_duration(log_values[static_cast<size_t>(b * stride + t)],
+                                       controls.duration_scale);
+      if (rounded) (*rounded)[static_cast<size_t>(b)].push_back(d);
+      if (!std::isfinite(d) || d > 1e9f) {
+        throw Error("FastSpeech2: the duration predicted for symbol " + std::to_string(t) +
+                    " of sequence " + std::to_string(b) + " is not a usable frame count (" +
+                    std::to_string(d) + ")");
+      }
+      frames.push_back(static_cast<int64_t>(d));  // int() truncates
+      total += frames.back();
+    }
+    result.durations.push_back(std::move(frames));
+    result.mel_lengths.push_back(total);
+  }
+  result.src_lengths = lengths;
+  return result;
+}
+
+AcousticEncoding FastSpeech2::with_durations(std::vector<int64_t> lengths,
+                                             std::vector<std::vector<int64_t>> durations) {
+  AcousticEncoding result;
+  for (const auto& frames : durations) {
+    int64_t total = 0;
+    for (const int64_t f : frames) total += f;
+    result.mel_lengths.push_back(total);
+  }
+  result.src_lengths = std::move(lengths);
+  result.durations = std::move(durations);
+  return result;
+}
+
+AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector<int64_t>>& ids,
+                                     const std::vector<int64_t>& speakers,
+                                     const SynthesisControls& controls, FastSpeech2Debug* debug,
+                                     const std::vector<std::vector<int64_t>>& forced_durations,
+                                     const ForcedFeatures& forced_features) const {
+  const Weights& w = *weights_;
+  const FastSpeech2Config& c = config_;
+  const std::vector<int64_t> src_lens = check_sequences(ids, speakers, forced_durations);
+  const auto batch = static_cast<int64_t>(ids.size());
   require_masked_padding(controls);
   const int64_t max_src =
       std::max(*std::max_element(src_lens.begin(), src_lens.end()), controls.pad_to_phonemes);
 
-  // Encoder over the batch padded with id 0.
+  // The symbols padded with id 0, each sequence's speaker, and the forced phoneme-level values.
   Tensor x;
   {
     std::vector<int64_t> padded(static_cast<size_t>(batch * max_src), 0);
@@ -722,77 +931,45 @@ AcousticEncoding FastSpeech2::encode(Context& ctx, const std::vector<std::vector
     }
     x = ops::embedding(ctx, Tensor::from_vector({batch, max_src}, padded), w.src_word_emb);
   }
-  add_positions(ctx, x, w.encoder_position, c.max_seq_len);
-  for (const FftBlockWeights& layer : w.encoder) {
-    x = fft_block(ctx, x, layer, src_lens, w.precision);
-  }
+  Tensor speaker_rows;
   if (w.speaker_emb.defined()) {
     std::vector<int64_t> ids_per_row = speakers;
     ids_per_row.resize(static_cast<size_t>(batch), 0);
-    ops::add_(ctx, x,
-              ops::embedding(ctx, Tensor::from_vector({batch, 1}, ids_per_row), w.speaker_emb));
-    if (controls.mask_padding) ops::zero_beyond_lengths(ctx, x, src_lens);
+    speaker_rows = ops::embedding(ctx, Tensor::from_vector({batch, 1}, ids_per_row), w.speaker_emb);
   }
+  const auto [forced_pitch, forced_energy] =
+      forced_at(ctx, c, FeatureLevel::Phoneme, forced_features, src_lens, max_src);
+  const EncoderResult encoded = run_encoder(ctx, w, c, x, speaker_rows, Lengths{src_lens, {}},
+                                            controls, forced_pitch, forced_energy);
 
-  // Variance adaptor: durations, phoneme-level features, length regulator, frame-level features.
-  const Tensor log_d = predict(ctx, x, w.duration, src_lens, w.precision, controls.mask_padding);
-  VarianceResult pitch, energy;
-  if (c.pitch_feature_level == FeatureLevel::Phoneme) {
-    const Tensor forced =
-        forced_feature(ctx, forced_features.pitch, src_lens, max_src, "pitch", "symbols");
-    pitch = add_variance(ctx, x, w.pitch, src_lens, controls.pitch_scale, w.precision, forced,
-                         controls.mask_padding);
-  }
-  if (c.energy_feature_level == FeatureLevel::Phoneme) {
-    const Tensor forced =
-        forced_feature(ctx, forced_features.energy, src_lens, max_src, "energy", "symbols");
-    energy = add_variance(ctx, x, w.energy, src_lens, controls.pitch_scale, w.precision, forced,
-                          controls.mask_padding);
-  }
-
+  std::vector<std::vector<float>> rounded;
   AcousticEncoding result;
-  std::vector<std::vector<float>> rounded(static_cast<size_t>(batch));
-  {
-    const std::vector<float> log_values = ops::to_host(ctx, log_d).to_float_vector();
-    for (int64_t b = 0; b < batch; ++b) {
-      std::vector<int64_t> frames;
-      int64_t total = 0;
-      for (int64_t t = 0; t < src_lens[static_cast<size_t>(b)]; ++t) {
-        // torch.round rounds half to even, as nearbyint in the default rounding mode.
-        const float r =
-            std::nearbyint(std::exp(log_values[static_cast<size_t>(b * max_src + t)]) - 1.0f);
-        const float d = std::max(r * controls.duration_scale, 0.0f);
-        if (!forced_durations.empty()) {  // reported in debug only; the forced ones are used
-          rounded[static_cast<size_t>(b)].push_back(d);
-          continue;
+  if (forced_durations.empty()) {
+    result = durations_from(ops::to_host(ctx, encoded.log_durations), src_lens, controls, &rounded);
+  } else {
+    // The predicted durations are reported in debug only; the forced ones are used.
+    if (debug) {
+      const std::vector<float> log_values =
+          ops::to_host(ctx, encoded.log_durations).to_float_vector();
+      rounded.resize(static_cast<size_t>(batch));
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t t = 0; t < src_lens[static_cast<size_t>(b)]; ++t) {
+          rounded[static_cast<size_t>(b)].push_back(rounded_duration(
+              log_values[static_cast<size_t>(b * max_src + t)], controls.duration_scale));
         }
-        if (!std::isfinite(d) || d > 1e9f) {
-          throw Error("FastSpeech2: the duration predicted for symbol " + std::to_string(t) +
-                      " of sequence " + std::to_string(b) + " is not a usable frame count (" +
-                      std::to_string(d) + ")");
-        }
-        rounded[static_cast<size_t>(b)].push_back(d);
-        frames.push_back(static_cast<int64_t>(d));  // int() truncates
-        total += frames.back();
       }
-      if (!forced_durations.empty()) {
-        frames = forced_durations[static_cast<size_t>(b)];
-        for (const int64_t f : frames) total += f;
-      }
-      result.durations.push_back(std::move(frames));
-      result.mel_lengths.push_back(total);
     }
+    result = with_durations(src_lens, forced_durations);
   }
   if (debug) {
-    debug->log_durations = log_d;
+    debug->log_durations = encoded.log_durations;
     debug->rounded_durations = rounded;
-    debug->pitch = pitch.prediction;
-    debug->pitch_buckets = pitch.buckets;
-    debug->energy = energy.prediction;
-    debug->energy_buckets = energy.buckets;
+    debug->pitch = encoded.pitch.prediction;
+    debug->pitch_buckets = encoded.pitch.buckets;
+    debug->energy = encoded.energy.prediction;
+    debug->energy_buckets = encoded.energy.buckets;
   }
-  result.hidden = x;
-  result.src_lengths = src_lens;
+  result.hidden = encoded.hidden;
   return result;
 }
 
@@ -829,56 +1006,74 @@ AcousticOutput FastSpeech2::decode(Context& ctx, const AcousticEncoding& encodin
   }
 
   const int64_t max_mel = std::max(longest_mel, controls.pad_to_frames);
-  Tensor x = ops::length_regulate(ctx, hidden, result.durations, max_mel);
-  if (c.pitch_feature_level == FeatureLevel::Frame) {
-    const Tensor forced =
-        forced_feature(ctx, forced_features.pitch, mel_lens, max_mel, "pitch", "frames");
-    const VarianceResult pitch = add_variance(ctx, x, w.pitch, mel_lens, controls.pitch_scale,
-                                              w.precision, forced, controls.mask_padding);
-    if (debug) {
-      debug->pitch = pitch.prediction;
-      debug->pitch_buckets = pitch.buckets;
-    }
-  }
-  if (c.energy_feature_level == FeatureLevel::Frame) {
-    const Tensor forced =
-        forced_feature(ctx, forced_features.energy, mel_lens, max_mel, "energy", "frames");
-    const VarianceResult energy = add_variance(ctx, x, w.energy, mel_lens, controls.pitch_scale,
-                                               w.precision, forced, controls.mask_padding);
-    if (debug) {
-      debug->energy = energy.prediction;
-      debug->energy_buckets = energy.buckets;
-    }
-  }
-
-  // Decoder, mel_linear, postnet: the matrix work in the compute dtype, the mel and the postnet's
-  // residual sum in the stream dtype.
-  add_positions(ctx, x, w.decoder_position, c.max_seq_len);
-  for (const FftBlockWeights& layer : w.decoder) {
-    x = fft_block(ctx, x, layer, mel_lens, w.precision);
-  }
-  Tensor mel =
-      ops::linear(ctx, w.precision.to_compute(ctx, x), w.mel_linear.weight, w.mel_linear.bias);
-  x = Tensor();
-  // With mask_padding the postnet's convs see zeros past each length, as they do alone.
-  if (controls.mask_padding) ops::zero_beyond_lengths(ctx, mel, mel_lens);
-  Tensor post;
-  {
-    Tensor h = mel;
-    for (size_t i = 0; i < w.postnet.size(); ++i) {
-      h = conv_rows(ctx, h, w.postnet[i]);
-      if (i + 1 < w.postnet.size()) {
-        h = ops::tanh(ctx, h);
-        if (controls.mask_padding) ops::zero_beyond_lengths(ctx, h, mel_lens);
-      }
-    }
-    post = w.precision.to_stream(ctx, h);
-  }
-  mel = w.precision.to_stream(ctx, mel);
-  ops::add_(ctx, post, mel);
-  if (debug) debug->mel_before_postnet = mel;
-  result.mel = post;
+  const auto [forced_pitch, forced_energy] =
+      forced_at(ctx, c, FeatureLevel::Frame, forced_features, mel_lens, max_mel);
+  result.mel = run_decoder(ctx, w, c, ops::length_regulate(ctx, hidden, result.durations, max_mel),
+                           Lengths{mel_lens, {}}, controls, forced_pitch, forced_energy, debug);
   return result;
+}
+
+DeviceEncoding FastSpeech2::encode_on_device(Context& ctx, const Tensor& ids, const Tensor& lengths,
+                                             const Tensor& speakers,
+                                             const SynthesisControls& controls) const {
+  const Weights& w = *weights_;
+  const FastSpeech2Config& c = config_;
+  if (!ids.defined() || ids.dtype() != DType::I64 || ids.dim() != 2 || !ids.is_contiguous() ||
+      !(ids.device().is_cpu() || ids.device() == ctx.device())) {
+    throw InputError(
+        "FastSpeech2::encode_on_device: ids must be contiguous I64 [B, T] on the host or " +
+        ctx.device().to_string() + ", got " +
+        (ids.defined() ? ids.shape_string() : std::string("nothing")));
+  }
+  const int64_t batch = ids.size(0);
+  const int64_t t = ids.size(1);
+  require_step_lengths(ctx, lengths, batch, "lengths");
+  if (w.speaker_emb.defined()) require_step_lengths(ctx, speakers, batch, "speakers");
+  require_masked_padding(controls);
+  if (t > c.max_seq_len) {
+    throw InputError("FastSpeech2::encode_on_device: " + std::to_string(t) +
+                     " symbols is more than max_seq_len (" + std::to_string(c.max_seq_len) + ")");
+  }
+  const Tensor speaker_rows =
+      w.speaker_emb.defined()
+          ? ops::gather_rows(ctx, w.speaker_emb, speakers).reshape({batch, 1, c.encoder_hidden})
+          : Tensor();
+  const EncoderResult encoded =
+      run_encoder(ctx, w, c, ops::gather_rows(ctx, w.src_word_emb, ids), speaker_rows,
+                  Lengths{{}, lengths}, controls, Tensor(), Tensor());
+  return {encoded.hidden, encoded.log_durations};
+}
+
+Tensor FastSpeech2::decode_on_device(Context& ctx, const Tensor& hidden, const Tensor& frame_rows,
+                                     const Tensor& mel_lengths,
+                                     const SynthesisControls& controls) const {
+  const Weights& w = *weights_;
+  const FastSpeech2Config& c = config_;
+  if (!hidden.defined() || hidden.dim() != 3 || hidden.size(2) != c.encoder_hidden ||
+      !hidden.is_contiguous()) {
+    throw InputError("FastSpeech2::decode_on_device: hidden must be contiguous [B, T, " +
+                     std::to_string(c.encoder_hidden) + "], got " +
+                     (hidden.defined() ? hidden.shape_string() : std::string("nothing")));
+  }
+  const int64_t batch = hidden.size(0);
+  if (!frame_rows.defined() || frame_rows.dtype() != DType::I64 || frame_rows.dim() != 2 ||
+      frame_rows.size(0) != batch || frame_rows.size(1) < 1 || !frame_rows.is_contiguous()) {
+    throw InputError("FastSpeech2::decode_on_device: frame_rows must be contiguous I64 [" +
+                     std::to_string(batch) + ", F >= 1], got " +
+                     (frame_rows.defined() ? frame_rows.shape_string() : std::string("nothing")));
+  }
+  const int64_t frames = frame_rows.size(1);
+  require_step_lengths(ctx, mel_lengths, batch, "mel_lengths");
+  require_masked_padding(controls);
+  if (frames > c.max_seq_len) {
+    throw InputError("FastSpeech2::decode_on_device: " + std::to_string(frames) +
+                     " frames is more than max_seq_len (" + std::to_string(c.max_seq_len) + ")");
+  }
+  const Tensor regulated =
+      ops::gather_rows(ctx, hidden.reshape({batch * hidden.size(1), c.encoder_hidden}), frame_rows)
+          .reshape({batch, frames, c.encoder_hidden});
+  return run_decoder(ctx, w, c, regulated, Lengths{{}, mel_lengths}, controls, Tensor(), Tensor(),
+                     nullptr);
 }
 
 }  // namespace voxd

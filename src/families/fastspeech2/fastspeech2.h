@@ -145,6 +145,12 @@ struct AcousticEncoding {
   std::vector<int64_t> mel_lengths;
 };
 
+// What FastSpeech2::encode_on_device leaves on the device.
+struct DeviceEncoding {
+  Tensor hidden;         // [B, T, hidden]: as AcousticEncoding::hidden
+  Tensor log_durations;  // [B, T]: the duration predictor's output, 0 at padded rows
+};
+
 // Intermediate results forward keeps when asked for them (tests, analysis), in the mel's dtype
 // (the buckets in I64).
 struct FastSpeech2Debug {
@@ -216,6 +222,38 @@ class FastSpeech2 {
   AcousticOutput decode(Context& ctx, const AcousticEncoding& encoding,
                         const SynthesisControls& controls, FastSpeech2Debug* debug = nullptr,
                         const ForcedFeatures& forced_features = {}) const;
+
+  // encode() and decode() in parts, for recorded steps (AcousticGraphs): the device work of each
+  // on inputs in device memory that a replay reads afresh, reading nothing back, and the host
+  // work between them. No forced values, no debug; sequences up to max_seq_len symbols and
+  // frames. The parts give what encode() and decode() give with the same controls.
+  //
+  // Checks ids, speakers and forced_durations as encode() does (voxd::InputError naming what is
+  // wrong); returns the sequences' lengths.
+  std::vector<int64_t> check_sequences(
+      const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& speakers,
+      const std::vector<std::vector<int64_t>>& forced_durations = {}) const;
+  // encode()'s device work: ids I64 [B, T] (0-padded), lengths I64 [B] and speakers I64 [B]
+  // (ignored by a single-speaker model), each contiguous on the host or ctx's device. Throws
+  // voxd::InputError for other shapes, T > max_seq_len, or padding without mask_padding.
+  DeviceEncoding encode_on_device(Context& ctx, const Tensor& ids, const Tensor& lengths,
+                                  const Tensor& speakers, const SynthesisControls& controls) const;
+  // encode()'s host work: the frames per symbol of sequences of `lengths` symbols from their
+  // log durations ([B, T] on the host), and their sums; `rounded`, when given, receives the
+  // durations before int() (FastSpeech2Debug::rounded_durations). The result's hidden is left
+  // undefined. Throws voxd::Error for a duration that is not a usable frame count.
+  AcousticEncoding durations_from(const Tensor& log_durations, const std::vector<int64_t>& lengths,
+                                  const SynthesisControls& controls,
+                                  std::vector<std::vector<float>>* rounded = nullptr) const;
+  // An encoding of sequences of `lengths` symbols with `durations` frames each (forced ones), their
+  // sums as the mel lengths; hidden left undefined.
+  static AcousticEncoding with_durations(std::vector<int64_t> lengths,
+                                         std::vector<std::vector<int64_t>> durations);
+  // decode()'s device work: hidden [B, T, hidden] (contiguous), frame_rows I64 [B, F] (the
+  // length regulator as ops::length_regulation_rows(durations, T, F)) and mel_lengths I64 [B],
+  // each on the host or ctx's device -> the mel [B, F, n_mels] as decode() gives it padded to F.
+  Tensor decode_on_device(Context& ctx, const Tensor& hidden, const Tensor& frame_rows,
+                          const Tensor& mel_lengths, const SynthesisControls& controls) const;
 
   const FastSpeech2Config& config() const { return config_; }
   // Rows of encoder.src_word_emb (the original's len(symbols) + 1).

@@ -736,6 +736,124 @@ TEST(FastSpeech2Steps, EncodeThenDecodeIsForward) {
   }
 }
 
+// The parts a recorded step runs (encode_on_device, durations_from, decode_on_device), on inputs
+// padded to fixed lengths and handed over as tensors, give forward's durations and mel with the
+// same padding, to the bit, on every fixture that fits max_seq_len, and refuse the others.
+TEST(FastSpeech2Steps, OnDevicePartsGiveForwardsOutput) {
+  for (const std::string backend : {"cpu", "reference"}) {
+    Runner dev(backend);
+    for (const std::string& fixture : kCases) {
+      SCOPED_TRACE(backend + " " + fixture);
+      LoadedFixture loaded = load_fixture(dev, fixture);
+      const FastSpeech2& model = loaded.model;
+      Inputs& in = loaded.in;
+      in.controls.mask_padding = true;
+      const std::vector<int64_t> lengths = model.check_sequences(in.ids, in.speakers);
+      const auto batch = static_cast<int64_t>(in.ids.size());
+      const int64_t symbols = *std::max_element(lengths.begin(), lengths.end()) + 5;
+      std::vector<int64_t> padded(static_cast<size_t>(batch * symbols), 0);
+      for (size_t b = 0; b < in.ids.size(); ++b) {
+        std::copy(in.ids[b].begin(), in.ids[b].end(),
+                  padded.begin() + static_cast<int64_t>(b) * symbols);
+      }
+      std::vector<int64_t> speakers = in.speakers;
+      speakers.resize(in.ids.size(), 0);
+      const auto on_device = [&](const Tensor& values) {
+        return ops::to_device(dev.ctx, values, DType::I64);
+      };
+      const Tensor ids_tensor = on_device(Tensor::from_vector({batch, symbols}, padded));
+      const Tensor length_tensor = on_device(Tensor::from_vector({batch}, lengths));
+      const Tensor speaker_tensor = on_device(Tensor::from_vector({batch}, speakers));
+      if (symbols > model.config().max_seq_len) {
+        EXPECT_THROW((void)model.encode_on_device(dev.ctx, ids_tensor, length_tensor,
+                                                  speaker_tensor, in.controls),
+                     InputError);
+        continue;
+      }
+      const DeviceEncoding encoded =
+          model.encode_on_device(dev.ctx, ids_tensor, length_tensor, speaker_tensor, in.controls);
+      std::vector<std::vector<float>> rounded;
+      const AcousticEncoding encoding = model.durations_from(
+          ops::to_host(dev.ctx, encoded.log_durations), lengths, in.controls, &rounded);
+      const int64_t frames =
+          *std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end()) + 11;
+
+      SynthesisControls padding = in.controls;
+      padding.pad_to_phonemes = symbols;
+      padding.pad_to_frames = frames;
+      FastSpeech2Debug debug;
+      const AcousticOutput whole = model.forward(dev.ctx, in.ids, in.speakers, padding, &debug);
+      EXPECT_EQ(encoding.durations, whole.durations);
+      EXPECT_EQ(encoding.mel_lengths, whole.mel_lengths);
+      EXPECT_EQ(rounded, debug.rounded_durations);
+      EXPECT_EQ(ops::to_host(dev.ctx, encoded.log_durations).to_float_vector(),
+                ops::to_host(dev.ctx, debug.log_durations).to_float_vector());
+
+      const Tensor rows = Tensor::from_vector(
+          {batch, frames}, ops::length_regulation_rows(encoding.durations, symbols, frames));
+      const Tensor mel_lengths = Tensor::from_vector({batch}, encoding.mel_lengths);
+      if (frames > model.config().max_seq_len) {
+        EXPECT_THROW(
+            (void)model.decode_on_device(dev.ctx, encoded.hidden, rows, mel_lengths, in.controls),
+            InputError);
+        continue;
+      }
+      const Tensor mel = model.decode_on_device(dev.ctx, encoded.hidden, on_device(rows),
+                                                on_device(mel_lengths), in.controls);
+      EXPECT_EQ(mel.shape(), whole.mel.shape());
+      EXPECT_EQ(ops::to_host(dev.ctx, mel).to_float_vector(), whole.mel.to_float_vector());
+    }
+  }
+}
+
+TEST(FastSpeech2Steps, OnDevicePartsNameWhatIsWrong) {
+  Runner dev("reference");
+  auto weights = SafetensorsFile::open(kFixtures + "single_phoneme_linear/acoustic.safetensors");
+  const FastSpeech2 model =
+      FastSpeech2::load(dev.ctx, read_config("single_phoneme_linear"), *weights);
+  const auto i64 = [](const Shape& shape) {
+    return Tensor::from_vector(shape,
+                               std::vector<int64_t>(static_cast<size_t>(shape_numel(shape))));
+  };
+  SynthesisControls masked;
+  masked.mask_padding = true;
+  const auto expect_error = [](const std::function<void()>& call, const std::string& needle) {
+    try {
+      call();
+      FAIL() << "expected an InputError mentioning " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { model.encode_on_device(dev.ctx, i64({2}), i64({2}), i64({2}), masked); },
+               "ids must be contiguous I64 [B, T]");
+  expect_error(
+      [&] {
+        model.encode_on_device(dev.ctx, i64({2, 3}), i64({3}), i64({2}), masked);
+      },
+      "lengths must be contiguous I64 [2]");
+  expect_error(
+      [&] {
+        model.decode_on_device(dev.ctx, ops::zeros(dev.ctx, {1, 3, 5}), i64({1, 4}), i64({1}),
+                               masked);
+      },
+      "hidden must be contiguous [B, T, " + std::to_string(model.config().encoder_hidden) + "]");
+  const Tensor hidden = ops::zeros(dev.ctx, {1, 3, model.config().encoder_hidden});
+  expect_error(
+      [&] {
+        model.decode_on_device(dev.ctx, hidden, i64({1, 0}), i64({1}), masked);
+      },
+      "frame_rows must be contiguous I64 [1, F >= 1]");
+  expect_error(
+      [&] {
+        model.decode_on_device(dev.ctx, hidden, i64({1, 4}), i64({2}), masked);
+      },
+      "mel_lengths must be contiguous I64 [1]");
+  EXPECT_THROW((void)model.durations_from(Tensor::from_vector({1, 2}, std::vector<float>{0, 0}),
+                                          {3}, masked),
+               Error);
+}
+
 TEST(FastSpeech2Steps, DecodeRejectsAMalformedEncoding) {
   Runner dev("reference");
   auto weights = SafetensorsFile::open(kFixtures + "single_phoneme_linear/acoustic.safetensors");

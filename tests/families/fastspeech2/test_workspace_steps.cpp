@@ -222,6 +222,10 @@ class PlanningOnlyBackend final : public Backend {
   explicit PlanningOnlyBackend(size_t scratch_bytes) : scratch_bytes_(scratch_bytes) {}
   std::string name() const override { return "planning-only"; }
   Device device() const override { return Device::cpu(); }
+  // The first interface's ops, and gather_rows, which FastSpeech2 takes its buckets with.
+  bool supports(OpKind op, DType dtype) const override {
+    return op == OpKind::GatherRows ? dtype == DType::F32 : Backend::supports(op, dtype);
+  }
   void copy(const Tensor&, Tensor&, const KernelScratch& s) override { take(s); }
   void fill(Tensor&, float) override { refuse("fill"); }
   void unary(const Tensor&, Tensor&, UnaryOp, float) override { refuse("unary"); }
@@ -242,6 +246,9 @@ class PlanningOnlyBackend final : public Backend {
     refuse("layer_norm");
   }
   void embedding(const Tensor&, const Tensor&, Tensor&, const KernelScratch& s) override {
+    take(s);
+  }
+  void gather_rows(const Tensor&, const Tensor&, Tensor&, const KernelScratch& s) override {
     take(s);
   }
   void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionParams&,
