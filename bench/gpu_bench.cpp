@@ -10,6 +10,9 @@
 // two columns time each batch size's first run alone: what meeting a new shape costs.
 // `--host-profile` then prints, per batch size, where the host time of its first run and of a
 // later run went, op by op (Backend::profile_host_time; backends that queue work only).
+// `--acoustic-graphs N` runs the acoustic model of batches up to N through AcousticGraphs
+// (recorded CUDA graphs, the symbols and frames padded to their buckets; the vocoder still gets
+// the unpadded frames).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -24,6 +27,7 @@
 #include "bench/flops.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "families/fastspeech2/acoustic_graphs.h"
 #include "families/fastspeech2/vocoder_chunker.h"
 #include "families/fastspeech2/vocoder_graphs.h"
 #include "families/fastspeech2/voice.h"
@@ -130,6 +134,7 @@ int main(int argc, char** argv) {
   std::string cuda_graphs = "on";
   bool acoustic_only = false;
   bool host_profile = false;
+  int acoustic_graph_batches = 0;
   app.add_option("--voice", voice_dir, "Voice directory")->required();
   app.add_option("--device", runtime_options.backend, "Backend")->capture_default_str();
   app.add_option("--threads", runtime_options.threads, "CPU threads (cpu backend)");
@@ -157,6 +162,11 @@ int main(int argc, char** argv) {
                  "With --chunk-frames: replay interior chunks as CUDA graphs (on or off)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--acoustic-graphs", acoustic_graph_batches,
+                 "Run the acoustic model of batches up to this size as recorded CUDA graphs "
+                 "(0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--acoustic-only", acoustic_only,
                "Run the acoustic model alone (to profile it: every kernel is the acoustic "
                "model's); the vocoder columns stay empty");
@@ -193,15 +203,22 @@ int main(int argc, char** argv) {
     const double vocoder_flops = voxd::bench::hifigan_flops(vocoder.config(), frames);
     // Graphs for the interior chunk shape, one per batch size met; they hold their arenas
     // across the batch sizes (counted in the allocator's figures).
+    voxd::AcousticGraphs acoustic_graphs(ctx, acoustic, uint64_t{4} << 30);
     std::unique_ptr<voxd::VocoderGraphs> graphs;
     if (chunk_frames > 0 && use_graphs && runtime.backend().can_capture()) {
       graphs = std::make_unique<voxd::VocoderGraphs>(
           ctx, vocoder, chunk_frames + 2 * vocoder.config().receptive_field_frames());
     }
-    const std::string vocoding = chunk_frames == 0
-                                     ? std::string("vocoder on whole sequences")
-                                     : "vocoder in chunks of " + std::to_string(chunk_frames) +
-                                           " frames, CUDA graphs " + (graphs ? "on" : "off");
+    std::string vocoding = chunk_frames == 0
+                               ? std::string("vocoder on whole sequences")
+                               : "vocoder in chunks of " + std::to_string(chunk_frames) +
+                                     " frames, CUDA graphs " + (graphs ? "on" : "off");
+    if (acoustic_graph_batches > 0) {
+      vocoding += acoustic_graphs.enabled()
+                      ? "; acoustic model of batches up to " +
+                            std::to_string(acoustic_graph_batches) + " as CUDA graphs"
+                      : "; no acoustic graphs: the backend records none";
+    }
     std::printf(
         "voice %s on %s, %s: weights %.1f MiB loaded in %.3f s; %d phonemes -> %lld "
         "frames -> %.2f s of audio; %.1f GFLOP acoustic + %.1f GFLOP vocoder per "
@@ -243,8 +260,11 @@ int main(int argc, char** argv) {
       };
       const auto run_once = [&]() {
         const auto start = Clock::now();
-        voxd::AcousticOutput out = acoustic.forward(ctx, ids, speakers, {}, nullptr, durations);
-        voxd::Tensor mel = voxd::ops::transpose(ctx, out.mel, 1, 2);
+        voxd::AcousticOutput out =
+            batch <= acoustic_graph_batches
+                ? acoustic_graphs.run(ids, speakers, {}, durations)
+                : acoustic.forward(ctx, ids, speakers, {}, nullptr, durations);
+        voxd::Tensor mel = voxd::ops::transpose(ctx, out.mel.narrow(1, 0, frames), 1, 2);
         runtime.backend().synchronize();
         const auto acoustic_end = Clock::now();
         if (acoustic_only) {

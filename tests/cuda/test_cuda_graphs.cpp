@@ -1,13 +1,17 @@
-// CUDA graphs of the vocoder (pipeline/vocoder_graphs.h, CudaBackend::capture): replaying the
-// recorded forward pass gives the eager audio (F32 to 1e-5 absolute, F16 to 1e-3 of the output's
-// scale) for the V1-shaped fixture and the en-demo vocoder at batch sizes 1 and 4, over several
-// replays with new mels each (a stale input would show), without any device allocation during a
-// replay; chunked vocoding through the graphs equals it without them; work that cannot be
-// recorded fails with an error naming the op and leaves the backend usable.
+// CUDA graphs (CudaBackend::capture) of the vocoder (families/fastspeech2/vocoder_graphs.h):
+// replaying the recorded forward pass gives the eager audio (F32 to 1e-5 absolute, F16 to 1e-3
+// of the output's scale) for the V1-shaped fixture and the en-demo vocoder at batch sizes 1 and
+// 4, over several replays with new mels each (a stale input would show), without any device
+// allocation during a replay; chunked vocoding through the graphs equals it without them. Of the
+// acoustic model (acoustic_graphs.h): replays with new inputs equal the padded eager steps. Work
+// that cannot be recorded fails with an error naming the op and leaves the backend usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,10 +21,13 @@
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "cuda_test_util.h"
+#include "families/fastspeech2/acoustic_graphs.h"
+#include "families/fastspeech2/fastspeech2.h"
 #include "families/fastspeech2/hifigan.h"
 #include "families/fastspeech2/vocoder_chunker.h"
 #include "families/fastspeech2/vocoder_graphs.h"
 #include "families/fastspeech2/voice.h"
+#include "families/fastspeech2/workspace_steps.h"
 
 namespace voxd {
 namespace {
@@ -155,6 +162,91 @@ INSTANTIATE_TEST_SUITE_P(Vocoders, GraphsOnGpu,
                            std::string name = std::get<0>(info.param);
                            for (char& c : name) c = c == '-' ? '_' : c;
                            return name + "_" + std::string(dtype_name(std::get<1>(info.param)));
+                         });
+
+// The acoustic model's graphs (families/fastspeech2/acoustic_graphs.h) on the multi-speaker
+// "batch" fixture: each run equals FastSpeech2's eager steps with the same padding, while later
+// runs replay the recorded graphs with new symbols, lengths and speakers (a value read when
+// recording instead of when replaying would show), and a repeated shape records nothing more.
+class AcousticGraphsOnGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AcousticGraphsOnGpu, ReplaysEqualThePaddedEagerStepsWithNewInputs) {
+  const DType dtype = GetParam();
+  CudaDeviceAllocator allocator(0);
+  Context ctx(cuda_backend(), allocator);
+  const std::string dir = source_dir() + "/tests/fixtures/fastspeech2/batch/";
+  std::ifstream config_file(dir + "config.json");
+  const FastSpeech2Config config =
+      FastSpeech2Config::from_json(nlohmann::json::parse(config_file), "batch");
+  const FastSpeech2 model =
+      FastSpeech2::load(ctx, config, *SafetensorsFile::open(dir + "acoustic.safetensors"), dtype);
+  const auto io = SafetensorsFile::open(dir + "io.safetensors");
+  const std::vector<int64_t> flat = io->get("ids").to_int_vector();
+  const int64_t stride = io->get("ids").size(1);
+  const std::vector<int64_t> lengths = io->get("src_lens").to_int_vector();
+  const std::vector<int64_t> fixture_speakers = io->get("speakers").to_int_vector();
+  ASSERT_GE(lengths.size(), 2u);
+  ASSERT_GE(model.n_speakers(), 2);
+
+  AcousticGraphs graphs(ctx, model, uint64_t{1} << 30);
+  ASSERT_TRUE(graphs.enabled());
+  // Round r: the fixture's first sequence whole, the others cut by r symbols, speakers swapped
+  // on odd rounds; round 3 repeats round 1, so it meets only shapes recorded before.
+  for (const int round : {0, 1, 2, 3}) {
+    const int cut = round == 3 ? 1 : round;
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<int64_t> speakers;
+    for (size_t b = 0; b < lengths.size(); ++b) {
+      const int64_t length = b == 0 ? lengths[b] : std::max<int64_t>(1, lengths[b] - cut);
+      const auto row = flat.begin() + static_cast<int64_t>(b) * stride;
+      ids.emplace_back(row, row + length);
+      speakers.push_back(cut % 2 == 1 ? 1 - std::min<int64_t>(fixture_speakers[b], 1)
+                                      : fixture_speakers[b]);
+    }
+    const size_t graphs_before = graphs.graphs();
+    const uint64_t bytes_before = graphs.bytes();
+    const AcousticOutput replayed = graphs.run(ids, speakers, {});
+
+    SynthesisControls padded;
+    padded.mask_padding = true;
+    size_t longest = 0;
+    for (const auto& sequence : ids) longest = std::max(longest, sequence.size());
+    padded.pad_to_phonemes = padded_length(static_cast<int64_t>(longest));
+    const AcousticEncoding encoding = model.encode(ctx, ids, speakers, padded);
+    padded.pad_to_frames =
+        padded_length(*std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end()));
+    const AcousticOutput eager = model.decode(ctx, encoding, padded);
+    const std::string what = "round " + std::to_string(round);
+    EXPECT_EQ(replayed.durations, eager.durations) << what;
+    EXPECT_EQ(replayed.mel_lengths, eager.mel_lengths) << what;
+    expect_matches(ops::to_host(ctx, replayed.mel, DType::F32),
+                   ops::to_host(ctx, eager.mel, DType::F32), dtype, what);
+    if (round == 3) {
+      EXPECT_EQ(graphs.graphs(), graphs_before) << "a shape met before was recorded again";
+      EXPECT_EQ(graphs.bytes(), bytes_before);
+    }
+  }
+  EXPECT_GE(graphs.graphs(), 2u);
+  EXPECT_GT(graphs.bytes(), 0u);
+
+  // Graphs that would pass max_bytes are not recorded: the run is eager, with the same result.
+  AcousticGraphs tiny(ctx, model, 1);
+  std::vector<std::vector<int64_t>> ids;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const auto row = flat.begin() + static_cast<int64_t>(b) * stride;
+    ids.emplace_back(row, row + lengths[b]);
+  }
+  const AcousticOutput eager_run = tiny.run(ids, fixture_speakers, {});
+  EXPECT_EQ(tiny.graphs(), 0u);
+  const AcousticOutput recorded_run = graphs.run(ids, fixture_speakers, {});
+  EXPECT_EQ(eager_run.durations, recorded_run.durations);
+  expect_matches(ops::to_host(ctx, recorded_run.mel, DType::F32),
+                 ops::to_host(ctx, eager_run.mel, DType::F32), dtype, "eager against recorded");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, AcousticGraphsOnGpu, ::testing::Values(DType::F32, DType::F16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
                          });
 
 TEST(CaptureOnGpu, UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable) {

@@ -1,7 +1,6 @@
 #include "families/fastspeech2/acoustic_kind.h"
 
 #include <algorithm>
-#include <bit>
 #include <string>
 
 #include "core/memory_summary.h"
@@ -53,13 +52,6 @@ std::vector<std::vector<int64_t>> made_up_sentences(const FastSpeech2& model, in
 }
 
 }  // namespace
-
-int64_t padded_length(int64_t longest) {
-  VOXD_CHECK(longest >= 1, "padded_length of a length below 1");
-  if (longest <= 16) return longest;
-  const int64_t step = int64_t{1} << (std::bit_width(static_cast<uint64_t>(longest)) - 4);
-  return (longest + step - 1) / step * step;
-}
 
 std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch) {
   std::vector<std::pair<int64_t, int64_t>> steps;

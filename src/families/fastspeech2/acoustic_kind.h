@@ -23,11 +23,6 @@
 
 namespace voxd::fastspeech2 {
 
-// The length a step pads `longest` (≥ 1) symbols or mel frames to: `longest` itself up to 16,
-// above that rounded up to the next multiple of an eighth of its power of two (200 -> 208,
-// 1000 -> 1024): at most 1/8 of padding, 8 sizes per octave.
-int64_t padded_length(int64_t longest);
-
 // The steps (sentences, symbols each) that warm_further runs, in order: batches of 16-symbol
 // sentences from 1 to `max_batch`, doubling, then `max_batch` sentences of 32 to 256 symbols.
 // The rows of every gemm (sentences × symbols, sentences × frames) double from step to step, so

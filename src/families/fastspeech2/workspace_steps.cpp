@@ -1,5 +1,6 @@
 #include "families/fastspeech2/workspace_steps.h"
 
+#include <bit>
 #include <string>
 #include <utility>
 
@@ -7,6 +8,14 @@
 #include "core/workspace_arena.h"
 
 namespace voxd {
+
+int64_t padded_length(int64_t longest) {
+  VOXD_CHECK(longest >= 1, "padded_length of a length below 1");
+  if (longest <= 16) return longest;
+  const int64_t step = int64_t{1} << (std::bit_width(static_cast<uint64_t>(longest)) - 4);
+  return (longest + step - 1) / step * step;
+}
+
 namespace {
 
 void require_at_least_one(int64_t value, const char* name) {

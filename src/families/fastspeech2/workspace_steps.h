@@ -16,6 +16,11 @@
 
 namespace voxd {
 
+// The length a step pads `longest` (≥ 1) symbols or mel frames to: `longest` itself up to 16,
+// above that rounded up to the next multiple of an eighth of its power of two (200 -> 208,
+// 1000 -> 1024): at most 1/8 of padding, 8 sizes per octave.
+int64_t padded_length(int64_t longest);
+
 // Planned memory of the acoustic encoder step.
 struct AcousticEncoderPlan {
   ArenaLayout encoder;  // the step's arena

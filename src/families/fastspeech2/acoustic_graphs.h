@@ -1,0 +1,85 @@
+// Recorded acoustic steps for small batches: FastSpeech2's encoder and decoder as CUDA graphs, so
+// that a request's acoustic model is two launches and one read-back instead of a few hundred
+// launches (at batch 1 the eager steps are bound by launching, not by the device).
+//
+// A batch is padded to padded_length() of its longest sequence and of its longest mel (with
+// SynthesisControls::mask_padding, so padding changes no sequence's output). For each shape an
+// AcousticGraphs meets it plans the step (core/workspace_plan.h), takes one arena of that size,
+// places the step's inputs in it (symbol ids, lengths and speakers for the encoder; the length
+// regulator's frame map and the mel lengths for the decoder, all in device memory, where the
+// recorded kernels read them when they replay: FastSpeech2::encode_on_device and
+// decode_on_device) and records the step once with Backend::capture. A decoder graph reads the
+// hidden states of the encoder graph of its batch and symbols in place. The durations come back
+// to the host between the two, as in FastSpeech2::encode.
+//
+// Graphs are kept until their arenas would pass `max_bytes`; then the least recently used go
+// (an encoder graph with the decoder graphs that read it). On a backend that cannot record (cpu,
+// reference) run() is FastSpeech2::forward with the same padding, and holds nothing. One thread
+// at a time, like the backend.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "core/ops.h"
+#include "families/fastspeech2/fastspeech2.h"
+
+namespace voxd {
+
+class AcousticGraphs {
+ public:
+  // Graphs of `model` on ctx's backend, their arenas from ctx's allocator, together at most
+  // `max_bytes`; ctx, its backend and allocator, and the model must outlive this.
+  AcousticGraphs(Context& ctx, const FastSpeech2& model, uint64_t max_bytes);
+  // Waits for replays still running, then gives every arena back.
+  ~AcousticGraphs();
+  AcousticGraphs(const AcousticGraphs&) = delete;
+  AcousticGraphs& operator=(const AcousticGraphs&) = delete;
+
+  // Whether the backend records graphs; when false, run() is the eager forward pass.
+  bool enabled() const { return ctx_->backend().can_capture(); }
+
+  // FastSpeech2::forward of `ids` with `controls` (mask_padding set, pad_to_phonemes and
+  // pad_to_frames replaced by the padded lengths), through the graphs of its shape, recorded on
+  // first use: the mel [B, padded_length(longest mel), n_mels] is a copy in ctx's allocator,
+  // frames past each sequence's mel_lengths are padding. A batch longer than max_seq_len symbols or
+  // frames, or one whose graphs alone would pass max_bytes, runs eagerly. Arguments and errors
+  // as FastSpeech2::forward (forced_durations included); voxd::Error when a step cannot be
+  // recorded.
+  AcousticOutput run(const std::vector<std::vector<int64_t>>& ids,
+                     const std::vector<int64_t>& speakers, const SynthesisControls& controls,
+                     const std::vector<std::vector<int64_t>>& forced_durations = {});
+
+  // Recorded graphs (encoders and decoders).
+  size_t graphs() const;
+  // Device bytes the recorded graphs hold: their arenas, inputs and outputs included.
+  uint64_t bytes() const;
+  // Drops every graph and gives its arena back.
+  void clear();
+
+ private:
+  struct Graph;
+  struct Encoder;
+  // Encoder graphs by (batch, symbols, pitch_scale's bits); decoder graphs by their frames.
+  using EncoderKey = std::tuple<int64_t, int64_t, uint32_t>;
+
+  // The encoder graph of `key`, recorded on first use; null when it would not fit max_bytes.
+  Encoder* encoder_for(const EncoderKey& key, const SynthesisControls& controls);
+  // The decoder graph reading `encoder` for `frames`, recorded on first use; null when it would
+  // not fit max_bytes.
+  Graph* decoder_for(Encoder& encoder, int64_t frames, const SynthesisControls& controls);
+  // Drops least recently used graphs, never `keep`'s encoder, until `bytes` more fit max_bytes;
+  // false when they cannot.
+  bool make_room(uint64_t bytes, const Encoder* keep);
+
+  Context* ctx_;
+  const FastSpeech2* model_;
+  uint64_t max_bytes_;
+  uint64_t uses_ = 0;  // the clock of last use
+  std::map<EncoderKey, std::unique_ptr<Encoder>> encoders_;
+};
+
+}  // namespace voxd
