@@ -54,6 +54,7 @@ struct ServeCommand::Settings {
   size_t max_queue = 256;
   int64_t chunk_frames = 64;
   int64_t first_chunk_frames = 32;
+  bool first_clause_alone = false;
   double request_timeout_s = 300;
   bool lazy = false;
   bool no_cuda_graphs = false;
@@ -239,6 +240,7 @@ std::string ServeCommand::Settings::as_config_file() const {
   if (kv_cache) out << "kv-cache = " << nlohmann::json(*kv_cache).dump() << "\n";
   out << "max-batch = " << max_batch << "\nmax-queue = " << max_queue
       << "\nchunk-frames = " << chunk_frames << "\nfirst-chunk-frames = " << first_chunk_frames
+      << "\nfirst-clause-alone = " << (first_clause_alone ? "true" : "false")
       << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
       << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false") << "\n";
   if (!api_keys.empty()) out << "# api-key: " << api_keys.size() << " key(s), not shown\n";
@@ -283,6 +285,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.max_queue = max_queue;
   config.chunk_frames = chunk_frames;
   config.first_chunk_frames = first_chunk_frames;
+  config.first_clause_alone = first_clause_alone;
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
@@ -359,6 +362,10 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
               "before the first audio")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_switch(c, "first-clause-alone", s.first_clause_alone,
+             "Speak a request's first sentence as its first clause, then the rest, where it has a "
+             "clause mark past its first few phonemes: its first audio waits for the clause "
+             "only (FastSpeech2 voices)");
   add_setting(c, "request-timeout", s.request_timeout_s,
               "Seconds from admission to the last audio; past it the request fails (504)")
       ->capture_default_str()

@@ -48,6 +48,7 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   options.max_queue = config.max_queue;
   options.chunk_frames = config.chunk_frames;
   options.first_chunk_frames = std::min(config.first_chunk_frames, config.chunk_frames);
+  options.first_clause_alone = config.first_clause_alone;
   options.request_timeout = config.request_timeout;
   options.cuda_graphs = config.cuda_graphs;
   options.warm_up_while_idle = config.warm_up_while_idle;

@@ -37,6 +37,8 @@ struct EngineConfig {
   // A stream's first vocoder chunk, in mel frames (more than chunk_frames means chunk_frames):
   // its first audio comes from less work.
   int64_t first_chunk_frames = 32;
+  // SchedulerOptions::first_clause_alone.
+  bool first_clause_alone = false;
   // Admitted → finished; past it the job fails (504 ApiError).
   std::chrono::milliseconds request_timeout{300000};
   // Load a voice on first use; unload the least recently used idle one when memory is needed.

@@ -24,6 +24,11 @@ struct SchedulerOptions {
   // work.
   int64_t buffered_chunks = 4;
   double starving_below_s = 1.0;
+  // A stream's first sentence, where it has a clause mark past its first few units, goes through
+  // the acoustic model as that first clause and then the rest (FastSpeech2 voices), so that the
+  // first audio waits for the clause only; the clause and the rest are each spoken without the
+  // other's context.
+  bool first_clause_alone = false;
   // A new request's first audio is due this long after admission (Pacing::first_audio_due_s).
   double first_audio_due_s = 0.2;
   // Device bytes for each loaded voice's KV cache pool, for families whose streams hold one

@@ -63,10 +63,21 @@ scheduler::PreparedStream Definition::prepare_sentences(
   const int64_t hop = vocoder.hop_length();
   auto work = std::make_unique<SentenceWork>(
       options.speed, scheduling.chunk_frames + 2 * vocoder.receptive_field_frames());
-  for (text::Sentence& sentence : sentences) {
-    work->sentences.push_back(
-        {std::move(sentence.ids), sentence.rate,
-         static_cast<int64_t>(sentence.pause_after_ms) * config_.sample_rate / 1000});
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    text::Sentence& sentence = sentences[i];
+    const int64_t pause =
+        static_cast<int64_t>(sentence.pause_after_ms) * config_.sample_rate / 1000;
+    const std::optional<size_t> clause =
+        i == 0 && scheduling.first_clause_alone ? first_clause_ids(sentence) : std::nullopt;
+    if (clause) {
+      const auto end = sentence.ids.begin() + static_cast<std::ptrdiff_t>(*clause);
+      work->sentences.push_back(
+          {std::vector<int64_t>(sentence.ids.begin(), end), sentence.rate, 0});
+      work->sentences.push_back(
+          {std::vector<int64_t>(end, sentence.ids.end()), sentence.rate, pause});
+    } else {
+      work->sentences.push_back({std::move(sentence.ids), sentence.rate, pause});
+    }
   }
   scheduler::PreparedStream prepared;
   prepared.work = std::move(work);

@@ -1,6 +1,7 @@
 #include "families/fastspeech2/sentence_work.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace voxd::fastspeech2 {
 
@@ -37,6 +38,16 @@ void SentenceWork::release() {
   sentences.clear();
   chunkers.clear();
   ready.clear();
+}
+
+std::optional<size_t> first_clause_ids(const text::Sentence& sentence) {
+  const std::vector<std::string>& units = sentence.phonemes;
+  if (sentence.dropped != 0 || units.size() != sentence.ids.size()) return std::nullopt;
+  for (size_t i = kMinClauseUnits - 1; i + kMinClauseUnits < units.size(); ++i) {
+    const std::string_view unit = units[i];
+    if (unit == "," || unit == ";" || unit == ":") return i + 1;
+  }
+  return std::nullopt;
 }
 
 }  // namespace voxd::fastspeech2

@@ -3,12 +3,15 @@
 // vocoder. The family's step kinds alone touch it, on the device thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "families/fastspeech2/vocoder_chunker.h"
 #include "scheduler/stream.h"
+#include "text/front_end.h"
 
 namespace voxd::fastspeech2 {
 
@@ -49,5 +52,15 @@ class SentenceWork final : public scheduler::StreamWork {
   scheduler::StreamGauges gauges() const override;
   void release() override;
 };
+
+// Units a sentence keeps on each side of the clause mark first_clause_ids splits it at.
+inline constexpr size_t kMinClauseUnits = 8;
+
+// How many of `sentence`'s ids make its first clause, when it is worth speaking on its own (a
+// stream's first audio then waits for the acoustic model of the clause alone): the units up to
+// and including the first clause mark (",", ";" or ":") that leaves at least kMinClauseUnits
+// units before it (itself included) and after it. nullopt when there is none, or when units and
+// ids do not pair one to one (units without an id were dropped).
+std::optional<size_t> first_clause_ids(const text::Sentence& sentence);
 
 }  // namespace voxd::fastspeech2

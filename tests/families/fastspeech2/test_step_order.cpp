@@ -20,6 +20,7 @@
 #include "families/registry.h"
 #include "scheduler/memory_budget.h"
 #include "scheduler/voice_pool.h"
+#include "text/front_end.h"
 
 namespace voxd::fastspeech2 {
 namespace {
@@ -159,6 +160,74 @@ TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
 // The warm-up's ladder: from one 16-symbol sentence to max_batch sentences of 256 symbols, each
 // step's rows (sentences × symbols) at most twice the last's, so no power-of-two bucket of rows
 // between them is skipped.
+// With first_clause_alone a stream's first sentence reaches the acoustic model as its first
+// clause and then the rest (the pause after the sentence after the rest), the other sentences
+// whole; without it every sentence whole.
+TEST_F(StepOrder, FirstClauseAloneSplitsTheFirstSentenceOnly) {
+  const scheduler::VoiceDefinition& definition = *voice_.definition;
+  const std::string text =
+      "<speak>Ticket three hundred forty-seven, the birch canoe slid on the smooth planks. "
+      "Glue the sheet to the dark blue background, and rest.<break time=\"300ms\"/></speak>";
+  const scheduler::SpeechOptions options;
+  scheduler::SchedulerOptions scheduling;
+  const scheduler::PreparedStream whole = definition.prepare(text, options, scheduling);
+  scheduling.first_clause_alone = true;
+  const scheduler::PreparedStream split = definition.prepare(text, options, scheduling);
+  const auto& sentences = static_cast<const SentenceWork&>(*whole.work).sentences;
+  const auto& parts = static_cast<const SentenceWork&>(*split.work).sentences;
+  ASSERT_EQ(sentences.size(), 2u);
+  ASSERT_EQ(parts.size(), 3u);
+  std::vector<int64_t> joined = parts[0].ids;
+  joined.insert(joined.end(), parts[1].ids.begin(), parts[1].ids.end());
+  EXPECT_EQ(joined, sentences[0].ids);
+  EXPECT_GE(parts[0].ids.size(), kMinClauseUnits);
+  EXPECT_GE(parts[1].ids.size(), kMinClauseUnits);
+  EXPECT_EQ(parts[0].pause_samples, 0);
+  EXPECT_EQ(parts[1].pause_samples, sentences[0].pause_samples);
+  EXPECT_EQ(parts[2].ids, sentences[1].ids);
+  EXPECT_GT(parts[2].pause_samples, 0);
+  EXPECT_EQ(parts[2].pause_samples, sentences[1].pause_samples);
+}
+
+// A sentence of `units` with ids 0, 1, ... (one each).
+text::Sentence sentence_of(const std::vector<std::string>& units) {
+  text::Sentence sentence;
+  sentence.phonemes = units;
+  for (size_t i = 0; i < units.size(); ++i) sentence.ids.push_back(static_cast<int64_t>(i));
+  return sentence;
+}
+
+// `count` units "a", then `mark`, then `after` units "b".
+std::vector<std::string> around(size_t count, const std::string& mark, size_t after) {
+  std::vector<std::string> units(count, "a");
+  units.push_back(mark);
+  units.insert(units.end(), after, "b");
+  return units;
+}
+
+TEST(FirstClause, EndsAtTheFirstMarkWithEnoughUnitsOnEachSide) {
+  EXPECT_EQ(first_clause_ids(sentence_of(around(10, ",", 10))), 11u);
+  EXPECT_EQ(first_clause_ids(sentence_of(around(7, ";", 8))), 8u);  // the shortest on each side
+  EXPECT_EQ(first_clause_ids(sentence_of(around(7, ":", 12))), 8u);
+  // A mark too early is passed over for a later one.
+  std::vector<std::string> units = around(3, ",", 6);
+  const std::vector<std::string> rest = around(2, ",", 9);
+  units.insert(units.end(), rest.begin(), rest.end());
+  EXPECT_EQ(first_clause_ids(sentence_of(units)), 13u);
+  // Too little after the mark, a sentence's end, no mark at all.
+  EXPECT_EQ(first_clause_ids(sentence_of(around(10, ",", 7))), std::nullopt);
+  EXPECT_EQ(first_clause_ids(sentence_of(around(6, ",", 10))), std::nullopt);
+  EXPECT_EQ(first_clause_ids(sentence_of(around(10, ".", 10))), std::nullopt);
+  EXPECT_EQ(first_clause_ids(sentence_of(std::vector<std::string>(30, "a"))), std::nullopt);
+  // Units that do not pair with the ids one to one.
+  text::Sentence dropped = sentence_of(around(10, ",", 10));
+  dropped.dropped = 1;
+  EXPECT_EQ(first_clause_ids(dropped), std::nullopt);
+  text::Sentence short_ids = sentence_of(around(10, ",", 10));
+  short_ids.ids.pop_back();
+  EXPECT_EQ(first_clause_ids(short_ids), std::nullopt);
+}
+
 TEST(WarmLadder, AtMostDoublesTheRowsFromOneSentenceToTheLongestBatch) {
   for (const int64_t max_batch : {1, 2, 48, 64}) {
     const std::vector<std::pair<int64_t, int64_t>> ladder = warm_ladder(max_batch);
