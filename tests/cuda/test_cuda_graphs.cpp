@@ -27,7 +27,6 @@
 #include "families/fastspeech2/vocoder_chunker.h"
 #include "families/fastspeech2/vocoder_graphs.h"
 #include "families/fastspeech2/voice.h"
-#include "families/fastspeech2/workspace_steps.h"
 
 namespace voxd {
 namespace {
@@ -211,10 +210,10 @@ TEST_P(AcousticGraphsOnGpu, ReplaysEqualThePaddedEagerStepsWithNewInputs) {
     padded.mask_padding = true;
     size_t longest = 0;
     for (const auto& sequence : ids) longest = std::max(longest, sequence.size());
-    padded.pad_to_phonemes = padded_length(static_cast<int64_t>(longest));
+    padded.pad_to_phonemes = graphs.padded(static_cast<int64_t>(longest));
     const AcousticEncoding encoding = model.encode(ctx, ids, speakers, padded);
     padded.pad_to_frames =
-        padded_length(*std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end()));
+        graphs.padded(*std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end()));
     const AcousticOutput eager = model.decode(ctx, encoding, padded);
     const std::string what = "round " + std::to_string(round);
     EXPECT_EQ(replayed.durations, eager.durations) << what;

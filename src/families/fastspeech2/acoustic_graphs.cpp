@@ -59,7 +59,7 @@ AcousticOutput AcousticGraphs::run(const std::vector<std::vector<int64_t>>& ids,
   const FastSpeech2& model = *model_;
   const std::vector<int64_t> lengths = model.check_sequences(ids, speakers, forced_durations);
   const auto batch = static_cast<int64_t>(ids.size());
-  const int64_t symbols = padded_length(*std::max_element(lengths.begin(), lengths.end()));
+  const int64_t symbols = padded(*std::max_element(lengths.begin(), lengths.end()));
   SynthesisControls padded = controls;
   padded.mask_padding = true;
   padded.pad_to_phonemes = symbols;
@@ -75,7 +75,7 @@ AcousticOutput AcousticGraphs::run(const std::vector<std::vector<int64_t>>& ids,
         model.encode(*ctx_, ids, speakers, padded, nullptr, forced_durations);
     const int64_t longest =
         *std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end());
-    padded.pad_to_frames = longest > 0 ? padded_length(longest) : 0;
+    padded.pad_to_frames = longest > 0 ? this->padded(longest) : 0;
     return model.decode(*ctx_, encoding, padded);
   }
 
@@ -107,7 +107,7 @@ AcousticOutput AcousticGraphs::run(const std::vector<std::vector<int64_t>>& ids,
 
   const int64_t longest =
       *std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end());
-  const int64_t frames = longest > 0 ? padded_length(longest) : 0;
+  const int64_t frames = longest > 0 ? this->padded(longest) : 0;
   Graph* decoder =
       longest > 0 && frames <= max_seq_len ? decoder_for(*encoder, frames, padded) : nullptr;
   if (decoder == nullptr) {
@@ -228,6 +228,12 @@ bool AcousticGraphs::make_room(uint64_t bytes, const Encoder* keep) {
     }
   }
   return true;
+}
+
+int64_t AcousticGraphs::padded(int64_t longest) const {
+  const int64_t max_seq_len = model_->config().max_seq_len;
+  const int64_t length = padded_length(longest);
+  return longest <= max_seq_len ? std::min(length, max_seq_len) : length;
 }
 
 size_t AcousticGraphs::graphs() const {

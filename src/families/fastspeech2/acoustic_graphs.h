@@ -2,7 +2,7 @@
 // that a request's acoustic model is two launches and one read-back instead of a few hundred
 // launches (at batch 1 the eager steps are bound by launching, not by the device).
 //
-// A batch is padded to padded_length() of its longest sequence and of its longest mel (with
+// A batch is padded to padded() of its longest sequence and of its longest mel (with
 // SynthesisControls::mask_padding, so padding changes no sequence's output). For each shape an
 // AcousticGraphs meets it plans the step (core/workspace_plan.h), takes one arena of that size,
 // places the step's inputs in it (symbol ids, lengths and speakers for the encoder; the length
@@ -44,7 +44,7 @@ class AcousticGraphs {
 
   // FastSpeech2::forward of `ids` with `controls` (mask_padding set, pad_to_phonemes and
   // pad_to_frames replaced by the padded lengths), through the graphs of its shape, recorded on
-  // first use: the mel [B, padded_length(longest mel), n_mels] is a copy in ctx's allocator,
+  // first use: the mel [B, padded(longest mel), n_mels] is a copy in ctx's allocator,
   // frames past each sequence's mel_lengths are padding. A batch longer than max_seq_len symbols or
   // frames, or one whose graphs alone would pass max_bytes, runs eagerly. Arguments and errors
   // as FastSpeech2::forward (forced_durations included); voxd::Error when a step cannot be
@@ -52,6 +52,11 @@ class AcousticGraphs {
   AcousticOutput run(const std::vector<std::vector<int64_t>>& ids,
                      const std::vector<int64_t>& speakers, const SynthesisControls& controls,
                      const std::vector<std::vector<int64_t>>& forced_durations = {});
+
+  // The symbols or mel frames a batch whose longest has `longest` (≥ 1) is padded to:
+  // padded_length(longest), but no more than max_seq_len where `longest` fits it (past
+  // max_seq_len the positions would be uploaded, which a recorded step cannot do).
+  int64_t padded(int64_t longest) const;
 
   // Recorded graphs (encoders and decoders).
   size_t graphs() const;

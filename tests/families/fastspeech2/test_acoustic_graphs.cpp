@@ -16,7 +16,6 @@
 #include "core/safetensors.h"
 #include "families/fastspeech2/acoustic_graphs.h"
 #include "families/fastspeech2/fastspeech2.h"
-#include "families/fastspeech2/workspace_steps.h"
 
 namespace voxd {
 namespace {
@@ -46,18 +45,18 @@ struct Fixture {
     return FastSpeech2Config::from_json(nlohmann::json::parse(in), "batch");
   }
 
-  // forward with the padding AcousticGraphs gives a batch: padded_length of the longest
-  // sequence and of the longest mel.
-  AcousticOutput padded_forward(const SynthesisControls& controls,
+  // forward with the padding `graphs` gives a batch: padded() of the longest sequence and of the
+  // longest mel.
+  AcousticOutput padded_forward(const AcousticGraphs& graphs, const SynthesisControls& controls,
                                 const std::vector<std::vector<int64_t>>& durations = {}) {
     SynthesisControls padded = controls;
     padded.mask_padding = true;
     size_t longest = 0;
     for (const auto& sequence : ids) longest = std::max(longest, sequence.size());
-    padded.pad_to_phonemes = padded_length(static_cast<int64_t>(longest));
+    padded.pad_to_phonemes = graphs.padded(static_cast<int64_t>(longest));
     const AcousticEncoding encoding = model.encode(ctx, ids, speakers, padded, nullptr, durations);
     padded.pad_to_frames =
-        padded_length(*std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end()));
+        graphs.padded(*std::max_element(encoding.mel_lengths.begin(), encoding.mel_lengths.end()));
     return model.decode(ctx, encoding, padded);
   }
 
@@ -86,19 +85,33 @@ TEST_P(AcousticGraphsWithoutCapture, RunIsThePaddedForwardAndHoldsNothing) {
   controls.pitch_scale = 1.1f;
   controls.duration_scale = 0.9f;
   const AcousticOutput out = graphs.run(f.ids, f.speakers, controls);
-  expect_same(out, f.padded_forward(controls));
+  expect_same(out, f.padded_forward(graphs, controls));
   const int64_t longest = *std::max_element(out.mel_lengths.begin(), out.mel_lengths.end());
-  EXPECT_EQ(out.mel.size(1), padded_length(longest));
+  EXPECT_EQ(out.mel.size(1), graphs.padded(longest));
 
   // Forced durations are used as they are, as forward uses them.
   std::vector<std::vector<int64_t>> durations;
   for (const auto& sequence : f.ids) durations.emplace_back(sequence.size(), 3);
   const AcousticOutput forced = graphs.run(f.ids, f.speakers, controls, durations);
   EXPECT_EQ(forced.durations, durations);
-  expect_same(forced, f.padded_forward(controls, durations));
+  expect_same(forced, f.padded_forward(graphs, controls, durations));
 
   EXPECT_EQ(graphs.graphs(), 0u);
   EXPECT_EQ(graphs.bytes(), 0u);
+}
+
+// Eight sizes an octave, but never past max_seq_len (1000 here) for a batch that fits it: a
+// recorded step cannot upload the positions a longer one needs.
+TEST(AcousticGraphsPadding, PadsWithinMaxSeqLen) {
+  Fixture f("reference");
+  ASSERT_EQ(f.model.config().max_seq_len, 1000);
+  const AcousticGraphs graphs(f.ctx, f.model, 0);
+  EXPECT_EQ(graphs.padded(10), 10);
+  EXPECT_EQ(graphs.padded(200), 208);
+  EXPECT_EQ(graphs.padded(900), 960);
+  EXPECT_EQ(graphs.padded(970), 1000);
+  EXPECT_EQ(graphs.padded(1000), 1000);
+  EXPECT_EQ(graphs.padded(1001), 1024);
 }
 
 TEST_P(AcousticGraphsWithoutCapture, BadInputIsRefusedAsForwardRefusesIt) {
