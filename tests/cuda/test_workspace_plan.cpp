@@ -71,6 +71,10 @@ class SamplingBackend final : public Backend {
 
   std::string name() const override { return inner_.name(); }
   Device device() const override { return inner_.device(); }
+  // The first interface's ops, and gather_rows, which FastSpeech2 takes its buckets with.
+  bool supports(OpKind op, DType dtype) const override {
+    return op == OpKind::GatherRows ? inner_.supports(op, dtype) : Backend::supports(op, dtype);
+  }
   void synchronize() override { inner_.synchronize(); }
   void copy(const Tensor& src, Tensor& dst, const KernelScratch& s) override {
     inner_.copy(src, dst, s);
@@ -119,6 +123,11 @@ class SamplingBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out,
                  const KernelScratch& s) override {
     inner_.embedding(ids, table, out, s);
+    sample(s);
+  }
+  void gather_rows(const Tensor& table, const Tensor& rows, Tensor& out,
+                   const KernelScratch& s) override {
+    inner_.gather_rows(table, rows, out, s);
     sample(s);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
