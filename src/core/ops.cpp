@@ -796,9 +796,8 @@ Tensor gather_rows(Context& ctx, const Tensor& table, const Tensor& rows) {
 }
 
 Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const AttentionParams& given) {
+                 const AttentionParams& params) {
   const char* op = "attention";
-  AttentionParams params = given;
   require_float_input(ctx, op, "q", q);
   require_float_input(ctx, op, "k", k);
   require_float_input(ctx, op, "v", v);
@@ -823,10 +822,13 @@ Tensor attention(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v
     }
     require_sequence_tensor(ctx, op, "key_length_tensor", params.key_length_tensor, batch);
     if (params.key_length_tensor.device().is_cpu()) {
-      // A planning pass reads no element: any lengths take the same scratch.
-      params.key_lengths = ctx.planning() ? std::vector<int64_t>(static_cast<size_t>(batch), tk)
-                                          : params.key_length_tensor.to_int_vector();
-      params.key_length_tensor = Tensor();
+      // Host lengths as the vector; a planning pass reads no element: any lengths take the
+      // same scratch. (Only here are the params copied: the attention of every step is hot.)
+      AttentionParams host = params;
+      host.key_lengths = ctx.planning() ? std::vector<int64_t>(static_cast<size_t>(batch), tk)
+                                        : params.key_length_tensor.to_int_vector();
+      host.key_length_tensor = Tensor();
+      return attention(ctx, q, k, v, host);
     }
   }
   if (!params.key_lengths.empty()) {
