@@ -468,6 +468,8 @@ def check(mode):
     use_dist_libraries()
     os.environ["VOXD_SOURCE_DIR"] = str(ROOT)
     unpack_dist()
+    # The served tests (test_cuda_graphs' AcousticGraphsServed) speak text through eSpeak NG.
+    os.environ["ESPEAK_DATA_PATH"] = str(DIST / "share")
     report = Report()
     nvidia_smi(report)
     if not (DIST / MANIFEST).is_file():

@@ -58,6 +58,7 @@ struct ServeCommand::Settings {
   double request_timeout_s = 300;
   bool lazy = false;
   bool no_cuda_graphs = false;
+  std::optional<std::string> acoustic_graph_memory;
   std::vector<std::string> api_keys;
   std::optional<std::string> api_key_file;
   std::vector<std::string> cors_origins;
@@ -243,6 +244,9 @@ std::string ServeCommand::Settings::as_config_file() const {
       << "\nfirst-clause-alone = " << (first_clause_alone ? "true" : "false")
       << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
       << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false") << "\n";
+  if (acoustic_graph_memory) {
+    out << "acoustic-graph-memory = " << nlohmann::json(*acoustic_graph_memory).dump() << "\n";
+  }
   if (!api_keys.empty()) out << "# api-key: " << api_keys.size() << " key(s), not shown\n";
   if (api_key_file) out << "api-key-file = " << nlohmann::json(*api_key_file).dump() << "\n";
   out << "cors-origin = " << toml_list(cors_origins) << "\n"
@@ -289,6 +293,16 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
+  if (acoustic_graph_memory) {
+    const MemoryAmount amount = MemoryAmount::parse(
+        *acoustic_graph_memory, "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY)");
+    if (amount.is_fraction()) {
+      throw InputError(
+          "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY): give bytes (\"256MiB\"), not "
+          "a fraction");
+    }
+    config.acoustic_graph_bytes = amount.resolve(0);
+  }
   return config;
 }
 
@@ -373,7 +387,11 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
   add_switch(c, "lazy", s.lazy,
              "Load each voice on first use; unload idle ones when memory is needed");
   add_switch(c, "no-cuda-graphs", s.no_cuda_graphs,
-             "Run the vocoder and ChatTTS's decode steps without CUDA graphs");
+             "Run every step without CUDA graphs (the vocoder's, the acoustic model's of small "
+             "batches, ChatTTS's decode steps)");
+  add_setting(c, "acoustic-graph-memory", s.acoustic_graph_memory,
+              "Device memory each FastSpeech2 voice's recorded acoustic steps may hold, e.g. "
+              "256MiB (the default; 0: record none)");
   add_setting(c, "api-key", s.api_keys,
               "Accept this bearer token (repeat for more); with none, no authentication")
       ->delimiter(',');

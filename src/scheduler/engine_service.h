@@ -44,6 +44,8 @@ struct EngineConfig {
   // Load a voice on first use; unload the least recently used idle one when memory is needed.
   bool lazy_voices = false;
   bool cuda_graphs = true;
+  // SchedulerOptions::acoustic_graph_bytes.
+  uint64_t acoustic_graph_bytes = SchedulerOptions{}.acoustic_graph_bytes;
   // SchedulerOptions::warm_up_while_idle.
   std::optional<bool> warm_up_while_idle;
   // Bytes of each loaded voice's KV cache pool (families whose streams hold one); 0: the

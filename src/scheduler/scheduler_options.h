@@ -17,6 +17,9 @@ struct SchedulerOptions {
   int64_t first_chunk_frames = 32;
   std::chrono::milliseconds request_timeout{300000};
   bool cuda_graphs = true;
+  // Device bytes each FastSpeech2 voice's recorded acoustic steps of small batches may hold (the
+  // least recently used go first); 0: none are recorded.
+  uint64_t acoustic_graph_bytes = uint64_t{256} << 20;
   // Whether the device thread, while no step waits, runs the step kinds' warm_further pieces
   // after the warm-up; unset: where the backend's first runs of a size cost more.
   std::optional<bool> warm_up_while_idle;

@@ -3,8 +3,9 @@
 // of the output's scale) for the V1-shaped fixture and the en-demo vocoder at batch sizes 1 and
 // 4, over several replays with new mels each (a stale input would show), without any device
 // allocation during a replay; chunked vocoding through the graphs equals it without them. Of the
-// acoustic model (acoustic_graphs.h): replays with new inputs equal the padded eager steps. Work
-// that cannot be recorded fails with an error naming the op and leaves the backend usable.
+// acoustic model (acoustic_graphs.h): replays with new inputs equal the padded eager steps, and
+// voxd serve's acoustic steps through them speak as they do without them. Work that cannot be
+// recorded fails with an error naming the op and leaves the backend usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "../families/fastspeech2/vocoder_test_util.h"
+#include "../scheduler/run_job.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
@@ -27,6 +29,8 @@
 #include "families/fastspeech2/vocoder_chunker.h"
 #include "families/fastspeech2/vocoder_graphs.h"
 #include "families/fastspeech2/voice.h"
+#include "families/registry.h"
+#include "scheduler/engine_service.h"
 
 namespace voxd {
 namespace {
@@ -247,6 +251,62 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, AcousticGraphsOnGpu, ::testing::Values(DType::F
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));
                          });
+
+// voxd serve's acoustic steps of up to kGraphSentences sentences go through the voice's
+// AcousticGraphs (AcousticKind): en-demo in F32 speaks each text as it does with the acoustic
+// graphs off, alone and four at once (batched into recorded steps of several sentences), and the
+// graphs' arenas show as persistent bytes only when they are on. Text through eSpeak NG
+// (ESPEAK_DATA_PATH on the GPU machine).
+scheduler::EngineConfig served_config(uint64_t acoustic_graph_bytes) {
+  scheduler::EngineConfig config;
+  config.families = &families::registry();
+  config.voice_dirs = {source_dir() + "/voices/en-demo"};
+  config.runtime.backend = "cuda";
+  config.dtype = DType::F32;
+  config.max_batch = 8;
+  config.acoustic_graph_bytes = acoustic_graph_bytes;
+  return config;
+}
+
+server::SpeechRequest served_request(const std::string& text) {
+  server::SpeechRequest r;
+  r.model = "voxd";
+  r.input = text;
+  r.voice = "en-demo";
+  return r;
+}
+
+TEST(AcousticGraphsServed, SpeakAsWithoutThemAloneAndBatched) {
+  const std::vector<std::string> texts = {
+      "The quick brown fox jumps over the lazy dog near the river bank.",
+      "A quick brown cat walks under the busy bridge near the old town.",
+      "The small grey mouse runs across the quiet room past the sleeping dog.",
+      "Graphs replay the same kernels."};
+  std::vector<std::vector<float>> expected;
+  uint64_t persistent_without = 0;
+  {
+    scheduler::EngineService without(served_config(0));
+    for (const std::string& text : texts) {
+      expected.push_back(scheduler::speak(without, served_request(text)));
+    }
+    persistent_without = without.runtime().persistent_bytes();
+  }
+  scheduler::EngineService service(served_config(uint64_t{256} << 20));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    scheduler::expect_same_audio(expected[i], scheduler::speak(service, served_request(texts[i])),
+                                 "alone: " + texts[i]);
+  }
+  ASSERT_GT(service.runtime().persistent_bytes(), persistent_without)
+      << "no acoustic graph was recorded";
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (const std::string& text : texts) jobs.push_back(service.admit(served_request(text)));
+  const std::vector<std::vector<float>> together = scheduler::run_all(jobs);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    scheduler::expect_same_audio(expected[i], together[i], "together: " + texts[i]);
+  }
+  EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
+  EXPECT_LE(service.runtime().persistent_bytes() - persistent_without, uint64_t{256} << 20);
+}
 
 TEST(CaptureOnGpu, UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable) {
   CudaDeviceAllocator allocator(0);

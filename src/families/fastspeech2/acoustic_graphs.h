@@ -14,14 +14,19 @@
 // to the host between the two, as in FastSpeech2::encode.
 //
 // Graphs are kept until their arenas would pass `max_bytes`; then the least recently used go
-// (an encoder graph with the decoder graphs that read it). On a backend that cannot record (cpu,
-// reference) run() is FastSpeech2::forward with the same padding, and holds nothing. One thread
-// at a time, like the backend.
+// (an encoder graph with the decoder graphs that read it). A caller with a memory budget (the
+// server's acoustic steps) goes through encode() and decode(), which record only what its
+// Admission allows and otherwise leave the step to the caller's own eager path; run() does both
+// and falls back to FastSpeech2's eager steps. On a backend that cannot record (cpu, reference)
+// run() is FastSpeech2::forward with the same padding, and holds nothing. One thread at a time,
+// like the backend.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -32,6 +37,9 @@ namespace voxd {
 
 class AcousticGraphs {
  public:
+  // Whether recording a graph that takes `bytes` more device memory may go ahead now.
+  using Admission = std::function<bool(uint64_t bytes)>;
+
   // Graphs of `model` on ctx's backend, their arenas from ctx's allocator, together at most
   // `max_bytes`; ctx, its backend and allocator, and the model must outlive this.
   AcousticGraphs(Context& ctx, const FastSpeech2& model, uint64_t max_bytes);
@@ -54,6 +62,27 @@ class AcousticGraphs {
                      const std::vector<int64_t>& speakers, const SynthesisControls& controls,
                      const std::vector<std::vector<int64_t>>& forced_durations = {});
 
+  // FastSpeech2::encode of `ids` through the encoder graph of its shape, recorded first when it
+  // is not and `admit` allows it: padded to padded(longest) symbols with mask_padding (pad_to_*
+  // of `controls` ignored); the hidden states are the graph's output, valid until the next
+  // encode(), decode() or clear(). Nothing, and nothing run, when the backend cannot record, the
+  // batch is longer than max_seq_len symbols, or its graph is not recorded and recording it would
+  // pass max_bytes or is not admitted. Arguments and errors as FastSpeech2::encode.
+  std::optional<AcousticEncoding> encode(
+      const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& speakers,
+      const SynthesisControls& controls, const Admission& admit,
+      const std::vector<std::vector<int64_t>>& forced_durations = {});
+  // FastSpeech2::decode of the encoding the last encode() returned, through the decoder graph of
+  // padded(its longest mel) frames, recorded first when it is not and `admit` allows it: the mel
+  // [B, frames, n_mels] is the graph's output, valid until the next call. Nothing, and nothing
+  // run, when every mel is empty or the longest is past max_seq_len, or the graph is not recorded
+  // and may not be. `controls` as given to encode().
+  std::optional<AcousticOutput> decode(const AcousticEncoding& encoding,
+                                       const SynthesisControls& controls, const Admission& admit);
+  // Whether encode() of `batch` sequences, the longest of `longest` symbols, with `controls`'
+  // pitch, replays a graph recorded before.
+  bool recorded(int64_t batch, int64_t longest, const SynthesisControls& controls) const;
+
   // The symbols or mel frames a batch whose longest has `longest` (≥ 1) is padded to:
   // padded_length(longest), but no more than max_seq_len where `longest` fits it (past
   // max_seq_len the positions would be uploaded, which a recorded step cannot do).
@@ -72,20 +101,30 @@ class AcousticGraphs {
   // Encoder graphs by (batch, symbols, pitch_scale's bits); decoder graphs by their frames.
   using EncoderKey = std::tuple<int64_t, int64_t, uint32_t>;
 
-  // The encoder graph of `key`, recorded on first use; null when it would not fit max_bytes.
-  Encoder* encoder_for(const EncoderKey& key, const SynthesisControls& controls);
+  static EncoderKey key_of(int64_t batch, int64_t symbols, const SynthesisControls& controls);
+  // The encoder graph of `key`, recorded on first use; null when it would not fit max_bytes or
+  // `admit` refuses it.
+  Encoder* encoder_for(const EncoderKey& key, const SynthesisControls& controls,
+                       const Admission& admit);
   // The decoder graph reading `encoder` for `frames`, recorded on first use; null when it would
-  // not fit max_bytes.
-  Graph* decoder_for(Encoder& encoder, int64_t frames, const SynthesisControls& controls);
-  // Drops least recently used graphs, never `keep`'s encoder, until `bytes` more fit max_bytes;
-  // false when they cannot.
-  bool make_room(uint64_t bytes, const Encoder* keep);
+  // not fit max_bytes or `admit` refuses it.
+  Graph* decoder_for(Encoder& encoder, int64_t frames, const SynthesisControls& controls,
+                     const Admission& admit);
+  // Drops least recently used graphs, never `keep`'s encoder, until `bytes` more fit max_bytes
+  // and `admit` takes them; false when they cannot.
+  bool make_room(uint64_t bytes, const Encoder* keep, const Admission& admit);
+  // Drops the least recently used graph that may go (a decoder, or an encoder other than
+  // `keep` without decoders); false when none may.
+  bool drop_oldest(const Encoder* keep);
 
   Context* ctx_;
   const FastSpeech2* model_;
   uint64_t max_bytes_;
   uint64_t uses_ = 0;  // the clock of last use
   std::map<EncoderKey, std::unique_ptr<Encoder>> encoders_;
+  // The encoder the last encode() replayed, which decode() continues; null after any other
+  // outcome.
+  Encoder* last_encoder_ = nullptr;
 };
 
 }  // namespace voxd

@@ -51,6 +51,11 @@ std::vector<std::vector<int64_t>> made_up_sentences(const FastSpeech2& model, in
                            std::min<int64_t>(1, model.n_symbols() - 1)));
 }
 
+// What graphs may record: what the budget admits now.
+AcousticGraphs::Admission admission(MemoryBudget& budget) {
+  return [&budget](uint64_t bytes) { return budget.fits(MemoryBudget::footprint(bytes)); };
+}
+
 }  // namespace
 
 std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch) {
@@ -113,10 +118,29 @@ const ArenaLayout& AcousticKind::decoder_plan(const VoiceEntry& voice, int64_t b
   });
 }
 
+AcousticGraphs* AcousticKind::graphs_for(VoiceEntry& voice, size_t sentences) {
+  if (graph_bytes_ == 0 || static_cast<int64_t>(sentences) > kGraphSentences ||
+      !runtime_.backend().can_capture()) {
+    return nullptr;
+  }
+  LoadedModels& models = models_of(voice);
+  if (!models.acoustic_graphs) {
+    models.acoustic_graphs = std::make_unique<AcousticGraphs>(
+        runtime_.persistent_context(), models.voice->acoustic(), graph_bytes_);
+  }
+  return models.acoustic_graphs.get();
+}
+
 uint64_t AcousticKind::footprint(const Batch& batch, size_t size) {
+  const int64_t phonemes = longest(batch, size);
+  // A recorded encoder replays in its own arena, where its hidden states stay for the decoder.
+  if (const AcousticGraphs* graphs = graphs_for(*batch.voice, size);
+      graphs != nullptr && graphs->recorded(static_cast<int64_t>(size), phonemes, {})) {
+    return 0;
+  }
   // The decoder's plan is checked once the frames are known.
   const AcousticEncoderPlan& p =
-      encoder_plan(*batch.voice, static_cast<int64_t>(size), padded_length(longest(batch, size)));
+      encoder_plan(*batch.voice, static_cast<int64_t>(size), padded_length(phonemes));
   return MemoryBudget::footprint(p.encoder.bytes(), p.hidden_bytes);
 }
 
@@ -132,7 +156,7 @@ StepRefusal AcousticKind::too_big(const Batch& batch, uint64_t footprint,
 }
 
 StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
-  const VoiceEntry& entry = *batch.voice;
+  VoiceEntry& entry = *batch.voice;
   const size_t n = batch.items.size();
   std::vector<std::vector<int64_t>> ids;
   ids.reserve(n);
@@ -141,9 +165,6 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   controls.duration_scale = 1.0f / rate_of(*batch.items.front());
   // Sentences of several lengths share the step: padding must not change anyone's audio.
   controls.mask_padding = true;
-  controls.pad_to_phonemes = padded_length(longest(batch, n));
-  const AcousticEncoderPlan& encoder =
-      encoder_plan(entry, static_cast<int64_t>(n), controls.pad_to_phonemes);
 
   StepOutput out;
   out.audio.resize(n);
@@ -151,7 +172,18 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   const Clock::time_point started = Clock::now();
   Clock::time_point encoded;
   int64_t frames = 0;
-  {
+  AcousticGraphs* graphs = graphs_for(entry, n);
+  const std::optional<AcousticEncoding> recorded =
+      graphs != nullptr ? graphs->encode(ids, {}, controls, admission(budget)) : std::nullopt;
+  if (recorded) {
+    encoded = Clock::now();
+    frames = longest_mel(*recorded, 0, n);
+    controls.pad_to_phonemes = recorded->hidden.size(1);
+    decode_recorded(*graphs, batch, *recorded, controls, budget, out);
+  } else {
+    controls.pad_to_phonemes = padded_length(longest(batch, n));
+    const AcousticEncoderPlan& encoder =
+        encoder_plan(entry, static_cast<int64_t>(n), controls.pad_to_phonemes);
     const AcousticEncoding encoding = run_acoustic_encoder_step(
         runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(), ids, {},
         controls, encoder.encoder);
@@ -166,6 +198,8 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
                        {"padded_phonemes", controls.pad_to_phonemes},
                        {"frames", frames},
                        {"padded_frames", frames > 0 ? padded_length(frames) : 0},
+                       {"recorded_encoder", recorded.has_value()},
+                       {"recorded_decoder", recorded_decoder_},
                        {"planning_s", planning_s_},
                        {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
                        {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()},
@@ -173,8 +207,28 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   }
   planning_s_ = 0;
   decoder_run_s_ = 0;
+  recorded_decoder_ = false;
   for (const auto& stream : batch.items) work_of(*stream).sentences.pop_front();
   return out;
+}
+
+void AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
+                                   const AcousticEncoding& encoding,
+                                   const SynthesisControls& controls, MemoryBudget& budget,
+                                   StepOutput& out) {
+  const Clock::time_point started = Clock::now();
+  const std::optional<AcousticOutput> decoded =
+      graphs.decode(encoding, controls, admission(budget));
+  if (!decoded) {
+    decode(batch, encoding, controls, 0, batch.items.size(), 0, budget, out);
+    return;
+  }
+  // Downloaded as it is, converted on the host: no device memory outside the graph's arena.
+  const Tensor mel = ops::to_host(runtime_.context(), decoded->mel, decoded->mel.dtype())
+                         .to_host_contiguous(DType::F32);
+  decoder_run_s_ += std::chrono::duration<double>(Clock::now() - started).count();
+  recorded_decoder_ = true;
+  to_chunkers(batch, encoding, mel, 0, batch.items.size());
 }
 
 void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budget) {
@@ -257,19 +311,25 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
       runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(),
       select_sequences(encoding, first, count), controls, decoder);
   decoder_run_s_ += std::chrono::duration<double>(Clock::now() - started).count();
+  to_chunkers(batch, encoding, decoded.mel, first, count);
+}
+
+void AcousticKind::to_chunkers(const Batch& batch, const AcousticEncoding& encoding,
+                               const Tensor& mel, size_t first, size_t count) {
+  const VoiceEntry& entry = *batch.voice;
   for (size_t i = 0; i < count; ++i) {
     const int64_t own_frames = encoding.mel_lengths[first + i];
     if (own_frames == 0) continue;
     // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker copies.
-    const Tensor mel =
-        decoded.mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, own_frames).transpose(0, 1);
+    const Tensor sequence =
+        mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, own_frames).transpose(0, 1);
     Stream& stream = *batch.items[first + i];
     SentenceWork& work = work_of(stream);
     const bool first_sentence =
         stream.produced_samples == 0 && work.chunkers.empty() && work.ready.empty();
     VocoderChunker chunker(config_of(entry).vocoder, chunk_frames_,
                            first_sentence ? first_chunk_frames_ : chunk_frames_);
-    chunker.append(mel);
+    chunker.append(sequence);
     chunker.finish(work.sentences.front().pause_samples);
     work.largest_sentence_frames = std::max(work.largest_sentence_frames, own_frames);
     work.chunkers.push_back(std::move(chunker));

@@ -9,6 +9,11 @@
 // The padded lengths are rounded up to a few sizes per octave (padded_length), so that steps
 // of sentences that differ only a little share a shape, and with it the plan, the gemm shapes
 // and the arena sizes of the steps before them.
+//
+// Where the backend records graphs, a step of at most kGraphSentences sentences goes through the
+// voice's AcousticGraphs (recorded once per shape in the runtime's persistent context, their
+// memory under a cap per voice, each recording admitted by the memory budget like any step):
+// two replays instead of a few hundred launches. A shape that may not be recorded runs eagerly.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "families/fastspeech2/acoustic_graphs.h"
 #include "families/fastspeech2/scheduler_types.h"
 #include "families/fastspeech2/workspace_steps.h"
 #include "scheduler/plan_cache.h"
@@ -30,13 +36,21 @@ namespace voxd::fastspeech2 {
 // kernel by such size classes and loads each the first time it runs (~3 ms on an H200).
 std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch);
 constexpr int64_t kWarmFramesPerPhoneme = 6;
+// The most sentences a step runs through recorded graphs: beyond them the sentences' own work,
+// not the launches, is most of a step's time, and each batch size records graphs of its own.
+constexpr int64_t kGraphSentences = 8;
 
 class AcousticKind final : public StepKind {
  public:
   // Sentences' mel cut into vocoder chunks of `chunk_frames`, a stream's very first chunk of
-  // `first_chunk_frames`.
-  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames)
-      : runtime_(runtime), chunk_frames_(chunk_frames), first_chunk_frames_(first_chunk_frames) {}
+  // `first_chunk_frames`. `graph_bytes`: the most device memory each voice's recorded steps may
+  // hold (0: none are recorded).
+  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames,
+               uint64_t graph_bytes)
+      : runtime_(runtime),
+        chunk_frames_(chunk_frames),
+        first_chunk_frames_(first_chunk_frames),
+        graph_bytes_(graph_bytes) {}
 
   const char* name() const override { return "acoustic"; }
   Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
@@ -44,7 +58,8 @@ class AcousticKind final : public StepKind {
   uint64_t footprint(const Batch& batch, size_t size) override;
   StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const override;
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
-  // Runs the encoder and decoder once on a sentence of 16 symbols.
+  // Runs the encoder and decoder once on a sentence of 16 symbols (recording their graphs where
+  // steps of one sentence are recorded).
   void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
   // One step of warm_ladder(pacing.max_batch) on made-up sentences of kWarmFramesPerPhoneme
   // frames a symbol (a step that does not fit the budget is left out).
@@ -56,15 +71,27 @@ class AcousticKind final : public StepKind {
   const AcousticEncoderPlan& encoder_plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes);
   const ArenaLayout& decoder_plan(const VoiceEntry& voice, int64_t batch, int64_t phonemes,
                                   int64_t frames);
+  // `voice`'s graphs when a step of `sentences` goes through them (made on first use); null when
+  // it does not: more than kGraphSentences, no graph bytes, or a backend that cannot record.
+  AcousticGraphs* graphs_for(VoiceEntry& voice, size_t sentences);
+  // Decodes `encoding`, which graphs.encode() made, through the decoder's graph (recorded first
+  // when the budget admits it), else through decode().
+  void decode_recorded(AcousticGraphs& graphs, const Batch& batch, const AcousticEncoding& encoding,
+                       const SynthesisControls& controls, MemoryBudget& budget, StepOutput& out);
   // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
   // longest mel), each sentence's mel into its stream's chunkers; when they do not fit together,
   // one by one, and a sequence whose decoder does not fit even alone fails its item.
   void decode(const Batch& batch, const AcousticEncoding& encoding, SynthesisControls controls,
               size_t first, size_t count, uint64_t carried, MemoryBudget& budget, StepOutput& out);
+  // Hands the mel of sequences [first, first + count) of `encoding`, `mel` [count, frames,
+  // n_mels] on the host (F32), to their streams' chunkers.
+  void to_chunkers(const Batch& batch, const AcousticEncoding& encoding, const Tensor& mel,
+                   size_t first, size_t count);
 
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
+  uint64_t graph_bytes_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t>, AcousticEncoderPlan>
       encoder_plans_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>> decoder_plans_;
@@ -73,6 +100,8 @@ class AcousticKind final : public StepKind {
   // Seconds spent making new plans since the last step's debug log line (footprint() plans the
   // encoder before run()).
   double planning_s_ = 0;
+  // Whether this step's decoder ran through a recorded graph.
+  bool recorded_decoder_ = false;
   // Seconds in the decoder's run itself (its mel on the host) in this step: decoder_s less this
   // is its planning and the chunkers' setup.
   double decoder_run_s_ = 0;

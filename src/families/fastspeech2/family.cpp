@@ -160,8 +160,9 @@ std::vector<std::unique_ptr<scheduler::StepKind>> Family::make_kinds(
   std::vector<std::unique_ptr<scheduler::StepKind>> kinds;
   kinds.push_back(std::make_unique<VocoderKind>(
       runtime, scheduling.chunk_frames, scheduling.first_chunk_frames, scheduling.cuda_graphs));
-  kinds.push_back(std::make_unique<AcousticKind>(runtime, scheduling.chunk_frames,
-                                                 scheduling.first_chunk_frames));
+  kinds.push_back(std::make_unique<AcousticKind>(
+      runtime, scheduling.chunk_frames, scheduling.first_chunk_frames,
+      scheduling.cuda_graphs ? scheduling.acoustic_graph_bytes : 0));
   return kinds;
 }
 

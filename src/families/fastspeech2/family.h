@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "families/fastspeech2/acoustic_graphs.h"
 #include "families/fastspeech2/sentence_work.h"
 #include "families/fastspeech2/vocoder_graphs.h"
 #include "families/fastspeech2/voice.h"
@@ -54,10 +55,11 @@ class Definition final : public scheduler::VoiceDefinition {
   std::unique_ptr<const text::FrontEnd> front_end_;
 };
 
-// A loaded voice: both models, and the vocoder graphs recorded for it (in the runtime's
-// persistent context), which go before the models.
+// A loaded voice: both models, and the acoustic and vocoder graphs recorded for it (in the
+// runtime's persistent context), which go before the models.
 struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
+  std::unique_ptr<AcousticGraphs> acoustic_graphs;
   std::unique_ptr<VocoderGraphs> graphs;
   std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
 };

@@ -148,7 +148,7 @@ TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
   const auto fresh = stream(0.0, std::nullopt);
   for (const auto& s : {holding, empty, fresh}) with_sentence(*s);
   with_chunks(*holding, 1);
-  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames);
+  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames, /*graph_bytes=*/0);
   Pacing pacing;
   pacing.max_batch = 3;
   const Batch batch = kind.propose({holding, empty, fresh}, pacing, now_);
@@ -247,7 +247,7 @@ TEST(WarmLadder, AtMostDoublesTheRowsFromOneSentenceToTheLongestBatch) {
 // warm_further runs one ladder step a call (made-up input; the plans' arenas come back), says
 // when the ladder is done, and leaves out a step that does not fit the budget.
 TEST_F(StepOrder, AcousticWarmsFurtherOneStepACallThenStops) {
-  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames);
+  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames, /*graph_bytes=*/0);
   Pacing pacing;
   pacing.max_batch = 2;
   MemoryBudget budget(runtime_);
@@ -292,7 +292,7 @@ TEST(WarmFurther, LeavesOutWhatDoesNotFitTheBudget) {
   VoicePool voices(runtime, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false,
                    scheduler::SchedulerOptions{});
   VoiceEntry& voice = *voices.entries().front();
-  AcousticKind acoustic(runtime, kChunkFrames, kChunkFrames);
+  AcousticKind acoustic(runtime, kChunkFrames, kChunkFrames, /*graph_bytes=*/0);
   VocoderKind vocoder(runtime, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
   Pacing pacing;
   pacing.max_batch = 2;
