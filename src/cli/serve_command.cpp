@@ -293,13 +293,15 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
-  if (acoustic_graph_memory) {
+  if (acoustic_graph_memory == "0") {
+    config.acoustic_graph_bytes = 0;
+  } else if (acoustic_graph_memory) {
     const MemoryAmount amount = MemoryAmount::parse(
         *acoustic_graph_memory, "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY)");
     if (amount.is_fraction()) {
       throw InputError(
-          "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY): give bytes (\"256MiB\"), not "
-          "a fraction");
+          "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY): give bytes (\"256MiB\") or 0, "
+          "not a fraction");
     }
     config.acoustic_graph_bytes = amount.resolve(0);
   }

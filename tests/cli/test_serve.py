@@ -870,6 +870,23 @@ class SettingsTest(unittest.TestCase):
         self.assertEqual(half_on_cpu.returncode, 2, half_on_cpu.stderr)
         self.assertIn("--dtype f16 needs --device cuda", half_on_cpu.stderr)
 
+    def test_acoustic_graph_memory_is_bytes(self):
+        values = self.parsed(self.settings("--acoustic-graph-memory", "64MiB"))
+        self.assertEqual(values["acoustic-graph-memory"], "64MiB")
+        for value, fragment in [("0.5", "not a fraction"), ("lots", "--acoustic-graph-memory")]:
+            with self.subTest(value=value):
+                result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--device", DEVICE, "--port", "0",
+                                         "--acoustic-graph-memory", value],
+                                        capture_output=True, text=True, timeout=120)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(fragment, result.stderr)
+        # 0 records none (a size of 0 bytes is refused elsewhere): the server starts.
+        server = Server("--acoustic-graph-memory", "0")
+        try:
+            self.assertEqual(server.stop(), 0)
+        finally:
+            server.close()
+
     def test_voice_aliases_are_listed_and_checked_at_startup(self):
         values = self.parsed(self.settings("--voice-alias", "alloy=en-demo,echo=en-demo"))
         self.assertEqual(values["voice-alias"], ["alloy=en-demo", "echo=en-demo"])

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "text/phonemizer.h"
+
 namespace voxd::fastspeech2 {
 
 const MelChunk* SentenceWork::peek_chunk(size_t index) {
@@ -45,7 +47,7 @@ std::optional<size_t> first_clause_ids(const text::Sentence& sentence) {
   if (sentence.dropped != 0 || units.size() != sentence.ids.size()) return std::nullopt;
   for (size_t i = kMinClauseUnits - 1; i + kMinClauseUnits < units.size(); ++i) {
     const std::string_view unit = units[i];
-    if (unit == "," || unit == ";" || unit == ":") return i + 1;
+    if (unit == "," || unit == ";" || unit == ":" || unit == text::kArpabetPause) return i + 1;
   }
   return std::nullopt;
 }

@@ -21,6 +21,7 @@
 #include "scheduler/memory_budget.h"
 #include "scheduler/voice_pool.h"
 #include "text/front_end.h"
+#include "text/phonemizer.h"
 
 namespace voxd::fastspeech2 {
 namespace {
@@ -209,6 +210,8 @@ TEST(FirstClause, EndsAtTheFirstMarkWithEnoughUnitsOnEachSide) {
   EXPECT_EQ(first_clause_ids(sentence_of(around(10, ",", 10))), 11u);
   EXPECT_EQ(first_clause_ids(sentence_of(around(7, ";", 8))), 8u);  // the shortest on each side
   EXPECT_EQ(first_clause_ids(sentence_of(around(7, ":", 12))), 8u);
+  // ARPAbet voices (ming024's LJSpeech) get a pause where the text had the mark.
+  EXPECT_EQ(first_clause_ids(sentence_of(around(9, std::string(text::kArpabetPause), 9))), 10u);
   // A mark too early is passed over for a later one.
   std::vector<std::string> units = around(3, ",", 6);
   const std::vector<std::string> rest = around(2, ",", 9);
