@@ -59,6 +59,7 @@ struct ServeCommand::Settings {
   bool lazy = false;
   bool no_cuda_graphs = false;
   std::optional<std::string> acoustic_graph_memory;
+  double acoustic_length_band = scheduler::SchedulerOptions{}.acoustic_length_band;
   std::vector<std::string> api_keys;
   std::optional<std::string> api_key_file;
   std::vector<std::string> cors_origins;
@@ -242,6 +243,7 @@ std::string ServeCommand::Settings::as_config_file() const {
   out << "max-batch = " << max_batch << "\nmax-queue = " << max_queue
       << "\nchunk-frames = " << chunk_frames << "\nfirst-chunk-frames = " << first_chunk_frames
       << "\nfirst-clause-alone = " << (first_clause_alone ? "true" : "false")
+      << "\nacoustic-length-band = " << acoustic_length_band
       << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
       << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false") << "\n";
   if (acoustic_graph_memory) {
@@ -290,6 +292,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.chunk_frames = chunk_frames;
   config.first_chunk_frames = first_chunk_frames;
   config.first_clause_alone = first_clause_alone;
+  config.acoustic_length_band = acoustic_length_band;
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
@@ -382,6 +385,11 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
              "Speak a request's first sentence as its first clause, then the rest, where it has a "
              "clause mark past its first few phonemes: its first audio waits for the clause "
              "only (FastSpeech2 voices)");
+  add_setting(c, "acoustic-length-band", s.acoustic_length_band,
+              "A FastSpeech2 acoustic step batches sentences up to this factor longer or "
+              "shorter than its most urgent one's (wider: fewer steps, more padding)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 16.0));
   add_setting(c, "request-timeout", s.request_timeout_s,
               "Seconds from admission to the last audio; past it the request fails (504)")
       ->capture_default_str()

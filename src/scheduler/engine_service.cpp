@@ -52,6 +52,7 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   options.request_timeout = config.request_timeout;
   options.cuda_graphs = config.cuda_graphs;
   options.acoustic_graph_bytes = config.acoustic_graph_bytes;
+  options.acoustic_length_band = config.acoustic_length_band;
   options.warm_up_while_idle = config.warm_up_while_idle;
   options.kv_cache_bytes = config.kv_cache_bytes;
   return options;

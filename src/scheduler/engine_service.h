@@ -44,6 +44,8 @@ struct EngineConfig {
   // Load a voice on first use; unload the least recently used idle one when memory is needed.
   bool lazy_voices = false;
   bool cuda_graphs = true;
+  // SchedulerOptions::acoustic_length_band.
+  double acoustic_length_band = SchedulerOptions{}.acoustic_length_band;
   // SchedulerOptions::acoustic_graph_bytes.
   uint64_t acoustic_graph_bytes = SchedulerOptions{}.acoustic_graph_bytes;
   // SchedulerOptions::warm_up_while_idle.

@@ -17,6 +17,10 @@ struct SchedulerOptions {
   int64_t first_chunk_frames = 32;
   std::chrono::milliseconds request_timeout{300000};
   bool cuda_graphs = true;
+  // A FastSpeech2 acoustic step takes sentences whose phoneme counts are within this factor (at
+  // least 1) of its lead's: wider, fewer steps with more padding (masked, so it costs time, not
+  // correctness).
+  double acoustic_length_band = 1.25;
   // Device bytes each FastSpeech2 voice's recorded acoustic steps of small batches may hold (the
   // least recently used go first); 0: none are recorded.
   uint64_t acoustic_graph_bytes = uint64_t{256} << 20;

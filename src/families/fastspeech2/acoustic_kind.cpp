@@ -15,10 +15,6 @@ struct Candidate {
   double slack;
 };
 
-// A sentence joins the lead's batch when their phoneme counts are within this factor of each
-// other (padding is masked, so a wider band costs time, not correctness).
-constexpr double kLengthBand = 1.25;
-
 int64_t phonemes_of(const Stream& stream) {
   return static_cast<int64_t>(work_of(stream).sentences.front().ids.size());
 }
@@ -67,6 +63,15 @@ std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch) {
   return steps;
 }
 
+AcousticKind::AcousticKind(DeviceRuntime& runtime, const scheduler::SchedulerOptions& options)
+    : runtime_(runtime),
+      chunk_frames_(options.chunk_frames),
+      first_chunk_frames_(options.first_chunk_frames),
+      graph_bytes_(options.cuda_graphs ? options.acoustic_graph_bytes : 0),
+      length_band_(options.acoustic_length_band) {
+  VOXD_CHECK(length_band_ >= 1.0, "an acoustic length band below 1");
+}
+
 Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                             const Pacing& pacing, Clock::time_point now) {
   std::vector<Candidate> candidates;
@@ -88,7 +93,7 @@ Batch AcousticKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
     const auto length = static_cast<double>(phonemes_of(*c.stream));
     if (c.stream->voice == lead.voice && rate_of(*c.stream) == rate_of(lead) &&
-        length <= phonemes * kLengthBand && length * kLengthBand >= phonemes) {
+        length <= phonemes * length_band_ && length * length_band_ >= phonemes) {
       batch.items.push_back(c.stream);
     }
   }

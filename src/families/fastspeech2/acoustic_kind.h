@@ -4,8 +4,9 @@
 //
 // Batching never changes a sentence's audio: the steps run with SynthesisControls::mask_padding
 // (the original FastSpeech2 lets padding leak into the end of a shorter sequence), so a batch
-// takes sentences within a band of lengths (the longest at most 1.25 times the lead's, the
-// shortest at least the lead's over 1.25), padded to the longest, and decodes them together.
+// takes sentences within a band of lengths (SchedulerOptions::acoustic_length_band, 1.25 by
+// default: the longest at most 1.25 times the lead's, the shortest at least the lead's over
+// 1.25), padded to the longest, and decodes them together.
 // The padded lengths are rounded up to a few sizes per octave (padded_length), so that steps
 // of sentences that differ only a little share a shape, and with it the plan, the gemm shapes
 // and the arena sizes of the steps before them.
@@ -26,6 +27,7 @@
 #include "families/fastspeech2/scheduler_types.h"
 #include "families/fastspeech2/workspace_steps.h"
 #include "scheduler/plan_cache.h"
+#include "scheduler/scheduler_options.h"
 
 namespace voxd::fastspeech2 {
 
@@ -42,15 +44,10 @@ constexpr int64_t kGraphSentences = 8;
 
 class AcousticKind final : public StepKind {
  public:
-  // Sentences' mel cut into vocoder chunks of `chunk_frames`, a stream's very first chunk of
-  // `first_chunk_frames`. `graph_bytes`: the most device memory each voice's recorded steps may
-  // hold (0: none are recorded).
-  AcousticKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames,
-               uint64_t graph_bytes)
-      : runtime_(runtime),
-        chunk_frames_(chunk_frames),
-        first_chunk_frames_(first_chunk_frames),
-        graph_bytes_(graph_bytes) {}
+  // Sentences' mel cut into vocoder chunks of options.chunk_frames, a stream's very first chunk
+  // of options.first_chunk_frames; batches within options.acoustic_length_band; each voice's
+  // recorded steps within options.acoustic_graph_bytes (none without options.cuda_graphs).
+  AcousticKind(DeviceRuntime& runtime, const scheduler::SchedulerOptions& options);
 
   const char* name() const override { return "acoustic"; }
   Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
@@ -92,6 +89,7 @@ class AcousticKind final : public StepKind {
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
   uint64_t graph_bytes_;
+  double length_band_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t>, AcousticEncoderPlan>
       encoder_plans_;
   scheduler::PlanCache<std::tuple<const VoiceEntry*, int64_t, int64_t, int64_t>> decoder_plans_;

@@ -160,9 +160,7 @@ std::vector<std::unique_ptr<scheduler::StepKind>> Family::make_kinds(
   std::vector<std::unique_ptr<scheduler::StepKind>> kinds;
   kinds.push_back(std::make_unique<VocoderKind>(
       runtime, scheduling.chunk_frames, scheduling.first_chunk_frames, scheduling.cuda_graphs));
-  kinds.push_back(std::make_unique<AcousticKind>(
-      runtime, scheduling.chunk_frames, scheduling.first_chunk_frames,
-      scheduling.cuda_graphs ? scheduling.acoustic_graph_bytes : 0));
+  kinds.push_back(std::make_unique<AcousticKind>(runtime, scheduling));
   return kinds;
 }
 

@@ -34,6 +34,17 @@ using scheduler::VoicePool;
 const std::string kDemoVoice = std::string(VOXD_SOURCE_DIR) + "/voices/en-demo";
 constexpr int64_t kChunkFrames = 16;
 
+// The acoustic kind's options in these tests: kChunkFrames chunks, no graphs, `band`.
+scheduler::SchedulerOptions acoustic_options(
+    double band = scheduler::SchedulerOptions{}.acoustic_length_band) {
+  scheduler::SchedulerOptions options;
+  options.chunk_frames = kChunkFrames;
+  options.first_chunk_frames = kChunkFrames;
+  options.cuda_graphs = false;
+  options.acoustic_length_band = band;
+  return options;
+}
+
 class StepOrder : public ::testing::Test {
  protected:
   StepOrder()
@@ -62,8 +73,11 @@ class StepOrder : public ::testing::Test {
     return s;
   }
 
-  // Gives `s` a sentence for the acoustic model, or mel for `chunks` interior vocoder chunks.
-  void with_sentence(Stream& s) { work_of(s).sentences.push_back({{1, 2, 3}}); }
+  // Gives `s` a sentence for the acoustic model (of `phonemes` ids), or mel for `chunks` interior
+  // vocoder chunks.
+  void with_sentence(Stream& s, size_t phonemes = 3) {
+    work_of(s).sentences.push_back({std::vector<int64_t>(phonemes, 1)});
+  }
   void with_chunks(Stream& s, int64_t chunks) {
     const HifiGanConfig& vocoder = config_of(voice_).vocoder;
     VocoderChunker chunker(vocoder, kChunkFrames);
@@ -141,6 +155,27 @@ TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{lead->id, newcomer->id}));
 }
 
+// A step takes the sentences within the length band of its lead's, on both sides: at 1.25, 10
+// and 12 phonemes but not 15 or 7; at 2, all four.
+TEST_F(StepOrder, AcousticBatchesWithinTheLengthBand) {
+  const auto lead = stream(0.3, std::nullopt);
+  const auto near = stream(0.25, std::nullopt);
+  const auto longer = stream(0.2, std::nullopt);
+  const auto shorter = stream(0.1, std::nullopt);
+  with_sentence(*lead, 10);
+  with_sentence(*near, 12);
+  with_sentence(*longer, 15);
+  with_sentence(*shorter, 7);
+  Pacing pacing;
+  pacing.max_batch = 4;
+  AcousticKind narrow(runtime_, acoustic_options());
+  EXPECT_EQ(ids(narrow.propose({lead, near, longer, shorter}, pacing, now_)),
+            (std::vector<uint64_t>{lead->id, near->id}));
+  AcousticKind wide(runtime_, acoustic_options(2.0));
+  EXPECT_EQ(ids(wide.propose({lead, near, longer, shorter}, pacing, now_)),
+            (std::vector<uint64_t>{lead->id, near->id, longer->id, shorter->id}));
+}
+
 // The acoustic model serves a new stream's first sentence before the next sentence of a playing
 // stream, and of two playing streams equally far ahead, the one holding less mel first.
 TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
@@ -149,7 +184,7 @@ TEST_F(StepOrder, AcousticCountsTheMelAStreamHoldsAsAudioOnItsWay) {
   const auto fresh = stream(0.0, std::nullopt);
   for (const auto& s : {holding, empty, fresh}) with_sentence(*s);
   with_chunks(*holding, 1);
-  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames, /*graph_bytes=*/0);
+  AcousticKind kind(runtime_, acoustic_options());
   Pacing pacing;
   pacing.max_batch = 3;
   const Batch batch = kind.propose({holding, empty, fresh}, pacing, now_);
@@ -250,7 +285,7 @@ TEST(WarmLadder, AtMostDoublesTheRowsFromOneSentenceToTheLongestBatch) {
 // warm_further runs one ladder step a call (made-up input; the plans' arenas come back), says
 // when the ladder is done, and leaves out a step that does not fit the budget.
 TEST_F(StepOrder, AcousticWarmsFurtherOneStepACallThenStops) {
-  AcousticKind kind(runtime_, kChunkFrames, kChunkFrames, /*graph_bytes=*/0);
+  AcousticKind kind(runtime_, acoustic_options());
   Pacing pacing;
   pacing.max_batch = 2;
   MemoryBudget budget(runtime_);
@@ -295,7 +330,7 @@ TEST(WarmFurther, LeavesOutWhatDoesNotFitTheBudget) {
   VoicePool voices(runtime, families::registry(), {kDemoVoice}, DType::F32, /*lazy=*/false,
                    scheduler::SchedulerOptions{});
   VoiceEntry& voice = *voices.entries().front();
-  AcousticKind acoustic(runtime, kChunkFrames, kChunkFrames, /*graph_bytes=*/0);
+  AcousticKind acoustic(runtime, acoustic_options());
   VocoderKind vocoder(runtime, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
   Pacing pacing;
   pacing.max_batch = 2;
