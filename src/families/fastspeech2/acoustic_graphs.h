@@ -101,6 +101,7 @@ class AcousticGraphs {
   // Encoder graphs by (batch, symbols, pitch_scale's bits); decoder graphs by their frames.
   using EncoderKey = std::tuple<int64_t, int64_t, uint32_t>;
 
+  // The key of an encoder graph for `batch` sequences padded to `symbols`.
   static EncoderKey key_of(int64_t batch, int64_t symbols, const SynthesisControls& controls);
   // The encoder graph of `key`, recorded on first use; null when it would not fit max_bytes or
   // `admit` refuses it.

@@ -100,6 +100,20 @@ TEST_P(AcousticGraphsWithoutCapture, RunIsThePaddedForwardAndHoldsNothing) {
   EXPECT_EQ(graphs.bytes(), 0u);
 }
 
+// encode() leaves the step to the caller (nothing recorded, nothing run) where nothing can be
+// recorded, without asking the budget; bad input is still refused.
+TEST_P(AcousticGraphsWithoutCapture, EncodeLeavesTheStepToTheCaller) {
+  Fixture f(GetParam());
+  AcousticGraphs graphs(f.ctx, f.model, uint64_t{1} << 30);
+  int asked = 0;
+  const AcousticGraphs::Admission admit = [&asked](uint64_t) { return ++asked > 0; };
+  EXPECT_FALSE(graphs.encode(f.ids, f.speakers, {}, admit).has_value());
+  EXPECT_EQ(asked, 0);
+  EXPECT_FALSE(graphs.recorded(static_cast<int64_t>(f.ids.size()), 1, {}));
+  EXPECT_THROW((void)graphs.encode({{1, f.model.n_symbols()}}, {}, {}, admit), InputError);
+  EXPECT_EQ(graphs.graphs(), 0u);
+}
+
 // Eight sizes an octave, but never past max_seq_len (1000 here) for a batch that fits it: a
 // recorded step cannot upload the positions a longer one needs.
 TEST(AcousticGraphsPadding, PadsWithinMaxSeqLen) {
