@@ -177,6 +177,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   const Clock::time_point started = Clock::now();
   Clock::time_point encoded;
   int64_t frames = 0;
+  bool recorded_decoder = false;
   AcousticGraphs* graphs = graphs_for(entry, n);
   const std::optional<AcousticEncoding> recorded =
       graphs != nullptr ? graphs->encode(ids, {}, controls, admission(budget)) : std::nullopt;
@@ -184,7 +185,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
     encoded = Clock::now();
     frames = longest_mel(*recorded, 0, n);
     controls.pad_to_phonemes = recorded->hidden.size(1);
-    decode_recorded(*graphs, batch, *recorded, controls, budget, out);
+    recorded_decoder = decode_recorded(*graphs, batch, *recorded, controls, budget, out);
   } else {
     controls.pad_to_phonemes = padded_length(longest(batch, n));
     const AcousticEncoderPlan& encoder =
@@ -204,7 +205,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
                        {"frames", frames},
                        {"padded_frames", frames > 0 ? padded_length(frames) : 0},
                        {"recorded_encoder", recorded.has_value()},
-                       {"recorded_decoder", recorded_decoder_},
+                       {"recorded_decoder", recorded_decoder},
                        {"planning_s", planning_s_},
                        {"encoder_s", std::chrono::duration<double>(encoded - started).count()},
                        {"decoder_s", std::chrono::duration<double>(Clock::now() - encoded).count()},
@@ -212,12 +213,11 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   }
   planning_s_ = 0;
   decoder_run_s_ = 0;
-  recorded_decoder_ = false;
   for (const auto& stream : batch.items) work_of(*stream).sentences.pop_front();
   return out;
 }
 
-void AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
+bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
                                    const AcousticEncoding& encoding,
                                    const SynthesisControls& controls, MemoryBudget& budget,
                                    StepOutput& out) {
@@ -226,14 +226,14 @@ void AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
       graphs.decode(encoding, controls, admission(budget));
   if (!decoded) {
     decode(batch, encoding, controls, 0, batch.items.size(), 0, budget, out);
-    return;
+    return false;
   }
   // Downloaded as it is, converted on the host: no device memory outside the graph's arena.
   const Tensor mel = ops::to_host(runtime_.context(), decoded->mel, decoded->mel.dtype())
                          .to_host_contiguous(DType::F32);
   decoder_run_s_ += std::chrono::duration<double>(Clock::now() - started).count();
-  recorded_decoder_ = true;
   to_chunkers(batch, encoding, mel, 0, batch.items.size());
+  return true;
 }
 
 void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budget) {

@@ -72,8 +72,8 @@ class AcousticKind final : public StepKind {
   // it does not: more than kGraphSentences, no graph bytes, or a backend that cannot record.
   AcousticGraphs* graphs_for(VoiceEntry& voice, size_t sentences);
   // Decodes `encoding`, which graphs.encode() made, through the decoder's graph (recorded first
-  // when the budget admits it), else through decode().
-  void decode_recorded(AcousticGraphs& graphs, const Batch& batch, const AcousticEncoding& encoding,
+  // when the budget admits it), else through decode(); whether the graph ran.
+  bool decode_recorded(AcousticGraphs& graphs, const Batch& batch, const AcousticEncoding& encoding,
                        const SynthesisControls& controls, MemoryBudget& budget, StepOutput& out);
   // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
   // longest mel), each sentence's mel into its stream's chunkers; when they do not fit together,
@@ -98,8 +98,6 @@ class AcousticKind final : public StepKind {
   // Seconds spent making new plans since the last step's debug log line (footprint() plans the
   // encoder before run()).
   double planning_s_ = 0;
-  // Whether this step's decoder ran through a recorded graph.
-  bool recorded_decoder_ = false;
   // Seconds in the decoder's run itself (its mel on the host) in this step: decoder_s less this
   // is its planning and the chunkers' setup.
   double decoder_run_s_ = 0;
