@@ -21,7 +21,8 @@ was sent, samples that arrived then), and an error or None. From them:
 import dataclasses
 import random
 
-from stream_load import TEXTS  # one sentence each (voxd cuts at . ! ?), 4 to 17 words
+# TEXTS: one sentence each (voxd cuts at . ! ?), 4 to 17 words; max_lag: a stream's real-time lag.
+from stream_load import TEXTS, max_lag
 
 RATE = 24000  # ChatTTS's rate, and OpenAI's pcm
 
@@ -68,19 +69,6 @@ def parse_range(text):
     """'1-4' -> (1, 4); '3' -> (3, 3)."""
     low, _, high = text.partition("-")
     return int(low), int(high or low)
-
-
-def max_lag(arrivals, rate=RATE):
-    """How late (seconds, >= 0) the latest chunk of a stream came against its playback time from
-    the first arrival; 0 for a stream of one chunk or none."""
-    if not arrivals:
-        return 0.0
-    first = arrivals[0][0]
-    before = lag = 0.0
-    for t, samples in arrivals:
-        lag = max(lag, t - first - before / rate)
-        before += samples
-    return lag
 
 
 def percentile(values, q):

@@ -15,6 +15,10 @@ run. Prints one table row per round:
   peak device used   the largest NVML reading of the whole device's used memory polled every
                      0.2 s (device_reading.used_bytes; "-" when the server has no reading)
   most streams at once  the most streams open at the same time (from each one's start and end)
+  stalled / p95 stall ms  streams whose audio ran dry, and the 95th percentile of how long:
+                     a listener who starts playing at the first audio byte, in real time, and
+                     pauses whenever the next audio has not arrived waits max_lag seconds in all
+                     (a smaller first chunk or a busier server can buy first audio with stalls)
 
 Exits 1 when any round had an error. It raises its own open-file limit to fit the connections.
 
@@ -179,6 +183,21 @@ def max_overlap(intervals):
     return most
 
 
+def max_lag(arrivals, rate):
+    """How late (seconds, >= 0) the latest chunk of a stream came against its playback time from
+    the first arrival, for arrivals [(seconds, samples)] at `rate` samples a second: chunk k, with
+    S_k samples before it, is due at t_0 + S_k / rate. It is also the time in all that a listener
+    who pauses whenever the audio runs dry spends waiting. 0 for a stream of one chunk or none."""
+    if not arrivals:
+        return 0.0
+    first = arrivals[0][0]
+    before = lag = 0.0
+    for t, samples in arrivals:
+        lag = max(lag, t - first - before / rate)
+        before += samples
+    return lag
+
+
 def percentile(values, q):
     if not values:
         return float("nan")
@@ -186,12 +205,32 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def round_row(clients, results, starts, sample_rate, peaks):
+    """A round's table row from one_stream's results (or exceptions), the clients' start offsets
+    and the memory peaks polled; 16-bit PCM at `sample_rate`."""
+    ok = [r for r in results if error_kind(r) is None]
+    ttfa = [r[1] * 1000 for r in ok]
+    most_at_once = max_overlap([(starts[i], starts[i] + r[2])
+                                for i, r in enumerate(results) if error_kind(r) is None])
+    total = [r[2] for r in ok]
+    audio_s = sum(r[3] for r in ok) / 2 / sample_rate
+    stalls = [max_lag([(t, n / 2) for t, n in r[4]], sample_rate) * 1000 for r in ok]
+    used = peaks.get("device_used")
+    return (f"| {clients} | {len(ok)} | {len(results) - len(ok)} | "
+            f"{statistics.median(ttfa) if ttfa else float('nan'):.0f} | "
+            f"{percentile(ttfa, 0.95):.0f} | {percentile(total, 0.95):.2f} | {audio_s:.1f} | "
+            f"{peaks.get('reserved', 0) / 2**30:.2f} | "
+            f"{'-' if used is None else f'{used / 2**30:.2f}'} | {most_at_once} | "
+            f"{sum(1 for s in stalls if s > 0)} | {percentile(stalls, 0.95):.0f} |")
+
+
 async def run(args):
     parsed = urllib.parse.urlparse(args.url)
     host, port = parsed.hostname, parsed.port or 80
     print("| clients | ok | errors | p50 TTFA ms | p95 TTFA ms | p95 total s | audio s | "
-          "peak reserved GiB | peak device used GiB | most streams at once |", flush=True)
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+          "peak reserved GiB | peak device used GiB | most streams at once | stalled | "
+          "p95 stall ms |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     failed = False
     for _ in range(args.rounds):
         stop = asyncio.Event()
@@ -211,20 +250,10 @@ async def run(args):
         except (OSError, ValueError):
             peaks["poll_failures"] = peaks.get("poll_failures", 0) + 1
         kinds = collections.Counter(k for k in map(error_kind, results) if k is not None)
-        ok = [r for r in results if error_kind(r) is None]
-        errors = len(results) - len(ok)
+        errors = sum(kinds.values())
         failed = failed or errors > 0
-        ttfa = [r[1] * 1000 for r in ok]
         starts = [args.ramp * i / args.clients for i in range(args.clients)]
-        most_at_once = max_overlap([(starts[i], starts[i] + r[2])
-                                    for i, r in enumerate(results) if error_kind(r) is None])
-        total = [r[2] for r in ok]
-        audio_s = sum(r[3] for r in ok) / 2 / args.sample_rate  # 16-bit PCM
-        used = peaks.get("device_used")
-        print(f"| {args.clients} | {len(ok)} | {errors} | {statistics.median(ttfa) if ttfa else float('nan'):.0f} | "
-              f"{percentile(ttfa, 0.95):.0f} | {percentile(total, 0.95):.2f} | {audio_s:.1f} | "
-              f"{peaks.get('reserved', 0) / 2**30:.2f} | "
-              f"{'-' if used is None else f'{used / 2**30:.2f}'} | {most_at_once} |", flush=True)
+        print(round_row(args.clients, results, starts, args.sample_rate, peaks), flush=True)
         if errors:
             print(f"  {args.clients} clients, errors by kind: "
                   + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()), flush=True)

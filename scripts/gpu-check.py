@@ -782,6 +782,8 @@ def target_line(rows):
             continue
         if int(words[2]) < 1000:
             continue
+        if not text.lstrip().startswith("|"):
+            return f"{words[2]} clients: {text}: missed"
         fields = f"{label}|{text}".split("|") + [""] * 12
         errors, p95 = int(leading_number(fields[4])), int(leading_number(fields[6]))
         nvml = re.search("[0-9]", fields[10]) is not None

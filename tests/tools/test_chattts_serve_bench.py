@@ -62,16 +62,6 @@ class WorkloadTest(unittest.TestCase):
 
 
 class RealTimeTest(unittest.TestCase):
-    def test_a_chunk_is_due_when_the_audio_before_it_has_played(self):
-        second = workload.RATE  # a second of audio a chunk
-        self.assertEqual(workload.max_lag([]), 0.0)
-        self.assertEqual(workload.max_lag([(5.0, second)]), 0.0)
-        on_time = [(0.2, second), (1.1, second), (2.15, second)]
-        self.assertEqual(workload.max_lag(on_time), 0.0)
-        late = [(0.2, second), (1.5, second), (2.1, second)]  # due at 1.2 and 2.2
-        self.assertAlmostEqual(workload.max_lag(late), 0.3)
-        self.assertAlmostEqual(workload.max_lag([(0.0, second / 2), (0.9, second)]), 0.4)
-
     def test_a_round_summary(self):
         second = workload.RATE
         records = [workload.Record([(0.1, second), (0.5, second)]),

@@ -159,7 +159,7 @@ class SummaryTest(unittest.TestCase):
     def test_target_from_the_first_burst_of_a_thousand(self):
         def row(clients, p95, reserved, used, errors=0):
             return (f"| {clients} | {clients - errors} | {errors} | 100 | {p95} | 1.20 | 2350.0 | "
-                    f"{reserved} | {used} | {clients} | exit 0, listen overflows 0")
+                    f"{reserved} | {used} | {clients} | 0 | 0 | exit 0, listen overflows 0")
         rows = [("load --clients 100", row(100, 50, "0.50", "1.00")),
                 ("load --clients 1000 --sentences 4 --ramp 5", row(1000, 140, "1.84", "3.04")),
                 ("load --clients 1000", row(1000, 833, "1.84", "3.04")),
@@ -172,8 +172,7 @@ class SummaryTest(unittest.TestCase):
                          "1000 clients: p95 TTFA 150 ms (<= 200), peak reserved 1.84 GiB (<= 8), "
                          "0 errors: met")
         self.assertEqual(gpu_check.target_line([("load --clients 1000", "no table row exit 1")]),
-                         "1000 clients: p95 TTFA 0 ms (<= 200), peak reserved 0.00 GiB (<= 8), "
-                         "0 errors: met")
+                         "1000 clients: no table row exit 1: missed")
         self.assertEqual(gpu_check.target_line(rows[:2]), "no run of 1,000 clients at once")
 
     def test_step_summary_from_metrics(self):

@@ -1,0 +1,69 @@
+"""Tests of bench/stream_load.py's accounting: a stream's real-time lag (its stall) and a round's
+table row, from made-up arrivals with known figures."""
+import os
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import stream_load  # noqa: E402
+
+RATE = 22050
+
+
+def stream(ttfa, total, arrivals_in_seconds_of_audio):
+    """one_stream's result for 16-bit PCM arriving as [(seconds since sent, audio seconds)]."""
+    arrivals = [(t, round(audio * RATE) * 2) for t, audio in arrivals_in_seconds_of_audio]
+    return 200, ttfa, total, sum(n for _, n in arrivals), arrivals
+
+
+class MaxLagTest(unittest.TestCase):
+    def test_a_chunk_is_due_when_the_audio_before_it_has_played(self):
+        second = RATE  # a second of audio a chunk
+        self.assertEqual(stream_load.max_lag([], RATE), 0.0)
+        self.assertEqual(stream_load.max_lag([(5.0, second)], RATE), 0.0)
+        on_time = [(0.2, second), (1.1, second), (2.15, second)]
+        self.assertEqual(stream_load.max_lag(on_time, RATE), 0.0)
+        late = [(0.2, second), (1.5, second), (2.1, second)]  # due at 1.2 and 2.2
+        self.assertAlmostEqual(stream_load.max_lag(late, RATE), 0.3)
+        self.assertAlmostEqual(stream_load.max_lag([(0.0, second / 2), (0.9, second)], RATE), 0.4)
+
+    def test_the_lag_is_what_a_listener_who_pauses_when_dry_waits_in_all(self):
+        # Half a second of audio, then two chunks each 0.2 s later than the one before allowed:
+        # the player pauses 0.2 s, then again 0.2 s, and the largest lateness is 0.4 s.
+        arrivals = [(0.0, RATE / 2), (0.7, RATE / 2), (1.4, RATE / 2)]
+        self.assertAlmostEqual(stream_load.max_lag(arrivals, RATE), 0.4)
+
+
+class RoundRowTest(unittest.TestCase):
+    def test_a_round_row_counts_the_streams_that_stalled(self):
+        results = [
+            stream(0.1, 1.2, [(0.1, 0.4), (0.3, 0.4), (0.6, 0.4)]),  # on time
+            stream(0.2, 1.6, [(0.2, 0.4), (0.9, 0.4), (1.0, 0.4)]),  # 0.3 s dry
+            stream(0.3, 1.3, [(0.3, 1.0)]),                          # one chunk
+            ConnectionRefusedError("refused"),
+            (503, None, 0.01, 0, []),
+        ]
+        row = stream_load.round_row(5, results, [0.0] * 5, RATE,
+                                    {"reserved": 2**30, "device_used": 3 * 2**30})
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        header = ["clients", "ok", "errors", "p50 TTFA ms", "p95 TTFA ms", "p95 total s",
+                  "audio s", "peak reserved GiB", "peak device used GiB", "most streams at once",
+                  "stalled", "p95 stall ms"]
+        self.assertEqual(dict(zip(header, cells)), {
+            "clients": "5", "ok": "3", "errors": "2", "p50 TTFA ms": "200",
+            "p95 TTFA ms": "300", "p95 total s": "1.60", "audio s": "3.4",
+            "peak reserved GiB": "1.00", "peak device used GiB": "3.00",
+            "most streams at once": "3", "stalled": "1", "p95 stall ms": "300"})
+
+    def test_no_device_reading_and_no_stream_ok(self):
+        row = stream_load.round_row(1, [(503, None, 0.01, 0, [])], [0.0], RATE, {})
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        self.assertEqual(cells[1:3], ["0", "1"])
+        self.assertEqual(cells[8], "-")
+        self.assertEqual(cells[10:], ["0", "nan"])
+
+
+if __name__ == "__main__":
+    unittest.main()
