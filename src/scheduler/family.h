@@ -95,6 +95,11 @@ class LoadedVoice {
   virtual int64_t kv_cache_pages() const { return 0; }
   // Bytes of one page of that pool (0 without one).
   virtual uint64_t kv_cache_page_bytes() const { return 0; }
+  // Device thread, while none of the voice's steps runs: drops what its steps recorded only to
+  // run faster (CUDA graphs and their arenas; they are recorded again when memory allows) and
+  // returns the device bytes that held. The scheduler calls it before it refuses a step for
+  // memory.
+  virtual uint64_t release_recordings() { return 0; }
 };
 
 // One voice of a family: its config and front end, read without touching the weights.

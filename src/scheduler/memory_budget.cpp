@@ -36,6 +36,10 @@ bool MemoryBudget::fits(uint64_t footprint) {
   return true;
 }
 
+bool MemoryBudget::reclaim() {
+  return reclaim_ && reclaim_() > 0;
+}
+
 uint64_t MemoryBudget::footprint(uint64_t workspace, uint64_t carried) {
   return reserved_size(workspace) + reserved_size(carried);
 }

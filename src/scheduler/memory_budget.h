@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "backends/runtime.h"
 
@@ -12,7 +13,12 @@ namespace voxd::scheduler {
 
 class MemoryBudget {
  public:
-  explicit MemoryBudget(DeviceRuntime& runtime) : runtime_(runtime) {}
+  // Frees device memory held only to make steps faster (recorded graphs, which are recorded
+  // again when memory allows); returns the bytes it gave back.
+  using Reclaim = std::function<uint64_t()>;
+
+  explicit MemoryBudget(DeviceRuntime& runtime, Reclaim reclaim = {})
+      : runtime_(runtime), reclaim_(std::move(reclaim)) {}
 
   // Bytes the allocator can still hand to a step now, counting its free cache.
   uint64_t available() const;
@@ -22,9 +28,14 @@ class MemoryBudget {
   // Bytes a step takes from the allocator for an arena of `workspace` bytes and `carried` bytes
   // outside it, rounded up as the caching allocator reserves them.
   static uint64_t footprint(uint64_t workspace, uint64_t carried = 0);
+  // The last resort before a step is refused for memory: gives back what is held only for speed
+  // (the Reclaim given at construction); whether it gave anything back. Only between uses of
+  // what it frees: never while a step reads a recorded graph's memory.
+  bool reclaim();
 
  private:
   DeviceRuntime& runtime_;
+  Reclaim reclaim_;
 };
 
 }  // namespace voxd::scheduler

@@ -107,7 +107,10 @@ std::exception_ptr answer_of(std::exception_ptr error) {
 }  // namespace
 
 Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions options)
-    : runtime_(runtime), voices_(voices), options_(options), budget_(runtime) {
+    : runtime_(runtime),
+      voices_(voices),
+      options_(options),
+      budget_(runtime, [this] { return release_recordings(); }) {
   if (options_.max_batch < 1) {
     throw InputError("max_batch must be at least 1, got " + std::to_string(options_.max_batch));
   }
@@ -489,6 +492,7 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission
       continue;
     }
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
+    if (budget_.reclaim()) continue;
     StepOutput out;
     out.audio.resize(1);
     out.errors.push_back(std::make_exception_ptr(
@@ -518,6 +522,23 @@ void Scheduler::ensure_loaded(VoiceEntry& voice) {
       throw error;
     }
   }
+}
+
+uint64_t Scheduler::release_recordings() {
+  uint64_t bytes = 0;
+  for (const auto& entry : voices_.entries()) {
+    if (entry->models) bytes += entry->models->release_recordings();
+  }
+  if (bytes == 0) return 0;
+  server::log_event(spdlog::level::info, "recordings released",
+                    {{"bytes", bytes}, {"why", "a step did not fit the memory budget"}});
+  if (server::MetricsRegistry* metrics = metrics_.load()) {
+    metrics
+        ->counter("voxd_engine_recordings_released_total",
+                  "Times the voices' recorded graphs were dropped to make room for a step.")
+        .inc();
+  }
+  return bytes;
 }
 
 bool Scheduler::unload_idle_voice(const VoiceEntry* keep) {

@@ -122,6 +122,9 @@ class Scheduler {
   StepOutput execute(StepKind& kind, Batch& batch, Admission& admission);
   // Device thread: makes `voice`'s models loaded, unloading idle voices when memory is short.
   void ensure_loaded(VoiceEntry& voice);
+  // Device thread, between steps: every loaded voice's LoadedVoice::release_recordings (the
+  // budget's Reclaim); the bytes they held.
+  uint64_t release_recordings();
   // Device thread: unloads the least recently used loaded voice with no stream other than
   // `keep`; false when there is none.
   bool unload_idle_voice(const VoiceEntry* keep);

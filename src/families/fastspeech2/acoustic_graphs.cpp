@@ -251,10 +251,12 @@ AcousticGraphs::Graph* AcousticGraphs::decoder_for(Encoder& encoder, int64_t fra
 
 bool AcousticGraphs::make_room(uint64_t bytes, const Encoder* keep, const Admission& admit) {
   if (bytes > max_bytes_) return false;
-  while (this->bytes() + bytes > max_bytes_) {
+  // The budget first, so that nothing goes to make room under max_bytes for a graph the budget
+  // then refuses.
+  while (!admit(bytes)) {
     if (!drop_oldest(keep)) return false;
   }
-  while (!admit(bytes)) {
+  while (this->bytes() + bytes > max_bytes_) {
     if (!drop_oldest(keep)) return false;
   }
   return true;

@@ -13,8 +13,9 @@
 // hidden states of the encoder graph of its batch and symbols in place. The durations come back
 // to the host between the two, as in FastSpeech2::encode.
 //
-// Graphs are kept until their arenas would pass `max_bytes`; then the least recently used go
-// (an encoder graph with the decoder graphs that read it). A caller with a memory budget (the
+// Graphs are kept until their arenas would pass `max_bytes` or the caller's budget refuses a new
+// one; then the least recently used go, one graph at a time (a decoder graph, or an encoder graph
+// once no decoder graph reads it). A caller with a memory budget (the
 // server's acoustic steps) goes through encode() and decode(), which record only what its
 // Admission allows and otherwise leave the step to the caller's own eager path; run() does both
 // and falls back to FastSpeech2's eager steps. On a backend that cannot record (cpu, reference)
@@ -65,18 +66,19 @@ class AcousticGraphs {
   // FastSpeech2::encode of `ids` through the encoder graph of its shape, recorded first when it
   // is not and `admit` allows it: padded to padded(longest) symbols with mask_padding (pad_to_*
   // of `controls` ignored); the hidden states are the graph's output, valid until the next
-  // encode(), decode() or clear(). Nothing, and nothing run, when the backend cannot record, the
-  // batch is longer than max_seq_len symbols, or its graph is not recorded and recording it would
-  // pass max_bytes or is not admitted. Arguments and errors as FastSpeech2::encode.
+  // encode() or clear() (decode() keeps the encoder graph it reads). Nothing run, when the
+  // backend cannot record, the batch is longer than max_seq_len symbols, or its graph is not
+  // recorded and recording it would pass max_bytes or is not admitted even after the least
+  // recently used graphs went to make room. Arguments and errors as FastSpeech2::encode.
   std::optional<AcousticEncoding> encode(
       const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& speakers,
       const SynthesisControls& controls, const Admission& admit,
       const std::vector<std::vector<int64_t>>& forced_durations = {});
   // FastSpeech2::decode of the encoding the last encode() returned, through the decoder graph of
   // padded(its longest mel) frames, recorded first when it is not and `admit` allows it: the mel
-  // [B, frames, n_mels] is the graph's output, valid until the next call. Nothing, and nothing
-  // run, when every mel is empty or the longest is past max_seq_len, or the graph is not recorded
-  // and may not be. `controls` as given to encode().
+  // [B, frames, n_mels] is the graph's output, valid until the next call. Nothing run when every
+  // mel is empty or the longest is past max_seq_len, or the graph is not recorded and may not be
+  // (other decoder graphs may have gone to make room). `controls` as given to encode().
   std::optional<AcousticOutput> decode(const AcousticEncoding& encoding,
                                        const SynthesisControls& controls, const Admission& admit);
   // Whether encode() of `batch` sequences, the longest of `longest` symbols, with `controls`'
@@ -111,8 +113,8 @@ class AcousticGraphs {
   // not fit max_bytes or `admit` refuses it.
   Graph* decoder_for(Encoder& encoder, int64_t frames, const SynthesisControls& controls,
                      const Admission& admit);
-  // Drops least recently used graphs, never `keep`'s encoder, until `bytes` more fit max_bytes
-  // and `admit` takes them; false when they cannot.
+  // Drops least recently used graphs, never `keep`'s encoder, until `admit` takes `bytes` more
+  // and they fit max_bytes; false when they cannot (what went to make room stays gone).
   bool make_room(uint64_t bytes, const Encoder* keep, const Admission& admit);
   // Drops the least recently used graph that may go (a decoder, or an encoder other than
   // `keep` without decoders); false when none may.

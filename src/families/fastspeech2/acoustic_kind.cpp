@@ -195,7 +195,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
         controls, encoder.encoder);
     encoded = Clock::now();
     frames = longest_mel(encoding, 0, n);
-    decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, budget, out);
+    decode(batch, encoding, controls, 0, n, encoder.hidden_bytes, /*in_graph=*/false, budget, out);
   }
   if (spdlog::should_log(spdlog::level::debug)) {
     server::log_event(spdlog::level::debug, "acoustic step",
@@ -225,7 +225,7 @@ bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
   const std::optional<AcousticOutput> decoded =
       graphs.decode(encoding, controls, admission(budget));
   if (!decoded) {
-    decode(batch, encoding, controls, 0, batch.items.size(), 0, budget, out);
+    decode(batch, encoding, controls, 0, batch.items.size(), 0, /*in_graph=*/true, budget, out);
     return false;
   }
   // Downloaded as it is, converted on the host: no device memory outside the graph's arena.
@@ -283,7 +283,7 @@ bool AcousticKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryB
 
 void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
                           SynthesisControls controls, size_t first, size_t count, uint64_t carried,
-                          MemoryBudget& budget, StepOutput& out) {
+                          bool in_graph, MemoryBudget& budget, StepOutput& out) {
   const VoiceEntry& entry = *batch.voice;
   const int64_t longest_frames = longest_mel(encoding, first, count);
   // Nothing to say: the sentences make no audio, as in Synthesizer.
@@ -293,13 +293,16 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
   const int64_t phonemes = encoding.hidden.size(1);
   const ArenaLayout& decoder = decoder_plan(entry, static_cast<int64_t>(count), phonemes, frames);
   const uint64_t bytes = decoder.bytes();
-  if (!budget.fits(MemoryBudget::footprint(bytes))) {
-    if (count > 1) {
-      for (size_t i = first; i < first + count; ++i) {
-        decode(batch, encoding, controls, i, 1, carried, budget, out);
-      }
-      return;
+  bool fits = budget.fits(MemoryBudget::footprint(bytes));
+  if (!fits && count > 1) {
+    for (size_t i = first; i < first + count; ++i) {
+      decode(batch, encoding, controls, i, 1, carried, in_graph, budget, out);
     }
+    return;
+  }
+  // The last resort: memory held only for speed, unless this step reads it.
+  if (!fits && !in_graph && budget.reclaim()) fits = budget.fits(MemoryBudget::footprint(bytes));
+  if (!fits) {
     out.errors[first] = std::make_exception_ptr(scheduler::StepRefusalError(
         {.request_too_large = true,
          .code = "sentence_too_long",

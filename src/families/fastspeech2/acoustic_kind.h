@@ -77,9 +77,12 @@ class AcousticKind final : public StepKind {
                        const SynthesisControls& controls, MemoryBudget& budget, StepOutput& out);
   // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
   // longest mel), each sentence's mel into its stream's chunkers; when they do not fit together,
-  // one by one, and a sequence whose decoder does not fit even alone fails its item.
+  // one by one. A sequence whose decoder does not fit even alone fails its item, after the
+  // budget's reclaim() when the encoding is not a graph's output (`in_graph`: its hidden states
+  // live in a recorded encoder's arena).
   void decode(const Batch& batch, const AcousticEncoding& encoding, SynthesisControls controls,
-              size_t first, size_t count, uint64_t carried, MemoryBudget& budget, StepOutput& out);
+              size_t first, size_t count, uint64_t carried, bool in_graph, MemoryBudget& budget,
+              StepOutput& out);
   // Hands the mel of sequences [first, first + count) of `encoding`, `mel` [count, frames,
   // n_mels] on the host (F32), to their streams' chunkers.
   void to_chunkers(const Batch& batch, const AcousticEncoding& encoding, const Tensor& mel,

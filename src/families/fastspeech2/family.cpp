@@ -168,6 +168,15 @@ const VoiceConfig& config_of(const scheduler::VoiceEntry& entry) {
   return static_cast<const Definition&>(*entry.definition).config();
 }
 
+uint64_t LoadedModels::release_recordings() {
+  const uint64_t bytes =
+      (acoustic_graphs ? acoustic_graphs->bytes() : 0) + (graphs ? graphs->bytes() : 0);
+  acoustic_graphs.reset();
+  graphs.reset();
+  graph_batches.clear();
+  return bytes;
+}
+
 LoadedModels& models_of(scheduler::VoiceEntry& entry) {
   return static_cast<LoadedModels&>(*entry.models);
 }

@@ -62,6 +62,9 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<AcousticGraphs> acoustic_graphs;
   std::unique_ptr<VocoderGraphs> graphs;
   std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
+
+  // The acoustic and the vocoder graphs.
+  uint64_t release_recordings() override;
 };
 
 class Family final : public scheduler::Family {

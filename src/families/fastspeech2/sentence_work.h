@@ -58,9 +58,10 @@ inline constexpr size_t kMinClauseUnits = 8;
 
 // How many of `sentence`'s ids make its first clause, when it is worth speaking on its own (a
 // stream's first audio then waits for the acoustic model of the clause alone): the units up to
-// and including the first clause mark (",", ";" or ":", or the pause an ARPAbet voice's front end
-// makes of them, text::kArpabetPause) that leaves at least kMinClauseUnits units before it
-// (itself included) and after it. nullopt when there is none, or when units and ids do not pair
+// and including the first clause mark (",", ";" or ":"; for an ARPAbet voice the pause its front
+// end makes of any run of , ; : . - ? !, text::kArpabetPause, so a dash inside a sentence ends a
+// clause there too) that leaves at least kMinClauseUnits units before it (itself included) and
+// after it. nullopt when there is none, or when units and ids do not pair
 // one to one (units without an id were dropped).
 std::optional<size_t> first_clause_ids(const text::Sentence& sentence);
 

@@ -1,0 +1,251 @@
+// The scheduler gives back memory held only for speed before it refuses a step for memory: a
+// made-up family whose step kind records a "graph" (a block in the runtime's persistent context,
+// as recorded CUDA graphs are) on a voice's first step, under a limit that leaves room for a
+// second step only once that recording is released.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "core/error.h"
+#include "core/memory_limit.h"
+#include "scheduler/family.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/voice_pool.h"
+#include "server/api_error.h"
+
+namespace voxd::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kRecordingBytes = 8 * kMiB;
+constexpr uint64_t kLimit = 12 * kMiB;
+constexpr char kType[] = "test-recorder";
+
+// One step of `step_bytes` of workspace makes the stream's audio.
+class OneStepWork final : public StreamWork {
+ public:
+  explicit OneStepWork(uint64_t step_bytes) : step_bytes(step_bytes) {}
+  bool finished() const override { return done; }
+  StreamGauges gauges() const override { return {}; }
+  void release() override {}
+
+  uint64_t step_bytes;
+  bool done = false;
+};
+
+class Recorder final : public LoadedVoice {
+ public:
+  uint64_t release_recordings() override {
+    if (!recording.defined()) return 0;
+    const uint64_t bytes = recording.nbytes();
+    recording = Tensor();
+    ++releases;
+    return bytes;
+  }
+
+  Tensor recording;  // in the persistent context, as a graph's arena
+  int releases = 0;
+};
+
+class SilentFrontEnd final : public text::FrontEnd {
+ public:
+  text::Analysis analyze(std::string_view text) const override {
+    text::Analysis analysis;
+    analysis.normalized = std::string(text);
+    analysis.sentences.emplace_back().text = analysis.normalized;
+    return analysis;
+  }
+  std::string unit_name() const override { return "none"; }
+};
+
+class RecorderVoice final : public VoiceDefinition {
+ public:
+  explicit RecorderVoice(const std::string& directory) {
+    card_.name = "recorder";
+    card_.directory = directory;
+    card_.family = kType;
+    card_.sample_rate = 16000;
+  }
+  const VoiceCard& card() const override { return card_; }
+  const text::FrontEnd& front_end() const override { return front_end_; }
+  PreparedStream prepare(std::string_view, const SpeechOptions&,
+                         const SchedulerOptions&) const override {
+    return {std::make_unique<OneStepWork>(kMiB), 1 << 20};
+  }
+  std::unique_ptr<LoadedVoice> load(Context&, DType, const SchedulerOptions&) const override {
+    return std::make_unique<Recorder>();
+  }
+  WorkspacePlan plan_memory(Backend&, DType, const PlanShape&,
+                            std::vector<std::string>&) const override {
+    throw InputError("not planned in this test");
+  }
+  uint64_t smallest_step_bytes(Backend&, const LoadedVoice&,
+                               const SchedulerOptions&) const override {
+    return 0;
+  }
+
+ private:
+  VoiceCard card_;
+  SilentFrontEnd front_end_;
+};
+
+// A step of one stream: a workspace of its work's step_bytes, then, on the voice's first step,
+// a recording kept in the persistent context.
+class RecordingKind final : public StepKind {
+ public:
+  explicit RecordingKind(DeviceRuntime& runtime) : runtime_(runtime) {}
+  const char* name() const override { return "recording"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override {
+    Batch batch;
+    for (const auto& stream : streams) {
+      if (!stream->running() || work(*stream).done) continue;
+      batch.urgency = urgency_of(*stream, pacing, now);
+      batch.slack_s = stream->slack(now, pacing.first_audio_due_s);
+      batch.voice = stream->voice;
+      batch.items = {stream};
+      break;
+    }
+    return batch;
+  }
+  uint64_t footprint(const Batch& batch, size_t) override {
+    return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
+  }
+  StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
+    return {.request_too_large = true, .code = "step_too_big", .message = "too big"};
+  }
+  StepOutput run(const Batch& batch, MemoryBudget&) override {
+    OneStepWork& w = work(*batch.items.front());
+    {
+      const Tensor workspace =
+          ops::empty(runtime_.context(), {static_cast<int64_t>(w.step_bytes / 4)}, DType::F32);
+    }
+    auto& recorder = static_cast<Recorder&>(*batch.voice->models);
+    if (!recorder.recording.defined()) {
+      recorder.recording = ops::empty(runtime_.persistent_context(),
+                                      {static_cast<int64_t>(kRecordingBytes / 4)}, DType::F32);
+    }
+    w.done = true;
+    return {.audio = {std::vector<float>(160, 0.25f)}, .errors = {nullptr}};
+  }
+  void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
+
+ private:
+  static OneStepWork& work(Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
+  DeviceRuntime& runtime_;
+};
+
+class RecorderFamily final : public Family {
+ public:
+  std::string_view type() const override { return kType; }
+  std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
+    return std::make_unique<RecorderVoice>(directory);
+  }
+  std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,
+                                                    const SchedulerOptions&) const override {
+    std::vector<std::unique_ptr<StepKind>> kinds;
+    kinds.push_back(std::make_unique<RecordingKind>(runtime));
+    return kinds;
+  }
+};
+
+class Reclaim : public ::testing::Test {
+ protected:
+  Reclaim()
+      : directory_(fs::temp_directory_path() / ("voxd-reclaim-" + std::to_string(::getpid()))),
+        runtime_({.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(kLimit)}) {
+    fs::create_directories(directory_);
+    std::ofstream(directory_ / "config.json") << R"({"type": ")" << kType << R"("})";
+    families_.add(std::make_unique<RecorderFamily>());
+    voices_ = std::make_unique<VoicePool>(runtime_, families_,
+                                          std::vector<std::string>{directory_.string()}, DType::F32,
+                                          /*lazy=*/false, SchedulerOptions{});
+    scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, SchedulerOptions{});
+  }
+  ~Reclaim() override {
+    scheduler_.reset();
+    voices_.reset();
+    fs::remove_all(directory_);
+  }
+
+  VoiceEntry& voice() { return *voices_->entries().front(); }
+  Recorder& recorder() { return static_cast<Recorder&>(*voice().models); }
+
+  // Admits a stream whose one step takes `step_bytes`, and waits for its end: its samples, or
+  // the exception it failed with.
+  std::vector<float> speak(uint64_t step_bytes) {
+    std::shared_ptr<Stream> stream =
+        scheduler_->admit(voice(), {std::make_unique<OneStepWork>(step_bytes), 1 << 20});
+    std::mutex mutex;
+    std::condition_variable news;
+    bool woken = false;
+    scheduler_->watch(*stream, [&] {
+      std::lock_guard lock(mutex);
+      woken = true;
+      news.notify_all();
+    });
+    std::vector<float> samples;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex);
+        news.wait_for(lock, std::chrono::milliseconds(50), [&] { return woken; });
+        woken = false;
+      }
+      try {
+        if (scheduler_->take(*stream, samples)) break;
+      } catch (...) {
+        scheduler_->release(*stream);
+        throw;
+      }
+    }
+    scheduler_->release(*stream);
+    return samples;
+  }
+
+  fs::path directory_;
+  DeviceRuntime runtime_;
+  FamilyRegistry families_;
+  std::unique_ptr<VoicePool> voices_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(Reclaim, AStepThatFitsOnlyWithoutTheRecordingsRunsAfterTheyAreReleased) {
+  EXPECT_EQ(speak(2 * kMiB).size(), 160u);
+  ASSERT_TRUE(recorder().recording.defined());
+  EXPECT_EQ(runtime_.persistent_bytes(), kRecordingBytes);
+  // 8 MiB of workspace: more than the 4 MiB the recording leaves under the 12 MiB limit.
+  EXPECT_EQ(speak(8 * kMiB).size(), 160u);
+  EXPECT_EQ(recorder().releases, 1);
+  // That step recorded again: the next small one runs beside the recording, releasing nothing.
+  EXPECT_TRUE(recorder().recording.defined());
+  EXPECT_EQ(speak(2 * kMiB).size(), 160u);
+  EXPECT_EQ(recorder().releases, 1);
+}
+
+TEST_F(Reclaim, AStepTooBigEvenWithoutTheRecordingsIsRefused) {
+  EXPECT_EQ(speak(2 * kMiB).size(), 160u);
+  try {
+    (void)speak(16 * kMiB);
+    ADD_FAILURE() << "a step beyond the limit ran";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 413);
+    EXPECT_EQ(e.code, "step_too_big");
+  }
+  // The recording went first; without it the step still did not fit.
+  EXPECT_EQ(recorder().releases, 1);
+  EXPECT_EQ(speak(2 * kMiB).size(), 160u);
+}
+
+}  // namespace
+}  // namespace voxd::scheduler
