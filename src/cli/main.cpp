@@ -14,6 +14,7 @@
 
 #include "backends/runtime.h"
 #include "cli/audio_output.h"
+#include "cli/finite_number.h"
 #include "cli/mem_command.h"
 #include "cli/monitor_command.h"
 #include "cli/phonemize_command.h"
@@ -316,7 +317,7 @@ int run_voices(const std::optional<std::string>& root) {
 }
 
 void add_range_check(CLI::Option* option, double low, double high) {
-  option->check(CLI::Range(low, high));
+  option->check(voxd::finite_number())->check(CLI::Range(low, high));
 }
 
 constexpr const char* kVoiceHelp =
@@ -404,10 +405,11 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--seed", synth.seed,
                         "ChatTTS: sampling seed; Sambert with an NSF vocoder: its source's noise "
                         "(default 0)");
-  synth_cmd->add_option("--temperature", synth.temperature, "ChatTTS: the code stage's temperature")
-      ->check(CLI::Range(0.01, 10.0));
-  synth_cmd->add_option("--top-p", synth.top_p, "ChatTTS: the code stage's top-P")
-      ->check(CLI::Range(0.01, 1.0));
+  add_range_check(synth_cmd->add_option("--temperature", synth.temperature,
+                                        "ChatTTS: the code stage's temperature"),
+                  0.01, 10.0);
+  add_range_check(synth_cmd->add_option("--top-p", synth.top_p, "ChatTTS: the code stage's top-P"),
+                  0.01, 1.0);
   synth_cmd->add_option("--top-k", synth.top_k, "ChatTTS: the code stage's top-K")
       ->check(CLI::Range(1, 100000));
   synth_cmd->add_flag("--no-refine", synth.no_refine,

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/finite_number.h"
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "server/prometheus_text.h"
@@ -342,6 +343,7 @@ void add_monitor_command(CLI::App& app) {
       ->envname("VOXD_API_KEY");
   cmd->add_option("--interval", options->interval_s, "Seconds between frames")
       ->capture_default_str()
+      ->check(finite_number())
       ->check(CLI::Range(0.05, 3600.0));
   cmd->add_flag("--once", options->once, "Print one frame (after one interval) and exit");
   cmd->callback([options] {

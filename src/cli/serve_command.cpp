@@ -16,9 +16,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli/dtype_option.h"
+#include "cli/finite_number.h"
 #include "cli/voice_search.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -98,11 +100,13 @@ std::string variable_name(const std::string& flag) {
   return name;
 }
 
-// Adds `--name` with VOXD_NAME as its variable.
+// Adds `--name` with VOXD_NAME as its variable (a finite number, when it is real-valued).
 template <typename T>
 CLI::Option* add_setting(CLI::App& command, const std::string& name, T& value,
                          const std::string& help) {
-  return command.add_option("--" + name, value, help)->envname(variable_name(name));
+  CLI::Option* option = command.add_option("--" + name, value, help)->envname(variable_name(name));
+  if constexpr (std::is_floating_point_v<T>) option->check(finite_number());
+  return option;
 }
 
 CLI::Option* add_switch(CLI::App& command, const std::string& name, bool& value,
@@ -296,11 +300,10 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
-  if (acoustic_graph_memory == "0") {
-    config.acoustic_graph_bytes = 0;
-  } else if (acoustic_graph_memory) {
+  if (acoustic_graph_memory) {
     const MemoryAmount amount = MemoryAmount::parse(
-        *acoustic_graph_memory, "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY)");
+        *acoustic_graph_memory, "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY)",
+        MemoryAmount::Zero::kAllowed);
     if (amount.is_fraction()) {
       throw InputError(
           "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY): give bytes (\"256MiB\") or 0, "
@@ -523,7 +526,8 @@ int ServeCommand::run(const CLI::App& app) {
   server::HttpConfig http_config = s.http_config();
   // Before the engine: its device thread records into the registry until the engine is gone.
   server::MetricsRegistry metrics;
-  scheduler::EngineService engine(s.engine_config());
+  const scheduler::EngineConfig engine_config = s.engine_config();
+  scheduler::EngineService engine(engine_config);
   std::vector<std::string> voice_ids;
   for (const server::VoiceInfo& voice : engine.voices()) voice_ids.push_back(voice.id);
   const std::map<std::string, std::string> voice_aliases =
@@ -531,14 +535,16 @@ int ServeCommand::run(const CLI::App& app) {
   http_config.voice_aliases = voice_aliases;
   server::HttpApi http(http_config, engine, metrics);
   http.start();
-  server::log_event(spdlog::level::info, "listening",
-                    {{"url", "http://" + s.host + ":" + std::to_string(http.port())},
-                     {"device", s.device},
-                     {"dtype", s.dtype},
-                     {"voices", voice_ids},
-                     {"voice_aliases", voice_aliases},
-                     {"auth", !http_config.api_keys.empty()},
-                     {"startup_s", seconds_since(load_start)}});
+  server::log_event(
+      spdlog::level::info, "listening",
+      {{"url", "http://" + s.host + ":" + std::to_string(http.port())},
+       {"device", s.device},
+       {"dtype", s.dtype},
+       {"voices", voice_ids},
+       {"voice_aliases", voice_aliases},
+       {"auth", !http_config.api_keys.empty()},
+       {"acoustic_graph_bytes", engine_config.cuda_graphs ? engine_config.acoustic_graph_bytes : 0},
+       {"startup_s", seconds_since(load_start)}});
 
   std::optional<server::LeakWatchdog> watchdog;
   std::optional<server::PeriodicTask> leak_checks;

@@ -52,7 +52,7 @@ std::string lower(std::string_view text) {
 
 }  // namespace
 
-MemoryAmount MemoryAmount::parse(std::string_view text, std::string_view option) {
+MemoryAmount MemoryAmount::parse(std::string_view text, std::string_view option, Zero zero) {
   const std::string name(option);
   const std::string_view value = trim(text);
   const auto fail = [&](const std::string& what) -> MemoryAmount {
@@ -111,7 +111,9 @@ MemoryAmount MemoryAmount::parse(std::string_view text, std::string_view option)
     }
     result = integer * factor;
   }
-  if (result == 0) return fail(quoted + " is zero bytes; give a positive amount");
+  if (result == 0 && zero == Zero::kRefused) {
+    return fail(quoted + " is zero bytes; give a positive amount");
+  }
   return MemoryAmount(result, 0, false, name);
 }
 

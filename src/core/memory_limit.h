@@ -12,11 +12,15 @@ namespace voxd {
 
 class MemoryAmount {
  public:
+  // Whether zero bytes is an amount the option takes (a cap where 0 means "none").
+  enum class Zero { kRefused, kAllowed };
+
   // Parses `text`: an integer byte count; a number with a unit B, KB, MB, GB, TB (powers of
   // 1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive ("1.5GiB"); or a fraction in
   // (0, 1] without a unit ("0.5", "1.0"). Throws voxd::InputError naming `option` and the
-  // accepted forms.
-  static MemoryAmount parse(std::string_view text, std::string_view option);
+  // accepted forms, and for zero bytes ("0", "0MiB") unless `zero` allows it.
+  static MemoryAmount parse(std::string_view text, std::string_view option,
+                            Zero zero = Zero::kRefused);
   static MemoryAmount bytes(uint64_t bytes);
   // `fraction` in (0, 1].
   static MemoryAmount fraction(double fraction);

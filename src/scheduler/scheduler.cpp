@@ -124,6 +124,10 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
                      std::to_string(options_.chunk_frames) + "), got " +
                      std::to_string(options_.first_chunk_frames));
   }
+  if (!std::isfinite(options_.acoustic_length_band) || options_.acoustic_length_band < 1.0) {
+    throw InputError("the acoustic length band must be a finite factor of at least 1, got " +
+                     std::to_string(options_.acoustic_length_band));
+  }
   if (options_.request_timeout.count() < 1) {
     throw InputError("the request timeout must be at least 1 ms");
   }

@@ -150,6 +150,11 @@ class CliTest(VoxdTestCase):
         self.assert_input_error(run("synth", "--text", "hi", "--out", out), "--voice")
         self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--speed", "9",
                                     "--text", "hi"), "--speed")
+        # NaN passes a range check (every comparison with it is false): refused on its own.
+        for flag, value in [("--speed", "nan"), ("--temperature", "inf"), ("--top-p", "nan")]:
+            self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, flag, value, "--text", "hi",
+                                        "--out", out), flag, "must be a finite number")
+        self.assert_input_error(run("monitor", "--interval", "nan", "--once"), "--interval", "finite")
         self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--bogus"), "bogus")
         self.assert_input_error(run("frobnicate"), "frobnicate")
         self.assert_input_error(run("synth", "--voice", ARPABET_VOICE, "--text", "a",

@@ -880,12 +880,35 @@ class SettingsTest(unittest.TestCase):
                                         capture_output=True, text=True, timeout=120)
                 self.assertEqual(result.returncode, 2, result.stderr)
                 self.assertIn(fragment, result.stderr)
-        # 0 records none (a size of 0 bytes is refused elsewhere): the server starts.
-        server = Server("--acoustic-graph-memory", "0")
-        try:
-            self.assertEqual(server.stop(), 0)
-        finally:
-            server.close()
+        # The cap the server runs with is in its "listening" line: 0 (in any unit) records none,
+        # as --no-cuda-graphs does.
+        for args, expected in [((), 256 << 20), (("--acoustic-graph-memory", "64MiB"), 64 << 20),
+                               (("--acoustic-graph-memory", "0"), 0),
+                               (("--acoustic-graph-memory", "0B"), 0),
+                               (("--acoustic-graph-memory", "0 MiB"), 0),
+                               (("--no-cuda-graphs",), 0)]:
+            with self.subTest(args=args):
+                server = Server(*args)
+                try:
+                    listening = [line for line in server.log_lines() if line.get("msg") == "listening"]
+                    self.assertEqual(listening[0]["acoustic_graph_bytes"], expected)
+                    self.assertEqual(server.stop(), 0)
+                finally:
+                    server.close()
+
+    def test_real_valued_settings_must_be_finite(self):
+        # CLI11's range checks compare, and NaN compares false with everything.
+        for flag, value in [("--acoustic-length-band", "nan"), ("--request-timeout", "nan"),
+                            ("--grace-period", "inf"), ("--header-timeout", "nan"),
+                            ("--release-cached-after", "-inf")]:
+            with self.subTest(flag=flag, value=value):
+                result = subprocess.run([VOXD, "serve", "--voice", VOICE, "--device", DEVICE, "--port", "0",
+                                         flag, value], capture_output=True, text=True, timeout=120)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(flag, result.stderr)
+                self.assertIn("must be a finite number", result.stderr)
+        result = self.settings(env={"VOXD_ACOUSTIC_LENGTH_BAND": "nan"})
+        self.assertEqual(result.returncode, 2, result.stderr)
 
     def test_voice_aliases_are_listed_and_checked_at_startup(self):
         values = self.parsed(self.settings("--voice-alias", "alloy=en-demo,echo=en-demo"))

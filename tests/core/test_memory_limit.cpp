@@ -99,5 +99,18 @@ TEST(MemoryAmount, BadValuesGiveOneClearMessage) {
   EXPECT_THROW(MemoryAmount::fraction(1.5), InputError);
 }
 
+TEST(MemoryAmount, ZeroBytesWhereTheOptionAllowsIt) {
+  for (const char* text : {"0", "00", "0B", "0 MiB", "0.0GiB"}) {
+    const MemoryAmount amount =
+        MemoryAmount::parse(text, "--acoustic-graph-memory", MemoryAmount::Zero::kAllowed);
+    EXPECT_FALSE(amount.is_fraction()) << text;
+    EXPECT_EQ(amount.resolve(0), 0u) << text;
+  }
+  EXPECT_EQ(MemoryAmount::parse("64MiB", "--x", MemoryAmount::Zero::kAllowed).resolve(0),
+            uint64_t{64} << 20);
+  // A fraction is never zero: "0.0" without a unit is still refused.
+  EXPECT_THROW(MemoryAmount::parse("0.0", "--x", MemoryAmount::Zero::kAllowed), InputError);
+}
+
 }  // namespace
 }  // namespace voxd

@@ -577,6 +577,16 @@ TEST(EngineService, BadConfigurationsAreRefusedWithActionableMessages) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("name"), std::string::npos) << e.what();
   }
+  for (const double band : {0.5, std::nan(""), HUGE_VAL}) {
+    EngineConfig bad = demo_config();
+    bad.acoustic_length_band = band;
+    try {
+      EngineService service(bad);
+      ADD_FAILURE() << "an acoustic length band of " << band << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("acoustic length band"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
