@@ -72,7 +72,11 @@ Analysis EspeakFrontEnd::analyze(std::string_view text) const {
       if (!sentence.ids.empty() && pronounceable) sentences.push_back(std::move(sentence));
     }
     // A break ends its span's last sentence; one before any sentence has nothing to follow.
-    if (!sentences.empty()) sentences.back().pause_after_ms += spans[k].pause_after_ms;
+    // Spans without a sentence of their own add theirs to it, to at most kMaxBreakMs.
+    if (!sentences.empty()) {
+      int& pause = sentences.back().pause_after_ms;
+      pause = std::min(pause + spans[k].pause_after_ms, kMaxBreakMs);
+    }
   }
   if (sentences.empty()) {
     throw InputError(dropped == 0 ? std::string("text has nothing to pronounce")

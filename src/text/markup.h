@@ -12,10 +12,11 @@ namespace voxd::text {
 struct Span {
   std::string text;        // markup removed, entities decoded; "\n" ends a sentence
   float rate = 1.0f;       // speed multiplier from <prosody rate>
-  int pause_after_ms = 0;  // from <break>
+  int pause_after_ms = 0;  // from <break>s, together at most kMaxBreakMs
 };
 
-// The longest <break> honoured, and the range of <prosody rate> multipliers.
+// The longest <break> honoured (and the longest silence breaks in a row make), and the range of
+// <prosody rate> multipliers.
 inline constexpr int kMaxBreakMs = 10000;
 inline constexpr float kMinRate = 0.25f;
 inline constexpr float kMaxRate = 4.0f;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "text/markup.h"
 
 namespace voxd::text {
 namespace {
@@ -170,6 +171,12 @@ TEST(EspeakFrontEnd, BreaksAndRatesReachTheSentences) {
       frontend.process("Hello. \U0001F600 <break time=\"300ms\"/>");
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_EQ(skipped[0].pause_after_ms, 300);
+  // Pauses that come together after one sentence make at most kMaxBreakMs of silence.
+  const std::vector<Sentence> long_pause = frontend.process(
+      "Hello. <break time=\"9s\"/> \U0001F600 <break time=\"9s\"/> \U0001F600 <break "
+      "time=\"9s\"/>");
+  ASSERT_EQ(long_pause.size(), 1u);
+  EXPECT_EQ(long_pause[0].pause_after_ms, kMaxBreakMs);
 }
 
 TEST(EspeakFrontEnd, AnalyzeShowsTheNormalisedText) {

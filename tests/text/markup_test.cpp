@@ -77,6 +77,12 @@ TEST(Markup, BreakTimesAndStrengths) {
   const std::vector<Span> leading = parse_markup("<break time=\"1s\"/>Hi", "en-us");
   ASSERT_EQ(leading.size(), 1u);
   EXPECT_EQ(leading[0].pause_after_ms, 0);
+  // Breaks in a row add up to at most kMaxBreakMs: 6,000 of 10 s stay one 10 s pause.
+  std::string many = "Hi.";
+  for (int i = 0; i < 6000; ++i) many += "<break time=\"10s\"/>";
+  const std::vector<Span> capped = parse_markup(many, "en-us");
+  ASSERT_FALSE(capped.empty());
+  EXPECT_EQ(capped.front().pause_after_ms, kMaxBreakMs);
 }
 
 TEST(Markup, BadBreaksAndRatesAreInputErrors) {
