@@ -26,6 +26,7 @@ ApiError shutting_down() {
   error.type = "server_error";
   error.code = "shutting_down";
   error.message = "the server is shutting down";
+  error.retry_after_s = 1;  // another replica, or this one restarted
   return error;
 }
 

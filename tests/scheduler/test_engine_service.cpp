@@ -352,6 +352,8 @@ TEST(EngineService, DrainFinishesInFlightWorkAndRefusesNewRequests) {
   for (const auto& a : audio) expect_valid_audio(a);
   const ApiError error = admit_error(service, request("Too late."));
   EXPECT_EQ(error.status, 503);
+  EXPECT_EQ(error.code, "shutting_down");
+  EXPECT_EQ(error.retry_after_s, 1);
   EXPECT_FALSE(service.readiness().ready);
 }
 
@@ -359,7 +361,9 @@ TEST(EngineService, DrainCancelsWhatOutlastsTheGrace) {
   EngineService service(demo_config());
   std::unique_ptr<server::SpeechJob> job = service.admit(request(kMediumSentence));
   EXPECT_EQ(service.drain(std::chrono::milliseconds(0)), 1u);
-  EXPECT_EQ(run_error(*job, "run() went on after drain cancelled it").status, 503);
+  const ApiError error = run_error(*job, "run() went on after drain cancelled it");
+  EXPECT_EQ(error.status, 503);
+  EXPECT_EQ(error.retry_after_s, 1);
   job.reset();
   expect_workspace_free(service);
 }
