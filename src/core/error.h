@@ -18,9 +18,17 @@ class InputError : public Error {
   explicit InputError(const std::string& message) : Error(message) {}
 };
 
+// Well-formed input that is more than a model takes (a sentence past its positions or its token
+// limit): the message says what to shorten; the server answers 413 input_too_long.
+class InputTooLongError : public InputError {
+ public:
+  explicit InputTooLongError(const std::string& message) : InputError(message) {}
+};
+
 }  // namespace voxd
 
-#define VOXD_CHECK(cond, msg)                                    \
-  do {                                                           \
-    if (!(cond)) throw ::voxd::Error(std::string("internal check failed: ") + #cond + ": " + (msg)); \
+#define VOXD_CHECK(cond, msg)                                                             \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      throw ::voxd::Error(std::string("internal check failed: ") + #cond + ": " + (msg)); \
   } while (0)

@@ -264,6 +264,10 @@ std::unique_ptr<server::SpeechJob> EngineService::admit(const server::SpeechRequ
                                           options_);
   } catch (const OptionError& e) {
     throw ApiError::invalid_request(e.what(), e.field());
+  } catch (const InputTooLongError& e) {
+    ApiError error = ApiError::invalid_request(e.what(), "input", "input_too_long");
+    error.status = 413;
+    throw error;
   } catch (const InputError& e) {
     throw ApiError::invalid_request(e.what(), "input", "nothing_to_pronounce");
   }

@@ -27,6 +27,7 @@
 #include "run_job.h"
 #include "scheduler/engine_service.h"
 #include "scheduler/scheduler.h"
+#include "server/api_error.h"
 #include "server/metrics.h"
 
 namespace voxd::scheduler {
@@ -38,10 +39,11 @@ const fs::path kFixtureVoice = fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voice
 constexpr uint64_t kPageBytes = 8 * 1024;  // tiny-chattts: 2 layers × K and V × 16 × 2 × 16 × 4
 
 // The fixture voice with stages short enough that a few streams fill a small pool: a code stage
-// of at most `code_tokens` tokens (its capacity, with the prompt, in a handful of pages).
+// of at most `code_tokens` tokens (its capacity, with the prompt, in a handful of pages), and a
+// GPT of `positions` positions (0: the fixture's).
 class ShortStagesVoice {
  public:
-  explicit ShortStagesVoice(int64_t code_tokens, int64_t refine_tokens = 24)
+  explicit ShortStagesVoice(int64_t code_tokens, int64_t refine_tokens = 24, int64_t positions = 0)
       : dir_(fs::temp_directory_path() /
              ("voxd-chattts-" + std::to_string(::getpid()) + "-" + std::to_string(code_tokens))) {
     fs::remove_all(dir_);
@@ -50,6 +52,7 @@ class ShortStagesVoice {
     std::ifstream(dir_ / "config.json") >> config;
     config["infer_code"]["max_new_token"] = code_tokens;
     config["refine_text"]["max_new_token"] = refine_tokens;
+    if (positions > 0) config["gpt"]["max_position_embeddings"] = positions;
     std::ofstream(dir_ / "config.json") << config.dump(2);
   }
   ~ShortStagesVoice() { fs::remove_all(dir_); }
@@ -210,6 +213,26 @@ TEST(ChatTtsEngine, AClientThatDoesNotReadStopsTheDecodingAndHoldsBoundedAudio) 
   job.reset();
   wait_idle(service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+TEST(ChatTtsEngine, ALaterSentenceTooLongForTheGptIsRefusedAtAdmission) {
+  const ShortStagesVoice voice(12, 6, 96);
+  Served served(config_of(voice, 64));
+  // A GPT of 96 positions: the first sentence fits, the second (211 tokens) does not (built by
+  // appending: GCC 12 warns wrongly on a literal + string here).
+  std::string text = "Hello there.";
+  for (int i = 0; i < 70; ++i) text.append(" one");
+  text.append(".");
+  try {
+    (void)served.service.admit(request(text, 1));
+    ADD_FAILURE() << "a sentence past the GPT's positions was admitted";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 413);
+    EXPECT_EQ(e.code, "input_too_long");
+    EXPECT_NE(e.message.find("sentence 2"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("96 positions"), std::string::npos) << e.message;
+  }
+  EXPECT_FALSE(speak(served.service, request("Hello there.", 1)).empty());
 }
 
 TEST(ChatTtsEngine, ManyShortRandomRequestsLeaveThePoolAndTheAllocatorWhereTheyStarted) {

@@ -263,6 +263,15 @@ TEST(SambertEngine, OptionsTheVoiceCannotTakeAreRefusedByName) {
   EXPECT_EQ(field_of(seed), "seed");
   EXPECT_EQ(field_of(request("{zz$tone1$s_begin$word_begin$emotion_neutral$F7}")), "input");
   EXPECT_EQ(field_of(request("not symbols")), "input");
+  // Well-formed, but more tokens than an utterance may have: 413, naming what to split.
+  try {
+    (void)service.admit(request(utterance(static_cast<int>(SambertLimits{}.max_tokens) + 1, 1)));
+    ADD_FAILURE() << "an utterance past the token limit was admitted";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 413) << e.message;
+    EXPECT_EQ(e.code, "input_too_long");
+    EXPECT_NE(e.message.find("split it"), std::string::npos) << e.message;
+  }
 }
 
 // An utterance whose keys and values need more pages than the pool has fails alone; the

@@ -57,6 +57,11 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
   // again; voxd's draws are seeded, so it would be missing every time): at least one token.
   refine_.sampling.min_new_token = std::max<int64_t>(refine_.sampling.min_new_token, 1);
   code_.sampling.min_new_token = std::max<int64_t>(code_.sampling.min_new_token, 1);
+  // Every sentence's first prompt must fit the GPT now, not after the sentences before it have
+  // played (a refined text is checked when its code stage starts).
+  for (size_t s = 0; s < sentences_.size(); ++s) {
+    (void)prompt_of(!options_.refine_text, sentences_[s].ids, s);
+  }
   start_sentence();
 }
 
@@ -74,8 +79,8 @@ void RequestGeneration::start_sentence() {
   }
 }
 
-void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_ids) {
-  code_stage_ = code;
+std::vector<int64_t> RequestGeneration::prompt_of(bool code, const std::vector<int64_t>& text_ids,
+                                                  size_t sentence) const {
   const StageConfig& stage = code ? code_ : refine_;
   const std::string& template_text =
       !code ? stage.prompt_template
@@ -88,19 +93,28 @@ void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_
     const std::vector<int32_t> ids = front_end_.tokenizer().encode(part);
     return std::vector<int64_t>(ids.begin(), ids.end());
   };
-  prompt_ = fill(template_text.substr(0, at));
-  prompt_.insert(prompt_.end(), text_ids.begin(), text_ids.end());
+  std::vector<int64_t> prompt = fill(template_text.substr(0, at));
+  prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
   const std::vector<int64_t> suffix = fill(template_text.substr(at + 6));
-  prompt_.insert(prompt_.end(), suffix.begin(), suffix.end());
+  prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+  const int64_t positions = config_.gpt.max_position_embeddings;
+  const auto length = static_cast<int64_t>(prompt.size());
+  VOXD_CHECK(length > 0, "a ChatTTS prompt has no tokens");
+  if (length >= positions) {
+    throw InputTooLongError("sentence " + std::to_string(sentence + 1) + "'s " +
+                            (code ? "code" : "refine") + " prompt of " + std::to_string(length) +
+                            " tokens does not fit the GPT's " + std::to_string(positions) +
+                            " positions; split the text into shorter sentences");
+  }
+  return prompt;
+}
+
+void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_ids) {
+  code_stage_ = code;
+  const StageConfig& stage = code ? code_ : refine_;
+  prompt_ = prompt_of(code, text_ids, sentence_);
   const GptConfig& gpt = config_.gpt;
   const auto length = static_cast<int64_t>(prompt_.size());
-  VOXD_CHECK(length > 0, "a ChatTTS prompt has no tokens");
-  if (length >= gpt.max_position_embeddings) {
-    throw InputError("a sentence's prompt of " + std::to_string(length) +
-                     " tokens does not fit the GPT's " +
-                     std::to_string(gpt.max_position_embeddings) +
-                     " positions; split the text into shorter sentences");
-  }
   capacity_ = std::min(length + stage.max_new_token, gpt.max_position_embeddings);
   positions_ = 0;
   recomputing_ = false;

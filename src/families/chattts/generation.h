@@ -123,7 +123,11 @@ class RequestGeneration {
   const std::vector<float>* speaker_ptr() const { return speaker_ ? &*speaker_ : nullptr; }
   // Starts sentence `sentence_`'s first stage, or kDone past the last.
   void start_sentence();
-  // The stage's prompt from its template, with {text} the ids and {prompt} the stage's prompt.
+  // The prompt of sentence `sentence`'s code (or refine) stage from its template, {text} the ids
+  // and {prompt} the stage's prompt. InputTooLongError when it does not fit the GPT's positions.
+  std::vector<int64_t> prompt_of(bool code, const std::vector<int64_t>& text_ids,
+                                 size_t sentence) const;
+  // Starts a stage on prompt_of(code, text_ids, sentence_).
   void start_stage(bool code, const std::vector<int64_t>& text_ids);
   // The stage drew its end token (`ended`) or ran out of tokens or positions.
   void end_stage(bool ended);

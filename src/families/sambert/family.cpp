@@ -93,9 +93,9 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   for (size_t i = 0; i < utterances.size(); ++i) {
     const auto tokens = static_cast<int64_t>(utterances[i].linguistic.size());
     if (tokens > limits.max_tokens) {
-      throw InputError("utterance " + std::to_string(i + 1) + " has " + std::to_string(tokens) +
-                       " tokens, more than the " + std::to_string(limits.max_tokens) +
-                       " one may have; split it");
+      throw InputTooLongError("utterance " + std::to_string(i + 1) + " has " +
+                              std::to_string(tokens) + " tokens, more than the " +
+                              std::to_string(limits.max_tokens) + " one may have; split it");
     }
     work->utterances.emplace_back().tokens = std::move(utterances[i]);
   }

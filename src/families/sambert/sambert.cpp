@@ -431,8 +431,9 @@ void Sambert::check(const SambertTokens& tokens, const SambertLimits& limits) co
   const int64_t n = static_cast<int64_t>(tokens.linguistic.size());
   if (n == 0) throw InputError("Sambert: the utterance has no token");
   if (n > limits.max_tokens) {
-    throw InputError("Sambert: the utterance has " + std::to_string(n) + " tokens, more than the " +
-                     std::to_string(limits.max_tokens) + " one may have; split the sentence");
+    throw InputTooLongError("Sambert: the utterance has " + std::to_string(n) +
+                            " tokens, more than the " + std::to_string(limits.max_tokens) +
+                            " one may have; split the sentence");
   }
   if (static_cast<int64_t>(tokens.emotion.size()) != n ||
       static_cast<int64_t>(tokens.speaker.size()) != n) {
