@@ -95,10 +95,12 @@ class LoadedVoice {
   virtual int64_t kv_cache_pages() const { return 0; }
   // Bytes of one page of that pool (0 without one).
   virtual uint64_t kv_cache_page_bytes() const { return 0; }
-  // Device thread, while none of the voice's steps runs: drops what its steps recorded only to
-  // run faster (CUDA graphs and their arenas; they are recorded again when memory allows) and
-  // returns the device bytes that held. The scheduler calls it before it refuses a step for
-  // memory.
+  // Device bytes held by what the voice's steps recorded only to run faster and can run without
+  // (CUDA graphs with an eager fallback; not those a step cannot run without).
+  virtual uint64_t releasable_recording_bytes() const { return 0; }
+  // Device thread, while none of the voice's steps runs: drops those recordings (the steps record
+  // them again when memory allows); returns the bytes they held. The scheduler calls it when a
+  // step does not fit the memory budget but would without them.
   virtual uint64_t release_recordings() { return 0; }
 };
 

@@ -36,8 +36,8 @@ bool MemoryBudget::fits(uint64_t footprint) {
   return true;
 }
 
-bool MemoryBudget::reclaim() {
-  return reclaim_ && reclaim_() > 0;
+bool MemoryBudget::reclaim(uint64_t footprint) {
+  return reclaim_ && reclaim_(footprint) > 0;
 }
 
 uint64_t MemoryBudget::footprint(uint64_t workspace, uint64_t carried) {

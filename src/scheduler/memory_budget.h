@@ -14,8 +14,9 @@ namespace voxd::scheduler {
 class MemoryBudget {
  public:
   // Frees device memory held only to make steps faster (recorded graphs, which are recorded
-  // again when memory allows); returns the bytes it gave back.
-  using Reclaim = std::function<uint64_t()>;
+  // again when memory allows) when that would leave `needed` bytes available; returns the bytes
+  // it gave back (0: it freed nothing).
+  using Reclaim = std::function<uint64_t(uint64_t needed)>;
 
   explicit MemoryBudget(DeviceRuntime& runtime, Reclaim reclaim = {})
       : runtime_(runtime), reclaim_(std::move(reclaim)) {}
@@ -28,10 +29,11 @@ class MemoryBudget {
   // Bytes a step takes from the allocator for an arena of `workspace` bytes and `carried` bytes
   // outside it, rounded up as the caching allocator reserves them.
   static uint64_t footprint(uint64_t workspace, uint64_t carried = 0);
-  // The last resort before a step is refused for memory: gives back what is held only for speed
-  // (the Reclaim given at construction); whether it gave anything back. Only between uses of
-  // what it frees: never while a step reads a recorded graph's memory.
-  bool reclaim();
+  // The last resort before a step of `footprint` bytes is refused for memory: gives back what is
+  // held only for speed (the Reclaim given at construction) when that would make it fit;
+  // whether it gave anything back. Only between uses of what it frees: never while a step reads
+  // a recorded graph's memory.
+  bool reclaim(uint64_t footprint);
 
  private:
   DeviceRuntime& runtime_;

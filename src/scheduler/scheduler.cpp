@@ -111,7 +111,7 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
     : runtime_(runtime),
       voices_(voices),
       options_(options),
-      budget_(runtime, [this] { return release_recordings(); }) {
+      budget_(runtime, [this](uint64_t needed) { return release_recordings(needed); }) {
   if (options_.max_batch < 1) {
     throw InputError("max_batch must be at least 1, got " + std::to_string(options_.max_batch));
   }
@@ -496,8 +496,9 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission
       admission.shrunk = true;
       continue;
     }
+    // Recordings before idle voices: recording again costs less than loading a voice again.
+    if (budget_.reclaim(footprint)) continue;
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
-    if (budget_.reclaim()) continue;
     StepOutput out;
     out.audio.resize(1);
     out.errors.push_back(std::make_exception_ptr(
@@ -529,12 +530,19 @@ void Scheduler::ensure_loaded(VoiceEntry& voice) {
   }
 }
 
-uint64_t Scheduler::release_recordings() {
+uint64_t Scheduler::release_recordings(uint64_t needed) {
+  uint64_t releasable = 0;
+  for (const auto& entry : voices_.entries()) {
+    if (entry->models) releasable += entry->models->releasable_recording_bytes();
+  }
+  // Nothing goes for a step that would not fit even without them; then one voice's at a time,
+  // until it fits.
+  if (releasable == 0 || budget_.available() + releasable < needed) return 0;
   uint64_t bytes = 0;
   for (const auto& entry : voices_.entries()) {
+    if (budget_.available() >= needed) break;
     if (entry->models) bytes += entry->models->release_recordings();
   }
-  if (bytes == 0) return 0;
   server::log_event(spdlog::level::info, "recordings released",
                     {{"bytes", bytes}, {"why", "a step did not fit the memory budget"}});
   if (server::MetricsRegistry* metrics = metrics_.load()) {

@@ -122,9 +122,10 @@ class Scheduler {
   StepOutput execute(StepKind& kind, Batch& batch, Admission& admission);
   // Device thread: makes `voice`'s models loaded, unloading idle voices when memory is short.
   void ensure_loaded(VoiceEntry& voice);
-  // Device thread, between steps: every loaded voice's LoadedVoice::release_recordings (the
-  // budget's Reclaim); the bytes they held.
-  uint64_t release_recordings();
+  // Device thread, between steps (the budget's Reclaim): when, with the loaded voices'
+  // releasable recordings, `needed` bytes would be available, their LoadedVoice::
+  // release_recordings one voice at a time until they are; the bytes released.
+  uint64_t release_recordings(uint64_t needed);
   // Device thread: unloads the least recently used loaded voice with no stream other than
   // `keep`; false when there is none.
   bool unload_idle_voice(const VoiceEntry* keep);

@@ -10,12 +10,6 @@ uint64_t LoadedModels::kv_cache_page_bytes() const {
   return cache.page_bytes();
 }
 
-uint64_t LoadedModels::release_recordings() {
-  const uint64_t bytes = decode_graphs ? decode_graphs->bytes() : 0;
-  decode_graphs.reset();
-  return bytes;
-}
-
 GenerationWork::GenerationWork(RequestGeneration generation, const VoiceConfig& config)
     : generation(std::move(generation)),
       config_(config),

@@ -42,8 +42,6 @@ struct LoadedModels final : scheduler::LoadedVoice {
 
   int64_t kv_cache_pages() const override { return pages->pages(); }
   uint64_t kv_cache_page_bytes() const override;
-  // The decode graphs.
-  uint64_t release_recordings() override;
 };
 
 // A stream's state: its generation; the pages of the pool its GPT stage holds (those of its

@@ -301,7 +301,9 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
     return;
   }
   // The last resort: memory held only for speed, unless this step reads it.
-  if (!fits && !in_graph && budget.reclaim()) fits = budget.fits(MemoryBudget::footprint(bytes));
+  if (!fits && !in_graph && budget.reclaim(MemoryBudget::footprint(bytes))) {
+    fits = budget.fits(MemoryBudget::footprint(bytes));
+  }
   if (!fits) {
     out.errors[first] = std::make_exception_ptr(scheduler::StepRefusalError(
         {.request_too_large = true,

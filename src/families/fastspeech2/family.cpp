@@ -168,12 +168,13 @@ const VoiceConfig& config_of(const scheduler::VoiceEntry& entry) {
   return static_cast<const Definition&>(*entry.definition).config();
 }
 
+uint64_t LoadedModels::releasable_recording_bytes() const {
+  return acoustic_graphs ? acoustic_graphs->bytes() : 0;
+}
+
 uint64_t LoadedModels::release_recordings() {
-  const uint64_t bytes =
-      (acoustic_graphs ? acoustic_graphs->bytes() : 0) + (graphs ? graphs->bytes() : 0);
+  const uint64_t bytes = releasable_recording_bytes();
   acoustic_graphs.reset();
-  graphs.reset();
-  graph_batches.clear();
   return bytes;
 }
 

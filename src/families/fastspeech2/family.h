@@ -63,7 +63,9 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<VocoderGraphs> graphs;
   std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
 
-  // The acoustic and the vocoder graphs.
+  // The acoustic graphs (the vocoder's are kept: an interior chunk's step records its batch
+  // rather than running eagerly).
+  uint64_t releasable_recording_bytes() const override;
   uint64_t release_recordings() override;
 };
 
