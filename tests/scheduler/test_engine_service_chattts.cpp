@@ -45,7 +45,8 @@ class ShortStagesVoice {
  public:
   explicit ShortStagesVoice(int64_t code_tokens, int64_t refine_tokens = 24, int64_t positions = 0)
       : dir_(fs::temp_directory_path() /
-             ("voxd-chattts-" + std::to_string(::getpid()) + "-" + std::to_string(code_tokens))) {
+             ("voxd-chattts-" + std::to_string(::getpid()) + "-" + std::to_string(code_tokens) +
+              "-" + std::to_string(refine_tokens) + "-" + std::to_string(positions))) {
     fs::remove_all(dir_);
     fs::copy(kFixtureVoice, dir_, fs::copy_options::recursive);
     nlohmann::json config;

@@ -57,10 +57,12 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
   // again; voxd's draws are seeded, so it would be missing every time): at least one token.
   refine_.sampling.min_new_token = std::max<int64_t>(refine_.sampling.min_new_token, 1);
   code_.sampling.min_new_token = std::max<int64_t>(code_.sampling.min_new_token, 1);
-  // Every sentence's first prompt must fit the GPT now, not after the sentences before it have
-  // played (a refined text is checked when its code stage starts).
+  // Every sentence's prompts must fit the GPT now, not after the sentences before it have played:
+  // the code stage's on its text (refining falls back to it when the refined text is empty), and
+  // the refine stage's. A refined text itself is checked when its code stage starts.
   for (size_t s = 0; s < sentences_.size(); ++s) {
-    (void)prompt_of(!options_.refine_text, sentences_[s].ids, s);
+    (void)prompt_of(true, sentences_[s].ids, s);
+    if (options_.refine_text) (void)prompt_of(false, sentences_[s].ids, s);
   }
   start_sentence();
 }
