@@ -1,7 +1,8 @@
 #include "cli/finite_number.h"
 
-#include <charconv>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace voxd {
@@ -9,10 +10,12 @@ namespace voxd {
 CLI::Validator finite_number() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        double number = 0;
-        const char* end = value.data() + value.size();
-        const auto [ptr, error] = std::from_chars(value.data(), end, number);
-        if (error != std::errc() || ptr != end || !std::isfinite(number)) {
+        // strtod, as CLI11's own conversion: a sign, spaces around and exponents are taken.
+        const char* begin = value.c_str();
+        char* end = nullptr;
+        const double number = std::strtod(begin, &end);
+        while (std::isspace(static_cast<unsigned char>(*end))) ++end;
+        if (end == begin || *end != '\0' || !std::isfinite(number)) {
           return "must be a finite number, got " + value;
         }
         return {};
