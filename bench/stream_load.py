@@ -15,7 +15,8 @@ run. Prints one table row per round:
   peak device used   the largest NVML reading of the whole device's used memory polled every
                      0.2 s (device_reading.used_bytes; "-" when the server has no reading)
   most streams at once  the most streams open at the same time (from each one's start and end)
-  stalled / p95 stall ms  streams whose audio ran dry, and the 95th percentile of how long:
+  stalled / p95 stall ms  streams whose audio ran dry (for 1 ms or more: less is the clock's
+                     jitter), and the 95th percentile of how long:
                      a listener who starts playing at the first audio byte, in real time, and
                      pauses whenever the next audio has not arrived waits max_lag seconds in all
                      (a smaller first chunk or a busier server can buy first audio with stalls)
@@ -221,7 +222,7 @@ def round_row(clients, results, starts, sample_rate, peaks):
             f"{percentile(ttfa, 0.95):.0f} | {percentile(total, 0.95):.2f} | {audio_s:.1f} | "
             f"{peaks.get('reserved', 0) / 2**30:.2f} | "
             f"{'-' if used is None else f'{used / 2**30:.2f}'} | {most_at_once} | "
-            f"{sum(1 for s in stalls if s > 0)} | {percentile(stalls, 0.95):.0f} |")
+            f"{sum(1 for s in stalls if s >= 1)} | {percentile(stalls, 0.95):.0f} |")
 
 
 async def run(args):

@@ -57,6 +57,12 @@ class RoundRowTest(unittest.TestCase):
             "peak reserved GiB": "1.00", "peak device used GiB": "3.00",
             "most streams at once": "3", "stalled": "1", "p95 stall ms": "300"})
 
+    def test_a_pause_under_a_millisecond_is_not_a_stall(self):
+        jitter = stream(0.1, 0.9, [(0.1, 0.4), (0.5004, 0.4)])  # 0.4 ms late
+        cells = [c.strip() for c in stream_load.round_row(1, [jitter], [0.0], RATE, {})
+                 .strip("|").split("|")]
+        self.assertEqual(cells[10:], ["0", "0"])
+
     def test_no_device_reading_and_no_stream_ok(self):
         row = stream_load.round_row(1, [(503, None, 0.01, 0, [])], [0.0], RATE, {})
         cells = [c.strip() for c in row.strip("|").split("|")]
