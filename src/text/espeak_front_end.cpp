@@ -72,10 +72,10 @@ Analysis EspeakFrontEnd::analyze(std::string_view text) const {
       if (!sentence.ids.empty() && pronounceable) sentences.push_back(std::move(sentence));
     }
     // A break ends its span's last sentence; one before any sentence has nothing to follow.
-    // Spans without a sentence of their own add theirs to it, to at most kMaxBreakMs.
+    // Spans without a sentence of their own add theirs to it.
     if (!sentences.empty()) {
       int& pause = sentences.back().pause_after_ms;
-      pause = std::min(pause + spans[k].pause_after_ms, kMaxBreakMs);
+      pause = add_pause(pause, spans[k].pause_after_ms);
     }
   }
   if (sentences.empty()) {

@@ -631,13 +631,9 @@ class MarkupParser {
     rates_.pop_back();
   }
 
-  // Breaks in a row add up, to at most kMaxBreakMs of silence in one place.
   void add_break(int ms) {
     flush();
-    if (!spans_.empty()) {
-      int& pause = spans_.back().pause_after_ms;
-      pause = std::min(pause + ms, kMaxBreakMs);
-    }
+    if (!spans_.empty()) spans_.back().pause_after_ms = add_pause(spans_.back().pause_after_ms, ms);
   }
 
   void finish_collecting() {

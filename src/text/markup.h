@@ -2,6 +2,7 @@
 // with the pauses and speaking rates SSML asks for (docs/text-frontend.md lists what is honoured).
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,12 @@ struct Span {
 inline constexpr int kMaxBreakMs = 10000;
 inline constexpr float kMinRate = 0.25f;
 inline constexpr float kMaxRate = 4.0f;
+
+// A pause of `pause_ms` followed by one of `more_ms` (both in [0, kMaxBreakMs]): breaks in a row
+// add up, to at most kMaxBreakMs.
+inline int add_pause(int pause_ms, int more_ms) {
+  return std::min(pause_ms + more_ms, kMaxBreakMs);
+}
 
 // Splits `text` into spans at each <break> and each change of <prosody rate>. Text that starts
 // with <speak> (or <?xml) is an SSML document; anything else may hold Markdown, whose markup is

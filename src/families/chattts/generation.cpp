@@ -57,12 +57,14 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
   // again; voxd's draws are seeded, so it would be missing every time): at least one token.
   refine_.sampling.min_new_token = std::max<int64_t>(refine_.sampling.min_new_token, 1);
   code_.sampling.min_new_token = std::max<int64_t>(code_.sampling.min_new_token, 1);
+  code_template_ = template_of(true);
+  refine_template_ = template_of(false);
   // Every sentence's prompts must fit the GPT now, not after the sentences before it have played:
   // the code stage's on its text (refining falls back to it when the refined text is empty), and
   // the refine stage's. A refined text itself is checked when its code stage starts.
   for (size_t s = 0; s < sentences_.size(); ++s) {
-    (void)prompt_of(true, sentences_[s].ids, s);
-    if (options_.refine_text) (void)prompt_of(false, sentences_[s].ids, s);
+    check_prompt(true, sentences_[s].ids.size(), s);
+    if (options_.refine_text) check_prompt(false, sentences_[s].ids.size(), s);
   }
   start_sentence();
 }
@@ -81,8 +83,7 @@ void RequestGeneration::start_sentence() {
   }
 }
 
-std::vector<int64_t> RequestGeneration::prompt_of(bool code, const std::vector<int64_t>& text_ids,
-                                                  size_t sentence) const {
+RequestGeneration::PromptTemplate RequestGeneration::template_of(bool code) const {
   const StageConfig& stage = code ? code_ : refine_;
   const std::string& template_text =
       !code ? stage.prompt_template
@@ -95,12 +96,14 @@ std::vector<int64_t> RequestGeneration::prompt_of(bool code, const std::vector<i
     const std::vector<int32_t> ids = front_end_.tokenizer().encode(part);
     return std::vector<int64_t>(ids.begin(), ids.end());
   };
-  std::vector<int64_t> prompt = fill(template_text.substr(0, at));
-  prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
-  const std::vector<int64_t> suffix = fill(template_text.substr(at + 6));
-  prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+  return {fill(template_text.substr(0, at)), fill(template_text.substr(at + 6))};
+}
+
+void RequestGeneration::check_prompt(bool code, size_t text_tokens, size_t sentence) const {
+  const PromptTemplate& around = code ? code_template_ : refine_template_;
+  const auto length =
+      static_cast<int64_t>(around.before.size() + text_tokens + around.after.size());
   const int64_t positions = config_.gpt.max_position_embeddings;
-  const auto length = static_cast<int64_t>(prompt.size());
   VOXD_CHECK(length > 0, "a ChatTTS prompt has no tokens");
   if (length >= positions) {
     throw InputTooLongError("sentence " + std::to_string(sentence + 1) + "'s " +
@@ -108,13 +111,16 @@ std::vector<int64_t> RequestGeneration::prompt_of(bool code, const std::vector<i
                             " tokens does not fit the GPT's " + std::to_string(positions) +
                             " positions; split the text into shorter sentences");
   }
-  return prompt;
 }
 
 void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_ids) {
   code_stage_ = code;
   const StageConfig& stage = code ? code_ : refine_;
-  prompt_ = prompt_of(code, text_ids, sentence_);
+  check_prompt(code, text_ids.size(), sentence_);
+  const PromptTemplate& around = code ? code_template_ : refine_template_;
+  prompt_ = around.before;
+  prompt_.insert(prompt_.end(), text_ids.begin(), text_ids.end());
+  prompt_.insert(prompt_.end(), around.after.begin(), around.after.end());
   const GptConfig& gpt = config_.gpt;
   const auto length = static_cast<int64_t>(prompt_.size());
   capacity_ = std::min(length + stage.max_new_token, gpt.max_position_embeddings);

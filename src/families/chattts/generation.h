@@ -123,11 +123,18 @@ class RequestGeneration {
   const std::vector<float>* speaker_ptr() const { return speaker_ ? &*speaker_ : nullptr; }
   // Starts sentence `sentence_`'s first stage, or kDone past the last.
   void start_sentence();
-  // The prompt of sentence `sentence`'s code (or refine) stage from its template, {text} the ids
-  // and {prompt} the stage's prompt. InputTooLongError when it does not fit the GPT's positions.
-  std::vector<int64_t> prompt_of(bool code, const std::vector<int64_t>& text_ids,
-                                 size_t sentence) const;
-  // Starts a stage on prompt_of(code, text_ids, sentence_).
+  // A stage's prompt template as token ids: those before {text} and those after it.
+  struct PromptTemplate {
+    std::vector<int64_t> before;
+    std::vector<int64_t> after;
+  };
+  // The code (or refine) stage's template, {prompt} filled with the stage's prompt; tokenized
+  // once, in the constructor, once the speaker is known.
+  PromptTemplate template_of(bool code) const;
+  // InputTooLongError when sentence `sentence`'s code (or refine) prompt, its template around
+  // `text_tokens` tokens, does not fit the GPT's positions.
+  void check_prompt(bool code, size_t text_tokens, size_t sentence) const;
+  // Starts a stage on its template around `text_ids` (after check_prompt).
   void start_stage(bool code, const std::vector<int64_t>& text_ids);
   // The stage drew its end token (`ended`) or ran out of tokens or positions.
   void end_stage(bool ended);
@@ -141,6 +148,8 @@ class RequestGeneration {
   std::vector<text::Sentence> sentences_;
   std::optional<std::vector<float>> speaker_;  // normalised
   bool drew_speaker_ = false;
+  PromptTemplate code_template_;
+  PromptTemplate refine_template_;
 
   Next next_ = Next::kDone;
   size_t sentence_ = 0;

@@ -135,7 +135,7 @@ text::Analysis TextFrontEnd::analyze(std::string_view input) const {
     }
     if (!analysis.sentences.empty()) {
       int& pause = analysis.sentences.back().pause_after_ms;
-      pause = std::min(pause + span.pause_after_ms, text::kMaxBreakMs);
+      pause = text::add_pause(pause, span.pause_after_ms);
     }
   }
   if (analysis.sentences.empty()) throw InputError("text has nothing to pronounce");

@@ -15,12 +15,11 @@
 //
 // Graphs are kept until their arenas would pass `max_bytes` or the caller's budget refuses a new
 // one; then the least recently used go, one graph at a time (a decoder graph, or an encoder graph
-// once no decoder graph reads it). A caller with a memory budget (the
-// server's acoustic steps) goes through encode() and decode(), which record only what its
-// Admission allows and otherwise leave the step to the caller's own eager path; run() does both
-// and falls back to FastSpeech2's eager steps. On a backend that cannot record (cpu, reference)
-// run() is FastSpeech2::forward with the same padding, and holds nothing. One thread at a time,
-// like the backend.
+// once no decoder graph reads it). A caller with a memory budget (the server's acoustic steps)
+// goes through encode() and decode(), which record only what its Admission allows and otherwise
+// leave the step to the caller's own eager path; run() does both and falls back to FastSpeech2's
+// eager steps. On a backend that cannot record (cpu, reference) run() is FastSpeech2::forward with
+// the same padding, and holds nothing. One thread at a time, like the backend.
 #pragma once
 
 #include <cstdint>

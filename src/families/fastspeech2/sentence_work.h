@@ -61,8 +61,8 @@ inline constexpr size_t kMinClauseUnits = 8;
 // and including the first clause mark (",", ";" or ":"; for an ARPAbet voice the pause its front
 // end makes of any run of , ; : . - ? !, text::kArpabetPause, so a dash inside a sentence ends a
 // clause there too) that leaves at least kMinClauseUnits units before it (itself included) and
-// after it. nullopt when there is none, or when units and ids do not pair
-// one to one (units without an id were dropped).
+// after it. nullopt when there is none, or when units and ids do not pair one to one (units
+// without an id were dropped).
 std::optional<size_t> first_clause_ids(const text::Sentence& sentence);
 
 }  // namespace voxd::fastspeech2
