@@ -62,6 +62,9 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<AcousticGraphs> acoustic_graphs;
   std::unique_ptr<VocoderGraphs> graphs;
   std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
+  // Seconds a vocoder step takes lately per mel frame of its chunks (a moving average of the
+  // served steps; 0 before the first), which VocoderKind bounds a step's length by.
+  double vocoder_seconds_per_frame = 0.0;
 
   // The acoustic graphs (the vocoder's are kept: an interior chunk's step records its batch
   // rather than running eagerly).

@@ -1,6 +1,7 @@
 #include "families/fastspeech2/vocoder_kind.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
@@ -60,12 +61,20 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     return chunk.mel.size(1) == frames || (!chunk.reaches_end && chunk.mel.size(1) < frames);
   };
   // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before
-  // any gets a second, and every prefix of the batch keeps each stream's chunks in order.
-  const auto full = [&] { return static_cast<int64_t>(batch.items.size()) >= pacing.max_batch; };
-  for (size_t pass = 0; !full(); ++pass) {
+  // any gets a second, and every prefix of the batch keeps each stream's chunks in order. Beyond
+  // the first pass a chunk joins only while the step's expected time stays under the lead's
+  // slack: a step of many chunks per stream would otherwise run past the end of the audio that
+  // the streams with the least in hand hold.
+  const double chunk_seconds = static_cast<double>(frames) * seconds_per_frame(*batch.voice);
+  const auto full = [&](size_t pass) {
+    const auto size = static_cast<int64_t>(batch.items.size());
+    return size >= pacing.max_batch ||
+           (pass > 0 && static_cast<double>(size + 1) * chunk_seconds >= batch.slack_s);
+  };
+  for (size_t pass = 0; !full(pass); ++pass) {
     bool added = false;
     for (Candidate& c : candidates) {
-      if (full()) break;
+      if (full(pass)) break;
       if (c.taken != pass || c.stream->voice != batch.voice) continue;
       const MelChunk* chunk = work_of(*c.stream).peek_chunk(pass);
       if (chunk == nullptr || !fits(*chunk) || chunk->samples > c.room) continue;
@@ -77,6 +86,10 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     if (!added) break;
   }
   return batch;
+}
+
+double VocoderKind::seconds_per_frame(const VoiceEntry& voice) {
+  return voice.models ? models_of(voice).vocoder_seconds_per_frame : 0.0;
 }
 
 int64_t VocoderKind::frames_of(const Batch& batch) {
@@ -135,6 +148,7 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   const auto chunks = static_cast<int64_t>(batch.items.size());
   const std::vector<size_t> indices = chunk_indices(batch);
 
+  const auto started = Clock::now();
   const bool graphs = use_graphs(voice, frames);
   const int64_t rows = graphs ? graph_batch(chunks) : chunks;
   // Shorter chunks (propose() took only those that may be) are padded on the right with zeros.
@@ -156,6 +170,10 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
     audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
                              plan(voice, chunks, frames));
   }
+  const double per_frame = std::chrono::duration<double>(Clock::now() - started).count() /
+                           static_cast<double>(chunks * frames);
+  double& average = models_of(voice).vocoder_seconds_per_frame;
+  average = average == 0.0 ? per_frame : 0.9 * average + 0.1 * per_frame;
 
   StepOutput out;
   out.audio.resize(batch.items.size());

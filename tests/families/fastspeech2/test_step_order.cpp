@@ -155,6 +155,50 @@ TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{lead->id, newcomer->id}));
 }
 
+// Beyond one chunk per stream, a step takes chunks only while its expected time (the voice's
+// vocoder seconds per frame lately) stays under its lead's slack; without a timed step, or when
+// every stream holds plenty, up to max_batch. A served step keeps the average.
+TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
+  const auto make_streams = [&](double least_ahead_s) {
+    const std::vector<std::shared_ptr<Stream>> streams = {stream(3.0, least_ahead_s),
+                                                          stream(3.0, 5.0), stream(3.0, 5.0)};
+    for (const auto& s : streams) {
+      with_chunks(*s, 6);
+      EXPECT_NE(work_of(*s).peek_chunk(0), nullptr);
+      work_of(*s).ready.pop_front();  // four interior chunks of one shape left, then the last
+    }
+    return streams;
+  };
+  const auto sizes = [&](double least_ahead_s) {
+    const auto streams = make_streams(least_ahead_s);
+    VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+    Pacing pacing;
+    pacing.max_batch = 64;
+    return kind.propose(streams, pacing, now_).items.size();
+  };
+  LoadedModels& models = models_of(voice_);
+  ASSERT_EQ(models.vocoder_seconds_per_frame, 0.0);
+  EXPECT_EQ(sizes(0.27), 12u);  // not timed yet: four passes of three streams
+
+  const int64_t frames = kChunkFrames + 2 * config_of(voice_).vocoder.receptive_field_frames();
+  models.vocoder_seconds_per_frame = 0.05 / static_cast<double>(frames);  // 50 ms a chunk
+  EXPECT_EQ(sizes(4.0), 12u);  // 0.6 s of work, 4 s in hand
+  // Three first chunks (0.15 s) always; then 0.2 and 0.25 s are under 0.27, 0.3 is not.
+  const auto streams = make_streams(0.27);
+  VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
+  Pacing pacing;
+  pacing.max_batch = 64;
+  const Batch batch = kind.propose(streams, pacing, now_);
+  EXPECT_EQ(ids(batch), (std::vector<uint64_t>{streams[0]->id, streams[1]->id, streams[2]->id,
+                                               streams[0]->id, streams[1]->id}));
+  EXPECT_EQ(sizes(-0.1), 3u);  // a stream already dry: one chunk each
+
+  models.vocoder_seconds_per_frame = 0.0;
+  MemoryBudget budget(runtime_);
+  EXPECT_EQ(kind.run(batch, budget).audio.size(), batch.items.size());
+  EXPECT_GT(models.vocoder_seconds_per_frame, 0.0);
+}
+
 // A step takes the sentences within the length band of its lead's, on both sides: at 1.25, 10
 // and 12 phonemes but not 15 or 7; at 2, all four.
 TEST_F(StepOrder, AcousticBatchesWithinTheLengthBand) {
