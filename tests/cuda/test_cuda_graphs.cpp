@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -20,6 +22,7 @@
 #include "../families/fastspeech2/vocoder_test_util.h"
 #include "../scheduler/run_job.h"
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "cuda_test_util.h"
@@ -31,6 +34,7 @@
 #include "families/fastspeech2/voice.h"
 #include "families/registry.h"
 #include "scheduler/engine_service.h"
+#include "server/metrics.h"
 
 namespace voxd {
 namespace {
@@ -308,6 +312,70 @@ TEST(AcousticGraphsServed, SpeakAsWithoutThemAloneAndBatched) {
   // A batch of several is a shape of its own: it was recorded too, not run eagerly.
   EXPECT_GT(service.runtime().persistent_bytes(), persistent_alone);
   EXPECT_LE(service.runtime().persistent_bytes() - persistent_without, uint64_t{256} << 20);
+}
+
+// Memory held by recorded acoustic steps goes back for a step that needs it. The smallest limit
+// (to kLimitStep) at which a server without acoustic graphs speaks a long sentence is found
+// first; at that limit plus kLimitStep, a server whose shorter sentences filled acoustic graphs
+// first speaks the long one too, with the same audio, by releasing them (counted in
+// voxd_engine_recordings_released_total), which it could not do while they held more than that
+// margin.
+TEST(AcousticGraphsServed, GiveTheirMemoryBackToALongSentenceUnderALimit) {
+  constexpr uint64_t kLimitStep = uint64_t{256} << 10;
+  const std::string long_text =
+      "When the evening train finally left the crowded station in the middle of the winter "
+      "storm, every passenger on board was quietly hoping that the long journey across the "
+      "frozen northern mountains would end safely before the sun rose again over the valley "
+      "where their families were waiting for them with warm bread and hot tea";
+  const std::vector<std::string> short_texts = {
+      "The quick brown fox jumps over the lazy dog near the river bank.",
+      "A quick brown cat walks under the busy bridge near the old town.",
+      "The small grey mouse runs across the quiet room past the sleeping dog.",
+      "Graphs replay the same kernels."};
+  const auto config_of = [](uint64_t graph_bytes, uint64_t limit) {
+    scheduler::EngineConfig config = served_config(graph_bytes);
+    config.runtime.memory_limit = MemoryAmount::bytes(limit);
+    config.request_timeout = std::chrono::seconds(30);  // a wait for memory ends, as a refusal
+    return config;
+  };
+  const auto speaks_long_text = [&](uint64_t limit) {
+    try {
+      scheduler::EngineService service(config_of(0, limit));
+      return !scheduler::speak(service, served_request(long_text)).empty();
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  std::vector<float> expected;
+  uint64_t fits = 0;
+  {
+    scheduler::EngineService unlimited(served_config(0));
+    expected = scheduler::speak(unlimited, served_request(long_text));
+    fits = 2 * unlimited.runtime().allocator().stats().peak_reserved_bytes;
+  }
+  ASSERT_TRUE(speaks_long_text(fits));
+  uint64_t too_little = 0;
+  while (fits - too_little > kLimitStep) {
+    const uint64_t middle = too_little + (fits - too_little) / 2;
+    (speaks_long_text(middle) ? fits : too_little) = middle;
+  }
+
+  scheduler::EngineService service(config_of(uint64_t{256} << 20, fits + kLimitStep));
+  server::MetricsRegistry registry;
+  service.bind_metrics(registry);
+  const uint64_t persistent_before_graphs = service.runtime().persistent_bytes();
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (const std::string& text : short_texts) jobs.push_back(service.admit(served_request(text)));
+  (void)scheduler::run_all(jobs);
+  for (const std::string& text : short_texts) {
+    (void)scheduler::speak(service, served_request(text));
+  }
+  const uint64_t persistent_with_graphs = service.runtime().persistent_bytes();
+  ASSERT_GT(persistent_with_graphs, persistent_before_graphs + 2 * kLimitStep)
+      << "the short sentences' acoustic graphs hold less than the margin: the test proves nothing";
+  scheduler::expect_same_audio(expected, scheduler::speak(service, served_request(long_text)),
+                               "the long sentence under the limit");
+  EXPECT_GE(registry.counter("voxd_engine_recordings_released_total", "").value(), 1.0);
 }
 
 TEST(CaptureOnGpu, UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable) {

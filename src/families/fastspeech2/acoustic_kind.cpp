@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/memory_summary.h"
+#include "core/ops.h"
 #include "families/fastspeech2/family.h"
 #include "server/logging.h"
 
@@ -225,7 +226,17 @@ bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
   const std::optional<AcousticOutput> decoded =
       graphs.decode(encoding, controls, admission(budget));
   if (!decoded) {
-    decode(batch, encoding, controls, 0, batch.items.size(), 0, /*in_graph=*/true, budget, out);
+    // The eager decoder reads the encoder graph's hidden states. Copied out of its arena (when
+    // the copy fits), they let the recordings go if the decoder needs their memory.
+    const uint64_t hidden_bytes = encoding.hidden.nbytes();
+    if (budget.fits(MemoryBudget::footprint(hidden_bytes))) {
+      AcousticEncoding copied = encoding;
+      copied.hidden = ops::to_device(runtime_.context(), encoding.hidden, encoding.hidden.dtype());
+      decode(batch, copied, controls, 0, batch.items.size(), hidden_bytes, /*in_graph=*/false,
+             budget, out);
+    } else {
+      decode(batch, encoding, controls, 0, batch.items.size(), 0, /*in_graph=*/true, budget, out);
+    }
     return false;
   }
   // Downloaded as it is, converted on the host: no device memory outside the graph's arena.

@@ -72,7 +72,8 @@ class AcousticKind final : public StepKind {
   // it does not: more than kGraphSentences, no graph bytes, or a backend that cannot record.
   AcousticGraphs* graphs_for(VoiceEntry& voice, size_t sentences);
   // Decodes `encoding`, which graphs.encode() made, through the decoder's graph (recorded first
-  // when the budget admits it), else through decode(); whether the graph ran.
+  // when the budget admits it), else through decode() on a copy of its hidden states where the
+  // copy fits (so that the recordings may go to make room); whether the graph ran.
   bool decode_recorded(AcousticGraphs& graphs, const Batch& batch, const AcousticEncoding& encoding,
                        const SynthesisControls& controls, MemoryBudget& budget, StepOutput& out);
   // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
