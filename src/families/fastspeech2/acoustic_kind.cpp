@@ -180,7 +180,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
   int64_t frames = 0;
   bool recorded_decoder = false;
   AcousticGraphs* graphs = graphs_for(entry, n);
-  const std::optional<AcousticEncoding> recorded =
+  std::optional<AcousticEncoding> recorded =
       graphs != nullptr ? graphs->encode(ids, {}, controls, admission(budget)) : std::nullopt;
   if (recorded) {
     encoded = Clock::now();
@@ -219,23 +219,30 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
 }
 
 bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
-                                   const AcousticEncoding& encoding,
-                                   const SynthesisControls& controls, MemoryBudget& budget,
-                                   StepOutput& out) {
+                                   AcousticEncoding& encoding, const SynthesisControls& controls,
+                                   MemoryBudget& budget, StepOutput& out) {
   const Clock::time_point started = Clock::now();
   const std::optional<AcousticOutput> decoded =
       graphs.decode(encoding, controls, admission(budget));
   if (!decoded) {
-    // The eager decoder reads the encoder graph's hidden states. Copied out of its arena (when
-    // the copy fits), they let the recordings go if the decoder needs their memory.
+    // The eager decoder reads the encoder graph's hidden states in place when it fits beside the
+    // graphs. When it does not, it reads a copy (where the copy fits), which lets the graphs go
+    // to make room: the copy replaces them in `encoding`, as no tensor may outlive its arena.
+    const size_t n = batch.items.size();
+    const int64_t longest_frames = longest_mel(encoding, 0, n);
     const uint64_t hidden_bytes = encoding.hidden.nbytes();
-    if (budget.fits(MemoryBudget::footprint(hidden_bytes))) {
-      AcousticEncoding copied = encoding;
-      copied.hidden = ops::to_device(runtime_.context(), encoding.hidden, encoding.hidden.dtype());
-      decode(batch, copied, controls, 0, batch.items.size(), hidden_bytes, /*in_graph=*/false,
-             budget, out);
+    const bool fits_in_place =
+        longest_frames == 0 ||
+        budget.fits(MemoryBudget::footprint(decoder_plan(*batch.voice, static_cast<int64_t>(n),
+                                                         encoding.hidden.size(1),
+                                                         padded_length(longest_frames))
+                                                .bytes()));
+    if (!fits_in_place && budget.fits(MemoryBudget::footprint(hidden_bytes))) {
+      encoding.hidden =
+          ops::to_device(runtime_.context(), encoding.hidden, encoding.hidden.dtype());
+      decode(batch, encoding, controls, 0, n, hidden_bytes, /*in_graph=*/false, budget, out);
     } else {
-      decode(batch, encoding, controls, 0, batch.items.size(), 0, /*in_graph=*/true, budget, out);
+      decode(batch, encoding, controls, 0, n, 0, /*in_graph=*/true, budget, out);
     }
     return false;
   }

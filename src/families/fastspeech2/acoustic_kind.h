@@ -72,9 +72,10 @@ class AcousticKind final : public StepKind {
   // it does not: more than kGraphSentences, no graph bytes, or a backend that cannot record.
   AcousticGraphs* graphs_for(VoiceEntry& voice, size_t sentences);
   // Decodes `encoding`, which graphs.encode() made, through the decoder's graph (recorded first
-  // when the budget admits it), else through decode() on a copy of its hidden states where the
-  // copy fits (so that the recordings may go to make room); whether the graph ran.
-  bool decode_recorded(AcousticGraphs& graphs, const Batch& batch, const AcousticEncoding& encoding,
+  // when the budget admits it), else through decode(): in place, or when it does not fit beside
+  // the graphs on a copy of the hidden states that replaces them in `encoding` (so that the
+  // graphs, `graphs` included, may go to make room); whether the graph ran.
+  bool decode_recorded(AcousticGraphs& graphs, const Batch& batch, AcousticEncoding& encoding,
                        const SynthesisControls& controls, MemoryBudget& budget, StepOutput& out);
   // Decodes sequences [first, first + count) of `encoding` (padded to the padded_length of the
   // longest mel), each sentence's mel into its stream's chunkers; when they do not fit together,
