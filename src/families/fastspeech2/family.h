@@ -14,6 +14,7 @@
 #include "families/fastspeech2/acoustic_graphs.h"
 #include "families/fastspeech2/sentence_work.h"
 #include "families/fastspeech2/vocoder_graphs.h"
+#include "families/fastspeech2/vocoder_step_times.h"
 #include "families/fastspeech2/voice.h"
 #include "scheduler/family.h"
 #include "scheduler/voice_pool.h"
@@ -62,9 +63,7 @@ struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<AcousticGraphs> acoustic_graphs;
   std::unique_ptr<VocoderGraphs> graphs;
   std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
-  // Seconds a vocoder step takes lately per mel frame of its chunks (a moving average of the
-  // served steps; 0 before the first), which VocoderKind bounds a step's length by.
-  double vocoder_seconds_per_frame = 0.0;
+  VocoderStepTimes vocoder_times;   // which VocoderKind sizes steps by
 
   // The acoustic graphs (the vocoder's are kept: an interior chunk's step records its batch
   // rather than running eagerly).

@@ -63,13 +63,18 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before
   // any gets a second, and every prefix of the batch keeps each stream's chunks in order. Beyond
   // the first pass a chunk joins only while the step's expected time stays under the lead's
-  // slack: a step of many chunks per stream would otherwise run past the end of the audio that
-  // the streams with the least in hand hold.
-  const double chunk_seconds = static_cast<double>(frames) * seconds_per_frame(*batch.voice);
+  // slack, or no longer than the first pass's (a recorded batch's padded rows cost nothing more):
+  // a step of many chunks per stream would otherwise run past the end of the audio that the
+  // streams with the least in hand hold.
+  const auto expected_seconds = [&](size_t chunks) {
+    return expected_step_seconds(*batch.voice, static_cast<int64_t>(chunks), frames);
+  };
+  double first_pass_seconds = 0.0;
   const auto full = [&](size_t pass) {
-    const auto size = static_cast<int64_t>(batch.items.size());
-    return size >= pacing.max_batch ||
-           (pass > 0 && static_cast<double>(size + 1) * chunk_seconds >= batch.slack_s);
+    const size_t size = batch.items.size();
+    if (static_cast<int64_t>(size) >= pacing.max_batch) return true;
+    if (pass == 0) return false;
+    return expected_seconds(size + 1) > std::max(batch.slack_s, first_pass_seconds);
   };
   for (size_t pass = 0; !full(pass); ++pass) {
     bool added = false;
@@ -84,12 +89,16 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
       added = true;
     }
     if (!added) break;
+    if (pass == 0) first_pass_seconds = expected_seconds(batch.items.size());
   }
   return batch;
 }
 
-double VocoderKind::seconds_per_frame(const VoiceEntry& voice) {
-  return voice.models ? models_of(voice).vocoder_seconds_per_frame : 0.0;
+double VocoderKind::expected_step_seconds(const VoiceEntry& voice, int64_t chunks,
+                                          int64_t frames) const {
+  if (!voice.models) return 0.0;
+  const int64_t rows = use_graphs(voice, frames) ? graph_batch(chunks) : chunks;
+  return models_of(voice).vocoder_times.expected(rows, frames);
 }
 
 int64_t VocoderKind::frames_of(const Batch& batch) {
@@ -148,9 +157,12 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   const auto chunks = static_cast<int64_t>(batch.items.size());
   const std::vector<size_t> indices = chunk_indices(batch);
 
-  const auto started = Clock::now();
   const bool graphs = use_graphs(voice, frames);
   const int64_t rows = graphs ? graph_batch(chunks) : chunks;
+  LoadedModels& models = models_of(voice);
+  // A step that records its graph costs that once: it is left out of the step times.
+  const bool recording = graphs && !models.graph_batches.contains(rows);
+  const auto started = Clock::now();
   // Shorter chunks (propose() took only those that may be) are padded on the right with zeros.
   Tensor mel = Tensor::zeros({rows, n_mels, frames}, DType::F32);
   for (size_t i = 0; i < batch.items.size(); ++i) {
@@ -165,15 +177,15 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   Tensor audio;
   if (graphs) {
     audio = graphs_of(voice, frames).run(mel);
-    models_of(voice).graph_batches.insert(rows);
+    models.graph_batches.insert(rows);
   } else {
     audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
                              plan(voice, chunks, frames));
   }
-  const double per_frame = std::chrono::duration<double>(Clock::now() - started).count() /
-                           static_cast<double>(chunks * frames);
-  double& average = models_of(voice).vocoder_seconds_per_frame;
-  average = average == 0.0 ? per_frame : 0.9 * average + 0.1 * per_frame;
+  if (!recording) {
+    models.vocoder_times.record(rows, frames,
+                                std::chrono::duration<double>(Clock::now() - started).count());
+  }
 
   StepOutput out;
   out.audio.resize(batch.items.size());

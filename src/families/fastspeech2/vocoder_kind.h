@@ -3,7 +3,7 @@
 // not reach their stream's end are padded on the right to join them), in one planned arena or,
 // where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
 // only while the audio waiting for its client has room for them (back-pressure), and a step
-// takes more than one chunk of a stream only while its expected time leaves the streams audio.
+// takes a stream's later chunks only while its expected time leaves the streams audio in hand.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,9 @@ class VocoderKind final : public StepKind {
  private:
   // The mel frames of the batch's chunks.
   static int64_t frames_of(const Batch& batch);
-  // LoadedModels::vocoder_seconds_per_frame of `voice`, 0 while it is not loaded.
-  static double seconds_per_frame(const VoiceEntry& voice);
+  // The seconds a step of `chunks` chunks of `frames` of `voice` is expected to take, by its
+  // recent steps (LoadedModels::vocoder_times); 0 while nothing was measured or it is not loaded.
+  double expected_step_seconds(const VoiceEntry& voice, int64_t chunks, int64_t frames) const;
   // Whether chunks of `frames` of `voice` run through recorded graphs.
   bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
   // `voice`'s graphs for interior chunks of `frames`, made (in the runtime's persistent context)

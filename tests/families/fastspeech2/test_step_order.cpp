@@ -155,9 +155,9 @@ TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{lead->id, newcomer->id}));
 }
 
-// Beyond one chunk per stream, a step takes chunks only while its expected time (the voice's
-// vocoder seconds per frame lately) stays under its lead's slack; without a timed step, or when
-// every stream holds plenty, up to max_batch. A served step keeps the average.
+// Beyond one chunk per stream, a step takes chunks only while its expected time (by the voice's
+// recent vocoder steps) stays under its lead's slack or the first pass's time; before any step
+// was timed, or when every stream holds plenty, up to max_batch. A served step is timed.
 TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
   const auto make_streams = [&](double least_ahead_s) {
     const std::vector<std::shared_ptr<Stream>> streams = {stream(3.0, least_ahead_s),
@@ -169,34 +169,51 @@ TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
     }
     return streams;
   };
-  const auto sizes = [&](double least_ahead_s) {
-    const auto streams = make_streams(least_ahead_s);
-    VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
-    Pacing pacing;
-    pacing.max_batch = 64;
-    return kind.propose(streams, pacing, now_).items.size();
-  };
-  LoadedModels& models = models_of(voice_);
-  ASSERT_EQ(models.vocoder_seconds_per_frame, 0.0);
-  EXPECT_EQ(sizes(0.27), 12u);  // not timed yet: four passes of three streams
-
-  const int64_t frames = kChunkFrames + 2 * config_of(voice_).vocoder.receptive_field_frames();
-  models.vocoder_seconds_per_frame = 0.05 / static_cast<double>(frames);  // 50 ms a chunk
-  EXPECT_EQ(sizes(4.0), 12u);  // 0.6 s of work, 4 s in hand
-  // Three first chunks (0.15 s) always; then 0.2 and 0.25 s are under 0.27, 0.3 is not.
-  const auto streams = make_streams(0.27);
   VocoderKind kind(runtime_, kChunkFrames, kChunkFrames, /*cuda_graphs=*/false);
   Pacing pacing;
   pacing.max_batch = 64;
+  const auto sizes = [&](double least_ahead_s) {
+    return kind.propose(make_streams(least_ahead_s), pacing, now_).items.size();
+  };
+  const int64_t frames = kChunkFrames + 2 * config_of(voice_).vocoder.receptive_field_frames();
+  LoadedModels& models = models_of(voice_);
+  ASSERT_EQ(models.vocoder_times.expected(1, frames), 0.0);
+  EXPECT_EQ(sizes(0.27), 12u);  // not timed yet: four passes of three streams
+  EXPECT_EQ(sizes(-0.1), 12u);
+
+  models.vocoder_times.record(1, frames, 0.05);  // 50 ms a chunk
+  EXPECT_EQ(sizes(4.0), 12u);                    // 0.6 s of work, 4 s in hand
+  // Three first chunks (0.15 s) always; then 0.2 and 0.25 s are under 0.27, 0.3 is not.
+  const auto streams = make_streams(0.27);
   const Batch batch = kind.propose(streams, pacing, now_);
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{streams[0]->id, streams[1]->id, streams[2]->id,
                                                streams[0]->id, streams[1]->id}));
-  EXPECT_EQ(sizes(-0.1), 3u);  // a stream already dry: one chunk each
+  EXPECT_EQ(sizes(-0.1), 3u);  // a stream already dry: no step longer than the first pass
 
-  models.vocoder_seconds_per_frame = 0.0;
+  models.vocoder_times = VocoderStepTimes();
   MemoryBudget budget(runtime_);
   EXPECT_EQ(kind.run(batch, budget).audio.size(), batch.items.size());
-  EXPECT_GT(models.vocoder_seconds_per_frame, 0.0);
+  EXPECT_GT(models.vocoder_times.expected(1, frames), 0.0);
+}
+
+// Steps are averaged by power-of-two buckets of rows, per row and frame; a size not measured
+// takes its nearest bucket's (the smaller on a tie); each step moves its bucket by a tenth.
+TEST(VocoderStepTimes, AverageByBucketsOfRowsAndTakeTheNearest) {
+  constexpr double kTolerance = 1e-12;
+  VocoderStepTimes times;
+  EXPECT_EQ(times.expected(4, 100), 0.0);
+  times.record(2, 100, 0.002);  // bucket 1 (2 rows): 1e-5 s per row and frame
+  EXPECT_NEAR(times.expected(2, 100), 0.002, kTolerance);
+  EXPECT_NEAR(times.expected(1, 50), 0.0005, kTolerance);   // bucket 0: the nearest is 1
+  EXPECT_NEAR(times.expected(16, 100), 0.016, kTolerance);  // bucket 4: the nearest is 1
+  times.record(8, 100, 0.004);                              // bucket 3: 5e-6
+  EXPECT_NEAR(times.expected(5, 100), 0.0025, kTolerance);  // bucket 3 itself
+  EXPECT_NEAR(times.expected(16, 100), 0.008, kTolerance);  // bucket 4: the nearest is 3
+  EXPECT_NEAR(times.expected(3, 100), 0.003, kTolerance);   // bucket 2: a tie, the smaller
+  times.record(2, 100, 0.004);                              // bucket 1: 0.9 * 1e-5 + 0.1 * 2e-5
+  EXPECT_NEAR(times.expected(2, 100), 0.0022, kTolerance);
+  times.record(2, 100, -1.0);  // not a time: ignored
+  EXPECT_NEAR(times.expected(2, 100), 0.0022, kTolerance);
 }
 
 // A step takes the sentences within the length band of its lead's, on both sides: at 1.25, 10
