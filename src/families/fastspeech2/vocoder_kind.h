@@ -3,7 +3,8 @@
 // not reach their stream's end are padded on the right to join them), in one planned arena or,
 // where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
 // only while the audio waiting for its client has room for them (back-pressure), and a step
-// takes a stream's later chunks only while its expected time leaves the streams audio in hand.
+// takes a stream's later chunks only while it is expected to end before the most urgent stream
+// runs out of audio.
 #pragma once
 
 #include <cstdint>
