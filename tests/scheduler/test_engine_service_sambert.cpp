@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -21,6 +23,8 @@
 
 #include "backends/registry.h"
 #include "core/caching_allocator.h"
+#include "core/safetensors.h"
+#include "core/tensor.h"
 #include "families/registry.h"
 #include "families/sambert/served.h"
 #include "families/sambert/voice.h"
@@ -296,6 +300,97 @@ TEST(SambertEngine, AnUtteranceLargerThanThePoolIsRefusedAndOthersAreServed) {
   small.reset();
   wait_idle(service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+// A copy of tiny-sambert whose duration predictor is biased by `bias` (its log durations move by
+// that much): +1e4 makes every token infinitely long, -1e4 makes every token 0 frames.
+class BiasedDurations {
+ public:
+  explicit BiasedDurations(float bias) : copy_(kFixtureVoice, bias > 0 ? "long" : "none") {
+    const std::string path = copy_.path() + "/acoustic.safetensors";
+    std::map<std::string, Tensor> tensors;
+    {
+      const auto file = SafetensorsFile::open(path);
+      for (const std::string& name : file->names()) tensors[name] = file->get(name);
+    }
+    tensors["variance_adaptor.duration_predictor.fc.bias"] =
+        Tensor::from_vector({1}, std::vector<float>{bias});
+    write_safetensors(path, tensors);
+  }
+  std::string path() const { return copy_.path(); }
+
+ private:
+  test_support::EditedVoice copy_;
+};
+
+// What the model predicts is checked per utterance: one past the frame limit is refused with a
+// 413 that says to split it (not a server error), and one whose every token gets 0 frames makes
+// no audio and ends its request normally, as FastSpeech2's sentences without frames do.
+TEST(SambertEngine, PredictedLengthsPastTheLimitAre413AndNoFramesMakeNoAudio) {
+  {
+    const BiasedDurations long_voice(1e4f);
+    Served served(config_of(long_voice.path(), 64));
+    std::unique_ptr<server::SpeechJob> job = served.service.admit(request(utterance(5, 1)));
+    CollectingSink sink;
+    try {
+      run_job(*job, sink);
+      ADD_FAILURE() << "an utterance of infinite durations was served";
+    } catch (const server::ApiError& e) {
+      EXPECT_EQ(e.status, 413) << e.message;
+      EXPECT_EQ(e.code, "sentence_too_long") << e.message;
+      EXPECT_NE(e.message.find("split the sentence"), std::string::npos) << e.message;
+    }
+  }
+  const BiasedDurations silent_voice(-1e4f);
+  Served served(config_of(silent_voice.path(), 64));
+  std::unique_ptr<server::SpeechJob> job =
+      served.service.admit(request(utterance(5, 1) + " " + utterance(7, 2)));
+  CollectingSink sink;
+  run_job(*job, sink);
+  EXPECT_TRUE(sink.audio.empty());
+  job.reset();
+  wait_idle(served.service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+// Each voice has a pool of pages of its own: while one voice's most urgent utterance waits for
+// pages (its pool held by a stream whose client does not read), another voice's utterances are
+// still prefilled and served.
+TEST(SambertEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
+  const std::string held_text = utterance(30, 21);
+  // The pages one such utterance holds.
+  double pages = 0.0;
+  {
+    Served probe(config_of(kFixtureVoice.string(), 64));
+    std::unique_ptr<server::SpeechJob> held = probe.service.admit(request(held_text));
+    held->start([] {});
+    ASSERT_TRUE(wait_until_steps_stop(probe.service, "decode"));
+    pages = probe.kv_pages("used");
+    ASSERT_GT(pages, 0.0);
+  }
+  test_support::EditedVoice other(kFixtureVoice, "other");
+  other.edit([](nlohmann::json& config) { config["name"] = "tiny-sambert-b"; });
+  // Room for the held utterance and one page more in each voice's pool: the waiting one, shorter
+  // (and so, by its own audio, more urgent than the other voice's: a prefill's slack must not
+  // count the audio it is for), needs at least two.
+  EngineConfig config = config_of(kFixtureVoice.string(), static_cast<uint64_t>(pages) + 1);
+  config.voice_dirs.push_back(other.path());
+  config.request_timeout = std::chrono::seconds(20);  // a wait ends in a 504, not a hang
+  Served served(config);
+  std::unique_ptr<server::SpeechJob> held = served.service.admit(request(held_text));
+  held->start([] {});
+  ASSERT_TRUE(wait_until_steps_stop(served.service, "decode"));
+  std::unique_ptr<server::SpeechJob> waiting = served.service.admit(request(utterance(12, 23)));
+  waiting->start([] {});
+  std::unique_ptr<server::SpeechJob> other_voice =
+      served.service.admit(request(held_text, "tiny-sambert-b"));
+  CollectingSink sink;
+  run_job(*other_voice, sink);
+  EXPECT_FALSE(sink.audio.empty());
+  // Served while the other voice's utterance still waits (not after the held streams timed out).
+  std::vector<float> piece;
+  EXPECT_FALSE(waiting->take(piece));
+  EXPECT_TRUE(piece.empty());
 }
 
 // A client that never reads: its audio fills its buffer, then the decoder makes no more for it

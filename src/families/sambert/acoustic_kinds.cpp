@@ -1,6 +1,9 @@
 #include "families/sambert/acoustic_kinds.h"
 
 #include <algorithm>
+#include <deque>
+#include <exception>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -42,15 +45,22 @@ double seconds_of(const VoiceEntry& voice, int64_t frames) {
   return static_cast<double>(frames * config.hop_length) / static_cast<double>(config.sample_rate);
 }
 
-// Seconds of audio a stream will still make from utterances whose frames are known: the
-// utterance after them is needed no sooner than that (its slack beyond the stream's own).
-double known_audio_s(const Stream& stream) {
+// Seconds of audio a stream will still make from utterances past their prefill: the next
+// utterance's prefill is needed no sooner than that (its slack beyond the stream's own).
+double prefilled_audio_s(const Stream& stream) {
   int64_t frames = 0;
   for (const UtteranceAudio& a : work_of(stream).audio) frames += a.frames - a.vocoded;
+  return seconds_of(*stream.voice, frames);
+}
+
+// Seconds of audio a stream will still make from utterances whose frames are known (prefilled
+// or encoded): the next utterance to encode is needed no sooner than that.
+double known_audio_s(const Stream& stream) {
+  int64_t frames = 0;
   for (const Utterance& u : work_of(stream).utterances) {
     if (u.stage == Stage::kEncoded) frames += u.alignment.frames;
   }
-  return seconds_of(*stream.voice, frames);
+  return prefilled_audio_s(stream) + seconds_of(*stream.voice, frames);
 }
 
 // The padded token count of an encoder step whose longest utterance has `tokens`: a multiple
@@ -158,11 +168,26 @@ scheduler::StepOutput EncodeKind::run(const Batch& batch, scheduler::MemoryBudge
     Utterance& u = *utterances[i];
     try {
       u.alignment = model.align(encodings[i].log_durations, limits_);
+    } catch (const InputTooLongError& e) {
+      out.errors[i] = std::make_exception_ptr(scheduler::StepRefusalError(
+          {.request_too_large = true, .code = "sentence_too_long", .message = e.what()}));
+      continue;
+    }
+    if (u.alignment.frames == 0) continue;
+    try {
       u.memory = model.memory(u.tokens, encodings[i], u.alignment);
       u.stage = Stage::kEncoded;
     } catch (const InputError&) {
       out.errors[i] = std::current_exception();
     }
+  }
+  // An utterance whose every token got 0 frames makes no audio: it leaves its stream, as
+  // FastSpeech2's sentences without frames do.
+  for (size_t i = 0; i < n; ++i) {
+    if (out.errors[i] || utterances[i]->alignment.frames > 0) continue;
+    std::deque<Utterance>& queue = work_of(*batch.items[i]).utterances;
+    queue.erase(std::find_if(queue.begin(), queue.end(),
+                             [&](const Utterance& u) { return &u == utterances[i]; }));
   }
   return out;
 }
@@ -183,20 +208,16 @@ void EncodeKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
 
 // ---- PrefillKind ---------------------------------------------------------------------------
 
-Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+namespace {
+
+// A prefill of `lead`'s voice from `candidates` (least slack first), led by `lead`: the utterances
+// whose pages are free, in slack order up to the first that must wait; empty when the lead waits.
+Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
                            const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
-  std::vector<Candidate> candidates;
-  for (const std::shared_ptr<Stream>& stream : streams) {
-    const SentenceWork& work = work_of(*stream);
-    if (!stream->running() || work.utterances.empty() ||
-        work.utterances.front().stage != Stage::kEncoded) {
-      continue;
-    }
-    candidates.push_back(
-        {stream, stream->slack(now, pacing.first_audio_due_s) + known_audio_s(*stream)});
-  }
-  Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
-  if (candidates.empty()) return batch;
+  Batch batch;
+  batch.urgency = scheduler::urgency_of(*lead.stream, pacing, now);
+  batch.slack_s = lead.slack;
+  batch.voice = lead.stream->voice;
   const KvPagePool* pool = batch.voice->models ? models_of(*batch.voice).pages.get() : nullptr;
   int64_t free = pool != nullptr ? pool->free_pages() : 0;
   for (const Candidate& c : candidates) {
@@ -217,8 +238,34 @@ Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     free -= need;
     batch.items.push_back(c.stream);
   }
-  if (batch.items.empty()) return {};
   return batch;
+}
+
+}  // namespace
+
+Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
+                           const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
+  std::vector<Candidate> candidates;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    const SentenceWork& work = work_of(*stream);
+    if (!stream->running() || work.utterances.empty() ||
+        work.utterances.front().stage != Stage::kEncoded) {
+      continue;
+    }
+    // The utterance this prefill is for is the audio the stream waits for, not audio on its way.
+    candidates.push_back(
+        {stream, stream->slack(now, pacing.first_audio_due_s) + prefilled_audio_s(*stream)});
+  }
+  (void)scheduler::lead_by_slack(candidates, pacing, now);  // orders them
+  // Each voice has a pool of its own: when the most urgent utterance of one voice waits for
+  // pages, the next voice's may still go.
+  std::set<const VoiceEntry*> tried;
+  for (const Candidate& lead : candidates) {
+    if (!tried.insert(lead.stream->voice).second) continue;
+    Batch batch = prefill_batch_led_by(candidates, lead, pacing, now);
+    if (!batch.items.empty()) return batch;
+  }
+  return {};
 }
 
 const ArenaLayout& PrefillKind::plan(VoiceEntry& voice, int64_t batch, int64_t padded) {
@@ -317,7 +364,6 @@ void PrefillKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
                           scheduler::MemoryBudget& budget) {
   LoadedModels& models = models_of(voice);
   const Sambert& model = models.voice->acoustic();
-  const SambertConfig& c = model.config();
   const ArenaLayout& prefill = plan(voice, 1, kKvPageSize);
   const ArenaLayout decode = plan_decode(runtime_.backend(), model, models.cache, 1, 1, 1);
   if (!budget.fits(scheduler::MemoryBudget::footprint(std::max(prefill.bytes(), decode.bytes())))) {
@@ -329,6 +375,25 @@ void PrefillKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
     models.pages->release(memory_pages);
     return;
   }
+  // The pages go back however the made-up steps end (a warm-up failure is logged and ignored).
+  const auto give_back = [&] {
+    models.pages->release(memory_pages);
+    models.pages->release(step_pages);
+  };
+  try {
+    warm_up_steps(models, memory_pages, step_pages, prefill, decode);
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  give_back();
+}
+
+void PrefillKind::warm_up_steps(LoadedModels& models, const std::vector<int64_t>& memory_pages,
+                                const std::vector<int64_t>& step_pages, const ArenaLayout& prefill,
+                                const ArenaLayout& decode) {
+  const Sambert& model = models.voice->acoustic();
+  const SambertConfig& c = model.config();
   SambertMemory memory;
   memory.text = Tensor::zeros({kKvPageSize, c.outputs_per_step * c.projection_units}, DType::F32);
   memory.speaker.assign(static_cast<size_t>(kKvPageSize), 0);
@@ -344,8 +409,6 @@ void PrefillKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
   inputs.memory_table = page_table({&memory_pages}, 1);
   inputs.memory_ends = Tensor::from_vector({1}, std::vector<int64_t>{1});
   (void)run_decode(runtime_.backend(), runtime_.allocator(), model, models.cache, inputs, decode);
-  models.pages->release(memory_pages);
-  models.pages->release(step_pages);
 }
 
 // ---- DecodeKind ----------------------------------------------------------------------------

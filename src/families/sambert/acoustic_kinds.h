@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <vector>
 
 #include "core/workspace_arena.h"
 #include "families/sambert/served.h"
@@ -72,6 +73,10 @@ class PrefillKind final : public scheduler::StepKind {
 
  private:
   const ArenaLayout& plan(scheduler::VoiceEntry& voice, int64_t batch, int64_t padded);
+  // warm_up's prefill and decoder step over the pages it took.
+  void warm_up_steps(LoadedModels& models, const std::vector<int64_t>& memory_pages,
+                     const std::vector<int64_t>& step_pages, const ArenaLayout& prefill,
+                     const ArenaLayout& decode);
 
   DeviceRuntime& runtime_;
   int64_t chunk_frames_;

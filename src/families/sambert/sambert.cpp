@@ -599,17 +599,14 @@ SambertAlignment Sambert::align(const std::vector<float>& log_durations,
     const float d = std::exp(log_durations[t]) - 1.0f;
     // Checked before any cast: a model can predict any log duration (or NaN).
     if (!(d + 0.5f < static_cast<float>(limits.max_frames - a.frames + 1))) {
-      throw InputError("Sambert: token " + std::to_string(t) + " would take " + std::to_string(d) +
-                       " frames, past the " + std::to_string(limits.max_frames) +
-                       " frames an utterance may have; split the sentence");
+      throw InputTooLongError("Sambert: token " + std::to_string(t) + " would take " +
+                              std::to_string(d) + " frames, past the " +
+                              std::to_string(limits.max_frames) +
+                              " frames an utterance may have; split the sentence");
     }
     longest = std::max(longest, d);
     a.durations.push_back(static_cast<int64_t>(d + 0.5f));
     a.frames += a.durations.back();
-  }
-  if (a.frames == 0) {
-    throw InputError("Sambert: every one of the " + std::to_string(log_durations.size()) +
-                     " tokens got 0 frames; there is no audio to make");
   }
   a.band_width = static_cast<int64_t>(longest / static_cast<float>(r) + 0.5f);
   a.steps = (a.frames + r - 1) / r;
@@ -795,6 +792,10 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, Sam
   const auto n = static_cast<int64_t>(tokens.linguistic.size());
   const SambertEncoding encoding = std::move(encode(ctx, {&tokens}, n, false, debug)[0]);
   const SambertAlignment alignment = align(encoding.log_durations, limits);
+  if (alignment.frames == 0) {
+    throw InputError("Sambert: every one of the " + std::to_string(n) +
+                     " tokens got 0 frames; there is no audio to make");
+  }
   const SambertMemory memory_in = memory(tokens, encoding, alignment);
   const int64_t steps = alignment.steps;
   const int64_t band = alignment.band_width;

@@ -141,7 +141,8 @@ class Sambert {
                       DType dtype = DType::F32);
 
   // The mel of one utterance: check, encode, align, prefill into pages of its own, decode step
-  // by step, the postnet whole. Throws as check() and align() do.
+  // by step, the postnet whole. Throws as check() and align() do, and voxd::InputError when
+  // every token gets 0 frames.
   SambertOutput synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug = nullptr,
                            const SambertLimits& limits = {}) const;
 
@@ -163,9 +164,9 @@ class Sambert {
   std::vector<SambertEncoding> encode(Context& ctx, const std::vector<const SambertTokens*>& batch,
                                       int64_t padded_tokens, bool masked,
                                       SambertDebug* debug = nullptr) const;
-  // Frames per token int(exp(l) − 1 + 0.5) and the band int(max(exp(l) − 1) / r + 0.5). Throws
-  // voxd::InputError for durations past limits.max_frames (or not finite) and for an utterance
-  // whose every token rounds to 0 frames.
+  // Frames per token int(exp(l) − 1 + 0.5) and the band int(max(exp(l) − 1) / r + 0.5); 0 frames
+  // when every token rounds to 0. Throws voxd::InputTooLongError for durations past
+  // limits.max_frames (or not finite).
   SambertAlignment align(const std::vector<float>& log_durations,
                          const SambertLimits& limits = {}) const;
   // The decoder memory of `tokens` as `encoding` and `alignment` make it (host arithmetic).
