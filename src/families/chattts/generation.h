@@ -22,6 +22,11 @@
 
 namespace voxd::chattts {
 
+// The least sampling temperature a request's takes effect as: a smaller one (a denormal float is
+// still > 0) would make the logits over it infinite, and no token could be drawn. At 0.001 the
+// draw is in effect greedy already.
+inline constexpr float kLeastTemperature = 1e-3f;
+
 struct GenerationOptions {
   uint64_t seed = 0;
   // A named speaker, "random" (from spk_stat and the seed) or a spk_emb string. None: for one
@@ -29,7 +34,8 @@ struct GenerationOptions {
   // speaker of the seed when the voice has spk_stat, so that every sentence has the same voice
   // (the original makes the first sentence's audio the others' prompt, which voxd cannot yet).
   std::optional<std::string> speaker;
-  std::optional<float> temperature;  // the code stage's (default: the voice's)
+  // The code stage's (default: the voice's); below kLeastTemperature it samples as that.
+  std::optional<float> temperature;
   std::optional<double> top_p;
   std::optional<int64_t> top_k;
   bool refine_text = true;  // ChatTTS's skip_refine_text=False
