@@ -75,6 +75,9 @@ class GptKind : public scheduler::StepKind {
                                  scheduler::MemoryBudget& budget);
   GptStepShape shape_of(const scheduler::Batch& batch, size_t size) const;
   const ArenaLayout& plan(scheduler::VoiceEntry& voice, const GptStepShape& shape);
+  // warm_up's made-up prefill of `shape` over `pages` in a workspace of `layout`.
+  void warm_up_prefill(LoadedModels& models, std::vector<int64_t>& pages, const GptStepShape& shape,
+                       const ArenaLayout& layout);
   // Whether decode steps of `voice` run as recorded graphs, and its graphs (made on first use).
   bool use_graphs() const;
   DecodeGraphs& graphs_of(scheduler::VoiceEntry& voice);
