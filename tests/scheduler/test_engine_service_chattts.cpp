@@ -30,7 +30,6 @@
 #include "scheduler/scheduler.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
-#include "support/edited_voice.h"
 
 namespace voxd::scheduler {
 namespace {
@@ -247,60 +246,12 @@ TEST(ChatTtsEngine, ATemperatureNearZeroSamplesAsTheLeastOne) {
   tiny.temperature = 1e-39;
   server::SpeechRequest least = request("Hello there.", 3);
   least.temperature = static_cast<double>(chattts::kLeastTemperature);
+  server::SpeechRequest zero_as_float = request("Hello there.", 3);
+  zero_as_float.temperature = 1e-50;  // 0 once a float
   const std::vector<float> audio = speak(served.service, tiny);
   EXPECT_FALSE(audio.empty());
   EXPECT_EQ(audio, speak(served.service, least));
-}
-
-// Each voice has a pool of pages of its own: while one voice's most urgent stage waits for pages
-// (its pool held by a stream whose client does not read), another voice's stages are still
-// prefilled and served.
-TEST(ChatTtsEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
-  const ShortStagesVoice voice(400);
-  const std::string held_text =
-      "One sentence goes on for a while. Another one comes after it. A third goes on and on.";
-  double pages = 0.0;
-  {
-    Served probe(config_of(voice, 256));
-    std::unique_ptr<server::SpeechJob> held = probe.service.admit(request(held_text, 4));
-    held->start([] {});
-    ASSERT_TRUE(wait_until_steps_stop(probe.service, "decode"));
-    pages = probe.kv_pages("used");
-    ASSERT_GT(pages, 0.0);
-  }
-  const ShortStagesVoice short_stages(12, 6);
-  test_support::EditedVoice other(short_stages.path(), "other");
-  other.edit([](nlohmann::json& config) { config["name"] = "tiny-chattts-b"; });
-  // Room in each voice's pool for the held stream, a page for it to grow, and one page more:
-  // the waiting stage's prompt takes two.
-  EngineConfig config = config_of(voice, static_cast<uint64_t>(pages) + 2);
-  config.voice_dirs.push_back(other.path());
-  config.request_timeout = std::chrono::seconds(20);  // a wait ends in a 504, not a hang
-  Served served(config);
-  std::unique_ptr<server::SpeechJob> held = served.service.admit(request(held_text, 4));
-  held->start([] {});
-  ASSERT_TRUE(wait_until_steps_stop(served.service, "decode"));
-  std::unique_ptr<server::SpeechJob> waiting =
-      served.service.admit(request("Good morning to you, my dear friend from far away.", 5));
-  waiting->start([] {});
-  server::SpeechRequest other_request = request("See you at noon.", 6);
-  other_request.voice = "tiny-chattts-b";
-  std::unique_ptr<server::SpeechJob> other_voice = served.service.admit(other_request);
-  CollectingSink sink;
-  try {
-    run_job(*other_voice, sink);
-  } catch (const server::ApiError& e) {
-    FAIL() << "the other voice's request failed: " << e.status << " " << e.message;
-  }
-  EXPECT_FALSE(sink.audio.empty());
-  // Served while the other voice's stage still waits (not after the held streams timed out).
-  std::vector<float> piece;
-  try {
-    EXPECT_FALSE(waiting->take(piece));
-  } catch (const server::ApiError& e) {
-    ADD_FAILURE() << "the waiting request ended first: " << e.status << " " << e.message;
-  }
-  EXPECT_TRUE(piece.empty());
+  EXPECT_EQ(audio, speak(served.service, zero_as_float));
 }
 
 TEST(ChatTtsEngine, ManyShortRandomRequestsLeaveThePoolAndTheAllocatorWhereTheyStarted) {

@@ -344,7 +344,7 @@ TEST(SambertEngine, PredictedLengthsPastTheLimitAre413AndNoFramesMakeNoAudio) {
   const BiasedDurations silent_voice(-1e4f);
   Served served(config_of(silent_voice.path(), 64));
   std::unique_ptr<server::SpeechJob> job =
-      served.service.admit(request(utterance(5, 1) + " " + utterance(7, 2)));
+      served.service.admit(request(utterance(5, 1) + "\n" + utterance(7, 2)));
   CollectingSink sink;
   run_job(*job, sink);
   EXPECT_TRUE(sink.audio.empty());

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -16,7 +15,6 @@ namespace {
 
 using scheduler::Batch;
 using scheduler::Stream;
-using scheduler::VoiceEntry;
 using Next = RequestGeneration::Next;
 
 struct Candidate {
@@ -46,52 +44,6 @@ void placeholder_draws(GptStepIo& io, size_t streams, bool code, const GptConfig
 // can, once the pool is its own).
 bool never_fits(const KvPagePool& pool, const RequestGeneration& generation) {
   return pool.pages_for(generation.capacity()) > pool.pages();
-}
-
-// A step of `lead`'s voice from `candidates` (least laxity first), led by `lead`; a prefill takes
-// the stages whose pages are free, in order up to the first that must wait (empty when the lead
-// waits), and a decode step the streams of the lead's stage.
-Batch batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead_candidate,
-                   const std::vector<std::shared_ptr<Stream>>& streams, bool prefill,
-                   const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
-  const Stream& lead = *lead_candidate.stream;
-  Batch batch;
-  batch.urgency = scheduler::urgency_of(lead, pacing, now);
-  batch.slack_s = lead_candidate.slack;
-  batch.voice = lead.voice;
-  const KvPagePool* pool = lead.voice->models ? models_of(*lead.voice).pages.get() : nullptr;
-  // A stage is admitted when its prefill's pages are free beside a page for every decoding
-  // stream of the voice (room for the running streams to grow); one that can never fit is
-  // proposed alone, for run() to refuse.
-  int64_t free = 0;
-  if (prefill && pool != nullptr) {
-    free = pool->free_pages();
-    for (const std::shared_ptr<Stream>& stream : streams) {
-      if (stream->voice == lead.voice && !work_of(*stream).pages.empty()) --free;
-    }
-  }
-  const bool code_stage = work_of(lead).generation.code_stage();
-  for (const Candidate& c : candidates) {
-    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
-    if (c.stream->voice != lead.voice) continue;
-    // A decode step is of one stage: one head, one table of embeddings (and one graph).
-    if (!prefill && work_of(*c.stream).generation.code_stage() != code_stage) continue;
-    if (prefill && pool != nullptr) {
-      const RequestGeneration& g = work_of(*c.stream).generation;
-      if (never_fits(*pool, g)) {
-        if (batch.items.empty()) batch.items.push_back(c.stream);
-        break;
-      }
-      // In slack order: the first stage that does not fit waits for pages, and so do the ones
-      // behind it (a long stage is not starved by short ones).
-      const int64_t need = pool->pages_for(g.prefill_length());
-      if (need > free) break;
-      free -= need;
-    }
-    batch.items.push_back(c.stream);
-    if (prefill && pool == nullptr) break;  // not loaded yet: its pool is seen at run()
-  }
-  return batch;
 }
 
 }  // namespace
@@ -223,16 +175,43 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
     }
     candidates.push_back({stream, laxity(*stream, pacing, now)});
   }
-  (void)scheduler::lead_by_slack(candidates, pacing, now);  // orders them
-  // Each voice has a pool of its own: when the most urgent stage of one voice waits for pages,
-  // the next voice's may still go.
-  std::set<const VoiceEntry*> tried;
-  for (const Candidate& lead : candidates) {
-    if (!tried.insert(lead.stream->voice).second) continue;
-    Batch batch = batch_led_by(candidates, lead, streams, prefill_, pacing, now);
-    if (!batch.items.empty()) return batch;
+  Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
+  if (candidates.empty()) return batch;
+  const Stream& lead = *candidates.front().stream;
+  const KvPagePool* pool = lead.voice->models ? models_of(*lead.voice).pages.get() : nullptr;
+  // A stage is admitted when its prefill's pages are free beside a page for every decoding
+  // stream of the voice (room for the running streams to grow); one that can never fit is
+  // proposed alone, for run() to refuse.
+  int64_t free = 0;
+  if (prefill_ && pool != nullptr) {
+    free = pool->free_pages();
+    for (const std::shared_ptr<Stream>& stream : streams) {
+      if (stream->voice == lead.voice && !work_of(*stream).pages.empty()) --free;
+    }
   }
-  return {};
+  const bool code_stage = work_of(lead).generation.code_stage();
+  for (const Candidate& c : candidates) {
+    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    if (c.stream->voice != lead.voice) continue;
+    // A decode step is of one stage: one head, one table of embeddings (and one graph).
+    if (!prefill_ && work_of(*c.stream).generation.code_stage() != code_stage) continue;
+    if (prefill_ && pool != nullptr) {
+      const RequestGeneration& g = work_of(*c.stream).generation;
+      if (never_fits(*pool, g)) {
+        if (batch.items.empty()) batch.items.push_back(c.stream);
+        break;
+      }
+      // In slack order: the first stage that does not fit waits for pages, and so do the ones
+      // behind it (a long stage is not starved by short ones).
+      const int64_t need = pool->pages_for(g.prefill_length());
+      if (need > free) break;
+      free -= need;
+    }
+    batch.items.push_back(c.stream);
+    if (prefill_ && pool == nullptr) break;  // not loaded yet: its pool is seen at run()
+  }
+  if (batch.items.empty()) return {};
+  return batch;
 }
 
 GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
@@ -498,8 +477,6 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pac
   LoadedModels& models = models_of(voice);
   KvPagePool& pool = *models.pages;
   constexpr int64_t kTokens = 8;
-  std::vector<int64_t> pages;
-  if (!pool.grow(pages, kTokens)) return;
   GptStepShape shape{.batch = 1,
                      .tokens = kTokens,
                      .table_width = pool.pages_for(kTokens),
@@ -507,6 +484,8 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pac
                      .text_head = true,
                      .code_head = true};
   const ArenaLayout& layout = plan(voice, shape);
+  std::vector<int64_t> pages;
+  if (!pool.grow(pages, kTokens)) return;
   // The page goes back however the made-up step ends (a warm-up failure is logged and ignored).
   try {
     if (budget.fits(scheduler::MemoryBudget::footprint(layout.bytes()))) {
@@ -521,22 +500,20 @@ void GptKind::warm_up(scheduler::VoiceEntry& voice, const scheduler::Pacing& pac
 
 void GptKind::warm_up_prefill(LoadedModels& models, std::vector<int64_t>& pages,
                               const GptStepShape& shape, const ArenaLayout& layout) {
-  const int64_t kTokens = shape.tokens;
-  {
-    GptStepIo io;
-    io.ids = {std::vector<int64_t>(
-        static_cast<size_t>(kTokens * models.voice->gpt().config().num_vq), 1)};
-    io.text_mask = {std::vector<int64_t>(kTokens, 1)};
-    io.last = {kTokens - 1};
-    io.pages = {&pages};
-    io.positions = {0};
-    io.speakers = {nullptr};
-    io.speaker_positions = {{}};
-    placeholder_draws(io, 1, false, models.voice->gpt().config(), window_of(models));
-    run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
-      gpt_step(ctx, models.voice->gpt(), models.cache, shape, window_of(models), &io);
-    });
-  }
+  const int64_t tokens = shape.tokens;
+  GptStepIo io;
+  io.ids = {
+      std::vector<int64_t>(static_cast<size_t>(tokens * models.voice->gpt().config().num_vq), 1)};
+  io.text_mask = {std::vector<int64_t>(tokens, 1)};
+  io.last = {tokens - 1};
+  io.pages = {&pages};
+  io.positions = {0};
+  io.speakers = {nullptr};
+  io.speaker_positions = {{}};
+  placeholder_draws(io, 1, false, models.voice->gpt().config(), window_of(models));
+  run_in_workspace(runtime_.backend(), runtime_.allocator(), layout, [&](Context& ctx) {
+    gpt_step(ctx, models.voice->gpt(), models.cache, shape, window_of(models), &io);
+  });
 }
 
 }  // namespace voxd::chattts

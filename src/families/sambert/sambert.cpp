@@ -597,7 +597,10 @@ SambertAlignment Sambert::align(const std::vector<float>& log_durations,
   float longest = 0.0f;
   for (size_t t = 0; t < log_durations.size(); ++t) {
     const float d = std::exp(log_durations[t]) - 1.0f;
-    // Checked before any cast: a model can predict any log duration (or NaN).
+    // Checked before any cast: a model can predict any log duration (or NaN, a broken model).
+    if (std::isnan(d)) {
+      throw Error("Sambert: the duration predictor gave NaN for token " + std::to_string(t));
+    }
     if (!(d + 0.5f < static_cast<float>(limits.max_frames - a.frames + 1))) {
       throw InputTooLongError("Sambert: token " + std::to_string(t) + " would take " +
                               std::to_string(d) + " frames, past the " +

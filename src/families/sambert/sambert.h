@@ -166,7 +166,7 @@ class Sambert {
                                       SambertDebug* debug = nullptr) const;
   // Frames per token int(exp(l) − 1 + 0.5) and the band int(max(exp(l) − 1) / r + 0.5); 0 frames
   // when every token rounds to 0. Throws voxd::InputTooLongError for durations past
-  // limits.max_frames (or not finite).
+  // limits.max_frames (infinite included) and voxd::Error for a NaN one.
   SambertAlignment align(const std::vector<float>& log_durations,
                          const SambertLimits& limits = {}) const;
   // The decoder memory of `tokens` as `encoding` and `alignment` make it (host arithmetic).
