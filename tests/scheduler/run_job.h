@@ -20,6 +20,7 @@
 
 #include "scheduler/engine_service.h"
 #include "scheduler/scheduler.h"
+#include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/speech_service.h"
 
@@ -77,6 +78,19 @@ class CollectingSink final : public AudioReceiver {
  private:
   size_t stop_after_;
 };
+
+// Runs an admitted job to its end, which must be an ApiError: returns it (a default one, and a
+// test failure saying `what_went_wrong`, when the job ends well).
+inline server::ApiError run_error(server::SpeechJob& job, const std::string& what_went_wrong) {
+  CollectingSink sink;
+  try {
+    run_job(job, sink);
+  } catch (const server::ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << what_went_wrong;
+  return {};
+}
 
 inline std::vector<float> speak(EngineService& service, const server::SpeechRequest& r) {
   std::unique_ptr<server::SpeechJob> job = service.admit(r);

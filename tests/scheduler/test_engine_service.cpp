@@ -114,18 +114,6 @@ ApiError admit_error(EngineService& service, const server::SpeechRequest& r) {
   return {};
 }
 
-// Runs an admitted job to its end, which must be an ApiError: returns it.
-ApiError run_error(server::SpeechJob& job, const std::string& what_went_wrong) {
-  CollectingSink sink;
-  try {
-    run_job(job, sink);
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << what_went_wrong;
-  return {};
-}
-
 // The bytes the allocator holds once en-demo is loaded, and a limit `extra` above it.
 uint64_t reserved_with_weights() {
   EngineService service(demo_config());

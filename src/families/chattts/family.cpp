@@ -55,11 +55,7 @@ scheduler::PreparedStream Definition::prepare(std::string_view text,
   GenerationOptions generation;
   generation.seed = options.seed.value_or(0);
   generation.speaker = options.speaker;
-  // Raised before the cast, which would make a tiny one 0.
-  if (options.temperature) {
-    generation.temperature =
-        static_cast<float>(std::max(*options.temperature, double{kLeastTemperature}));
-  }
+  generation.temperature = options.temperature;
   generation.top_p = options.top_p;
   generation.top_k = options.top_k;
   generation.refine_text = options.refine_text.value_or(true);

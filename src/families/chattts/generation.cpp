@@ -50,7 +50,10 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
   }
   refine_ = config.refine_text;
   code_ = config.infer_code;
-  if (options.temperature) code_.temperature = std::max(*options.temperature, kLeastTemperature);
+  if (options.temperature) {
+    code_.temperature =
+        static_cast<float>(std::max(*options.temperature, double{kLeastTemperature}));
+  }
   if (options.top_p) code_.sampling.top_p = options.top_p;
   if (options.top_k) code_.sampling.top_k = options.top_k;
   // An end token at the first step would leave a sentence without audio (the original draws

@@ -34,8 +34,9 @@ struct GenerationOptions {
   // speaker of the seed when the voice has spk_stat, so that every sentence has the same voice
   // (the original makes the first sentence's audio the others' prompt, which voxd cannot yet).
   std::optional<std::string> speaker;
-  // The code stage's (default: the voice's); below kLeastTemperature it samples as that.
-  std::optional<float> temperature;
+  // The code stage's (default: the voice's), as asked (a double: a tiny one is not 0 yet); below
+  // kLeastTemperature it samples as that.
+  std::optional<double> temperature;
   std::optional<double> top_p;
   std::optional<int64_t> top_k;
   bool refine_text = true;  // ChatTTS's skip_refine_text=False
