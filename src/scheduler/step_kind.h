@@ -73,23 +73,28 @@ struct Batch {
   std::vector<std::shared_ptr<Stream>> items;
 };
 
-// Orders a kind's candidates (structs with a `stream` and its `slack`) least slack first, the
-// earlier admitted first at equal slack, and starts the batch the first leads: its urgency,
-// slack and voice, no items yet. An empty Batch (no voice) when there are none.
+// The batch a candidate (a struct with a `stream` and its `slack`) leads: its urgency, slack and
+// voice, no items yet.
+template <typename Candidate>
+Batch batch_led_by(const Candidate& lead, const Pacing& pacing, Clock::time_point now) {
+  Batch batch;
+  batch.urgency = urgency_of(*lead.stream, pacing, now);
+  batch.slack_s = lead.slack;
+  batch.voice = lead.stream->voice;
+  return batch;
+}
+
+// Orders a kind's candidates least slack first, the earlier admitted first at equal slack, and
+// starts the batch the first leads (batch_led_by). An empty Batch (no voice) when there are none.
 template <typename Candidate>
 Batch lead_by_slack(std::vector<Candidate>& candidates, const Pacing& pacing,
                     Clock::time_point now) {
-  Batch batch;
-  if (candidates.empty()) return batch;
+  if (candidates.empty()) return {};
   std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
     if (a.slack != b.slack) return a.slack < b.slack;
     return a.stream->admitted < b.stream->admitted;
   });
-  const Stream& lead = *candidates.front().stream;
-  batch.urgency = urgency_of(lead, pacing, now);
-  batch.slack_s = candidates.front().slack;
-  batch.voice = lead.voice;
-  return batch;
+  return batch_led_by(candidates.front(), pacing, now);
 }
 
 // What a step made: audio per item (empty vectors for kinds that make none, or for an item that

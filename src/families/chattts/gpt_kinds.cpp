@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,59 @@ void placeholder_draws(GptStepIo& io, size_t streams, bool code, const GptConfig
 // can, once the pool is its own).
 bool never_fits(const KvPagePool& pool, const RequestGeneration& generation) {
   return pool.pages_for(generation.capacity()) > pool.pages();
+}
+
+// A decode step of `lead`'s voice and stage (one head, one table of embeddings, one graph), from
+// `candidates` in slack order.
+Batch decode_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
+                          const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
+  Batch batch = scheduler::batch_led_by(lead, pacing, now);
+  const bool code_stage = work_of(*lead.stream).generation.code_stage();
+  for (const Candidate& c : candidates) {
+    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    if (c.stream->voice != batch.voice) continue;
+    if (work_of(*c.stream).generation.code_stage() != code_stage) continue;
+    batch.items.push_back(c.stream);
+  }
+  return batch;
+}
+
+// The prefills of `lead`'s voice whose pages are free, from `candidates` in slack order. A stage is
+// admitted when its prefill's pages are free beside a page for every decoding stream of the voice
+// (room for the running streams to grow); one that can never fit is proposed alone, for run() to
+// refuse. Empty when the lead waits for pages.
+Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
+                           const std::vector<std::shared_ptr<Stream>>& streams,
+                           const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
+  Batch batch = scheduler::batch_led_by(lead, pacing, now);
+  const KvPagePool* pool = batch.voice->models ? models_of(*batch.voice).pages.get() : nullptr;
+  int64_t free = 0;
+  if (pool != nullptr) {
+    free = pool->free_pages();
+    for (const std::shared_ptr<Stream>& stream : streams) {
+      if (stream->voice == batch.voice && !work_of(*stream).pages.empty()) --free;
+    }
+  }
+  for (const Candidate& c : candidates) {
+    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
+    if (c.stream->voice != batch.voice) continue;
+    if (pool == nullptr) {  // not loaded yet: run() sees its pool
+      batch.items.push_back(c.stream);
+      break;
+    }
+    const RequestGeneration& g = work_of(*c.stream).generation;
+    if (never_fits(*pool, g)) {
+      if (batch.items.empty()) batch.items.push_back(c.stream);
+      break;
+    }
+    // In slack order: the first stage that does not fit waits for pages, and so do the ones
+    // behind it (a long stage is not starved by short ones).
+    const int64_t need = pool->pages_for(g.prefill_length());
+    if (need > free) break;
+    free -= need;
+    batch.items.push_back(c.stream);
+  }
+  return batch;
 }
 
 }  // namespace
@@ -175,43 +229,20 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
     }
     candidates.push_back({stream, laxity(*stream, pacing, now)});
   }
-  Batch batch = scheduler::lead_by_slack(candidates, pacing, now);
-  if (candidates.empty()) return batch;
-  const Stream& lead = *candidates.front().stream;
-  const KvPagePool* pool = lead.voice->models ? models_of(*lead.voice).pages.get() : nullptr;
-  // A stage is admitted when its prefill's pages are free beside a page for every decoding
-  // stream of the voice (room for the running streams to grow); one that can never fit is
-  // proposed alone, for run() to refuse.
-  int64_t free = 0;
-  if (prefill_ && pool != nullptr) {
-    free = pool->free_pages();
-    for (const std::shared_ptr<Stream>& stream : streams) {
-      if (stream->voice == lead.voice && !work_of(*stream).pages.empty()) --free;
-    }
+  (void)scheduler::lead_by_slack(candidates, pacing, now);  // orders them
+  if (!prefill_) {
+    return candidates.empty() ? Batch{}
+                              : decode_batch_led_by(candidates, candidates.front(), pacing, now);
   }
-  const bool code_stage = work_of(lead).generation.code_stage();
-  for (const Candidate& c : candidates) {
-    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
-    if (c.stream->voice != lead.voice) continue;
-    // A decode step is of one stage: one head, one table of embeddings (and one graph).
-    if (!prefill_ && work_of(*c.stream).generation.code_stage() != code_stage) continue;
-    if (prefill_ && pool != nullptr) {
-      const RequestGeneration& g = work_of(*c.stream).generation;
-      if (never_fits(*pool, g)) {
-        if (batch.items.empty()) batch.items.push_back(c.stream);
-        break;
-      }
-      // In slack order: the first stage that does not fit waits for pages, and so do the ones
-      // behind it (a long stage is not starved by short ones).
-      const int64_t need = pool->pages_for(g.prefill_length());
-      if (need > free) break;
-      free -= need;
-    }
-    batch.items.push_back(c.stream);
-    if (prefill_ && pool == nullptr) break;  // not loaded yet: its pool is seen at run()
+  // Each voice has a pool of its own: when the most urgent stage of one voice waits for pages,
+  // the next voice's may still go.
+  std::set<const scheduler::VoiceEntry*> tried;
+  for (const Candidate& lead : candidates) {
+    if (!tried.insert(lead.stream->voice).second) continue;
+    Batch batch = prefill_batch_led_by(candidates, lead, streams, pacing, now);
+    if (!batch.items.empty()) return batch;
   }
-  if (batch.items.empty()) return {};
-  return batch;
+  return {};
 }
 
 GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {

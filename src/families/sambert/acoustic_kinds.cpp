@@ -214,10 +214,7 @@ namespace {
 // whose pages are free, in slack order up to the first that must wait; empty when the lead waits.
 Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
                            const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
-  Batch batch;
-  batch.urgency = scheduler::urgency_of(*lead.stream, pacing, now);
-  batch.slack_s = lead.slack;
-  batch.voice = lead.stream->voice;
+  Batch batch = scheduler::batch_led_by(lead, pacing, now);
   const KvPagePool* pool = batch.voice->models ? models_of(*batch.voice).pages.get() : nullptr;
   int64_t free = pool != nullptr ? pool->free_pages() : 0;
   for (const Candidate& c : candidates) {

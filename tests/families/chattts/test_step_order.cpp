@@ -1,7 +1,8 @@
 // The order of ChatTTS's GPT steps: before its first audio a stream is weighed by its laxity, its
 // slack less its remaining decode steps to the first chunk at the voice's recent step time. A
 // stream admitted a moment after another is prefilled (and joins its decoding batch) as soon as
-// the other's progress outweighs the moment, instead of waiting for the other's first audio.
+// the other's progress outweighs the moment, instead of waiting for the other's first audio. A
+// voice whose KV pool is full holds no other voice's prefill back.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -28,16 +29,19 @@ using scheduler::Clock;
 using scheduler::Pacing;
 using scheduler::Stream;
 
-// The tiny fixture voice with a code stage long enough that its first chunk waits for many steps.
+// The tiny fixture voice, named `name`, with a code stage long enough that its first chunk waits
+// for many steps.
 class LongCodeStageVoice {
  public:
-  LongCodeStageVoice()
-      : dir_(fs::temp_directory_path() / ("voxd-chattts-order-" + std::to_string(::getpid()))) {
+  explicit LongCodeStageVoice(const std::string& name)
+      : dir_(fs::temp_directory_path() /
+             ("voxd-chattts-order-" + name + "-" + std::to_string(::getpid()))) {
     fs::remove_all(dir_);
     fs::copy(fs::path(VOXD_SOURCE_DIR) / "tests/fixtures/voices/tiny-chattts", dir_,
              fs::copy_options::recursive);
     nlohmann::json config;
     std::ifstream(dir_ / "config.json") >> config;
+    config["name"] = name;
     config["infer_code"]["min_new_token"] = 200;
     config["infer_code"]["max_new_token"] = 200;
     std::ofstream(dir_ / "config.json") << config.dump(2);
@@ -53,22 +57,25 @@ class GptStepOrder : public ::testing::Test {
  protected:
   GptStepOrder()
       : runtime_(RuntimeOptions{.backend = "cpu", .threads = 1}),
-        voices_(runtime_, families::registry(), {voice_.path()}, DType::F32, /*lazy=*/false,
-                scheduler::SchedulerOptions{}),
+        voices_(runtime_, families::registry(), {voice_.path(), other_voice_.path()}, DType::F32,
+                /*lazy=*/false, scheduler::SchedulerOptions{}),
         entry_(*voices_.entries().front()),
+        other_entry_(*voices_.entries().back()),
         budget_(runtime_),
         now_(Clock::now()) {}
 
-  // A stream of one sentence without the refine-text stage, admitted `age_s` before now_.
-  std::shared_ptr<Stream> stream(double age_s) {
+  // A stream of one sentence without the refine-text stage, admitted `age_s` before now_, in
+  // `voice` (entry_ when null).
+  std::shared_ptr<Stream> stream(double age_s, scheduler::VoiceEntry* voice = nullptr) {
+    scheduler::VoiceEntry& entry = voice != nullptr ? *voice : entry_;
     scheduler::SpeechOptions options;
     options.refine_text = false;
     scheduler::PreparedStream prepared =
-        entry_.definition->prepare("Hello there.", options, scheduler::SchedulerOptions{});
+        entry.definition->prepare("Hello there.", options, scheduler::SchedulerOptions{});
     auto s = std::make_shared<Stream>();
     s->id = ++next_id_;
-    s->voice = &entry_;
-    s->sample_rate = entry_.card().sample_rate;
+    s->voice = &entry;
+    s->sample_rate = entry.card().sample_rate;
     s->admitted =
         now_ - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(age_s));
     s->max_buffered_samples = prepared.max_buffered_samples;
@@ -84,10 +91,12 @@ class GptStepOrder : public ::testing::Test {
     for (const auto& error : out.errors) ASSERT_FALSE(error);
   }
 
-  LongCodeStageVoice voice_;
+  LongCodeStageVoice voice_{"order-a"};
+  LongCodeStageVoice other_voice_{"order-b"};
   DeviceRuntime runtime_;
   scheduler::VoicePool voices_;
   scheduler::VoiceEntry& entry_;
+  scheduler::VoiceEntry& other_entry_;
   scheduler::MemoryBudget budget_;
   Pacing pacing_;
   Clock::time_point now_;
@@ -125,6 +134,33 @@ TEST_F(GptStepOrder, AStreamJustBehindOneThatDecodesIsPrefilledIntoItsBatch) {
   ASSERT_EQ(prefill.items.size(), 1u);
   EXPECT_EQ(prefill.items.front()->id, second->id);
   EXPECT_NEAR(prefill.slack_s - decode.slack_s, -0.005, 1e-6);
+}
+
+// Each voice has a KV pool of its own: while the most urgent stream's voice waits for pages, a
+// stream of another voice is prefilled; once the pages are back, the most urgent goes first.
+TEST_F(GptStepOrder, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
+  KvPagePool& pool = *models_of(entry_).pages;
+  std::vector<int64_t> held;
+  ASSERT_TRUE(pool.grow(held, pool.free_pages() * pool.page_size()));
+  const auto waiting = stream(0.050);
+  const auto other = stream(0.010, &other_entry_);
+  const std::vector<std::shared_ptr<Stream>> both = {waiting, other};
+
+  const Batch batch = prefill_.propose(both, pacing_, now_);
+  ASSERT_EQ(batch.items.size(), 1u);
+  EXPECT_EQ(batch.items.front()->id, other->id);
+  EXPECT_EQ(batch.voice, &other_entry_);
+  EXPECT_NEAR(batch.slack_s, other->slack(now_, pacing_.first_audio_due_s), 1e-9);
+  const scheduler::StepOutput out = prefill_.run(batch, budget_);
+  for (const auto& error : out.errors) ASSERT_FALSE(error);
+  EXPECT_FALSE(work_of(*other).pages.empty());
+  EXPECT_TRUE(work_of(*waiting).pages.empty());
+
+  pool.release(held);
+  const Batch after = prefill_.propose(both, pacing_, now_);
+  ASSERT_EQ(after.items.size(), 1u);
+  EXPECT_EQ(after.items.front()->id, waiting->id);
+  EXPECT_EQ(after.voice, &entry_);
 }
 
 }  // namespace
