@@ -121,9 +121,10 @@ class ChatTtsServeTest(unittest.TestCase):
 
 class KvPoolTest(unittest.TestCase):
     def test_a_cut_off_stream_gives_its_pages_back(self):
-        # Room for one code stage's capacity (131 pages of 16 positions) and a little more: a
-        # stream that kept its pages after its client left would leave later requests waiting.
-        server = Server("--voice", CHATTTS, "--kv-cache", "1100KiB", *DTYPE)
+        # Room for the most a stream's stage can need (153 pages of 16 positions: a code stage
+        # prompted with the longest refined text) and a little more: a stream that kept its pages
+        # after its client left would leave later requests waiting.
+        server = Server("--voice", CHATTTS, "--kv-cache", "1250KiB", *DTYPE)
         try:
             sock = socket.create_connection(("127.0.0.1", server.port))
             payload = body(seed=9)
@@ -131,7 +132,7 @@ class KvPoolTest(unittest.TestCase):
                          b"application/json\r\nContent-Length: " + str(len(payload)).encode() +
                          b"\r\n\r\n" + payload)
             self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="total"'),
-                             1100 * 1024 // 8192)  # tiny-chattts: 8 KiB a page
+                             1250 * 1024 // 8192)  # tiny-chattts: 8 KiB a page
             server.wait_for(lambda: server.metric("voxd_engine_kv_cache_pages",
                                                   'state="used"') > 0, "a stage holding pages")
             sock.close()
@@ -149,14 +150,15 @@ class KvPoolTest(unittest.TestCase):
             server.wait_for(lambda: server.metric("voxd_engine_active_streams") == 0,
                             "every stream to end")
             self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="used"'), 0)
-            self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="free"'), 137)
-            self.assertEqual(server.metric("voxd_engine_kv_cache_bytes"), 137 * 8192)
+            self.assertEqual(server.metric("voxd_engine_kv_cache_pages", 'state="free"'), 156)
+            self.assertEqual(server.metric("voxd_engine_kv_cache_bytes"), 156 * 8192)
             monitor = subprocess.run([VOXD, "monitor", "--url", f"http://127.0.0.1:{server.port}",
                                       "--once", "--interval", "0.2"],
                                      capture_output=True, text=True, timeout=120)
             self.assertEqual(monitor.returncode, 0, monitor.stderr)
-            # Three streams of up to 131 pages each from 137: they may preempt one another.
-            self.assertRegex(monitor.stdout, r"kv cache    pages used 0 of 137   streams holding 0 "
+            # Three streams of up to 131 pages each (the code stage of this text) from 156: they
+            # may preempt one another.
+            self.assertRegex(monitor.stdout, r"kv cache    pages used 0 of 156   streams holding 0 "
                                              r"\(most 0\)   preemptions \d+   decode \d+ tokens/s")
             self.assertIn("decode mean", monitor.stdout)
         finally:

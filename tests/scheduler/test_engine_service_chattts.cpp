@@ -237,6 +237,46 @@ TEST(ChatTtsEngine, ALaterSentenceTooLongForTheGptIsRefusedAtAdmission) {
   EXPECT_FALSE(speak(served.service, request("Hello there.", 1)).empty());
 }
 
+// A later sentence whose stages can need more of the KV cache than the pool has is refused before
+// the request's first audio (413, naming it), not after the sentences before it have played; a
+// pool too small for any sentence of the voice is the server's (503).
+TEST(ChatTtsEngine, ASentenceTooLongForTheKvCacheIsRefusedBeforeAnyAudio) {
+  const ShortStagesVoice voice(96);
+  // 12 pages of 16 positions: a code stage of a short sentence's prompt and 96 tokens fits, one
+  // with a prompt of 70 tokens more does not (built by appending: GCC 12 warns wrongly on a
+  // literal + string here).
+  Served served(config_of(voice, 12));
+  std::string text = "Hello there.";
+  for (int i = 0; i < 70; ++i) text.append(" one");
+  text.append(".");
+  server::SpeechRequest r = request(text, 2);
+  r.refine_text = false;
+  std::unique_ptr<server::SpeechJob> job = served.service.admit(r);
+  CollectingSink sink;
+  try {
+    run_job(*job, sink);
+    ADD_FAILURE() << "a sentence longer than the KV cache was spoken";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 413);
+    EXPECT_EQ(e.code, "sentence_too_long");
+    EXPECT_NE(e.message.find("sentence 2"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("12 pages of 16 positions"), std::string::npos) << e.message;
+  }
+  EXPECT_TRUE(sink.audio.empty()) << "the refusal came after the first sentence's audio";
+  server::SpeechRequest fits = request("Hello there.", 2);
+  fits.refine_text = false;
+  EXPECT_FALSE(speak(served.service, fits).empty());
+
+  // With the refine stage, every sentence's code stage can be prompted with 24 refined tokens:
+  // 6 pages hold no sentence at all.
+  Served small(config_of(voice, 6));
+  const server::ApiError refused = run_error(*small.service.admit(request("Hi.", 2)),
+                                             "a request was spoken by a pool too small for any");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.code, "kv_cache_full");
+  EXPECT_NE(refused.message.find("--kv-cache"), std::string::npos) << refused.message;
+}
+
 // A temperature the API takes but float arithmetic cannot (a denormal, still > 0) samples as the
 // least temperature instead of making every logit infinite and failing the request.
 TEST(ChatTtsEngine, ATemperatureNearZeroSamplesAsTheLeastOne) {

@@ -63,10 +63,10 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
   code_template_ = template_of(true);
   refine_template_ = template_of(false);
   // Every sentence's prompts must fit the GPT now, not after the sentences before it have played:
-  // the code stage's on its text (refining falls back to it when the refined text is empty), and
-  // the refine stage's. A refined text itself is checked when its code stage starts.
+  // the refine stage's, and the code stage's on the longest text it can be given.
   for (size_t s = 0; s < sentences_.size(); ++s) {
-    check_prompt(true, sentences_[s].ids.size(), s);
+    const auto text = static_cast<int64_t>(sentences_[s].ids.size());
+    check_prompt(true, static_cast<size_t>(longest_code_text(text)), s);
     if (options_.refine_text) check_prompt(false, sentences_[s].ids.size(), s);
   }
   start_sentence();
@@ -114,6 +114,31 @@ void RequestGeneration::check_prompt(bool code, size_t text_tokens, size_t sente
                             " tokens does not fit the GPT's " + std::to_string(positions) +
                             " positions; split the text into shorter sentences");
   }
+}
+
+int64_t RequestGeneration::longest_code_text(int64_t text_tokens) const {
+  // A refined text is kept only when the stage drew its end token: fewer than max_new_token.
+  return options_.refine_text ? std::max(text_tokens, refine_.max_new_token) : text_tokens;
+}
+
+int64_t RequestGeneration::most_positions(int64_t text_tokens) const {
+  const auto stage = [&](bool code, int64_t text) {
+    const PromptTemplate& around = code ? code_template_ : refine_template_;
+    const int64_t prompt = static_cast<int64_t>(around.before.size() + around.after.size()) + text;
+    return std::min(prompt + (code ? code_ : refine_).max_new_token,
+                    config_.gpt.max_position_embeddings);
+  };
+  const int64_t code = stage(true, longest_code_text(text_tokens));
+  return options_.refine_text ? std::max(code, stage(false, text_tokens)) : code;
+}
+
+RequestGeneration::Widest RequestGeneration::widest_sentence() const {
+  Widest widest{.sentence = sentence_};
+  for (size_t s = sentence_; s < sentences_.size(); ++s) {
+    const int64_t positions = most_positions(static_cast<int64_t>(sentences_[s].ids.size()));
+    if (positions > widest.positions) widest = {.sentence = s, .positions = positions};
+  }
+  return widest;
 }
 
 void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_ids) {

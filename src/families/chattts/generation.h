@@ -79,6 +79,17 @@ class RequestGeneration {
   // The most positions the stage's cache can need: its prompt and max_new_token, within the
   // GPT's positions.
   int64_t capacity() const { return capacity_; }
+  // The most positions a stage of a sentence of `text_tokens` tokens can need (its capacity()):
+  // the refine stage's, and the code stage's on the longest text refining can give back (or
+  // the sentence's own).
+  int64_t most_positions(int64_t text_tokens) const;
+  // Of the sentences from the one being spoken on, the first whose stages can need the most
+  // positions (most_positions of its text), and how many.
+  struct Widest {
+    size_t sentence = 0;
+    int64_t positions = 0;
+  };
+  Widest widest_sentence() const;
   // kDecode: the num_vq ids of the position to feed (a text token repeated in every column, or
   // the code stage's num_vq codes) and whether it is a text position.
   const std::vector<int64_t>& next_ids() const { return next_ids_; }
@@ -141,6 +152,9 @@ class RequestGeneration {
   // InputTooLongError when sentence `sentence`'s code (or refine) prompt, its template around
   // `text_tokens` tokens, does not fit the GPT's positions.
   void check_prompt(bool code, size_t text_tokens, size_t sentence) const;
+  // The tokens a sentence's code stage can be prompted with: its own, or as many as refining
+  // can give back.
+  int64_t longest_code_text(int64_t text_tokens) const;
   // Starts a stage on its template around `text_ids` (after check_prompt).
   void start_stage(bool code, const std::vector<int64_t>& text_ids);
   // The stage drew its end token (`ended`) or ran out of tokens or positions.

@@ -41,10 +41,31 @@ void placeholder_draws(GptStepIo& io, size_t streams, bool code, const GptConfig
   io.history.assign(streams, std::vector<int64_t>(rows * static_cast<size_t>(window), -1));
 }
 
-// A stage whose capacity needs more pages than the pool has can never run (every other stage
-// can, once the pool is its own).
+// A stream one of whose stages, from the sentence it is at on, can need more pages than the pool
+// has could never finish (every other can, once the pool is its own). Checked at each prefill,
+// so at its first, before any of its audio.
 bool never_fits(const KvPagePool& pool, const RequestGeneration& generation) {
-  return pool.pages_for(generation.capacity()) > pool.pages();
+  return pool.pages_for(generation.widest_sentence().positions) > pool.pages();
+}
+
+// never_fits' answer: the sentence is too long for the pool (413), or the pool too small for
+// any sentence of the voice (503).
+scheduler::StepRefusal pool_too_small(const KvPagePool& pool, const RequestGeneration& generation) {
+  const RequestGeneration::Widest widest = generation.widest_sentence();
+  const std::string holds = "the KV cache holds " + std::to_string(pool.pages()) + " pages of " +
+                            std::to_string(pool.page_size()) + " positions";
+  if (pool.pages_for(generation.most_positions(0)) > pool.pages()) {
+    return {.request_too_large = false,
+            .code = "kv_cache_full",
+            .message = "a ChatTTS stage of this voice can need " +
+                       std::to_string(generation.most_positions(0)) + " positions, and " + holds +
+                       "; give the server a larger --kv-cache"};
+  }
+  return {.request_too_large = true,
+          .code = "sentence_too_long",
+          .message = "sentence " + std::to_string(widest.sentence + 1) + " can need " +
+                     std::to_string(widest.positions) + " positions of ChatTTS's GPT, and " +
+                     holds + "; split it into shorter sentences"};
 }
 
 // A decode step of `lead`'s voice and stage (one head, one table of embeddings, one graph), from
@@ -364,13 +385,8 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
     work.pool = &pool;
     if (prefill_) {
       if (never_fits(pool, g)) {
-        out.errors[i] = std::make_exception_ptr(scheduler::StepRefusalError(
-            {.request_too_large = false,
-             .code = "kv_cache_full",
-             .message = "a ChatTTS stage of " + std::to_string(g.capacity()) + " positions needs " +
-                        std::to_string(pool.pages_for(g.capacity())) +
-                        " pages of the KV cache, which has " + std::to_string(pool.pages()) +
-                        "; give the server a larger --kv-cache"}));
+        out.errors[i] =
+            std::make_exception_ptr(scheduler::StepRefusalError(pool_too_small(pool, g)));
         continue;
       }
       // Taken by others since propose() (a smaller batch ran first): it waits.
