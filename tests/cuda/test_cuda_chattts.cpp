@@ -171,8 +171,9 @@ TEST_P(ChatTtsOnCuda, GptThroughAPagedCacheBesideOtherStreams) {
 }
 
 // The paged test's three streams with every decode step through DecodeGraphs (three streams run
-// as a recorded batch of four, the fourth row without pages): stream 0's hidden states and the
-// stage head's logits are the reference's, for the code heads and for the text head.
+// as a recorded batch of four, the fourth row without pages; every other step through the graph
+// of eight, as a step shrunk by preemption runs): stream 0's hidden states and the stage head's
+// logits are the reference's, for the code heads and for the text head.
 TEST_P(ChatTtsOnCuda, DecodeStepsReplayedAsRecordedGraphs) {
   const GptConfig config = GptConfig::from_json(read_config("gpt"), "gpt/config.json");
   const Gpt gpt = Gpt::load(ctx_, config, *open("gpt", "gpt.safetensors"),
@@ -218,8 +219,9 @@ TEST_P(ChatTtsOnCuda, DecodeStepsReplayedAsRecordedGraphs) {
       }
       const Tensor embedded =
           ops::to_device(ctx_, Tensor::from_vector({3, 1, hidden}, rows), gpt.stream_dtype());
+      const int64_t graph_batch = position % 2 == 0 ? 0 : 8;
       const DecodeGraphs::Output out =
-          graphs.run(ctx_, embedded, {&held[0], &held[1], &held[2]}, positions, code);
+          graphs.run(ctx_, embedded, {&held[0], &held[1], &held[2]}, positions, code, graph_batch);
       const std::vector<float> h = host(out.hidden).to_float_vector();
       const std::vector<float> l = host(out.logits).to_float_vector();
       got_hidden.insert(got_hidden.end(), h.begin(), h.begin() + hidden);
@@ -237,6 +239,8 @@ TEST_P(ChatTtsOnCuda, DecodeStepsReplayedAsRecordedGraphs) {
     expect_matches(Tensor::from_vector(want.shape(), got_logits), want, GetParam(),
                    "logits through graphs");
     EXPECT_GT(graphs.bytes(), 0u);
+    EXPECT_EQ(graphs.bytes_to_record(3, code), 0u);
+    EXPECT_EQ(graphs.bytes_to_record(8, code), 0u);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "families/chattts/decode_graphs.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -83,7 +84,8 @@ DecodeGraphs::Graph& DecodeGraphs::graph_for(const Key& key) {
 
 DecodeGraphs::Output DecodeGraphs::run(Context& ctx, const Tensor& embedded,
                                        const std::vector<const std::vector<int64_t>*>& pages,
-                                       const std::vector<int64_t>& positions, bool code) {
+                                       const std::vector<int64_t>& positions, bool code,
+                                       int64_t graph_batch) {
   const auto batch = static_cast<int64_t>(pages.size());
   VOXD_CHECK(enabled(), "DecodeGraphs::run on a backend that records no graphs");
   if (batch < 1 || static_cast<int64_t>(positions.size()) != batch ||
@@ -92,7 +94,9 @@ DecodeGraphs::Output DecodeGraphs::run(Context& ctx, const Tensor& embedded,
                 std::to_string(batch) + " streams and " + std::to_string(positions.size()) +
                 " positions; expected [B, 1, hidden] and one page list and position per stream");
   }
-  Graph& graph = graph_for({padded(batch), code});
+  VOXD_CHECK(graph_batch == 0 || graph_batch >= batch,
+             "DecodeGraphs::run: a graph smaller than its batch");
+  Graph& graph = graph_for({padded(std::max(batch, graph_batch)), code});
   const int64_t rows = graph.inputs.positions.size(0);
   std::vector<const std::vector<int64_t>*> lists(pages);
   const std::vector<int64_t> none;

@@ -48,11 +48,11 @@ class DecodeGraphs {
   uint64_t bytes_to_record(int64_t batch, bool code);
   // One decode step of embedded [B, 1, hidden] (on the device, Gpt::stream_dtype()), stream b
   // at position positions[b] (within the GPT's positions) with pages *pages[b] (at most width()
-  // of them): the first run of a shape records it. Throws voxd::Error when the step cannot be
-  // recorded.
+  // of them), through the graph of a step of `graph_batch` streams (at least B; 0: B): the first
+  // run of a shape records it. Throws voxd::Error when the step cannot be recorded.
   Output run(Context& ctx, const Tensor& embedded,
              const std::vector<const std::vector<int64_t>*>& pages,
-             const std::vector<int64_t>& positions, bool code);
+             const std::vector<int64_t>& positions, bool code, int64_t graph_batch = 0);
 
   // Device bytes the recorded graphs hold: their arenas, inputs and outputs included.
   uint64_t bytes() const;

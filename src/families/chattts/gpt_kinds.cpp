@@ -409,7 +409,10 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   Batch running = batch;
   running.items.clear();
   for (size_t i : ready) running.items.push_back(batch.items[i]);
-  if (ready.size() < n && !budget.fits(footprint(running, running.items.size()))) {
+  // A step shrunk by preemption runs in the memory its whole batch was given: through the whole
+  // batch's graph (recorded, or its recording counted in that memory), whose rows past the
+  // streams left have no pages; eagerly, on a plan no larger than the whole batch's.
+  if (!use_graphs() && ready.size() < n && !budget.fits(footprint(running, running.items.size()))) {
     throw Error("chattts: a smaller GPT step does not fit the memory its batch was given");
   }
   const GptStepShape shape = shape_of(running, running.items.size());
@@ -442,7 +445,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
     io.pages.push_back(&work.pages);
   }
   if (use_graphs()) {
-    run_graphed(*batch.voice, shape.code_head, io);
+    run_graphed(*batch.voice, shape.code_head, io, static_cast<int64_t>(n));
   } else {
     run_in_workspace(runtime_.backend(), runtime_.allocator(), plan(*batch.voice, shape),
                      [&](Context& ctx) {
@@ -464,7 +467,8 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   return out;
 }
 
-void GptKind::run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io) {
+void GptKind::run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io,
+                          int64_t graph_batch) {
   const LoadedModels& models = models_of(voice);
   const Gpt& gpt = models.voice->gpt();
   const GptConfig& c = gpt.config();
@@ -481,7 +485,8 @@ void GptKind::run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io
             gpt.embed(ctx, Tensor::from_vector({batch, 1, c.num_vq}, ids),
                       Tensor::from_vector({batch, 1},
                                           std::vector<int64_t>(static_cast<size_t>(batch), !code)));
-        const DecodeGraphs::Output out = graphs.run(ctx, embedded, io.pages, io.positions, code);
+        const DecodeGraphs::Output out =
+            graphs.run(ctx, embedded, io.pages, io.positions, code, graph_batch);
         draw_tokens(ctx, out.logits, code, c, window_of(models), 0, batch, &io);
         hidden = ops::to_host(ctx, out.hidden).to_float_vector();
       });

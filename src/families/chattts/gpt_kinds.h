@@ -85,8 +85,9 @@ class GptKind : public scheduler::StepKind {
   // from the host) and the draws after it.
   const ArenaLayout& embed_plan(scheduler::VoiceEntry& voice, int64_t batch, bool code);
   // A decode step of io's streams (all in the code stage, or all in the text stage) through the
-  // voice's recorded graphs: io's tokens and hidden states filled.
-  void run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io);
+  // voice's recorded graph of a step of `graph_batch` streams (at least io's; 0: io's): io's
+  // tokens and hidden states filled.
+  void run_graphed(scheduler::VoiceEntry& voice, bool code, GptStepIo& io, int64_t graph_batch = 0);
 
   DeviceRuntime& runtime_;
   bool prefill_;
