@@ -71,6 +71,9 @@ struct Batch {
   double slack_s = 0.0;
   VoiceEntry* voice = nullptr;
   std::vector<std::shared_ptr<Stream>> items;
+  // Streams of the voice outside `items` whose memory the step may take back (preempt) when it
+  // runs short, in the order to take it; for kinds that preempt.
+  std::vector<std::shared_ptr<Stream>> preemptible;
 };
 
 // The batch a candidate (a struct with a `stream` and its `slack`) leads: its urgency, slack and

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -81,6 +82,33 @@ Batch decode_batch_led_by(const std::vector<Candidate>& candidates, const Candid
     batch.items.push_back(c.stream);
   }
   return batch;
+}
+
+// The streams of `batch`'s voice that hold pages but are not in it (the other stage's, those
+// waiting for their client to read, those past max_batch), most slack first: the pages a decode
+// step takes back first when the pool runs out.
+std::vector<std::shared_ptr<Stream>> page_holders_outside(
+    const Batch& batch, const std::vector<std::shared_ptr<Stream>>& streams,
+    const std::function<double(const Stream&)>& slack_of) {
+  const std::set<const Stream*> inside = [&] {
+    std::set<const Stream*> items;
+    for (const auto& stream : batch.items) items.insert(stream.get());
+    return items;
+  }();
+  std::vector<Candidate> holders;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    const GenerationWork& work = work_of(*stream);
+    if (stream->voice != batch.voice || !stream->running() || work.pages.empty() ||
+        work.generation.next() != Next::kDecode || inside.contains(stream.get())) {
+      continue;
+    }
+    holders.push_back({stream, slack_of(*stream)});
+  }
+  std::stable_sort(holders.begin(), holders.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
+  std::vector<std::shared_ptr<Stream>> order;
+  for (const Candidate& holder : holders) order.push_back(holder.stream);
+  return order;
 }
 
 // The prefills of `lead`'s voice whose pages are free, from `candidates` in slack order. A stage is
@@ -252,8 +280,11 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
   }
   (void)scheduler::lead_by_slack(candidates, pacing, now);  // orders them
   if (!prefill_) {
-    return candidates.empty() ? Batch{}
-                              : decode_batch_led_by(candidates, candidates.front(), pacing, now);
+    if (candidates.empty()) return {};
+    Batch batch = decode_batch_led_by(candidates, candidates.front(), pacing, now);
+    batch.preemptible = page_holders_outside(
+        batch, streams, [&](const Stream& stream) { return laxity(stream, pacing, now); });
+    return batch;
   }
   // Each voice has a pool of its own: when the most urgent stage of one voice waits for pages,
   // the next voice's may still go.
@@ -379,6 +410,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   // whose last is full.
   std::vector<size_t> ready;
   std::vector<bool> preempted(n, false);
+  size_t outside = 0;  // batch.preemptible taken back so far
   for (size_t i = 0; i < n; ++i) {
     GenerationWork& work = work_of(*batch.items[i]);
     RequestGeneration& g = work.generation;
@@ -392,9 +424,19 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
       // Taken by others since propose() (a smaller batch ran first): it waits.
       if (!pool.grow(work.pages, g.prefill_length())) continue;
     } else {
-      // Out of pages: the stream of the batch with the most slack (the last one still holding
-      // pages, which may be this one) is preempted until the page is found.
+      // Out of pages: the streams outside the step that hold pages give theirs back first
+      // (batch.preemptible: they make no progress now), then the stream of the step with the
+      // most slack (the last one still holding pages, which may be this one), until the page is
+      // found.
       while (!preempted[i] && !pool.grow(work.pages, g.positions() + 1)) {
+        if (outside < batch.preemptible.size()) {
+          GenerationWork& holder = work_of(*batch.preemptible[outside++]);
+          if (holder.generation.next() == Next::kDecode && !holder.pages.empty()) {
+            holder.preempt();
+            ++out.preempted;
+          }
+          continue;
+        }
         size_t victim = n - 1;
         while (preempted[victim]) --victim;  // stops at i, which is not preempted
         work_of(*batch.items[victim]).preempt();

@@ -2,7 +2,8 @@
 // slack less its remaining decode steps to the first chunk at the voice's recent step time. A
 // stream admitted a moment after another is prefilled (and joins its decoding batch) as soon as
 // the other's progress outweighs the moment, instead of waiting for the other's first audio. A
-// voice whose KV pool is full holds no other voice's prefill back.
+// voice whose KV pool is full holds no other voice's prefill back, and a decode step out of pages
+// takes them from streams outside it first.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -64,12 +65,13 @@ class GptStepOrder : public ::testing::Test {
         budget_(runtime_),
         now_(Clock::now()) {}
 
-  // A stream of one sentence without the refine-text stage, admitted `age_s` before now_, in
-  // `voice` (entry_ when null).
-  std::shared_ptr<Stream> stream(double age_s, scheduler::VoiceEntry* voice = nullptr) {
+  // A stream of one sentence, admitted `age_s` before now_, in `voice` (entry_ when null),
+  // without the refine-text stage unless `refine`.
+  std::shared_ptr<Stream> stream(double age_s, scheduler::VoiceEntry* voice = nullptr,
+                                 bool refine = false) {
     scheduler::VoiceEntry& entry = voice != nullptr ? *voice : entry_;
     scheduler::SpeechOptions options;
-    options.refine_text = false;
+    options.refine_text = refine;
     scheduler::PreparedStream prepared =
         entry.definition->prepare("Hello there.", options, scheduler::SchedulerOptions{});
     auto s = std::make_shared<Stream>();
@@ -161,6 +163,38 @@ TEST_F(GptStepOrder, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
   ASSERT_EQ(after.items.size(), 1u);
   EXPECT_EQ(after.items.front()->id, waiting->id);
   EXPECT_EQ(after.voice, &entry_);
+}
+
+// When a decode step runs out of pages, a stream outside it that holds pages (here one in the
+// refine stage, which decodes in steps of its own) gives them back before a stream of the step
+// preempts itself.
+TEST_F(GptStepOrder, AStepOutOfPagesTakesThemFromAStreamOutsideItFirst) {
+  const auto coding = stream(0.050);
+  const auto refining = stream(0.010, nullptr, /*refine=*/true);
+  step(prefill_, {coding});
+  step(prefill_, {refining});
+  ASSERT_TRUE(work_of(*refining).generation.next() == RequestGeneration::Next::kDecode);
+  ASSERT_FALSE(work_of(*refining).generation.code_stage());
+  KvPagePool& pool = *models_of(entry_).pages;
+  std::vector<int64_t> held;
+  ASSERT_TRUE(pool.grow(held, pool.free_pages() * pool.page_size()));
+
+  scheduler::StepOutput out;
+  for (int i = 0; i < 2 * pool.page_size() && out.preempted == 0; ++i) {
+    models_of(entry_).decode_step_seconds = 0.0;  // plain slack: the older stream leads
+    const Batch batch = decode_.propose({coding, refining}, pacing_, now_);
+    ASSERT_EQ(batch.items.size(), 1u);
+    ASSERT_EQ(batch.items.front()->id, coding->id);
+    ASSERT_EQ(batch.preemptible.size(), 1u);
+    out = decode_.run(batch, budget_);
+    for (const auto& error : out.errors) ASSERT_FALSE(error);
+  }
+  EXPECT_EQ(out.preempted, 1);
+  EXPECT_TRUE(work_of(*refining).pages.empty());
+  EXPECT_TRUE(work_of(*refining).generation.recomputing());
+  EXPECT_FALSE(work_of(*coding).generation.recomputing());
+  EXPECT_TRUE(work_of(*coding).generation.next() == RequestGeneration::Next::kDecode);
+  pool.release(held);
 }
 
 }  // namespace
