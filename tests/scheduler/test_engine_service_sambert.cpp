@@ -320,7 +320,8 @@ class BiasedDurations {
 
 // What the model predicts is checked per utterance: one past the frame limit is refused with a
 // 413 that says to split it (not a server error), and one whose every token gets 0 frames makes
-// no audio and ends its request normally, as FastSpeech2's sentences without frames do.
+// no audio and ends its request normally, as FastSpeech2's sentences without frames do; offline
+// (voxd synth) too.
 TEST(SambertEngine, PredictedLengthsPastTheLimitAre413AndNoFramesMakeNoAudio) {
   {
     const BiasedDurations long_voice(1e4f);
@@ -332,15 +333,25 @@ TEST(SambertEngine, PredictedLengthsPastTheLimitAre413AndNoFramesMakeNoAudio) {
     EXPECT_NE(e.message.find("split the sentence"), std::string::npos) << e.message;
   }
   const BiasedDurations silent_voice(-1e4f);
+  const std::string text = utterance(5, 1) + "\n" + utterance(7, 2);
   Served served(config_of(silent_voice.path(), 64));
-  std::unique_ptr<server::SpeechJob> job =
-      served.service.admit(request(utterance(5, 1) + "\n" + utterance(7, 2)));
+  std::unique_ptr<server::SpeechJob> job = served.service.admit(request(text));
   CollectingSink sink;
   run_job(*job, sink);
   EXPECT_TRUE(sink.audio.empty());
   job.reset();
   wait_idle(served.service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);
+
+  std::unique_ptr<Backend> backend = make_backend("cpu", 1);
+  Context ctx(*backend, host_allocator());
+  const auto models = sambert::Voice::load(ctx, sambert::VoiceConfig::load(silent_voice.path()));
+  size_t pieces = 0;
+  const sambert::Spoken spoken = sambert::speak(ctx, *models, models->front_end().utterances(text),
+                                                0, [&](const std::vector<float>&) { ++pieces; });
+  EXPECT_EQ(pieces, 0u);
+  EXPECT_EQ(spoken.utterances, 0);
+  EXPECT_EQ(spoken.samples, 0);
 }
 
 // Each voice has a pool of pages of its own: while one voice's most urgent utterance waits for

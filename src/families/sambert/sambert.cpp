@@ -795,10 +795,7 @@ SambertOutput Sambert::synthesize(Context& ctx, const SambertTokens& tokens, Sam
   const auto n = static_cast<int64_t>(tokens.linguistic.size());
   const SambertEncoding encoding = std::move(encode(ctx, {&tokens}, n, false, debug)[0]);
   const SambertAlignment alignment = align(encoding.log_durations, limits);
-  if (alignment.frames == 0) {
-    throw InputError("Sambert: every one of the " + std::to_string(n) +
-                     " tokens got 0 frames; there is no audio to make");
-  }
+  if (alignment.frames == 0) return {.mel = Tensor(), .durations = alignment.durations};
   const SambertMemory memory_in = memory(tokens, encoding, alignment);
   const int64_t steps = alignment.steps;
   const int64_t band = alignment.band_width;

@@ -52,7 +52,7 @@ struct SambertTokens {
 };
 
 struct SambertOutput {
-  Tensor mel;                      // [T, num_mels] on the context's device, the postnet output
+  Tensor mel;  // [T, num_mels] on the context's device, the postnet output; undefined when T = 0
   std::vector<int64_t> durations;  // frames per token (sum T)
   int64_t band_width = 0;          // the decoder's attention band, in steps
 };
@@ -141,8 +141,8 @@ class Sambert {
                       DType dtype = DType::F32);
 
   // The mel of one utterance: check, encode, align, prefill into pages of its own, decode step
-  // by step, the postnet whole. Throws as check() and align() do, and voxd::InputError when
-  // every token gets 0 frames.
+  // by step, the postnet whole. Throws as check() and align() do. When every token gets 0
+  // frames there is nothing to decode: no mel (the durations say why).
   SambertOutput synthesize(Context& ctx, const SambertTokens& tokens, SambertDebug* debug = nullptr,
                            const SambertLimits& limits = {}) const;
 

@@ -98,6 +98,9 @@ Spoken speak(Context& ctx, const Voice& voice, const std::vector<SambertTokens>&
   Spoken spoken;
   for (const SambertTokens& tokens : utterances) {
     const SambertOutput out = voice.acoustic().synthesize(ctx, tokens);
+    // An utterance whose every token got 0 frames makes no audio, as served (where it takes no
+    // excitation source's index either).
+    if (!out.mel.defined()) continue;
     const int64_t frames = out.mel.size(0);
     std::vector<float> post = ops::to_host(ctx, out.mel).to_float_vector();
     Tensor excitation;

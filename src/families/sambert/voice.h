@@ -71,7 +71,8 @@ struct Spoken {
 
 // Speaks each of `utterances` (from the voice's front end) on ctx: Sambert::synthesize, then the
 // vocoder over its whole mel (an NSF vocoder with the source of nsf_source(seed, the utterance's
-// index)), the audio of each utterance to `sink` in order.
+// index)), the audio of each utterance to `sink` in order. An utterance whose every token gets
+// 0 frames is skipped (no audio, no index).
 Spoken speak(Context& ctx, const Voice& voice, const std::vector<SambertTokens>& utterances,
              uint64_t seed, const std::function<void(const std::vector<float>&)>& sink);
 
