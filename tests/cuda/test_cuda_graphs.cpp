@@ -13,6 +13,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -316,14 +317,16 @@ TEST(AcousticGraphsServed, SpeakAsWithoutThemAloneAndBatched) {
 
 // Memory held by recorded acoustic steps goes back for a step that needs it. The smallest limit
 // (to kLimitStep) at which a server without acoustic graphs speaks a long sentence is found
-// first; at that limit plus kLimitStep, a server whose shorter sentences filled acoustic graphs
-// first speaks the long one too, with the same audio, which it could not do while they held more
-// than that margin: the scheduler releases them before a step that does not fit, the acoustic
-// graphs make room among themselves for a new shape, and an eager decoder after a recorded
-// encoder reads a copy of its hidden states so that they may go too. Steps of one chunk and no
-// warm-up while idle keep the vocoder's graphs and the cached memory the same in every server.
+// first, with the persistent bytes (weights, vocoder graphs) it held then; then the least margin
+// over that limit at which shorter sentences, spoken first, leave acoustic graphs recorded, which
+// must hold more than the margin. The long sentence has no room beside what is held, and it is
+// spoken, with the same audio: the scheduler releases recordings before a step that does not
+// fit, the acoustic graphs make room among themselves for a new shape, and an eager decoder after
+// a recorded encoder reads a copy of its hidden states so that they may go too. Steps of one
+// chunk and no warm-up while idle keep the cached memory the same in every server.
 TEST(AcousticGraphsServed, GiveTheirMemoryBackToALongSentenceUnderALimit) {
   constexpr uint64_t kLimitStep = uint64_t{256} << 10;
+  constexpr uint64_t kGraphBytes = uint64_t{256} << 20;
   const std::string long_text =
       "When the evening train finally left the crowded station in the middle of the winter "
       "storm, every passenger on board was quietly hoping that the long journey across the "
@@ -342,15 +345,26 @@ TEST(AcousticGraphsServed, GiveTheirMemoryBackToALongSentenceUnderALimit) {
     config.warm_up_while_idle = false;
     return config;
   };
+  // Whether a server without acoustic graphs speaks the long sentence at `limit`, and the
+  // persistent bytes it held then (weights, the vocoder's graphs).
+  uint64_t persistent_at_fits = 0;
   const auto speaks_long_text = [&](uint64_t limit) {
     try {
       scheduler::EngineService service(config_of(0, limit));
-      return !scheduler::speak(service, served_request(long_text)).empty();
+      const bool spoken = !scheduler::speak(service, served_request(long_text)).empty();
+      if (spoken) persistent_at_fits = service.runtime().persistent_bytes();
+      return spoken;
     } catch (const server::ApiError&) {  // refused: 413 or 503
       return false;
     } catch (const std::exception&) {  // no room for the voice itself
       return false;
     }
+  };
+  // The persistent bytes `service` holds after the short sentences.
+  const auto after_short_texts = [&](scheduler::EngineService& service) {
+    for (const std::string& text : short_texts)
+      (void)scheduler::speak(service, served_request(text));
+    return service.runtime().persistent_bytes();
   };
   std::vector<float> expected;
   uint64_t fits = 0;
@@ -365,17 +379,40 @@ TEST(AcousticGraphsServed, GiveTheirMemoryBackToALongSentenceUnderALimit) {
     const uint64_t middle = too_little + (fits - too_little) / 2;
     (speaks_long_text(middle) ? fits : too_little) = middle;
   }
+  ASSERT_TRUE(speaks_long_text(fits));  // persistent_at_fits is this limit's
 
-  scheduler::EngineService service(config_of(uint64_t{256} << 20, fits + kLimitStep));
-  const uint64_t persistent_before_graphs = service.runtime().persistent_bytes();
-  for (const std::string& text : short_texts) {
-    (void)scheduler::speak(service, served_request(text));
+  // The least margin over fits (to kLimitStep) at which the short sentences' acoustic graphs
+  // stay recorded: with less, their own steps need the memory.
+  const auto held_after_short_texts = [&](uint64_t margin) {
+    scheduler::EngineService probe(config_of(kGraphBytes, fits + margin));
+    const uint64_t held = after_short_texts(probe);
+    std::cout << "limit " << fits << " + " << margin << ": held " << held << " bytes after the "
+              << "short sentences, " << persistent_at_fits << " with the long one at " << fits
+              << "\n";
+    return held;
+  };
+  uint64_t margin = fits;
+  ASSERT_GT(held_after_short_texts(margin), persistent_at_fits) << "no acoustic graph was kept";
+  uint64_t not_kept = 0;
+  while (margin - not_kept > kLimitStep) {
+    const uint64_t middle = not_kept + (margin - not_kept) / 2;
+    (held_after_short_texts(middle) > persistent_at_fits ? margin : not_kept) = middle;
   }
-  const uint64_t persistent_with_graphs = service.runtime().persistent_bytes();
-  ASSERT_GT(persistent_with_graphs, persistent_before_graphs + 2 * kLimitStep)
-      << "the short sentences' acoustic graphs hold less than the margin: the test proves nothing";
+  // At fits + margin the long sentence has room beside what the server holds only while that is
+  // at most persistent_at_fits + margin.
+  const auto crowds_out = [&](uint64_t held) {
+    return held > persistent_at_fits + margin + kLimitStep;
+  };
+  ASSERT_TRUE(crowds_out(held_after_short_texts(margin)))
+      << "the acoustic graphs the short sentences keep leave the long sentence room beside them: "
+         "the test proves nothing";
+  scheduler::EngineService service(config_of(kGraphBytes, fits + margin));
+  const uint64_t persistent_with_graphs = after_short_texts(service);
+  ASSERT_TRUE(crowds_out(persistent_with_graphs)) << "the server holds less than the probe";
   scheduler::expect_same_audio(expected, scheduler::speak(service, served_request(long_text)),
                                "the long sentence under the limit");
+  EXPECT_LT(service.runtime().persistent_bytes(), persistent_with_graphs)
+      << "no recording was released for the long sentence";
 }
 
 TEST(CaptureOnGpu, UncapturableWorkFailsNamingTheOpAndTheBackendStaysUsable) {
