@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "core/workspace_plan.h"
+#include "scheduler/page_admission.h"
 
 namespace voxd::chattts {
 namespace {
@@ -111,42 +112,27 @@ std::vector<std::shared_ptr<Stream>> page_holders_outside(
   return order;
 }
 
-// The prefills of `lead`'s voice whose pages are free, from `candidates` in slack order. A stage is
+// The prefills of `lead`'s voice whose pages are free (batch_within_free_pages). A stage is
 // admitted when its prefill's pages are free beside a page for every decoding stream of the voice
-// (room for the running streams to grow); one that can never fit is proposed alone, for run() to
-// refuse. Empty when the lead waits for pages.
+// (room for the running streams to grow).
 Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
                            const std::vector<std::shared_ptr<Stream>>& streams,
                            const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
-  Batch batch = scheduler::batch_led_by(lead, pacing, now);
-  const KvPagePool* pool = batch.voice->models ? models_of(*batch.voice).pages.get() : nullptr;
+  scheduler::VoiceEntry* voice = lead.stream->voice;
+  const KvPagePool* pool = voice->models ? models_of(*voice).pages.get() : nullptr;
   int64_t free = 0;
   if (pool != nullptr) {
     free = pool->free_pages();
     for (const std::shared_ptr<Stream>& stream : streams) {
-      if (stream->voice == batch.voice && !work_of(*stream).pages.empty()) --free;
+      if (stream->voice == voice && !work_of(*stream).pages.empty()) --free;
     }
   }
-  for (const Candidate& c : candidates) {
-    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
-    if (c.stream->voice != batch.voice) continue;
-    if (pool == nullptr) {  // not loaded yet: run() sees its pool
-      batch.items.push_back(c.stream);
-      break;
-    }
-    const RequestGeneration& g = work_of(*c.stream).generation;
-    if (never_fits(*pool, g)) {
-      if (batch.items.empty()) batch.items.push_back(c.stream);
-      break;
-    }
-    // In slack order: the first stage that does not fit waits for pages, and so do the ones
-    // behind it (a long stage is not starved by short ones).
-    const int64_t need = pool->pages_for(g.prefill_length());
-    if (need > free) break;
-    free -= need;
-    batch.items.push_back(c.stream);
-  }
-  return batch;
+  return scheduler::batch_within_free_pages(
+      candidates, lead, pool, free, pacing, now,
+      [&](const Candidate& c) {
+        return pool->pages_for(work_of(*c.stream).generation.prefill_length());
+      },
+      [&](const Candidate& c) { return never_fits(*pool, work_of(*c.stream).generation); });
 }
 
 }  // namespace

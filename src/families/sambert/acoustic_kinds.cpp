@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/memory_summary.h"
 #include "families/sambert/steps.h"
+#include "scheduler/page_admission.h"
 
 namespace voxd::sambert {
 namespace {
@@ -210,32 +211,16 @@ void EncodeKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
 
 namespace {
 
-// A prefill of `lead`'s voice from `candidates` (least slack first), led by `lead`: the utterances
-// whose pages are free, in slack order up to the first that must wait; empty when the lead waits.
+// A prefill of `lead`'s voice from `candidates` (least slack first): the utterances whose pages
+// are free (batch_within_free_pages).
 Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
                            const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
-  Batch batch = scheduler::batch_led_by(lead, pacing, now);
-  const KvPagePool* pool = batch.voice->models ? models_of(*batch.voice).pages.get() : nullptr;
-  int64_t free = pool != nullptr ? pool->free_pages() : 0;
-  for (const Candidate& c : candidates) {
-    if (static_cast<int64_t>(batch.items.size()) >= pacing.max_batch) break;
-    if (c.stream->voice != batch.voice) continue;
-    if (pool == nullptr) {  // not loaded yet: run() sees its pool
-      batch.items.push_back(c.stream);
-      break;
-    }
-    const int64_t need = pages_needed(front(*c.stream));
-    if (need > pool->pages()) {  // never fits: proposed alone, for run() to refuse
-      if (batch.items.empty()) batch.items.push_back(c.stream);
-      break;
-    }
-    // In slack order: the first utterance whose pages are not free waits, and so do the ones
-    // behind it.
-    if (need > free) break;
-    free -= need;
-    batch.items.push_back(c.stream);
-  }
-  return batch;
+  VoiceEntry* voice = lead.stream->voice;
+  const KvPagePool* pool = voice->models ? models_of(*voice).pages.get() : nullptr;
+  const auto need = [](const Candidate& c) { return pages_needed(front(*c.stream)); };
+  return scheduler::batch_within_free_pages(
+      candidates, lead, pool, pool != nullptr ? pool->free_pages() : 0, pacing, now, need,
+      [&](const Candidate& c) { return need(c) > pool->pages(); });
 }
 
 }  // namespace
