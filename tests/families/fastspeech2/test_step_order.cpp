@@ -157,7 +157,8 @@ TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
 
 // Beyond one chunk per stream, a step takes chunks only while its expected time (by the voice's
 // recent vocoder steps) stays under its lead's slack or the first pass's time; before any step
-// was timed, or when every stream holds plenty, up to max_batch. A served step is timed.
+// was timed, when every stream holds plenty, or when the lead waits for its first audio, up to
+// max_batch. A served step is timed.
 TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
   const auto make_streams = [&](double least_ahead_s) {
     const std::vector<std::shared_ptr<Stream>> streams = {stream(3.0, least_ahead_s),
@@ -190,6 +191,15 @@ TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{streams[0]->id, streams[1]->id, streams[2]->id,
                                                streams[0]->id, streams[1]->id}));
   EXPECT_EQ(sizes(-0.1), 3u);  // a stream already dry: no step longer than the first pass
+  // A lead waiting for its first audio (a burst of new streams): filled to max_batch.
+  auto burst = make_streams(5.0);
+  burst.front() = stream(3.0, std::nullopt);
+  with_chunks(*burst.front(), 6);
+  ASSERT_NE(work_of(*burst.front()).peek_chunk(0), nullptr);
+  work_of(*burst.front()).ready.pop_front();
+  const Batch filled = kind.propose(burst, pacing, now_);
+  EXPECT_EQ(filled.urgency, Urgency::kFirstAudio);
+  EXPECT_EQ(filled.items.size(), 12u);
 
   models.vocoder_times = VocoderStepTimes();
   MemoryBudget budget(runtime_);
