@@ -61,13 +61,14 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
     return chunk.mel.size(1) == frames || (!chunk.reaches_end && chunk.mel.size(1) < frames);
   };
   // Pass k adds each stream's k-th chunk, so the most urgent streams get one chunk each before
-  // any gets a second, and every prefix of the batch keeps each stream's chunks in order. Beyond
-  // the first pass, while the lead plays, a chunk joins only while the step's expected time stays
-  // under the lead's slack, or no longer than the first pass's (a recorded batch's padded rows
-  // cost nothing more): a step of many chunks per stream would otherwise run past the end of the
-  // audio that the streams with the least in hand hold. A lead waiting for its first audio is a
-  // burst of new streams, which the device's throughput serves best: steps fill to max_batch (on
-  // an H100, 1,000 at once, the bound there cost 0.3-0.5 s at the p95 end; docs/benchmarks.md).
+  // any gets a second, and every prefix of the batch keeps each stream's chunks in order. On the
+  // CPU, beyond the first pass a chunk joins only while the step's expected time stays under the
+  // lead's slack, or no longer than the first pass's: a step's time grows with its chunks there,
+  // and a step of many chunks per stream would run past the end of the audio that the streams
+  // with the least in hand hold. On a GPU a step's time grows far less than its chunks and a
+  // burst needs the device's throughput: the bound cost a burst of 1,000 on an H100 0.3-0.5 s at
+  // the p95 end (docs/benchmarks.md), so steps fill to max_batch there.
+  const bool bounded = runtime_.backend().device().is_cpu();
   const auto expected_seconds = [&](size_t chunks) {
     return expected_step_seconds(*batch.voice, static_cast<int64_t>(chunks), frames);
   };
@@ -75,7 +76,7 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   const auto full = [&](size_t pass) {
     const size_t size = batch.items.size();
     if (static_cast<int64_t>(size) >= pacing.max_batch) return true;
-    if (pass == 0 || batch.urgency == scheduler::Urgency::kFirstAudio) return false;
+    if (pass == 0 || !bounded) return false;
     return expected_seconds(size + 1) > std::max(batch.slack_s, first_pass_seconds);
   };
   for (size_t pass = 0; !full(pass); ++pass) {

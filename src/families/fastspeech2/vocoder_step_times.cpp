@@ -1,5 +1,7 @@
 #include "families/fastspeech2/vocoder_step_times.h"
 
+#include <iterator>
+
 namespace voxd::fastspeech2 {
 
 int VocoderStepTimes::bucket_of(int64_t rows) {
@@ -16,10 +18,15 @@ void VocoderStepTimes::record(int64_t rows, int64_t frames, double seconds) {
 }
 
 double VocoderStepTimes::expected(int64_t rows, int64_t frames) const {
-  if (rows <= 0 || frames <= 0) return 0.0;
-  const auto measured = seconds_per_row_frame_.lower_bound(bucket_of(rows));
-  if (measured == seconds_per_row_frame_.end()) return 0.0;
-  return measured->second * static_cast<double>(rows * frames);
+  if (seconds_per_row_frame_.empty() || rows <= 0 || frames <= 0) return 0.0;
+  const int bucket = bucket_of(rows);
+  auto nearest = seconds_per_row_frame_.lower_bound(bucket);
+  if (nearest == seconds_per_row_frame_.end() ||
+      (nearest->first != bucket && nearest != seconds_per_row_frame_.begin() &&
+       bucket - std::prev(nearest)->first <= nearest->first - bucket)) {
+    nearest = std::prev(nearest);
+  }
+  return nearest->second * static_cast<double>(rows * frames);
 }
 
 }  // namespace voxd::fastspeech2

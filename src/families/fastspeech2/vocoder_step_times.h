@@ -16,9 +16,7 @@ class VocoderStepTimes {
   // frames each took `seconds`.
   void record(int64_t rows, int64_t frames, double seconds);
   // The seconds a step of `rows` rows of `frames` frames is expected to take: by the average of
-  // its bucket, else of the nearest larger bucket measured; 0 (unknown) when no bucket as large
-  // is. Never from a smaller bucket: on a GPU a row costs less the more there are, so a small
-  // step's rate would overrate a large step, which would then never run to be measured.
+  // its bucket, else of the nearest bucket measured (the smaller on a tie); 0 before any step.
   double expected(int64_t rows, int64_t frames) const;
 
  private:

@@ -157,8 +157,7 @@ TEST_F(StepOrder, VocoderPadsShorterChunksThatDoNotReachTheirEnd) {
 
 // Beyond one chunk per stream, a step takes chunks only while its expected time (by the voice's
 // recent vocoder steps) stays under its lead's slack or the first pass's time; before any step
-// was timed, when every stream holds plenty, or when the lead waits for its first audio, up to
-// max_batch. A served step is timed.
+// was timed, or when every stream holds plenty, up to max_batch. A served step is timed.
 TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
   const auto make_streams = [&](double least_ahead_s) {
     const std::vector<std::shared_ptr<Stream>> streams = {stream(3.0, least_ahead_s),
@@ -182,24 +181,14 @@ TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
   EXPECT_EQ(sizes(0.27), 12u);  // not timed yet: four passes of three streams
   EXPECT_EQ(sizes(-0.1), 12u);
 
-  // 50 ms a chunk, measured on steps of 16 chunks (smaller ones take that rate).
-  models.vocoder_times.record(16, frames, 16 * 0.05);
-  EXPECT_EQ(sizes(4.0), 12u);  // 0.6 s of work, 4 s in hand
+  models.vocoder_times.record(1, frames, 0.05);  // 50 ms a chunk
+  EXPECT_EQ(sizes(4.0), 12u);                    // 0.6 s of work, 4 s in hand
   // Three first chunks (0.15 s) always; then 0.2 and 0.25 s are under 0.27, 0.3 is not.
   const auto streams = make_streams(0.27);
   const Batch batch = kind.propose(streams, pacing, now_);
   EXPECT_EQ(ids(batch), (std::vector<uint64_t>{streams[0]->id, streams[1]->id, streams[2]->id,
                                                streams[0]->id, streams[1]->id}));
   EXPECT_EQ(sizes(-0.1), 3u);  // a stream already dry: no step longer than the first pass
-  // A lead waiting for its first audio (a burst of new streams): filled to max_batch.
-  auto burst = make_streams(5.0);
-  burst.front() = stream(3.0, std::nullopt);
-  with_chunks(*burst.front(), 6);
-  ASSERT_NE(work_of(*burst.front()).peek_chunk(0), nullptr);
-  work_of(*burst.front()).ready.pop_front();
-  const Batch filled = kind.propose(burst, pacing, now_);
-  EXPECT_EQ(filled.urgency, Urgency::kFirstAudio);
-  EXPECT_EQ(filled.items.size(), 12u);
 
   models.vocoder_times = VocoderStepTimes();
   MemoryBudget budget(runtime_);
@@ -208,21 +197,19 @@ TEST_F(StepOrder, VocoderStepEndsBeforeTheLeastAudioInHandRunsOut) {
 }
 
 // Steps are averaged by power-of-two buckets of rows, per row and frame; a size not measured
-// takes the nearest larger bucket's, and is unknown (0) above every bucket measured; each step
-// moves its bucket by a tenth.
-TEST(VocoderStepTimes, AverageByBucketsOfRowsAndNeverFromASmallerBucket) {
+// takes its nearest bucket's (the smaller on a tie); each step moves its bucket by a tenth.
+TEST(VocoderStepTimes, AverageByBucketsOfRowsAndTakeTheNearest) {
   constexpr double kTolerance = 1e-12;
   VocoderStepTimes times;
   EXPECT_EQ(times.expected(4, 100), 0.0);
   times.record(2, 100, 0.002);  // bucket 1 (2 rows): 1e-5 s per row and frame
   EXPECT_NEAR(times.expected(2, 100), 0.002, kTolerance);
-  EXPECT_NEAR(times.expected(1, 50), 0.0005, kTolerance);   // bucket 0: the next larger is 1
-  EXPECT_EQ(times.expected(16, 100), 0.0);                  // bucket 4: none as large
+  EXPECT_NEAR(times.expected(1, 50), 0.0005, kTolerance);   // bucket 0: the nearest is 1
+  EXPECT_NEAR(times.expected(16, 100), 0.016, kTolerance);  // bucket 4: the nearest is 1
   times.record(8, 100, 0.004);                              // bucket 3: 5e-6
   EXPECT_NEAR(times.expected(5, 100), 0.0025, kTolerance);  // bucket 3 itself
-  EXPECT_NEAR(times.expected(3, 100), 0.0015, kTolerance);  // bucket 2: the next larger is 3
-  EXPECT_NEAR(times.expected(2, 100), 0.002, kTolerance);   // bucket 1 itself
-  EXPECT_EQ(times.expected(16, 100), 0.0);                  // bucket 4: still none as large
+  EXPECT_NEAR(times.expected(16, 100), 0.008, kTolerance);  // bucket 4: the nearest is 3
+  EXPECT_NEAR(times.expected(3, 100), 0.003, kTolerance);   // bucket 2: a tie, the smaller
   times.record(2, 100, 0.004);                              // bucket 1: 0.9 * 1e-5 + 0.1 * 2e-5
   EXPECT_NEAR(times.expected(2, 100), 0.0022, kTolerance);
   times.record(2, 100, -1.0);  // not a time: ignored
