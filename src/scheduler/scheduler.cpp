@@ -506,6 +506,9 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission
     batch.items.resize(1);
     return out;
   }
+  // The items cut off hold what they held: the step may take it back first (most slack first).
+  batch.preemptible.insert(batch.preemptible.begin(), batch.items.rbegin(),
+                           batch.items.rend() - static_cast<std::ptrdiff_t>(size));
   batch.items.resize(size);
   admission.seconds = seconds_between(started, Clock::now());
   return kind.run(batch, budget_);
@@ -576,6 +579,8 @@ bool Scheduler::unload_idle_voice(const VoiceEntry* keep) {
 void Scheduler::deliver(const Batch& batch, StepOutput& output) {
   const Clock::time_point now = Clock::now();
   std::set<Stream*> touched;
+  // A stream preempted from outside the step gave its memory back: its gauges say so now.
+  for (const std::shared_ptr<Stream>& stream : batch.preemptible) touched.insert(stream.get());
   for (size_t i = 0; i < batch.items.size(); ++i) {
     Stream& stream = *batch.items[i];
     touched.insert(&stream);

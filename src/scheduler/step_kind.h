@@ -72,7 +72,8 @@ struct Batch {
   VoiceEntry* voice = nullptr;
   std::vector<std::shared_ptr<Stream>> items;
   // Streams of the voice outside `items` whose memory the step may take back (preempt) when it
-  // runs short, in the order to take it; for kinds that preempt.
+  // runs short, in the order to take it; for kinds that preempt. Items the scheduler cuts off
+  // for memory come first.
   std::vector<std::shared_ptr<Stream>> preemptible;
 };
 

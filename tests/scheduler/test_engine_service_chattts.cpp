@@ -267,9 +267,13 @@ TEST(ChatTtsEngine, ASentenceTooLongForTheKvCacheIsRefusedBeforeAnyAudio) {
   fits.refine_text = false;
   EXPECT_FALSE(speak(served.service, fits).empty());
 
-  // With the refine stage, every sentence's code stage can be prompted with 24 refined tokens:
-  // 6 pages hold no sentence at all.
-  Served small(config_of(voice, 6));
+  // With the refine stage, a sentence's code stage can be prompted with up to 23 refined tokens:
+  // 7 pages hold the code stage of "Hi." on its own text (the prompt and 96 tokens), not on the
+  // longest refined text, so with refining no sentence fits.
+  Served small(config_of(voice, 7));
+  server::SpeechRequest unrefined = request("Hi.", 2);
+  unrefined.refine_text = false;
+  EXPECT_FALSE(speak(small.service, unrefined).empty());
   const server::ApiError refused = run_error(*small.service.admit(request("Hi.", 2)),
                                              "a request was spoken by a pool too small for any");
   EXPECT_EQ(refused.status, 503);

@@ -118,7 +118,8 @@ void RequestGeneration::check_prompt(bool code, size_t text_tokens, size_t sente
 
 int64_t RequestGeneration::longest_code_text(int64_t text_tokens) const {
   // A refined text is kept only when the stage drew its end token: fewer than max_new_token.
-  return options_.refine_text ? std::max(text_tokens, refine_.max_new_token) : text_tokens;
+  const int64_t refined = std::max<int64_t>(refine_.max_new_token - 1, 0);
+  return options_.refine_text ? std::max(text_tokens, refined) : text_tokens;
 }
 
 int64_t RequestGeneration::most_positions(int64_t text_tokens) const {

@@ -85,9 +85,11 @@ Batch decode_batch_led_by(const std::vector<Candidate>& candidates, const Candid
   return batch;
 }
 
-// The streams of `batch`'s voice that hold pages but are not in it (the other stage's, those
-// waiting for their client to read, those past max_batch), most slack first: the pages a decode
-// step takes back first when the pool runs out.
+// The streams of `batch`'s voice that hold pages but are not in it, in the order a decode step
+// takes their pages back when the pool runs out, before its own: first those waiting for their
+// client to read (they make no progress until it does), then those of the other stage or past
+// max_batch with more slack than any stream of the step (the step's own come before the rest);
+// most slack first in each group.
 std::vector<std::shared_ptr<Stream>> page_holders_outside(
     const Batch& batch, const std::vector<std::shared_ptr<Stream>>& streams,
     const std::function<double(const Stream&)>& slack_of) {
@@ -96,19 +98,28 @@ std::vector<std::shared_ptr<Stream>> page_holders_outside(
     for (const auto& stream : batch.items) items.insert(stream.get());
     return items;
   }();
-  std::vector<Candidate> holders;
+  const double most_inside = batch.items.empty() ? 0.0 : slack_of(*batch.items.back());
+  std::vector<Candidate> waiting;
+  std::vector<Candidate> others;
   for (const std::shared_ptr<Stream>& stream : streams) {
     const GenerationWork& work = work_of(*stream);
     if (stream->voice != batch.voice || !stream->running() || work.pages.empty() ||
         work.generation.next() != Next::kDecode || inside.contains(stream.get())) {
       continue;
     }
-    holders.push_back({stream, slack_of(*stream)});
+    const double slack = slack_of(*stream);
+    if (work.audio_backlogged()) {
+      waiting.push_back({stream, slack});
+    } else if (slack > most_inside) {
+      others.push_back({stream, slack});
+    }
   }
-  std::stable_sort(holders.begin(), holders.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
   std::vector<std::shared_ptr<Stream>> order;
-  for (const Candidate& holder : holders) order.push_back(holder.stream);
+  for (std::vector<Candidate>* group : {&waiting, &others}) {
+    std::stable_sort(group->begin(), group->end(),
+                     [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
+    for (const Candidate& holder : *group) order.push_back(holder.stream);
+  }
   return order;
 }
 
@@ -410,10 +421,9 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
       // Taken by others since propose() (a smaller batch ran first): it waits.
       if (!pool.grow(work.pages, g.prefill_length())) continue;
     } else {
-      // Out of pages: the streams outside the step that hold pages give theirs back first
-      // (batch.preemptible: they make no progress now), then the stream of the step with the
-      // most slack (the last one still holding pages, which may be this one), until the page is
-      // found.
+      // Out of pages: the streams outside the step that hold pages and may give them back first
+      // (batch.preemptible), then the stream of the step with the most slack (the last one
+      // still holding pages, which may be this one), until the page is found.
       while (!preempted[i] && !pool.grow(work.pages, g.positions() + 1)) {
         if (outside < batch.preemptible.size()) {
           GenerationWork& holder = work_of(*batch.preemptible[outside++]);

@@ -5,8 +5,8 @@
 // A stream holds the pages of the voice's KV pool its positions fill, one more when its last is
 // full; when the pool has none, a decoding stream gives its pages back and is recomputed later
 // (preemption), so an admitted stream never fails for want of pages: first those outside the
-// step (the other stage's, those waiting for their client to read), then the step's own, most
-// slack first. A stage
+// step waiting for their client to read, then the other stage's with more slack than any of the
+// step's, then the step's own, most slack first. A stage
 // is admitted when its prefill's pages fit beside a page for every decoding stream. After each
 // forward, every stream's next tokens are drawn on the device (ops::sample_tokens) from its own
 // logits, history and seed, so a stream's tokens do not depend on what it was batched with; only

@@ -166,8 +166,8 @@ TEST_F(GptStepOrder, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
 }
 
 // When a decode step runs out of pages, a stream outside it that holds pages (here one in the
-// refine stage, which decodes in steps of its own) gives them back before a stream of the step
-// preempts itself.
+// refine stage, which decodes in steps of its own) with more slack than the step's streams gives
+// them back before a stream of the step preempts itself.
 TEST_F(GptStepOrder, AStepOutOfPagesTakesThemFromAStreamOutsideItFirst) {
   const auto coding = stream(0.050);
   const auto refining = stream(0.010, nullptr, /*refine=*/true);
@@ -175,6 +175,14 @@ TEST_F(GptStepOrder, AStepOutOfPagesTakesThemFromAStreamOutsideItFirst) {
   step(prefill_, {refining});
   ASSERT_TRUE(work_of(*refining).generation.next() == RequestGeneration::Next::kDecode);
   ASSERT_FALSE(work_of(*refining).generation.code_stage());
+  // Beside a stream of the step with more slack than its own, the refining one is not offered:
+  // the step's own stream with the most slack goes first.
+  const auto young = stream(0.001);
+  step(prefill_, {young});
+  models_of(entry_).decode_step_seconds = 0.0;
+  const Batch with_young = decode_.propose({coding, young, refining}, pacing_, now_);
+  ASSERT_EQ(with_young.items.size(), 2u);
+  EXPECT_TRUE(with_young.preemptible.empty());
   KvPagePool& pool = *models_of(entry_).pages;
   std::vector<int64_t> held;
   ASSERT_TRUE(pool.grow(held, pool.free_pages() * pool.page_size()));
