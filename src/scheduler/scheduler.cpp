@@ -580,7 +580,9 @@ void Scheduler::deliver(const Batch& batch, StepOutput& output) {
   const Clock::time_point now = Clock::now();
   std::set<Stream*> touched;
   // A stream preempted from outside the step gave its memory back: its gauges say so now.
-  for (const std::shared_ptr<Stream>& stream : batch.preemptible) touched.insert(stream.get());
+  if (output.preempted > 0) {
+    for (const std::shared_ptr<Stream>& stream : batch.preemptible) touched.insert(stream.get());
+  }
   for (size_t i = 0; i < batch.items.size(); ++i) {
     Stream& stream = *batch.items[i];
     touched.insert(&stream);
