@@ -69,6 +69,15 @@ RequestGeneration::RequestGeneration(const VoiceConfig& config, const TextFrontE
     check_prompt(true, static_cast<size_t>(longest_code_text(text)), s);
     if (options_.refine_text) check_prompt(false, sentences_[s].ids.size(), s);
   }
+  // From the last sentence back: the first widest of each sentence and those after it.
+  widest_from_.resize(sentences_.size());
+  for (size_t s = sentences_.size(); s-- > 0;) {
+    const Widest here{.sentence = s,
+                      .positions = most_positions(static_cast<int64_t>(sentences_[s].ids.size()))};
+    widest_from_[s] = s + 1 < sentences_.size() && widest_from_[s + 1].positions > here.positions
+                          ? widest_from_[s + 1]
+                          : here;
+  }
   start_sentence();
 }
 
@@ -134,12 +143,7 @@ int64_t RequestGeneration::most_positions(int64_t text_tokens) const {
 }
 
 RequestGeneration::Widest RequestGeneration::widest_sentence() const {
-  Widest widest{.sentence = sentence_};
-  for (size_t s = sentence_; s < sentences_.size(); ++s) {
-    const int64_t positions = most_positions(static_cast<int64_t>(sentences_[s].ids.size()));
-    if (positions > widest.positions) widest = {.sentence = s, .positions = positions};
-  }
-  return widest;
+  return sentence_ < widest_from_.size() ? widest_from_[sentence_] : Widest{.sentence = sentence_};
 }
 
 void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_ids) {

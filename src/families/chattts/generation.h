@@ -171,6 +171,7 @@ class RequestGeneration {
   bool drew_speaker_ = false;
   PromptTemplate code_template_;
   PromptTemplate refine_template_;
+  std::vector<Widest> widest_from_;  // widest_sentence() at each sentence, made once
 
   Next next_ = Next::kDone;
   size_t sentence_ = 0;

@@ -56,12 +56,12 @@ scheduler::StepRefusal pool_too_small(const KvPagePool& pool, const RequestGener
   const RequestGeneration::Widest widest = generation.widest_sentence();
   const std::string holds = "the KV cache holds " + std::to_string(pool.pages()) + " pages of " +
                             std::to_string(pool.page_size()) + " positions";
-  if (pool.pages_for(generation.most_positions(0)) > pool.pages()) {
+  const int64_t least = generation.most_positions(0);
+  if (pool.pages_for(least) > pool.pages()) {
     return {.request_too_large = false,
             .code = "kv_cache_full",
-            .message = "a ChatTTS stage of this voice can need " +
-                       std::to_string(generation.most_positions(0)) + " positions, and " + holds +
-                       "; give the server a larger --kv-cache"};
+            .message = "a ChatTTS stage of this voice can need " + std::to_string(least) +
+                       " positions, and " + holds + "; give the server a larger --kv-cache"};
   }
   return {.request_too_large = true,
           .code = "sentence_too_long",
