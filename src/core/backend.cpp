@@ -177,6 +177,11 @@ void Backend::fused_conv1d_pair(const Tensor& /*x*/, const Conv1dPair& /*pair*/,
   throw Error(name() + ": fused_conv1d_pair called although fuses_conv1d_pair() is false");
 }
 
+void Backend::arrange_conv1d_weight(const Tensor& /*weight*/, Tensor& /*arranged*/,
+                                    const KernelScratch& /*scratch*/) {
+  throw Error(name() + ": arrange_conv1d_weight called although it arranges no weights");
+}
+
 void Backend::fused_conv1d_pair_rows(const Tensor& /*x*/, const Conv1dPair& /*pair*/,
                                      Tensor& /*out*/, const KernelScratch& /*scratch*/) {
   throw Error(name() +

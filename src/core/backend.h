@@ -138,6 +138,11 @@ struct Conv1dPair {
   const Tensor* addend = nullptr;
   float output_scale = 1.0f;
   std::optional<float> output_slope = std::nullopt;
+  // Each weight in the order the backend's fused pair reads it (ops::arrange_conv1d_weight, made
+  // once when a model loads), or null: the backend then arranges it per call, in its scratch.
+  // A backend that arranges no weights ignores them.
+  const Tensor* first_arranged = nullptr;
+  const Tensor* second_arranged = nullptr;
 };
 
 struct ConvTranspose1dParams {
@@ -272,6 +277,13 @@ class Backend {
   // weights, biases and residual are contiguous; out does not alias x or the residual.
   virtual void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                  const KernelScratch& scratch);
+  // Elements of `weight` [Cout, Cin, K] in the order this backend's fused pairs read it
+  // (Conv1dPair::first_arranged), or 0 (the default) where they read it as it is.
+  virtual int64_t arranged_conv1d_weight_elements(const Tensor& /*weight*/) const { return 0; }
+  // arranged [arranged_conv1d_weight_elements(weight)] = weight in that order; only called when
+  // that is above 0.
+  virtual void arrange_conv1d_weight(const Tensor& weight, Tensor& arranged,
+                                     const KernelScratch& scratch);
   // Whether fused_conv1d_pair_rows() runs `pair` over time-major x [B, T, C] (contiguous) into
   // [B, T, Cout] rows of `out_dtype`, reading and writing the rows in place; decided by shapes
   // and dtypes alone. When not (the default), ops::conv1d_pair_rows transposes around

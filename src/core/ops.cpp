@@ -471,6 +471,24 @@ struct CheckedPair {
   DType out_dtype = DType::F32;
 };
 
+// A pair's arranged weight: null, ignored by a backend that arranges none (one that wraps
+// another may run a model loaded on it), else arrange_conv1d_weight's for `weight` here.
+void check_arranged(Context& ctx, const char* op, const char* which, const Tensor* arranged,
+                    const Tensor& weight) {
+  const int64_t elements = ctx.backend().arranged_conv1d_weight_elements(weight);
+  if (arranged == nullptr || elements == 0) return;
+  if (arranged->defined() && arranged->dim() == 1 && arranged->numel() == elements &&
+      arranged->dtype() == weight.dtype() && arranged->device() == ctx.device()) {
+    return;
+  }
+  fail(op, std::string("the ") + which + " weight's arrangement " +
+               (arranged->defined() ? arranged->shape_string() : "(undefined)") +
+               " is not this backend's for weight " + weight.shape_string() + " (" +
+               std::to_string(elements) + " " + std::string(dtype_name(weight.dtype())) +
+               " elements on " + ctx.device().to_string() +
+               "); make it with ops::arrange_conv1d_weight");
+}
+
 CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv1dPair& pair,
                        const Tensor* residual, const Tensor* addend) {
   if (pair.first_weight == nullptr || pair.second_weight == nullptr) {
@@ -511,6 +529,8 @@ CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv
   checked.b2 = check_bias(ctx, op, pair.second_bias ? *pair.second_bias : none, w2.size(0), w2,
                           "the second weight");
   require_backend(ctx, op, OpKind::Conv1d, w1.dtype());
+  check_arranged(ctx, op, "first", pair.first_arranged, w1);
+  check_arranged(ctx, op, "second", pair.second_arranged, w2);
   checked.w1 = contiguous(ctx, w1);
   checked.w2 = contiguous(ctx, w2);
   return checked;
@@ -582,6 +602,18 @@ Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
 bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   return x.dim() == 3 && pair.first_weight != nullptr && pair.second_weight != nullptr &&
          ctx.backend().fuses_conv1d_pair_rows(x, pair, pair.output_dtype.value_or(x.dtype()));
+}
+
+Tensor arrange_conv1d_weight(Context& ctx, const Tensor& weight) {
+  const char* op = "arrange_conv1d_weight";
+  require_rank(op, "weight", weight, 3);
+  require_on_device(ctx, op, "weight", weight);
+  const int64_t elements = ctx.backend().arranged_conv1d_weight_elements(weight);
+  if (elements == 0) return Tensor();
+  const Tensor wc = contiguous(ctx, weight);
+  Tensor arranged = empty(ctx, {elements}, weight.dtype());
+  ctx.backend().arrange_conv1d_weight(wc, arranged, ctx.scratch());
+  return arranged;
 }
 
 namespace {

@@ -114,6 +114,11 @@ Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 // Whether conv1d_pair_rows runs `pair` over rows shaped and typed as x [B, T, C] without
 // transposing anything (Backend::fuses_conv1d_pair_rows).
 bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
+// A pair's weight [Cout, Cin, K] (on ctx's device) in the order the backend's fused pairs read
+// it, for Conv1dPair::first_arranged and second_arranged: made once when a model loads, so that
+// no step rearranges its weights (on CUDA a kernel for each convolution). Undefined where the
+// backend reads weights as they are (Backend::arranged_conv1d_weight_elements).
+Tensor arrange_conv1d_weight(Context& ctx, const Tensor& weight);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params);
 // conv_transpose1d over time-major rows: x [B, T, Cin] -> [B, Tout, Cout], the values of

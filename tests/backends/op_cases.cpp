@@ -515,6 +515,23 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
           const Tensor addend = ops::transpose(c, in[6], 1, 2);
           return ops::conv1d_pair_rows(c, rows, summed(in, &residual, &addend));
         });
+    // The weights arranged once, as a model does when it loads (CUDA: the mma.sync kernel's
+    // order; the reference arranges none and runs the pair as it is).
+    const auto arranged = [pair](Context& c, const In& in, const Tensor& x, const Tensor* residual,
+                                 bool rows) {
+      const Tensor first = ops::arrange_conv1d_weight(c, in[1]);
+      const Tensor second = ops::arrange_conv1d_weight(c, in[3]);
+      Conv1dPair p = pair(in, residual, std::nullopt);
+      p.first_arranged = first.defined() ? &first : nullptr;
+      p.second_arranged = second.defined() ? &second : nullptr;
+      return rows ? ops::conv1d_pair_rows(c, x, p) : ops::conv1d_pair(c, x, p);
+    };
+    add("conv1d pair with its weights arranged once",
+        [arranged](Context& c, const In& in) { return arranged(c, in, in[0], &in[5], false); });
+    add("conv1d pair on rows with its weights arranged once", [arranged](Context& c, const In& in) {
+      const Tensor residual = ops::transpose(c, in[5], 1, 2);
+      return arranged(c, in, ops::transpose(c, in[0], 1, 2), &residual, true);
+    });
     // Mixed precision: F32 in, F32 residual and out around the weights' dtype.
     add("conv1d pair F32 in and out", [pair](Context& c, const In& in) {
       const Tensor x32 = ops::to_device(c, in[0], DType::F32);

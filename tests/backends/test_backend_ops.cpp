@@ -409,33 +409,35 @@ TEST_F(HostBackends, AnUnsupportedOpIsRefusedNamingOpBackendAndDtype) {
 }
 
 // A backend written against the interface before supports() (as tests and tools may hold): the
-// default answers for the ops it had to implement, refuses the later ones, and their kernels'
-// defaults throw if called anyway.
+// ops it had to implement, each doing nothing.
+class MinimalBackend : public Backend {
+ public:
+  std::string name() const override { return "minimal"; }
+  Device device() const override { return Device::cpu(); }
+  void copy(const Tensor&, Tensor&, const KernelScratch&) override {}
+  void fill(Tensor&, float) override {}
+  void unary(const Tensor&, Tensor&, UnaryOp, float) override {}
+  void binary(const Tensor&, const Tensor&, Tensor&, BinaryOp) override {}
+  void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&, const KernelScratch&) override {
+  }
+  void conv1d(const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv1dParams&,
+              const KernelScratch&) override {}
+  void conv_transpose1d(const Tensor&, const Tensor&, const Tensor&, Tensor&,
+                        const ConvTranspose1dParams&, const KernelScratch&) override {}
+  void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) override {}
+  void embedding(const Tensor&, const Tensor&, Tensor&, const KernelScratch&) override {}
+  void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionParams&,
+                 const KernelScratch&) override {}
+  void zero_beyond_lengths(Tensor&, const std::vector<int64_t>&, const KernelScratch&) override {}
+  void length_regulate(const Tensor&, const std::vector<std::vector<int64_t>>&, Tensor&,
+                       const KernelScratch&) override {}
+  void bucketize(const Tensor&, const Tensor&, Tensor&) override {}
+};
+
+// Such a backend: the default answers for the ops it had to implement, refuses the later ones,
+// and their kernels' defaults throw if called anyway.
 TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
-  class Minimal final : public Backend {
-   public:
-    std::string name() const override { return "minimal"; }
-    Device device() const override { return Device::cpu(); }
-    void copy(const Tensor&, Tensor&, const KernelScratch&) override {}
-    void fill(Tensor&, float) override {}
-    void unary(const Tensor&, Tensor&, UnaryOp, float) override {}
-    void binary(const Tensor&, const Tensor&, Tensor&, BinaryOp) override {}
-    void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&,
-                const KernelScratch&) override {}
-    void conv1d(const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv1dParams&,
-                const KernelScratch&) override {}
-    void conv_transpose1d(const Tensor&, const Tensor&, const Tensor&, Tensor&,
-                          const ConvTranspose1dParams&, const KernelScratch&) override {}
-    void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) override {}
-    void embedding(const Tensor&, const Tensor&, Tensor&, const KernelScratch&) override {}
-    void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionParams&,
-                   const KernelScratch&) override {}
-    void zero_beyond_lengths(Tensor&, const std::vector<int64_t>&, const KernelScratch&) override {}
-    void length_regulate(const Tensor&, const std::vector<std::vector<int64_t>>&, Tensor&,
-                         const KernelScratch&) override {}
-    void bucketize(const Tensor&, const Tensor&, Tensor&) override {}
-  };
-  Minimal minimal;
+  MinimalBackend minimal;
   EXPECT_TRUE(minimal.supports(OpKind::Conv1d, DType::BF16));
   EXPECT_TRUE(minimal.supports(OpKind::Bucketize, DType::F32));
   EXPECT_FALSE(minimal.supports(OpKind::Bucketize, DType::F16));
@@ -454,6 +456,50 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
   Context ctx(minimal, host_allocator());
   EXPECT_EQ(error_message([&] { ops::silu(ctx, x); }),
             "silu: the backend 'minimal' does not run silu on F32 tensors");
+}
+
+// A backend whose fused pairs read weights in an order of their own: one element more than the
+// weight's, here, and it counts the weights it arranged.
+class ArrangingBackend final : public MinimalBackend {
+ public:
+  int64_t arranged_conv1d_weight_elements(const Tensor& weight) const override {
+    return weight.numel() + 1;
+  }
+  void arrange_conv1d_weight(const Tensor&, Tensor&, const KernelScratch&) override { ++arranged; }
+  int arranged = 0;
+};
+
+// ops::arrange_conv1d_weight makes the backend's arrangement once; a pair takes it, refuses one
+// that is not the backend's (naming it), and a backend that arranges none (the CPU's) makes
+// none and ignores one it is handed, so a model loaded elsewhere runs there unchanged.
+TEST(ArrangedConvWeights, AreTheBackendsOwnOrIgnored) {
+  const Tensor x = random_tensor({1, 4, 20}, 1);
+  const Tensor weight = random_tensor({4, 4, 3}, 2, -0.1f, 0.1f);
+  const auto pair = [&](const Tensor* arranged) {
+    return Conv1dPair{.first_weight = &weight,
+                      .first = {1, 1, 1, 1},
+                      .second_weight = &weight,
+                      .second = {1, 1, 1, 1},
+                      .slope = 0.1f,
+                      .first_arranged = arranged,
+                      .second_arranged = arranged};
+  };
+  ArrangingBackend arranging;
+  Context ctx(arranging, host_allocator());
+  const Tensor arranged = ops::arrange_conv1d_weight(ctx, weight);
+  EXPECT_EQ(arranged.shape(), (Shape{49}));
+  EXPECT_EQ(arranging.arranged, 1);
+  EXPECT_NO_THROW(ops::conv1d_pair(ctx, x, pair(&arranged)));
+  const Tensor other = random_tensor({48}, 3);
+  EXPECT_EQ(error_message([&] { ops::conv1d_pair(ctx, x, pair(&other)); }),
+            "conv1d_pair: the first weight's arrangement [48] is not this backend's for weight "
+            "[4, 4, 3] (49 F32 elements on cpu); make it with ops::arrange_conv1d_weight");
+
+  Context cpu(host_backend("cpu"), host_allocator());
+  EXPECT_FALSE(ops::arrange_conv1d_weight(cpu, weight).defined());
+  const Tensor expected = ops::conv1d_pair(cpu, x, pair(nullptr));
+  const Tensor handed = ops::conv1d_pair(cpu, x, pair(&other));
+  EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
 }
 
 TEST(OpKinds, EveryKindHasItsName) {

@@ -1017,6 +1017,29 @@ bool CudaBackend::fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair
          implicit_gemm_takes(first.dtype(), x.size(0), steps, second, out_dtype, pair.second);
 }
 
+int64_t CudaBackend::arranged_conv1d_weight_elements(const Tensor& weight) const {
+  const bool half = weight.dtype() == DType::F16 || weight.dtype() == DType::BF16;
+  if (convolution_path_ != ConvolutionPath::kAuto || !half || weight.dim() != 3) return 0;
+  return cuda::implicit_gemm_arranged_weight_elements(weight.size(0), weight.size(1),
+                                                      weight.size(2));
+}
+
+void CudaBackend::arrange_conv1d_weight(const Tensor& weight, Tensor& arranged,
+                                        const KernelScratch& scratch) {
+  const char* op = "arrange_conv1d_weight";
+  assert(arranged.numel() == arranged_conv1d_weight_elements(weight) && weight.is_contiguous());
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  cuda::ImplicitGemmConv args;
+  args.dtype = weight.dtype();
+  args.weight = weight.raw_data();
+  args.arranged_weight = arranged.raw_data();
+  args.out_channels = weight.size(0);
+  args.in_channels = weight.size(1);
+  args.kernel = weight.size(2);
+  cuda::implicit_gemm_arrange_weight(args, handles_->stream, op);
+}
+
 void CudaBackend::fused_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                          const KernelScratch& scratch) {
   assert(fuses_conv1d_pair_rows(x, pair, out.dtype()));
@@ -1030,10 +1053,14 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
   const Tensor& w2 = *pair.second_weight;
   const int64_t batch = x.size(0);
   const int64_t steps = x.size(rows ? 1 : 2);
-  // One buffer for both weights' arrangement: the second's is written after the first ran. The
-  // first's time-major input is also where rows of x off 16 bytes are copied to be read.
-  const ScratchBuffer arranged =
-      take(scratch, std::max(arranged_weight_bytes(w1), arranged_weight_bytes(w2)));
+  // One buffer for the weights not arranged when the model loaded (Conv1dPair::first_arranged):
+  // the second's is written after the first ran. The first's time-major input is also where rows
+  // of x off 16 bytes are copied to be read.
+  const auto arranging = [](const Tensor* arranged, const Tensor& weight) {
+    return arranged != nullptr ? size_t{0} : arranged_weight_bytes(weight);
+  };
+  const ScratchBuffer arranged = take(
+      scratch, std::max(arranging(pair.first_arranged, w1), arranging(pair.second_arranged, w2)));
   const ScratchBuffer first_input =
       take(scratch, rows ? x.nbytes() : transposed_input_bytes(w1, pair.first, batch, steps));
   const ScratchBuffer second_input =
@@ -1041,14 +1068,17 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
   if (scratch.planning()) return;
   const OpScope scope = open(op);
   const auto side = [&](const Tensor& weight, const Tensor* bias, const Conv1dParams& p,
-                        const ScratchBuffer& input) {
+                        const Tensor* weight_arranged, const ScratchBuffer& input) {
     cuda::ImplicitGemmConv args =
         implicit_gemm_args(weight, bias ? *bias : Tensor(), p, batch, steps, steps, pair.slope);
-    args.arranged_weight = arranged.data();
+    args.weight_arranged = weight_arranged != nullptr;
+    args.arranged_weight =
+        weight_arranged != nullptr ? weight_arranged->raw_data() : arranged.data();
     args.transposed_input = input.data();
     return args;
   };
-  cuda::ImplicitGemmConv first = side(w1, pair.first_bias, pair.first, first_input);
+  cuda::ImplicitGemmConv first =
+      side(w1, pair.first_bias, pair.first, pair.first_arranged, first_input);
   first.input_dtype = x.dtype();
   first.x = x.raw_data();
   if (rows) {
@@ -1059,7 +1089,8 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
       first.x = first_input.data();
     }
   }
-  cuda::ImplicitGemmConv second = side(w2, pair.second_bias, pair.second, second_input);
+  cuda::ImplicitGemmConv second =
+      side(w2, pair.second_bias, pair.second, pair.second_arranged, second_input);
   second.output_dtype = out.dtype();
   second.residual = pair.residual != nullptr ? pair.residual->raw_data() : nullptr;
   second.addend = pair.addend != nullptr ? pair.addend->raw_data() : nullptr;

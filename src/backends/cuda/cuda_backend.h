@@ -130,6 +130,11 @@ class CudaBackend final : public Backend {
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
   bool fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair,
                               DType out_dtype) const override;
+  // The mma.sync kernel's order (implicit_gemm_conv.h) for F16 and BF16 weights on the default
+  // path, which runs the fused pairs.
+  int64_t arranged_conv1d_weight_elements(const Tensor& weight) const override;
+  void arrange_conv1d_weight(const Tensor& weight, Tensor& arranged,
+                             const KernelScratch& scratch) override;
   void fused_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                               const KernelScratch& scratch) override;
   void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,

@@ -190,22 +190,6 @@ struct TimeMajorOutput {
   float slope = 0.0f;
 };
 
-// Zeros the rows of each sequence's time-major input that no block of the convolution writing
-// it covers: the first `padding` and those past padding + covered.
-template <typename T>
-__global__ void zero_border_rows_kernel(TimeMajorOutput next, int64_t covered) {
-  const int64_t vectors = next.channels / 8;
-  const int64_t tail = next.row_count - next.padding - covered;
-  T* rows = static_cast<T*>(next.rows) + blockIdx.y * next.row_count * next.channels;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < (next.padding + tail) * vectors; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / vectors;
-    const int64_t row = r < next.padding ? r : covered + r;
-    *reinterpret_cast<uint4*>(rows + row * next.channels + (i % vectors) * 8) =
-        make_uint4(0, 0, 0, 0);
-  }
-}
-
 template <int kWarpsM, int kWarpsN, int kWarpTilesM, int kWarpTilesN>
 struct MmaTiling {
   static constexpr int kWarpRows = kWarpsM;  // warps along the channels
@@ -288,6 +272,23 @@ __device__ __forceinline__ void store_time_major(
       vector = *reinterpret_cast<const uint4*>(tile + step * kStride + 8 * (i % kVectors));
     }
     *reinterpret_cast<uint4*>(rows + step * next.channels + c) = vector;
+  }
+  // The rows no block's steps cover, the first next.padding and those past the last block's,
+  // zeroed by the blocks at either end of the sequence, each for its own channels.
+  const auto zero_rows = [&](int64_t first_row, int64_t count) {
+    T* border = static_cast<T*>(next.rows) + (b * next.row_count + first_row) * next.channels;
+    for (int64_t i = threadIdx.x; i < count * kVectors; i += Tiling::kThreads) {
+      const int64_t c = co0 + 8 * (i % kVectors);
+      if (c < next.channels) {
+        *reinterpret_cast<uint4*>(border + i / kVectors * next.channels + c) =
+            make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  const int64_t covered = static_cast<int64_t>(gridDim.x) * kBlockSteps;
+  if (blockIdx.x == 0) zero_rows(0, next.padding);
+  if (blockIdx.x == gridDim.x - 1) {
+    zero_rows(next.padding + covered, next.row_count - next.padding - covered);
   }
 }
 
@@ -704,18 +705,20 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
   const int halo = static_cast<int>((a.kernel - 1) * a.dilation);
   const int64_t rows = transposed_rows(a.out_steps, halo);
   const int64_t channels = padded_channels(a.in_channels);
-  if (a.allow_wgmma && wgmma_conv_available() && wgmma_conv_fits(a, channels, multiprocessors())) {
+  if (a.allow_wgmma && !a.weight_arranged && wgmma_conv_available() &&
+      wgmma_conv_fits(a, channels, multiprocessors())) {
     transpose_input<T>(a, rows, channels, true, stream, op);
     wgmma_conv1d(a, rows, channels, stream, op);
     return;
   }
   transpose_input<T>(a, rows, channels, false, stream, op);
-  arrange_weights<kStageChannels, T>(a, stream, op);
+  if (!a.weight_arranged) arrange_weights<kStageChannels, T>(a, stream, op);
   launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
 }
 
 // The pair (implicit_gemm_conv1d_pair): the first's input transposed, its output into the
-// second's time-major input, whose border rows are zeroed first; the second from there.
+// second's time-major input (border rows included: store_time_major), each weight arranged
+// unless it came arranged; the second from there.
 template <typename T>
 void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                      cudaStream_t stream, const char* op) {
@@ -730,22 +733,13 @@ void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& seco
   next.channels = padded_channels(second.in_channels);
   next.leaky_relu = second.input_leaky_relu;
   next.slope = second.input_slope;
-  const int64_t covered = (first.out_steps + kBlockSteps - 1) / kBlockSteps * kBlockSteps;
-  const int64_t border = (next.row_count - covered) * next.channels / 8;
-  if (border > 0) {
-    zero_border_rows_kernel<T>
-        <<<dim3(static_cast<unsigned>(std::min<int64_t>((border + 255) / 256, 1024)),
-                static_cast<unsigned>(first.batch)),
-           256, 0, stream>>>(next, covered);
-    check(cudaGetLastError(), "zero_border_rows_kernel launch", op);
-  }
   if (!first.time_major_input) {
     transpose_input<T>(first, first_rows, first_channels, false, stream, op);
   }
-  arrange_weights<kStageChannels, T>(first, stream, op);
+  if (!first.weight_arranged) arrange_weights<kStageChannels, T>(first, stream, op);
   launch_mma_for<T>(first, next, first_halo, first.time_major_input ? first.in_steps : first_rows,
                     first_channels, stream, op);
-  arrange_weights<kStageChannels, T>(second, stream, op);
+  if (!second.weight_arranged) arrange_weights<kStageChannels, T>(second, stream, op);
   launch_mma_for<T>(second, TimeMajorOutput{}, second_halo, next.row_count, next.channels, stream,
                     op);
 }
@@ -926,6 +920,17 @@ void implicit_gemm_conv_transpose1d_rows(const ImplicitGemmConv& a, const Polyph
     launch_conv_transpose_rows<__half>(a, polyphase, stream, op);
   } else {
     launch_conv_transpose_rows<__nv_bfloat16>(a, polyphase, stream, op);
+  }
+}
+
+void implicit_gemm_arrange_weight(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
+  if (a.out_channels == 0 || a.in_channels == 0 || a.kernel == 0) return;
+  if (a.dtype == DType::F16) {
+    arrange_weights<kStageChannels, __half>(a, stream, op);
+  } else if (a.dtype == DType::BF16) {
+    arrange_weights<kStageChannels, __nv_bfloat16>(a, stream, op);
+  } else {
+    throw Error(std::string("cuda: ") + op + ": the implicit-GEMM convolution takes F16 or BF16");
   }
 }
 

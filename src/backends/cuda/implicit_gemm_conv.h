@@ -2,11 +2,11 @@
 // computes a tile of output channels × 128 time steps of one sequence, loading the input
 // channels' time window (with its halo of dilation·(K − 1) steps) into shared memory once per 16
 // channels and multiplying it by every tap's weights from there (the weights rearranged first,
-// per call, so that blocks read them with 16-byte loads). No im2col columns are written, so the
-// input is read once per tile instead of K times through global memory; the bias, and
-// optionally a residual, are added in the epilogue, and a leaky ReLU can be applied to the input
-// as it is loaded (HiFiGAN's resblocks: conv(leaky_relu(x)) + x in one pass).
-// Internal to the CUDA backend.
+// per call or once when a model loads, so that blocks read them with 16-byte loads). No im2col
+// columns are written, so the input is read once per tile instead of K times through global memory;
+// the bias, and optionally a residual, are added in the epilogue, and a leaky ReLU can be applied
+// to the input as it is loaded (HiFiGAN's resblocks: conv(leaky_relu(x)) + x in one pass). Internal
+// to the CUDA backend.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,6 +27,9 @@ struct ImplicitGemmConv {
   // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
   // rearranged per 16 input channels and tap, so blocks load them with wide reads.
   void* arranged_weight = nullptr;
+  // The mma.sync kernel only: arranged_weight already holds that arrangement (made once by
+  // implicit_gemm_arrange_weight), so the launch does not arrange the weights first.
+  bool weight_arranged = false;
   // Scratch of implicit_gemm_transposed_input_elements() elements, 16-byte aligned: the input
   // time-major, padded and zero-filled, so blocks copy their windows with wide reads.
   void* transposed_input = nullptr;
@@ -87,6 +90,9 @@ bool implicit_gemm_fills_device(int64_t batch, int64_t out_channels, int64_t out
 // Elements of ImplicitGemmConv::arranged_weight.
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
                                                int64_t kernel);
+// Queues a.arranged_weight = a.weight in the mma.sync kernel's order (a.dtype, a.out_channels,
+// a.in_channels and a.kernel say the weight's shape), for convolutions with weight_arranged.
+void implicit_gemm_arrange_weight(const ImplicitGemmConv& a, cudaStream_t stream, const char* op);
 // Elements of ImplicitGemmConv::transposed_input.
 int64_t implicit_gemm_transposed_input_elements(int64_t batch, int64_t in_channels,
                                                 int64_t out_steps, int64_t kernel,

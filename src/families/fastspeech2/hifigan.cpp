@@ -258,6 +258,9 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
         if (config.resblock == 1) {
           block.plain.push_back(make_conv(prefix + ".convs2." + std::to_string(m), shape, cout, 1,
                                           get_padding(rk, 1), 1, precision.compute));
+          for (Conv* c : {&block.dilated.back(), &block.plain.back()}) {
+            c->arranged = ops::arrange_conv1d_weight(ctx, c->weight);
+          }
         }
       }
       model.resblocks_.push_back(std::move(block));
@@ -289,7 +292,9 @@ Conv1dPair HifiGan::pair(const ResBlock& block, size_t m, const Tensor* residual
       .second = {.stride = second.stride, .padding = second.padding, .dilation = second.dilation},
       .slope = kLreluSlope,
       .residual = residual,
-      .output_dtype = precision_.stream};
+      .output_dtype = precision_.stream,
+      .first_arranged = first.arranged.defined() ? &first.arranged : nullptr,
+      .second_arranged = second.arranged.defined() ? &second.arranged : nullptr};
 }
 
 bool HifiGan::resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) const {

@@ -96,6 +96,9 @@ class HifiGan {
   struct Conv {
     Tensor weight;  // folded; [Cout, Cin, K] (Conv1d) or [Cin, Cout, K] (ConvTranspose1d)
     Tensor bias;    // [Cout]
+    // ResBlock1's convolutions: the weight as the backend's fused pairs read it
+    // (ops::arrange_conv1d_weight), or undefined where they read it as it is.
+    Tensor arranged;
     int64_t stride = 1;
     int64_t padding = 0;
     int64_t dilation = 1;
