@@ -5,13 +5,16 @@
 A request line (msg "request", path /v1/audio/speech) is written when the response ends: it
 arrived at time - duration_ms and had its first audio ttfa_ms later. A step line (msg "step")
 is written when the step ends: it ran for `seconds` before its time, with `items` units of its
-`kind`, labelled with the urgency of its lead ("first_audio", "starving", "ahead").
+`kind`, labelled with the urgency of its lead ("first_audio", "starving", "ahead"), and waited
+`device_wait_s` of them for the GPU (the rest is the host's: planning, launches, libraries).
 
 Printed: the requests' p50 / p95 first audio as the server measured it, and the moment the p95
 request had its first audio (ms after the first request arrived); then the device's time from
-that arrival to that moment and after it, busy by kind and urgency and idle. A slow first audio
-then reads as the device idle (waiting for admission: the front end, the HTTP layer), busy with
-other streams' later audio (the order of the steps), or busy with first audio (throughput).
+that arrival to that moment and after it, busy by kind and urgency (and how much of that the
+device thread waited for the GPU) and idle. A slow first audio then reads as the device idle
+(waiting for admission: the front end, the HTTP layer), busy with other streams' later audio (the
+order of the steps), busy with first audio (throughput), or busy on the host rather than the GPU
+(steps whose GPU wait is a small part of their time).
 
     python3 bench/step_timeline.py SERVE_LOG [--json OUT]
 """
@@ -29,7 +32,8 @@ from stream_load import percentile  # noqa: E402  (the load's own p50 / p95: the
 
 def read_log(path):
     """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
-    items)), times in seconds since the epoch; lines that are not JSON are skipped."""
+    items, gpu_wait_s)), times in seconds since the epoch, gpu_wait_s None where the line has no
+    device_wait_s (an older voxd); lines that are not JSON are skipped."""
     requests, steps = [], []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -42,7 +46,7 @@ def read_log(path):
             end = datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
             if entry.get("msg") == "step":
                 steps.append((end - entry["seconds"], end, entry["kind"], entry["urgency"],
-                              entry["items"]))
+                              entry["items"], entry.get("device_wait_s")))
             elif (entry.get("msg") == "request" and entry.get("path") == "/v1/audio/speech"
                   and "ttfa_ms" in entry):
                 arrived = end - entry["duration_ms"] / 1000.0
@@ -51,11 +55,12 @@ def read_log(path):
 
 
 def device_time(steps, begin, end):
-    """{(kind, urgency): [steps, items, busy seconds]} of the steps' time within [begin, end),
-    and the idle seconds there."""
-    spent = collections.defaultdict(lambda: [0, 0, 0.0])
+    """{(kind, urgency): [steps, items, busy seconds, of them waiting for the GPU (None when a
+    step's line does not say)]} of the steps' time within [begin, end), and the idle seconds
+    there. A step partly inside counts the same share of its GPU wait."""
+    spent = collections.defaultdict(lambda: [0, 0, 0.0, 0.0])
     busy = 0.0
-    for start, stop, kind, urgency, items in steps:
+    for start, stop, kind, urgency, items, gpu_wait in steps:
         overlap = min(stop, end) - max(start, begin)
         if overlap <= 0:
             continue
@@ -63,6 +68,10 @@ def device_time(steps, begin, end):
         row[0] += 1
         row[1] += items
         row[2] += overlap
+        if gpu_wait is None or row[3] is None:
+            row[3] = None
+        else:
+            row[3] += gpu_wait * overlap / (stop - start)
         busy += overlap
     return dict(spent), max(0.0, (end - begin) - busy)
 
@@ -77,14 +86,15 @@ def timeline(requests, steps):
     origin = min(arrived for arrived, _ in requests)
     ttfa = [first - arrived for arrived, first in requests]
     p95_moment = percentile([first for _, first in requests], 0.95)
-    last_step = max(stop for _, stop, _, _, _ in steps)
+    last_step = max(step[1] for step in steps)
     parts = {}
     for name, (begin, end) in (("to the p95 first audio", (origin, p95_moment)),
                                ("after it", (p95_moment, max(p95_moment, last_step)))):
         spent, idle = device_time(steps, begin, end)
         parts[name] = {"seconds": end - begin, "idle_s": idle,
                        "busy": [{"kind": k, "urgency": u, "steps": n, "items": items,
-                                 "seconds": s} for (k, u), (n, items, s) in sorted(spent.items())]}
+                                 "seconds": s, "gpu_wait_s": w}
+                                for (k, u), (n, items, s, w) in sorted(spent.items())]}
     return {"requests": len(requests), "ttfa_p50_ms": 1000 * percentile(ttfa, 0.5),
             "ttfa_p95_ms": 1000 * percentile(ttfa, 0.95),
             "p95_first_audio_at_ms": 1000 * (p95_moment - origin), "parts": parts}
@@ -94,16 +104,18 @@ def report(t):
     lines = [f"{t['requests']} speech requests: first audio p50 {t['ttfa_p50_ms']:.0f} ms, p95 "
              f"{t['ttfa_p95_ms']:.0f} ms; the p95 first audio came "
              f"{t['p95_first_audio_at_ms']:.0f} ms after the first request arrived",
-             "| device time | kind | urgency | steps | items | seconds | share |",
-             "|---|---|---|---|---|---|---|"]
+             "| device time | kind | urgency | steps | items | seconds | share | of it waiting "
+             "for the GPU |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, part in t["parts"].items():
         total = part["seconds"] or 1.0
         for row in part["busy"]:
+            wait = " " if row["gpu_wait_s"] is None else f" {row['gpu_wait_s']:.3f} "
             lines.append(f"| {name} | {row['kind']} | {row['urgency']} | {row['steps']} | "
                          f"{row['items']} | {row['seconds']:.3f} | "
-                         f"{100 * row['seconds'] / total:.0f} % |")
+                         f"{100 * row['seconds'] / total:.0f} % |{wait}|")
         lines.append(f"| {name} | idle | | | | {part['idle_s']:.3f} | "
-                     f"{100 * part['idle_s'] / total:.0f} % |")
+                     f"{100 * part['idle_s'] / total:.0f} % | |")
     return "\n".join(lines) + "\n"
 
 

@@ -28,9 +28,10 @@ def speech(end, duration_ms, ttfa_ms):
                 status=200, duration_ms=duration_ms, ttfa_ms=ttfa_ms)
 
 
-def step(end, seconds, kind, urgency, items):
+def step(end, seconds, kind, urgency, items, device_wait_s=None):
+    fields = {} if device_wait_s is None else {"device_wait_s": device_wait_s}
     return line(end, level="debug", msg="step", kind=kind, urgency=urgency, items=items,
-                seconds=seconds)
+                seconds=seconds, **fields)
 
 
 class TimelineTest(unittest.TestCase):
@@ -43,12 +44,14 @@ class TimelineTest(unittest.TestCase):
     def test_device_time_is_split_at_the_p95_first_audio(self):
         # Two requests arrive at 0 and 0.1 s; first audio at 0.3 and 0.5 s. Steps: acoustic
         # 0.0-0.1 (first audio), idle 0.1-0.2, vocoder 0.2-0.4 (first audio), vocoder 0.4-0.7
-        # (ahead): the p95 moment is 0.5 s, so 0.1 s of the last step falls before it.
+        # (ahead): the p95 moment is 0.5 s, so 0.1 s of the last step falls before it, and a
+        # third of its 0.24 s waiting for the GPU with it. The acoustic step waited 0.02 s for
+        # the GPU (the rest was the host's); the first vocoder step's line does not say.
         t = self.timeline_of([
-            step(0.1, 0.1, "acoustic", "first_audio", 2),
+            step(0.1, 0.1, "acoustic", "first_audio", 2, device_wait_s=0.02),
             step(0.4, 0.2, "vocoder", "first_audio", 2),
             speech(0.9, 900, 300),
-            step(0.7, 0.3, "vocoder", "ahead", 1),
+            step(0.7, 0.3, "vocoder", "ahead", 1, device_wait_s=0.24),
             speech(1.0, 900, 400),
             line(1.0, level="info", msg="request", path="/healthz", duration_ms=0.1),
         ])
@@ -64,13 +67,22 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(set(busy), {("acoustic", "first_audio"), ("vocoder", "first_audio"),
                                      ("vocoder", "ahead")})
         self.assertAlmostEqual(busy[("vocoder", "ahead")][2], 0.1, places=6)
+        waits = {(r["kind"], r["urgency"]): r["gpu_wait_s"] for r in before["busy"]}
+        self.assertAlmostEqual(waits[("acoustic", "first_audio")], 0.02, places=6)
+        self.assertIsNone(waits[("vocoder", "first_audio")])
+        self.assertAlmostEqual(waits[("vocoder", "ahead")], 0.08, places=6)
         after = t["parts"]["after it"]
         self.assertAlmostEqual(after["seconds"], 0.2, places=6)
         self.assertAlmostEqual(after["idle_s"], 0.0, places=6)
         self.assertEqual([(r["kind"], r["steps"], r["items"]) for r in after["busy"]],
                          [("vocoder", 1, 1)])
-        self.assertIn("| to the p95 first audio | idle | | | | 0.100 | 20 % |",
-                      step_timeline.report(t))
+        self.assertAlmostEqual(after["busy"][0]["gpu_wait_s"], 0.16, places=6)
+        report = step_timeline.report(t)
+        self.assertIn("| to the p95 first audio | acoustic | first_audio | 1 | 2 | 0.100 | 20 % | "
+                      "0.020 |", report)
+        self.assertIn("| to the p95 first audio | vocoder | first_audio | 1 | 2 | 0.200 | 40 % | |",
+                      report)
+        self.assertIn("| to the p95 first audio | idle | | | | 0.100 | 20 % | |", report)
 
     def test_a_log_without_steps_says_what_to_do(self):
         with self.assertRaisesRegex(ValueError, "--log-level debug"):
