@@ -705,14 +705,13 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
   const int halo = static_cast<int>((a.kernel - 1) * a.dilation);
   const int64_t rows = transposed_rows(a.out_steps, halo);
   const int64_t channels = padded_channels(a.in_channels);
-  if (a.allow_wgmma && !a.weight_arranged && wgmma_conv_available() &&
-      wgmma_conv_fits(a, channels, multiprocessors())) {
+  if (a.allow_wgmma && wgmma_conv_available() && wgmma_conv_fits(a, channels, multiprocessors())) {
     transpose_input<T>(a, rows, channels, true, stream, op);
     wgmma_conv1d(a, rows, channels, stream, op);
     return;
   }
   transpose_input<T>(a, rows, channels, false, stream, op);
-  if (!a.weight_arranged) arrange_weights<kStageChannels, T>(a, stream, op);
+  arrange_weights<kStageChannels, T>(a, stream, op);
   launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
 }
 

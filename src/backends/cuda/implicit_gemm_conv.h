@@ -27,8 +27,8 @@ struct ImplicitGemmConv {
   // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
   // rearranged per 16 input channels and tap, so blocks load them with wide reads.
   void* arranged_weight = nullptr;
-  // The mma.sync kernel only: arranged_weight already holds that arrangement (made once by
-  // implicit_gemm_arrange_weight), so the launch does not arrange the weights first.
+  // implicit_gemm_conv1d_pair only: arranged_weight already holds that arrangement (made once
+  // by implicit_gemm_arrange_weight), so the pair does not arrange this weight first.
   bool weight_arranged = false;
   // Scratch of implicit_gemm_transposed_input_elements() elements, 16-byte aligned: the input
   // time-major, padded and zero-filled, so blocks copy their windows with wide reads.
