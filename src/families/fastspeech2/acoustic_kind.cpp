@@ -348,7 +348,9 @@ void AcousticKind::to_chunkers(const Batch& batch, const AcousticEncoding& encod
   for (size_t i = 0; i < count; ++i) {
     const int64_t own_frames = encoding.mel_lengths[first + i];
     if (own_frames == 0) continue;
-    // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker copies.
+    // [T_mel, n_mels] of this sequence → [n_mels, frames], a strided view the chunker keeps:
+    // the step's mel stays until each of its sequences' chunkers is done (its sentences are
+    // within the length band, so little of it is padding), and nothing writes it.
     const Tensor sequence =
         mel.select(0, static_cast<int64_t>(i)).narrow(0, 0, own_frames).transpose(0, 1);
     Stream& stream = *batch.items[first + i];
@@ -357,7 +359,7 @@ void AcousticKind::to_chunkers(const Batch& batch, const AcousticEncoding& encod
         stream.produced_samples == 0 && work.chunkers.empty() && work.ready.empty();
     VocoderChunker chunker(config_of(entry).vocoder, chunk_frames_,
                            first_sentence ? first_chunk_frames_ : chunk_frames_);
-    chunker.append(sequence);
+    chunker.append_shared(sequence);
     chunker.finish(work.sentences.front().pause_samples);
     work.largest_sentence_frames = std::max(work.largest_sentence_frames, own_frames);
     work.chunkers.push_back(std::move(chunker));

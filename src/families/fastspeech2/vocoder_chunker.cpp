@@ -33,7 +33,7 @@ int64_t VocoderChunker::next_chunk_frames() const {
   return next_own_frame_ == 0 ? first_chunk_frames_ : chunk_frames_;
 }
 
-void VocoderChunker::append(const Tensor& mel) {
+void VocoderChunker::check_appendable(const Tensor& mel) const {
   if (finished_) throw Error("VocoderChunker::append: the stream was already finished");
   if (!mel.device().is_cpu()) {
     throw Error("VocoderChunker::append: mel is on " + mel.device().to_string() +
@@ -44,21 +44,52 @@ void VocoderChunker::append(const Tensor& mel) {
                      std::to_string(n_mels_) + ", T]: the vocoder's " + std::to_string(n_mels_) +
                      " mel channels, then frames");
   }
+}
+
+bool VocoderChunker::time_major(const Tensor& mel) const {
+  return (n_mels_ == 1 || mel.strides()[0] == 1) &&
+         (mel.size(1) == 1 || mel.strides()[1] == n_mels_);
+}
+
+const float* VocoderChunker::first_retained() const {
+  return shared_.defined() ? shared_.data<float>() + buffer_first_ * n_mels_ : buffer_.data();
+}
+
+void VocoderChunker::append_shared(const Tensor& mel) {
+  check_appendable(mel);
+  if (frames_appended_ > 0 || mel.size(1) == 0 || !time_major(mel) || mel.dtype() != DType::F32) {
+    append(mel);
+    return;
+  }
+  shared_ = mel;
+  frames_appended_ = mel.size(1);
+}
+
+void VocoderChunker::append(const Tensor& mel) {
+  check_appendable(mel);
   const int64_t frames = mel.size(1);
   if (frames == 0) return;
-  const size_t old_size = buffer_.size();
-  buffer_.resize(old_size + static_cast<size_t>(frames * n_mels_));
-  float* out = buffer_.data() + old_size;
-  if (mel.strides()[0] == 1 && (frames == 1 || mel.strides()[1] == n_mels_)) {
-    // A view of time-major frames (the acoustic model's [T, n_mels] output, transposed): the
-    // frames lie one after another, as in the buffer, so one conversion takes them all.
-    convert_elements(mel.raw_data(), mel.dtype(), out, DType::F32,
-                     static_cast<size_t>(frames * n_mels_));
+  if (shared_.defined()) {
+    const float* kept = first_retained();
+    buffer_.assign(kept, kept + (frames_appended_ - buffer_first_) * n_mels_);
+    shared_ = Tensor();
+  }
+  const auto count = static_cast<size_t>(frames * n_mels_);
+  if (time_major(mel) && mel.dtype() == DType::F32) {
+    const float* first = mel.data<float>();
+    buffer_.insert(buffer_.end(), first, first + count);
   } else {
-    const Tensor host = mel.to_host_contiguous(DType::F32);
-    const float* values = host.data<float>();
-    for (int64_t t = 0; t < frames; ++t) {
-      for (int64_t c = 0; c < n_mels_; ++c) out[t * n_mels_ + c] = values[c * frames + t];
+    const size_t old_size = buffer_.size();
+    buffer_.resize(old_size + count);
+    float* out = buffer_.data() + old_size;
+    if (time_major(mel)) {
+      convert_elements(mel.raw_data(), mel.dtype(), out, DType::F32, count);
+    } else {
+      const Tensor host = mel.to_host_contiguous(DType::F32);
+      const float* values = host.data<float>();
+      for (int64_t t = 0; t < frames; ++t) {
+        for (int64_t c = 0; c < n_mels_; ++c) out[t * n_mels_ + c] = values[c * frames + t];
+      }
     }
   }
   frames_appended_ += frames;
@@ -96,7 +127,7 @@ MelChunk VocoderChunker::next_chunk() {
 
   VOXD_CHECK(chunk.first_frame >= buffer_first_, "a needed frame was dropped");
   chunk.mel = Tensor::empty({n_mels_, frames}, DType::F32);
-  const float* in = buffer_.data() + (chunk.first_frame - buffer_first_) * n_mels_;
+  const float* in = first_retained() + (chunk.first_frame - buffer_first_) * n_mels_;
   float* out = chunk.mel.data<float>();
   for (int64_t t = 0; t < frames; ++t) {
     for (int64_t c = 0; c < n_mels_; ++c) out[c * frames + t] = in[t * n_mels_ + c];
@@ -105,9 +136,12 @@ MelChunk VocoderChunker::next_chunk() {
   next_own_frame_ = own_end;
   const int64_t keep_from = std::max<int64_t>(0, next_own_frame_ - context_frames_);
   if (keep_from > buffer_first_) {
-    buffer_.erase(buffer_.begin(), buffer_.begin() + (keep_from - buffer_first_) * n_mels_);
+    if (!shared_.defined()) {
+      buffer_.erase(buffer_.begin(), buffer_.begin() + (keep_from - buffer_first_) * n_mels_);
+    }
     buffer_first_ = keep_from;
   }
+  if (done()) shared_ = Tensor();
   return chunk;
 }
 

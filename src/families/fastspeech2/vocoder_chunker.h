@@ -2,8 +2,9 @@
 // into chunks of `chunk_frames` frames plus R frames of context on each side (R =
 // HifiGanConfig::receptive_field_frames()), so that vocoding each chunk and keeping only its own
 // samples gives the same audio as vocoding the whole stream at once, while the chunker holds
-// O(chunk_frames + 2R) frames whatever the stream's length. vocode_chunks() runs the chunks of
-// many streams, batching those of equal shape.
+// O(chunk_frames + 2R) frames whatever the stream's length (or, given a whole sentence's frames
+// with append_shared(), a view of them). vocode_chunks() runs the chunks of many streams,
+// batching those of equal shape.
 //
 // At the stream's true start and end a chunk has no context on that side, exactly like the
 // unchunked run: HiFiGAN zero-pads every conv at the sequence boundary, which is not the same as
@@ -53,6 +54,12 @@ class VocoderChunker {
   // Appends host frames mel [n_mels, T] (T ≥ 0, any float dtype, any strides); throws
   // voxd::InputError for another shape and voxd::Error after finish() or for a device tensor.
   void append(const Tensor& mel);
+  // append(mel) without a copy where it can: into a chunker that holds no frames yet, time-major
+  // F32 frames (a view [n_mels, T] of a [T, n_mels] block, as the acoustic model's output) are
+  // kept as a view of mel's storage until the last of them goes out in a chunk, so the caller
+  // must not write to them again. Any other mel is copied as append() copies it; a later append()
+  // copies the kept frames first.
+  void append_shared(const Tensor& mel);
   // Marks the end of the stream: the remaining frames become chunks without right context, the
   // last of them followed by `silence_after` zero samples (a pause; 0: none).
   void finish(int64_t silence_after = 0);
@@ -93,9 +100,18 @@ class VocoderChunker {
   int64_t silence_after_ = 0;
   // Own frames of the next chunk.
   int64_t next_chunk_frames() const;
-  // Frames [buffer_first_, frames_appended_), time-major: frame t's n_mels values together.
+  // Throws for a mel append() refuses.
+  void check_appendable(const Tensor& mel) const;
+  // Whether mel [n_mels, T] holds its frames time-major: frame t's values together, frame after
+  // frame (a view of a [T, n_mels] block).
+  bool time_major(const Tensor& mel) const;
+  // Frame buffer_first_'s values, in shared_ or buffer_.
+  const float* first_retained() const;
+  // Frames [buffer_first_, frames_appended_), time-major: frame t's n_mels values together; in
+  // shared_ (frame t at t·n_mels) while it is defined, else in buffer_.
   int64_t buffer_first_ = 0;
   std::vector<float> buffer_;
+  Tensor shared_;
 };
 
 // Indices into `chunks` grouped by mel frame count, groups in increasing frame count, indices in

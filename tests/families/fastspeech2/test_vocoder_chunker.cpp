@@ -464,6 +464,83 @@ TEST(VocoderChunker, EveryLayoutOfTheFramesGivesTheSameChunks) {
   }
 }
 
+// Frames handed over whole as a time-major F32 view (the acoustic step's mel) are kept as that
+// view, not copied: the same chunks as appended copies, the storage held until the last chunk
+// went out and then let go. A later append copies the kept frames first and lets go at once; a
+// mel of another layout or dtype is copied.
+TEST(VocoderChunker, SharedFramesGiveTheSameChunksAndAreLetGo) {
+  const HifiGanConfig config = read_config("v1");
+  const int64_t n_mels = config.num_mels;
+  const int64_t frames = 150;
+  const Tensor block = random_mel({frames + 4, n_mels}, 11);  // a step's [T, n_mels] mel
+  const Tensor sequence = block.narrow(0, 2, frames).transpose(0, 1);
+  const auto all_chunks = [](VocoderChunker& chunker) {
+    std::vector<MelChunk> chunks;
+    while (chunker.has_chunk()) chunks.push_back(chunker.next_chunk());
+    return chunks;
+  };
+  VocoderChunker copied(config, 32, 16);
+  copied.append(sequence);
+  copied.finish(7);
+  const std::vector<MelChunk> expected = all_chunks(copied);
+  ASSERT_GT(expected.size(), 3u);
+  const auto expect_same = [&](const std::vector<MelChunk>& got) {
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first_frame, expected[i].first_frame) << "chunk " << i;
+      EXPECT_EQ(got[i].samples, expected[i].samples) << "chunk " << i;
+      EXPECT_EQ(got[i].silence_after, expected[i].silence_after) << "chunk " << i;
+      EXPECT_EQ(got[i].mel.to_float_vector(), expected[i].mel.to_float_vector()) << "chunk " << i;
+    }
+  };
+  const long holders = block.storage().use_count();
+
+  VocoderChunker shared(config, 32, 16);
+  shared.append_shared(sequence);
+  shared.finish(7);
+  EXPECT_EQ(block.storage().use_count(), holders + 1) << "the frames are kept as a view";
+  EXPECT_EQ(shared.retained_frames(), frames);
+  std::vector<MelChunk> got;
+  while (shared.has_chunk()) {
+    EXPECT_EQ(block.storage().use_count(), holders + 1) << "let go before the last chunk";
+    got.push_back(shared.next_chunk());
+  }
+  EXPECT_EQ(block.storage().use_count(), holders) << "still held after the last chunk";
+  expect_same(got);
+
+  VocoderChunker then_copied(config, 32, 16);
+  then_copied.append_shared(sequence.narrow(1, 0, 100));
+  EXPECT_EQ(block.storage().use_count(), holders + 1);
+  ASSERT_TRUE(then_copied.has_chunk());
+  got = {then_copied.next_chunk()};
+  then_copied.append(sequence.narrow(1, 100, frames - 100));
+  EXPECT_EQ(block.storage().use_count(), holders) << "an append copies the kept frames";
+  then_copied.finish(7);
+  for (MelChunk& chunk : all_chunks(then_copied)) got.push_back(std::move(chunk));
+  expect_same(got);
+
+  const Tensor channel_major = sequence.to_host_contiguous(DType::F32);
+  const Tensor half = block.to_host_contiguous(DType::F16).narrow(0, 2, frames).transpose(0, 1);
+  for (const Tensor& mel : {channel_major, half}) {
+    VocoderChunker other(config, 32, 16);
+    const long before = mel.storage().use_count();
+    other.append_shared(mel);
+    EXPECT_EQ(mel.storage().use_count(), before) << "a mel of another layout or dtype is copied";
+    other.finish(7);
+    std::vector<MelChunk> chunks = all_chunks(other);
+    ASSERT_EQ(chunks.size(), expected.size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const std::vector<float> a = chunks[i].mel.to_float_vector();
+      const std::vector<float> e = expected[i].mel.to_float_vector();
+      ASSERT_EQ(a.size(), e.size());
+      // F16 rounds each value to within 2^-11 of it.
+      for (size_t j = 0; j < a.size(); ++j) {
+        ASSERT_NEAR(a[j], e[j], std::abs(e[j]) / 1024.0f) << "chunk " << i;
+      }
+    }
+  }
+}
+
 // A chunk is handed out as soon as its right context is complete, and not before: with frames
 // arriving one by one, chunk k (k ≥ 1) appears with frame k·chunk_frames + R.
 TEST(VocoderChunker, ChunkIsReadyOnceItsRightContextArrives) {
