@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,13 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-voxd::DType parse_dtype(const std::string& name) {
-  if (name == "f32") return voxd::DType::F32;
-  if (name == "f16") return voxd::DType::F16;
-  if (name == "bf16") return voxd::DType::BF16;
-  throw voxd::InputError("--dtype: expected f32, f16 or bf16, got '" + name + "'");
-}
-
 std::unique_ptr<voxd::Backend> planning_backend(const std::string& device) {
   if (device == "cpu") return std::make_unique<voxd::CpuBackend>(0);
 #ifdef VOXD_HAVE_CUDA
@@ -52,7 +46,7 @@ std::unique_ptr<voxd::Backend> planning_backend(const std::string& device) {
 struct Times {
   double first_ms = 0;   // the first run in the process
   double median_ms = 0;  // the median of the others
-  size_t blocks = 0;     // a plan's blocks (the arena's requests, which planning walks)
+  size_t blocks = 0;     // a plan's blocks (the arena's requests, which planning walks); 0: no plan
 };
 
 // `repeats` + 1 timings of `run`, which returns the blocks of the plan it made (or 0).
@@ -77,7 +71,7 @@ int main(int argc, char** argv) {
   CLI::App app{"voxd host benchmark: the host work around a server's steps (planning, chunkers)"};
   std::string voice_dir;
   std::string device = "cuda";
-  std::string dtype_name = "f16";
+  voxd::DType dtype = voxd::DType::F16;
   int64_t batch = 64;
   int64_t phonemes = 28;
   int64_t frames = 168;
@@ -86,7 +80,12 @@ int main(int argc, char** argv) {
   app.add_option("--voice", voice_dir, "Voice directory")->required();
   app.add_option("--device", device, "Backend planned for: cuda (no device opened) or cpu")
       ->capture_default_str();
-  app.add_option("--dtype", dtype_name, "f32, f16 or bf16")->capture_default_str();
+  app.add_option("--dtype", dtype, "f32, f16 or bf16")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, voxd::DType>{
+              {"f32", voxd::DType::F32}, {"f16", voxd::DType::F16}, {"bf16", voxd::DType::BF16}},
+          CLI::ignore_case))
+      ->default_str("f16");
   app.add_option("--batch", batch, "Sentences (acoustic) and chunks (vocoder) in the step")
       ->capture_default_str();
   app.add_option("--phonemes", phonemes, "Padded phonemes of the acoustic step")
@@ -103,7 +102,7 @@ int main(int argc, char** argv) {
     const std::unique_ptr<voxd::Backend> backend = planning_backend(device);
     voxd::WorkspaceArena weights(backend->device());
     voxd::Context load = voxd::Context::for_planning(*backend, weights);
-    const auto voice = voxd::Voice::load(load, voice_dir, parse_dtype(dtype_name));
+    const auto voice = voxd::Voice::load(load, voice_dir, dtype);
     const auto encoder = time_runs(repeats, [&] {
       return voxd::plan_acoustic_encoder(*backend, voice->acoustic(), batch, phonemes, true)
           .encoder.blocks();
@@ -143,10 +142,12 @@ int main(int argc, char** argv) {
     std::printf(
         "voice %s, planned for %s in %s\n\n| host work | shape | blocks | first ms | median ms "
         "|\n|---|---|---|---|---|\n",
-        voice->config().name.c_str(), backend->name().c_str(), dtype_name.c_str());
+        voice->config().name.c_str(), backend->name().c_str(),
+        std::string(voxd::dtype_name(dtype)).c_str());
     const auto row = [](const char* step, const std::string& shape, const Times& t) {
-      std::printf("| %s | %s | %zu | %.3f | %.3f |\n", step, shape.c_str(), t.blocks, t.first_ms,
-                  t.median_ms);
+      const std::string blocks = t.blocks > 0 ? std::to_string(t.blocks) : "–";
+      std::printf("| %s | %s | %s | %.3f | %.3f |\n", step, shape.c_str(), blocks.c_str(),
+                  t.first_ms, t.median_ms);
     };
     const std::string sentences = std::to_string(batch) + " x " + std::to_string(phonemes);
     row("plan: acoustic encoder", sentences + " phonemes", encoder);

@@ -57,16 +57,20 @@ const float* VocoderChunker::first_retained() const {
 
 void VocoderChunker::append_shared(const Tensor& mel) {
   check_appendable(mel);
-  if (frames_appended_ > 0 || mel.size(1) == 0 || !time_major(mel) || mel.dtype() != DType::F32) {
-    append(mel);
+  if (frames_appended_ == 0 && mel.size(1) > 0 && mel.dtype() == DType::F32 && time_major(mel)) {
+    shared_ = mel;
+    frames_appended_ = mel.size(1);
     return;
   }
-  shared_ = mel;
-  frames_appended_ = mel.size(1);
+  copy_in(mel);
 }
 
 void VocoderChunker::append(const Tensor& mel) {
   check_appendable(mel);
+  copy_in(mel);
+}
+
+void VocoderChunker::copy_in(const Tensor& mel) {
   const int64_t frames = mel.size(1);
   if (frames == 0) return;
   if (shared_.defined()) {
@@ -75,14 +79,15 @@ void VocoderChunker::append(const Tensor& mel) {
     shared_ = Tensor();
   }
   const auto count = static_cast<size_t>(frames * n_mels_);
-  if (time_major(mel) && mel.dtype() == DType::F32) {
+  const bool frame_after_frame = time_major(mel);
+  if (frame_after_frame && mel.dtype() == DType::F32) {
     const float* first = mel.data<float>();
     buffer_.insert(buffer_.end(), first, first + count);
   } else {
     const size_t old_size = buffer_.size();
     buffer_.resize(old_size + count);
     float* out = buffer_.data() + old_size;
-    if (time_major(mel)) {
+    if (frame_after_frame) {
       convert_elements(mel.raw_data(), mel.dtype(), out, DType::F32, count);
     } else {
       const Tensor host = mel.to_host_contiguous(DType::F32);

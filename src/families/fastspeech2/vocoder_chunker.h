@@ -102,6 +102,9 @@ class VocoderChunker {
   int64_t next_chunk_frames() const;
   // Throws for a mel append() refuses.
   void check_appendable(const Tensor& mel) const;
+  // append() of a mel check_appendable() took: copies its frames into buffer_, the frames kept
+  // in shared_ first.
+  void copy_in(const Tensor& mel);
   // Whether mel [n_mels, T] holds its frames time-major: frame t's values together, frame after
   // frame (a view of a [T, n_mels] block).
   bool time_major(const Tensor& mel) const;
