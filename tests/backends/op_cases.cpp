@@ -432,20 +432,22 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
 }
 
 // Two convolutions of one length in a row, leaky_relu before each, the second adding a residual
-// (HiFiGAN V1's resblock step). On CUDA in F16 and BF16 the long ones run as one pair, the first
-// writing the second's time-major input: equal channels (V1), channels that are no multiple of
-// 16 on the way (zero padding channels) and an odd length, the 128-channel tile, and mixed
-// precision; the short ones as two convolutions.
+// (HiFiGAN V1's resblock step). On CUDA in F16 and BF16 they run as one pair at any length, the
+// first writing the second's time-major input: equal channels (V1), channels that are no multiple
+// of 16 on the way (zero padding channels) and an odd length, the 128-channel tile, and mixed
+// precision; and the short chunks of a served stream: a few sequences of a few steps, fewer
+// steps than the convolutions reach (T = 5 and T = 16, a multiple of 8, against K 11 d 5), and
+// just past one 128-step tile.
 void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
   struct PairCase {
     int64_t batch, cin, channels, cout, t, k1, d1, k2, d2;
     bool bias;
   };
   const std::vector<PairCase> list = {
-      {2, 6, 10, 6, 37, 3, 3, 3, 1, true},
-      {2, 64, 64, 64, 45000, 3, 3, 3, 1, true},
-      {1, 24, 40, 32, 70001, 11, 5, 11, 1, false},
-      {1, 128, 128, 128, 20000, 7, 3, 7, 1, true},
+      {2, 6, 10, 6, 37, 3, 3, 3, 1, true},         {2, 64, 64, 64, 45000, 3, 3, 3, 1, true},
+      {1, 24, 40, 32, 70001, 11, 5, 11, 1, false}, {1, 128, 128, 128, 20000, 7, 3, 7, 1, true},
+      {2, 128, 128, 128, 100, 11, 5, 11, 1, true}, {2, 16, 16, 16, 5, 11, 5, 11, 1, true},
+      {2, 32, 32, 32, 16, 11, 5, 11, 1, true},     {2, 64, 64, 64, 130, 7, 3, 7, 1, true},
   };
   uint32_t seed = 300;
   for (const PairCase& tc : list) {
@@ -621,7 +623,8 @@ void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
   // the op where the backend does not run it on rows), and outputs exactly stride times the input
   // (K − 2·padding = stride) with channels the CUDA backend runs as one convolution of the
   // stride's phases: HiFiGAN V1's upsamplers (strides 8 and 2), an odd length, a single
-  // sequence of many blocks, and the widest tile.
+  // sequence of many blocks, the widest tile, and V1's first upsampler over a short chunk's one
+  // or two mel frames of two sequences.
   std::vector<ConvCase> rows_list;
   for (const Case& tc : list) {
     if (tc.output_padding == 0) rows_list.push_back(tc.conv);
@@ -631,7 +634,9 @@ void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
                                      {1, 64, 32, 9000, 4, 2, 1, 1, 1, true},
                                      {2, 128, 64, 700, 4, 2, 1, 1, 1, true},
                                      {1, 512, 256, 40, 16, 8, 4, 1, 1, true},
-                                     {1, 48, 24, 50, 12, 4, 4, 1, 1, true}});
+                                     {1, 48, 24, 50, 12, 4, 4, 1, 1, true},
+                                     {2, 512, 256, 2, 16, 8, 4, 1, 1, true},
+                                     {2, 64, 32, 1, 16, 8, 4, 1, 1, true}});
   for (const ConvCase& cc : rows_list) {
     const CaseInput x = random({cc.batch, cc.t, cc.cin}, seed++);
     const CaseInput w = random({cc.cin, cc.cout / cc.groups, cc.k}, seed++, -0.1f, 0.1f);

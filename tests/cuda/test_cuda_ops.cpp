@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -207,6 +208,40 @@ TEST_F(CudaBackendTest, TheNewOpsPlanWhatTheyRun) {
               static_cast<double>(planning.stats().peak_allocated_bytes) / 1048576.0,
               static_cast<double>(estimated.stats().peak_allocated_bytes) / 1048576.0);
   EXPECT_GE(estimated.stats().peak_allocated_bytes, planning.stats().peak_allocated_bytes);
+}
+
+// A served stream's short chunks keep HiFiGAN V1's resblock pairs on the implicit GEMM, over
+// channels and over rows, however few their steps (two sequences of 5: far below a 128-step tile,
+// the dilated convolution's reach and what fills the device), and its first upsampler on rows
+// over one frame: nothing sends them to im2col + cuBLAS, whose host calls took 3-4 ms in a short
+// step (bench/NOTES.md). A single convolution that short still goes to cuBLAS.
+TEST_F(CudaBackendTest, ShortChunksKeepV1sPairsAndFirstUpsamplerOnTheImplicitGemm) {
+  if (std::getenv("VOXD_CUDA_CONV") != nullptr) GTEST_SKIP() << "the default path only";
+  CudaBackend& backend = cuda_backend();
+  for (const DType dtype : {DType::F16, DType::BF16}) {
+    const std::string what(dtype_name(dtype));
+    const Tensor x = Tensor::empty({2, 128, 5}, dtype);
+    const Tensor rows = Tensor::empty({2, 5, 128}, dtype);
+    const Tensor dilated = Tensor::empty({128, 128, 11}, dtype);
+    const Tensor plain = Tensor::empty({128, 128, 11}, dtype);
+    const Tensor bias = Tensor::empty({128}, dtype);
+    const Conv1dPair pair{.first_weight = &dilated,
+                          .first_bias = &bias,
+                          .first = {.stride = 1, .padding = 25, .dilation = 5},
+                          .second_weight = &plain,
+                          .second_bias = &bias,
+                          .second = {.stride = 1, .padding = 5, .dilation = 1},
+                          .slope = 0.1f};
+    EXPECT_TRUE(backend.fuses_conv1d_pair(x, pair, dtype)) << what;
+    EXPECT_TRUE(backend.fuses_conv1d_pair_rows(rows, pair, dtype)) << what;
+    EXPECT_FALSE(backend.fuses_conv1d(x, dilated, dtype, pair.first)) << what;
+
+    const Tensor mel_rate_rows = Tensor::empty({2, 1, 512}, dtype);
+    const Tensor upsampler = Tensor::empty({512, 256, 16}, dtype);
+    EXPECT_TRUE(
+        backend.runs_conv_transpose1d_rows(mel_rate_rows, upsampler, ConvTranspose1dParams{8, 4}))
+        << what;
+  }
 }
 
 // Hopper's wgmma convolution runs exactly on compute capability 9.0, and there it takes HiFiGAN

@@ -893,26 +893,34 @@ void CudaBackend::cudnn_convolution(bool transposed, const Tensor& x, const Tens
 
 namespace {
 
-// Whether the implicit GEMM takes a conv1d of `weight` with `p` over `batch` sequences of `steps`
-// of `in_dtype` into `out_dtype`: where im2col's columns would not fit one chunk (the vocoder's
-// long sequences: K× the input through memory) or its blocks fill the device anyway (HiFiGAN's
-// first stage at one sequence: 17 % off the vocoder's time at B = 1, bench/NOTES.md), and not
-// pointwise; im2col + cuBLAS run the short ones, where cuBLAS's tiles fill the device better.
-// Under mixed precision the input and output may be F32 around F16/BF16 weights.
-bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Tensor& weight,
-                         DType out_dtype, const Conv1dParams& p) {
+// Whether the implicit GEMM runs a conv1d of `weight` with `p` over sequences of `in_dtype` into
+// `out_dtype`: F16/BF16 weights (under mixed precision the input and output may be F32 around
+// them), a kernel it supports, and not pointwise (a plain gemm).
+bool implicit_gemm_runs(DType in_dtype, const Tensor& weight, DType out_dtype,
+                        const Conv1dParams& p) {
   if (weight.dim() != 3) return false;
   const DType dtype = weight.dtype();
   const bool dtypes = (in_dtype == dtype || in_dtype == DType::F32) &&
                       (out_dtype == dtype || out_dtype == DType::F32);
   const int64_t k = weight.size(2);
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
+  return !pointwise && dtypes &&
+         cuda::implicit_gemm_conv1d_supported(dtype, k, p.dilation, p.stride, p.groups);
+}
+
+// Whether the implicit GEMM takes a single conv1d over `batch` sequences of `steps`: where it
+// runs it, and im2col's columns would not fit one chunk (the vocoder's long sequences: K× the
+// input through memory) or its blocks fill the device anyway (HiFiGAN's first stage at one
+// sequence: 17 % off the vocoder's time at B = 1, bench/NOTES.md); im2col + cuBLAS run the short
+// ones, where cuBLAS's tiles fill the device better, since a single convolution arranges its
+// weights per call. Pairs take any length (their weights are arranged when the model loads).
+bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Tensor& weight,
+                         DType out_dtype, const Conv1dParams& p) {
+  if (!implicit_gemm_runs(in_dtype, weight, out_dtype, p)) return false;
+  const int64_t k = weight.size(2);
   const bool long_columns = batch * weight.size(1) * k * steps > kScratchElements;
   const int64_t out_steps = steps + 2 * p.padding - p.dilation * (k - 1);  // at stride 1
-  const bool long_enough =
-      long_columns || cuda::implicit_gemm_fills_device(batch, weight.size(0), out_steps);
-  return !pointwise && long_enough && dtypes &&
-         cuda::implicit_gemm_conv1d_supported(dtype, k, p.dilation, p.stride, p.groups);
+  return long_columns || cuda::implicit_gemm_fills_device(batch, weight.size(0), out_steps);
 }
 
 // The implicit GEMM's arguments for a conv1d of `weight` and `bias` (or undefined) with `p`
@@ -992,9 +1000,8 @@ bool CudaBackend::fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair,
   // they run as two convolutions, so that the wgmma kernel takes each.
   if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3) return false;
   const Tensor& first = *pair.first_weight;
-  return implicit_gemm_takes(x.dtype(), x.size(0), x.size(2), first, first.dtype(), pair.first) &&
-         implicit_gemm_takes(first.dtype(), x.size(0), x.size(2), *pair.second_weight, out_dtype,
-                             pair.second);
+  return implicit_gemm_runs(x.dtype(), first, first.dtype(), pair.first) &&
+         implicit_gemm_runs(first.dtype(), *pair.second_weight, out_dtype, pair.second);
 }
 
 void CudaBackend::fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
@@ -1010,11 +1017,10 @@ bool CudaBackend::fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair
   if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3) return false;
   const Tensor& first = *pair.first_weight;
   const Tensor& second = *pair.second_weight;
-  const int64_t steps = x.size(1);
   return x.dtype() == first.dtype() && out_dtype == first.dtype() && x.size(2) % 16 == 0 &&
          second.dim() == 3 && second.size(0) % 8 == 0 &&
-         implicit_gemm_takes(x.dtype(), x.size(0), steps, first, first.dtype(), pair.first) &&
-         implicit_gemm_takes(first.dtype(), x.size(0), steps, second, out_dtype, pair.second);
+         implicit_gemm_runs(x.dtype(), first, first.dtype(), pair.first) &&
+         implicit_gemm_runs(first.dtype(), second, out_dtype, pair.second);
 }
 
 int64_t CudaBackend::arranged_conv1d_weight_elements(const Tensor& weight) const {

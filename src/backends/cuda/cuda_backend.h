@@ -125,8 +125,8 @@ class CudaBackend final : public Backend {
   void conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                              const ConvTranspose1dParams& params,
                              const KernelScratch& scratch) override;
-  // True where fuses_conv1d() is for both convolutions (the intermediate in the weights' dtype)
-  // and the path is the default (mma.sync).
+  // True where the implicit GEMM runs both convolutions (F16/BF16, stride 1, the intermediate in
+  // the weights' dtype), at any length, and the path is the default (mma.sync).
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;
   bool fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair,
                               DType out_dtype) const override;
