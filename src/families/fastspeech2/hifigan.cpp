@@ -310,6 +310,23 @@ bool HifiGan::resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) con
   return true;
 }
 
+bool HifiGan::first_upsampler_on_rows(Context& ctx, const Tensor& x) const {
+  if (ups_.empty() || x.dtype() != precision_.compute) return false;
+  const Conv& up = ups_[0];
+  ConvTranspose1dParams params;
+  params.stride = up.stride;
+  params.padding = up.padding;
+  if (!ctx.backend().runs_conv_transpose1d_rows(x.transpose(1, 2), up.weight, params)) {
+    return false;
+  }
+  // The first stage's input, [B, C1, T1] as the upsampler writes it: its shape is all that
+  // resblocks_on_rows reads.
+  const int64_t steps = (x.size(2) - 1) * up.stride - 2 * up.padding + up.weight.size(2);
+  const Tensor upsampled = Tensor::borrow(x.raw_data(), {x.size(0), up.weight.size(1), steps},
+                                          x.dtype(), x.device(), nullptr);
+  return resblocks_on_rows(ctx, 0, upsampled);
+}
+
 Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows,
                          const SumTerms& terms) const {
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
@@ -351,10 +368,11 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   ops::leaky_relu_(ctx, x, kLreluSlope);
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   // Where the backend reads and writes V1's pairs as time-major rows, a stage runs on rows [B,
-  // T, C]; the upsampler after it then reads them and writes the next stage's rows (a backend
-  // that cannot transposes around it), so that only the first stage's input and the last
-  // stage's output are transposed.
-  bool x_rows = false;
+  // T, C]; the upsampler before it then reads rows and writes the stage's (a backend that cannot
+  // transposes around it), so that only conv_pre's output and the last stage's output are
+  // transposed.
+  bool x_rows = first_upsampler_on_rows(ctx, x);
+  if (x_rows) x = ops::transpose(ctx, x, 1, 2);
   for (size_t i = 0; i < ups_.size(); ++i) {
     ConvTranspose1dParams params;
     params.stride = ups_[i].stride;

@@ -117,6 +117,11 @@ class HifiGan {
   // input x [B, C, T] (a view is fine) transposed. They then need no transposes between their
   // convolutions.
   bool resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) const;
+  // Whether the first upsampler reads conv_pre's output x [B, C, T] as time-major rows: the
+  // backend upsamples rows (Backend::runs_conv_transpose1d_rows) and the first stage runs on the
+  // rows it writes (resblocks_on_rows), so one transpose of the mel-rate x replaces the
+  // upsampler's gemm and col2im.
+  bool first_upsampler_on_rows(Context& ctx, const Tensor& x) const;
   // What a stage does with a resblock's output before it is the stage's running sum: adds the
   // sum so far (addend), and after the last resblock takes the mean (scale) and the activation
   // of what follows (slope). V1's last pair does all three in its epilogue.
