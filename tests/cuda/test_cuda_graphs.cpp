@@ -257,12 +257,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, AcousticGraphsOnGpu, ::testing::Values(DType::F
                            return std::string(dtype_name(info.param));
                          });
 
-// voxd serve's acoustic steps of up to kGraphSentences sentences go through the voice's
-// AcousticGraphs (AcousticKind): en-demo in F32 speaks each text as it does with the acoustic
-// graphs off, alone and four at once (batched into recorded steps of several sentences), and the
-// graphs' arenas show as persistent bytes only when they are on. Text through eSpeak NG
-// (ESPEAK_DATA_PATH on the GPU machine).
-scheduler::EngineConfig served_config(uint64_t acoustic_graph_bytes) {
+// voxd serve's steps through recorded graphs speak as they do without them: en-demo in F32 says
+// each text alone and four at once (batched into steps of several sentences and chunks) with the
+// same audio. Text through eSpeak NG (ESPEAK_DATA_PATH on the GPU machine).
+scheduler::EngineConfig served_config(uint64_t acoustic_graph_bytes, bool vocoder_graphs = true) {
   scheduler::EngineConfig config;
   config.families = &families::registry();
   config.voice_dirs = {source_dir() + "/voices/en-demo"};
@@ -270,6 +268,7 @@ scheduler::EngineConfig served_config(uint64_t acoustic_graph_bytes) {
   config.dtype = DType::F32;
   config.max_batch = 8;
   config.acoustic_graph_bytes = acoustic_graph_bytes;
+  config.cuda_graphs = vocoder_graphs;
   return config;
 }
 
@@ -281,38 +280,86 @@ server::SpeechRequest served_request(const std::string& text) {
   return r;
 }
 
-TEST(AcousticGraphsServed, SpeakAsWithoutThemAloneAndBatched) {
-  const std::vector<std::string> texts = {
-      "The quick brown fox jumps over the lazy dog near the river bank.",
-      "A quick brown cat walks under the busy bridge near the old town.",
-      "The small grey mouse runs across the quiet room past the sleeping dog.",
-      "Graphs replay the same kernels."};
-  std::vector<std::vector<float>> expected;
-  uint64_t persistent_without = 0;
-  {
-    scheduler::EngineService without(served_config(0));
-    for (const std::string& text : texts) {
-      expected.push_back(scheduler::speak(without, served_request(text)));
-    }
-    persistent_without = without.runtime().persistent_bytes();
+const std::vector<std::string> kServedTexts = {
+    "The quick brown fox jumps over the lazy dog near the river bank.",
+    "A quick brown cat walks under the busy bridge near the old town.",
+    "The small grey mouse runs across the quiet room past the sleeping dog.",
+    "Graphs replay the same kernels."};
+
+// kServedTexts spoken one at a time by a server of `config`, and the persistent bytes it held.
+struct SpokenAlone {
+  std::vector<std::vector<float>> audio;
+  uint64_t persistent_bytes = 0;
+};
+SpokenAlone speak_alone(const scheduler::EngineConfig& config) {
+  scheduler::EngineService service(config);
+  SpokenAlone spoken;
+  for (const std::string& text : kServedTexts) {
+    spoken.audio.push_back(scheduler::speak(service, served_request(text)));
   }
-  scheduler::EngineService service(served_config(uint64_t{256} << 20));
-  for (size_t i = 0; i < texts.size(); ++i) {
-    scheduler::expect_same_audio(expected[i], scheduler::speak(service, served_request(texts[i])),
-                                 "alone: " + texts[i]);
+  spoken.persistent_bytes = service.runtime().persistent_bytes();
+  return spoken;
+}
+
+// `service` speaks kServedTexts one at a time, then all at once, as `expected`.
+void expect_alone_as(scheduler::EngineService& service,
+                     const std::vector<std::vector<float>>& expected) {
+  for (size_t i = 0; i < kServedTexts.size(); ++i) {
+    scheduler::expect_same_audio(expected[i],
+                                 scheduler::speak(service, served_request(kServedTexts[i])),
+                                 "alone: " + kServedTexts[i]);
   }
-  const uint64_t persistent_alone = service.runtime().persistent_bytes();
-  ASSERT_GT(persistent_alone, persistent_without) << "no acoustic graph was recorded";
+}
+void expect_together_as(scheduler::EngineService& service,
+                        const std::vector<std::vector<float>>& expected) {
   std::vector<std::unique_ptr<server::SpeechJob>> jobs;
-  for (const std::string& text : texts) jobs.push_back(service.admit(served_request(text)));
+  for (const std::string& text : kServedTexts) jobs.push_back(service.admit(served_request(text)));
   const std::vector<std::vector<float>> together = scheduler::run_all(jobs);
-  for (size_t i = 0; i < texts.size(); ++i) {
-    scheduler::expect_same_audio(expected[i], together[i], "together: " + texts[i]);
+  for (size_t i = 0; i < kServedTexts.size(); ++i) {
+    scheduler::expect_same_audio(expected[i], together[i], "together: " + kServedTexts[i]);
   }
+}
+
+// Acoustic steps of up to kGraphSentences sentences go through the voice's AcousticGraphs
+// (AcousticKind), and their arenas show as persistent bytes only when they are on.
+TEST(AcousticGraphsServed, SpeakAsWithoutThemAloneAndBatched) {
+  const SpokenAlone without = speak_alone(served_config(0));
+  scheduler::EngineService service(served_config(uint64_t{256} << 20));
+  expect_alone_as(service, without.audio);
+  const uint64_t persistent_alone = service.runtime().persistent_bytes();
+  ASSERT_GT(persistent_alone, without.persistent_bytes) << "no acoustic graph was recorded";
+  expect_together_as(service, without.audio);
   EXPECT_GT(service.step_counts("acoustic").largest_batch, 1);
   // A batch of several is a shape of its own: it was recorded too, not run eagerly.
   EXPECT_GT(service.runtime().persistent_bytes(), persistent_alone);
-  EXPECT_LE(service.runtime().persistent_bytes() - persistent_without, uint64_t{256} << 20);
+  EXPECT_LE(service.runtime().persistent_bytes() - without.persistent_bytes, uint64_t{256} << 20);
+}
+
+// Vocoder steps of interior chunks and of streams' first chunks go through the voice's
+// VocoderGraphs for their shape (VocoderKind; the acoustic graphs off): warm-up records both
+// shapes at every batch size a step may take, so the server holds at least what graphs of both
+// hold at batches 1, 2, 4 and 8, recorded here apart, more than a server without them.
+TEST(VocoderGraphsServed, FirstAndInteriorChunksSpeakAsWithoutThem) {
+  const SpokenAlone without = speak_alone(served_config(0, false));
+  const scheduler::EngineConfig config = served_config(0);
+  scheduler::EngineService service(config);
+  expect_alone_as(service, without.audio);
+  expect_together_as(service, without.audio);
+  EXPECT_GT(service.step_counts("vocoder").largest_batch, 1);
+
+  GpuVocoder v("en-demo", DType::F32);
+  const int64_t context = v.model().config().receptive_field_frames();
+  uint64_t both_shapes = 0;
+  for (const int64_t frames :
+       {config.chunk_frames + 2 * context, config.first_chunk_frames + context}) {
+    VocoderGraphs graphs(v.ctx, v.model(), frames);
+    for (int64_t rows = 1; rows <= config.max_batch; rows *= 2) {
+      (void)graphs.run(Tensor::zeros({rows, v.model().config().num_mels, frames}, DType::F32));
+    }
+    ASSERT_EQ(graphs.graphs(), 4u);
+    both_shapes += graphs.bytes();
+  }
+  EXPECT_GE(service.runtime().persistent_bytes() - without.persistent_bytes, both_shapes);
 }
 
 // Memory held by recorded acoustic steps goes back for a step that needs it. The smallest limit

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,9 +61,9 @@ class Definition final : public scheduler::VoiceDefinition {
 struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
   std::unique_ptr<AcousticGraphs> acoustic_graphs;
-  std::unique_ptr<VocoderGraphs> graphs;
-  std::set<int64_t> graph_batches;  // batch sizes recorded in `graphs`
-  VocoderStepTimes vocoder_times;   // which VocoderKind sizes steps by
+  // The vocoder's graphs by mel frames: interior chunks' and streams' first chunks'.
+  std::map<int64_t, std::unique_ptr<VocoderGraphs>> vocoder_graphs;
+  VocoderStepTimes vocoder_times;  // which VocoderKind sizes steps by
 
   // The acoustic graphs (the vocoder's are kept: an interior chunk's step records its batch
   // rather than running eagerly).

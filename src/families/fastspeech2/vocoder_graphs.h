@@ -1,12 +1,13 @@
-// Recorded vocoder runs for the one mel shape chunked vocoding repeats: interior chunks all have
-// VocoderChunker::max_retained_frames() frames. For each batch size B it meets, a VocoderGraphs
-// plans HifiGan::forward on [B, n_mels, frames] (core/workspace_plan.h), takes one arena of that
-// size, places a fixed input and output in it, and records the forward pass once with
-// Backend::capture (a CUDA graph). Later runs of that batch size copy the mel into the fixed
-// input, replay and copy the audio out: no kernel launches one by one, no allocation. Each
-// graph keeps its arena until clear() or destruction (bytes() reports it). On a backend that
-// cannot capture (cpu, reference), run() runs the vocoder eagerly and holds nothing. One thread
-// at a time, like the backend.
+// Recorded vocoder runs for one mel shape that chunked vocoding repeats: interior chunks all have
+// VocoderChunker::max_retained_frames() frames, and a served stream's first chunk, when it does
+// not reach its sentence's end, has its first chunk's frames and its right context. For each batch
+// size B it meets, a VocoderGraphs plans HifiGan::forward on [B, n_mels, frames]
+// (core/workspace_plan.h), takes one arena of that size, places a fixed input and output in it, and
+// records the forward pass once with Backend::capture (a CUDA graph). Later runs of that batch size
+// copy the mel into the fixed input, replay and copy the audio out: no kernel launches one by one,
+// no allocation. Each graph keeps its arena until clear() or destruction (bytes() reports it). On a
+// backend that cannot capture (cpu, reference), run() runs the vocoder eagerly and holds nothing.
+// One thread at a time, like the backend.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,8 @@ class VocoderGraphs {
 
   // Batch sizes with a recorded graph.
   size_t graphs() const { return graphs_.size(); }
+  // Whether batch size `batch` has a recorded graph (its run replays it).
+  bool recorded(int64_t batch) const { return graphs_.contains(batch); }
   // Device bytes the recorded graphs hold: their arenas, fixed inputs and outputs included.
   uint64_t bytes() const;
   // Drops every graph and gives its arena back.

@@ -108,18 +108,33 @@ int64_t VocoderKind::frames_of(const Batch& batch) {
   return work_of(*batch.items.front()).ready.front().mel.size(1);
 }
 
+int64_t VocoderKind::interior_frames(const VoiceEntry& voice) const {
+  return chunk_frames_ + 2 * config_of(voice).vocoder.receptive_field_frames();
+}
+
+int64_t VocoderKind::first_frames(const VoiceEntry& voice) const {
+  return first_chunk_frames_ + config_of(voice).vocoder.receptive_field_frames();
+}
+
 bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
   return cuda_graphs_ && runtime_.backend().can_capture() &&
-         frames == chunk_frames_ + 2 * config_of(voice).vocoder.receptive_field_frames();
+         (frames == interior_frames(voice) || frames == first_frames(voice));
+}
+
+bool VocoderKind::recorded(const VoiceEntry& voice, int64_t frames, int64_t rows) {
+  const auto& graphs = models_of(voice).vocoder_graphs;
+  const auto found = graphs.find(frames);
+  return found != graphs.end() && found->second->recorded(rows);
 }
 
 VocoderGraphs& VocoderKind::graphs_of(VoiceEntry& voice, int64_t frames) {
   LoadedModels& models = models_of(voice);
-  if (!models.graphs) {
-    models.graphs = std::make_unique<VocoderGraphs>(runtime_.persistent_context(),
-                                                    models.voice->vocoder(), frames);
+  std::unique_ptr<VocoderGraphs>& graphs = models.vocoder_graphs[frames];
+  if (!graphs) {
+    graphs = std::make_unique<VocoderGraphs>(runtime_.persistent_context(), models.voice->vocoder(),
+                                             frames);
   }
-  return *models.graphs;
+  return *graphs;
 }
 
 const ArenaLayout& VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, int64_t frames) {
@@ -136,7 +151,7 @@ uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
   // plan for good.
   if (use_graphs(voice, frames)) {
     const int64_t padded = graph_batch(chunks);
-    if (models_of(voice).graph_batches.contains(padded)) return 0;
+    if (recorded(voice, frames, padded)) return 0;
     return MemoryBudget::footprint(plan(voice, padded, frames).bytes());
   }
   return MemoryBudget::footprint(plan(voice, chunks, frames).bytes());
@@ -164,7 +179,7 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   const int64_t rows = graphs ? graph_batch(chunks) : chunks;
   LoadedModels& models = models_of(voice);
   // A step that records its graph costs that once: it is left out of the step times.
-  const bool recording = graphs && !models.graph_batches.contains(rows);
+  const bool recording = graphs && !recorded(voice, frames, rows);
   const auto started = Clock::now();
   // Shorter chunks (propose() took only those that may be) are padded on the right with zeros.
   Tensor mel = Tensor::zeros({rows, n_mels, frames}, DType::F32);
@@ -180,7 +195,6 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   Tensor audio;
   if (graphs) {
     audio = graphs_of(voice, frames).run(mel);
-    models.graph_batches.insert(rows);
   } else {
     audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
                              plan(voice, chunks, frames));
@@ -214,37 +228,38 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
 
 void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
   const HifiGan& vocoder = models_of(voice).voice->vocoder();
-  const int64_t n_mels = vocoder.config().num_mels;
-  const int64_t context = vocoder.config().receptive_field_frames();
-  const int64_t first_frames = first_chunk_frames_ + context;
-  if (budget.fits(MemoryBudget::footprint(plan(voice, 1, first_frames).bytes()))) {
+  const int64_t first = first_frames(voice);
+  if (!use_graphs(voice, first) &&
+      budget.fits(MemoryBudget::footprint(plan(voice, 1, first).bytes()))) {
     (void)run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder,
-                           Tensor::zeros({1, n_mels, first_frames}, DType::F32),
-                           plan(voice, 1, first_frames));
+                           Tensor::zeros({1, vocoder.config().num_mels, first}, DType::F32),
+                           plan(voice, 1, first));
   }
-  const int64_t frames = chunk_frames_ + 2 * context;
+  record_graphs(voice, interior_frames(voice), pacing, budget);
+  record_graphs(voice, first, pacing, budget);
+}
+
+void VocoderKind::record_graphs(VoiceEntry& voice, int64_t frames, const Pacing& pacing,
+                                MemoryBudget& budget) {
   if (!use_graphs(voice, frames)) return;
+  const int64_t n_mels = config_of(voice).vocoder.num_mels;
   for (int64_t rows = 1; rows <= graph_batch(pacing.max_batch); rows *= 2) {
-    if (models_of(voice).graph_batches.contains(rows)) continue;
+    if (recorded(voice, frames, rows)) continue;
     if (!budget.fits(MemoryBudget::footprint(plan(voice, rows, frames).bytes()))) break;
     (void)graphs_of(voice, frames).run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
-    models_of(voice).graph_batches.insert(rows);
   }
 }
 
 bool VocoderKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
   const HifiGan& vocoder = models_of(voice).voice->vocoder();
-  const int64_t context = vocoder.config().receptive_field_frames();
-  const int64_t first_frames = first_chunk_frames_ + context;
-  const int64_t interior_frames = chunk_frames_ + 2 * context;
-  // (chunks, frames) per step: warm_up ran one first chunk and recorded the graphs.
+  // (chunks, frames) per step, of the shapes that run without graphs; warm_up ran a first chunk
+  // alone.
   std::vector<std::pair<int64_t, int64_t>> ladder;
-  for (int64_t rows = 2; rows < 2 * pacing.max_batch; rows *= 2) {
-    ladder.emplace_back(std::min(rows, pacing.max_batch), first_frames);
-  }
-  if (!use_graphs(voice, interior_frames)) {
-    for (int64_t rows = 1; rows < 2 * pacing.max_batch; rows *= 2) {
-      ladder.emplace_back(std::min(rows, pacing.max_batch), interior_frames);
+  for (const int64_t frames : {first_frames(voice), interior_frames(voice)}) {
+    if (use_graphs(voice, frames)) continue;
+    const int64_t first_rows = frames == first_frames(voice) ? 2 : 1;
+    for (int64_t rows = first_rows; rows < 2 * pacing.max_batch; rows *= 2) {
+      ladder.emplace_back(std::min(rows, pacing.max_batch), frames);
     }
   }
   size_t& next = warmed_[&voice];

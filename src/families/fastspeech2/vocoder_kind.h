@@ -1,7 +1,8 @@
 // The vocoder's steps: HiFiGAN over mel chunks of many streams of one voice at once, all of one
 // shape (interior chunks share one, so streams in full flow batch together; shorter chunks that do
 // not reach their stream's end are padded on the right to join them), in one planned arena or,
-// where the backend records graphs, through the voice's VocoderGraphs. A stream gets chunks
+// where the backend records graphs and the chunks are interior or streams' first ones, through
+// the voice's VocoderGraphs for that shape. A stream gets chunks
 // only while the audio waiting for its client has room for them (back-pressure), and a step
 // takes a stream's later chunks only while it is expected to end before the most urgent stream
 // runs out of audio.
@@ -20,8 +21,9 @@ namespace voxd::fastspeech2 {
 
 class VocoderKind final : public StepKind {
  public:
-  // `cuda_graphs`: run interior chunks through recorded graphs (in the runtime's persistent
-  // context) where the backend can. A stream's first chunk has `first_chunk_frames` (for warm_up).
+  // `cuda_graphs`: run interior chunks and streams' first chunks through recorded graphs (in the
+  // runtime's persistent context) where the backend can. A stream's first chunk has
+  // `first_chunk_frames` and its right context, where it does not reach its sentence's end.
   VocoderKind(DeviceRuntime& runtime, int64_t chunk_frames, int64_t first_chunk_frames,
               bool cuda_graphs)
       : runtime_(runtime),
@@ -35,11 +37,12 @@ class VocoderKind final : public StepKind {
   uint64_t footprint(const Batch& batch, size_t size) override;
   StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const override;
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
-  // Records the graphs of every batch size a step may take (powers of two up to max_batch) while
-  // the budget allows, and runs a stream's first chunk shape once.
+  // Records the graphs of every batch size a step may take (powers of two up to max_batch), of
+  // interior chunks and then of streams' first chunks, while the budget allows; where graphs are
+  // off, runs a stream's first chunk shape once.
   void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
-  // One more batch size, doubling up to max_batch, of streams' first chunks and (where they run
-  // without graphs) interior chunks, so that the libraries' kernels for them are loaded.
+  // One more batch size, doubling up to max_batch, of the chunk shapes that run without graphs,
+  // so that the libraries' kernels for them are loaded.
   bool warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
@@ -48,11 +51,19 @@ class VocoderKind final : public StepKind {
   // The seconds a step of `chunks` chunks of `frames` of `voice` is expected to take, by its
   // recent steps (LoadedModels::vocoder_times); 0 while nothing was measured or it is not loaded.
   double expected_step_seconds(const VoiceEntry& voice, int64_t chunks, int64_t frames) const;
+  // The mel frames of `voice`'s interior chunks and of its streams' first chunks.
+  int64_t interior_frames(const VoiceEntry& voice) const;
+  int64_t first_frames(const VoiceEntry& voice) const;
   // Whether chunks of `frames` of `voice` run through recorded graphs.
   bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
-  // `voice`'s graphs for interior chunks of `frames`, made (in the runtime's persistent context)
-  // on first use.
+  // Whether `voice`'s graphs for chunks of `frames` hold a recorded batch of `rows`.
+  static bool recorded(const VoiceEntry& voice, int64_t frames, int64_t rows);
+  // `voice`'s graphs for chunks of `frames`, made (in the runtime's persistent context) on first
+  // use.
   VocoderGraphs& graphs_of(VoiceEntry& voice, int64_t frames);
+  // Records `voice`'s graphs for chunks of `frames` at each batch size up to max_batch's while
+  // `budget` allows.
+  void record_graphs(VoiceEntry& voice, int64_t frames, const Pacing& pacing, MemoryBudget& budget);
   // plan_vocoder of `voice` at (chunks, frames), cached.
   const ArenaLayout& plan(const VoiceEntry& voice, int64_t chunks, int64_t frames);
 
