@@ -61,7 +61,9 @@ class Definition final : public scheduler::VoiceDefinition {
 struct LoadedModels final : scheduler::LoadedVoice {
   std::unique_ptr<Voice> voice;
   std::unique_ptr<AcousticGraphs> acoustic_graphs;
-  // The vocoder's graphs by mel frames: interior chunks' and streams' first chunks'.
+  // The vocoder's graphs by mel frames (interior chunks' and streams' first chunks'), all over
+  // one SharedGraphMemory.
+  std::shared_ptr<SharedGraphMemory> vocoder_graph_memory;
   std::map<int64_t, std::unique_ptr<VocoderGraphs>> vocoder_graphs;
   VocoderStepTimes vocoder_times;  // which VocoderKind sizes steps by
 

@@ -1,5 +1,6 @@
 #include "families/fastspeech2/vocoder_graphs.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -19,6 +20,43 @@ Tensor forward_f32(Context& ctx, const HifiGan& vocoder, const Tensor& input) {
 
 }  // namespace
 
+void* SharedGraphMemory::allocate(size_t bytes) {
+  if (current_ != nullptr && blocks_.at(current_).bytes >= bytes) {
+    ++blocks_.at(current_).arenas;
+    return current_;
+  }
+  void* block = upstream_->allocate(bytes);
+  blocks_.emplace(block, Block{bytes, 1});
+  current_ = block;
+  stats_.allocated_bytes += bytes;
+  stats_.reserved_bytes += bytes;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_reserved_bytes = stats_.peak_allocated_bytes;
+  ++stats_.num_allocs;
+  return block;
+}
+
+void SharedGraphMemory::deallocate(void* ptr, size_t /*bytes*/) {
+  const auto found = blocks_.find(ptr);
+  VOXD_CHECK(found != blocks_.end(), "SharedGraphMemory: a block it did not give");
+  if (--found->second.arenas > 0) return;
+  const size_t bytes = found->second.bytes;
+  upstream_->deallocate(ptr, bytes);
+  blocks_.erase(found);
+  if (current_ == ptr) current_ = nullptr;
+  stats_.allocated_bytes -= bytes;
+  stats_.reserved_bytes -= bytes;
+  ++stats_.num_frees;
+}
+
+AllocatorStats SharedGraphMemory::stats() const {
+  return stats_;
+}
+
+uint64_t SharedGraphMemory::bytes_to_place(uint64_t bytes) const {
+  return current_ != nullptr && blocks_.at(current_).bytes >= bytes ? 0 : bytes;
+}
+
 // Members in the order they must be made; they go in reverse: the graph (waiting for its
 // replays) before the tensors, the tensors before their arena.
 struct VocoderGraphs::Graph {
@@ -28,12 +66,14 @@ struct VocoderGraphs::Graph {
   std::unique_ptr<CapturedWork> work;
 };
 
-VocoderGraphs::VocoderGraphs(Context& ctx, const HifiGan& vocoder, int64_t frames)
-    : ctx_(&ctx), vocoder_(&vocoder), frames_(frames) {
+VocoderGraphs::VocoderGraphs(Context& ctx, const HifiGan& vocoder, int64_t frames,
+                             std::shared_ptr<SharedGraphMemory> memory)
+    : ctx_(&ctx), vocoder_(&vocoder), frames_(frames), memory_(std::move(memory)) {
   if (frames < 1) {
     throw InputError("VocoderGraphs: frames must be at least 1 mel frame, got " +
                      std::to_string(frames));
   }
+  if (!memory_) memory_ = std::make_shared<SharedGraphMemory>(ctx.allocator());
 }
 
 VocoderGraphs::~VocoderGraphs() = default;
@@ -58,14 +98,28 @@ Tensor VocoderGraphs::run(const Tensor& mel) {
   return ops::to_host(in_arena, graph.output, DType::F32);
 }
 
+uint64_t VocoderGraphs::bytes_to_record(int64_t batch) {
+  if (!enabled() || recorded(batch)) return 0;
+  return memory_->bytes_to_place(plan(batch).bytes());
+}
+
 uint64_t VocoderGraphs::bytes() const {
-  uint64_t total = 0;
-  for (const auto& [batch, graph] : graphs_) total += graph->arena->capacity();
-  return total;
+  return memory_->stats().allocated_bytes;
 }
 
 void VocoderGraphs::clear() {
   graphs_.clear();
+}
+
+const ArenaLayout& VocoderGraphs::plan(int64_t batch) {
+  const auto found = plans_.find(batch);
+  if (found != plans_.end()) return found->second;
+  const Shape shape{batch, vocoder_->config().num_mels, frames_};
+  const ArenaLayout layout = plan_workspace(ctx_->backend(), [&](Context& planning) {
+    const Tensor input = ops::empty(planning, shape, vocoder_->dtype());
+    forward_f32(planning, *vocoder_, input);
+  });
+  return plans_.emplace(batch, layout).first->second;
 }
 
 VocoderGraphs::Graph& VocoderGraphs::graph_for(int64_t batch) {
@@ -74,12 +128,8 @@ VocoderGraphs::Graph& VocoderGraphs::graph_for(int64_t batch) {
   Backend& backend = ctx_->backend();
   const Shape shape{batch, vocoder_->config().num_mels, frames_};
   const DType dtype = vocoder_->dtype();
-  const ArenaLayout plan = plan_workspace(backend, [&](Context& planning) {
-    const Tensor input = ops::empty(planning, shape, dtype);
-    forward_f32(planning, *vocoder_, input);
-  });
   auto graph = std::make_unique<Graph>();
-  graph->arena = std::make_unique<WorkspaceArena>(ctx_->allocator(), plan);
+  graph->arena = std::make_unique<WorkspaceArena>(*memory_, plan(batch));
   Context in_arena(backend, *graph->arena);
   graph->input = ops::empty(in_arena, shape, dtype);
   graph->work =

@@ -20,13 +20,23 @@ struct Candidate {
   size_t taken = 0;  // its chunks in the batch so far
 };
 
-// Graphs are recorded for batches of powers of two only (a batch in between is padded with zero
-// chunks), so the graphs of one voice hold about twice the largest one's arena, not one arena per
-// batch size.
-int64_t graph_batch(int64_t chunks) {
+// Warm-up records graphs for batches of powers of two (a batch in between is padded with zero
+// chunks); all of a voice's graphs share one arena (SharedGraphMemory), so more sizes take no
+// more memory.
+int64_t power_of_two_batch(int64_t chunks) {
   int64_t padded = 1;
   while (padded < chunks) padded *= 2;
   return padded;
+}
+
+// Sizes between the powers of two above 8, four an octave (10, 12, 14, 16, 20, ...: a step pads
+// at most about a fifth of its chunks), which warm_further records while the device is idle: a
+// burst's steps of 33-63 first chunks padded to 64 spent up to nearly half of the GPU's time on
+// zeros (bench/NOTES.md, session 39).
+int64_t fine_batch(int64_t chunks) {
+  if (chunks <= 8) return power_of_two_batch(chunks);
+  const int64_t step = power_of_two_batch(chunks) / 8;
+  return (chunks + step - 1) / step * step;
 }
 
 // The position of each item's chunk among its stream's ready chunks: how many earlier items
@@ -100,7 +110,7 @@ Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
 double VocoderKind::expected_step_seconds(const VoiceEntry& voice, int64_t chunks,
                                           int64_t frames) const {
   if (!voice.models) return 0.0;
-  const int64_t rows = use_graphs(voice, frames) ? graph_batch(chunks) : chunks;
+  const int64_t rows = use_graphs(voice, frames) ? graph_rows(voice, frames, chunks) : chunks;
   return models_of(voice).vocoder_times.expected(rows, frames);
 }
 
@@ -121,6 +131,11 @@ bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
          (frames == interior_frames(voice) || frames == first_frames(voice));
 }
 
+int64_t VocoderKind::graph_rows(const VoiceEntry& voice, int64_t frames, int64_t chunks) {
+  const int64_t fine = fine_batch(chunks);
+  return recorded(voice, frames, fine) ? fine : power_of_two_batch(chunks);
+}
+
 bool VocoderKind::recorded(const VoiceEntry& voice, int64_t frames, int64_t rows) {
   const auto& graphs = models_of(voice).vocoder_graphs;
   const auto found = graphs.find(frames);
@@ -131,8 +146,12 @@ VocoderGraphs& VocoderKind::graphs_of(VoiceEntry& voice, int64_t frames) {
   LoadedModels& models = models_of(voice);
   std::unique_ptr<VocoderGraphs>& graphs = models.vocoder_graphs[frames];
   if (!graphs) {
-    graphs = std::make_unique<VocoderGraphs>(runtime_.persistent_context(), models.voice->vocoder(),
-                                             frames);
+    Context& persistent = runtime_.persistent_context();
+    if (!models.vocoder_graph_memory) {
+      models.vocoder_graph_memory = std::make_shared<SharedGraphMemory>(persistent.allocator());
+    }
+    graphs = std::make_unique<VocoderGraphs>(persistent, models.voice->vocoder(), frames,
+                                             models.vocoder_graph_memory);
   }
   return *graphs;
 }
@@ -144,15 +163,15 @@ const ArenaLayout& VocoderKind::plan(const VoiceEntry& voice, int64_t chunks, in
 }
 
 uint64_t VocoderKind::footprint(const Batch& batch, size_t size) {
-  const VoiceEntry& voice = *batch.voice;
+  VoiceEntry& voice = *batch.voice;
   const int64_t frames = frames_of(batch);
   const auto chunks = static_cast<int64_t>(size);
-  // A recorded graph keeps its arena: replaying it takes nothing more; recording it takes its
-  // plan for good.
+  // A recorded graph keeps its arena: replaying it takes nothing more; recording it takes
+  // nothing more where its arena fits the memory the voice's graphs share, else its plan for good.
   if (use_graphs(voice, frames)) {
-    const int64_t padded = graph_batch(chunks);
-    if (recorded(voice, frames, padded)) return 0;
-    return MemoryBudget::footprint(plan(voice, padded, frames).bytes());
+    const uint64_t bytes =
+        graphs_of(voice, frames).bytes_to_record(graph_rows(voice, frames, chunks));
+    return bytes == 0 ? 0 : MemoryBudget::footprint(bytes);
   }
   return MemoryBudget::footprint(plan(voice, chunks, frames).bytes());
 }
@@ -176,7 +195,7 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   const std::vector<size_t> indices = chunk_indices(batch);
 
   const bool graphs = use_graphs(voice, frames);
-  const int64_t rows = graphs ? graph_batch(chunks) : chunks;
+  const int64_t rows = graphs ? graph_rows(voice, frames, chunks) : chunks;
   LoadedModels& models = models_of(voice);
   // A step that records its graph costs that once: it is left out of the step times.
   const bool recording = graphs && !recorded(voice, frames, rows);
@@ -242,34 +261,59 @@ void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget&
 void VocoderKind::record_graphs(VoiceEntry& voice, int64_t frames, const Pacing& pacing,
                                 MemoryBudget& budget) {
   if (!use_graphs(voice, frames)) return;
-  const int64_t n_mels = config_of(voice).vocoder.num_mels;
-  for (int64_t rows = 1; rows <= graph_batch(pacing.max_batch); rows *= 2) {
-    if (recorded(voice, frames, rows)) continue;
-    if (!budget.fits(MemoryBudget::footprint(plan(voice, rows, frames).bytes()))) break;
-    (void)graphs_of(voice, frames).run(Tensor::zeros({rows, n_mels, frames}, DType::F32));
+  // Largest first, so that the smaller ones lie over the memory it takes; a size that does not fit
+  // the budget is left out, and a smaller one may still.
+  for (int64_t rows = power_of_two_batch(pacing.max_batch); rows >= 1; rows /= 2) {
+    record_graph(voice, frames, rows, budget);
   }
+}
+
+void VocoderKind::record_graph(VoiceEntry& voice, int64_t frames, int64_t rows,
+                               MemoryBudget& budget) {
+  VocoderGraphs& graphs = graphs_of(voice, frames);
+  if (graphs.recorded(rows)) return;
+  const uint64_t bytes = graphs.bytes_to_record(rows);
+  if (bytes > 0 && !budget.fits(MemoryBudget::footprint(bytes))) return;
+  (void)graphs.run(Tensor::zeros({rows, config_of(voice).vocoder.num_mels, frames}, DType::F32));
 }
 
 bool VocoderKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
   const HifiGan& vocoder = models_of(voice).voice->vocoder();
-  // (chunks, frames) per step, of the shapes that run without graphs; warm_up ran a first chunk
-  // alone.
-  std::vector<std::pair<int64_t, int64_t>> ladder;
+  // One piece per call: a step of the shapes that run without graphs, eagerly (warm_up ran a
+  // first chunk alone), or a graph of a size between the powers of two warm_up recorded.
+  struct Piece {
+    int64_t rows;
+    int64_t frames;
+    bool graph;
+  };
+  std::vector<Piece> ladder;
   for (const int64_t frames : {first_frames(voice), interior_frames(voice)}) {
     if (use_graphs(voice, frames)) continue;
     const int64_t first_rows = frames == first_frames(voice) ? 2 : 1;
     for (int64_t rows = first_rows; rows < 2 * pacing.max_batch; rows *= 2) {
-      ladder.emplace_back(std::min(rows, pacing.max_batch), frames);
+      ladder.push_back({std::min(rows, pacing.max_batch), frames, false});
+    }
+  }
+  for (const int64_t frames : {first_frames(voice), interior_frames(voice)}) {
+    if (!use_graphs(voice, frames)) continue;
+    for (int64_t rows = 9; rows <= fine_batch(pacing.max_batch); ++rows) {
+      if (fine_batch(rows) == rows && power_of_two_batch(rows) != rows) {
+        ladder.push_back({rows, frames, true});
+      }
     }
   }
   size_t& next = warmed_[&voice];
   if (next >= ladder.size()) return false;
-  const auto [rows, frames] = ladder[next++];
-  const ArenaLayout& layout = plan(voice, rows, frames);
+  const Piece piece = ladder[next++];
+  if (piece.graph) {
+    record_graph(voice, piece.frames, piece.rows, budget);
+    return next < ladder.size();
+  }
+  const ArenaLayout& layout = plan(voice, piece.rows, piece.frames);
   if (budget.fits(MemoryBudget::footprint(layout.bytes()))) {
-    (void)run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder,
-                           Tensor::zeros({rows, vocoder.config().num_mels, frames}, DType::F32),
-                           layout);
+    (void)run_vocoder_step(
+        runtime_.backend(), runtime_.allocator(), vocoder,
+        Tensor::zeros({piece.rows, vocoder.config().num_mels, piece.frames}, DType::F32), layout);
   }
   return next < ladder.size();
 }

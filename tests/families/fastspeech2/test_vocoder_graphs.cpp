@@ -1,7 +1,7 @@
 // VocoderGraphs on backends that cannot record graphs (cpu, reference): run() and vocode_chunks
 // through it give the eager audio bit for bit and hold no memory, shapes other than the graphs'
-// are refused, and the Synthesizer's use_cuda_graphs switch changes nothing there. The recorded
-// path itself is tested on the GPU (tests/cuda/test_cuda_graphs.cpp).
+// are refused, and the Synthesizer's use_cuda_graphs switch changes nothing there; the memory the
+// graphs share. The recorded path itself is tested on the GPU (tests/cuda/test_cuda_graphs.cpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -145,6 +145,38 @@ TEST(SynthesizerGraphSwitch, OnAndOffGiveTheSameAudioAndNoGraphsOnTheHost) {
   ASSERT_FALSE(on.empty());
   EXPECT_EQ(on, off);
   EXPECT_EQ(synthesizer.graph_bytes(), 0u);
+}
+
+// SharedGraphMemory lays every arena that fits its current block over that block, takes a larger
+// block from upstream for one that does not (the arenas placed before keep theirs), counts the
+// blocks it holds, and gives each back after the last arena over it: checked on host memory.
+TEST(SharedGraphMemory, ArenasShareTheLargestBlockAndGiveItBackAfterTheLast) {
+  const AllocatorStats upstream_before = host_allocator().stats();
+  SharedGraphMemory memory(host_allocator());
+  EXPECT_EQ(memory.bytes_to_place(4096), 4096u);
+  void* first = memory.allocate(4096);
+  EXPECT_EQ(memory.bytes_to_place(1024), 0u);
+  EXPECT_EQ(memory.allocate(1024), first) << "a smaller arena lies over the block";
+  EXPECT_EQ(memory.allocate(4096), first) << "so does one of the block's size";
+  EXPECT_EQ(memory.bytes_to_place(8192), 8192u);
+  void* larger = memory.allocate(8192);
+  EXPECT_NE(larger, first);
+  EXPECT_EQ(memory.allocate(2048), larger) << "new arenas go over the largest block";
+  EXPECT_EQ(memory.stats().allocated_bytes, 4096u + 8192u);
+  EXPECT_EQ(host_allocator().stats().allocated_bytes - upstream_before.allocated_bytes,
+            4096u + 8192u);
+
+  memory.deallocate(first, 4096);
+  memory.deallocate(first, 1024);
+  EXPECT_EQ(memory.stats().allocated_bytes, 4096u + 8192u) << "one arena is still over it";
+  memory.deallocate(first, 4096);
+  EXPECT_EQ(memory.stats().allocated_bytes, 8192u);
+  memory.deallocate(larger, 2048);
+  memory.deallocate(larger, 8192);
+  EXPECT_EQ(memory.stats().allocated_bytes, 0u);
+  EXPECT_EQ(memory.bytes_to_place(16), 16u) << "no block is held";
+  EXPECT_EQ(host_allocator().stats().allocated_bytes, upstream_before.allocated_bytes);
+  EXPECT_THROW(memory.deallocate(first, 4096), Error);
 }
 
 }  // namespace
