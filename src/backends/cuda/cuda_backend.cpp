@@ -923,6 +923,16 @@ bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Ten
   return long_columns || cuda::implicit_gemm_fills_device(batch, weight.size(0), out_steps);
 }
 
+// Whether the implicit GEMM's pair kernel takes `pair` over `batch` sequences: the batch within
+// its grid, and both convolutions keeping the length (it throws otherwise).
+bool pair_kernel_takes(int64_t batch, const Conv1dPair& pair) {
+  const auto keeps_length = [](const Tensor& weight, const Conv1dParams& p) {
+    return weight.dim() == 3 && 2 * p.padding == (weight.size(2) - 1) * p.dilation;
+  };
+  return batch <= 65535 && keeps_length(*pair.first_weight, pair.first) &&
+         keeps_length(*pair.second_weight, pair.second);
+}
+
 // The implicit GEMM's arguments for a conv1d of `weight` and `bias` (or undefined) with `p`
 // over `batch` sequences of `in_steps` into `out_steps`, its input through leaky_relu with
 // `slope` when set; the data pointers other than the weights' and the bias's are the caller's.
@@ -1000,7 +1010,8 @@ bool CudaBackend::fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair,
   // they run as two convolutions, so that the wgmma kernel takes each.
   if (convolution_path_ != ConvolutionPath::kAuto || x.dim() != 3) return false;
   const Tensor& first = *pair.first_weight;
-  return implicit_gemm_runs(x.dtype(), first, first.dtype(), pair.first) &&
+  return pair_kernel_takes(x.size(0), pair) &&
+         implicit_gemm_runs(x.dtype(), first, first.dtype(), pair.first) &&
          implicit_gemm_runs(first.dtype(), *pair.second_weight, out_dtype, pair.second);
 }
 
@@ -1018,7 +1029,7 @@ bool CudaBackend::fuses_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair
   const Tensor& first = *pair.first_weight;
   const Tensor& second = *pair.second_weight;
   return x.dtype() == first.dtype() && out_dtype == first.dtype() && x.size(2) % 16 == 0 &&
-         second.dim() == 3 && second.size(0) % 8 == 0 &&
+         second.dim() == 3 && second.size(0) % 8 == 0 && pair_kernel_takes(x.size(0), pair) &&
          implicit_gemm_runs(x.dtype(), first, first.dtype(), pair.first) &&
          implicit_gemm_runs(first.dtype(), second, out_dtype, pair.second);
 }

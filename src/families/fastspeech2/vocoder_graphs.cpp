@@ -43,7 +43,13 @@ void SharedGraphMemory::deallocate(void* ptr, size_t /*bytes*/) {
   const size_t bytes = found->second.bytes;
   upstream_->deallocate(ptr, bytes);
   blocks_.erase(found);
-  if (current_ == ptr) current_ = nullptr;
+  if (current_ == ptr) {
+    // New arenas go over the largest block still held, if any.
+    current_ = nullptr;
+    for (const auto& [block, held] : blocks_) {
+      if (current_ == nullptr || held.bytes > blocks_.at(current_).bytes) current_ = block;
+    }
+  }
   stats_.allocated_bytes -= bytes;
   stats_.reserved_bytes -= bytes;
   ++stats_.num_frees;
@@ -96,6 +102,11 @@ Tensor VocoderGraphs::run(const Tensor& mel) {
   ctx.backend().copy(mel, graph.input, in_arena.scratch());
   graph.work->replay();
   return ops::to_host(in_arena, graph.output, DType::F32);
+}
+
+int64_t VocoderGraphs::recorded_holding(int64_t batch) const {
+  const auto found = graphs_.lower_bound(batch);
+  return found != graphs_.end() ? found->first : 0;
 }
 
 uint64_t VocoderGraphs::bytes_to_record(int64_t batch) {

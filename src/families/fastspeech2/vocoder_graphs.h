@@ -27,7 +27,8 @@ namespace voxd {
 // is copied in before it, its audio copied out after it), so every arena lies over the same
 // block: allocate() returns the current block for any size it holds, and takes a larger one from
 // `upstream` otherwise (arenas placed before keep the smaller one). A block goes back when the
-// last arena over it does. Memory then is the largest graph's, not the sum of all. One thread.
+// last arena over it does, and new arenas then go over the largest left. Memory is the largest
+// graph's, not the sum of all, where the largest is placed first. One thread.
 class SharedGraphMemory final : public Allocator {
  public:
   // `upstream` must outlive this, and this every arena over it.
@@ -83,6 +84,8 @@ class VocoderGraphs {
   size_t graphs() const { return graphs_.size(); }
   // Whether batch size `batch` has a recorded graph (its run replays it).
   bool recorded(int64_t batch) const { return graphs_.contains(batch); }
+  // The smallest recorded batch size of at least `batch`; 0 when none is.
+  int64_t recorded_holding(int64_t batch) const;
   // Device bytes recording batch size `batch` would take: 0 where it is recorded or its arena
   // fits the memory the graphs share, else its plan's bytes.
   uint64_t bytes_to_record(int64_t batch);

@@ -20,9 +20,9 @@ struct Candidate {
   size_t taken = 0;  // its chunks in the batch so far
 };
 
-// Warm-up records graphs for batches of powers of two (a batch in between is padded with zero
-// chunks); all of a voice's graphs share one arena (SharedGraphMemory), so more sizes take no
-// more memory.
+// Warm-up records graphs for batches of powers of two and max_batch's (a batch in between is
+// padded with zero chunks); all of a voice's graphs share one arena (SharedGraphMemory), so more
+// sizes take no more memory.
 int64_t power_of_two_batch(int64_t chunks) {
   int64_t padded = 1;
   while (padded < chunks) padded *= 2;
@@ -132,8 +132,10 @@ bool VocoderKind::use_graphs(const VoiceEntry& voice, int64_t frames) const {
 }
 
 int64_t VocoderKind::graph_rows(const VoiceEntry& voice, int64_t frames, int64_t chunks) {
-  const int64_t fine = fine_batch(chunks);
-  return recorded(voice, frames, fine) ? fine : power_of_two_batch(chunks);
+  const auto& graphs = models_of(voice).vocoder_graphs;
+  const auto found = graphs.find(frames);
+  const int64_t held = found != graphs.end() ? found->second->recorded_holding(chunks) : 0;
+  return held > 0 && held <= power_of_two_batch(chunks) ? held : fine_batch(chunks);
 }
 
 bool VocoderKind::recorded(const VoiceEntry& voice, int64_t frames, int64_t rows) {
@@ -261,9 +263,11 @@ void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget&
 void VocoderKind::record_graphs(VoiceEntry& voice, int64_t frames, const Pacing& pacing,
                                 MemoryBudget& budget) {
   if (!use_graphs(voice, frames)) return;
-  // Largest first, so that the smaller ones lie over the memory it takes; a size that does not fit
-  // the budget is left out, and a smaller one may still.
-  for (int64_t rows = power_of_two_batch(pacing.max_batch); rows >= 1; rows /= 2) {
+  // The largest a step may take first, so that the smaller ones lie over the memory it takes; a
+  // size that does not fit the budget is left out, and a smaller one may still.
+  const int64_t largest = fine_batch(pacing.max_batch);
+  record_graph(voice, frames, largest, budget);
+  for (int64_t rows = power_of_two_batch(largest) / 2; rows >= 1; rows /= 2) {
     record_graph(voice, frames, rows, budget);
   }
 }
@@ -296,7 +300,7 @@ bool VocoderKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBu
   }
   for (const int64_t frames : {first_frames(voice), interior_frames(voice)}) {
     if (!use_graphs(voice, frames)) continue;
-    for (int64_t rows = 9; rows <= fine_batch(pacing.max_batch); ++rows) {
+    for (int64_t rows = fine_batch(pacing.max_batch) - 1; rows > 8; --rows) {
       if (fine_batch(rows) == rows && power_of_two_batch(rows) != rows) {
         ladder.push_back({rows, frames, true});
       }
@@ -306,7 +310,10 @@ bool VocoderKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBu
   if (next >= ladder.size()) return false;
   const Piece piece = ladder[next++];
   if (piece.graph) {
-    record_graph(voice, piece.frames, piece.rows, budget);
+    // Only over the memory warm-up's graphs hold: a size that needs more is left to a step.
+    if (graphs_of(voice, piece.frames).bytes_to_record(piece.rows) == 0) {
+      record_graph(voice, piece.frames, piece.rows, budget);
+    }
     return next < ladder.size();
   }
   const ArenaLayout& layout = plan(voice, piece.rows, piece.frames);

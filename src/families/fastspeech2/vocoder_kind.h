@@ -37,13 +37,14 @@ class VocoderKind final : public StepKind {
   uint64_t footprint(const Batch& batch, size_t size) override;
   StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const override;
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
-  // Records the graphs of the powers of two up to max_batch, of interior chunks and then of
-  // streams' first chunks, largest first, while the budget allows; where graphs are off, runs a
-  // stream's first chunk shape once.
+  // Records the graphs of max_batch (among four sizes an octave above 8) and of the powers of two
+  // below it, of interior chunks and then of streams' first chunks, largest first, while the
+  // budget allows; where graphs are off, runs a stream's first chunk shape once.
   void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
   // One more piece of warming: a batch size, doubling up to max_batch, of the chunk shapes that
   // run without graphs, so that the libraries' kernels for them are loaded; then the graphs of
-  // the sizes between the powers of two above 8, so that steps pad less.
+  // the sizes between the powers of two above 8, largest first and only over the memory the
+  // recorded graphs hold, so that steps pad less.
   bool warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) override;
 
  private:
@@ -59,14 +60,15 @@ class VocoderKind final : public StepKind {
   bool use_graphs(const VoiceEntry& voice, int64_t frames) const;
   // Whether `voice`'s graphs for chunks of `frames` hold a recorded batch of `rows`.
   static bool recorded(const VoiceEntry& voice, int64_t frames, int64_t rows);
-  // The batch a step of `chunks` chunks of `frames` runs as through graphs: the size between the
-  // powers of two that holds them where it is recorded, else the next power of two.
+  // The batch a step of `chunks` chunks of `frames` runs as through graphs: the smallest recorded
+  // size that holds them, where it pads them at most to the next power of two, else their size
+  // among four an octave above 8 (recorded by the step).
   static int64_t graph_rows(const VoiceEntry& voice, int64_t frames, int64_t chunks);
   // `voice`'s graphs for chunks of `frames`, made (in the runtime's persistent context) on first
   // use.
   VocoderGraphs& graphs_of(VoiceEntry& voice, int64_t frames);
-  // Records `voice`'s graphs for chunks of `frames` at each power of two up to max_batch's,
-  // largest first, each where `budget` allows.
+  // Records `voice`'s graphs for chunks of `frames` at max_batch's size and each power of two
+  // below it, largest first, each where `budget` allows.
   void record_graphs(VoiceEntry& voice, int64_t frames, const Pacing& pacing, MemoryBudget& budget);
   // Records the graph of `rows` chunks of `frames` unless it is recorded or `budget` does not
   // allow the memory it takes.

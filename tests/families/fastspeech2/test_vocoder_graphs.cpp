@@ -149,7 +149,8 @@ TEST(SynthesizerGraphSwitch, OnAndOffGiveTheSameAudioAndNoGraphsOnTheHost) {
 
 // SharedGraphMemory lays every arena that fits its current block over that block, takes a larger
 // block from upstream for one that does not (the arenas placed before keep theirs), counts the
-// blocks it holds, and gives each back after the last arena over it: checked on host memory.
+// blocks it holds, gives each back after the last arena over it, and then places new arenas over
+// the largest block left: checked on host memory.
 TEST(SharedGraphMemory, ArenasShareTheLargestBlockAndGiveItBackAfterTheLast) {
   const AllocatorStats upstream_before = host_allocator().stats();
   SharedGraphMemory memory(host_allocator());
@@ -175,6 +176,17 @@ TEST(SharedGraphMemory, ArenasShareTheLargestBlockAndGiveItBackAfterTheLast) {
   memory.deallocate(larger, 8192);
   EXPECT_EQ(memory.stats().allocated_bytes, 0u);
   EXPECT_EQ(memory.bytes_to_place(16), 16u) << "no block is held";
+
+  // When the current block goes, new arenas go over the largest block left.
+  void* small = memory.allocate(1024);
+  void* big = memory.allocate(4096);
+  EXPECT_NE(big, small);
+  memory.deallocate(big, 4096);
+  EXPECT_EQ(memory.bytes_to_place(512), 0u);
+  EXPECT_EQ(memory.allocate(512), small);
+  memory.deallocate(small, 512);
+  memory.deallocate(small, 1024);
+  EXPECT_EQ(memory.stats().allocated_bytes, 0u);
   EXPECT_EQ(host_allocator().stats().allocated_bytes, upstream_before.allocated_bytes);
   EXPECT_THROW(memory.deallocate(first, 4096), Error);
 }
