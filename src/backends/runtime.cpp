@@ -82,20 +82,14 @@ class DeviceRuntime::CountingAllocator final : public Allocator {
     void* ptr = inner_.allocate(bytes);
     const size_t size = inner_.allocated_size(ptr);
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.allocated_bytes += size;
-    stats_.reserved_bytes += size;
-    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
-    stats_.peak_reserved_bytes = stats_.peak_allocated_bytes;
-    ++stats_.num_allocs;
+    stats_.count_block(size);
     return ptr;
   }
   void deallocate(void* ptr, size_t bytes) override {
     const size_t size = inner_.allocated_size(ptr);
     inner_.deallocate(ptr, bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.allocated_bytes -= size;
-    stats_.reserved_bytes -= size;
-    ++stats_.num_frees;
+    stats_.count_block_freed(size);
   }
   Device device() const override { return inner_.device(); }
   AllocatorStats stats() const override {

@@ -2,6 +2,7 @@
 // so tensors and models never depend on where their bytes come from.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -58,6 +59,22 @@ struct AllocatorStats {
   uint64_t max_split_size = UINT64_MAX;
 
   bool operator==(const AllocatorStats&) const = default;
+
+  // For allocators that reserve each block as they hand it out (no cache between): a block of
+  // `bytes` counted as allocated and reserved, with the peaks and the count of allocations.
+  void count_block(uint64_t bytes) {
+    allocated_bytes += bytes;
+    reserved_bytes += bytes;
+    peak_allocated_bytes = std::max(peak_allocated_bytes, allocated_bytes);
+    peak_reserved_bytes = std::max(peak_reserved_bytes, reserved_bytes);
+    ++num_allocs;
+  }
+  // Such a block given back.
+  void count_block_freed(uint64_t bytes) {
+    allocated_bytes -= bytes;
+    reserved_bytes -= bytes;
+    ++num_frees;
+  }
 };
 
 class Allocator {

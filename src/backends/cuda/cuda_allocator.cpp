@@ -31,11 +31,7 @@ void* CudaDeviceAllocator::allocate(size_t bytes) {
                 std::to_string(free_bytes) + " of " + std::to_string(total_bytes) + " bytes free)");
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.allocated_bytes += request;
-  stats_.reserved_bytes += request;
-  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
-  ++stats_.num_allocs;
+  stats_.count_block(request);
   return ptr;
 }
 
@@ -47,9 +43,7 @@ void CudaDeviceAllocator::deallocate(void* ptr, size_t bytes) {
   cudaFree(ptr);
   const size_t request = std::max<size_t>(bytes, 1);
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.allocated_bytes -= request;
-  stats_.reserved_bytes -= request;
-  ++stats_.num_frees;
+  stats_.count_block_freed(request);
 }
 
 AllocatorStats CudaDeviceAllocator::stats() const {

@@ -1,6 +1,5 @@
 #include "families/fastspeech2/vocoder_graphs.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -20,19 +19,26 @@ Tensor forward_f32(Context& ctx, const HifiGan& vocoder, const Tensor& input) {
 
 }  // namespace
 
+void* SharedGraphMemory::largest() const {
+  void* largest = nullptr;
+  size_t most = 0;
+  for (const auto& [block, held] : blocks_) {
+    if (held.bytes > most) {
+      largest = block;
+      most = held.bytes;
+    }
+  }
+  return largest;
+}
+
 void* SharedGraphMemory::allocate(size_t bytes) {
-  if (current_ != nullptr && blocks_.at(current_).bytes >= bytes) {
-    ++blocks_.at(current_).arenas;
-    return current_;
+  if (void* block = largest(); block != nullptr && blocks_.at(block).bytes >= bytes) {
+    ++blocks_.at(block).arenas;
+    return block;
   }
   void* block = upstream_->allocate(bytes);
   blocks_.emplace(block, Block{bytes, 1});
-  current_ = block;
-  stats_.allocated_bytes += bytes;
-  stats_.reserved_bytes += bytes;
-  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
-  stats_.peak_reserved_bytes = stats_.peak_allocated_bytes;
-  ++stats_.num_allocs;
+  stats_.count_block(bytes);
   return block;
 }
 
@@ -43,16 +49,7 @@ void SharedGraphMemory::deallocate(void* ptr, size_t /*bytes*/) {
   const size_t bytes = found->second.bytes;
   upstream_->deallocate(ptr, bytes);
   blocks_.erase(found);
-  if (current_ == ptr) {
-    // New arenas go over the largest block still held, if any.
-    current_ = nullptr;
-    for (const auto& [block, held] : blocks_) {
-      if (current_ == nullptr || held.bytes > blocks_.at(current_).bytes) current_ = block;
-    }
-  }
-  stats_.allocated_bytes -= bytes;
-  stats_.reserved_bytes -= bytes;
-  ++stats_.num_frees;
+  stats_.count_block_freed(bytes);
 }
 
 AllocatorStats SharedGraphMemory::stats() const {
@@ -60,7 +57,8 @@ AllocatorStats SharedGraphMemory::stats() const {
 }
 
 uint64_t SharedGraphMemory::bytes_to_place(uint64_t bytes) const {
-  return current_ != nullptr && blocks_.at(current_).bytes >= bytes ? 0 : bytes;
+  void* block = largest();
+  return block != nullptr && blocks_.at(block).bytes >= bytes ? 0 : bytes;
 }
 
 // Members in the order they must be made; they go in reverse: the graph (waiting for its

@@ -25,7 +25,7 @@ namespace voxd {
 // Device memory that a vocoder's graphs share, as the upstream of each graph's arena. Graphs
 // replay one at a time on the backend's one stream, and no replay's values outlive it (its input
 // is copied in before it, its audio copied out after it), so every arena lies over the same
-// block: allocate() returns the current block for any size it holds, and takes a larger one from
+// block: allocate() returns the largest block for any size it holds, and takes a larger one from
 // `upstream` otherwise (arenas placed before keep the smaller one). A block goes back when the
 // last arena over it does, and new arenas then go over the largest left. Memory is the largest
 // graph's, not the sum of all, where the largest is placed first. One thread.
@@ -36,14 +36,14 @@ class SharedGraphMemory final : public Allocator {
   SharedGraphMemory(const SharedGraphMemory&) = delete;
   SharedGraphMemory& operator=(const SharedGraphMemory&) = delete;
 
-  // The current block when it holds `bytes`, else a new one of `bytes` from upstream.
+  // The largest block held when it holds `bytes`, else a new one of `bytes` from upstream.
   void* allocate(size_t bytes) override;
   // One arena fewer over the block at `ptr`; the block goes back after its last.
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return upstream_->device(); }
   // allocated and reserved: the bytes of the blocks held from upstream.
   AllocatorStats stats() const override;
-  // The bytes an arena of `bytes` would take from upstream: 0 where the current block holds it.
+  // The bytes an arena of `bytes` would take from upstream: 0 where the largest block holds it.
   uint64_t bytes_to_place(uint64_t bytes) const;
 
  private:
@@ -51,9 +51,11 @@ class SharedGraphMemory final : public Allocator {
     size_t bytes;
     size_t arenas;
   };
+  // The largest block held, where new arenas go; null when none is.
+  void* largest() const;
+
   Allocator* upstream_;
   std::map<void*, Block> blocks_;
-  void* current_ = nullptr;  // the largest block, where new arenas go
   AllocatorStats stats_;
 };
 
