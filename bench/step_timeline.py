@@ -7,6 +7,9 @@ arrived at time - duration_ms and had its first audio ttfa_ms later. A step line
 is written when the step ends: it ran for `seconds` before its time, with `items` units of its
 `kind`, labelled with the urgency of its lead ("first_audio", "starving", "ahead"), and waited
 `device_wait_s` of them for the GPU (the rest is the host's: planning, launches, libraries).
+A step that ran beside one in flight (`ran_beside`, docs/scheduler.md) lies inside that one's
+span; the device thread was running it then, so the step in flight counts only the rest of its
+span, and its GPU wait (its audio's download, after the step beside) in the last part.
 
 Printed: the requests' p50 / p95 first audio as the server measured it, and the moment the p95
 request had its first audio (ms after the first request arrived); then the device's time from
@@ -34,7 +37,7 @@ def read_log(path):
     """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
     items, gpu_wait_s)), times in seconds since the epoch, gpu_wait_s None where the line has no
     device_wait_s (an older voxd); lines that are not JSON are skipped."""
-    requests, steps = [], []
+    requests, steps, beside = [], [], []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
@@ -45,13 +48,38 @@ def read_log(path):
                 continue
             end = datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
             if entry.get("msg") == "step":
-                steps.append((end - entry["seconds"], end, entry["kind"], entry["urgency"],
-                              entry["items"], entry.get("device_wait_s")))
+                step = (end - entry["seconds"], end, entry["kind"], entry["urgency"],
+                        entry["items"], entry.get("device_wait_s"))
+                (beside if entry.get("ran_beside") else steps).append(step)
             elif (entry.get("msg") == "request" and entry.get("path") == "/v1/audio/speech"
                   and "ttfa_ms" in entry):
                 arrived = end - entry["duration_ms"] / 1000.0
                 requests.append((arrived, arrived + entry["ttfa_ms"] / 1000.0))
-    return requests, steps
+    return requests, without_steps_beside(steps, beside) + beside
+
+
+def without_steps_beside(steps, beside):
+    """`steps` with the spans of the `beside` steps cut out of the steps they ran inside: a step
+    in flight becomes its parts outside them, its items and GPU wait in its last part (the others
+    have no items, and count as no step)."""
+    cut = []
+    for start, stop, kind, urgency, items, gpu_wait in steps:
+        inner = sorted((b[0], b[1]) for b in beside if b[0] >= start and b[1] <= stop)
+        if not inner:
+            cut.append((start, stop, kind, urgency, items, gpu_wait))
+            continue
+        pieces, at = [], start
+        for b_start, b_stop in inner:
+            if b_start > at:
+                pieces.append((at, b_start))
+            at = max(at, b_stop)
+        if stop > at:
+            pieces.append((at, stop))
+        for i, (p_start, p_stop) in enumerate(pieces):
+            last = i == len(pieces) - 1
+            cut.append((p_start, p_stop, kind, urgency, items if last else 0,
+                        gpu_wait if last or gpu_wait is None else 0.0))
+    return cut
 
 
 def device_time(steps, begin, end):
@@ -65,7 +93,7 @@ def device_time(steps, begin, end):
         if overlap <= 0:
             continue
         row = spent[(kind, urgency)]
-        row[0] += 1
+        row[0] += 1 if items > 0 else 0  # a part of a step in flight before its last
         row[1] += items
         row[2] += overlap
         if gpu_wait is None or row[3] is None:

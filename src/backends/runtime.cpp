@@ -115,6 +115,7 @@ DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
               .limit = limit_, .max_split_size = max_split_size_, .release_before_reserve = true})),
       weights_allocator_(std::make_unique<CountingAllocator>(*allocator_)),
       persistent_allocator_(std::make_unique<CountingAllocator>(*allocator_)),
+      backend_name_(options.backend),
       weights_context_(*backend_, *weights_allocator_),
       persistent_context_(*backend_, *persistent_allocator_),
       context_(*backend_, *allocator_) {
@@ -127,6 +128,34 @@ DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
 }
 
 DeviceRuntime::~DeviceRuntime() = default;
+
+DeviceRuntime::SecondLane* DeviceRuntime::second_lane(size_t lane) {
+  VOXD_CHECK(lane < kLanes, "lane " + std::to_string(lane) + " of a runtime with " +
+                                std::to_string(kLanes) + " lanes");
+  if (lane == 0 || lanes() == 1) return nullptr;
+  std::call_once(second_lane_made_, [&] {
+    std::unique_ptr<Backend> backend = make_backend(backend_name_);
+    Backend& made = *backend;
+    second_lane_ = std::make_unique<SecondLane>(std::move(backend), Context(made, *allocator_),
+                                                Context(made, *persistent_allocator_));
+  });
+  return second_lane_.get();
+}
+
+Backend& DeviceRuntime::backend(size_t lane) {
+  SecondLane* second = second_lane(lane);
+  return second != nullptr ? *second->backend : *backend_;
+}
+
+Context& DeviceRuntime::context(size_t lane) {
+  SecondLane* second = second_lane(lane);
+  return second != nullptr ? second->context : context_;
+}
+
+Context& DeviceRuntime::persistent_context(size_t lane) {
+  SecondLane* second = second_lane(lane);
+  return second != nullptr ? second->persistent_context : persistent_context_;
+}
 
 uint64_t DeviceRuntime::weights_bytes() const {
   return weights_allocator_->stats().allocated_bytes;

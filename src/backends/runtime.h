@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -44,16 +45,27 @@ class DeviceRuntime {
   DeviceRuntime(const DeviceRuntime&) = delete;
   DeviceRuntime& operator=(const DeviceRuntime&) = delete;
 
-  Backend& backend() { return *backend_; }
+  // Lanes 0 and 1: queues of device work that run beside each other. On a backend that queues
+  // work (CUDA) lane 1 is a second backend of the same device with a queue of its own (a stream,
+  // its own cuBLAS handle and staging memory), made on first use, so that work queued on one lane
+  // may run while the host fills the other; both allocate from the one allocator under the one
+  // limit. Lane 0 is the backend the weights load through. A host backend's calls finish before
+  // they return, so nothing stays queued to run beside: there both lanes are lane 0.
+  static constexpr size_t kLanes = 2;
+  // How many distinct queues the lanes are: 2 on CUDA, 1 on host backends.
+  size_t lanes() const { return backend_->device().is_cpu() ? 1 : kLanes; }
+
+  // Lane `lane`'s backend (lane < kLanes).
+  Backend& backend(size_t lane = 0);
   Device device() const { return backend_->device(); }
   // For loading model weights: its allocations count as weights in the breakdown.
   Context& weights_context() { return weights_context_; }
-  // For running models: activations and workspaces.
-  Context& context() { return context_; }
-  // For buffers kept from one request to the next (the recorded vocoder graphs' arenas): they
-  // count apart, at the size of the blocks they take, so that an idle runtime holds exactly
+  // For running models on lane `lane`: activations and workspaces.
+  Context& context(size_t lane = 0);
+  // For buffers kept from one request to the next (recorded graphs' arenas), on lane `lane`:
+  // they count apart, at the size of the blocks they take, so that an idle runtime holds exactly
   // weights_bytes() + persistent_bytes().
-  Context& persistent_context() { return persistent_context_; }
+  Context& persistent_context(size_t lane = 0);
   // The allocator behind the contexts.
   CachingAllocator& allocator() { return *allocator_; }
   // The limit and max_split_size in bytes (UINT64_MAX: none).
@@ -95,9 +107,21 @@ class DeviceRuntime {
   std::unique_ptr<CountingAllocator> persistent_allocator_;
   std::unique_ptr<NvmlReader> nvml_;
   std::string pci_bus_id_;  // of a CUDA device, to find it in NVML
+  std::string backend_name_;
   Context weights_context_;
   Context persistent_context_;
   Context context_;
+  // Lane 1, made by the first call that asks for it.
+  struct SecondLane {
+    std::unique_ptr<Backend> backend;
+    Context context;
+    Context persistent_context;
+  };
+  std::once_flag second_lane_made_;
+  std::unique_ptr<SecondLane> second_lane_;
+  // Lane 1 on a backend that queues work, made when first asked for; null on host backends.
+  // Throws for a lane past kLanes.
+  SecondLane* second_lane(size_t lane);
 };
 
 }  // namespace voxd

@@ -51,6 +51,7 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   options.first_clause_alone = config.first_clause_alone;
   options.request_timeout = config.request_timeout;
   options.cuda_graphs = config.cuda_graphs;
+  options.overlap_steps = config.overlap_steps;
   options.acoustic_graph_bytes = config.acoustic_graph_bytes;
   options.acoustic_length_band = config.acoustic_length_band;
   options.warm_up_while_idle = config.warm_up_while_idle;

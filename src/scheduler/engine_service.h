@@ -44,6 +44,8 @@ struct EngineConfig {
   // Load a voice on first use; unload the least recently used idle one when memory is needed.
   bool lazy_voices = false;
   bool cuda_graphs = true;
+  // SchedulerOptions::overlap_steps.
+  bool overlap_steps = true;
   // SchedulerOptions::acoustic_length_band.
   double acoustic_length_band = SchedulerOptions{}.acoustic_length_band;
   // SchedulerOptions::acoustic_graph_bytes.

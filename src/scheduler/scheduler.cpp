@@ -335,6 +335,7 @@ void Scheduler::warm_further(std::unique_lock<std::mutex>& lock) {
     const Clock::time_point started = Clock::now();
     try {
       more = kind->warm_further(*voice, pacing_, budget_);
+      runtime_.backend(kind->lane()).synchronize();  // as after a step (start_step)
     } catch (const std::exception& e) {
       spdlog::warn("warming up the {} steps of voice '{}' further failed: {}", kind->name(),
                    voice->card().name, e.what());
@@ -362,12 +363,16 @@ void Scheduler::loop() {
     const Clock::time_point now = Clock::now();
     reap(now);
     if (stopping_) break;
+    // While a step is in flight, only kinds of the other lanes propose.
+    const bool busy = in_flight_ != nullptr;
+    const size_t busy_lane = busy ? in_flight_->kind->lane() : 0;
     StepKind* chosen = nullptr;
     Batch best;
     try {
       for (const FamilyKinds& family : families_) {
         if (family.streams.empty()) continue;
         for (const auto& kind : family.kinds) {
+          if (busy && kind->lane() == busy_lane) continue;
           Batch batch = kind->propose(family.streams, pacing_, now);
           if (batch.items.empty()) continue;
           if (chosen == nullptr || batch.slack_s < best.slack_s) {
@@ -383,76 +388,144 @@ void Scheduler::loop() {
       continue;
     }
     if (chosen == nullptr) {
-      if (warming_.empty()) {
+      if (busy) {
+        complete_in_flight(lock);
+      } else if (warming_.empty()) {
         work_.wait_for(lock, kPoll);
       } else {
         warm_further(lock);
       }
       continue;
     }
+    auto step = std::make_unique<StartedStep>();
+    step->kind = chosen;
+    step->batch = std::move(best);
     step_running_ = true;
     lock.unlock();
-    StepOutput output;
-    std::exception_ptr error;
-    Admission admission;
-    const size_t proposed = best.items.size();
-    const bool debug = spdlog::should_log(spdlog::level::debug);
-    // Segments reserved during the step: each a cudaMalloc on a GPU, which waits for the device.
-    const uint64_t reserves_before = debug ? runtime_.allocator().stats().num_segment_reserves : 0;
-    const double waited_before = debug ? runtime_.backend().device_wait_seconds() : 0;
-    runtime_.backend().profile_host_time(debug);
-    if (debug) (void)runtime_.backend().take_host_profile();  // what ran between steps
-    const Clock::time_point started = Clock::now();
-    try {
-      output = execute(*chosen, best, admission);
-    } catch (...) {
-      error = std::current_exception();
+    start_step(*step);
+    if (busy) {  // a step beside the one in flight runs whole; the older one is delivered first
+      finish_step(*step);
+      step->beside = in_flight_->kind->name();
+      step->ran_beside = true;
+      in_flight_->beside = step->kind->name();
+      finish_step(*in_flight_);
     }
-    const double seconds = seconds_between(started, Clock::now());
     const uint64_t available = budget_.available();
     lock.lock();
-    if (debug) {  // no fields built on the hot path otherwise
-      const OpTimes ops = op_times(runtime_.backend().take_host_profile());
-      server::log_event(
-          spdlog::level::debug, "step",
-          {{"kind", chosen->name()},
-           {"urgency", urgency_name(best.urgency)},
-           {"proposed", proposed},
-           {"items", best.items.size()},
-           {"admission_s", admission.seconds},
-           {"seconds", seconds},
-           {"segment_reserves",
-            runtime_.allocator().stats().num_segment_reserves - reserves_before},
-           {"device_wait_s", runtime_.backend().device_wait_seconds() - waited_before},
-           {"ops_host_s", ops.seconds},
-           {"top_ops", ops.top},
-           {"streams", streams_.size()}});
+    if (busy) {
+      deliver_step(*in_flight_);
+      in_flight_.reset();
     }
-    step_running_ = false;
-    budget_bytes_.store(available);
-    if (error) {
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        spdlog::warn("{} step of {} items failed: {}", chosen->name(), best.items.size(), e.what());
-      } catch (...) {
-        spdlog::warn("{} step of {} items failed", chosen->name(), best.items.size());
-      }
-      for (const auto& stream : best.items) fail(*stream, error);
-      if (server::MetricsRegistry* metrics = metrics_.load()) {
-        metrics
-            ->counter("voxd_engine_step_failures_total", "Steps that threw, by kind.",
-                      {{"kind", chosen->name()}})
-            .inc();
-      }
+    if (step->in_flight) {
+      in_flight_ = std::move(step);
     } else {
-      deliver(best, output);
-      record_step(*chosen, best.items.size(), seconds, admission.shrunk, output.preempted);
+      deliver_step(*step);
     }
+    step_running_ = in_flight_ != nullptr;
+    budget_bytes_.store(available);
   }
+  if (in_flight_) complete_in_flight(lock);
   for (const auto& stream : streams_) {
     if (stream->running()) fail(*stream, std::make_exception_ptr(shutting_down()));
   }
+}
+
+void Scheduler::start_step(StartedStep& step) {
+  Backend& backend = runtime_.backend(step.kind->lane());
+  step.proposed = step.batch.items.size();
+  const bool debug = spdlog::should_log(spdlog::level::debug);
+  if (debug) {
+    // Segments reserved during the step: each a cudaMalloc on a GPU, which waits for the device.
+    step.reserves_before = runtime_.allocator().stats().num_segment_reserves;
+    step.waited_before = backend.device_wait_seconds();
+  }
+  backend.profile_host_time(debug);
+  if (debug) (void)backend.take_host_profile();  // what ran between steps
+  step.started = Clock::now();
+  try {
+    step.in_flight = execute(*step.kind, step.batch, step.admission, step.output);
+    // A step that ran whole leaves nothing queued on its lane: the memory it gave back may go
+    // to a step of another lane, whose work does not wait for this lane's.
+    if (!step.in_flight) backend.synchronize();
+  } catch (...) {
+    step.error = std::current_exception();
+    try {
+      backend.synchronize();
+    } catch (const std::exception& e) {  // the step's own failure is the one reported
+      spdlog::warn("waiting for the {} step's device work failed: {}", step.kind->name(), e.what());
+    }
+  }
+  if (!step.in_flight) step.seconds = seconds_between(step.started, Clock::now());
+}
+
+void Scheduler::finish_step(StartedStep& step) {
+  if (!step.in_flight) return;
+  try {
+    step.output = step.in_flight->finish();
+  } catch (...) {
+    step.error = std::current_exception();
+  }
+  step.in_flight.reset();
+  step.seconds = seconds_between(step.started, Clock::now());
+}
+
+void Scheduler::settle_in_flight() {
+  if (in_flight_) finish_step(*in_flight_);
+}
+
+void Scheduler::complete_in_flight(std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  finish_step(*in_flight_);
+  const uint64_t available = budget_.available();
+  lock.lock();
+  deliver_step(*in_flight_);
+  in_flight_.reset();
+  step_running_ = false;
+  budget_bytes_.store(available);
+}
+
+void Scheduler::deliver_step(StartedStep& step) {
+  StepKind& kind = *step.kind;
+  if (spdlog::should_log(spdlog::level::debug)) {  // no fields built on the hot path otherwise
+    Backend& backend = runtime_.backend(kind.lane());
+    const OpTimes ops = op_times(backend.take_host_profile());
+    server::log_event(spdlog::level::debug, "step",
+                      {{"kind", kind.name()},
+                       {"urgency", urgency_name(step.batch.urgency)},
+                       {"proposed", step.proposed},
+                       {"items", step.batch.items.size()},
+                       {"admission_s", step.admission.seconds},
+                       {"seconds", step.seconds},
+                       {"beside", step.beside != nullptr ? step.beside : ""},
+                       {"ran_beside", step.ran_beside},
+                       {"segment_reserves",
+                        runtime_.allocator().stats().num_segment_reserves - step.reserves_before},
+                       {"device_wait_s", backend.device_wait_seconds() - step.waited_before},
+                       {"ops_host_s", ops.seconds},
+                       {"top_ops", ops.top},
+                       {"streams", streams_.size()}});
+  }
+  if (step.error) {
+    try {
+      std::rethrow_exception(step.error);
+    } catch (const std::exception& e) {
+      spdlog::warn("{} step of {} items failed: {}", kind.name(), step.batch.items.size(),
+                   e.what());
+    } catch (...) {
+      spdlog::warn("{} step of {} items failed", kind.name(), step.batch.items.size());
+    }
+    for (const auto& stream : step.batch.items) fail(*stream, step.error);
+    if (server::MetricsRegistry* metrics = metrics_.load()) {
+      metrics
+          ->counter("voxd_engine_step_failures_total", "Steps that threw, by kind.",
+                    {{"kind", kind.name()}})
+          .inc();
+    }
+    return;
+  }
+  deliver(step.batch, step.output);
+  record_step(kind, step.batch.items.size(), step.seconds, step.admission.shrunk,
+              step.output.preempted, step.ran_beside);
 }
 
 void Scheduler::reap(Clock::time_point now) {
@@ -482,7 +555,8 @@ void Scheduler::reap(Clock::time_point now) {
   }
 }
 
-StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission) {
+std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission,
+                                                 StepOutput& output) {
   const Clock::time_point started = Clock::now();
   VoiceEntry& voice = *batch.voice;
   ensure_loaded(voice);
@@ -499,19 +573,18 @@ StepOutput Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission
     // Recordings before idle voices: recording again costs less than loading a voice again.
     if (budget_.reclaim(footprint)) continue;
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
-    StepOutput out;
-    out.audio.resize(1);
-    out.errors.push_back(std::make_exception_ptr(
+    output.audio.resize(1);
+    output.errors.push_back(std::make_exception_ptr(
         StepRefusalError(kind.too_big(batch, footprint, budget_.available()))));
     batch.items.resize(1);
-    return out;
+    return nullptr;
   }
   // The items cut off hold what they held: the step may take it back first (most slack first).
   batch.preemptible.insert(batch.preemptible.begin(), batch.items.rbegin(),
                            batch.items.rend() - static_cast<std::ptrdiff_t>(size));
   batch.items.resize(size);
   admission.seconds = seconds_between(started, Clock::now());
-  return kind.run(batch, budget_);
+  return kind.start(batch, budget_, output);
 }
 
 void Scheduler::ensure_loaded(VoiceEntry& voice) {
@@ -541,6 +614,7 @@ uint64_t Scheduler::release_recordings(uint64_t needed) {
   // Nothing goes for a step that would not fit even without them; then one voice's at a time,
   // until it fits.
   if (releasable == 0 || budget_.available() + releasable < needed) return 0;
+  settle_in_flight();  // a step in flight may be replaying a recording
   uint64_t bytes = 0;
   for (const auto& entry : voices_.entries()) {
     if (budget_.available() >= needed) break;
@@ -567,6 +641,7 @@ bool Scheduler::unload_idle_voice(const VoiceEntry* keep) {
     }
   }
   if (victim == nullptr) return false;
+  settle_in_flight();  // its voice has no stream left, but its work may still be on the device
   voices_.unload(*victim);
   runtime_.release_cached();
   if (server::MetricsRegistry* metrics = metrics_.load()) {
@@ -621,10 +696,11 @@ void Scheduler::update_mirrors(Stream& stream) {
 }
 
 void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk,
-                            int64_t preempted) {
+                            int64_t preempted, bool beside) {
   StepCounts& counts = counts_[kind.name()];
   ++counts.steps;
   if (shrunk) ++counts.shrunk;
+  if (beside) ++counts.beside;
   counts.preempted += static_cast<uint64_t>(preempted);
   counts.largest_batch = std::max(counts.largest_batch, static_cast<int64_t>(batch));
   server::MetricsRegistry* metrics = metrics_.load();
@@ -642,6 +718,13 @@ void Scheduler::record_step(const StepKind& kind, size_t batch, double seconds, 
     metrics
         ->counter("voxd_engine_batches_shrunk_total",
                   "Batches made smaller to fit the memory budget, by kind.", labels)
+        .inc();
+  }
+  if (beside) {
+    metrics
+        ->counter("voxd_engine_steps_beside_total",
+                  "Steps run while a step of another lane was still on the device, by kind.",
+                  labels)
         .inc();
   }
   if (preempted > 0) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,7 @@ struct StepCounts {
   uint64_t shrunk = 0;  // batches made smaller to fit the memory budget
   int64_t largest_batch = 0;
   uint64_t preempted = 0;  // streams a step preempted (StepOutput::preempted)
+  uint64_t beside = 0;     // steps run while a step of another lane was in flight
 };
 
 class Scheduler {
@@ -117,9 +119,40 @@ class Scheduler {
     bool shrunk = false;   // the batch was cut to fit the memory budget
     double seconds = 0.0;  // loading the voice and planning the step's memory
   };
-  // Device thread, without the lock: admission by memory, then the step. Cuts `batch` to the
-  // items run and returns what the step made.
-  StepOutput execute(StepKind& kind, Batch& batch, Admission& admission);
+  // Device thread, without the lock: admission by memory, then the step's start. Cuts `batch` to
+  // the items run; returns the step in flight, or null with what it made in `output`.
+  std::unique_ptr<StepInFlight> execute(StepKind& kind, Batch& batch, Admission& admission,
+                                        StepOutput& output);
+  // A step from its start to its delivery.
+  struct StartedStep {
+    StepKind* kind = nullptr;
+    Batch batch;
+    size_t proposed = 0;  // items before admission cut the batch
+    Admission admission;
+    Clock::time_point started;
+    double seconds = 0.0;                     // from its start to its output
+    std::unique_ptr<StepInFlight> in_flight;  // until finished
+    StepOutput output;
+    std::exception_ptr error;
+    // The kind of the step in flight while this one ran, or of the one that ran while this one
+    // was in flight; whether this one is the former.
+    const char* beside = nullptr;
+    bool ran_beside = false;
+    // For the debug log: the allocator's and the lane's counts when it started.
+    uint64_t reserves_before = 0;
+    double waited_before = 0.0;
+  };
+  // Device thread, without the lock: execute() with the step's timing and host profile.
+  void start_step(StartedStep& step);
+  // Device thread, without the lock: waits for a step in flight; keeps its output or error.
+  void finish_step(StartedStep& step);
+  // Device thread, under the lock: logs the step, hands its output to its streams, counts it.
+  void deliver_step(StartedStep& step);
+  // Device thread, under the lock: finishes and delivers the step in flight.
+  void complete_in_flight(std::unique_lock<std::mutex>& lock);
+  // Device thread, without the lock: finishes the step in flight, if any (delivered later), so
+  // that no device work reads memory about to be freed.
+  void settle_in_flight();
   // Device thread: makes `voice`'s models loaded, unloading idle voices when memory is short.
   void ensure_loaded(VoiceEntry& voice);
   // Device thread, between steps (the budget's Reclaim): when, with the loaded voices'
@@ -136,7 +169,7 @@ class Scheduler {
   void fail(Stream& stream, std::exception_ptr error);
   void update_mirrors(Stream& stream);
   void record_step(const StepKind& kind, size_t batch, double seconds, bool shrunk,
-                   int64_t preempted);
+                   int64_t preempted, bool beside);
   void record_finished(const Stream& stream, Clock::time_point now);
 
   DeviceRuntime& runtime_;
@@ -156,6 +189,9 @@ class Scheduler {
   // its pieces took so far.
   std::vector<std::pair<VoiceEntry*, StepKind*>> warming_;
   double warming_s_ = 0.0;
+  // The step whose device work is still queued (device thread): steps of other lanes run
+  // beside it, and it is delivered before them, in the order the steps started.
+  std::unique_ptr<StartedStep> in_flight_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;      // the device thread waits on it

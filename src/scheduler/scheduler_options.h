@@ -17,6 +17,10 @@ struct SchedulerOptions {
   int64_t first_chunk_frames = 32;
   std::chrono::milliseconds request_timeout{300000};
   bool cuda_graphs = true;
+  // Steps of a kind on a lane of its own (DeviceRuntime::lanes; a FastSpeech2 voice's acoustic
+  // model) run while a vocoder step's device work is still queued; false: every step on lane 0,
+  // one at a time.
+  bool overlap_steps = true;
   // A FastSpeech2 acoustic step takes sentences whose phoneme counts are within this factor (at
   // least 1) of its lead's: wider, fewer steps with more padding (masked, so it costs time, not
   // correctness).

@@ -133,11 +133,26 @@ class StepRefusalError : public std::exception {
   StepRefusal refusal_;
 };
 
+// A step whose device work is still queued when StepKind::start returns: finish() waits for it
+// and returns what the step made (or throws, failing every item, as run() would). The scheduler
+// calls finish() once, on the device thread, before any other step of the same lane starts, and
+// before it frees memory that steps only use for speed or unloads a voice.
+class StepInFlight {
+ public:
+  virtual ~StepInFlight() = default;
+  virtual StepOutput finish() = 0;
+};
+
 class StepKind {
  public:
   virtual ~StepKind() = default;
   // "acoustic", "vocoder": the label of this kind's metrics.
   virtual const char* name() const = 0;
+  // The runtime's lane (DeviceRuntime::lanes) this kind's steps queue their device work on.
+  // While a step is in flight (start) only steps of other lanes run, so a step of a kind on
+  // another lane than the vocoder's (the acoustic model's) runs while the vocoder's step is on
+  // the device.
+  virtual size_t lane() const { return 0; }
   // Device thread, under the scheduler's lock: the batch this kind would run next from
   // `streams` (the streams of this kind's family), at most pacing.max_batch items; empty when
   // none wants this kind of work.
@@ -153,6 +168,16 @@ class StepKind {
   // Device thread, without the lock: runs `batch` in planned arenas, advancing the streams'
   // device-thread state. Throwing fails every request in the batch.
   virtual StepOutput run(const Batch& batch, MemoryBudget& budget) = 0;
+  // Device thread, without the lock: run() that may return before the step's device work is
+  // done. Returns the step in flight, whose finish() gives its output; or null when the step
+  // ran whole and `output` holds what it made (the default: run()). The streams' device-thread
+  // state advances here, as in run(); a step in flight holds no memory that the allocator may
+  // hand to another step.
+  virtual std::unique_ptr<StepInFlight> start(const Batch& batch, MemoryBudget& budget,
+                                              StepOutput& output) {
+    output = run(batch, budget);
+    return nullptr;
+  }
   // Device thread, before the first request: runs this kind's steps for `voice` (loaded) once on
   // made-up input within `budget`, so that one-time costs (loading kernels, recording graphs) are
   // not paid by a client. Throwing is logged and ignored.

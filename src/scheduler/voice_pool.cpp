@@ -55,6 +55,9 @@ VoiceEntry* VoicePool::find(const std::string& id) const {
 void VoicePool::load(VoiceEntry& entry) {
   if (entry.models) return;
   entry.models = entry.definition->load(runtime_.weights_context(), dtype_, scheduling_);
+  // The weights' copies and conversions are queued on lane 0: done before a step of any lane
+  // reads them.
+  runtime_.backend().synchronize();
   entry.last_used = Clock::now();
   entry.kv_cache_pages.store(entry.models->kv_cache_pages());
   entry.kv_cache_page_bytes.store(entry.models->kv_cache_page_bytes());

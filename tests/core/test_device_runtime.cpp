@@ -1,4 +1,5 @@
 // DeviceRuntime on the cpu backend: tensors from both contexts come from its caching allocator,
+// both lanes are lane 0,
 // weights show apart from workspaces in the breakdown and the summary, the limit and
 // max_split_size are resolved and checked, and cached memory can be released.
 
@@ -58,6 +59,17 @@ TEST(DeviceRuntime, BothContextsAllocateFromTheCachingAllocator) {
   EXPECT_EQ(runtime.weights_bytes(), 0u);
   EXPECT_EQ(runtime.allocator().stats().num_frees, 2u);
   EXPECT_FALSE(runtime.device_reading().has_value());  // no NVML on the host
+}
+
+TEST(DeviceRuntime, AHostBackendsLanesAreAllLaneZero) {
+  DeviceRuntime runtime(RuntimeOptions{});
+  EXPECT_EQ(runtime.lanes(), 1u);
+  for (size_t lane = 0; lane < DeviceRuntime::kLanes; ++lane) {
+    EXPECT_EQ(&runtime.backend(lane), &runtime.backend());
+    EXPECT_EQ(&runtime.context(lane), &runtime.context());
+    EXPECT_EQ(&runtime.persistent_context(lane), &runtime.persistent_context());
+  }
+  EXPECT_THROW(runtime.backend(DeviceRuntime::kLanes), Error);
 }
 
 TEST(DeviceRuntime, RunsAVoiceAndShowsWeightsApartFromWorkspaces) {

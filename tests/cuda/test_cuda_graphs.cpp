@@ -22,6 +22,7 @@
 
 #include "../families/fastspeech2/vocoder_test_util.h"
 #include "../scheduler/run_job.h"
+#include "backends/runtime.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
 #include "core/ops.h"
@@ -368,6 +369,86 @@ TEST(VocoderGraphsServed, FirstAndInteriorChunksSpeakAsWithoutThem) {
   const uint64_t held = service.runtime().persistent_bytes() - without.persistent_bytes;
   EXPECT_GE(held, largest.bytes());
   EXPECT_LT(held, 2 * largest.bytes());
+}
+
+// A replay started on lane 0 (VocoderGraphs::start) and the acoustic model run whole on lane 1
+// meanwhile (DeviceRuntime::lanes: two streams, one allocator) each give what they give alone,
+// and no replay over the graphs' memory may start before the started one is finished.
+TEST(LanesOnGpu, AReplayInFlightAndAnAcousticStepBesideItGiveWhatEachGivesAlone) {
+  DeviceRuntime runtime({.backend = "cuda"});
+  ASSERT_EQ(runtime.lanes(), 2u);
+  ASSERT_NE(&runtime.backend(0), &runtime.backend(1));
+  EXPECT_EQ(&runtime.context(1).allocator(), &runtime.allocator());
+  EXPECT_EQ(&runtime.context(1).backend(), &runtime.backend(1));
+  const std::unique_ptr<Voice> voice =
+      Voice::load(runtime.weights_context(), source_dir() + "/voices/en-demo", DType::F32);
+  const HifiGan& vocoder = voice->vocoder();
+  const FastSpeech2& acoustic = voice->acoustic();
+  const int64_t frames = 64 + 2 * vocoder.config().receptive_field_frames();
+  VocoderGraphs graphs(runtime.persistent_context(), vocoder, frames);
+  ASSERT_TRUE(graphs.enabled());
+
+  std::vector<std::vector<int64_t>> ids(4);
+  for (size_t b = 0; b < ids.size(); ++b) {
+    for (int64_t i = 0; i < 24 + 6 * static_cast<int64_t>(b); ++i) {
+      ids[b].push_back(1 + (i * 7 + static_cast<int64_t>(b) * 3) % (acoustic.n_symbols() - 1));
+    }
+  }
+  const auto acoustic_mel = [&](Context& ctx) {
+    SynthesisControls controls;
+    controls.mask_padding = true;
+    const AcousticEncoding encoding = acoustic.encode(ctx, ids, {}, controls);
+    return ops::to_host(ctx, acoustic.decode(ctx, encoding, controls).mel, DType::F32);
+  };
+  Context& lane0 = runtime.context(0);
+  const Tensor acoustic_alone = acoustic_mel(lane0);
+  unsigned seed = 40;
+  for (int round = 0; round < 3; ++round) {
+    const std::string what = "round " + std::to_string(round);
+    const Tensor mel = random_mel({16, vocoder.config().num_mels, frames}, seed++);
+    const Tensor want = ops::to_host(
+        lane0, vocoder.forward(lane0, ops::to_device(lane0, mel, vocoder.dtype())), DType::F32);
+    graphs.start(mel);
+    EXPECT_THROW(graphs.start(mel), Error) << what << ": a replay over a started one's output";
+    const Tensor beside = acoustic_mel(runtime.context(1));
+    const Tensor audio = graphs.finish();
+    expect_matches(audio, want, DType::F32, what + ": the replay in flight");
+    expect_matches(beside, acoustic_alone, DType::F32, what + ": the acoustic model beside it");
+  }
+}
+
+// Requests of several sentences, so that acoustic steps (lane 1) run while the vocoder's replays
+// (lane 0) are in flight: the audio is what a server that runs one step at a time makes, alone
+// and batched.
+TEST(StepsBesideServed, SpeakAsOneStepAtATime) {
+  const std::vector<std::string> texts = {
+      kServedTexts[0] + " " + kServedTexts[1] + " " + kServedTexts[3],
+      kServedTexts[2] + " " + kServedTexts[3] + " " + kServedTexts[0],
+      kServedTexts[1] + " " + kServedTexts[2]};
+  scheduler::EngineConfig one_at_a_time = served_config(0);
+  one_at_a_time.overlap_steps = false;
+  std::vector<std::vector<float>> expected;
+  {
+    scheduler::EngineService service(one_at_a_time);
+    for (const std::string& text : texts) {
+      expected.push_back(scheduler::speak(service, served_request(text)));
+    }
+    EXPECT_EQ(service.step_counts("acoustic").beside, 0u);
+  }
+  scheduler::EngineService service(served_config(0));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    scheduler::expect_same_audio(expected[i], scheduler::speak(service, served_request(texts[i])),
+                                 "alone: " + texts[i]);
+  }
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (const std::string& text : texts) jobs.push_back(service.admit(served_request(text)));
+  const std::vector<std::vector<float>> together = scheduler::run_all(jobs);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    scheduler::expect_same_audio(expected[i], together[i], "together: " + texts[i]);
+  }
+  EXPECT_GT(service.step_counts("acoustic").beside, 0u)
+      << "no acoustic step ran while a vocoder step was in flight";
+  EXPECT_EQ(service.step_counts("vocoder").beside, 0u);
 }
 
 // Memory held by recorded acoustic steps goes back for a step that needs it. The smallest limit

@@ -5,18 +5,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/runtime.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
+#include "made_up_family.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/voice_pool.h"
@@ -58,48 +55,6 @@ class Recorder final : public LoadedVoice {
 
   Tensor recording;  // in the persistent context, as a graph's arena
   int releases = 0;
-};
-
-class SilentFrontEnd final : public text::FrontEnd {
- public:
-  text::Analysis analyze(std::string_view text) const override {
-    text::Analysis analysis;
-    analysis.normalized = std::string(text);
-    analysis.sentences.emplace_back().text = analysis.normalized;
-    return analysis;
-  }
-  std::string unit_name() const override { return "none"; }
-};
-
-class RecorderVoice final : public VoiceDefinition {
- public:
-  explicit RecorderVoice(const std::string& directory) {
-    card_.name = fs::path(directory).filename().string();
-    card_.directory = directory;
-    card_.family = kType;
-    card_.sample_rate = 16000;
-  }
-  const VoiceCard& card() const override { return card_; }
-  const text::FrontEnd& front_end() const override { return front_end_; }
-  PreparedStream prepare(std::string_view, const SpeechOptions&,
-                         const SchedulerOptions&) const override {
-    return {std::make_unique<OneStepWork>(kMiB), 1 << 20};
-  }
-  std::unique_ptr<LoadedVoice> load(Context&, DType, const SchedulerOptions&) const override {
-    return std::make_unique<Recorder>();
-  }
-  WorkspacePlan plan_memory(Backend&, DType, const PlanShape&,
-                            std::vector<std::string>&) const override {
-    throw InputError("not planned in this test");
-  }
-  uint64_t smallest_step_bytes(Backend&, const LoadedVoice&,
-                               const SchedulerOptions&) const override {
-    return 0;
-  }
-
- private:
-  VoiceCard card_;
-  SilentFrontEnd front_end_;
 };
 
 // A step of one stream: a workspace of its work's step_bytes, then, on the voice's first step,
@@ -152,7 +107,8 @@ class RecorderFamily final : public Family {
  public:
   std::string_view type() const override { return kType; }
   std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
-    return std::make_unique<RecorderVoice>(directory);
+    return std::make_unique<testing::MadeUpVoice>(directory, kType,
+                                                  [] { return std::make_unique<Recorder>(); });
   }
   std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,
                                                     const SchedulerOptions&) const override {
@@ -168,15 +124,10 @@ class Reclaim : public ::testing::Test {
   Reclaim()
       : directory_(fs::temp_directory_path() / ("voxd-reclaim-" + std::to_string(::getpid()))),
         runtime_({.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(kLimit)}) {
-    std::vector<std::string> directories;
-    for (const char* name : {"a", "b"}) {
-      fs::create_directories(directory_ / name);
-      std::ofstream(directory_ / name / "config.json") << R"({"type": ")" << kType << R"("})";
-      directories.push_back((directory_ / name).string());
-    }
     families_.add(std::make_unique<RecorderFamily>());
-    voices_ = std::make_unique<VoicePool>(runtime_, families_, directories, DType::F32,
-                                          /*lazy=*/false, SchedulerOptions{});
+    voices_ = std::make_unique<VoicePool>(
+        runtime_, families_, testing::make_voice_directories(directory_, kType, {"a", "b"}),
+        DType::F32, /*lazy=*/false, SchedulerOptions{});
     scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, SchedulerOptions{});
   }
   ~Reclaim() override {
@@ -193,32 +144,7 @@ class Reclaim : public ::testing::Test {
   // Admits a stream of voice `name` whose one step takes `step_bytes`, and waits for its end:
   // its samples, or the exception it failed with.
   std::vector<float> speak(const std::string& name, uint64_t step_bytes) {
-    std::shared_ptr<Stream> stream =
-        scheduler_->admit(voice(name), {std::make_unique<OneStepWork>(step_bytes), 1 << 20});
-    std::mutex mutex;
-    std::condition_variable news;
-    bool woken = false;
-    scheduler_->watch(*stream, [&] {
-      std::lock_guard lock(mutex);
-      woken = true;
-      news.notify_all();
-    });
-    std::vector<float> samples;
-    for (;;) {
-      {
-        std::unique_lock lock(mutex);
-        news.wait_for(lock, std::chrono::milliseconds(50), [&] { return woken; });
-        woken = false;
-      }
-      try {
-        if (scheduler_->take(*stream, samples)) break;
-      } catch (...) {
-        scheduler_->release(*stream);
-        throw;
-      }
-    }
-    scheduler_->release(*stream);
-    return samples;
+    return testing::speak(*scheduler_, voice(name), std::make_unique<OneStepWork>(step_bytes));
   }
 
   fs::path directory_;

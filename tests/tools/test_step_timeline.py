@@ -28,8 +28,10 @@ def speech(end, duration_ms, ttfa_ms):
                 status=200, duration_ms=duration_ms, ttfa_ms=ttfa_ms)
 
 
-def step(end, seconds, kind, urgency, items, device_wait_s=None):
+def step(end, seconds, kind, urgency, items, device_wait_s=None, ran_beside=None):
     fields = {} if device_wait_s is None else {"device_wait_s": device_wait_s}
+    if ran_beside is not None:
+        fields["ran_beside"] = ran_beside
     return line(end, level="debug", msg="step", kind=kind, urgency=urgency, items=items,
                 seconds=seconds, **fields)
 
@@ -83,6 +85,27 @@ class TimelineTest(unittest.TestCase):
         self.assertIn("| to the p95 first audio | vocoder | first_audio | 1 | 2 | 0.200 | 40 % | |",
                       report)
         self.assertIn("| to the p95 first audio | idle | | | | 0.100 | 20 % | |", report)
+
+    def test_a_step_beside_one_in_flight_takes_its_span_from_it(self):
+        # A vocoder step in flight 0.1-0.5 s (its line written after the acoustic step's start,
+        # 0.2 s waiting for the GPU at its end), an acoustic step beside it 0.2-0.35 s, logged
+        # after it; first audio at 0.6 s. The device thread ran the vocoder step 0.1-0.2 and
+        # 0.35-0.5 s, the acoustic step between; idle 0-0.1 and 0.5-0.6 s.
+        t = self.timeline_of([
+            step(0.5, 0.4, "vocoder", "first_audio", 8, device_wait_s=0.12, ran_beside=False),
+            step(0.35, 0.15, "acoustic", "first_audio", 4, device_wait_s=0.03, ran_beside=True),
+            speech(0.6, 600, 600),
+        ])
+        before = t["parts"]["to the p95 first audio"]
+        self.assertAlmostEqual(before["idle_s"], 0.2, places=6)
+        busy = {r["kind"]: (r["steps"], r["items"], r["seconds"], r["gpu_wait_s"])
+                for r in before["busy"]}
+        self.assertEqual(busy["vocoder"][:2], (1, 8))
+        self.assertAlmostEqual(busy["vocoder"][2], 0.25, places=6)
+        self.assertAlmostEqual(busy["vocoder"][3], 0.12, places=6)
+        self.assertEqual(busy["acoustic"][:2], (1, 4))
+        self.assertAlmostEqual(busy["acoustic"][2], 0.15, places=6)
+        self.assertAlmostEqual(busy["acoustic"][3], 0.03, places=6)
 
     def test_a_log_without_steps_says_what_to_do(self):
         with self.assertRaisesRegex(ValueError, "--log-level debug"):

@@ -66,6 +66,7 @@ std::vector<std::pair<int64_t, int64_t>> warm_ladder(int64_t max_batch) {
 
 AcousticKind::AcousticKind(DeviceRuntime& runtime, const scheduler::SchedulerOptions& options)
     : runtime_(runtime),
+      lane_(options.overlap_steps ? 1 : 0),
       chunk_frames_(options.chunk_frames),
       first_chunk_frames_(options.first_chunk_frames),
       graph_bytes_(options.cuda_graphs ? options.acoustic_graph_bytes : 0),
@@ -106,7 +107,7 @@ const AcousticEncoderPlan& AcousticKind::encoder_plan(const VoiceEntry& voice, i
   return encoder_plans_.get(std::make_tuple(&voice, batch, phonemes), [&] {
     const Clock::time_point started = Clock::now();
     AcousticEncoderPlan made = plan_acoustic_encoder(
-        runtime_.backend(), models_of(voice).voice->acoustic(), batch, phonemes,
+        runtime_.backend(lane_), models_of(voice).voice->acoustic(), batch, phonemes,
         /*mask_padding=*/true);
     planning_s_ += std::chrono::duration<double>(Clock::now() - started).count();
     return made;
@@ -117,8 +118,9 @@ const ArenaLayout& AcousticKind::decoder_plan(const VoiceEntry& voice, int64_t b
                                               int64_t phonemes, int64_t frames) {
   return decoder_plans_.get(std::make_tuple(&voice, batch, phonemes, frames), [&] {
     const Clock::time_point started = Clock::now();
-    ArenaLayout made = plan_acoustic_decoder(runtime_.backend(), models_of(voice).voice->acoustic(),
-                                             batch, phonemes, frames, /*mask_padding=*/true);
+    ArenaLayout made =
+        plan_acoustic_decoder(runtime_.backend(lane_), models_of(voice).voice->acoustic(), batch,
+                              phonemes, frames, /*mask_padding=*/true);
     planning_s_ += std::chrono::duration<double>(Clock::now() - started).count();
     return made;
   });
@@ -126,13 +128,13 @@ const ArenaLayout& AcousticKind::decoder_plan(const VoiceEntry& voice, int64_t b
 
 AcousticGraphs* AcousticKind::graphs_for(VoiceEntry& voice, size_t sentences) {
   if (graph_bytes_ == 0 || static_cast<int64_t>(sentences) > kGraphSentences ||
-      !runtime_.backend().can_capture()) {
+      !runtime_.backend(lane_).can_capture()) {
     return nullptr;
   }
   LoadedModels& models = models_of(voice);
   if (!models.acoustic_graphs) {
     models.acoustic_graphs = std::make_unique<AcousticGraphs>(
-        runtime_.persistent_context(), models.voice->acoustic(), graph_bytes_);
+        runtime_.persistent_context(lane_), models.voice->acoustic(), graph_bytes_);
   }
   return models.acoustic_graphs.get();
 }
@@ -192,7 +194,7 @@ StepOutput AcousticKind::run(const Batch& batch, MemoryBudget& budget) {
     const AcousticEncoderPlan& encoder =
         encoder_plan(entry, static_cast<int64_t>(n), controls.pad_to_phonemes);
     const AcousticEncoding encoding = run_acoustic_encoder_step(
-        runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(), ids, {},
+        runtime_.backend(lane_), runtime_.allocator(), models_of(entry).voice->acoustic(), ids, {},
         controls, encoder.encoder);
     encoded = Clock::now();
     frames = longest_mel(encoding, 0, n);
@@ -239,7 +241,7 @@ bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
                                                 .bytes()));
     if (!fits_in_place && budget.fits(MemoryBudget::footprint(hidden_bytes))) {
       encoding.hidden =
-          ops::to_device(runtime_.context(), encoding.hidden, encoding.hidden.dtype());
+          ops::to_device(runtime_.context(lane_), encoding.hidden, encoding.hidden.dtype());
       decode(batch, encoding, controls, 0, n, hidden_bytes, /*in_graph=*/false, budget, out);
     } else {
       decode(batch, encoding, controls, 0, n, 0, /*in_graph=*/true, budget, out);
@@ -247,7 +249,7 @@ bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
     return false;
   }
   // Downloaded as it is, converted on the host: no device memory outside the graph's arena.
-  const Tensor mel = ops::to_host(runtime_.context(), decoded->mel, decoded->mel.dtype())
+  const Tensor mel = ops::to_host(runtime_.context(lane_), decoded->mel, decoded->mel.dtype())
                          .to_host_contiguous(DType::F32);
   decoder_run_s_ += std::chrono::duration<double>(Clock::now() - started).count();
   to_chunkers(batch, encoding, mel, 0, batch.items.size());
@@ -287,14 +289,14 @@ bool AcousticKind::warm_further(VoiceEntry& voice, const Pacing& pacing, MemoryB
     return next < ladder.size();
   }
   AcousticEncoding encoding = run_acoustic_encoder_step(
-      runtime_.backend(), runtime_.allocator(), model, made_up_sentences(model, batch, phonemes),
-      {}, controls, encoder.encoder);
+      runtime_.backend(lane_), runtime_.allocator(), model,
+      made_up_sentences(model, batch, phonemes), {}, controls, encoder.encoder);
   // Whatever durations it predicted, the decoder runs on kWarmFramesPerPhoneme a symbol.
   std::vector<int64_t> durations(static_cast<size_t>(encoding.hidden.size(1)), 0);
   std::fill_n(durations.begin(), phonemes, kWarmFramesPerPhoneme);
   encoding.durations.assign(static_cast<size_t>(batch), durations);
   encoding.mel_lengths.assign(static_cast<size_t>(batch), frames);
-  (void)run_acoustic_decoder_step(runtime_.backend(), runtime_.allocator(), model, encoding,
+  (void)run_acoustic_decoder_step(runtime_.backend(lane_), runtime_.allocator(), model, encoding,
                                   controls, decoder);
   return next < ladder.size();
 }
@@ -336,7 +338,7 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
   }
   const Clock::time_point started = Clock::now();
   const AcousticOutput decoded = run_acoustic_decoder_step(
-      runtime_.backend(), runtime_.allocator(), models_of(entry).voice->acoustic(),
+      runtime_.backend(lane_), runtime_.allocator(), models_of(entry).voice->acoustic(),
       select_sequences(encoding, first, count), controls, decoder);
   decoder_run_s_ += std::chrono::duration<double>(Clock::now() - started).count();
   to_chunkers(batch, encoding, decoded.mel, first, count);

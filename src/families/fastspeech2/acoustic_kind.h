@@ -50,6 +50,9 @@ class AcousticKind final : public StepKind {
   AcousticKind(DeviceRuntime& runtime, const scheduler::SchedulerOptions& options);
 
   const char* name() const override { return "acoustic"; }
+  // Lane 1 with options.overlap_steps: the acoustic model's host-bound steps run while the
+  // vocoder's GPU-bound ones, on lane 0, are on the device.
+  size_t lane() const override { return lane_; }
   Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
                 Clock::time_point now) override;
   uint64_t footprint(const Batch& batch, size_t size) override;
@@ -91,6 +94,7 @@ class AcousticKind final : public StepKind {
                    size_t first, size_t count);
 
   DeviceRuntime& runtime_;
+  size_t lane_;
   int64_t chunk_frames_;
   int64_t first_chunk_frames_;
   uint64_t graph_bytes_;

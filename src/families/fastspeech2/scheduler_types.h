@@ -14,6 +14,7 @@ using scheduler::Batch;
 using scheduler::Clock;
 using scheduler::MemoryBudget;
 using scheduler::Pacing;
+using scheduler::StepInFlight;
 using scheduler::StepKind;
 using scheduler::StepOutput;
 using scheduler::StepRefusal;

@@ -80,9 +80,16 @@ VocoderGraphs::VocoderGraphs(Context& ctx, const HifiGan& vocoder, int64_t frame
   if (!memory_) memory_ = std::make_shared<SharedGraphMemory>(ctx.allocator());
 }
 
-VocoderGraphs::~VocoderGraphs() = default;
+VocoderGraphs::~VocoderGraphs() {
+  if (replaying_ != nullptr) memory_->set_replaying(false);
+}
 
 Tensor VocoderGraphs::run(const Tensor& mel) {
+  start(mel);
+  return finish();
+}
+
+void VocoderGraphs::start(const Tensor& mel) {
   const int64_t n_mels = vocoder_->config().num_mels;
   if (!mel.defined() || mel.dim() != 3 || mel.size(0) < 1 || mel.size(1) != n_mels ||
       mel.size(2) != frames_ || !mel.device().is_cpu() || !is_floating(mel.dtype())) {
@@ -90,15 +97,32 @@ Tensor VocoderGraphs::run(const Tensor& mel) {
                      " must be a float host tensor [B, " + std::to_string(n_mels) + ", " +
                      std::to_string(frames_) + "] with B >= 1 (the shape the graphs are for)");
   }
+  VOXD_CHECK(!started_ && !memory_->replaying(),
+             "VocoderGraphs: a replay started before the last one's audio was read");
   Context& ctx = *ctx_;
   if (!enabled()) {
-    return ops::to_host(ctx, vocoder_->forward(ctx, ops::to_device(ctx, mel, vocoder_->dtype())),
-                        DType::F32);
+    eager_audio_ = ops::to_host(
+        ctx, vocoder_->forward(ctx, ops::to_device(ctx, mel, vocoder_->dtype())), DType::F32);
+    started_ = true;
+    return;
   }
   Graph& graph = graph_for(mel.size(0));
   Context in_arena(ctx.backend(), *graph.arena);
   ctx.backend().copy(mel, graph.input, in_arena.scratch());
   graph.work->replay();
+  replaying_ = &graph;
+  started_ = true;
+  memory_->set_replaying(true);
+}
+
+Tensor VocoderGraphs::finish() {
+  VOXD_CHECK(started_, "VocoderGraphs::finish without start");
+  started_ = false;
+  if (replaying_ == nullptr) return std::move(eager_audio_);
+  Graph& graph = *replaying_;
+  replaying_ = nullptr;
+  memory_->set_replaying(false);
+  Context in_arena(ctx_->backend(), *graph.arena);
   return ops::to_host(in_arena, graph.output, DType::F32);
 }
 
@@ -117,6 +141,7 @@ uint64_t VocoderGraphs::bytes() const {
 }
 
 void VocoderGraphs::clear() {
+  VOXD_CHECK(!started_, "VocoderGraphs::clear between start and finish");
   graphs_.clear();
 }
 

@@ -45,6 +45,10 @@ class SharedGraphMemory final : public Allocator {
   AllocatorStats stats() const override;
   // The bytes an arena of `bytes` would take from upstream: 0 where the largest block holds it.
   uint64_t bytes_to_place(uint64_t bytes) const;
+  // Whether a replay over this memory is started and its audio not yet read
+  // (VocoderGraphs::start to finish): another replay would write over its output.
+  bool replaying() const { return replaying_; }
+  void set_replaying(bool replaying) { replaying_ = replaying; }
 
  private:
   struct Block {
@@ -57,6 +61,7 @@ class SharedGraphMemory final : public Allocator {
   Allocator* upstream_;
   std::map<void*, Block> blocks_;
   AllocatorStats stats_;
+  bool replaying_ = false;
 };
 
 class VocoderGraphs {
@@ -81,6 +86,13 @@ class VocoderGraphs {
   // later ones replay it. The result is a new host tensor, the caller's to keep. Throws
   // voxd::InputError for another shape, voxd::Error when the forward pass cannot be recorded.
   Tensor run(const Tensor& mel);
+  // run() in two halves, so that the host may do other work while the device replays: start()
+  // checks and copies the mel in and queues the replay (recording the graph first where it is
+  // new; on a backend that cannot record it runs the forward pass whole), and finish() waits for
+  // it and returns the audio. Between the two, no other VocoderGraphs over the same memory
+  // starts or runs (voxd::Error), and no clear().
+  void start(const Tensor& mel);
+  Tensor finish();
 
   // Batch sizes with a recorded graph.
   size_t graphs() const { return graphs_.size(); }
@@ -111,6 +123,10 @@ class VocoderGraphs {
   std::shared_ptr<SharedGraphMemory> memory_;  // before graphs_: their arenas lie over it
   std::map<int64_t, ArenaLayout> plans_;
   std::map<int64_t, std::unique_ptr<Graph>> graphs_;
+  // Between start() and finish(): the graph replaying, or the eager pass's audio.
+  Graph* replaying_ = nullptr;
+  Tensor eager_audio_;
+  bool started_ = false;
 };
 
 }  // namespace voxd

@@ -49,6 +49,53 @@ std::vector<size_t> chunk_indices(const Batch& batch) {
   return indices;
 }
 
+// Where an item's audio lies in its row of the step's output, read when its chunk is taken.
+struct AudioCut {
+  int64_t skip_samples;
+  int64_t samples;
+  int64_t silence_after;
+};
+
+// Each item's samples of `audio` [rows, samples] (row i is item i's), and its silence after.
+StepOutput cut_audio(const Tensor& audio, const std::vector<AudioCut>& cuts) {
+  StepOutput out;
+  out.audio.resize(cuts.size());
+  out.errors.resize(cuts.size());
+  const int64_t out_samples = audio.size(1);
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    const float* row =
+        audio.data<float>() + static_cast<int64_t>(i) * out_samples + cuts[i].skip_samples;
+    out.audio[i].assign(row, row + cuts[i].samples);
+    out.audio[i].resize(out.audio[i].size() + static_cast<size_t>(cuts[i].silence_after), 0.0f);
+  }
+  return out;
+}
+
+// A step replaying a recorded graph: its audio once the replay is done. `times`, where the step
+// counts in the voice's step times, gets the time from the start to the audio on the host.
+class ReplayInFlight final : public StepInFlight {
+ public:
+  ReplayInFlight(VocoderGraphs& graphs, std::vector<AudioCut> cuts, VocoderStepTimes* times,
+                 int64_t rows, Clock::time_point started)
+      : graphs_(graphs), cuts_(std::move(cuts)), times_(times), rows_(rows), started_(started) {}
+
+  StepOutput finish() override {
+    const Tensor audio = graphs_.finish();
+    if (times_ != nullptr) {
+      times_->record(rows_, graphs_.frames(),
+                     std::chrono::duration<double>(Clock::now() - started_).count());
+    }
+    return cut_audio(audio, cuts_);
+  }
+
+ private:
+  VocoderGraphs& graphs_;
+  std::vector<AudioCut> cuts_;
+  VocoderStepTimes* times_;
+  int64_t rows_;
+  Clock::time_point started_;
+};
+
 }  // namespace
 
 Batch VocoderKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
@@ -188,7 +235,14 @@ StepRefusal VocoderKind::too_big(const Batch& batch, uint64_t footprint, uint64_
                      "--chunk-frames"};
 }
 
-StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
+StepOutput VocoderKind::run(const Batch& batch, MemoryBudget& budget) {
+  StepOutput output;
+  const std::unique_ptr<StepInFlight> in_flight = start(batch, budget, output);
+  return in_flight ? in_flight->finish() : output;
+}
+
+std::unique_ptr<StepInFlight> VocoderKind::start(const Batch& batch, MemoryBudget&,
+                                                 StepOutput& output) {
   VoiceEntry& voice = *batch.voice;
   const HifiGan& vocoder = models_of(voice).voice->vocoder();
   const int64_t n_mels = vocoder.config().num_mels;
@@ -204,38 +258,32 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
   const auto started = Clock::now();
   // Shorter chunks (propose() took only those that may be) are padded on the right with zeros.
   Tensor mel = Tensor::zeros({rows, n_mels, frames}, DType::F32);
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    const Tensor& given = work_of(*batch.items[i]).ready[indices[i]].mel;
-    const int64_t given_frames = given.size(1);
-    for (int64_t c = 0; c < n_mels; ++c) {
-      std::memcpy(mel.data<float>() + (static_cast<int64_t>(i) * n_mels + c) * frames,
-                  given.data<float>() + c * given_frames,
-                  static_cast<size_t>(given_frames) * sizeof(float));
-    }
-  }
-  Tensor audio;
-  if (graphs) {
-    audio = graphs_of(voice, frames).run(mel);
-  } else {
-    audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
-                             plan(voice, chunks, frames));
-  }
-  if (!recording) {
-    models.vocoder_times.record(rows, frames,
-                                std::chrono::duration<double>(Clock::now() - started).count());
-  }
-
-  StepOutput out;
-  out.audio.resize(batch.items.size());
-  out.errors.resize(batch.items.size());
-  const int64_t out_samples = audio.size(1);
+  std::vector<AudioCut> cuts;
+  cuts.reserve(batch.items.size());
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const MelChunk& chunk = work_of(*batch.items[i]).ready[indices[i]];
-    const float* row =
-        audio.data<float>() + static_cast<int64_t>(i) * out_samples + chunk.skip_samples;
-    out.audio[i].assign(row, row + chunk.samples);
-    out.audio[i].resize(out.audio[i].size() + static_cast<size_t>(chunk.silence_after), 0.0f);
+    const int64_t given_frames = chunk.mel.size(1);
+    for (int64_t c = 0; c < n_mels; ++c) {
+      std::memcpy(mel.data<float>() + (static_cast<int64_t>(i) * n_mels + c) * frames,
+                  chunk.mel.data<float>() + c * given_frames,
+                  static_cast<size_t>(given_frames) * sizeof(float));
+    }
+    cuts.push_back({chunk.skip_samples, chunk.samples, chunk.silence_after});
   }
+  std::unique_ptr<StepInFlight> in_flight;
+  if (graphs) {
+    VocoderGraphs& step_graphs = graphs_of(voice, frames);
+    step_graphs.start(mel);
+    in_flight = std::make_unique<ReplayInFlight>(
+        step_graphs, std::move(cuts), recording ? nullptr : &models.vocoder_times, rows, started);
+  } else {
+    const Tensor audio = run_vocoder_step(runtime_.backend(), runtime_.allocator(), vocoder, mel,
+                                          plan(voice, chunks, frames));
+    models.vocoder_times.record(rows, frames,
+                                std::chrono::duration<double>(Clock::now() - started).count());
+    output = cut_audio(audio, cuts);
+  }
+  // The chunks are taken: the streams' next ones are proposed from now on.
   for (size_t i = 0; i < batch.items.size(); ++i) {
     if (indices[i] == 0) {
       SentenceWork& work = work_of(*batch.items[i]);
@@ -244,7 +292,7 @@ StepOutput VocoderKind::run(const Batch& batch, MemoryBudget&) {
       work.ready.erase(work.ready.begin(), work.ready.begin() + static_cast<std::ptrdiff_t>(taken));
     }
   }
-  return out;
+  return in_flight;
 }
 
 void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {

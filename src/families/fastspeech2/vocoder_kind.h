@@ -2,7 +2,8 @@
 // shape (interior chunks share one, so streams in full flow batch together; shorter chunks that do
 // not reach their stream's end are padded on the right to join them), in one planned arena or,
 // where the backend records graphs and the chunks are interior or streams' first ones, through
-// the voice's VocoderGraphs for that shape. A stream gets chunks
+// the voice's VocoderGraphs for that shape: such a step is started (its replay queued) and
+// finished once the scheduler has run a step of another lane beside it. A stream gets chunks
 // only while the audio waiting for its client has room for them (back-pressure), and a step
 // takes a stream's later chunks only while it is expected to end before the most urgent stream
 // runs out of audio.
@@ -37,6 +38,9 @@ class VocoderKind final : public StepKind {
   uint64_t footprint(const Batch& batch, size_t size) override;
   StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const override;
   StepOutput run(const Batch& batch, MemoryBudget& budget) override;
+  // A step through recorded graphs returns with its replay queued; any other runs whole.
+  std::unique_ptr<StepInFlight> start(const Batch& batch, MemoryBudget& budget,
+                                      StepOutput& output) override;
   // Records the graphs of max_batch (among four sizes an octave above 8) and of the powers of two
   // below it, of interior chunks and then of streams' first chunks, largest first, while the
   // budget allows; where graphs are off, runs a stream's first chunk shape once.

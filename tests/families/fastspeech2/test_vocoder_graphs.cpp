@@ -1,7 +1,8 @@
-// VocoderGraphs on backends that cannot record graphs (cpu, reference): run() and vocode_chunks
-// through it give the eager audio bit for bit and hold no memory, shapes other than the graphs'
-// are refused, and the Synthesizer's use_cuda_graphs switch changes nothing there; the memory the
-// graphs share. The recorded path itself is tested on the GPU (tests/cuda/test_cuda_graphs.cpp).
+// VocoderGraphs on backends that cannot record graphs (cpu, reference): run(), start() then
+// finish() (one at a time), and vocode_chunks through it give the eager audio bit for bit and
+// hold no memory, shapes other than the graphs' are refused, and the Synthesizer's
+// use_cuda_graphs switch changes nothing there; the memory the graphs share. The recorded path
+// itself is tested on the GPU (tests/cuda/test_cuda_graphs.cpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -79,6 +80,20 @@ TEST_P(GraphsWithoutCapture, RunEqualsEagerAndHoldsNothing) {
   }
   EXPECT_EQ(graphs.graphs(), 0u);
   EXPECT_EQ(graphs.bytes(), 0u);
+}
+
+TEST_P(GraphsWithoutCapture, StartThenFinishIsRunAndOneRunAtATime) {
+  Vocoder v("v1", GetParam());
+  const int64_t frames = 2 * v.config.receptive_field_frames() + 8;
+  VocoderGraphs graphs(v.ctx, v.model, frames);
+  EXPECT_THROW((void)graphs.finish(), Error) << "a finish without a start";
+  const Tensor mel = random_mel({2, v.config.num_mels, frames}, 7);
+  graphs.start(mel);
+  EXPECT_THROW(graphs.start(mel), Error) << "a second start before the first's finish";
+  EXPECT_THROW(graphs.run(mel), Error) << "a run before the started one's finish";
+  EXPECT_THROW(graphs.clear(), Error) << "a clear before the started one's finish";
+  EXPECT_EQ(graphs.finish().to_float_vector(), v.eager(mel));
+  EXPECT_EQ(graphs.run(mel).to_float_vector(), v.eager(mel));
 }
 
 TEST_P(GraphsWithoutCapture, VocodeChunksThroughGraphsEqualsWithout) {

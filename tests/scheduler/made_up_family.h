@@ -1,0 +1,115 @@
+// Pieces of a family made up for the scheduler's tests: voices that are a directory with a
+// config.json naming the family's type, whose models are what the test's load() makes and whose
+// streams' work the test admits itself; and a client that waits for a stream's end.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "scheduler/family.h"
+#include "scheduler/scheduler.h"
+
+namespace voxd::scheduler::testing {
+
+// One sentence of the text as it is: the made-up voices' streams are made by the tests.
+class SilentFrontEnd final : public text::FrontEnd {
+ public:
+  text::Analysis analyze(std::string_view text) const override {
+    text::Analysis analysis;
+    analysis.normalized = std::string(text);
+    analysis.sentences.emplace_back().text = analysis.normalized;
+    return analysis;
+  }
+  std::string unit_name() const override { return "none"; }
+};
+
+// A voice of family `type` in `directory`, 16 kHz, whose load() is the test's.
+class MadeUpVoice final : public VoiceDefinition {
+ public:
+  using Load = std::function<std::unique_ptr<LoadedVoice>()>;
+
+  MadeUpVoice(const std::string& directory, std::string_view type, Load load)
+      : load_(std::move(load)) {
+    card_.name = std::filesystem::path(directory).filename().string();
+    card_.directory = directory;
+    card_.family = std::string(type);
+    card_.sample_rate = 16000;
+  }
+  const VoiceCard& card() const override { return card_; }
+  const text::FrontEnd& front_end() const override { return front_end_; }
+  PreparedStream prepare(std::string_view, const SpeechOptions&,
+                         const SchedulerOptions&) const override {
+    throw InputError("the tests admit their streams' work themselves");
+  }
+  std::unique_ptr<LoadedVoice> load(Context&, DType, const SchedulerOptions&) const override {
+    return load_();
+  }
+  WorkspacePlan plan_memory(Backend&, DType, const PlanShape&,
+                            std::vector<std::string>&) const override {
+    throw InputError("not planned in these tests");
+  }
+  uint64_t smallest_step_bytes(Backend&, const LoadedVoice&,
+                               const SchedulerOptions&) const override {
+    return 0;
+  }
+
+ private:
+  VoiceCard card_;
+  SilentFrontEnd front_end_;
+  Load load_;
+};
+
+// Makes `root`/NAME/config.json of family `type` for each name; returns the directories.
+inline std::vector<std::string> make_voice_directories(const std::filesystem::path& root,
+                                                       std::string_view type,
+                                                       const std::vector<std::string>& names) {
+  std::vector<std::string> directories;
+  for (const std::string& name : names) {
+    std::filesystem::create_directories(root / name);
+    std::ofstream(root / name / "config.json") << R"({"type": ")" << type << R"("})";
+    directories.push_back((root / name).string());
+  }
+  return directories;
+}
+
+// Admits `work` for `voice` and waits for the stream's end: its samples, or its failure
+// rethrown.
+inline std::vector<float> speak(Scheduler& scheduler, VoiceEntry& voice,
+                                std::unique_ptr<StreamWork> work) {
+  std::shared_ptr<Stream> stream = scheduler.admit(voice, {std::move(work), 1 << 20});
+  std::mutex mutex;
+  std::condition_variable news;
+  bool woken = false;
+  scheduler.watch(*stream, [&] {
+    std::lock_guard lock(mutex);
+    woken = true;
+    news.notify_all();
+  });
+  std::vector<float> samples;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex);
+      news.wait_for(lock, std::chrono::milliseconds(50), [&] { return woken; });
+      woken = false;
+    }
+    try {
+      if (scheduler.take(*stream, samples)) break;
+    } catch (...) {
+      scheduler.release(*stream);
+      throw;
+    }
+  }
+  scheduler.release(*stream);
+  return samples;
+}
+
+}  // namespace voxd::scheduler::testing
