@@ -21,6 +21,10 @@ run. Prints one table row per round:
                      pauses whenever the next audio has not arrived waits max_lag seconds in all
                      (a smaller first chunk or a busier server can buy first audio with stalls)
 
+With --processes N the clients are dealt round-robin to N worker processes, each with its own
+event loop, all starting at the same moment: one Python process reading 1,000 streams at once
+adds its own delay to the last ones' first audio. The memory polls stay in the main process.
+
 Exits 1 when any round had an error. It raises its own open-file limit to fit the connections.
 
     voxd serve --voice voices/en-demo --max-connections 1100 --max-queue 2048 &
@@ -29,7 +33,9 @@ Exits 1 when any round had an error. It raises its own open-file limit to fit th
 import argparse
 import asyncio
 import collections
+import concurrent.futures
 import json
+import multiprocessing
 import resource
 import statistics
 import sys
@@ -153,7 +159,59 @@ async def poll_memory(url, api_key, stop, peaks):
             pass
 
 
+class ClientFailure(Exception):
+    """A stream's exception as a worker process hands it back: its kind and message, which any
+    exception's pickling may not keep."""
+
+    def __init__(self, kind, text):
+        super().__init__(kind, text)
+        self.kind, self.text = kind, text
+
+    def __str__(self):
+        return self.text
+
+
+def worker_streams(host, port, bodies, api_key, timeout, delays, start_at):
+    """In a worker process: one_stream for each body, with its delay after wall-clock time
+    `start_at`; exceptions as ClientFailure."""
+    async def streams():
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        return await asyncio.gather(
+            *(one_stream(host, port, "/v1/audio/speech", body, api_key, timeout, delay)
+              for body, delay in zip(bodies, delays)),
+            return_exceptions=True)
+    raise_open_file_limit(len(bodies))
+    return [ClientFailure(type(r).__name__, str(r)) if isinstance(r, BaseException) else r
+            for r in asyncio.run(streams())]
+
+
+async def all_streams(host, port, bodies, args, delays):
+    """one_stream's result (or exception) for each body, in order: in this event loop, or dealt
+    round-robin to args.processes worker processes that start together."""
+    if args.processes <= 1:
+        return await asyncio.gather(
+            *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout, delay)
+              for body, delay in zip(bodies, delays)),
+            return_exceptions=True)
+    n = args.processes
+    # Spawned workers import this module afresh; a second is ample for them to be ready.
+    start_at = time.time() + 1.0
+    loop = asyncio.get_running_loop()
+    with concurrent.futures.ProcessPoolExecutor(
+            n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = await asyncio.gather(*(
+            loop.run_in_executor(pool, worker_streams, host, port, bodies[k::n], args.api_key,
+                                 args.timeout, delays[k::n], start_at)
+            for k in range(n)))
+    results = [None] * len(bodies)
+    for k, part in enumerate(parts):
+        results[k::n] = part
+    return results
+
+
 def error_kind(result):
+    if isinstance(result, ClientFailure):
+        return result.kind + (f" ({result.text.strip()[:60]})" if result.text.strip() else "")
     if isinstance(result, BaseException):
         text = str(result).strip()
         return type(result).__name__ + (f" ({text[:60]})" if text else "")
@@ -239,11 +297,8 @@ async def run(args):
         poller = asyncio.create_task(poll_memory(args.url, args.api_key, stop, peaks))
         bodies = [request_body(args.voice, args.sentences, i, unique=args.unique)
                   for i in range(args.clients)]
-        results = await asyncio.gather(
-            *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout,
-                         args.ramp * i / args.clients)
-              for i, body in enumerate(bodies)),
-            return_exceptions=True)
+        results = await all_streams(host, port, bodies, args,
+                                    [args.ramp * i / args.clients for i in range(args.clients)])
         stop.set()
         await poller
         try:  # the allocator's exact peak, and one more reading after the last stream
@@ -286,11 +341,14 @@ def main():
     parser.add_argument("--unique", action="store_true",
                         help="start each client's text with its own number, so that every first "
                              "sentence differs (real traffic) instead of 12 texts repeating")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="worker processes the clients are dealt to, each with its own event "
+                             "loop (default 1: all in this one)")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--verbose", action="store_true", help="print every failed stream")
     args = parser.parse_args()
-    if args.clients < 1 or args.rounds < 1:
-        parser.error("--clients and --rounds must be at least 1")
+    if args.clients < 1 or args.rounds < 1 or args.processes < 1:
+        parser.error("--clients, --rounds and --processes must be at least 1")
     raise_open_file_limit(args.clients + 16)  # and the memory polls' connections
     sys.exit(asyncio.run(run(args)))
 

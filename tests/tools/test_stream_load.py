@@ -1,7 +1,13 @@
 """Tests of bench/stream_load.py's accounting: a stream's real-time lag (its stall) and a round's
-table row, from made-up arrivals with known figures."""
+table row, from made-up arrivals with known figures; and its clients, in one event loop or dealt
+to worker processes, against a made-up chunked server."""
+import argparse
+import asyncio
+import http.server
 import os
+import socket
 import sys
+import threading
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,6 +75,56 @@ class RoundRowTest(unittest.TestCase):
         self.assertEqual(cells[1:3], ["0", "1"])
         self.assertEqual(cells[8], "-")
         self.assertEqual(cells[10:], ["0", "nan"])
+
+
+class ChunkedEcho(http.server.BaseHTTPRequestHandler):
+    """Answers a POST with a chunked body of two chunks: as many bytes as the request's body,
+    then 2."""
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in (b"x" * len(body), b"yy"):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args):
+        pass
+
+
+class ClientsTest(unittest.TestCase):
+    def setUp(self):
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChunkedEcho)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.addCleanup(self.server.server_close)
+        self.addCleanup(self.server.shutdown)
+
+    def streams(self, port, bodies, processes):
+        args = argparse.Namespace(processes=processes, api_key=None, timeout=20.0)
+        return asyncio.run(stream_load.all_streams("127.0.0.1", port, bodies, args,
+                                                   [0.0] * len(bodies)))
+
+    def test_workers_give_each_client_its_own_stream_in_order(self):
+        bodies = [b"a" * n for n in range(5, 12)]
+        for processes in (1, 3):
+            results = self.streams(self.server.server_address[1], bodies, processes)
+            self.assertEqual([r[0] for r in results], [200] * len(bodies), processes)
+            self.assertEqual([r[3] for r in results], [len(b) + 2 for b in bodies], processes)
+            for r in results:
+                self.assertEqual([n for _, n in r[4]], [r[3] - 2, 2])
+                self.assertLessEqual(r[1], r[2])
+
+    def test_a_workers_failure_keeps_its_kind(self):
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        for processes in (1, 2):
+            results = self.streams(port, [b"a", b"b"], processes)
+            self.assertEqual([stream_load.error_kind(r).split()[0] for r in results],
+                             ["ConnectionRefusedError"] * 2, processes)
 
 
 if __name__ == "__main__":
