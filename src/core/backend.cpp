@@ -167,9 +167,16 @@ void Backend::conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/, const T
 void Backend::conv_transpose1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,
                                     const Tensor& /*bias*/, Tensor& /*out*/,
                                     const ConvTranspose1dParams& /*params*/,
-                                    const KernelScratch& /*scratch*/) {
+                                    const Tensor* /*arranged*/, const KernelScratch& /*scratch*/) {
   throw Error(name() +
               ": conv_transpose1d_rows called although runs_conv_transpose1d_rows() is false");
+}
+
+void Backend::arrange_conv_transpose1d_weight(const Tensor& /*weight*/, const Tensor& /*bias*/,
+                                              const ConvTranspose1dParams& /*params*/,
+                                              Tensor& /*arranged*/,
+                                              const KernelScratch& /*scratch*/) {
+  throw Error(name() + ": arrange_conv_transpose1d_weight called although it arranges no weights");
 }
 
 void Backend::fused_conv1d_pair(const Tensor& /*x*/, const Conv1dPair& /*pair*/, Tensor& /*out*/,

@@ -322,10 +322,23 @@ class Backend {
   }
   // x [B, T, Cin] (time-major), weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out
   // [B, Tout, Cout]: conv_transpose1d's values with time and channels swapped on both sides. Only
-  // called when runs_conv_transpose1d_rows() is true.
+  // called when runs_conv_transpose1d_rows() is true. `arranged`: the weight and bias in this
+  // backend's order (arrange_conv_transpose1d_weight), or null: the backend arranges them itself.
   virtual void conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                      Tensor& out, const ConvTranspose1dParams& params,
-                                     const KernelScratch& scratch);
+                                     const Tensor* arranged, const KernelScratch& scratch);
+  // Elements of a transposed convolution's weight [Cin, Cout/groups, K] and bias in the order
+  // conv_transpose1d_rows() reads them for `params`, or 0 (the default) where it reads them as
+  // they are.
+  virtual int64_t arranged_conv_transpose1d_elements(
+      const Tensor& /*weight*/, const ConvTranspose1dParams& /*params*/) const {
+    return 0;
+  }
+  // arranged [arranged_conv_transpose1d_elements(weight, params)] = weight and bias (or none,
+  // undefined) in that order; only called when that is above 0.
+  virtual void arrange_conv_transpose1d_weight(const Tensor& weight, const Tensor& bias,
+                                               const ConvTranspose1dParams& params,
+                                               Tensor& arranged, const KernelScratch& scratch);
   // Normalises each row of x [N, C] over C: (x − mean) / sqrt(var + eps) · gamma + beta, with the
   // biased variance, as torch.nn.LayerNorm. out may be x itself.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

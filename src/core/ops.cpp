@@ -471,22 +471,29 @@ struct CheckedPair {
   DType out_dtype = DType::F32;
 };
 
-// A pair's arranged weight: null, ignored by a backend that arranges none (one that wraps
-// another may run a model loaded on it), else arrange_conv1d_weight's for `weight` here.
-void check_arranged(Context& ctx, const char* op, const char* which, const Tensor* arranged,
-                    const Tensor& weight) {
-  const int64_t elements = ctx.backend().arranged_conv1d_weight_elements(weight);
+// An arranged weight: null, ignored by a backend that arranges none (`elements` 0: one that
+// wraps another may run a model loaded on it), else `maker`'s for `weight` here.
+void check_arrangement(Context& ctx, const char* op, const std::string& which,
+                       const Tensor* arranged, const Tensor& weight, int64_t elements,
+                       const char* maker) {
   if (arranged == nullptr || elements == 0) return;
   if (arranged->defined() && arranged->dim() == 1 && arranged->numel() == elements &&
       arranged->dtype() == weight.dtype() && arranged->device() == ctx.device()) {
     return;
   }
-  fail(op, std::string("the ") + which + " weight's arrangement " +
+  fail(op, "the " + which + "arrangement " +
                (arranged->defined() ? arranged->shape_string() : "(undefined)") +
                " is not this backend's for weight " + weight.shape_string() + " (" +
                std::to_string(elements) + " " + std::string(dtype_name(weight.dtype())) +
-               " elements on " + ctx.device().to_string() +
-               "); make it with ops::arrange_conv1d_weight");
+               " elements on " + ctx.device().to_string() + "); make it with " + maker);
+}
+
+// A pair's arranged weight (check_arrangement).
+void check_arranged(Context& ctx, const char* op, const char* which, const Tensor* arranged,
+                    const Tensor& weight) {
+  check_arrangement(ctx, op, std::string(which) + " weight's ", arranged, weight,
+                    ctx.backend().arranged_conv1d_weight_elements(weight),
+                    "ops::arrange_conv1d_weight");
 }
 
 CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv1dPair& pair,
@@ -687,7 +694,8 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
 }
 
 Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight,
-                             const Tensor& bias, const ConvTranspose1dParams& params) {
+                             const Tensor& bias, const ConvTranspose1dParams& params,
+                             const Tensor* arranged) {
   const char* op = "conv_transpose1d_rows";
   require_float_input(ctx, op, "x", x);
   require_rank(op, "x", x, 3);
@@ -695,13 +703,32 @@ Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight
   const Tensor channel_major = x.transpose(1, 2);
   const CheckedTranspose checked =
       check_conv_transpose1d(ctx, op, channel_major, weight, bias, params);
+  const int64_t elements = ctx.backend().arranged_conv_transpose1d_elements(weight, params);
+  check_arrangement(ctx, op, "weight's ", arranged, weight, elements,
+                    "ops::arrange_conv_transpose1d_weight");
   if (!ctx.backend().runs_conv_transpose1d_rows(x, weight, params)) {
     return transpose(ctx, run_conv_transpose1d(ctx, channel_major, weight, checked, params), 1, 2);
   }
   Tensor out = empty(ctx, {checked.shape[0], checked.shape[2], checked.shape[1]}, x.dtype());
   ctx.backend().conv_transpose1d_rows(contiguous(ctx, x), contiguous(ctx, weight), checked.bias,
-                                      out, params, ctx.scratch());
+                                      out, params, elements > 0 ? arranged : nullptr,
+                                      ctx.scratch());
   return out;
+}
+
+Tensor arrange_conv_transpose1d_weight(Context& ctx, const Tensor& weight, const Tensor& bias,
+                                       const ConvTranspose1dParams& params) {
+  const char* op = "arrange_conv_transpose1d_weight";
+  require_rank(op, "weight", weight, 3);
+  require_on_device(ctx, op, "weight", weight);
+  if (bias.defined()) require_on_device(ctx, op, "bias", bias);
+  const int64_t elements = ctx.backend().arranged_conv_transpose1d_elements(weight, params);
+  if (elements == 0) return Tensor();
+  Tensor arranged = empty(ctx, {elements}, weight.dtype());
+  ctx.backend().arrange_conv_transpose1d_weight(contiguous(ctx, weight),
+                                                bias.defined() ? contiguous(ctx, bias) : bias,
+                                                params, arranged, ctx.scratch());
+  return arranged;
 }
 
 namespace {

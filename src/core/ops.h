@@ -123,9 +123,18 @@ Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, con
                         const ConvTranspose1dParams& params);
 // conv_transpose1d over time-major rows: x [B, T, Cin] -> [B, Tout, Cout], the values of
 // transpose(conv_transpose1d(transpose(x))) without the transposes where the backend runs it so
-// (Backend::runs_conv_transpose1d_rows).
+// (Backend::runs_conv_transpose1d_rows). `arranged`: arrange_conv_transpose1d_weight's for the
+// same weight, bias and params, or null (the backend arranges them per call where it needs to).
 Tensor conv_transpose1d_rows(Context& ctx, const Tensor& x, const Tensor& weight,
-                             const Tensor& bias, const ConvTranspose1dParams& params);
+                             const Tensor& bias, const ConvTranspose1dParams& params,
+                             const Tensor* arranged = nullptr);
+// A transposed convolution's weight [Cin, Cout/groups, K] and bias [Cout] (or undefined), on
+// ctx's device, in the order the backend's conv_transpose1d_rows reads them for `params`: made
+// once when a model loads, so that no step rearranges them (on CUDA a kernel for each
+// upsampler, ~60 µs in a HiFiGAN V1 pass). Undefined where the backend reads them as they are
+// (Backend::arranged_conv_transpose1d_elements).
+Tensor arrange_conv_transpose1d_weight(Context& ctx, const Tensor& weight, const Tensor& bias,
+                                       const ConvTranspose1dParams& params);
 // Over the last dimension of x [..., C].
 Tensor layer_norm(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   float eps);

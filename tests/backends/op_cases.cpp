@@ -648,6 +648,16 @@ void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
                     });
     c.large = macs(cc) > 100'000'000;
     cases.push_back(c);
+    if (c.large) continue;
+    // The weight and bias arranged once, as a model does when it loads (CUDA: the phases in the
+    // mma.sync kernel's order; the reference arranges none).
+    cases.push_back(
+        make(OpKind::ConvTranspose1d, "conv_transpose1d_rows " + describe(cc) + " arranged once",
+             {x, w, b}, [p](Context& ctx, const In& in) {
+               const Tensor arranged = ops::arrange_conv_transpose1d_weight(ctx, in[1], in[2], p);
+               return ops::conv_transpose1d_rows(ctx, in[0], in[1], in[2], p,
+                                                 arranged.defined() ? &arranged : nullptr);
+             }));
   }
   cases.push_back(make(OpKind::ConvTranspose1d, "conv_transpose1d on a transposed view",
                        {random({2, 37, 12}, 1100), random({12, 4, 4}, 1103), random({4}, 1102)},

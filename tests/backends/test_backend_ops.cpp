@@ -458,14 +458,22 @@ TEST(BackendDefaults, ABackendWithoutSupportsRunsOnlyTheFirstOps) {
             "silu: the backend 'minimal' does not run silu on F32 tensors");
 }
 
-// A backend whose fused pairs read weights in an order of their own: one element more than the
-// weight's, here, and it counts the weights it arranged.
+// A backend whose fused pairs and transposed convolutions read weights in an order of their own:
+// one element more than the weight's, here, and it counts the weights it arranged.
 class ArrangingBackend final : public MinimalBackend {
  public:
   int64_t arranged_conv1d_weight_elements(const Tensor& weight) const override {
     return weight.numel() + 1;
   }
   void arrange_conv1d_weight(const Tensor&, Tensor&, const KernelScratch&) override { ++arranged; }
+  int64_t arranged_conv_transpose1d_elements(const Tensor& weight,
+                                             const ConvTranspose1dParams&) const override {
+    return weight.numel() + 1;
+  }
+  void arrange_conv_transpose1d_weight(const Tensor&, const Tensor&, const ConvTranspose1dParams&,
+                                       Tensor&, const KernelScratch&) override {
+    ++arranged;
+  }
   int arranged = 0;
 };
 
@@ -499,6 +507,32 @@ TEST(ArrangedConvWeights, AreTheBackendsOwnOrIgnored) {
   EXPECT_FALSE(ops::arrange_conv1d_weight(cpu, weight).defined());
   const Tensor expected = ops::conv1d_pair(cpu, x, pair(nullptr));
   const Tensor handed = ops::conv1d_pair(cpu, x, pair(&other));
+  EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
+}
+
+// The same for a transposed convolution over rows: its weight and bias arranged once, another
+// arrangement refused, none made and any ignored on the CPU.
+TEST(ArrangedConvWeights, OfTransposedConvolutionsAreTheBackendsOwnOrIgnored) {
+  const Tensor rows = random_tensor({1, 10, 4}, 4);
+  const Tensor weight = random_tensor({4, 2, 4}, 5, -0.1f, 0.1f);
+  const Tensor bias = random_tensor({2}, 6);
+  const ConvTranspose1dParams params{2, 1};
+  ArrangingBackend arranging;
+  Context ctx(arranging, host_allocator());
+  const Tensor arranged = ops::arrange_conv_transpose1d_weight(ctx, weight, bias, params);
+  EXPECT_EQ(arranged.shape(), (Shape{33}));
+  EXPECT_EQ(arranging.arranged, 1);
+  const Tensor other = random_tensor({32}, 7);
+  EXPECT_EQ(
+      error_message([&] { ops::conv_transpose1d_rows(ctx, rows, weight, bias, params, &other); }),
+      "conv_transpose1d_rows: the weight's arrangement [32] is not this backend's for "
+      "weight [4, 2, 4] (33 F32 elements on cpu); make it with "
+      "ops::arrange_conv_transpose1d_weight");
+
+  Context cpu(host_backend("cpu"), host_allocator());
+  EXPECT_FALSE(ops::arrange_conv_transpose1d_weight(cpu, weight, bias, params).defined());
+  const Tensor expected = ops::conv_transpose1d_rows(cpu, rows, weight, bias, params);
+  const Tensor handed = ops::conv_transpose1d_rows(cpu, rows, weight, bias, params, &other);
   EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
 }
 

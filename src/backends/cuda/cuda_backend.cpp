@@ -1185,18 +1185,53 @@ bool CudaBackend::runs_conv_transpose1d_rows(const Tensor& x, const Tensor& weig
                           x.dtype(), x.size(2), weight.size(1), *polyphase);
 }
 
+int64_t CudaBackend::arranged_conv_transpose1d_elements(const Tensor& weight,
+                                                        const ConvTranspose1dParams& p) const {
+  if (convolution_path_ != ConvolutionPath::kAuto || weight.dim() != 3) return 0;
+  const auto polyphase = cuda::polyphase_of(p.stride, weight.size(2), p.padding, p.dilation,
+                                            p.output_padding, p.groups);
+  if (!polyphase || !cuda::implicit_gemm_conv_transpose1d_rows_supported(
+                        weight.dtype(), weight.size(0), weight.size(1), *polyphase)) {
+    return 0;
+  }
+  return cuda::implicit_gemm_polyphase_elements(weight.size(0), weight.size(1), *polyphase);
+}
+
+void CudaBackend::arrange_conv_transpose1d_weight(const Tensor& weight, const Tensor& bias,
+                                                  const ConvTranspose1dParams& p, Tensor& arranged,
+                                                  const KernelScratch& scratch) {
+  const char* op = "arrange_conv_transpose1d_weight";
+  assert(arranged.numel() == arranged_conv_transpose1d_elements(weight, p));
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  cuda::ImplicitGemmConv args;
+  args.dtype = weight.dtype();
+  args.weight = weight.raw_data();
+  args.bias = bias.defined() ? bias.raw_data() : nullptr;
+  args.arranged_weight = arranged.raw_data();
+  args.in_channels = weight.size(0);
+  args.out_channels = weight.size(1);
+  cuda::implicit_gemm_arrange_polyphase(args,
+                                        *cuda::polyphase_of(p.stride, weight.size(2), p.padding,
+                                                            p.dilation, p.output_padding, p.groups),
+                                        handles_->stream, op);
+}
+
 void CudaBackend::conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                         Tensor& out, const ConvTranspose1dParams& p,
+                                        const Tensor* arranged_weight,
                                         const KernelScratch& scratch) {
   const char* op = "conv_transpose1d_rows";
   assert(runs_conv_transpose1d_rows(x, weight, p));
   const cuda::Polyphase polyphase = *cuda::polyphase_of(p.stride, weight.size(2), p.padding,
                                                         p.dilation, p.output_padding, p.groups);
   const int64_t cout = weight.size(1);
-  const ScratchBuffer arranged =
-      take(scratch,
-           static_cast<size_t>(cuda::implicit_gemm_polyphase_elements(x.size(2), cout, polyphase)) *
-               dtype_size(x.dtype()));
+  const size_t arranging = arranged_weight != nullptr
+                               ? 0
+                               : static_cast<size_t>(cuda::implicit_gemm_polyphase_elements(
+                                     x.size(2), cout, polyphase)) *
+                                     dtype_size(x.dtype());
+  const ScratchBuffer arranged = take(scratch, arranging);
   if (scratch.planning()) return;
   const OpScope scope = open(op);
   cuda::ImplicitGemmConv args;
@@ -1205,7 +1240,8 @@ void CudaBackend::conv_transpose1d_rows(const Tensor& x, const Tensor& weight, c
   args.output_dtype = x.dtype();
   args.x = x.raw_data();
   args.weight = weight.raw_data();
-  args.arranged_weight = arranged.data();
+  args.weight_arranged = arranged_weight != nullptr;
+  args.arranged_weight = arranged_weight != nullptr ? arranged_weight->raw_data() : arranged.data();
   args.bias = bias.defined() ? bias.raw_data() : nullptr;
   args.out = out.raw_data();
   args.batch = x.size(0);

@@ -123,8 +123,15 @@ class CudaBackend final : public Backend {
   bool runs_conv_transpose1d_rows(const Tensor& x, const Tensor& weight,
                                   const ConvTranspose1dParams& params) const override;
   void conv_transpose1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                             const ConvTranspose1dParams& params,
+                             const ConvTranspose1dParams& params, const Tensor* arranged,
                              const KernelScratch& scratch) override;
+  // The phase weights and the bias once per phase (implicit_gemm_polyphase_elements) where
+  // conv_transpose1d_rows runs the weight and params on the implicit GEMM, else 0.
+  int64_t arranged_conv_transpose1d_elements(const Tensor& weight,
+                                             const ConvTranspose1dParams& params) const override;
+  void arrange_conv_transpose1d_weight(const Tensor& weight, const Tensor& bias,
+                                       const ConvTranspose1dParams& params, Tensor& arranged,
+                                       const KernelScratch& scratch) override;
   // True where the implicit GEMM runs both convolutions (F16/BF16, stride 1, the intermediate in
   // the weights' dtype), at any length, and the path is the default (mma.sync).
   bool fuses_conv1d_pair(const Tensor& x, const Conv1dPair& pair, DType out_dtype) const override;

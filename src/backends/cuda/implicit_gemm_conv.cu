@@ -769,11 +769,10 @@ __global__ void arrange_polyphase_kernel(const T* weight, const T* bias, T* arra
   }
 }
 
-// The phase weights and bias arranged into a.arranged_weight, then the stride-1 convolution of
-// the phases from the time-major input rows into the output rows.
+// The phase weights and bias of a.weight and a.bias arranged into a.arranged_weight.
 template <typename T>
-void launch_conv_transpose_rows(const ImplicitGemmConv& a, const Polyphase& p, cudaStream_t stream,
-                                const char* op) {
+void launch_arrange_polyphase(const ImplicitGemmConv& a, const Polyphase& p, cudaStream_t stream,
+                              const char* op) {
   const int64_t channels = p.stride * a.out_channels;
   const int64_t n = implicit_gemm_arranged_weight_elements(channels, a.in_channels, p.taps);
   T* arranged = static_cast<T*>(a.arranged_weight);
@@ -782,6 +781,18 @@ void launch_conv_transpose_rows(const ImplicitGemmConv& a, const Polyphase& p, c
       <<<blocks, 256, 0, stream>>>(static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
                                    arranged, arranged + n, a.in_channels, a.out_channels, p, n);
   check(cudaGetLastError(), "arrange_polyphase_kernel launch", op);
+}
+
+// The phase weights and bias arranged into a.arranged_weight (unless a.weight_arranged: they are
+// there already), then the stride-1 convolution of the phases from the time-major input rows into
+// the output rows.
+template <typename T>
+void launch_conv_transpose_rows(const ImplicitGemmConv& a, const Polyphase& p, cudaStream_t stream,
+                                const char* op) {
+  const int64_t channels = p.stride * a.out_channels;
+  const int64_t n = implicit_gemm_arranged_weight_elements(channels, a.in_channels, p.taps);
+  T* arranged = static_cast<T*>(a.arranged_weight);
+  if (!a.weight_arranged) launch_arrange_polyphase<T>(a, p, stream, op);
   ImplicitGemmConv conv = a;
   conv.bias = a.bias != nullptr ? arranged + n : nullptr;
   conv.out_channels = channels;
@@ -919,6 +930,18 @@ void implicit_gemm_conv_transpose1d_rows(const ImplicitGemmConv& a, const Polyph
     launch_conv_transpose_rows<__half>(a, polyphase, stream, op);
   } else {
     launch_conv_transpose_rows<__nv_bfloat16>(a, polyphase, stream, op);
+  }
+}
+
+void implicit_gemm_arrange_polyphase(const ImplicitGemmConv& a, const Polyphase& polyphase,
+                                     cudaStream_t stream, const char* op) {
+  if (a.out_channels == 0 || a.in_channels == 0) return;
+  if (a.dtype == DType::F16) {
+    launch_arrange_polyphase<__half>(a, polyphase, stream, op);
+  } else if (a.dtype == DType::BF16) {
+    launch_arrange_polyphase<__nv_bfloat16>(a, polyphase, stream, op);
+  } else {
+    throw Error(std::string("cuda: ") + op + ": the implicit-GEMM convolution takes F16 or BF16");
   }
 }
 

@@ -27,8 +27,9 @@ struct ImplicitGemmConv {
   // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
   // rearranged per 16 input channels and tap, so blocks load them with wide reads.
   void* arranged_weight = nullptr;
-  // implicit_gemm_conv1d_pair only: arranged_weight already holds that arrangement (made once
-  // by implicit_gemm_arrange_weight), so the pair does not arrange this weight first.
+  // implicit_gemm_conv1d_pair and implicit_gemm_conv_transpose1d_rows only: arranged_weight
+  // already holds that arrangement (made once by implicit_gemm_arrange_weight or
+  // implicit_gemm_arrange_polyphase), so the convolution does not arrange its weight first.
   bool weight_arranged = false;
   // Scratch of implicit_gemm_transposed_input_elements() elements, 16-byte aligned: the input
   // time-major, padded and zero-filled, so blocks copy their windows with wide reads.
@@ -127,10 +128,16 @@ bool implicit_gemm_conv_transpose1d_rows_supported(DType dtype, int64_t in_chann
 // bias once per phase.
 int64_t implicit_gemm_polyphase_elements(int64_t in_channels, int64_t out_channels,
                                          const Polyphase& polyphase);
+// Queues a.arranged_weight (implicit_gemm_polyphase_elements()) = the phase weights of a.weight
+// [Cin, Cout, K] (a.in_channels, a.out_channels = Cout) and the bias a.bias once per phase (where
+// not null), in the order implicit_gemm_conv_transpose1d_rows reads them.
+void implicit_gemm_arrange_polyphase(const ImplicitGemmConv& a, const Polyphase& polyphase,
+                                     cudaStream_t stream, const char* op);
 // Queues the transposed convolution over time-major rows through the mma.sync kernel: a.x [B, T,
 // Cin] (16-byte aligned) into a.out [B, T, s·Cout] = [B, s·T, Cout], in the weights' dtype, with
 // a.weight the transposed convolution's [Cin, Cout, K], a.bias its [Cout] (or null),
-// a.arranged_weight of implicit_gemm_polyphase_elements(); a.out_channels is Cout, a.in_steps T.
+// a.arranged_weight of implicit_gemm_polyphase_elements() (arranged first unless
+// a.weight_arranged); a.out_channels is Cout, a.in_steps T.
 void implicit_gemm_conv_transpose1d_rows(const ImplicitGemmConv& a, const Polyphase& polyphase,
                                          cudaStream_t stream, const char* op);
 

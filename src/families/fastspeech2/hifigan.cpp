@@ -243,6 +243,9 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
     const int64_t cout = config.channels(i + 1);
     model.ups_.push_back(make_conv("ups." + std::to_string(i), {cin, cout, k}, cout, u, (k - u) / 2,
                                    1, precision.compute));
+    Conv& up = model.ups_.back();
+    up.arranged =
+        ops::arrange_conv_transpose1d_weight(ctx, up.weight, up.bias, upsample_params(up));
     for (int64_t j = 0; j < config.num_kernels(); ++j) {
       const std::string prefix = "resblocks." + std::to_string(i * config.num_kernels() + j);
       const int64_t rk = config.resblock_kernel_sizes[static_cast<size_t>(j)];
@@ -270,6 +273,13 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
       make_conv("conv_post", {1, config.channels(config.num_upsamples()), kOuterKernel}, 1, 1,
                 kOuterPadding, 1, precision.stream);
   return model;
+}
+
+ConvTranspose1dParams HifiGan::upsample_params(const Conv& up) {
+  ConvTranspose1dParams params;
+  params.stride = up.stride;
+  params.padding = up.padding;
+  return params;
 }
 
 Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion) {
@@ -313,10 +323,8 @@ bool HifiGan::resblocks_on_rows(Context& ctx, size_t stage, const Tensor& x) con
 bool HifiGan::first_upsampler_on_rows(Context& ctx, const Tensor& x) const {
   if (ups_.empty() || x.dtype() != precision_.compute) return false;
   const Conv& up = ups_[0];
-  ConvTranspose1dParams params;
-  params.stride = up.stride;
-  params.padding = up.padding;
-  if (!ctx.backend().runs_conv_transpose1d_rows(x.transpose(1, 2), up.weight, params)) {
+  if (!ctx.backend().runs_conv_transpose1d_rows(x.transpose(1, 2), up.weight,
+                                                upsample_params(up))) {
     return false;
   }
   // The first stage's input, [B, C1, T1] as the upsampler writes it: its shape is all that
@@ -374,12 +382,12 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   bool x_rows = first_upsampler_on_rows(ctx, x);
   if (x_rows) x = ops::transpose(ctx, x, 1, 2);
   for (size_t i = 0; i < ups_.size(); ++i) {
-    ConvTranspose1dParams params;
-    params.stride = ups_[i].stride;
-    params.padding = ups_[i].padding;
+    const Conv& up = ups_[i];
+    const ConvTranspose1dParams params = upsample_params(up);
     const auto upsample = [&](const Tensor& in) {
-      return x_rows ? ops::conv_transpose1d_rows(ctx, in, ups_[i].weight, ups_[i].bias, params)
-                    : ops::conv_transpose1d(ctx, in, ups_[i].weight, ups_[i].bias, params);
+      return x_rows ? ops::conv_transpose1d_rows(ctx, in, up.weight, up.bias, params,
+                                                 up.arranged.defined() ? &up.arranged : nullptr)
+                    : ops::conv_transpose1d(ctx, in, up.weight, up.bias, params);
     };
     // One expression, so that the stage's input is freed as soon as the upsampler has read it.
     x = precision_.to_stream(ctx, upsample(precision_.to_compute(ctx, x)));

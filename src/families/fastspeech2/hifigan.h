@@ -97,7 +97,9 @@ class HifiGan {
     Tensor weight;  // folded; [Cout, Cin, K] (Conv1d) or [Cin, Cout, K] (ConvTranspose1d)
     Tensor bias;    // [Cout]
     // ResBlock1's convolutions: the weight as the backend's fused pairs read it
-    // (ops::arrange_conv1d_weight), or undefined where they read it as it is.
+    // (ops::arrange_conv1d_weight); the upsamplers: the weight and bias as the backend upsamples
+    // rows with them (ops::arrange_conv_transpose1d_weight); undefined where it reads them as
+    // they are.
     Tensor arranged;
     int64_t stride = 1;
     int64_t padding = 0;
@@ -110,6 +112,8 @@ class HifiGan {
   };
 
   static Tensor conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion = {});
+  // An upsampler's stride and padding as conv_transpose1d's params.
+  static ConvTranspose1dParams upsample_params(const Conv& up);
   // ResBlock1's step m as a Conv1dPair adding `residual`, its output in the stream dtype.
   Conv1dPair pair(const ResBlock& block, size_t m, const Tensor* residual) const;
   // Whether stage `stage`'s resblocks run over time-major rows: ResBlock1, and every pair of the
