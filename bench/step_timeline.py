@@ -37,7 +37,7 @@ def read_log(path):
     """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
     items, gpu_wait_s)), times in seconds since the epoch, gpu_wait_s None where the line has no
     device_wait_s (an older voxd); lines that are not JSON are skipped."""
-    requests, steps, beside = [], [], []
+    requests, steps, beside, admitted = [], [], [], []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
@@ -55,7 +55,9 @@ def read_log(path):
                   and "ttfa_ms" in entry):
                 arrived = end - entry["duration_ms"] / 1000.0
                 requests.append((arrived, arrived + entry["ttfa_ms"] / 1000.0))
-    return requests, without_steps_beside(steps, beside) + beside
+                if "admitted_ms" in entry:
+                    admitted.append(entry["admitted_ms"])
+    return requests, without_steps_beside(steps, beside) + beside, admitted
 
 
 def without_steps_beside(steps, beside):
@@ -104,8 +106,9 @@ def device_time(steps, begin, end):
     return dict(spent), max(0.0, (end - begin) - busy)
 
 
-def timeline(requests, steps):
-    """The figures this script prints, as a dict."""
+def timeline(requests, steps, admitted=()):
+    """The figures this script prints, as a dict; `admitted`: the requests' admitted_ms, where
+    their lines have it."""
     if not requests:
         raise ValueError("no speech request with a first audio in the log (is it --log-format "
                          "json, and did any request finish?)")
@@ -123,15 +126,22 @@ def timeline(requests, steps):
                        "busy": [{"kind": k, "urgency": u, "steps": n, "items": items,
                                  "seconds": s, "gpu_wait_s": w}
                                 for (k, u), (n, items, s, w) in sorted(spent.items())]}
-    return {"requests": len(requests), "ttfa_p50_ms": 1000 * percentile(ttfa, 0.5),
-            "ttfa_p95_ms": 1000 * percentile(ttfa, 0.95),
-            "p95_first_audio_at_ms": 1000 * (p95_moment - origin), "parts": parts}
+    out = {"requests": len(requests), "ttfa_p50_ms": 1000 * percentile(ttfa, 0.5),
+           "ttfa_p95_ms": 1000 * percentile(ttfa, 0.95),
+           "p95_first_audio_at_ms": 1000 * (p95_moment - origin), "parts": parts}
+    if admitted:
+        out["admitted_p50_ms"] = percentile(admitted, 0.5)
+        out["admitted_p95_ms"] = percentile(admitted, 0.95)
+    return out
 
 
 def report(t):
     lines = [f"{t['requests']} speech requests: first audio p50 {t['ttfa_p50_ms']:.0f} ms, p95 "
              f"{t['ttfa_p95_ms']:.0f} ms; the p95 first audio came "
-             f"{t['p95_first_audio_at_ms']:.0f} ms after the first request arrived",
+             f"{t['p95_first_audio_at_ms']:.0f} ms after the first request arrived"
+             + (f"; admitted (text through the front end, in the engine's queue) p50 "
+                f"{t['admitted_p50_ms']:.0f} ms, p95 {t['admitted_p95_ms']:.0f} ms after arrival"
+                if "admitted_p50_ms" in t else ""),
              "| device time | kind | urgency | steps | items | seconds | share | of it waiting "
              "for the GPU |",
              "|---|---|---|---|---|---|---|---|"]

@@ -60,7 +60,7 @@ struct ServeCommand::Settings {
   double request_timeout_s = 300;
   bool lazy = false;
   bool no_cuda_graphs = false;
-  bool no_step_overlap = false;
+  bool step_overlap = false;
   std::optional<std::string> acoustic_graph_memory;
   double acoustic_length_band = scheduler::SchedulerOptions{}.acoustic_length_band;
   std::vector<std::string> api_keys;
@@ -251,7 +251,7 @@ std::string ServeCommand::Settings::as_config_file() const {
       << "\nacoustic-length-band = " << acoustic_length_band
       << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
       << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false")
-      << "\nno-step-overlap = " << (no_step_overlap ? "true" : "false") << "\n";
+      << "\nstep-overlap = " << (step_overlap ? "true" : "false") << "\n";
   if (acoustic_graph_memory) {
     out << "acoustic-graph-memory = " << nlohmann::json(*acoustic_graph_memory).dump() << "\n";
   }
@@ -302,7 +302,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
-  config.overlap_steps = !no_step_overlap;
+  config.overlap_steps = step_overlap;
   if (acoustic_graph_memory) {
     const MemoryAmount amount = MemoryAmount::parse(
         *acoustic_graph_memory, "--acoustic-graph-memory (or VOXD_ACOUSTIC_GRAPH_MEMORY)",
@@ -405,9 +405,9 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
   add_switch(c, "no-cuda-graphs", s.no_cuda_graphs,
              "Run every step without CUDA graphs (the vocoder's, the acoustic model's of small "
              "batches, ChatTTS's decode steps)");
-  add_switch(c, "no-step-overlap", s.no_step_overlap,
-             "Run each step alone on the GPU: no FastSpeech2 acoustic step on a CUDA stream of "
-             "its own while a vocoder step is still on the device");
+  add_switch(c, "step-overlap", s.step_overlap,
+             "Run FastSpeech2 acoustic steps on a CUDA stream of their own while a vocoder step "
+             "is still on the device (off: each step alone)");
   add_setting(c, "acoustic-graph-memory", s.acoustic_graph_memory,
               "Device memory each FastSpeech2 voice's recorded acoustic steps may hold, e.g. "
               "256MiB (the default; 0: record none)");

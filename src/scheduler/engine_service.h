@@ -45,7 +45,7 @@ struct EngineConfig {
   bool lazy_voices = false;
   bool cuda_graphs = true;
   // SchedulerOptions::overlap_steps.
-  bool overlap_steps = true;
+  bool overlap_steps = false;
   // SchedulerOptions::acoustic_length_band.
   double acoustic_length_band = SchedulerOptions{}.acoustic_length_band;
   // SchedulerOptions::acoustic_graph_bytes.

@@ -346,6 +346,12 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
   void admit(const std::string& body) {
     Admission a;
     a.fields = nlohmann::ordered_json::object();
+    // Since the request arrived: waiting for an admission thread, then admitted (the text
+    // through the front end and into the engine's queue).
+    const auto ms_since_arrival = [&] {
+      return std::round(seconds_since(info_.start) * 10000.0) / 10.0;
+    };
+    a.fields["admission_wait_ms"] = ms_since_arrival();
     try {
       const SpeechRequest request = parse_speech_request(body, api_.speech_policy());
       a.fields["voice"] = request.voice;
@@ -359,6 +365,7 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
                                                            : Mode::kFile;
       a.instructions_ignored = !request.instructions.empty();
       a.job = api_.service_.admit(request);
+      a.fields["admitted_ms"] = ms_since_arrival();
       a.encoder = make_encoder(request, a.job->sample_rate(), chars);
     } catch (const ApiError& e) {
       a.error = e;

@@ -476,6 +476,10 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(line["outcome"], "ok")
         self.assertGreater(line["audio_s"], 0)
         self.assertGreaterEqual(line["ttfa_ms"], 0)
+        # Since its arrival: an admission thread took it, its text was admitted, first audio.
+        self.assertGreaterEqual(line["admission_wait_ms"], 0)
+        self.assertGreaterEqual(line["admitted_ms"], line["admission_wait_ms"])
+        self.assertGreaterEqual(line["ttfa_ms"], line["admitted_ms"])
 
     def test_leak_watchdog_finds_nothing_on_an_idle_server(self):
         status, _, _ = self.post(speech_body(fmt="pcm"))

@@ -425,8 +425,10 @@ TEST(StepsBesideServed, SpeakAsOneStepAtATime) {
       kServedTexts[0] + " " + kServedTexts[1] + " " + kServedTexts[3],
       kServedTexts[2] + " " + kServedTexts[3] + " " + kServedTexts[0],
       kServedTexts[1] + " " + kServedTexts[2]};
-  scheduler::EngineConfig one_at_a_time = served_config(0);
-  one_at_a_time.overlap_steps = false;
+  const scheduler::EngineConfig one_at_a_time = served_config(0);
+  ASSERT_FALSE(one_at_a_time.overlap_steps) << "steps side by side are on by default";
+  scheduler::EngineConfig side_by_side = served_config(0);
+  side_by_side.overlap_steps = true;
   std::vector<std::vector<float>> expected;
   {
     scheduler::EngineService service(one_at_a_time);
@@ -435,7 +437,7 @@ TEST(StepsBesideServed, SpeakAsOneStepAtATime) {
     }
     EXPECT_EQ(service.step_counts("acoustic").beside, 0u);
   }
-  scheduler::EngineService service(served_config(0));
+  scheduler::EngineService service(side_by_side);
   for (size_t i = 0; i < texts.size(); ++i) {
     scheduler::expect_same_audio(expected[i], scheduler::speak(service, served_request(texts[i])),
                                  "alone: " + texts[i]);

@@ -23,9 +23,9 @@ def line(seconds_after, **fields):
     return json.dumps({"time": f"2026-12-03T10:00:{ms // 1000:02d}.{ms % 1000:03d}Z", **fields})
 
 
-def speech(end, duration_ms, ttfa_ms):
+def speech(end, duration_ms, ttfa_ms, **fields):
     return line(end, level="info", msg="request", method="POST", path="/v1/audio/speech",
-                status=200, duration_ms=duration_ms, ttfa_ms=ttfa_ms)
+                status=200, duration_ms=duration_ms, ttfa_ms=ttfa_ms, **fields)
 
 
 def step(end, seconds, kind, urgency, items, device_wait_s=None, ran_beside=None):
@@ -94,8 +94,11 @@ class TimelineTest(unittest.TestCase):
         t = self.timeline_of([
             step(0.5, 0.4, "vocoder", "first_audio", 8, device_wait_s=0.12, ran_beside=False),
             step(0.35, 0.15, "acoustic", "first_audio", 4, device_wait_s=0.03, ran_beside=True),
-            speech(0.6, 600, 600),
+            speech(0.6, 600, 600, admitted_ms=120.0),
         ])
+        self.assertEqual((t["admitted_p50_ms"], t["admitted_p95_ms"]), (120.0, 120.0))
+        self.assertIn("admitted (text through the front end, in the engine's queue) p50 120 ms",
+                      step_timeline.report(t))
         before = t["parts"]["to the p95 first audio"]
         self.assertAlmostEqual(before["idle_s"], 0.2, places=6)
         busy = {r["kind"]: (r["steps"], r["items"], r["seconds"], r["gpu_wait_s"])
@@ -146,6 +149,7 @@ class ServeTest(unittest.TestCase):
             with open(log) as f:
                 entries = [json.loads(line) for line in f if line.startswith("{")]
         self.assertEqual(t["requests"], 4)
+        self.assertLessEqual(t["admitted_p95_ms"], t["ttfa_p95_ms"])
         before = t["parts"]["to the p95 first audio"]
         kinds = {(r["kind"], r["urgency"]) for r in before["busy"]}
         self.assertIn(("acoustic", "first_audio"), kinds)
