@@ -19,8 +19,8 @@ struct SchedulerOptions {
   bool cuda_graphs = true;
   // Steps of a kind on a lane of its own (DeviceRuntime::lanes; a FastSpeech2 voice's acoustic
   // model) run while a vocoder step's device work is still queued; false (the default): every
-  // step on lane 0, one at a time. Off by default: a burst of 1,000 on H100s came 13 % sooner
-  // with it on one machine, the same on another and 25 % later, with stalls, on a third
+  // step on lane 0, one at a time. Off by default: a burst of 1,000 on H100s came 13–14 %
+  // sooner with it on two machines, the same on a third and 25 % later, with stalls, on a fourth
   // (docs/benchmarks.md, session 40).
   bool overlap_steps = false;
   // A FastSpeech2 acoustic step takes sentences whose phoneme counts are within this factor (at
