@@ -50,21 +50,28 @@ void select_voice_locked(const std::string& language) {
   g_voice = language;
 }
 
-// Phonemes of one clause (text without clause punctuation), word by word.
-std::vector<Word> espeak_words(const std::string& clause, const std::string& language, int mode) {
-  std::string raw;
-  {
-    std::lock_guard<std::mutex> lock(espeak_mutex());
-    initialize_locked();
-    select_voice_locked(language);
-    const void* p = clause.c_str();
+// eSpeak's output for each of `clauses` (texts without clause punctuation), under one hold of
+// the lock: a sentence's clauses wait for the lock once, not once each.
+std::vector<std::string> espeak_raw(const std::vector<std::string>& clauses,
+                                    const std::string& language, int mode) {
+  std::vector<std::string> raws(clauses.size());
+  std::lock_guard<std::mutex> lock(espeak_mutex());
+  initialize_locked();
+  select_voice_locked(language);
+  for (size_t i = 0; i < clauses.size(); ++i) {
+    const void* p = clauses[i].c_str();
     while (p != nullptr) {
       const char* out = espeak_TextToPhonemes(&p, espeakCHARS_UTF8, mode);
       if (out == nullptr) break;
-      raw += out;
-      raw += ' ';
+      raws[i] += out;
+      raws[i] += ' ';
     }
   }
+  return raws;
+}
+
+// A clause's eSpeak output, word by word.
+std::vector<Word> espeak_words(const std::string& raw) {
   std::vector<Word> words;
   Word word;
   std::string token;
@@ -117,34 +124,58 @@ std::optional<char> clause_punctuation(std::string_view text, size_t i) {
 template <typename OnWords, typename OnPunct>
 void walk_clauses(std::string_view sentence, const std::string& language, int mode,
                   OnWords on_words, OnPunct on_punct) {
-  bool pending_space = false;
+  // The sentence as clauses (trimmed, with whether whitespace stood before and after each) and
+  // punctuation marks in order, then every clause through eSpeak at once.
+  struct Piece {
+    std::optional<char> punct;
+    size_t clause = 0;  // index into clauses, when not a mark
+    bool space_before = false;
+    bool space_after = false;
+  };
+  std::vector<Piece> pieces;
+  std::vector<std::string> clauses;
+  bool space_only = false;  // a chunk of whitespace alone before the next piece
   std::string chunk;
   auto flush = [&] {
     const size_t first = chunk.find_first_not_of(" \t\n\r\f");
     if (first == std::string::npos) {
-      pending_space = pending_space || !chunk.empty();
+      space_only = space_only || !chunk.empty();
     } else {
-      pending_space = pending_space || first > 0;
       const size_t last = chunk.find_last_not_of(" \t\n\r\f");
-      std::vector<Word> words = espeak_words(chunk.substr(first, last - first + 1), language, mode);
-      if (!words.empty()) {
-        on_words(std::move(words), pending_space);
-        pending_space = false;
-      }
-      pending_space = pending_space || last + 1 < chunk.size();
+      pieces.push_back(
+          {std::nullopt, clauses.size(), space_only || first > 0, last + 1 < chunk.size()});
+      clauses.push_back(chunk.substr(first, last - first + 1));
+      space_only = false;
     }
     chunk.clear();
   };
   for (size_t i = 0; i < sentence.size(); ++i) {
     if (std::optional<char> punct = clause_punctuation(sentence, i)) {
       flush();
-      on_punct(*punct, pending_space);
-      pending_space = false;
+      pieces.push_back({punct, 0, space_only, false});
+      space_only = false;
     } else {
       chunk += sentence[i];
     }
   }
   flush();
+  const std::vector<std::string> raws =
+      clauses.empty() ? std::vector<std::string>() : espeak_raw(clauses, language, mode);
+  bool pending_space = false;
+  for (const Piece& piece : pieces) {
+    if (piece.punct) {
+      on_punct(*piece.punct, pending_space || piece.space_before);
+      pending_space = false;
+      continue;
+    }
+    pending_space = pending_space || piece.space_before;
+    std::vector<Word> words = espeak_words(raws[piece.clause]);
+    if (!words.empty()) {
+      on_words(std::move(words), pending_space);
+      pending_space = false;
+    }
+    pending_space = pending_space || piece.space_after;
+  }
 }
 
 bool is_stress_mark(std::string_view s, size_t i, size_t* len) {
