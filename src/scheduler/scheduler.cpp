@@ -142,6 +142,13 @@ Scheduler::Scheduler(DeviceRuntime& runtime, VoicePool& voices, SchedulerOptions
     if (!known)
       families_.push_back({&entry->family, entry->family.make_kinds(runtime_, options_), {}});
   }
+  std::optional<size_t> first_lane;
+  for (const FamilyKinds& family : families_) {
+    for (const auto& kind : family.kinds) {
+      if (!first_lane) first_lane = kind->lane();
+      several_lanes_ = several_lanes_ || kind->lane() != *first_lane;
+    }
+  }
   warm_up();
   thread_ = std::thread([this] { loop(); });
 }
@@ -403,6 +410,8 @@ void Scheduler::loop() {
     step_running_ = true;
     lock.unlock();
     start_step(*step);
+    // With every kind on one lane nothing can run beside it: no other pass of the loop for it.
+    if (!several_lanes_) finish_step(*step);
     if (busy) {  // a step beside the one in flight runs whole; the older one is delivered first
       finish_step(*step);
       step->beside = in_flight_->kind->name();

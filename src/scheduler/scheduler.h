@@ -192,6 +192,9 @@ class Scheduler {
   // The step whose device work is still queued (device thread): steps of other lanes run
   // beside it, and it is delivered before them, in the order the steps started.
   std::unique_ptr<StartedStep> in_flight_;
+  // Whether the kinds are on more than one lane (made at construction): else a step in flight
+  // is finished at once.
+  bool several_lanes_ = false;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;      // the device thread waits on it

@@ -149,9 +149,8 @@ class StepKind {
   // "acoustic", "vocoder": the label of this kind's metrics.
   virtual const char* name() const = 0;
   // The runtime's lane (DeviceRuntime::lanes) this kind's steps queue their device work on.
-  // While a step is in flight (start) only steps of other lanes run, so a step of a kind on
-  // another lane than the vocoder's (the acoustic model's) runs while the vocoder's step is on
-  // the device.
+  // While a step is in flight (start) only steps of other lanes run beside it, so a kind on a
+  // lane of its own can fill the host's time while another kind's step is on the device.
   virtual size_t lane() const { return 0; }
   // Device thread, under the scheduler's lock: the batch this kind would run next from
   // `streams` (the streams of this kind's family), at most pacing.max_batch items; empty when

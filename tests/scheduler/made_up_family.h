@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/ops.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/step_kind.h"
 
 namespace voxd::scheduler::testing {
 
@@ -67,6 +69,34 @@ class MadeUpVoice final : public VoiceDefinition {
   SilentFrontEnd front_end_;
   Load load_;
 };
+
+// The first running stream for which `wants(stream)` holds, as a batch of one with its urgency,
+// slack and voice; an empty batch when there is none.
+template <typename Wants>
+Batch first_wanting(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                    Clock::time_point now, const Wants& wants) {
+  Batch batch;
+  for (const auto& stream : streams) {
+    if (!stream->running() || !wants(*stream)) continue;
+    batch.urgency = urgency_of(*stream, pacing, now);
+    batch.slack_s = stream->slack(now, pacing.first_audio_due_s);
+    batch.voice = stream->voice;
+    batch.items = {stream};
+    break;
+  }
+  return batch;
+}
+
+// What a made-up kind answers for a step that does not fit: the request is too large (413).
+inline StepRefusal step_too_big() {
+  return {.request_too_large = true, .code = "step_too_big", .message = "too big"};
+}
+
+// A step's workspace of `bytes` taken from ctx's allocator and given back, as a step's arena is.
+inline void use_workspace(Context& ctx, uint64_t bytes) {
+  if (bytes == 0) return;
+  const Tensor workspace = ops::empty(ctx, {static_cast<int64_t>(bytes / 4)}, DType::F32);
+}
 
 // Makes `root`/NAME/config.json of family `type` for each name; returns the directories.
 inline std::vector<std::string> make_voice_directories(const std::filesystem::path& root,

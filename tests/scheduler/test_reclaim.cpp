@@ -65,29 +65,18 @@ class RecordingKind final : public StepKind {
   const char* name() const override { return "recording"; }
   Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
                 Clock::time_point now) override {
-    Batch batch;
-    for (const auto& stream : streams) {
-      if (!stream->running() || work(*stream).done) continue;
-      batch.urgency = urgency_of(*stream, pacing, now);
-      batch.slack_s = stream->slack(now, pacing.first_audio_due_s);
-      batch.voice = stream->voice;
-      batch.items = {stream};
-      break;
-    }
-    return batch;
+    return testing::first_wanting(streams, pacing, now,
+                                  [](const Stream& stream) { return !work(stream).done; });
   }
   uint64_t footprint(const Batch& batch, size_t) override {
     return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
   }
   StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
-    return {.request_too_large = true, .code = "step_too_big", .message = "too big"};
+    return testing::step_too_big();
   }
   StepOutput run(const Batch& batch, MemoryBudget&) override {
     OneStepWork& w = work(*batch.items.front());
-    {
-      const Tensor workspace =
-          ops::empty(runtime_.context(), {static_cast<int64_t>(w.step_bytes / 4)}, DType::F32);
-    }
+    testing::use_workspace(runtime_.context(), w.step_bytes);
     auto& recorder = static_cast<Recorder&>(*batch.voice->models);
     if (!recorder.recording.defined()) {
       recorder.recording = ops::empty(runtime_.persistent_context(),
@@ -99,7 +88,7 @@ class RecordingKind final : public StepKind {
   void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
 
  private:
-  static OneStepWork& work(Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
+  static OneStepWork& work(const Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
   DeviceRuntime& runtime_;
 };
 

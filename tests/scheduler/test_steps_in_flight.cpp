@@ -88,16 +88,8 @@ class Recording final : public LoadedVoice {
 // The first stream with a unit of `member` left, as a batch of one.
 Batch first_with(const std::vector<std::shared_ptr<Stream>>& streams, int LaneWork::*member,
                  const Pacing& pacing, Clock::time_point now) {
-  Batch batch;
-  for (const auto& stream : streams) {
-    if (!stream->running() || work_of(*stream).*member == 0) continue;
-    batch.urgency = urgency_of(*stream, pacing, now);
-    batch.slack_s = stream->slack(now, pacing.first_audio_due_s);
-    batch.voice = stream->voice;
-    batch.items = {stream};
-    break;
-  }
-  return batch;
+  return testing::first_wanting(
+      streams, pacing, now, [member](const Stream& stream) { return work_of(stream).*member > 0; });
 }
 
 // A queued step, finished by the scheduler: logs "finish queued", gives the unit's sample.
@@ -169,15 +161,12 @@ class BesideKind final : public StepKind {
     return MemoryBudget::footprint(work_of(*batch.items.front()).beside_bytes);
   }
   StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
-    return {.request_too_large = true, .code = "step_too_big", .message = "too big"};
+    return testing::step_too_big();
   }
   StepOutput run(const Batch& batch, MemoryBudget&) override {
     LaneWork& work = work_of(*batch.items.front());
     log_.add("run beside");
-    if (work.beside_bytes > 0) {
-      const Tensor workspace =
-          ops::empty(runtime_.context(), {static_cast<int64_t>(work.beside_bytes / 4)}, DType::F32);
-    }
+    testing::use_workspace(runtime_.context(), work.beside_bytes);
     return {.audio = {std::vector<float>{-static_cast<float>(work.beside--)}}, .errors = {nullptr}};
   }
   void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}

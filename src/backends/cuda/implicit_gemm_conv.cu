@@ -769,12 +769,16 @@ __global__ void arrange_polyphase_kernel(const T* weight, const T* bias, T* arra
   }
 }
 
+// Elements of the phase weights in a.arranged_weight; the per-phase bias follows them.
+int64_t phase_weight_elements(const ImplicitGemmConv& a, const Polyphase& p) {
+  return implicit_gemm_arranged_weight_elements(p.stride * a.out_channels, a.in_channels, p.taps);
+}
+
 // The phase weights and bias of a.weight and a.bias arranged into a.arranged_weight.
 template <typename T>
 void launch_arrange_polyphase(const ImplicitGemmConv& a, const Polyphase& p, cudaStream_t stream,
                               const char* op) {
-  const int64_t channels = p.stride * a.out_channels;
-  const int64_t n = implicit_gemm_arranged_weight_elements(channels, a.in_channels, p.taps);
+  const int64_t n = phase_weight_elements(a, p);
   T* arranged = static_cast<T*>(a.arranged_weight);
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
   arrange_polyphase_kernel<T>
@@ -790,11 +794,10 @@ template <typename T>
 void launch_conv_transpose_rows(const ImplicitGemmConv& a, const Polyphase& p, cudaStream_t stream,
                                 const char* op) {
   const int64_t channels = p.stride * a.out_channels;
-  const int64_t n = implicit_gemm_arranged_weight_elements(channels, a.in_channels, p.taps);
-  T* arranged = static_cast<T*>(a.arranged_weight);
   if (!a.weight_arranged) launch_arrange_polyphase<T>(a, p, stream, op);
   ImplicitGemmConv conv = a;
-  conv.bias = a.bias != nullptr ? arranged + n : nullptr;
+  conv.bias = a.bias != nullptr ? static_cast<T*>(a.arranged_weight) + phase_weight_elements(a, p)
+                                : nullptr;
   conv.out_channels = channels;
   conv.out_steps = a.in_steps;
   conv.kernel = p.taps;

@@ -93,7 +93,7 @@ void VocoderGraphs::start(const Tensor& mel) {
   const int64_t n_mels = vocoder_->config().num_mels;
   if (!mel.defined() || mel.dim() != 3 || mel.size(0) < 1 || mel.size(1) != n_mels ||
       mel.size(2) != frames_ || !mel.device().is_cpu() || !is_floating(mel.dtype())) {
-    throw InputError("VocoderGraphs::run: mel " + mel.shape_string() +
+    throw InputError("VocoderGraphs: mel " + mel.shape_string() +
                      " must be a float host tensor [B, " + std::to_string(n_mels) + ", " +
                      std::to_string(frames_) + "] with B >= 1 (the shape the graphs are for)");
   }
