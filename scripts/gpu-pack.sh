@@ -9,8 +9,8 @@
 #       so that voxd answers aac with a 400), builds the GPU test binaries and benchmarks that
 #       build-gpu/gpu-tests.json lists (tests/cuda/CMakeLists.txt writes it; GPU_TESTS, names
 #       separated by spaces, narrows the tests; GPU_BENCHES the benchmarks, set and empty for
-#       none, as the serve modes need only voxd) and the `voxd` command (CUDA build), and copies
-#       them to build-gpu/dist/{bin,bench}/ with the manifest (narrowed) as dist/gpu-tests.json,
+#       none, as the serve modes need only voxd) and the `voxd` command (CUDA build) with its
+#       voxd-espeak-worker, and copies them to build-gpu/dist/{bin,bench}/ with the manifest (narrowed) as dist/gpu-tests.json,
 #       every shared library they need beyond glibc, the GCC runtime (libstdc++, libgcc_s) and
 #       CUDA's in build-gpu/dist/lib/ (voxd's: eSpeak NG with libsonic, libsndfile with FLAC, Ogg
 #       Vorbis, Opus, LAME and mpg123, ICU 72, spdlog, fmt and OpenMP; the HTTP layer is
@@ -139,12 +139,12 @@ pack() {
   local -a targets=()
   entries="$(narrow_manifest "$BUILD/gpu-tests.packed.json")"
   while read -r dir name file; do targets+=("$name"); done <<<"$entries"
-  cmake --build "$BUILD" -j "${JOBS:-2}" --target "${targets[@]}" voxd
+  cmake --build "$BUILD" -j "${JOBS:-2}" --target "${targets[@]}" voxd voxd-espeak-worker
   rm -rf "$DIST"
   mkdir -p "$DIST/bin" "$DIST/lib" "$DIST/bench" "$DIST/share"
   while read -r dir name file; do cp "$file" "$DIST/$dir/"; done <<<"$entries"
   mv "$BUILD/gpu-tests.packed.json" "$DIST/gpu-tests.json"
-  cp "$BUILD/src/cli/voxd" "$DIST/bin/"
+  cp "$BUILD/src/cli/voxd" "$BUILD/src/cli/voxd-espeak-worker" "$DIST/bin/"
   pack_variants
   local -a binaries=("$DIST"/bin/* "$DIST"/bench/* "$DIST"/variants/*/*)
   # Symbols only name host functions in a backtrace: stripped, the archive is ~8 % smaller.
@@ -265,7 +265,8 @@ pack_check() {
   local log="$dir/serve.log"
   : >"$log"
   ESPEAK_DATA_PATH="$dist/share" LD_LIBRARY_PATH="$libpath" "$dist/bin/voxd" serve --device cpu \
-    --voice "$ROOT/voices/en-demo" --port 0 --log-format json >/dev/null 2>"$log" &
+    --voice "$ROOT/voices/en-demo" --port 0 --log-format json --espeak-processes 2 \
+    >/dev/null 2>"$log" &
   local pid=$! url="" i
   for ((i = 0; i < 600; i++)); do
     url="$(grep -o '"url":"http://[^"]*"' "$log" | head -1 | cut -d'"' -f4 || true)"

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -33,6 +34,7 @@
 #include "server/metrics.h"
 #include "server/periodic_task.h"
 #include "server/speech_request.h"
+#include "text/espeak_workers.h"
 #ifdef VOXD_HAVE_CUDA
 #include "backends/cuda/cuda_check.h"
 #endif
@@ -72,6 +74,7 @@ struct ServeCommand::Settings {
   size_t max_connections = server::HttpConfig{}.max_connections;
   int http_threads = server::HttpConfig{}.threads;
   int admission_threads = server::HttpConfig{}.admission_threads;
+  std::optional<int> espeak_processes;
   double header_timeout_s = server::HttpConfig{}.header_timeout_s;
   double read_timeout_s = server::HttpConfig{}.read_timeout_s;
   double write_timeout_s = server::HttpConfig{}.write_timeout_s;
@@ -92,6 +95,41 @@ struct ServeCommand::Settings {
 };
 
 namespace {
+
+// The process's eSpeak NG calls sent to worker processes while it lives (--espeak-processes):
+// `requested` of them, or one per admission thread when not given, in which case a missing
+// worker program means eSpeak NG in this process and a warning. InputError if a requested count
+// cannot start.
+class EspeakWorkersInUse {
+ public:
+  EspeakWorkersInUse(std::optional<int> requested, int admission_threads) {
+    const int count = requested.value_or(admission_threads);
+    if (count == 0) return;
+    const std::optional<std::filesystem::path> program = text::find_espeak_worker_program();
+    if (!program) {
+      const std::string missing = "voxd-espeak-worker is neither beside this program nor installed";
+      if (requested)
+        throw InputError("--espeak-processes " + std::to_string(count) + ": " + missing);
+      server::log_event(
+          spdlog::level::warn, "espeak in process",
+          {{"reason", missing + "; eSpeak NG runs in the server, one sentence at a time"}});
+      return;
+    }
+    text::EspeakWorkers::Options options;
+    options.program = *program;
+    options.count = count;
+    text::use_espeak_workers(std::make_shared<text::EspeakWorkers>(options));
+    count_ = count;
+  }
+  ~EspeakWorkersInUse() { text::use_espeak_workers(nullptr); }
+  EspeakWorkersInUse(const EspeakWorkersInUse&) = delete;
+  EspeakWorkersInUse& operator=(const EspeakWorkersInUse&) = delete;
+
+  int count() const { return count_; }
+
+ private:
+  int count_ = 0;
+};
 
 // VOXD_MAX_QUEUE for "max-queue".
 std::string variable_name(const std::string& flag) {
@@ -261,6 +299,7 @@ std::string ServeCommand::Settings::as_config_file() const {
       << "max-body-bytes = " << max_body_bytes << "\nmax-header-bytes = " << max_header_bytes
       << "\nmax-input-chars = " << max_input_chars << "\nmax-connections = " << max_connections
       << "\nhttp-threads = " << http_threads << "\nadmission-threads = " << admission_threads
+      << (espeak_processes ? "\nespeak-processes = " + std::to_string(*espeak_processes) : "")
       << "\nheader-timeout = " << header_timeout_s << "\nread-timeout = " << read_timeout_s
       << "\nwrite-timeout = " << write_timeout_s
       << "\nkeep-alive-timeout = " << keep_alive_timeout_s << "\ngrace-period = " << grace_period_s
@@ -440,6 +479,11 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
               "Threads that parse speech requests and run the text front end (0: min(8, cores))")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+  add_setting(c, "espeak-processes", s.espeak_processes,
+              "Worker processes running eSpeak NG for the text front end, so that requests are "
+              "phonemised at once and a crash on hostile text costs a worker, not the server "
+              "(0: in the server, one sentence at a time; default: one per admission thread)")
+      ->check(CLI::Range(0, 256));
   add_setting(c, "header-timeout", s.header_timeout_s,
               "Seconds from a request's first byte to its last header; then 408 and closed")
       ->capture_default_str()
@@ -530,6 +574,9 @@ int ServeCommand::run(const CLI::App& app) {
   watch_shutdown_signals();
   const auto load_start = Clock::now();
   server::HttpConfig http_config = s.http_config();
+  // Before the engine, whose voices' front ends phonemise from their first sentence; the last to
+  // go, after the engine and the HTTP server.
+  const EspeakWorkersInUse espeak(s.espeak_processes, server::admission_thread_count(http_config));
   // Before the engine: its device thread records into the registry until the engine is gone.
   server::MetricsRegistry metrics;
   const scheduler::EngineConfig engine_config = s.engine_config();
@@ -549,6 +596,7 @@ int ServeCommand::run(const CLI::App& app) {
        {"voices", voice_ids},
        {"voice_aliases", voice_aliases},
        {"auth", !http_config.api_keys.empty()},
+       {"espeak_processes", espeak.count()},
        {"acoustic_graph_bytes", engine_config.cuda_graphs ? engine_config.acoustic_graph_bytes : 0},
        {"startup_s", seconds_since(load_start)}});
 

@@ -655,11 +655,7 @@ void HttpApi::Impl::start(int& port) {
                                ? static_cast<unsigned>(config_.threads)
                                : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
-  // More than eight took cores from the device thread's kernel launches on the H200 (16 cores)
-  // and made a burst's first audio no sooner (docs/benchmarks.md).
-  admission_pool_.emplace(config_.admission_threads > 0
-                              ? static_cast<size_t>(config_.admission_threads)
-                              : std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  admission_pool_.emplace(static_cast<size_t>(admission_thread_count(config_)));
 }
 
 void HttpApi::Impl::raise_open_file_limit() const {
@@ -1129,6 +1125,14 @@ void HttpApi::Impl::count_speech(const std::string& outcome) {
                "cancelled (client gone or server stopping), failed (5xx or cut off).",
                {{"outcome", outcome}})
       .inc();
+}
+
+int admission_thread_count(const HttpConfig& config) {
+  // More than eight took cores from the device thread's kernel launches on the H200 (16 cores)
+  // and made a burst's first audio no sooner (docs/benchmarks.md).
+  return config.admission_threads > 0
+             ? config.admission_threads
+             : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }
 
 HttpApi::HttpApi(HttpConfig config, SpeechService& service, MetricsRegistry& metrics)

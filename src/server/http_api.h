@@ -45,6 +45,9 @@ struct HttpConfig {
   double keep_alive_timeout_s = 5;  // an idle kept-alive connection closes after it
 };
 
+// The admission threads `config` asks for: admission_threads, or min(8, cores) for 0.
+int admission_thread_count(const HttpConfig& config);
+
 class HttpApi {
  public:
   // `service` and `metrics` must outlive the HttpApi.

@@ -1,15 +1,15 @@
 #include "text/phonemizer.h"
 
-#include <espeak-ng/speak_lib.h>
-
 #include <algorithm>
 #include <array>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <utility>
 
 #include "core/error.h"
 #include "text/ascii.h"
+#include "text/espeak_engine.h"
+#include "text/espeak_workers.h"
 
 namespace voxd::text {
 namespace {
@@ -22,52 +22,17 @@ constexpr char kSeparator = '\x1f';
 constexpr int kModeAscii = kSeparator << 8;
 constexpr int kModeIpa = 0x02 | (kSeparator << 8);
 
-// Guards every call into libespeak-ng and the state below.
-std::mutex& espeak_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-bool g_initialized = false;
-std::string g_voice;
-
 // A word as eSpeak wrote it: its phoneme names, stress marks still attached.
 using Word = std::vector<std::string>;
 
-void initialize_locked() {
-  if (g_initialized) return;
-  const int rate =
-      espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 0, nullptr, espeakINITIALIZE_DONT_EXIT);
-  if (rate <= 0) throw Error("cannot initialise libespeak-ng (is espeak-ng-data installed?)");
-  g_initialized = true;
-}
-
-void select_voice_locked(const std::string& language) {
-  if (language == g_voice) return;
-  if (language.empty() || espeak_SetVoiceByName(language.c_str()) != EE_OK) {
-    g_voice.clear();
-    throw InputError("eSpeak NG has no voice for language '" + language + "'");
-  }
-  g_voice = language;
-}
-
-// eSpeak's output for each of `clauses` (texts without clause punctuation), under one hold of
-// the lock: a sentence's clauses wait for the lock once, not once each.
+// eSpeak's output for each of `clauses`: from the worker processes when this process uses them,
+// else from the library in this process.
 std::vector<std::string> espeak_raw(const std::vector<std::string>& clauses,
                                     const std::string& language, int mode) {
-  std::vector<std::string> raws(clauses.size());
-  std::lock_guard<std::mutex> lock(espeak_mutex());
-  initialize_locked();
-  select_voice_locked(language);
-  for (size_t i = 0; i < clauses.size(); ++i) {
-    const void* p = clauses[i].c_str();
-    while (p != nullptr) {
-      const char* out = espeak_TextToPhonemes(&p, espeakCHARS_UTF8, mode);
-      if (out == nullptr) break;
-      raws[i] += out;
-      raws[i] += ' ';
-    }
+  if (const std::shared_ptr<EspeakWorkers> workers = espeak_workers()) {
+    return workers->phonemes(clauses, language, mode);
   }
-  return raws;
+  return espeak_phonemes_in_process(clauses, language, mode);
 }
 
 // A clause's eSpeak output, word by word.
@@ -352,8 +317,7 @@ bool is_arpabet_punctuation(char c) {
 }  // namespace
 
 Phonemizer::Phonemizer() {
-  std::lock_guard<std::mutex> lock(espeak_mutex());
-  initialize_locked();
+  if (!espeak_workers()) initialize_espeak();
 }
 
 std::vector<std::string> Phonemizer::phonemize_ipa(std::string_view sentence,

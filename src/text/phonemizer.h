@@ -15,12 +15,13 @@ inline constexpr std::string_view kWordBoundary = " ";
 // The token phonemize_arpabet emits for a pause (clause punctuation).
 inline constexpr std::string_view kArpabetPause = "sp";
 
-// Thread-safe front to the process-wide eSpeak NG engine: every call into the library is
-// serialised by one mutex and selects the requested language itself.
+// Thread-safe front to eSpeak NG: the process's library, whose calls one mutex serialises, or the
+// worker processes the process uses (use_espeak_workers, text/espeak_workers.h), which run at
+// once. Each call selects the requested language itself.
 class Phonemizer {
  public:
-  // Initialises libespeak-ng from its default data path on first use in the process; Error if
-  // the data cannot be loaded.
+  // Initialises libespeak-ng in this process (unless it uses worker processes) on first use;
+  // Error if the data cannot be loaded.
   Phonemizer();
 
   // IPA tokens of `sentence`: one token per eSpeak phoneme ("t", "aɪ", "ɑːɹ"; the length mark

@@ -740,6 +740,73 @@ class LifecycleTest(unittest.TestCase):
             server.close()
 
 
+def child_processes(pid):
+    """{process id: command name} of the processes whose parent is `pid`."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": the name may hold spaces and parentheses.
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            children[int(entry)] = stat[stat.index("(") + 1:stat.rindex(")")]
+    return children
+
+
+def espeak_workers_of(pid):
+    """The process ids of voxd-espeak-worker processes started by `pid` (the kernel keeps 15
+    characters of a command's name)."""
+    return sorted(p for p, name in child_processes(pid).items() if name == "voxd-espeak-wor")
+
+
+class EspeakWorkersTest(unittest.TestCase):
+    """--espeak-processes: eSpeak NG in worker processes, which the server replaces when they die."""
+
+    def test_killed_workers_are_replaced_and_requests_answered(self):
+        server = Server("--espeak-processes", "2")
+        try:
+            listening = [l for l in server.log_lines() if l.get("msg") == "listening"][0]
+            self.assertEqual(listening["espeak_processes"], 2)
+            workers = espeak_workers_of(server.process.pid)
+            self.assertEqual(len(workers), 2, child_processes(server.process.pid))
+            status, _, before = server.request("POST", "/v1/audio/speech", speech_body(stream=False))
+            self.assertEqual(status, 200, before[:300])
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            # Each sentence's call finds its worker dead, starts another and asks it.
+            for _ in range(3):
+                status, _, after = server.request("POST", "/v1/audio/speech",
+                                                  speech_body(stream=False))
+                self.assertEqual(status, 200, after[:300])
+                self.assertEqual(len(wav_frames(after)), len(wav_frames(before)))
+            replaced = espeak_workers_of(server.process.pid)
+            self.assertEqual(len(replaced), 2)
+            self.assertFalse(set(replaced) & set(workers))
+            self.assertEqual(server.stop(), 0)
+            # The server waits for its workers as it exits.
+            for pid in replaced:
+                self.assertFalse(os.path.exists(f"/proc/{pid}"), f"worker {pid} outlived the server")
+        finally:
+            server.close()
+
+    def test_zero_runs_espeak_in_the_server(self):
+        server = Server("--espeak-processes", "0")
+        try:
+            listening = [l for l in server.log_lines() if l.get("msg") == "listening"][0]
+            self.assertEqual(listening["espeak_processes"], 0)
+            self.assertEqual(espeak_workers_of(server.process.pid), [])
+            status, _, body = server.request("POST", "/v1/audio/speech", speech_body(stream=False))
+            self.assertEqual(status, 200, body[:300])
+            self.assertGreater(len(wav_frames(body)), 22050)
+        finally:
+            server.stop()
+            server.close()
+
+
 class MandarinVoiceTest(unittest.TestCase):
     """voices/zh-demo beside en-demo: the server reads each request with its voice's front end."""
 

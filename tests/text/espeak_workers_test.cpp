@@ -1,0 +1,259 @@
+// eSpeak NG in worker processes: the same phonemes as the library in this process, from many
+// threads at once, and a worker that crashes, hangs or answers nonsense replaced without taking
+// the caller down.
+#include "text/espeak_workers.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "text/phonemizer.h"
+
+namespace voxd::text {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kSentences = {
+    "The quick brown fox jumps over the lazy dog.",
+    "Ticket 42, please hold; your call is important to us!",
+    "\"Well,\" she said - twice - (quietly) \"it's 3:15 already?\"",
+    "Streaming speech arrives while the rest of the sentence is still being made.",
+};
+
+struct Phonemes {
+  std::vector<std::string> ipa, mnemonic, arpabet;
+  bool operator==(const Phonemes&) const = default;
+};
+
+Phonemes phonemize(const Phonemizer& phonemizer, const std::string& sentence) {
+  return {phonemizer.phonemize_ipa(sentence, "en-us"),
+          phonemizer.phonemize_mnemonic(sentence, "en-us"),
+          phonemizer.phonemize_arpabet(sentence, "en-us")};
+}
+
+EspeakWorkers::Options worker_options(int count) {
+  EspeakWorkers::Options options;
+  options.program = VOXD_ESPEAK_WORKER;
+  options.count = count;
+  return options;
+}
+
+// Routes this process's eSpeak calls to `workers` for the test's length.
+class UsingWorkers {
+ public:
+  explicit UsingWorkers(std::shared_ptr<EspeakWorkers> workers) { use_espeak_workers(workers); }
+  ~UsingWorkers() { use_espeak_workers(nullptr); }
+};
+
+// A stand-in worker: a shell script that answers the ready check, then does `then`.
+fs::path script_worker(const std::string& name, const std::string& then) {
+  const fs::path path = fs::path(testing::TempDir()) / ("voxd-fake-worker-" + name);
+  std::ofstream(path) << "#!/bin/sh\n"
+                      << "printf '\\005\\000\\000\\000\\000\\000\\000\\000\\000'\n"
+                      << then << "\n";
+  fs::permissions(path, fs::perms::owner_all);
+  return path;
+}
+
+TEST(EspeakWorkers, GiveWhatTheLibraryInThisProcessGives) {
+  const Phonemizer phonemizer;
+  std::vector<Phonemes> in_process;
+  for (const std::string& sentence : kSentences) {
+    in_process.push_back(phonemize(phonemizer, sentence));
+  }
+  const std::vector<std::string> mandarin =
+      phonemizer.phonemize_mnemonic("ni3 hao3, huar1.", "cmn-latn-pinyin");
+  ASSERT_FALSE(in_process.front().ipa.empty());
+
+  const auto workers = std::make_shared<EspeakWorkers>(worker_options(2));
+  UsingWorkers using_workers(workers);
+  for (size_t i = 0; i < kSentences.size(); ++i) {
+    EXPECT_EQ(phonemize(phonemizer, kSentences[i]), in_process[i]) << kSentences[i];
+  }
+  EXPECT_EQ(phonemizer.phonemize_mnemonic("ni3 hao3, huar1.", "cmn-latn-pinyin"), mandarin);
+  EXPECT_EQ(workers->replaced(), 0);
+  for (const pid_t pid : workers->pids()) EXPECT_GT(pid, 0);
+}
+
+TEST(EspeakWorkers, ServeManyThreadsAtOnce) {
+  const Phonemizer phonemizer;
+  std::vector<Phonemes> in_process;
+  for (const std::string& sentence : kSentences) {
+    in_process.push_back(phonemize(phonemizer, sentence));
+  }
+  UsingWorkers using_workers(std::make_shared<EspeakWorkers>(worker_options(2)));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < mismatches.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < 40; ++i) {
+        const size_t k = (i + t) % kSentences.size();
+        if (!(phonemize(phonemizer, kSentences[k]) == in_process[k])) ++mismatches[t];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
+TEST(EspeakWorkers, AnUnknownLanguageIsAnInputErrorAndTheWorkerGoesOn) {
+  EspeakWorkers workers(worker_options(1));
+  const pid_t pid = workers.pids().at(0);
+  try {
+    workers.phonemes({"hello"}, "no-such-language", 0);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-language"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(workers.phonemes({"hello"}, "en-us", 0).size(), 1u);
+  EXPECT_EQ(workers.pids().at(0), pid);
+  EXPECT_EQ(workers.replaced(), 0);
+}
+
+TEST(EspeakWorkers, AKilledWorkerIsReplacedAndTheCallAnswered) {
+  EspeakWorkers workers(worker_options(1));
+  const std::vector<std::string> before = workers.phonemes({"hello world"}, "en-us", 0);
+  const pid_t pid = workers.pids().at(0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_EQ(workers.phonemes({"hello world"}, "en-us", 0), before);
+  EXPECT_EQ(workers.replaced(), 1);
+  EXPECT_NE(workers.pids().at(0), pid);
+}
+
+TEST(EspeakWorkers, TextThatKillsTheWorkerTwiceIsAnInputError) {
+  // Answers the ready check, then exits at the first byte of the next request.
+  EspeakWorkers::Options options = worker_options(1);
+  options.program = script_worker("dies", "exec head -c 1 >/dev/null");
+  EspeakWorkers workers(options);
+  for (int call = 1; call <= 2; ++call) {
+    try {
+      workers.phonemes({"hello"}, "en-us", 0);
+      FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("died on it twice"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(workers.replaced(), 2 * call);
+  }
+}
+
+TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
+  EspeakWorkers::Options options = worker_options(1);
+  options.program = script_worker("hangs", "exec sleep 60");
+  options.timeout = std::chrono::milliseconds(300);
+  EspeakWorkers workers(options);
+  const pid_t pid = workers.pids().at(0);
+  try {
+    workers.phonemes({"hello"}, "en-us", 0);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than 300 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(workers.replaced(), 1);
+  EXPECT_EQ(workers.pids().at(0), 0);
+  EXPECT_NE(::kill(pid, 0), 0) << "the hung worker was not killed";
+}
+
+TEST(EspeakWorkers, AProgramThatIsNoWorkerIsRefusedAtStart) {
+  EspeakWorkers::Options options = worker_options(1);
+  options.program = "/nonexistent/voxd-espeak-worker";
+  try {
+    EspeakWorkers workers(options);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/voxd-espeak-worker"), std::string::npos)
+        << e.what();
+  }
+  options.program = "/bin/true";
+  EXPECT_THROW(EspeakWorkers{options}, Error);
+  const fs::path nonsense = fs::path(testing::TempDir()) / "voxd-fake-worker-nonsense";
+  std::ofstream(nonsense) << "#!/bin/sh\nprintf '\\001\\000\\000\\000\\007'\nexec sleep 60\n";
+  fs::permissions(nonsense, fs::perms::owner_all);
+  options.program = nonsense;
+  try {
+    EspeakWorkers workers(options);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not an answer"), std::string::npos) << e.what();
+  }
+}
+
+// The worker's loop on a socket pair, in this process.
+class WorkerLoop : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends_), 0);
+    loop_ = std::thread([this] { status_ = serve_espeak_requests(ends_[1], ends_[1]); });
+  }
+  void TearDown() override {
+    if (loop_.joinable()) finish();
+    ::close(ends_[1]);
+  }
+  void send(const std::string& bytes) {
+    ASSERT_EQ(::write(ends_[0], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  // Closes this end and waits for the loop.
+  int finish() {
+    ::shutdown(ends_[0], SHUT_WR);
+    loop_.join();
+    ::close(ends_[0]);
+    return status_;
+  }
+  static std::string u32(uint32_t value) {
+    return std::string(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+
+  int ends_[2] = {-1, -1};
+  std::thread loop_;
+  int status_ = -1;
+};
+
+TEST_F(WorkerLoop, EndsWellWhenItsInputEnds) {
+  EXPECT_EQ(finish(), 0);
+}
+
+TEST_F(WorkerLoop, AFrameTooLongIsNotARequest) {
+  send(u32(0xFFFFFFFFu));
+  EXPECT_EQ(finish(), 1);
+}
+
+TEST_F(WorkerLoop, APayloadThatIsNotARequestEndsIt) {
+  // A clause count far beyond the bytes that follow.
+  const std::string payload = u32(0) + u32(5) + "en-us" + u32(1000000);
+  send(u32(static_cast<uint32_t>(payload.size())) + payload);
+  EXPECT_EQ(finish(), 1);
+}
+
+TEST_F(WorkerLoop, AnswersARequest) {
+  const std::string payload = u32(0) + u32(5) + "en-us" + u32(1) + u32(5) + "hello";
+  send(u32(static_cast<uint32_t>(payload.size())) + payload);
+  uint32_t length = 0;
+  ASSERT_EQ(::read(ends_[0], &length, sizeof length), static_cast<ssize_t>(sizeof length));
+  std::string answer(length, '\0');
+  size_t got = 0;
+  while (got < length) {
+    const ssize_t n = ::read(ends_[0], answer.data() + got, length - got);
+    ASSERT_GT(n, 0);
+    got += static_cast<size_t>(n);
+  }
+  ASSERT_GE(answer.size(), 9u);
+  EXPECT_EQ(answer[0], '\0');  // an answer, not an error
+  uint32_t count = 0;
+  std::memcpy(&count, answer.data() + 1, sizeof count);
+  EXPECT_EQ(count, 1u);
+  EXPECT_NE(answer.find('h'), std::string::npos) << "hello's phonemes start with h";
+  EXPECT_EQ(finish(), 0);
+}
+
+}  // namespace
+}  // namespace voxd::text
