@@ -310,7 +310,7 @@ void Scheduler::bind_metrics(server::MetricsRegistry& registry) {
 
 void Scheduler::warm_up() {
   const Clock::time_point started = Clock::now();
-  const bool while_idle =
+  warm_while_idle_ =
       options_.warm_up_while_idle.value_or(runtime_.backend().first_runs_cost_more());
   for (const auto& entry : voices_.entries()) {
     if (!entry->models) continue;
@@ -319,7 +319,7 @@ void Scheduler::warm_up() {
       for (const auto& kind : family.kinds) {
         try {
           kind->warm_up(*entry, pacing_, budget_);
-          if (while_idle) warming_.emplace_back(entry.get(), kind.get());
+          if (warm_while_idle_) warming_.push_back({entry.get(), kind.get(), true, true});
         } catch (const std::exception& e) {
           spdlog::warn("warming up the {} steps of voice '{}' failed: {}", kind->name(),
                        entry->card().name, e.what());
@@ -333,28 +333,49 @@ void Scheduler::warm_up() {
                      {"graph_bytes", voices_.graph_bytes()}});
 }
 
+void Scheduler::queue_warm_ups() {
+  for (VoiceEntry* voice : loaded_by_steps_) {
+    // A voice loaded again starts its warm-up over.
+    std::erase_if(warming_, [voice](const Warming& w) { return w.voice == voice; });
+    for (const FamilyKinds& family : families_) {
+      if (family.family != &voice->family) continue;
+      for (const auto& kind : family.kinds) {
+        warming_.push_back({voice, kind.get(), false, warm_while_idle_});
+      }
+    }
+  }
+  loaded_by_steps_.clear();
+}
+
 void Scheduler::warm_further(std::unique_lock<std::mutex>& lock) {
-  const auto [voice, kind] = warming_.front();
+  const Warming piece = warming_.front();
   bool more = false;
-  if (voice->models) {  // a voice unloaded meanwhile leaves the warm-up
+  if (piece.voice->models) {  // a voice unloaded meanwhile leaves the warm-up
+    VoiceEntry& voice = *piece.voice;
+    StepKind& kind = *piece.kind;
     step_running_ = true;
     lock.unlock();
     const Clock::time_point started = Clock::now();
     try {
-      more = kind->warm_further(*voice, pacing_, budget_);
-      runtime_.backend(kind->lane()).synchronize();  // as after a step (start_step)
+      if (piece.warmed_up) {
+        more = kind.warm_further(voice, pacing_, budget_);
+      } else {
+        kind.warm_up(voice, pacing_, budget_);
+        more = piece.further;
+      }
+      runtime_.backend(kind.lane()).synchronize();  // as after a step (start_step)
     } catch (const std::exception& e) {
-      spdlog::warn("warming up the {} steps of voice '{}' further failed: {}", kind->name(),
-                   voice->card().name, e.what());
+      spdlog::warn("warming up the {} steps of voice '{}' {}failed: {}", kind.name(),
+                   voice.card().name, piece.warmed_up ? "further " : "", e.what());
     }
     const double seconds = seconds_between(started, Clock::now());
     warming_s_ += seconds;
     lock.lock();
     step_running_ = false;
     budget_bytes_.store(budget_.available());
-    server::log_event(
-        spdlog::level::debug, "warm-up piece",
-        {{"kind", kind->name()}, {"voice", voice->card().name}, {"seconds", seconds}});
+    warming_.front().warmed_up = true;
+    server::log_event(spdlog::level::debug, "warm-up piece",
+                      {{"kind", kind.name()}, {"voice", voice.card().name}, {"seconds", seconds}});
   }
   if (more) return;
   warming_.erase(warming_.begin());
@@ -421,6 +442,7 @@ void Scheduler::loop() {
     }
     const uint64_t available = budget_.available();
     lock.lock();
+    queue_warm_ups();
     if (busy) {
       deliver_step(*in_flight_);
       in_flight_.reset();
@@ -600,6 +622,7 @@ void Scheduler::ensure_loaded(VoiceEntry& voice) {
   while (!voice.models) {
     try {
       voices_.load(voice);
+      loaded_by_steps_.push_back(&voice);
     } catch (const Error& e) {
       // CachingAllocator's "out of memory: ..." (docs/memory.md); anything else is the voice's.
       if (!std::string_view(e.what()).starts_with("out of memory")) throw;

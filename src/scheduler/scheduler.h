@@ -109,8 +109,11 @@ class Scheduler {
   void loop();
   // Before the device thread starts: every kind's warm_up for every loaded voice.
   void warm_up();
-  // Device thread, under the lock, with no step to run: the first pending kind's next
-  // warm_further piece (the lock released while it runs).
+  // Device thread, under the lock: queues the warm-up of the voices steps loaded since the last
+  // call (lazy voices, and voices loaded again after an unload), to run while idle.
+  void queue_warm_ups();
+  // Device thread, under the lock, with no step to run: the first pending kind's next piece of
+  // warm-up, warm_up or warm_further (the lock released while it runs).
   void warm_further(std::unique_lock<std::mutex>& lock);
   // Device thread, under the lock: drops streams that ended or passed their deadline.
   void reap(Clock::time_point now);
@@ -185,10 +188,23 @@ class Scheduler {
     std::vector<std::shared_ptr<Stream>> streams;
   };
   std::vector<FamilyKinds> families_;
-  // The (voice, kind) pairs whose warm_further has more to do (device thread), and the seconds
-  // its pieces took so far.
-  std::vector<std::pair<VoiceEntry*, StepKind*>> warming_;
+  // A (voice, kind) pair's warm-up left to do while idle: warm_up itself for a voice a step
+  // loaded, then warm_further pieces where the backend's first runs cost more.
+  struct Warming {
+    VoiceEntry* voice = nullptr;
+    StepKind* kind = nullptr;
+    bool warmed_up = false;  // its warm_up has run
+    bool further = false;    // warm_further pieces follow it
+  };
+  // The pairs with warm-up left (device thread; load() reads the count under the lock), and the
+  // seconds their pieces took so far.
+  std::vector<Warming> warming_;
   double warming_s_ = 0.0;
+  // Whether the kinds warm further while idle (SchedulerOptions::warm_up_while_idle, else the
+  // backend's first_runs_cost_more), fixed at construction.
+  bool warm_while_idle_ = false;
+  // Voices a step loaded whose warm-up is not queued yet (device thread).
+  std::vector<VoiceEntry*> loaded_by_steps_;
   // The step whose device work is still queued (device thread): steps of other lanes run
   // beside it, and it is delivered before them, in the order the steps started.
   std::unique_ptr<StartedStep> in_flight_;

@@ -824,6 +824,31 @@ class EspeakWorkersTest(unittest.TestCase):
             server.close()
 
 
+class LazyVoiceTest(unittest.TestCase):
+    def test_a_lazy_voice_is_warmed_up_after_the_request_that_loaded_it(self):
+        server = Server("--lazy")
+        try:
+            def messages():
+                return [l.get("msg", "") for l in server.log_lines()]
+
+            self.assertFalse(any(m.startswith("voice 'en-demo' loaded") for m in messages()))
+            self.assertNotIn("warmed up further while idle", messages())
+            status, _, body = server.request("POST", "/v1/audio/speech", speech_body(stream=False))
+            self.assertEqual(status, 200, body[:300])
+            # The request loaded the voice; the device thread warms it up once it is idle.
+            server.wait_for(lambda: "warmed up further while idle" in messages(),
+                            "the lazily loaded voice's warm-up")
+            seen = messages()
+            loaded = next(i for i, m in enumerate(seen) if m.startswith("voice 'en-demo' loaded"))
+            self.assertGreater(seen.index("warmed up further while idle"), loaded)
+            status, _, again = server.request("POST", "/v1/audio/speech", speech_body(stream=False))
+            self.assertEqual(status, 200, again[:300])
+            self.assertEqual(len(wav_frames(again)), len(wav_frames(body)))
+            self.assertEqual(server.stop(), 0)
+        finally:
+            server.close()
+
+
 class MandarinVoiceTest(unittest.TestCase):
     """voices/zh-demo beside en-demo: the server reads each request with its voice's front end."""
 

@@ -34,10 +34,11 @@ class SilentFrontEnd final : public text::FrontEnd {
   std::string unit_name() const override { return "none"; }
 };
 
-// A voice of family `type` in `directory`, 16 kHz, whose load() is the test's.
+// A voice of family `type` in `directory`, 16 kHz, whose load() is the test's (given the
+// context the weights go to).
 class MadeUpVoice final : public VoiceDefinition {
  public:
-  using Load = std::function<std::unique_ptr<LoadedVoice>()>;
+  using Load = std::function<std::unique_ptr<LoadedVoice>(Context&)>;
 
   MadeUpVoice(const std::string& directory, std::string_view type, Load load)
       : load_(std::move(load)) {
@@ -52,8 +53,8 @@ class MadeUpVoice final : public VoiceDefinition {
                          const SchedulerOptions&) const override {
     throw InputError("the tests admit their streams' work themselves");
   }
-  std::unique_ptr<LoadedVoice> load(Context&, DType, const SchedulerOptions&) const override {
-    return load_();
+  std::unique_ptr<LoadedVoice> load(Context& ctx, DType, const SchedulerOptions&) const override {
+    return load_(ctx);
   }
   WorkspacePlan plan_memory(Backend&, DType, const PlanShape&,
                             std::vector<std::string>&) const override {

@@ -96,8 +96,8 @@ class RecorderFamily final : public Family {
  public:
   std::string_view type() const override { return kType; }
   std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
-    return std::make_unique<testing::MadeUpVoice>(directory, kType,
-                                                  [] { return std::make_unique<Recorder>(); });
+    return std::make_unique<testing::MadeUpVoice>(
+        directory, kType, [](Context&) { return std::make_unique<Recorder>(); });
   }
   std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,
                                                     const SchedulerOptions&) const override {

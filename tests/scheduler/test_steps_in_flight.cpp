@@ -183,7 +183,7 @@ class InFlightFamily final : public Family {
   std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
     EventLog& log = log_;
     return std::make_unique<testing::MadeUpVoice>(
-        directory, kType, [&log] { return std::make_unique<Recording>(log); });
+        directory, kType, [&log](Context&) { return std::make_unique<Recording>(log); });
   }
   // "queued" first: at equal slack it is chosen before "beside".
   std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,

@@ -1,0 +1,188 @@
+// A voice a step loads (a lazy voice's first request, or a voice loaded again after an unload)
+// is warmed up while the device is idle afterwards, as the voices loaded at start-up are before
+// the first request: a made-up family whose kind counts its warm-ups, two lazy voices whose
+// weights fit the memory limit only one at a time.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "core/memory_limit.h"
+#include "made_up_family.h"
+#include "scheduler/family.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/voice_pool.h"
+
+namespace voxd::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kWeightBytes = 8 * kMiB;  // two voices' do not fit kLimit
+constexpr uint64_t kLimit = 12 * kMiB;
+constexpr char kType[] = "test-warm-up";
+
+// One step makes the stream's audio.
+class OneStep final : public StreamWork {
+ public:
+  bool finished() const override { return done; }
+  StreamGauges gauges() const override { return {}; }
+  void release() override {}
+
+  bool done = false;
+};
+
+class Weights final : public LoadedVoice {
+ public:
+  explicit Weights(Context& ctx)
+      : weights(ops::empty(ctx, {static_cast<int64_t>(kWeightBytes / 4)}, DType::F32)) {}
+  Tensor weights;
+};
+
+// How many times each voice's warm_up and warm_further ran.
+struct WarmUps {
+  std::map<std::string, int> warm_up, warm_further;
+  std::mutex mutex;
+
+  int count(std::map<std::string, int>& counts, const std::string& voice) {
+    std::lock_guard lock(mutex);
+    return counts[voice];
+  }
+};
+
+class CountingKind final : public StepKind {
+ public:
+  explicit CountingKind(WarmUps& warm_ups) : warm_ups_(warm_ups) {}
+  const char* name() const override { return "counting"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override {
+    return testing::first_wanting(streams, pacing, now, [](const Stream& stream) {
+      return !static_cast<const OneStep&>(*stream.work).done;
+    });
+  }
+  uint64_t footprint(const Batch&, size_t) override { return 0; }
+  StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
+    return testing::step_too_big();
+  }
+  StepOutput run(const Batch& batch, MemoryBudget&) override {
+    static_cast<OneStep&>(*batch.items.front()->work).done = true;
+    return {.audio = {std::vector<float>(160, 0.5f)}, .errors = {nullptr}};
+  }
+  void warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget&) override {
+    EXPECT_NE(voice.models, nullptr) << "warm_up of a voice that is not loaded";
+    std::lock_guard lock(warm_ups_.mutex);
+    ++warm_ups_.warm_up[voice.card().name];
+  }
+  // Two pieces a voice.
+  bool warm_further(VoiceEntry& voice, const Pacing&, MemoryBudget&) override {
+    std::lock_guard lock(warm_ups_.mutex);
+    return ++warm_ups_.warm_further[voice.card().name] % 2 == 1;
+  }
+
+ private:
+  WarmUps& warm_ups_;
+};
+
+class CountingFamily final : public Family {
+ public:
+  explicit CountingFamily(WarmUps& warm_ups) : warm_ups_(warm_ups) {}
+  std::string_view type() const override { return kType; }
+  std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
+    return std::make_unique<testing::MadeUpVoice>(
+        directory, kType, [](Context& ctx) { return std::make_unique<Weights>(ctx); });
+  }
+  std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime&,
+                                                    const SchedulerOptions&) const override {
+    std::vector<std::unique_ptr<StepKind>> kinds;
+    kinds.push_back(std::make_unique<CountingKind>(warm_ups_));
+    return kinds;
+  }
+
+ private:
+  WarmUps& warm_ups_;
+};
+
+class WarmUpAfterLoad : public ::testing::TestWithParam<bool> {
+ protected:
+  // Lazy voices "a" and "b" under a 12 MiB limit; GetParam(): whether the kinds warm further
+  // while idle (the CPU backend's first runs cost no more, so only when the test asks).
+  WarmUpAfterLoad()
+      : directory_(fs::temp_directory_path() / ("voxd-warm-up-" + std::to_string(::getpid()))),
+        runtime_({.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(kLimit)}) {
+    families_.add(std::make_unique<CountingFamily>(warm_ups_));
+    SchedulerOptions options;
+    options.warm_up_while_idle = GetParam();
+    voices_ = std::make_unique<VoicePool>(
+        runtime_, families_, testing::make_voice_directories(directory_, kType, {"a", "b"}),
+        DType::F32, /*lazy=*/true, options);
+    scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, options);
+  }
+  ~WarmUpAfterLoad() override {
+    scheduler_.reset();
+    voices_.reset();
+    fs::remove_all(directory_);
+  }
+
+  // Speaks on `voice`, then waits for the warm-up while idle to end.
+  void speak(const std::string& voice) {
+    EXPECT_EQ(testing::speak(*scheduler_, *voices_->find(voice), std::make_unique<OneStep>()),
+              std::vector<float>(160, 0.5f));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (scheduler_->load().warm_up_pending > 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(scheduler_->load().warm_up_pending, 0u);
+  }
+  bool loaded(const std::string& voice) { return voices_->find(voice)->models != nullptr; }
+  int warm_up(const std::string& voice) { return warm_ups_.count(warm_ups_.warm_up, voice); }
+  int warm_further(const std::string& voice) {
+    return warm_ups_.count(warm_ups_.warm_further, voice);
+  }
+
+  WarmUps warm_ups_;
+  fs::path directory_;
+  DeviceRuntime runtime_;
+  FamilyRegistry families_;
+  std::unique_ptr<VoicePool> voices_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_P(WarmUpAfterLoad, EachLoadOfAVoiceIsWarmedUpOnce) {
+  const int pieces = GetParam() ? 2 : 0;  // warm_further calls after each warm_up
+  EXPECT_FALSE(loaded("a"));
+  EXPECT_EQ(warm_up("a"), 0) << "a lazy voice is not warmed up before it is loaded";
+
+  speak("a");
+  EXPECT_EQ(warm_up("a"), 1);
+  EXPECT_EQ(warm_further("a"), pieces);
+
+  speak("b");  // its weights fit only once "a" is unloaded
+  EXPECT_FALSE(loaded("a"));
+  EXPECT_EQ(warm_up("b"), 1);
+  EXPECT_EQ(warm_further("b"), pieces);
+
+  speak("b");  // loaded already: nothing to warm
+  EXPECT_EQ(warm_up("b"), 1);
+
+  speak("a");  // loaded again
+  EXPECT_FALSE(loaded("b"));
+  EXPECT_EQ(warm_up("a"), 2);
+  EXPECT_EQ(warm_further("a"), 2 * pieces);
+}
+
+INSTANTIATE_TEST_SUITE_P(WhileIdle, WarmUpAfterLoad, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "AndFurther" : "WarmUpOnly";
+                         });
+
+}  // namespace
+}  // namespace voxd::scheduler
