@@ -99,10 +99,12 @@ namespace {
 // The process's eSpeak NG calls sent to worker processes while it lives (--espeak-processes):
 // `requested` of them, or one per admission thread when not given, in which case a missing
 // worker program means eSpeak NG in this process and a warning. InputError if a requested count
-// cannot start.
+// cannot start. A worker replaced (crashed, hung) is logged and counted in `metrics`, which must
+// outlive it.
 class EspeakWorkersInUse {
  public:
-  EspeakWorkersInUse(std::optional<int> requested, int admission_threads) {
+  EspeakWorkersInUse(std::optional<int> requested, int admission_threads,
+                     server::MetricsRegistry& metrics) {
     const int count = requested.value_or(admission_threads);
     if (count == 0) return;
     const std::optional<std::filesystem::path> program = text::find_espeak_worker_program();
@@ -115,9 +117,16 @@ class EspeakWorkersInUse {
           {{"reason", missing + "; eSpeak NG runs in the server, one sentence at a time"}});
       return;
     }
+    server::Counter& replaced = metrics.counter(
+        "voxd_espeak_workers_replaced_total",
+        "eSpeak NG worker processes that crashed, hung or answered nonsense, and were replaced.");
     text::EspeakWorkers::Options options;
     options.program = *program;
     options.count = count;
+    options.on_replaced = [&replaced](const std::string& what) {
+      replaced.inc();
+      server::log_event(spdlog::level::warn, "espeak worker replaced", {{"what", what}});
+    };
     text::use_espeak_workers(std::make_shared<text::EspeakWorkers>(options));
     count_ = count;
   }
@@ -574,11 +583,12 @@ int ServeCommand::run(const CLI::App& app) {
   watch_shutdown_signals();
   const auto load_start = Clock::now();
   server::HttpConfig http_config = s.http_config();
-  // Before the engine, whose voices' front ends phonemise from their first sentence; the last to
-  // go, after the engine and the HTTP server.
-  const EspeakWorkersInUse espeak(s.espeak_processes, server::admission_thread_count(http_config));
   // Before the engine: its device thread records into the registry until the engine is gone.
   server::MetricsRegistry metrics;
+  // Before the engine, whose voices' front ends phonemise from their first sentence; the last to
+  // go, after the engine and the HTTP server.
+  const EspeakWorkersInUse espeak(s.espeak_processes, server::admission_thread_count(http_config),
+                                  metrics);
   const scheduler::EngineConfig engine_config = s.engine_config();
   scheduler::EngineService engine(engine_config);
   std::vector<std::string> voice_ids;

@@ -237,9 +237,7 @@ std::vector<std::string> EspeakWorkers::phonemes(const std::vector<std::string>&
   const std::string request = request_frame(clauses, language, phoneme_mode);
   if (worker.pid != 0 && !idle_and_alive(worker.fd)) {
     // It died between calls (its end of the socket is closed): a new one, before this call.
-    stop(worker);
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++replaced_;
+    retire(worker, "was found dead between calls");
   }
   std::string first_death;
   for (int attempt = 0;; ++attempt) {
@@ -255,11 +253,11 @@ std::vector<std::string> EspeakWorkers::phonemes(const std::vector<std::string>&
       }
       exchange.outcome = Exchange::Outcome::kGarbled;
     }
-    const std::string how = stop(worker);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++replaced_;
-    }
+    const std::string how =
+        retire(worker, exchange.outcome == Exchange::Outcome::kTimedOut ? "hung over a call"
+                       : exchange.outcome == Exchange::Outcome::kGarbled
+                           ? "answered something that is not an answer"
+                           : "died during a call");
     const std::string program = options_.program.string();
     if (exchange.outcome == Exchange::Outcome::kTimedOut) {
       throw Error("eSpeak NG took longer than " + std::to_string(options_.timeout.count()) +
@@ -277,6 +275,20 @@ std::vector<std::string> EspeakWorkers::phonemes(const std::vector<std::string>&
     }
     first_death = how;
   }
+}
+
+std::string EspeakWorkers::retire(Worker& worker, std::string_view why) {
+  const pid_t pid = worker.pid;
+  const std::string how = stop(worker);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++replaced_;
+  }
+  if (options_.on_replaced) {
+    options_.on_replaced("eSpeak NG worker " + std::to_string(pid) + " " + std::string(why) + " (" +
+                         how + "); it is started again");
+  }
+  return how;
 }
 
 std::vector<pid_t> EspeakWorkers::pids() const {

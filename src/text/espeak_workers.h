@@ -11,10 +11,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace voxd::text {
@@ -28,6 +30,10 @@ class EspeakWorkers {
     int count = 1;
     // Longest a worker may take over one call; then it is killed and started again.
     std::chrono::milliseconds timeout{10'000};
+    // Called, on the calling thread and without the workers' lock, each time a worker is
+    // replaced, with what happened ("eSpeak NG worker 1234 died during a call (killed by
+    // signal 11 (Segmentation fault)); it is started again"); may be empty.
+    std::function<void(const std::string& what)> on_replaced;
   };
 
   // Starts the workers and waits until each has loaded eSpeak NG's data; Error naming the
@@ -67,6 +73,9 @@ class EspeakWorkers {
   Exchange exchange(const Worker& worker, const std::string& request) const;
   // Kills the worker unless it has exited; says how it ended ("killed by signal 11").
   static std::string stop(Worker& worker);
+  // stop() for a worker that failed as `why` says, counted and reported (on_replaced); the next
+  // call starts another. Returns how it ended.
+  std::string retire(Worker& worker, std::string_view why);
 
   Options options_;
   std::vector<Worker> workers_;

@@ -803,6 +803,11 @@ class EspeakWorkersTest(unittest.TestCase):
             replaced = espeak_workers_of(server.process.pid)
             self.assertEqual(len(replaced), 2)
             self.assertFalse(set(replaced) & set(workers))
+            self.assertEqual(server.metric("voxd_espeak_workers_replaced_total"), 2)
+            reports = [l["what"] for l in server.log_lines() if l.get("msg") == "espeak worker replaced"]
+            self.assertEqual(len(reports), 2, reports)
+            for pid in workers:
+                self.assertTrue(any(f"worker {pid} " in what for what in reports), reports)
             self.assertEqual(server.stop(), 0)
             # The server waits for its workers as it exits.
             for pid in replaced:

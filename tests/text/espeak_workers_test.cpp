@@ -122,13 +122,21 @@ TEST(EspeakWorkers, AnUnknownLanguageIsAnInputErrorAndTheWorkerGoesOn) {
 }
 
 TEST(EspeakWorkers, AKilledWorkerIsReplacedAndTheCallAnswered) {
-  EspeakWorkers workers(worker_options(1));
+  EspeakWorkers::Options options = worker_options(1);
+  std::vector<std::string> reports;
+  options.on_replaced = [&reports](const std::string& what) { reports.push_back(what); };
+  EspeakWorkers workers(options);
   const std::vector<std::string> before = workers.phonemes({"hello world"}, "en-us", 0);
   const pid_t pid = workers.pids().at(0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   EXPECT_EQ(workers.phonemes({"hello world"}, "en-us", 0), before);
   EXPECT_EQ(workers.replaced(), 1);
   EXPECT_NE(workers.pids().at(0), pid);
+  ASSERT_EQ(reports.size(), 1u);
+  // Found dead before the call, or dying under it: either way, which worker and how it ended.
+  EXPECT_NE(reports[0].find("worker " + std::to_string(pid) + " "), std::string::npos)
+      << reports[0];
+  EXPECT_NE(reports[0].find("killed by signal 9"), std::string::npos) << reports[0];
 }
 
 TEST(EspeakWorkers, TextThatKillsTheWorkerTwiceIsAnInputError) {
@@ -151,6 +159,8 @@ TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
   EspeakWorkers::Options options = worker_options(1);
   options.program = script_worker("hangs", "exec sleep 60");
   options.timeout = std::chrono::milliseconds(300);
+  std::vector<std::string> reports;
+  options.on_replaced = [&reports](const std::string& what) { reports.push_back(what); };
   EspeakWorkers workers(options);
   const pid_t pid = workers.pids().at(0);
   try {
@@ -162,6 +172,9 @@ TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
   EXPECT_EQ(workers.replaced(), 1);
   EXPECT_EQ(workers.pids().at(0), 0);
   EXPECT_NE(::kill(pid, 0), 0) << "the hung worker was not killed";
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_NE(reports[0].find("hung over a call (killed by signal 9"), std::string::npos)
+      << reports[0];
 }
 
 TEST(EspeakWorkers, AProgramThatIsNoWorkerIsRefusedAtStart) {
