@@ -115,55 +115,69 @@ std::optional<std::vector<std::string>> read_answer(std::string_view payload, si
   return std::nullopt;
 }
 
-enum class ReadResult { kDone, kEnd, kFailed, kTimedOut };
+// What a read or write came to: kEnd is a read's stream ending before its first byte.
+enum class IoResult { kDone, kEnd, kFailed, kTimedOut };
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
+// Waits until `fd` is ready for `events` (POLLIN or POLLOUT); kDone at once without a deadline,
+// kTimedOut once it has passed.
+IoResult wait_ready(int fd, short events, Deadline deadline) {
+  if (!deadline) return IoResult::kDone;
+  for (;;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return IoResult::kTimedOut;
+    pollfd wanted{fd, events, 0};
+    const int ready = ::poll(&wanted, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return IoResult::kFailed;
+    return ready == 0 ? IoResult::kTimedOut : IoResult::kDone;
+  }
+}
 
 // Reads `size` bytes into `data`; kEnd if the stream ends before the first, kFailed if it ends
 // (or breaks) after it; kTimedOut past `deadline`, when there is one.
-ReadResult read_exact(int fd, char* data, size_t size,
-                      std::optional<std::chrono::steady_clock::time_point> deadline) {
+IoResult read_exact(int fd, char* data, size_t size, Deadline deadline) {
   size_t got = 0;
   while (got < size) {
-    if (deadline) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-          *deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return ReadResult::kTimedOut;
-      pollfd wanted{fd, POLLIN, 0};
-      const int ready = ::poll(&wanted, 1, static_cast<int>(left.count()));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) return ReadResult::kFailed;
-      if (ready == 0) return ReadResult::kTimedOut;
+    if (const IoResult ready = wait_ready(fd, POLLIN, deadline); ready != IoResult::kDone) {
+      return ready;
     }
     const ssize_t n = ::read(fd, data + got, size - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return got == 0 && n == 0 ? ReadResult::kEnd : ReadResult::kFailed;
+    if (n <= 0) return got == 0 && n == 0 ? IoResult::kEnd : IoResult::kFailed;
     got += static_cast<size_t>(n);
   }
-  return ReadResult::kDone;
+  return IoResult::kDone;
 }
 
 // Reads one frame's payload into `payload`.
-ReadResult read_frame(int fd, std::string& payload,
-                      std::optional<std::chrono::steady_clock::time_point> deadline) {
+IoResult read_frame(int fd, std::string& payload, Deadline deadline) {
   uint32_t length = 0;
-  const ReadResult header =
-      read_exact(fd, reinterpret_cast<char*>(&length), sizeof length, deadline);
-  if (header != ReadResult::kDone) return header;
-  if (length > kMaxFrameBytes) return ReadResult::kFailed;
+  const IoResult header = read_exact(fd, reinterpret_cast<char*>(&length), sizeof length, deadline);
+  if (header != IoResult::kDone) return header;
+  if (length > kMaxFrameBytes) return IoResult::kFailed;
   payload.resize(length);
-  const ReadResult body = read_exact(fd, payload.data(), length, deadline);
-  return body == ReadResult::kEnd ? ReadResult::kFailed : body;
+  const IoResult body = read_exact(fd, payload.data(), length, deadline);
+  return body == IoResult::kEnd ? IoResult::kFailed : body;
 }
 
-// Writes all of `data`; false if the other end is gone. A socket is sent to without SIGPIPE.
-bool write_all(int fd, std::string_view data) {
+// Writes all of `data`; kFailed if the other end is gone, kTimedOut past `deadline` (a worker
+// that stopped reading). A socket is sent to without SIGPIPE.
+IoResult write_all(int fd, std::string_view data, Deadline deadline) {
   while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (const IoResult ready = wait_ready(fd, POLLOUT, deadline); ready != IoResult::kDone) {
+      return ready;
+    }
+    // With a deadline, a send takes what the socket's buffer has room for and returns: a
+    // blocking one would wait for the whole request to fit.
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
     if (n < 0 && errno == ENOTSOCK) n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n <= 0) return IoResult::kFailed;
     data.remove_prefix(static_cast<size_t>(n));
   }
-  return true;
+  return IoResult::kDone;
 }
 
 // False when a worker between calls has closed its socket or written to it unasked.
@@ -374,20 +388,13 @@ void EspeakWorkers::expect_ready(Worker& worker) {
 
 EspeakWorkers::Exchange EspeakWorkers::exchange(const Worker& worker,
                                                 const std::string& request) const {
+  // One deadline for the whole call: the request written, the answer read.
+  const Deadline deadline = std::chrono::steady_clock::now() + options_.timeout;
   Exchange exchange{Exchange::Outcome::kDied, {}};
-  if (!write_all(worker.fd, request)) return exchange;
-  switch (
-      read_frame(worker.fd, exchange.answer, std::chrono::steady_clock::now() + options_.timeout)) {
-    case ReadResult::kDone:
-      exchange.outcome = Exchange::Outcome::kAnswered;
-      break;
-    case ReadResult::kTimedOut:
-      exchange.outcome = Exchange::Outcome::kTimedOut;
-      break;
-    case ReadResult::kEnd:
-    case ReadResult::kFailed:
-      break;
-  }
+  IoResult result = write_all(worker.fd, request, deadline);
+  if (result == IoResult::kDone) result = read_frame(worker.fd, exchange.answer, deadline);
+  if (result == IoResult::kDone) exchange.outcome = Exchange::Outcome::kAnswered;
+  if (result == IoResult::kTimedOut) exchange.outcome = Exchange::Outcome::kTimedOut;
   return exchange;
 }
 
@@ -439,9 +446,9 @@ int serve_espeak_requests(int in_fd, int out_fd) {
   ::signal(SIGPIPE, SIG_IGN);
   std::string payload;
   for (;;) {
-    const ReadResult read = read_frame(in_fd, payload, std::nullopt);
-    if (read == ReadResult::kEnd) return 0;
-    if (read != ReadResult::kDone) return 1;
+    const IoResult read = read_frame(in_fd, payload, std::nullopt);
+    if (read == IoResult::kEnd) return 0;
+    if (read != IoResult::kDone) return 1;
     FrameReader request(payload);
     uint32_t mode = 0;
     std::string language;
@@ -472,7 +479,7 @@ int serve_espeak_requests(int in_fd, int out_fd) {
       answer.byte(kError);
       answer.text(e.what());
     }
-    if (!write_all(out_fd, std::move(answer).finish())) return 1;
+    if (write_all(out_fd, std::move(answer).finish(), std::nullopt) != IoResult::kDone) return 1;
   }
 }
 

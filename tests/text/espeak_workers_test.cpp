@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +176,18 @@ TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_NE(reports[0].find("hung over a call (killed by signal 9"), std::string::npos)
       << reports[0];
+  // A request larger than the socket's buffer, to a worker that does not read: the write, too,
+  // gives up at the deadline, not when the worker ends (its sleep of 60 s).
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    workers.phonemes({std::string(8 << 20, 'a')}, "en-us", 0);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than 300 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30))
+      << "the write waited for the worker rather than for its deadline";
+  EXPECT_EQ(workers.replaced(), 2);
 }
 
 TEST(EspeakWorkers, AProgramThatIsNoWorkerIsRefusedAtStart) {
