@@ -99,8 +99,8 @@ namespace {
 // The process's eSpeak NG calls sent to worker processes while it lives (--espeak-processes):
 // `requested` of them, or one per admission thread when not given, in which case a missing
 // worker program means eSpeak NG in this process and a warning. InputError if a requested count
-// cannot start. A worker replaced (crashed, hung) is logged and counted in `metrics`, which must
-// outlive it.
+// has no program, Error if the workers cannot start. A worker replaced (crashed, hung) is logged
+// and counted in `metrics`, which must outlive it.
 class EspeakWorkersInUse {
  public:
   EspeakWorkersInUse(std::optional<int> requested, int admission_threads,
@@ -119,7 +119,8 @@ class EspeakWorkersInUse {
     }
     server::Counter& replaced = metrics.counter(
         "voxd_espeak_workers_replaced_total",
-        "eSpeak NG worker processes that crashed, hung or answered nonsense, and were replaced.");
+        "eSpeak NG worker processes that crashed, hung or answered nonsense, and were "
+        "replaced, and replacements that could not start.");
     text::EspeakWorkers::Options options;
     options.program = *program;
     options.count = count;

@@ -186,6 +186,15 @@ bool idle_and_alive(int fd) {
   return ::poll(&state, 1, 0) == 0;
 }
 
+// waitpid, again when a signal interrupts it.
+pid_t reap(pid_t pid, int* status, int options) {
+  pid_t reaped = 0;
+  do {
+    reaped = ::waitpid(pid, status, options);
+  } while (reaped < 0 && errno == EINTR);
+  return reaped;
+}
+
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
@@ -231,7 +240,7 @@ EspeakWorkers::~EspeakWorkers() {
   for (Worker& worker : workers_) {
     while (worker.pid > 0 && std::chrono::steady_clock::now() < deadline) {
       int status = 0;
-      if (::waitpid(worker.pid, &status, WNOHANG) != 0)
+      if (reap(worker.pid, &status, WNOHANG) != 0)
         worker.pid = 0;
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -249,16 +258,18 @@ std::vector<std::string> EspeakWorkers::phonemes(const std::vector<std::string>&
     ~Release() { workers.release(worker); }
   } release{*this, worker};
   const std::string request = request_frame(clauses, language, phoneme_mode);
+  if (request.size() - sizeof(uint32_t) > kMaxFrameBytes) {
+    throw InputError("a sentence of " + std::to_string(request.size()) +
+                     " bytes is more than eSpeak NG's worker takes (" +
+                     std::to_string(kMaxFrameBytes) + " bytes); split the text");
+  }
   if (worker.pid != 0 && !idle_and_alive(worker.fd)) {
     // It died between calls (its end of the socket is closed): a new one, before this call.
     retire(worker, "was found dead between calls");
   }
   std::string first_death;
   for (int attempt = 0;; ++attempt) {
-    if (worker.pid == 0) {
-      spawn(worker);
-      expect_ready(worker);
-    }
+    if (worker.pid == 0) start_again(worker);
     Exchange exchange = this->exchange(worker, request);
     if (exchange.outcome == Exchange::Outcome::kAnswered) {
       if (std::optional<std::vector<std::string>> outputs =
@@ -288,6 +299,19 @@ std::vector<std::string> EspeakWorkers::phonemes(const std::vector<std::string>&
           first_death + ", then " + how + ")");
     }
     first_death = how;
+  }
+}
+
+void EspeakWorkers::start_again(Worker& worker) {
+  try {
+    spawn(worker);
+    expect_ready(worker);
+  } catch (const std::exception& e) {
+    if (options_.on_replaced) {
+      options_.on_replaced(std::string("an eSpeak NG worker could not be started again: ") +
+                           e.what());
+    }
+    throw;
   }
 }
 
@@ -354,7 +378,16 @@ void EspeakWorkers::spawn(Worker& worker) const {
   const std::string program = options_.program.string();
   char* argv[] = {const_cast<char*>(program.c_str()), nullptr};
   pid_t pid = 0;
-  const int failed = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, environ);
+  // No signal blocked in the worker, whatever the spawning thread blocks (voxd serve's threads
+  // leave SIGINT and SIGTERM to one of them); the worker ignores those two itself.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  const int failed = ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv, environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(ends[1]);
   if (failed != 0) {
@@ -406,12 +439,12 @@ std::string EspeakWorkers::stop(Worker& worker) {
   int status = 0;
   pid_t reaped = 0;
   for (int i = 0; i < 100 && reaped == 0; ++i) {
-    reaped = ::waitpid(worker.pid, &status, WNOHANG);
+    reaped = reap(worker.pid, &status, WNOHANG);
     if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (reaped == 0) {
     ::kill(worker.pid, SIGKILL);
-    reaped = ::waitpid(worker.pid, &status, 0);
+    reaped = reap(worker.pid, &status, 0);
   }
   worker.pid = 0;
   return reaped > 0 ? describe_exit(status) : "gone";

@@ -32,7 +32,8 @@ class EspeakWorkers {
     std::chrono::milliseconds timeout{10'000};
     // Called, on the calling thread and without the workers' lock, each time a worker is
     // replaced, with what happened ("eSpeak NG worker 1234 died during a call (killed by
-    // signal 11 (Segmentation fault)); it is started again"); may be empty.
+    // signal 11 (Segmentation fault)); it is started again"), and when one cannot be started
+    // again; may be empty.
     std::function<void(const std::string& what)> on_replaced;
   };
 
@@ -76,6 +77,9 @@ class EspeakWorkers {
   // stop() for a worker that failed as `why` says, counted and reported (on_replaced); the next
   // call starts another. Returns how it ended.
   std::string retire(Worker& worker, std::string_view why);
+  // spawn() and expect_ready() for a slot whose worker was retired; a failure is reported
+  // (on_replaced) and rethrown.
+  void start_again(Worker& worker);
 
   Options options_;
   std::vector<Worker> workers_;

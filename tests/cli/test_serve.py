@@ -790,8 +790,15 @@ class EspeakWorkersTest(unittest.TestCase):
             self.assertEqual(listening["espeak_processes"], 2)
             workers = espeak_workers_of(server.process.pid)
             self.assertEqual(len(workers), 2, child_processes(server.process.pid))
+            # A Ctrl-C or a service manager's SIGTERM reaches the whole process group: the
+            # workers go on (the server closes their input when it is done).
+            for pid in workers:
+                os.kill(pid, signal.SIGINT)
+                os.kill(pid, signal.SIGTERM)
             status, _, before = server.request("POST", "/v1/audio/speech", speech_body(stream=False))
             self.assertEqual(status, 200, before[:300])
+            self.assertEqual(espeak_workers_of(server.process.pid), workers)
+            self.assertEqual(server.metric("voxd_espeak_workers_replaced_total"), 0)
             for pid in workers:
                 os.kill(pid, signal.SIGKILL)
             # Each sentence's call finds its worker dead, starts another and asks it.

@@ -156,6 +156,27 @@ TEST(EspeakWorkers, TextThatKillsTheWorkerTwiceIsAnInputError) {
   }
 }
 
+TEST(EspeakWorkers, AReplacementThatCannotStartIsReportedAndAnError) {
+  // Removes its own program once started, then dies at the first request: its replacement has
+  // no program to run.
+  EspeakWorkers::Options options = worker_options(1);
+  options.program = script_worker("vanishes", "rm -f \"$0\"\nexec head -c 1 >/dev/null");
+  std::vector<std::string> reports;
+  options.on_replaced = [&reports](const std::string& what) { reports.push_back(what); };
+  EspeakWorkers workers(options);
+  try {
+    workers.phonemes({"hello"}, "en-us", 0);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot start the eSpeak NG worker"), std::string::npos)
+        << e.what();
+  }
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_NE(reports[0].find("died during a call"), std::string::npos) << reports[0];
+  EXPECT_NE(reports[1].find("could not be started again"), std::string::npos) << reports[1];
+  EXPECT_EQ(workers.pids().at(0), 0);
+}
+
 TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
   EspeakWorkers::Options options = worker_options(1);
   options.program = script_worker("hangs", "exec sleep 60");
