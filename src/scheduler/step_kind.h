@@ -177,9 +177,10 @@ class StepKind {
     output = run(batch, budget);
     return nullptr;
   }
-  // Device thread, before the first request: runs this kind's steps for `voice` (loaded) once on
-  // made-up input within `budget`, so that one-time costs (loading kernels, recording graphs) are
-  // not paid by a client. Throwing is logged and ignored.
+  // Device thread, before the first request, or while idle after the step that loaded `voice`
+  // (a lazy voice, or one loaded again): runs this kind's steps for `voice` once on made-up input
+  // within `budget`, so that one-time costs (loading kernels, recording graphs) are not paid by a
+  // client. The voice's warm_further pieces start over after it. Throwing is logged and ignored.
   virtual void warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) = 0;
   // Device thread, without the lock, while no step is waiting: one more piece of warm-up beyond
   // warm_up's (a larger batch or a longer input run once on made-up input within `budget`, so

@@ -48,9 +48,10 @@ class Weights final : public LoadedVoice {
   Tensor weights;
 };
 
-// How many times each voice's warm_up and warm_further ran.
+// How many times each voice's warm_up and warm_further ran, and each voice's pieces since its
+// last warm_up.
 struct WarmUps {
-  std::map<std::string, int> warm_up, warm_further;
+  std::map<std::string, int> warm_up, warm_further, pieces;
   std::mutex mutex;
 
   int count(std::map<std::string, int>& counts, const std::string& voice) {
@@ -81,11 +82,13 @@ class CountingKind final : public StepKind {
     EXPECT_NE(voice.models, nullptr) << "warm_up of a voice that is not loaded";
     std::lock_guard lock(warm_ups_.mutex);
     ++warm_ups_.warm_up[voice.card().name];
+    warm_ups_.pieces[voice.card().name] = 0;  // its pieces start over, as the real kinds' do
   }
-  // Two pieces a voice.
+  // Two pieces a voice after each warm_up.
   bool warm_further(VoiceEntry& voice, const Pacing&, MemoryBudget&) override {
     std::lock_guard lock(warm_ups_.mutex);
-    return ++warm_ups_.warm_further[voice.card().name] % 2 == 1;
+    ++warm_ups_.warm_further[voice.card().name];
+    return ++warm_ups_.pieces[voice.card().name] < 2;
   }
 
  private:

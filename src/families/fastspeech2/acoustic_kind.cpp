@@ -257,6 +257,7 @@ bool AcousticKind::decode_recorded(AcousticGraphs& graphs, const Batch& batch,
 }
 
 void AcousticKind::warm_up(VoiceEntry& voice, const Pacing&, MemoryBudget& budget) {
+  warmed_.erase(&voice);  // a voice loaded again climbs the ladder again
   // A step as run() takes it, for a made-up stream of one 16-symbol sentence.
   auto stream = std::make_shared<Stream>();
   stream->voice = &voice;

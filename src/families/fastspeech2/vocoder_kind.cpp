@@ -296,6 +296,7 @@ std::unique_ptr<StepInFlight> VocoderKind::start(const Batch& batch, MemoryBudge
 }
 
 void VocoderKind::warm_up(VoiceEntry& voice, const Pacing& pacing, MemoryBudget& budget) {
+  warmed_.erase(&voice);  // a voice loaded again runs its pieces again
   const HifiGan& vocoder = models_of(voice).voice->vocoder();
   const int64_t first = first_frames(voice);
   if (!use_graphs(voice, first) &&

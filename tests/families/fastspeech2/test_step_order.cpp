@@ -359,6 +359,9 @@ TEST_F(StepOrder, AcousticWarmsFurtherOneStepACallThenStops) {
     EXPECT_EQ(allocator.stats().allocated_bytes, runtime_.weights_bytes()) << "step " << i;
   }
   EXPECT_FALSE(kind.warm_further(voice_, pacing, budget));
+  // A voice warmed up again (loaded again after an unload) climbs the ladder again.
+  kind.warm_up(voice_, pacing, budget);
+  EXPECT_EQ(kind.warm_further(voice_, pacing, budget), steps > 1);
 }
 
 TEST_F(StepOrder, VocoderWarmsFurtherBatchesOfFirstAndInteriorChunksThenStops) {
@@ -375,6 +378,9 @@ TEST_F(StepOrder, VocoderWarmsFurtherBatchesOfFirstAndInteriorChunksThenStops) {
     EXPECT_EQ(allocator.stats().allocated_bytes, runtime_.weights_bytes()) << "step " << i;
   }
   EXPECT_FALSE(kind.warm_further(voice_, pacing, budget));
+  // A voice warmed up again (loaded again after an unload) runs its pieces again.
+  kind.warm_up(voice_, pacing, budget);
+  EXPECT_TRUE(kind.warm_further(voice_, pacing, budget));
 }
 
 TEST(WarmFurther, LeavesOutWhatDoesNotFitTheBudget) {
