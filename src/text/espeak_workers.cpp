@@ -221,6 +221,7 @@ struct EspeakWorkers::Exchange {
 EspeakWorkers::EspeakWorkers(const Options& options)
     : options_(options), workers_(static_cast<size_t>(std::max(options.count, 0))) {
   if (options.count < 1) throw Error("EspeakWorkers: the count must be at least 1");
+  for (size_t i = workers_.size(); i > 0; --i) idle_.push_back(i - 1);  // worker 0 on top
   try {
     // All start at once, then each is waited for: eSpeak NG loads its data in each in parallel.
     for (Worker& worker : workers_) spawn(worker);
@@ -342,26 +343,21 @@ int64_t EspeakWorkers::replaced() const {
 
 EspeakWorkers::Worker& EspeakWorkers::acquire() {
   std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    // In turn, so that every worker is used (and one that died is found) while calls are few.
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      Worker& worker = workers_[(next_ + i) % workers_.size()];
-      if (!worker.busy) {
-        worker.busy = true;
-        next_ = (next_ + i + 1) % workers_.size();
-        return worker;
-      }
-    }
-    idle_.wait(lock);
-  }
+  free_.wait(lock, [this] { return !idle_.empty(); });
+  // The one released last: while calls are few they go to one worker that is awake and whose
+  // caches are warm, not in turn to workers that slept (on a 16-core host a thread's calls took
+  // 0.45 ms each going round 4 workers, 0.63 ms round 8; session 41).
+  Worker& worker = workers_[idle_.back()];
+  idle_.pop_back();
+  return worker;
 }
 
 void EspeakWorkers::release(Worker& worker) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    worker.busy = false;
+    idle_.push_back(static_cast<size_t>(&worker - workers_.data()));
   }
-  idle_.notify_one();
+  free_.notify_one();
 }
 
 void EspeakWorkers::spawn(Worker& worker) const {

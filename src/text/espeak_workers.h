@@ -22,7 +22,7 @@
 namespace voxd::text {
 
 // A fixed set of worker processes, each answering one call at a time. Thread-safe: a call waits
-// for an idle worker.
+// for an idle worker, and takes the one released last.
 class EspeakWorkers {
  public:
   struct Options {
@@ -62,8 +62,7 @@ class EspeakWorkers {
  private:
   struct Worker {
     std::atomic<pid_t> pid{0};  // read by pids() while the worker is in a call
-    int fd = -1;        // this process's end of the worker's socket: its standard input and output
-    bool busy = false;  // guarded by mutex_
+    int fd = -1;  // this process's end of the worker's socket: its standard input and output
   };
   struct Exchange;
 
@@ -84,8 +83,9 @@ class EspeakWorkers {
   Options options_;
   std::vector<Worker> workers_;
   mutable std::mutex mutex_;
-  std::condition_variable idle_;
-  size_t next_ = 0;  // the worker acquire() tries first; guarded by mutex_
+  std::condition_variable free_;  // a worker was released
+  // The workers no call holds, the one released last at the back; guarded by mutex_.
+  std::vector<size_t> idle_;
   int64_t replaced_ = 0;
 };
 

