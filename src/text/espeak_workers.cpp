@@ -26,6 +26,9 @@ namespace {
 // ready check is a request with no language and no clauses. An answer: a status (kAnswer and the
 // outputs, or kInputError / kError and a message).
 constexpr uint32_t kMaxFrameBytes = 64u << 20;
+// How long a worker that failed may take to finish exiting (one that has just crashed may still
+// be on its way out), so that its end can be told, before it is killed.
+constexpr std::chrono::milliseconds kExitGrace{100};
 enum Status : uint8_t { kAnswer = 0, kInputError = 1, kError = 2 };
 
 class FrameWriter {
@@ -227,27 +230,19 @@ EspeakWorkers::EspeakWorkers(const Options& options)
     for (Worker& worker : workers_) spawn(worker);
     for (Worker& worker : workers_) expect_ready(worker);
   } catch (...) {
-    for (Worker& worker : workers_) stop(worker);
+    for (Worker& worker : workers_) stop(worker, std::chrono::steady_clock::now());
     throw;
   }
 }
 
 EspeakWorkers::~EspeakWorkers() {
+  // Their input closed, the workers exit; a second for all of them, then they are killed.
   for (Worker& worker : workers_) {
     if (worker.fd >= 0) ::close(worker.fd);
     worker.fd = -1;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (Worker& worker : workers_) {
-    while (worker.pid > 0 && std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (reap(worker.pid, &status, WNOHANG) != 0)
-        worker.pid = 0;
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    stop(worker);
-  }
+  for (Worker& worker : workers_) stop(worker, deadline);
 }
 
 std::vector<std::string> EspeakWorkers::phonemes(const std::vector<std::string>& clauses,
@@ -318,7 +313,7 @@ void EspeakWorkers::start_again(Worker& worker) {
 
 std::string EspeakWorkers::retire(Worker& worker, std::string_view why) {
   const pid_t pid = worker.pid;
-  const std::string how = stop(worker);
+  const std::string how = stop(worker, std::chrono::steady_clock::now() + kExitGrace);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++replaced_;
@@ -405,7 +400,7 @@ void EspeakWorkers::expect_ready(Worker& worker) {
       failure = std::string(": ") + e.what();
     }
   }
-  const std::string how = stop(worker);
+  const std::string how = stop(worker, std::chrono::steady_clock::now() + kExitGrace);
   const std::string program = options_.program.string();
   if (exchange.outcome == Exchange::Outcome::kTimedOut) {
     throw Error("the eSpeak NG worker " + program + " did not answer within " +
@@ -427,16 +422,15 @@ EspeakWorkers::Exchange EspeakWorkers::exchange(const Worker& worker,
   return exchange;
 }
 
-std::string EspeakWorkers::stop(Worker& worker) {
+std::string EspeakWorkers::stop(Worker& worker, std::chrono::steady_clock::time_point deadline) {
   if (worker.fd >= 0) ::close(worker.fd);
   worker.fd = -1;
   if (worker.pid <= 0) return "not running";
-  // One that has just crashed may still be exiting: a moment to see how it ended.
   int status = 0;
-  pid_t reaped = 0;
-  for (int i = 0; i < 100 && reaped == 0; ++i) {
+  pid_t reaped = reap(worker.pid, &status, WNOHANG);
+  while (reaped == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
     reaped = reap(worker.pid, &status, WNOHANG);
-    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (reaped == 0) {
     ::kill(worker.pid, SIGKILL);

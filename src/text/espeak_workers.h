@@ -71,8 +71,9 @@ class EspeakWorkers {
   void spawn(Worker& worker) const;
   void expect_ready(Worker& worker);
   Exchange exchange(const Worker& worker, const std::string& request) const;
-  // Kills the worker unless it has exited; says how it ended ("killed by signal 11").
-  static std::string stop(Worker& worker);
+  // Closes the worker's socket, waits until `deadline` for it to exit, else kills it; says how
+  // it ended ("killed by signal 11").
+  static std::string stop(Worker& worker, std::chrono::steady_clock::time_point deadline);
   // stop() for a worker that failed as `why` says, counted and reported (on_replaced); the next
   // call starts another. Returns how it ended.
   std::string retire(Worker& worker, std::string_view why);

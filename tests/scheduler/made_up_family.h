@@ -3,6 +3,8 @@
 // streams' work the test admits itself; and a client that waits for a stream's end.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -14,11 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/runtime.h"
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "core/ops.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/step_kind.h"
+#include "scheduler/voice_pool.h"
 
 namespace voxd::scheduler::testing {
 
@@ -71,6 +76,29 @@ class MadeUpVoice final : public VoiceDefinition {
   Load load_;
 };
 
+// A family of made-up voices of `type`: its voices' models are what `load` makes, its step
+// kinds what `make_kinds` makes.
+class MadeUpFamily final : public Family {
+ public:
+  using MakeKinds = std::function<std::vector<std::unique_ptr<StepKind>>(DeviceRuntime&)>;
+
+  MadeUpFamily(std::string type, MadeUpVoice::Load load, MakeKinds make_kinds)
+      : type_(std::move(type)), load_(std::move(load)), make_kinds_(std::move(make_kinds)) {}
+  std::string_view type() const override { return type_; }
+  std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
+    return std::make_unique<MadeUpVoice>(directory, type_, load_);
+  }
+  std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,
+                                                    const SchedulerOptions&) const override {
+    return make_kinds_(runtime);
+  }
+
+ private:
+  std::string type_;
+  MadeUpVoice::Load load_;
+  MakeKinds make_kinds_;
+};
+
 // The first running stream for which `wants(stream)` holds, as a batch of one with its urgency,
 // slack and voice; an empty batch when there is none.
 template <typename Wants>
@@ -111,6 +139,44 @@ inline std::vector<std::string> make_voice_directories(const std::filesystem::pa
   }
   return directories;
 }
+
+// Voices `names` of one made-up family in a temporary directory, on a CPU runtime whose memory
+// limit is `limit_bytes`, their pool and a scheduler over them (gone before the pool, the pool
+// before the directory).
+class MadeUpEngine {
+ public:
+  MadeUpEngine(std::unique_ptr<MadeUpFamily> family, const std::vector<std::string>& names,
+               uint64_t limit_bytes, bool lazy = false, const SchedulerOptions& options = {})
+      : directory_(std::filesystem::temp_directory_path() /
+                   ("voxd-" + std::string(family->type()) + "-" + std::to_string(::getpid()))),
+        runtime_(
+            {.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(limit_bytes)}) {
+    const std::string type(family->type());
+    families_.add(std::move(family));
+    voices_ = std::make_unique<VoicePool>(runtime_, families_,
+                                          make_voice_directories(directory_, type, names),
+                                          DType::F32, lazy, options);
+    scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, options);
+  }
+  ~MadeUpEngine() {
+    scheduler_.reset();
+    voices_.reset();
+    std::filesystem::remove_all(directory_);
+  }
+  MadeUpEngine(const MadeUpEngine&) = delete;
+  MadeUpEngine& operator=(const MadeUpEngine&) = delete;
+
+  DeviceRuntime& runtime() { return runtime_; }
+  Scheduler& scheduler() { return *scheduler_; }
+  VoiceEntry& voice(const std::string& name) { return *voices_->find(name); }
+
+ private:
+  std::filesystem::path directory_;
+  DeviceRuntime runtime_;
+  FamilyRegistry families_;
+  std::unique_ptr<VoicePool> voices_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
 
 // Admits `work` for `voice` and waits for the stream's end: its samples, or its failure
 // rethrown.

@@ -3,26 +3,20 @@
 // runtime's persistent context, as recorded CUDA graphs are) on a voice's first step, under a
 // limit that leaves room for a larger step only once that recording is released.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/runtime.h"
 #include "core/error.h"
-#include "core/memory_limit.h"
 #include "made_up_family.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/voice_pool.h"
 #include "server/api_error.h"
 
 namespace voxd::scheduler {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kRecordingBytes = 4 * kMiB;
@@ -92,40 +86,20 @@ class RecordingKind final : public StepKind {
   DeviceRuntime& runtime_;
 };
 
-class RecorderFamily final : public Family {
- public:
-  std::string_view type() const override { return kType; }
-  std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
-    return std::make_unique<testing::MadeUpVoice>(
-        directory, kType, [](Context&) { return std::make_unique<Recorder>(); });
-  }
-  std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,
-                                                    const SchedulerOptions&) const override {
-    std::vector<std::unique_ptr<StepKind>> kinds;
-    kinds.push_back(std::make_unique<RecordingKind>(runtime));
-    return kinds;
-  }
-};
-
 class Reclaim : public ::testing::Test {
  protected:
   // Voices "a" and "b" under a 12 MiB limit.
   Reclaim()
-      : directory_(fs::temp_directory_path() / ("voxd-reclaim-" + std::to_string(::getpid()))),
-        runtime_({.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(kLimit)}) {
-    families_.add(std::make_unique<RecorderFamily>());
-    voices_ = std::make_unique<VoicePool>(
-        runtime_, families_, testing::make_voice_directories(directory_, kType, {"a", "b"}),
-        DType::F32, /*lazy=*/false, SchedulerOptions{});
-    scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, SchedulerOptions{});
-  }
-  ~Reclaim() override {
-    scheduler_.reset();
-    voices_.reset();
-    fs::remove_all(directory_);
-  }
+      : engine_(std::make_unique<testing::MadeUpFamily>(
+                    kType, [](Context&) { return std::make_unique<Recorder>(); },
+                    [](DeviceRuntime& runtime) {
+                      std::vector<std::unique_ptr<StepKind>> kinds;
+                      kinds.push_back(std::make_unique<RecordingKind>(runtime));
+                      return kinds;
+                    }),
+                {"a", "b"}, kLimit) {}
 
-  VoiceEntry& voice(const std::string& name) { return *voices_->find(name); }
+  VoiceEntry& voice(const std::string& name) { return engine_.voice(name); }
   Recorder& recorder(const std::string& name) {
     return static_cast<Recorder&>(*voice(name).models);
   }
@@ -133,20 +107,17 @@ class Reclaim : public ::testing::Test {
   // Admits a stream of voice `name` whose one step takes `step_bytes`, and waits for its end:
   // its samples, or the exception it failed with.
   std::vector<float> speak(const std::string& name, uint64_t step_bytes) {
-    return testing::speak(*scheduler_, voice(name), std::make_unique<OneStepWork>(step_bytes));
+    return testing::speak(engine_.scheduler(), voice(name),
+                          std::make_unique<OneStepWork>(step_bytes));
   }
 
-  fs::path directory_;
-  DeviceRuntime runtime_;
-  FamilyRegistry families_;
-  std::unique_ptr<VoicePool> voices_;
-  std::unique_ptr<Scheduler> scheduler_;
+  testing::MadeUpEngine engine_;
 };
 
 TEST_F(Reclaim, AStepThatFitsOnlyWithoutTheRecordingsRunsAfterTheyAreReleased) {
   EXPECT_EQ(speak("a", 2 * kMiB).size(), 160u);
   ASSERT_TRUE(recorder("a").recording.defined());
-  EXPECT_EQ(runtime_.persistent_bytes(), kRecordingBytes);
+  EXPECT_EQ(engine_.runtime().persistent_bytes(), kRecordingBytes);
   // 10 MiB of workspace: more than the 8 MiB the recording leaves under the 12 MiB limit.
   EXPECT_EQ(speak("a", 10 * kMiB).size(), 160u);
   EXPECT_EQ(recorder("a").releases, 1);
@@ -159,7 +130,7 @@ TEST_F(Reclaim, AStepThatFitsOnlyWithoutTheRecordingsRunsAfterTheyAreReleased) {
 TEST_F(Reclaim, OneVoiceAtATimeUntilTheStepFits) {
   EXPECT_EQ(speak("a", 2 * kMiB).size(), 160u);
   EXPECT_EQ(speak("b", 2 * kMiB).size(), 160u);
-  EXPECT_EQ(runtime_.persistent_bytes(), 2 * kRecordingBytes);
+  EXPECT_EQ(engine_.runtime().persistent_bytes(), 2 * kRecordingBytes);
   // 6 MiB against the 4 MiB the two recordings leave: one voice's recording is enough.
   EXPECT_EQ(speak("b", 6 * kMiB).size(), 160u);
   EXPECT_EQ(recorder("a").releases + recorder("b").releases, 1);

@@ -5,9 +5,7 @@
 // log what the scheduler asks of them: "queued" on lane 0 returns its steps in flight, "beside"
 // on lane 1 runs whole.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -15,16 +13,13 @@
 #include <vector>
 
 #include "backends/runtime.h"
-#include "core/memory_limit.h"
 #include "made_up_family.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/voice_pool.h"
 
 namespace voxd::scheduler {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::speak;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -176,56 +171,28 @@ class BesideKind final : public StepKind {
   EventLog& log_;
 };
 
-class InFlightFamily final : public Family {
- public:
-  explicit InFlightFamily(EventLog& log) : log_(log) {}
-  std::string_view type() const override { return kType; }
-  std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
-    EventLog& log = log_;
-    return std::make_unique<testing::MadeUpVoice>(
-        directory, kType, [&log](Context&) { return std::make_unique<Recording>(log); });
-  }
-  // "queued" first: at equal slack it is chosen before "beside".
-  std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime& runtime,
-                                                    const SchedulerOptions&) const override {
-    std::vector<std::unique_ptr<StepKind>> kinds;
-    kinds.push_back(std::make_unique<QueuedKind>(runtime, log_));
-    kinds.push_back(std::make_unique<BesideKind>(runtime, log_));
-    return kinds;
-  }
-
- private:
-  EventLog& log_;
-};
-
 class StepsInFlight : public ::testing::Test {
  protected:
-  // One voice "a", under a 12 MiB limit.
+  // One voice "a", under a 12 MiB limit; "queued" the first kind: at equal slack it is chosen
+  // before "beside".
   StepsInFlight()
-      : directory_(fs::temp_directory_path() / ("voxd-in-flight-" + std::to_string(::getpid()))),
-        runtime_({.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(12 * kMiB)}) {
-    families_.add(std::make_unique<InFlightFamily>(log_));
-    voices_ = std::make_unique<VoicePool>(runtime_, families_,
-                                          testing::make_voice_directories(directory_, kType, {"a"}),
-                                          DType::F32, /*lazy=*/false, SchedulerOptions{});
-    scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, SchedulerOptions{});
-  }
-  ~StepsInFlight() override {
-    scheduler_.reset();
-    voices_.reset();
-    fs::remove_all(directory_);
-  }
+      : engine_(std::make_unique<testing::MadeUpFamily>(
+                    kType, [this](Context&) { return std::make_unique<Recording>(log_); },
+                    [this](DeviceRuntime& runtime) {
+                      std::vector<std::unique_ptr<StepKind>> kinds;
+                      kinds.push_back(std::make_unique<QueuedKind>(runtime, log_));
+                      kinds.push_back(std::make_unique<BesideKind>(runtime, log_));
+                      return kinds;
+                    }),
+                {"a"}, 12 * kMiB) {}
 
   std::vector<float> speak(std::unique_ptr<LaneWork> work) {
-    return testing::speak(*scheduler_, *voices_->find("a"), std::move(work));
+    return testing::speak(engine_.scheduler(), engine_.voice("a"), std::move(work));
   }
+  Scheduler& scheduler() { return engine_.scheduler(); }
 
-  EventLog log_;
-  fs::path directory_;
-  DeviceRuntime runtime_;
-  FamilyRegistry families_;
-  std::unique_ptr<VoicePool> voices_;
-  std::unique_ptr<Scheduler> scheduler_;
+  EventLog log_;  // before the engine, whose kinds log into it
+  testing::MadeUpEngine engine_;
 };
 
 using Events = std::vector<std::string>;
@@ -235,9 +202,9 @@ TEST_F(StepsInFlight, AStepOfAnotherLaneRunsBeforeTheOneInFlightFinishes) {
   EXPECT_EQ(log_.events(), (Events{"start queued", "run beside", "finish queued"}));
   // Delivered in the order the steps started: the queued step's sample first.
   EXPECT_EQ(samples, (std::vector<float>{1.0f, -1.0f}));
-  EXPECT_EQ(scheduler_->counts("beside").beside, 1u);
-  EXPECT_EQ(scheduler_->counts("queued").beside, 0u);
-  EXPECT_EQ(scheduler_->counts("queued").steps, 1u);
+  EXPECT_EQ(scheduler().counts("beside").beside, 1u);
+  EXPECT_EQ(scheduler().counts("queued").beside, 0u);
+  EXPECT_EQ(scheduler().counts("queued").steps, 1u);
 }
 
 TEST_F(StepsInFlight, AStepOfTheSameLaneWaitsForTheOneInFlight) {
@@ -245,7 +212,7 @@ TEST_F(StepsInFlight, AStepOfTheSameLaneWaitsForTheOneInFlight) {
   EXPECT_EQ(log_.events(), (Events{"start queued", "finish queued", "start queued", "finish queued",
                                    "start queued", "finish queued"}));
   EXPECT_EQ(samples, (std::vector<float>{3.0f, 2.0f, 1.0f}));
-  EXPECT_EQ(scheduler_->counts("queued").beside, 0u);
+  EXPECT_EQ(scheduler().counts("queued").beside, 0u);
 }
 
 TEST_F(StepsInFlight, AFinishThatThrowsFailsItsStreamAndTheSchedulerGoesOn) {

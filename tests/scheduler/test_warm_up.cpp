@@ -3,10 +3,8 @@
 // the first request: a made-up family whose kind counts its warm-ups, two lazy voices whose
 // weights fit the memory limit only one at a time.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,16 +13,12 @@
 #include <vector>
 
 #include "backends/runtime.h"
-#include "core/memory_limit.h"
 #include "made_up_family.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/voice_pool.h"
 
 namespace voxd::scheduler {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kWeightBytes = 8 * kMiB;  // two voices' do not fit kLimit
@@ -95,68 +89,46 @@ class CountingKind final : public StepKind {
   WarmUps& warm_ups_;
 };
 
-class CountingFamily final : public Family {
- public:
-  explicit CountingFamily(WarmUps& warm_ups) : warm_ups_(warm_ups) {}
-  std::string_view type() const override { return kType; }
-  std::unique_ptr<VoiceDefinition> read(const std::string& directory) const override {
-    return std::make_unique<testing::MadeUpVoice>(
-        directory, kType, [](Context& ctx) { return std::make_unique<Weights>(ctx); });
-  }
-  std::vector<std::unique_ptr<StepKind>> make_kinds(DeviceRuntime&,
-                                                    const SchedulerOptions&) const override {
-    std::vector<std::unique_ptr<StepKind>> kinds;
-    kinds.push_back(std::make_unique<CountingKind>(warm_ups_));
-    return kinds;
-  }
-
- private:
-  WarmUps& warm_ups_;
-};
-
 class WarmUpAfterLoad : public ::testing::TestWithParam<bool> {
  protected:
   // Lazy voices "a" and "b" under a 12 MiB limit; GetParam(): whether the kinds warm further
   // while idle (the CPU backend's first runs cost no more, so only when the test asks).
   WarmUpAfterLoad()
-      : directory_(fs::temp_directory_path() / ("voxd-warm-up-" + std::to_string(::getpid()))),
-        runtime_({.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(kLimit)}) {
-    families_.add(std::make_unique<CountingFamily>(warm_ups_));
+      : engine_(std::make_unique<testing::MadeUpFamily>(
+                    kType, [](Context& ctx) { return std::make_unique<Weights>(ctx); },
+                    [this](DeviceRuntime&) {
+                      std::vector<std::unique_ptr<StepKind>> kinds;
+                      kinds.push_back(std::make_unique<CountingKind>(warm_ups_));
+                      return kinds;
+                    }),
+                {"a", "b"}, kLimit, /*lazy=*/true, options(GetParam())) {}
+
+  static SchedulerOptions options(bool while_idle) {
     SchedulerOptions options;
-    options.warm_up_while_idle = GetParam();
-    voices_ = std::make_unique<VoicePool>(
-        runtime_, families_, testing::make_voice_directories(directory_, kType, {"a", "b"}),
-        DType::F32, /*lazy=*/true, options);
-    scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, options);
-  }
-  ~WarmUpAfterLoad() override {
-    scheduler_.reset();
-    voices_.reset();
-    fs::remove_all(directory_);
+    options.warm_up_while_idle = while_idle;
+    return options;
   }
 
   // Speaks on `voice`, then waits for the warm-up while idle to end.
   void speak(const std::string& voice) {
-    EXPECT_EQ(testing::speak(*scheduler_, *voices_->find(voice), std::make_unique<OneStep>()),
-              std::vector<float>(160, 0.5f));
+    EXPECT_EQ(
+        testing::speak(engine_.scheduler(), engine_.voice(voice), std::make_unique<OneStep>()),
+        std::vector<float>(160, 0.5f));
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (scheduler_->load().warm_up_pending > 0 && std::chrono::steady_clock::now() < give_up) {
+    while (engine_.scheduler().load().warm_up_pending > 0 &&
+           std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    EXPECT_EQ(scheduler_->load().warm_up_pending, 0u);
+    EXPECT_EQ(engine_.scheduler().load().warm_up_pending, 0u);
   }
-  bool loaded(const std::string& voice) { return voices_->find(voice)->models != nullptr; }
+  bool loaded(const std::string& voice) { return engine_.voice(voice).models != nullptr; }
   int warm_up(const std::string& voice) { return warm_ups_.count(warm_ups_.warm_up, voice); }
   int warm_further(const std::string& voice) {
     return warm_ups_.count(warm_ups_.warm_further, voice);
   }
 
-  WarmUps warm_ups_;
-  fs::path directory_;
-  DeviceRuntime runtime_;
-  FamilyRegistry families_;
-  std::unique_ptr<VoicePool> voices_;
-  std::unique_ptr<Scheduler> scheduler_;
+  WarmUps warm_ups_;  // before the engine, whose kind counts into it
+  testing::MadeUpEngine engine_;
 };
 
 TEST_P(WarmUpAfterLoad, EachLoadOfAVoiceIsWarmedUpOnce) {

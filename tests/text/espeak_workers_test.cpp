@@ -67,6 +67,18 @@ fs::path script_worker(const std::string& name, const std::string& then) {
   return path;
 }
 
+// Expects `call` to throw an E whose message contains `part`.
+template <typename E, typename Call>
+void expect_throws(Call call, const std::string& part) {
+  try {
+    call();
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    return;
+  }
+  ADD_FAILURE() << "expected an exception naming \"" << part << "\"";
+}
+
 TEST(EspeakWorkers, GiveWhatTheLibraryInThisProcessGives) {
   const Phonemizer phonemizer;
   std::vector<Phonemes> in_process;
@@ -111,12 +123,8 @@ TEST(EspeakWorkers, ServeManyThreadsAtOnce) {
 TEST(EspeakWorkers, AnUnknownLanguageIsAnInputErrorAndTheWorkerGoesOn) {
   EspeakWorkers workers(worker_options(1));
   const pid_t pid = workers.pids().at(0);
-  try {
-    workers.phonemes({"hello"}, "no-such-language", 0);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("no-such-language"), std::string::npos) << e.what();
-  }
+  expect_throws<InputError>([&] { workers.phonemes({"hello"}, "no-such-language", 0); },
+                            "no-such-language");
   EXPECT_EQ(workers.phonemes({"hello"}, "en-us", 0).size(), 1u);
   EXPECT_EQ(workers.pids().at(0), pid);
   EXPECT_EQ(workers.replaced(), 0);
@@ -146,12 +154,7 @@ TEST(EspeakWorkers, TextThatKillsTheWorkerTwiceIsAnInputError) {
   options.program = script_worker("dies", "exec head -c 1 >/dev/null");
   EspeakWorkers workers(options);
   for (int call = 1; call <= 2; ++call) {
-    try {
-      workers.phonemes({"hello"}, "en-us", 0);
-      FAIL() << "expected an InputError";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("died on it twice"), std::string::npos) << e.what();
-    }
+    expect_throws<InputError>([&] { workers.phonemes({"hello"}, "en-us", 0); }, "died on it twice");
     EXPECT_EQ(workers.replaced(), 2 * call);
   }
 }
@@ -164,13 +167,8 @@ TEST(EspeakWorkers, AReplacementThatCannotStartIsReportedAndAnError) {
   std::vector<std::string> reports;
   options.on_replaced = [&reports](const std::string& what) { reports.push_back(what); };
   EspeakWorkers workers(options);
-  try {
-    workers.phonemes({"hello"}, "en-us", 0);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot start the eSpeak NG worker"), std::string::npos)
-        << e.what();
-  }
+  expect_throws<Error>([&] { workers.phonemes({"hello"}, "en-us", 0); },
+                       "cannot start the eSpeak NG worker");
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_NE(reports[0].find("died during a call"), std::string::npos) << reports[0];
   EXPECT_NE(reports[1].find("could not be started again"), std::string::npos) << reports[1];
@@ -185,12 +183,7 @@ TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
   options.on_replaced = [&reports](const std::string& what) { reports.push_back(what); };
   EspeakWorkers workers(options);
   const pid_t pid = workers.pids().at(0);
-  try {
-    workers.phonemes({"hello"}, "en-us", 0);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("longer than 300 ms"), std::string::npos) << e.what();
-  }
+  expect_throws<Error>([&] { workers.phonemes({"hello"}, "en-us", 0); }, "longer than 300 ms");
   EXPECT_EQ(workers.replaced(), 1);
   EXPECT_EQ(workers.pids().at(0), 0);
   EXPECT_NE(::kill(pid, 0), 0) << "the hung worker was not killed";
@@ -200,12 +193,8 @@ TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
   // A request larger than the socket's buffer, to a worker that does not read: the write, too,
   // gives up at the deadline, not when the worker ends (its sleep of 60 s).
   const auto started = std::chrono::steady_clock::now();
-  try {
-    workers.phonemes({std::string(8 << 20, 'a')}, "en-us", 0);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("longer than 300 ms"), std::string::npos) << e.what();
-  }
+  expect_throws<Error>([&] { workers.phonemes({std::string(8 << 20, 'a')}, "en-us", 0); },
+                       "longer than 300 ms");
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30))
       << "the write waited for the worker rather than for its deadline";
   EXPECT_EQ(workers.replaced(), 2);
@@ -214,25 +203,14 @@ TEST(EspeakWorkers, AWorkerThatHangsIsKilledAfterTheTimeout) {
 TEST(EspeakWorkers, AProgramThatIsNoWorkerIsRefusedAtStart) {
   EspeakWorkers::Options options = worker_options(1);
   options.program = "/nonexistent/voxd-espeak-worker";
-  try {
-    EspeakWorkers workers(options);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/voxd-espeak-worker"), std::string::npos)
-        << e.what();
-  }
+  expect_throws<Error>([&] { EspeakWorkers{options}; }, "/nonexistent/voxd-espeak-worker");
   options.program = "/bin/true";
   EXPECT_THROW(EspeakWorkers{options}, Error);
   const fs::path nonsense = fs::path(testing::TempDir()) / "voxd-fake-worker-nonsense";
   std::ofstream(nonsense) << "#!/bin/sh\nprintf '\\001\\000\\000\\000\\007'\nexec sleep 60\n";
   fs::permissions(nonsense, fs::perms::owner_all);
   options.program = nonsense;
-  try {
-    EspeakWorkers workers(options);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not an answer"), std::string::npos) << e.what();
-  }
+  expect_throws<Error>([&] { EspeakWorkers{options}; }, "not an answer");
 }
 
 // The worker's loop on a socket pair, in this process.
