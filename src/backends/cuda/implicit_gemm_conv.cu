@@ -680,17 +680,29 @@ void transpose_input(const ImplicitGemmConv& a, int64_t rows, int64_t channels, 
   check(cudaGetLastError(), "transpose_input_kernel launch", op);
 }
 
-// Runs the widest channel tile that still gives every multiprocessor a block (wider tiles read
-// the window fewer times per output); 32 channels when there are no more.
+// Warps a launch must give every multiprocessor before a tile that wide runs it: one block of
+// 128 channels (8 warps), two of 64. At one sequence, HiFiGAN V1's stage 1 (256 channels) as
+// 180 blocks of 64 channels left most multiprocessors one block of 4 warps: 675 µs a pass for
+// its upsampler and 18 convolutions, against 564 µs as 360 blocks of 32 (bench/NOTES.md,
+// session 42).
+constexpr int64_t kWarpsToFill = 8;
+
+template <typename Tiling>
+bool fills_multiprocessors(const ImplicitGemmConv& a, int64_t step_tiles) {
+  const int64_t blocks = step_tiles * ((a.out_channels + Tiling::kBlockM - 1) / Tiling::kBlockM);
+  return blocks * (Tiling::kThreads / 32) >= kWarpsToFill * multiprocessors();
+}
+
+// Runs the widest channel tile that still fills every multiprocessor (wider tiles read the
+// window fewer times per output); 32 channels when none does.
 template <typename T>
 void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
                     int64_t channels, cudaStream_t stream, const char* op) {
   const int64_t step_tiles = (a.out_steps + kBlockSteps - 1) / kBlockSteps * a.batch;
-  const int64_t blocks128 = step_tiles * ((a.out_channels + 127) / 128);
-  if (a.out_channels >= 128 && blocks128 >= multiprocessors() &&
+  if (a.out_channels >= 128 && fills_multiprocessors<Tiles128>(a, step_tiles) &&
       2 * stage_bytes(a.kernel, halo, 128) <= kMaxDynamicShared) {
     launch_mma<T, Tiles128>(a, next, halo, rows, channels, stream, op);
-  } else if (a.out_channels > 32) {
+  } else if (a.out_channels > 32 && fills_multiprocessors<Tiles64>(a, step_tiles)) {
     launch_mma<T, Tiles64>(a, next, halo, rows, channels, stream, op);
   } else {
     launch_mma<T, Tiles32>(a, next, halo, rows, channels, stream, op);
