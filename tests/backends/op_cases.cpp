@@ -401,7 +401,10 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
 // taps and padding as its layers have them, pointwise, dilation, padding past the kernel's
 // span, a chunk of CUDA's columns crossed (256 channels × 9 taps: 7,281 rows a chunk), rows of
 // more than one tile of its staged channels (600 × 9 taps), the backends that transpose around
-// conv1d for stride 2 and groups, and a view of rows.
+// conv1d for stride 2 and groups, and a view of rows. Then a few output channels (CUDA's
+// few-outputs kernel): HiFiGAN's conv_post (32 → 1, K 7) over many 128-step blocks, four
+// outputs, channels no multiple of 4 with dilation and padding past the kernel's span, and
+// fewer steps than a block.
 void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
   const std::vector<ConvCase> list = {
       {2, 16, 24, 37, 9, 1, 4, 1, 1, true},   {3, 12, 8, 20, 3, 1, 1, 1, 1, true},
@@ -409,6 +412,8 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
       {2, 8, 8, 25, 3, 1, 6, 3, 1, true},     {1, 5, 7, 6, 3, 1, 4, 1, 1, true},
       {1, 256, 4, 8000, 9, 1, 4, 1, 1, true}, {2, 6, 4, 19, 3, 2, 1, 1, 1, true},
       {1, 8, 8, 15, 3, 1, 1, 1, 2, true},     {2, 600, 5, 21, 9, 1, 4, 1, 1, true},
+      {2, 32, 1, 3001, 7, 1, 3, 1, 1, true},  {3, 12, 4, 300, 3, 1, 1, 1, 1, true},
+      {2, 10, 3, 50, 5, 1, 9, 2, 1, false},   {1, 32, 2, 9, 7, 1, 3, 1, 1, true},
   };
   uint32_t seed = 1200;
   for (const ConvCase& tc : list) {

@@ -781,6 +781,16 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t cout = out.size(2);
   assert(out.shape() == (Shape{x.size(0), t_out, weight.size(0)}) && p.stride == 1);
   if (out.numel() == 0) return;
+  if (own_convolutions() && x.size(0) <= 65535 &&
+      cuda::conv1d_rows_few_outputs_fits(cin, cout, k, p.dilation)) {
+    // A gemm of a few columns wastes its tiles, and im2col writes k·cin values a step.
+    if (scratch.planning()) return;
+    const OpScope scope = open(op);
+    cuda::conv1d_rows_few_outputs(
+        x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, out.raw_data(),
+        dtype, x.size(0), t_in, cin, t_out, cout, k, p.padding, p.dilation, handles_->stream, op);
+    return;
+  }
   const int64_t width = cin * k;  // a row of columns: torch's weight [cout, cin·k] multiplies it
   const int64_t rows = x.size(0) * t_out;
   // A chunk of rows' columns at a time.

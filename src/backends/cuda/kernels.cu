@@ -498,6 +498,121 @@ __global__ void depthwise_conv1d_kernel(const T* x, const T* weight, const T* bi
   }
 }
 
+// conv1d_rows_few_outputs: a block computes kFewOutputSteps output steps of one sequence. It
+// stages the input rows its steps read, [window][cin] as F32 with a row stride of an odd number
+// of 16-byte vectors (a quarter-warp's vector reads of neighbouring rows fall in distinct banks),
+// and the weights as [co][tap][cin]; each thread then sums one output step's cout values.
+constexpr int kFewOutputSteps = 128;
+constexpr int kMaxFewOutputs = 4;
+constexpr size_t kFewOutputsShared = 48 << 10;
+
+__host__ __device__ int64_t few_outputs_row_stride(int64_t cin) {
+  const int64_t vectors = (cin + 3) / 4;
+  return 4 * (vectors % 2 == 0 ? vectors + 1 : vectors);
+}
+
+size_t few_outputs_shared_bytes(int64_t cin, int64_t cout, int64_t k, int64_t dilation) {
+  const int64_t window = kFewOutputSteps + (k - 1) * dilation;
+  return static_cast<size_t>(window * few_outputs_row_stride(cin) + cout * k * cin) * sizeof(float);
+}
+
+// A vector's elements of x at p (16-byte aligned) as F32.
+template <typename T>
+__device__ __forceinline__ void load_vector(const T* p, float (&v)[16 / sizeof(T)]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(16 / sizeof(T)); ++i) v[i] = to_float(e[i]);
+}
+
+template <typename T>
+__global__ void conv1d_rows_few_outputs_kernel(const T* x, const T* weight, const T* bias, T* out,
+                                               int64_t t_in, int cin, int64_t t_out, int cout,
+                                               int k, int64_t padding, int dilation,
+                                               bool vector_rows) {
+  extern __shared__ float staged[];
+  const int stride = static_cast<int>(few_outputs_row_stride(cin));
+  const int window = kFewOutputSteps + (k - 1) * dilation;
+  float* rows = staged;
+  float* taps = staged + window * stride;  // [co][tap][ci]
+  const int64_t b = blockIdx.y;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kFewOutputSteps;
+  const int64_t first_row = t0 - padding;
+  const T* xb = x + b * t_in * cin;
+  if (vector_rows) {
+    // Rows of whole 16-byte vectors: the window's rows are one contiguous run of x.
+    constexpr int kVector = 16 / sizeof(T);
+    const int vectors = window * cin / kVector;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
+      const int r = i * kVector / cin;
+      const int ci = i * kVector - r * cin;
+      const int64_t row = first_row + r;
+      float v[kVector];
+      if (row >= 0 && row < t_in) {
+        load_vector(xb + row * cin + ci, v);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVector; ++e) v[e] = 0.0f;
+      }
+#pragma unroll
+      for (int e = 0; e < kVector; e += 4) {
+        *reinterpret_cast<float4*>(rows + r * stride + ci + e) =
+            make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < window * cin; i += blockDim.x) {
+      const int r = i / cin;
+      const int ci = i - r * cin;
+      const int64_t row = first_row + r;
+      rows[r * stride + ci] = row >= 0 && row < t_in ? to_float(xb[row * cin + ci]) : 0.0f;
+    }
+  }
+  for (int i = threadIdx.x; i < cout * k * cin; i += blockDim.x) {
+    const int ci = i % cin;
+    const int tap = (i / cin) % k;
+    const int co = i / (cin * k);
+    taps[i] = to_float(weight[(co * cin + ci) * k + tap]);
+  }
+  __syncthreads();
+  const int64_t t = t0 + threadIdx.x;
+  if (t >= t_out) return;
+  float acc[kMaxFewOutputs];
+#pragma unroll
+  for (int co = 0; co < kMaxFewOutputs; ++co) {
+    acc[co] = co < cout && bias != nullptr ? to_float(bias[co]) : 0.0f;
+  }
+  const bool vectors = cin % 4 == 0;
+  for (int tap = 0; tap < k; ++tap) {
+    const float* row = rows + (threadIdx.x + tap * dilation) * stride;
+    if (vectors) {
+      for (int ci = 0; ci < cin; ci += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(row + ci);
+#pragma unroll
+        for (int co = 0; co < kMaxFewOutputs; ++co) {
+          if (co >= cout) break;
+          const float4 w = *reinterpret_cast<const float4*>(taps + (co * k + tap) * cin + ci);
+          acc[co] += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
+        }
+      }
+    } else {
+      for (int ci = 0; ci < cin; ++ci) {
+#pragma unroll
+        for (int co = 0; co < kMaxFewOutputs; ++co) {
+          if (co >= cout) break;
+          acc[co] += taps[(co * k + tap) * cin + ci] * row[ci];
+        }
+      }
+    }
+  }
+  T* o = out + (b * t_out + t) * cout;
+#pragma unroll
+  for (int co = 0; co < kMaxFewOutputs; ++co) {
+    if (co < cout) o[co] = from_float<T>(acc[co]);
+  }
+}
+
 // spectrum [frames_total, bins] (complex) = (real, imag) [items, bins, frames] of items
 // [item0, item0 + frames_total / frames), with the imaginary parts of the DC bin and (even n_fft)
 // the Nyquist bin zeroed, which an inverse real FFT ignores.
@@ -1220,6 +1335,37 @@ void depthwise_conv1d(const void* x, const void* weight, const void* bias, void*
     depthwise_conv1d_kernel<<<grid, kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias),
         static_cast<T*>(out), rows, channels, t_in, t_out, k, stride, padding, dilation);
+  });
+  check_launch(op);
+}
+
+bool conv1d_rows_few_outputs_fits(int64_t cin, int64_t cout, int64_t k, int64_t dilation) {
+  return cin > 0 && cout > 0 && cout <= kMaxFewOutputs && k > 0 && dilation > 0 &&
+         few_outputs_shared_bytes(cin, cout, k, dilation) <= kFewOutputsShared;
+}
+
+void conv1d_rows_few_outputs(const void* x, const void* weight, const void* bias, void* out,
+                             DType dtype, int64_t batch, int64_t t_in, int64_t cin, int64_t t_out,
+                             int64_t cout, int64_t k, int64_t padding, int64_t dilation,
+                             cudaStream_t stream, const char* op) {
+  if (batch == 0 || t_out == 0) return;
+  if (!conv1d_rows_few_outputs_fits(cin, cout, k, dilation) || batch > 65535) {
+    throw Error(std::string("cuda: ") + op + ": " + std::to_string(cin) + " → " +
+                std::to_string(cout) + " channels, kernel " + std::to_string(k) + " dilation " +
+                std::to_string(dilation) + ", batch " + std::to_string(batch) +
+                " is no shape for the few-outputs convolution");
+  }
+  const dim3 grid(static_cast<unsigned>((t_out + kFewOutputSteps - 1) / kFewOutputSteps),
+                  static_cast<unsigned>(batch));
+  const size_t shared = few_outputs_shared_bytes(cin, cout, k, dilation);
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  dispatch_float(dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const bool vector_rows = aligned && cin % static_cast<int64_t>(16 / sizeof(T)) == 0;
+    conv1d_rows_few_outputs_kernel<<<grid, kFewOutputSteps, shared, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias),
+        static_cast<T*>(out), t_in, static_cast<int>(cin), t_out, static_cast<int>(cout),
+        static_cast<int>(k), padding, static_cast<int>(dilation), vector_rows);
   });
   check_launch(op);
 }

@@ -115,6 +115,16 @@ void depthwise_conv1d(const void* x, const void* weight, const void* bias, void*
                       int64_t batch, int64_t channels, int64_t t_in, int64_t t_out, int64_t k,
                       int64_t stride, int64_t padding, int64_t dilation, cudaStream_t stream,
                       const char* op);
+// conv1d over time-major rows into a few output channels (HiFiGAN's conv_post, 32 → 1): out
+// [batch, t_out, cout] = bias[co] + Σ_tap Σ_ci weight[co, ci, tap] · x[b, t − padding +
+// tap·dilation, ci] (zero outside x), stride 1, F32 sums. conv1d_rows_few_outputs_fits says
+// whether the kernel takes the shape (cout ≤ 4, its window and weights in 48 KiB of shared
+// memory).
+bool conv1d_rows_few_outputs_fits(int64_t cin, int64_t cout, int64_t k, int64_t dilation);
+void conv1d_rows_few_outputs(const void* x, const void* weight, const void* bias, void* out,
+                             DType dtype, int64_t batch, int64_t t_in, int64_t cin, int64_t t_out,
+                             int64_t cout, int64_t k, int64_t padding, int64_t dilation,
+                             cudaStream_t stream, const char* op);
 // istft's steps around cuFFT's inverse real transform. pack_spectrum: complex spectrum
 // [items · frames, bins] (float2) = the bins of items [item0, item0 + items) of real and imag
 // [*, bins, frames], imaginary parts of the DC and Nyquist bins zeroed. overlap_add: out

@@ -282,12 +282,16 @@ ConvTranspose1dParams HifiGan::upsample_params(const Conv& up) {
   return params;
 }
 
-Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion) {
+Conv1dParams HifiGan::conv1d_params(const Conv& c) {
   Conv1dParams params;
   params.stride = c.stride;
   params.padding = c.padding;
   params.dilation = c.dilation;
-  return ops::conv1d(ctx, x, c.weight, c.bias, params, fusion);
+  return params;
+}
+
+Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion) {
+  return ops::conv1d(ctx, x, c.weight, c.bias, conv1d_params(c), fusion);
 }
 
 Conv1dPair HifiGan::pair(const ResBlock& block, size_t m, const Tensor* residual) const {
@@ -408,7 +412,13 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
     }
     x = std::move(sum);
   }
-  if (x_rows) x = ops::transpose(ctx, x, 1, 2);
+  // conv_post has one output channel, so over the last stage's rows its output [B, T, 1] is
+  // the audio's layout: no transpose either side.
+  if (x_rows) {
+    x = ops::tanh(ctx, ops::conv1d_rows(ctx, x, conv_post_.weight, conv_post_.bias,
+                                        conv1d_params(conv_post_)));
+    return x.reshape({x.size(0), x.size(1)});
+  }
   x = ops::tanh(ctx, conv(ctx, conv_post_, x));
   return x.reshape({x.size(0), x.size(2)});
 }

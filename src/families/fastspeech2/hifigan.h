@@ -111,6 +111,7 @@ class HifiGan {
     std::vector<Conv> plain;
   };
 
+  static Conv1dParams conv1d_params(const Conv& c);
   static Tensor conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion = {});
   // An upsampler's stride and padding as conv_transpose1d's params.
   static ConvTranspose1dParams upsample_params(const Conv& up);
