@@ -381,8 +381,8 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   // Where the backend reads and writes V1's pairs as time-major rows, a stage runs on rows [B,
   // T, C]; the upsampler before it then reads rows and writes the stage's (a backend that cannot
-  // transposes around it), so that only conv_pre's output and the last stage's output are
-  // transposed.
+  // transposes around it), so that only conv_pre's output is transposed; conv_post reads the
+  // last stage's rows.
   bool x_rows = first_upsampler_on_rows(ctx, x);
   if (x_rows) x = ops::transpose(ctx, x, 1, 2);
   for (size_t i = 0; i < ups_.size(); ++i) {
