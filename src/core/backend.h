@@ -115,6 +115,10 @@ struct ConvFusion {
   std::optional<float> input_leaky_relu;  // the slope, when the input goes through leaky_relu
   const Tensor* residual = nullptr;       // [B, Cout, Tout] in the output's dtype, or null
   std::optional<DType> output_dtype = std::nullopt;  // the output's dtype, when not x's
+  // The weight in the order the backend's fused convolution reads it (ops::arrange_conv1d_weight,
+  // made once when a model loads), or null: the backend then arranges it per call where it needs
+  // to. A backend that arranges no weights ignores it.
+  const Tensor* arranged_weight = nullptr;
 };
 
 // Two convolutions that keep the sequence's length, one after the other, each reading its input
@@ -254,10 +258,11 @@ class Backend {
   virtual void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                       const Conv1dParams& params, const KernelScratch& scratch) = 0;
   // Whether fused_conv1d() runs a conv1d of x and weight (contiguous; their dtypes may differ)
-  // with `params` into an output of `out_dtype` as one kernel; when not (the default),
-  // ops::conv1d runs the fused steps one by one.
+  // with `params` into an output of `out_dtype` as one kernel, the weight arranged once already
+  // (ConvFusion::arranged_weight) where `weight_arranged`; when not (the default), ops::conv1d
+  // runs the fused steps one by one.
   virtual bool fuses_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/, DType /*out_dtype*/,
-                            const Conv1dParams& /*params*/) const {
+                            const Conv1dParams& /*params*/, bool /*weight_arranged*/) const {
     return false;
   }
   // out = conv1d(leaky_relu(x) or x, weight) + bias + residual, as `fusion` says (ConvFusion
@@ -277,8 +282,9 @@ class Backend {
   // weights, biases and residual are contiguous; out does not alias x or the residual.
   virtual void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                  const KernelScratch& scratch);
-  // Elements of `weight` [Cout, Cin, K] in the order this backend's fused pairs read it
-  // (Conv1dPair::first_arranged), or 0 (the default) where they read it as it is.
+  // Elements of `weight` [Cout, Cin, K] in the order this backend's fused pairs and fused
+  // convolutions read it (Conv1dPair::first_arranged, ConvFusion::arranged_weight), or 0 (the
+  // default) where they read it as it is.
   virtual int64_t arranged_conv1d_weight_elements(const Tensor& /*weight*/) const { return 0; }
   // arranged [arranged_conv1d_weight_elements(weight)] = weight in that order; only called when
   // that is above 0.

@@ -408,6 +408,35 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
   return out;
 }
 
+namespace {
+
+// An arranged weight: null, ignored by a backend that arranges none (`elements` 0: one that
+// wraps another may run a model loaded on it), else `maker`'s for `weight` here.
+void check_arrangement(Context& ctx, const char* op, const std::string& which,
+                       const Tensor* arranged, const Tensor& weight, int64_t elements,
+                       const char* maker) {
+  if (arranged == nullptr || elements == 0) return;
+  if (arranged->defined() && arranged->dim() == 1 && arranged->numel() == elements &&
+      arranged->dtype() == weight.dtype() && arranged->device() == ctx.device()) {
+    return;
+  }
+  fail(op, "the " + which + "arrangement " +
+               (arranged->defined() ? arranged->shape_string() : "(undefined)") +
+               " is not this backend's for weight " + weight.shape_string() + " (" +
+               std::to_string(elements) + " " + std::string(dtype_name(weight.dtype())) +
+               " elements on " + ctx.device().to_string() + "); make it with " + maker);
+}
+
+// A pair's arranged weight (check_arrangement).
+void check_arranged(Context& ctx, const char* op, const char* which, const Tensor* arranged,
+                    const Tensor& weight) {
+  check_arrangement(ctx, op, std::string(which) + " weight's ", arranged, weight,
+                    ctx.backend().arranged_conv1d_weight_elements(weight),
+                    "ops::arrange_conv1d_weight");
+}
+
+}  // namespace
+
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params, const ConvFusion& fusion) {
   const char* op = "conv1d";
@@ -417,12 +446,17 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
       fused_output_dtype(ctx, op, x, fusion.output_dtype, fusion.residual, shape);
   Tensor b = check_bias(ctx, op, bias, weight.size(0), weight, "weight");
   require_backend(ctx, op, OpKind::Conv1d, weight.dtype());
+  const int64_t arranged_elements = ctx.backend().arranged_conv1d_weight_elements(weight);
+  check_arrangement(ctx, op, "weight's ", fusion.arranged_weight, weight, arranged_elements,
+                    "ops::arrange_conv1d_weight");
+  const Tensor* arranged = arranged_elements > 0 ? fusion.arranged_weight : nullptr;
   const Tensor xc = contiguous(ctx, x);
   const Tensor wc = contiguous(ctx, weight);
-  if (ctx.backend().fuses_conv1d(xc, wc, out_dtype, params)) {
+  if (ctx.backend().fuses_conv1d(xc, wc, out_dtype, params, arranged != nullptr)) {
     const Tensor residual = fusion.residual ? contiguous(ctx, *fusion.residual) : Tensor();
     ConvFusion fused = fusion;
     fused.residual = fusion.residual ? &residual : nullptr;
+    fused.arranged_weight = arranged;
     Tensor out = empty(ctx, shape, out_dtype);
     ctx.backend().fused_conv1d(xc, wc, b, fused, out, params, ctx.scratch());
     return out;
@@ -470,31 +504,6 @@ struct CheckedPair {
   Shape shape;  // [B, Cout, T]
   DType out_dtype = DType::F32;
 };
-
-// An arranged weight: null, ignored by a backend that arranges none (`elements` 0: one that
-// wraps another may run a model loaded on it), else `maker`'s for `weight` here.
-void check_arrangement(Context& ctx, const char* op, const std::string& which,
-                       const Tensor* arranged, const Tensor& weight, int64_t elements,
-                       const char* maker) {
-  if (arranged == nullptr || elements == 0) return;
-  if (arranged->defined() && arranged->dim() == 1 && arranged->numel() == elements &&
-      arranged->dtype() == weight.dtype() && arranged->device() == ctx.device()) {
-    return;
-  }
-  fail(op, "the " + which + "arrangement " +
-               (arranged->defined() ? arranged->shape_string() : "(undefined)") +
-               " is not this backend's for weight " + weight.shape_string() + " (" +
-               std::to_string(elements) + " " + std::string(dtype_name(weight.dtype())) +
-               " elements on " + ctx.device().to_string() + "); make it with " + maker);
-}
-
-// A pair's arranged weight (check_arrangement).
-void check_arranged(Context& ctx, const char* op, const char* which, const Tensor* arranged,
-                    const Tensor& weight) {
-  check_arrangement(ctx, op, std::string(which) + " weight's ", arranged, weight,
-                    ctx.backend().arranged_conv1d_weight_elements(weight),
-                    "ops::arrange_conv1d_weight");
-}
 
 CheckedPair check_pair(Context& ctx, const char* op, const Tensor& x, const Conv1dPair& pair,
                        const Tensor* residual, const Tensor* addend) {

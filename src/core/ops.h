@@ -90,9 +90,11 @@ Tensor linear(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params);
 // conv1d(leaky_relu(x, slope) or x) + bias + residual, as `fusion` says (ConvFusion: x may be of
-// another dtype than weight and bias, the output of output_dtype), in one kernel where the
-// backend fuses it (Backend::fuses_conv1d), else step by step: leaky_relu in x's dtype, a
-// conversion to the weights' dtype, conv1d, a conversion to the output dtype, + residual.
+// another dtype than weight and bias, the output of output_dtype, the weight arranged once by
+// arrange_conv1d_weight), in one kernel where the backend fuses it (Backend::fuses_conv1d),
+// else step by step: leaky_relu in x's dtype, a conversion to the weights' dtype, conv1d, a
+// conversion to the output dtype, + residual. Throws voxd::Error for an arranged weight that is
+// not this backend's for `weight`.
 Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv1dParams& params, const ConvFusion& fusion);
 // conv1d over time-major rows: x [B, T, Cin], weight [Cout, Cin, K] (torch's layout), bias
@@ -114,10 +116,12 @@ Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 // Whether conv1d_pair_rows runs `pair` over rows shaped and typed as x [B, T, C] without
 // transposing anything (Backend::fuses_conv1d_pair_rows).
 bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
-// A pair's weight [Cout, Cin, K] (on ctx's device) in the order the backend's fused pairs read
-// it, for Conv1dPair::first_arranged and second_arranged: made once when a model loads, so that
-// no step rearranges its weights (on CUDA a kernel for each convolution). Undefined where the
-// backend reads weights as they are (Backend::arranged_conv1d_weight_elements).
+// A weight [Cout, Cin, K] (on ctx's device) in the order the backend's fused pairs and fused
+// convolutions read it, for Conv1dPair::first_arranged and second_arranged and
+// ConvFusion::arranged_weight: made once when a model loads, so that no step rearranges its
+// weights (on CUDA a kernel for each convolution, and without it short convolutions go through
+// im2col and cuBLAS). Undefined where the backend reads weights as they are
+// (Backend::arranged_conv1d_weight_elements).
 Tensor arrange_conv1d_weight(Context& ctx, const Tensor& weight);
 Tensor conv_transpose1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose1dParams& params);

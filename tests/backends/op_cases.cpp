@@ -356,11 +356,12 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
              return ops::conv1d(c, in[0].transpose(1, 2), in[1], in[2], Conv1dParams{1, 1, 1, 1});
            }));
   // leaky_relu → conv1d → + residual; in F16 and BF16 the long ones run as one fused kernel on
-  // CUDA, the short ones step by step.
+  // CUDA, the short ones step by step unless their weight comes arranged (HiFiGAN's conv_pre over
+  // three first chunks is the last case).
   const std::vector<ConvCase> fused = {
       {2, 6, 5, 37, 7, 1, 9, 3, 1, true},      {1, 40, 72, 40000, 11, 1, 25, 5, 1, true},
       {2, 32, 32, 30001, 3, 1, 1, 1, 1, true}, {1, 24, 16, 2000, 3, 1, 1, 1, 1, false},
-      {1, 64, 32, 30001, 9, 1, 4, 1, 1, true},
+      {1, 64, 32, 30001, 9, 1, 4, 1, 1, true}, {3, 80, 512, 45, 7, 1, 3, 1, 1, true},
   };
   seed = 250;
   for (const ConvCase& tc : fused) {
@@ -383,6 +384,18 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
     add("conv1d of leaky_relu", [p](Context& c, const In& in) {
       return ops::conv1d(c, in[0], in[1], in[2], p, ConvFusion{0.1f, nullptr});
     });
+    // The weight arranged once, as a model does when it loads (CUDA: the mma.sync kernel's
+    // order, which lets short convolutions run on it too; the reference arranges none).
+    const auto arranged = [p](Context& c, const In& in, ConvFusion fusion) {
+      const Tensor weight = ops::arrange_conv1d_weight(c, in[1]);
+      fusion.arranged_weight = weight.defined() ? &weight : nullptr;
+      return ops::conv1d(c, in[0], in[1], in[2], p, fusion);
+    };
+    add("fused conv1d with its weight arranged once", [arranged](Context& c, const In& in) {
+      return arranged(c, in, ConvFusion{0.1f, &in[3]});
+    });
+    add("conv1d with its weight arranged once",
+        [arranged](Context& c, const In& in) { return arranged(c, in, ConvFusion{}); });
     // Mixed precision (HiFiGAN's BF16 resblocks): the first conv reads an F32 input and writes
     // the weights' dtype, the second reads that and writes F32 with an F32 residual.
     add("F32 in", [p](Context& c, const In& in) {

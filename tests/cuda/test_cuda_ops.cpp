@@ -214,7 +214,8 @@ TEST_F(CudaBackendTest, TheNewOpsPlanWhatTheyRun) {
 // channels and over rows, however few their steps (two sequences of 5: far below a 128-step tile,
 // the dilated convolution's reach and what fills the device), and its first upsampler on rows
 // over one frame: nothing sends them to im2col + cuBLAS, whose host calls took 3-4 ms in a short
-// step (bench/NOTES.md). A single convolution that short still goes to cuBLAS.
+// step (bench/NOTES.md). A single convolution that short goes to cuBLAS unless its weight comes
+// arranged (HiFiGAN's conv_pre).
 TEST_F(CudaBackendTest, ShortChunksKeepV1sPairsAndFirstUpsamplerOnTheImplicitGemm) {
   if (std::getenv("VOXD_CUDA_CONV") != nullptr) GTEST_SKIP() << "the default path only";
   CudaBackend& backend = cuda_backend();
@@ -234,7 +235,8 @@ TEST_F(CudaBackendTest, ShortChunksKeepV1sPairsAndFirstUpsamplerOnTheImplicitGem
                           .slope = 0.1f};
     EXPECT_TRUE(backend.fuses_conv1d_pair(x, pair, dtype)) << what;
     EXPECT_TRUE(backend.fuses_conv1d_pair_rows(rows, pair, dtype)) << what;
-    EXPECT_FALSE(backend.fuses_conv1d(x, dilated, dtype, pair.first)) << what;
+    EXPECT_FALSE(backend.fuses_conv1d(x, dilated, dtype, pair.first, false)) << what;
+    EXPECT_TRUE(backend.fuses_conv1d(x, dilated, dtype, pair.first, true)) << what;
 
     const Tensor mel_rate_rows = Tensor::empty({2, 1, 512}, dtype);
     const Tensor upsampler = Tensor::empty({512, 256, 16}, dtype);

@@ -54,6 +54,48 @@ TEST(CudaPlanning, PlansTheDemoVoiceWithoutADevice) {
   EXPECT_GT(plan_vocoder(backend, f32->vocoder(), 4, 400).bytes(), plan.stages[2].workspace_bytes);
 }
 
+// HiFiGAN's conv_pre arranges its weight when the voice loads (ConvFusion::arranged_weight), so
+// the fused conv1d takes no scratch to arrange it on every call: the plan is smaller by exactly
+// the arrangement. An arrangement made for another weight is refused, naming its maker.
+TEST(CudaPlanning, AConv1dWithItsWeightArrangedTakesNoScratchToArrangeIt) {
+  CudaBackend backend(0, CudaBackend::PlanOnly{});
+  const Shape weight_shape = {512, 80, 7};
+  const auto bytes = [&](bool given) {
+    return plan_workspace(
+               backend,
+               [&](Context& ctx) {
+                 const Tensor x = ops::empty(ctx, {3, 80, 45}, DType::F16);
+                 const Tensor weight = ops::empty(ctx, weight_shape, DType::F16);
+                 const Tensor bias = ops::empty(ctx, {512}, DType::F16);
+                 const Tensor arranged = ops::arrange_conv1d_weight(ctx, weight);
+                 ASSERT_TRUE(arranged.defined());
+                 ConvFusion fusion;
+                 fusion.arranged_weight = given ? &arranged : nullptr;
+                 (void)ops::conv1d(ctx, x, weight, bias, Conv1dParams{1, 3, 1, 1}, fusion);
+               })
+        .bytes();
+  };
+  const uint64_t arrangement =
+      static_cast<uint64_t>(cuda::implicit_gemm_arranged_weight_elements(512, 80, 7)) * 2;
+  EXPECT_EQ(arrangement, 80u / 16u * 7u * 512u * 16u * 2u);
+  EXPECT_EQ(bytes(false) - bytes(true), arrangement);
+
+  WorkspaceArena arena(backend.device());
+  Context plan = Context::for_planning(backend, arena);
+  const Tensor x = ops::empty(plan, {1, 80, 45}, DType::F16);
+  const Tensor weight = ops::empty(plan, weight_shape, DType::F16);
+  const Tensor other = ops::arrange_conv1d_weight(plan, ops::empty(plan, {256, 80, 7}, DType::F16));
+  ConvFusion fusion;
+  fusion.arranged_weight = &other;
+  try {
+    (void)ops::conv1d(plan, x, weight, Tensor(), Conv1dParams{1, 3, 1, 1}, fusion);
+    ADD_FAILURE() << "an arrangement of another weight was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ops::arrange_conv1d_weight"), std::string::npos)
+        << e.what();
+  }
+}
+
 // A step is planned with every sentence at its padded length and runs with the real ones: the
 // lengths of non-causal attention (a mask) must not change its scratch, or the run leaves the
 // plan (a Sambert encoder batch of two Chinese sentences overflowed its arena on the H200). F32

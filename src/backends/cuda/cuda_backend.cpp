@@ -840,7 +840,7 @@ void CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor& bi
   // A pointwise convolution multiplies x itself; others go through cuDNN or im2col columns, a
   // chunk of output steps at a time.
   const bool pointwise = k == 1 && p.stride == 1 && p.padding == 0;
-  if (fuses_conv1d(x, weight, dtype, p)) {
+  if (fuses_conv1d(x, weight, dtype, p, /*weight_arranged=*/false)) {
     fused_conv1d(x, weight, bias, ConvFusion{}, out, p, scratch);
     return;
   }
@@ -919,14 +919,15 @@ bool implicit_gemm_runs(DType in_dtype, const Tensor& weight, DType out_dtype,
 }
 
 // Whether the implicit GEMM takes a single conv1d over `batch` sequences of `steps`: where it
-// runs it, and im2col's columns would not fit one chunk (the vocoder's long sequences: K× the
+// runs it, and its weight came arranged (made when the model loaded, as pairs' are: then at any
+// length), im2col's columns would not fit one chunk (the vocoder's long sequences: K× the
 // input through memory) or its blocks fill the device anyway (HiFiGAN's first stage at one
 // sequence: 17 % off the vocoder's time at B = 1, bench/NOTES.md); im2col + cuBLAS run the short
-// ones, where cuBLAS's tiles fill the device better, since a single convolution arranges its
-// weights per call. Pairs take any length (their weights are arranged when the model loads).
+// ones whose weights would be arranged per call, where cuBLAS's tiles fill the device better.
 bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Tensor& weight,
-                         DType out_dtype, const Conv1dParams& p) {
+                         DType out_dtype, const Conv1dParams& p, bool weight_arranged) {
   if (!implicit_gemm_runs(in_dtype, weight, out_dtype, p)) return false;
+  if (weight_arranged) return true;
   const int64_t k = weight.size(2);
   const bool long_columns = batch * weight.size(1) * k * steps > kScratchElements;
   const int64_t out_steps = steps + 2 * p.padding - p.dilation * (k - 1);  // at stride 1
@@ -984,9 +985,10 @@ size_t arranged_weight_bytes(const Tensor& weight) {
 }  // namespace
 
 bool CudaBackend::fuses_conv1d(const Tensor& x, const Tensor& weight, DType out_dtype,
-                               const Conv1dParams& p) const {
+                               const Conv1dParams& p, bool weight_arranged) const {
   return own_convolutions() && x.dim() == 3 &&
-         implicit_gemm_takes(x.dtype(), x.size(0), x.size(2), weight, out_dtype, p);
+         implicit_gemm_takes(x.dtype(), x.size(0), x.size(2), weight, out_dtype, p,
+                             weight_arranged);
 }
 
 void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -994,9 +996,11 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
                                const KernelScratch& scratch) {
   const char* op = "conv1d";
   const Tensor* residual = fusion.residual;
-  assert(fuses_conv1d(x, weight, out.dtype(), p));
+  const Tensor* weight_arranged = fusion.arranged_weight;
+  assert(fuses_conv1d(x, weight, out.dtype(), p, weight_arranged != nullptr));
   assert(residual == nullptr || (residual->shape() == out.shape() && residual->is_contiguous()));
-  const ScratchBuffer arranged = take(scratch, arranged_weight_bytes(weight));
+  const ScratchBuffer arranged =
+      take(scratch, weight_arranged != nullptr ? 0 : arranged_weight_bytes(weight));
   const ScratchBuffer transposed =
       take(scratch, transposed_input_bytes(weight, p, x.size(0), out.size(2)));
   if (scratch.planning()) return;
@@ -1006,7 +1010,8 @@ void CudaBackend::fused_conv1d(const Tensor& x, const Tensor& weight, const Tens
   args.input_dtype = x.dtype();
   args.output_dtype = out.dtype();
   args.x = x.raw_data();
-  args.arranged_weight = arranged.data();
+  args.arranged_weight = weight_arranged != nullptr ? weight_arranged->raw_data() : arranged.data();
+  args.weight_arranged = weight_arranged != nullptr;
   args.transposed_input = transposed.data();
   args.residual = residual != nullptr ? residual->raw_data() : nullptr;
   args.out = out.raw_data();

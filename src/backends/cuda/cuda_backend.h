@@ -112,9 +112,10 @@ class CudaBackend final : public Backend {
   void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
               const Conv1dParams& params, const KernelScratch& scratch) override;
   // True for F16/BF16 convolutions with stride 1 over long sequences or enough of them to fill
-  // the device (the implicit GEMM), x and out of the weights' dtype or F32.
+  // the device, or of any length with the weight arranged (the implicit GEMM), x and out of the
+  // weights' dtype or F32.
   bool fuses_conv1d(const Tensor& x, const Tensor& weight, DType out_dtype,
-                    const Conv1dParams& params) const override;
+                    const Conv1dParams& params, bool weight_arranged) const override;
   void fused_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const ConvFusion& fusion, Tensor& out, const Conv1dParams& params,
                     const KernelScratch& scratch) override;

@@ -710,20 +710,21 @@ void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int 
 }
 
 // The time-major input first; then Hopper's wgmma kernel where it runs and takes the
-// convolution (it arranges its own weights), else the weights arranged for the mma.sync kernel
-// and that kernel.
+// convolution (it arranges its own weights) and the weights did not come arranged, else the
+// weights arranged for the mma.sync kernel (unless they came so) and that kernel.
 template <typename T>
 void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) {
   const int halo = static_cast<int>((a.kernel - 1) * a.dilation);
   const int64_t rows = transposed_rows(a.out_steps, halo);
   const int64_t channels = padded_channels(a.in_channels);
-  if (a.allow_wgmma && wgmma_conv_available() && wgmma_conv_fits(a, channels, multiprocessors())) {
+  if (a.allow_wgmma && !a.weight_arranged && wgmma_conv_available() &&
+      wgmma_conv_fits(a, channels, multiprocessors())) {
     transpose_input<T>(a, rows, channels, true, stream, op);
     wgmma_conv1d(a, rows, channels, stream, op);
     return;
   }
   transpose_input<T>(a, rows, channels, false, stream, op);
-  arrange_weights<kStageChannels, T>(a, stream, op);
+  if (!a.weight_arranged) arrange_weights<kStageChannels, T>(a, stream, op);
   launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
 }
 

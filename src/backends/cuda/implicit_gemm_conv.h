@@ -27,9 +27,9 @@ struct ImplicitGemmConv {
   // Scratch of implicit_gemm_arranged_weight_elements() elements, 16-byte aligned: the weights
   // rearranged per 16 input channels and tap, so blocks load them with wide reads.
   void* arranged_weight = nullptr;
-  // implicit_gemm_conv1d_pair and implicit_gemm_conv_transpose1d_rows only: arranged_weight
-  // already holds that arrangement (made once by implicit_gemm_arrange_weight or
-  // implicit_gemm_arrange_polyphase), so the convolution does not arrange its weight first.
+  // arranged_weight already holds that arrangement (made once by implicit_gemm_arrange_weight or
+  // implicit_gemm_arrange_polyphase), so the convolution does not arrange its weight first, and
+  // the mma.sync kernel runs it (the wgmma kernel would write its own order there).
   bool weight_arranged = false;
   // Scratch of implicit_gemm_transposed_input_elements() elements, 16-byte aligned: the input
   // time-major, padded and zero-filled, so blocks copy their windows with wide reads.

@@ -236,6 +236,7 @@ HifiGan HifiGan::load(Context& ctx, const HifiGanConfig& config, const WeightSou
   const int64_t c0 = config.upsample_initial_channel;
   model.conv_pre_ = make_conv("conv_pre", {c0, config.num_mels, kOuterKernel}, c0, 1, kOuterPadding,
                               1, precision.stream);
+  model.conv_pre_.arranged = ops::arrange_conv1d_weight(ctx, model.conv_pre_.weight);
   for (int64_t i = 0; i < config.num_upsamples(); ++i) {
     const int64_t u = config.upsample_rates[static_cast<size_t>(i)];
     const int64_t k = config.upsample_kernel_sizes[static_cast<size_t>(i)];
@@ -376,7 +377,9 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   }
   // conv_pre and conv_post run in the stream dtype, the other convs in the compute dtype; the
   // stage sums and the activations between convs are in the stream dtype.
-  Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel));
+  ConvFusion pre;
+  pre.arranged_weight = conv_pre_.arranged.defined() ? &conv_pre_.arranged : nullptr;
+  Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel), pre);
   ops::leaky_relu_(ctx, x, kLreluSlope);
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   // Where the backend reads and writes V1's pairs as time-major rows, a stage runs on rows [B,

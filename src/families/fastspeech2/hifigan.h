@@ -96,10 +96,10 @@ class HifiGan {
   struct Conv {
     Tensor weight;  // folded; [Cout, Cin, K] (Conv1d) or [Cin, Cout, K] (ConvTranspose1d)
     Tensor bias;    // [Cout]
-    // ResBlock1's convolutions: the weight as the backend's fused pairs read it
-    // (ops::arrange_conv1d_weight); the upsamplers: the weight and bias as the backend upsamples
-    // rows with them (ops::arrange_conv_transpose1d_weight); undefined where it reads them as
-    // they are.
+    // conv_pre and ResBlock1's convolutions: the weight as the backend's fused convolutions read
+    // it (ops::arrange_conv1d_weight); the upsamplers: the weight and bias as the backend
+    // upsamples rows with them (ops::arrange_conv_transpose1d_weight); undefined where it reads
+    // them as they are.
     Tensor arranged;
     int64_t stride = 1;
     int64_t padding = 0;
