@@ -396,6 +396,14 @@ void add_conv1d_cases(std::vector<OpCase>& cases) {
     });
     add("conv1d with its weight arranged once",
         [arranged](Context& c, const In& in) { return arranged(c, in, ConvFusion{}); });
+    add("F32 in and out with its weight arranged once", [p](Context& c, const In& in) {
+      const Tensor weight = ops::arrange_conv1d_weight(c, in[1]);
+      const Tensor x32 = ops::to_device(c, in[0], DType::F32);
+      const Tensor r32 = ops::to_device(c, in[3], DType::F32);
+      ConvFusion fusion{0.1f, &r32, DType::F32};
+      fusion.arranged_weight = weight.defined() ? &weight : nullptr;
+      return ops::to_device(c, ops::conv1d(c, x32, in[1], in[2], p, fusion), in[0].dtype());
+    });
     // Mixed precision (HiFiGAN's BF16 resblocks): the first conv reads an F32 input and writes
     // the weights' dtype, the second reads that and writes F32 with an F32 residual.
     add("F32 in", [p](Context& c, const In& in) {

@@ -510,6 +510,31 @@ TEST(ArrangedConvWeights, AreTheBackendsOwnOrIgnored) {
   EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
 }
 
+// The same for a single convolution's arranged weight (ConvFusion::arranged_weight): taken,
+// another refused, ignored on the CPU.
+TEST(ArrangedConvWeights, OfSingleConvolutionsAreTheBackendsOwnOrIgnored) {
+  const Tensor x = random_tensor({1, 4, 20}, 8);
+  const Tensor weight = random_tensor({4, 4, 3}, 9, -0.1f, 0.1f);
+  const auto conv = [&](Context& ctx, const Tensor* arranged) {
+    ConvFusion fusion;
+    fusion.input_leaky_relu = 0.1f;
+    fusion.arranged_weight = arranged;
+    return ops::conv1d(ctx, x, weight, Tensor(), Conv1dParams{1, 1, 1, 1}, fusion);
+  };
+  ArrangingBackend arranging;
+  Context ctx(arranging, host_allocator());
+  const Tensor arranged = ops::arrange_conv1d_weight(ctx, weight);
+  EXPECT_NO_THROW(conv(ctx, &arranged));
+  const Tensor other = random_tensor({48}, 10);
+  EXPECT_EQ(error_message([&] { conv(ctx, &other); }),
+            "conv1d: the weight's arrangement [48] is not this backend's for weight [4, 4, 3] (49 "
+            "F32 elements on cpu); make it with ops::arrange_conv1d_weight");
+
+  Context cpu(host_backend("cpu"), host_allocator());
+  const Tensor expected = conv(cpu, nullptr);
+  EXPECT_EQ(conv(cpu, &other).to_float_vector(), expected.to_float_vector());
+}
+
 // The same for a transposed convolution over rows: its weight and bias arranged once, another
 // arrangement refused, none made and any ignored on the CPU.
 TEST(ArrangedConvWeights, OfTransposedConvolutionsAreTheBackendsOwnOrIgnored) {

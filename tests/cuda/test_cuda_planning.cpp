@@ -56,7 +56,8 @@ TEST(CudaPlanning, PlansTheDemoVoiceWithoutADevice) {
 
 // HiFiGAN's conv_pre arranges its weight when the voice loads (ConvFusion::arranged_weight), so
 // the fused conv1d takes no scratch to arrange it on every call: the plan is smaller by exactly
-// the arrangement. An arrangement made for another weight is refused, naming its maker.
+// the arrangement (over a sequence long enough that the implicit GEMM takes it either way, on a
+// machine with a GPU too). An arrangement of another size is refused, naming its maker.
 TEST(CudaPlanning, AConv1dWithItsWeightArrangedTakesNoScratchToArrangeIt) {
   CudaBackend backend(0, CudaBackend::PlanOnly{});
   const Shape weight_shape = {512, 80, 7};
@@ -64,11 +65,12 @@ TEST(CudaPlanning, AConv1dWithItsWeightArrangedTakesNoScratchToArrangeIt) {
     return plan_workspace(
                backend,
                [&](Context& ctx) {
-                 const Tensor x = ops::empty(ctx, {3, 80, 45}, DType::F16);
+                 const Tensor x = ops::empty(ctx, {1, 80, 40000}, DType::F16);
                  const Tensor weight = ops::empty(ctx, weight_shape, DType::F16);
                  const Tensor bias = ops::empty(ctx, {512}, DType::F16);
                  const Tensor arranged = ops::arrange_conv1d_weight(ctx, weight);
                  ASSERT_TRUE(arranged.defined());
+                 ASSERT_TRUE(backend.fuses_conv1d(x, weight, DType::F16, {1, 3, 1, 1}, false));
                  ConvFusion fusion;
                  fusion.arranged_weight = given ? &arranged : nullptr;
                  (void)ops::conv1d(ctx, x, weight, bias, Conv1dParams{1, 3, 1, 1}, fusion);

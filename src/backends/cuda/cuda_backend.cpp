@@ -919,14 +919,15 @@ bool implicit_gemm_runs(DType in_dtype, const Tensor& weight, DType out_dtype,
 }
 
 // Whether the implicit GEMM takes a single conv1d over `batch` sequences of `steps`: where it
-// runs it, and its weight came arranged (made when the model loaded, as pairs' are: then at any
-// length), im2col's columns would not fit one chunk (the vocoder's long sequences: K× the
-// input through memory) or its blocks fill the device anyway (HiFiGAN's first stage at one
-// sequence: 17 % off the vocoder's time at B = 1, bench/NOTES.md); im2col + cuBLAS run the short
-// ones whose weights would be arranged per call, where cuBLAS's tiles fill the device better.
+// runs it and the batch fits its grid, and any one of: its weight came arranged (made when the
+// model loaded, as pairs' are: then at any length), im2col's columns would not fit one chunk
+// (the vocoder's long sequences: K× the input through memory), or its blocks fill the device
+// anyway (HiFiGAN's first stage at one sequence: 17 % off the vocoder's time at B = 1,
+// bench/NOTES.md). im2col + cuBLAS run the short ones whose weights would be arranged per call,
+// where cuBLAS's tiles fill the device better.
 bool implicit_gemm_takes(DType in_dtype, int64_t batch, int64_t steps, const Tensor& weight,
                          DType out_dtype, const Conv1dParams& p, bool weight_arranged) {
-  if (!implicit_gemm_runs(in_dtype, weight, out_dtype, p)) return false;
+  if (batch > 65535 || !implicit_gemm_runs(in_dtype, weight, out_dtype, p)) return false;
   if (weight_arranged) return true;
   const int64_t k = weight.size(2);
   const bool long_columns = batch * weight.size(1) * k * steps > kScratchElements;

@@ -530,7 +530,7 @@ __global__ void conv1d_rows_few_outputs_kernel(const T* x, const T* weight, cons
                                                int64_t t_in, int cin, int64_t t_out, int cout,
                                                int k, int64_t padding, int dilation,
                                                bool vector_rows) {
-  extern __shared__ float staged[];
+  extern __shared__ __align__(16) float staged[];
   const int stride = static_cast<int>(few_outputs_row_stride(cin));
   const int window = kFewOutputSteps + (k - 1) * dilation;
   float* rows = staged;
