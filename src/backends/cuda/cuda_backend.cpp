@@ -781,8 +781,8 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t cout = out.size(2);
   assert(out.shape() == (Shape{x.size(0), t_out, weight.size(0)}) && p.stride == 1);
   if (out.numel() == 0) return;
-  if (own_convolutions() && x.size(0) <= 65535 &&
-      cuda::conv1d_rows_few_outputs_fits(cin, cout, k, p.dilation)) {
+  if (own_convolutions() &&
+      cuda::conv1d_rows_few_outputs_fits(x.size(0), cin, cout, k, p.dilation)) {
     // A gemm of a few columns wastes its tiles, and im2col writes k·cin values a step.
     if (scratch.planning()) return;
     const OpScope scope = open(op);

@@ -688,9 +688,9 @@ void transpose_input(const ImplicitGemmConv& a, int64_t rows, int64_t channels, 
 constexpr int64_t kWarpsToFill = 8;
 
 template <typename Tiling>
-bool fills_multiprocessors(const ImplicitGemmConv& a, int64_t step_tiles) {
+bool fills_multiprocessors(const ImplicitGemmConv& a, int64_t step_tiles, int multiprocessors) {
   const int64_t blocks = step_tiles * ((a.out_channels + Tiling::kBlockM - 1) / Tiling::kBlockM);
-  return blocks * (Tiling::kThreads / 32) >= kWarpsToFill * multiprocessors();
+  return blocks * (Tiling::kThreads / 32) >= kWarpsToFill * multiprocessors;
 }
 
 // Runs the widest channel tile that still fills every multiprocessor (wider tiles read the
@@ -699,10 +699,11 @@ template <typename T>
 void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
                     int64_t channels, cudaStream_t stream, const char* op) {
   const int64_t step_tiles = (a.out_steps + kBlockSteps - 1) / kBlockSteps * a.batch;
-  if (a.out_channels >= 128 && fills_multiprocessors<Tiles128>(a, step_tiles) &&
+  const int sms = multiprocessors();
+  if (a.out_channels >= 128 && fills_multiprocessors<Tiles128>(a, step_tiles, sms) &&
       2 * stage_bytes(a.kernel, halo, 128) <= kMaxDynamicShared) {
     launch_mma<T, Tiles128>(a, next, halo, rows, channels, stream, op);
-  } else if (a.out_channels > 32 && fills_multiprocessors<Tiles64>(a, step_tiles)) {
+  } else if (a.out_channels > 32 && fills_multiprocessors<Tiles64>(a, step_tiles, sms)) {
     launch_mma<T, Tiles64>(a, next, halo, rows, channels, stream, op);
   } else {
     launch_mma<T, Tiles32>(a, next, halo, rows, channels, stream, op);

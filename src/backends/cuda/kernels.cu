@@ -1339,8 +1339,9 @@ void depthwise_conv1d(const void* x, const void* weight, const void* bias, void*
   check_launch(op);
 }
 
-bool conv1d_rows_few_outputs_fits(int64_t cin, int64_t cout, int64_t k, int64_t dilation) {
-  return cin > 0 && cout > 0 && cout <= kMaxFewOutputs && k > 0 && dilation > 0 &&
+bool conv1d_rows_few_outputs_fits(int64_t batch, int64_t cin, int64_t cout, int64_t k,
+                                  int64_t dilation) {
+  return batch <= 65535 && cin > 0 && cout > 0 && cout <= kMaxFewOutputs && k > 0 && dilation > 0 &&
          few_outputs_shared_bytes(cin, cout, k, dilation) <= kFewOutputsShared;
 }
 
@@ -1349,7 +1350,7 @@ void conv1d_rows_few_outputs(const void* x, const void* weight, const void* bias
                              int64_t cout, int64_t k, int64_t padding, int64_t dilation,
                              cudaStream_t stream, const char* op) {
   if (batch == 0 || t_out == 0) return;
-  if (!conv1d_rows_few_outputs_fits(cin, cout, k, dilation) || batch > 65535) {
+  if (!conv1d_rows_few_outputs_fits(batch, cin, cout, k, dilation)) {
     throw Error(std::string("cuda: ") + op + ": " + std::to_string(cin) + " → " +
                 std::to_string(cout) + " channels, kernel " + std::to_string(k) + " dilation " +
                 std::to_string(dilation) + ", batch " + std::to_string(batch) +

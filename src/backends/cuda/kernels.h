@@ -119,8 +119,9 @@ void depthwise_conv1d(const void* x, const void* weight, const void* bias, void*
 // [batch, t_out, cout] = bias[co] + Σ_tap Σ_ci weight[co, ci, tap] · x[b, t − padding +
 // tap·dilation, ci] (zero outside x), stride 1, F32 sums. conv1d_rows_few_outputs_fits says
 // whether the kernel takes the shape (cout ≤ 4, its window and weights in 48 KiB of shared
-// memory).
-bool conv1d_rows_few_outputs_fits(int64_t cin, int64_t cout, int64_t k, int64_t dilation);
+// memory, a batch within its grid).
+bool conv1d_rows_few_outputs_fits(int64_t batch, int64_t cin, int64_t cout, int64_t k,
+                                  int64_t dilation);
 void conv1d_rows_few_outputs(const void* x, const void* weight, const void* bias, void* out,
                              DType dtype, int64_t batch, int64_t t_in, int64_t cin, int64_t t_out,
                              int64_t cout, int64_t k, int64_t padding, int64_t dilation,

@@ -291,7 +291,8 @@ Conv1dParams HifiGan::conv1d_params(const Conv& c) {
   return params;
 }
 
-Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion) {
+Tensor HifiGan::conv(Context& ctx, const Conv& c, const Tensor& x, ConvFusion fusion) {
+  fusion.arranged_weight = c.arranged.defined() ? &c.arranged : nullptr;
   return ops::conv1d(ctx, x, c.weight, c.bias, conv1d_params(c), fusion);
 }
 
@@ -377,9 +378,7 @@ Tensor HifiGan::forward(Context& ctx, const Tensor& mel) const {
   }
   // conv_pre and conv_post run in the stream dtype, the other convs in the compute dtype; the
   // stage sums and the activations between convs are in the stream dtype.
-  ConvFusion pre;
-  pre.arranged_weight = conv_pre_.arranged.defined() ? &conv_pre_.arranged : nullptr;
-  Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel), pre);
+  Tensor x = conv(ctx, conv_pre_, precision_.to_stream(ctx, mel));
   ops::leaky_relu_(ctx, x, kLreluSlope);
   const auto num_kernels = static_cast<size_t>(config_.num_kernels());
   // Where the backend reads and writes V1's pairs as time-major rows, a stage runs on rows [B,

@@ -112,7 +112,8 @@ class HifiGan {
   };
 
   static Conv1dParams conv1d_params(const Conv& c);
-  static Tensor conv(Context& ctx, const Conv& c, const Tensor& x, const ConvFusion& fusion = {});
+  // A single conv1d of `c` (its weight as arranged at load where it was) with `fusion`.
+  static Tensor conv(Context& ctx, const Conv& c, const Tensor& x, ConvFusion fusion = {});
   // An upsampler's stride and padding as conv_transpose1d's params.
   static ConvTranspose1dParams upsample_params(const Conv& up);
   // ResBlock1's step m as a Conv1dPair adding `residual`, its output in the stream dtype.
