@@ -463,7 +463,10 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
 // of 16 on the way (zero padding channels) and an odd length, the 128-channel tile, and mixed
 // precision; and the short chunks of a served stream: a few sequences of a few steps, fewer
 // steps than the convolutions reach (T = 5 and T = 16, a multiple of 8, against K 11 d 5), and
-// just past one 128-step tile.
+// just past one 128-step tile. With their weights arranged once, CUDA runs V1's 32- and
+// 64-channel pairs over rows on chip: every shape of C 32 or 64 below, and over many blocks of
+// 118 steps (K 11), a second convolution that dilates, and one whose halo (96) is past what the
+// on-chip kernel takes, so it runs as two.
 void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
   struct PairCase {
     int64_t batch, cin, channels, cout, t, k1, d1, k2, d2;
@@ -474,6 +477,8 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
       {1, 24, 40, 32, 70001, 11, 5, 11, 1, false}, {1, 128, 128, 128, 20000, 7, 3, 7, 1, true},
       {2, 128, 128, 128, 100, 11, 5, 11, 1, true}, {2, 16, 16, 16, 5, 11, 5, 11, 1, true},
       {2, 32, 32, 32, 16, 11, 5, 11, 1, true},     {2, 64, 64, 64, 130, 7, 3, 7, 1, true},
+      {3, 32, 32, 32, 1000, 11, 5, 11, 1, true},   {1, 64, 64, 64, 300, 3, 5, 5, 2, true},
+      {1, 32, 32, 32, 200, 3, 1, 33, 3, true},
   };
   uint32_t seed = 300;
   for (const PairCase& tc : list) {
@@ -560,6 +565,17 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
       const Tensor residual = ops::transpose(c, in[5], 1, 2);
       return arranged(c, in, ops::transpose(c, in[0], 1, 2), &residual, true);
     });
+    add("conv1d pair on rows into a sum with its weights arranged once",
+        [summed](Context& c, const In& in) {
+          const Tensor first = ops::arrange_conv1d_weight(c, in[1]);
+          const Tensor second = ops::arrange_conv1d_weight(c, in[3]);
+          const Tensor residual = ops::transpose(c, in[5], 1, 2);
+          const Tensor addend = ops::transpose(c, in[6], 1, 2);
+          Conv1dPair p = summed(in, &residual, &addend);
+          p.first_arranged = first.defined() ? &first : nullptr;
+          p.second_arranged = second.defined() ? &second : nullptr;
+          return ops::conv1d_pair_rows(c, ops::transpose(c, in[0], 1, 2), p);
+        });
     // Mixed precision: F32 in, F32 residual and out around the weights' dtype.
     add("conv1d pair F32 in and out", [pair](Context& c, const In& in) {
       const Tensor x32 = ops::to_device(c, in[0], DType::F32);

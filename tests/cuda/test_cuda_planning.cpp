@@ -98,6 +98,76 @@ TEST(CudaPlanning, AConv1dWithItsWeightArrangedTakesNoScratchToArrangeIt) {
   }
 }
 
+// HiFiGAN V1's 32- and 64-channel resblock pairs over rows, their weights arranged when the voice
+// loads, run on chip: the plan holds no time-major input for the second convolution, only the
+// copy of x that unaligned rows would need, so it is smaller than the same pair's with weights
+// arranged per call by exactly that input and the arrangement. A second halo past 64 steps runs
+// as two convolutions, as before.
+TEST(CudaPlanning, PairsOnChipTakeNoIntermediate) {
+  CudaBackend backend(0, CudaBackend::PlanOnly{});
+  const int64_t batch = 3;
+  const int64_t steps = 1000;
+  const auto bytes = [&](int64_t channels, int64_t k2, int64_t d2, bool arranged_at_load) {
+    return plan_workspace(
+               backend,
+               [&](Context& ctx) {
+                 const Tensor rows = ops::empty(ctx, {batch, steps, channels}, DType::F16);
+                 const Tensor w1 = ops::empty(ctx, {channels, channels, 11}, DType::F16);
+                 const Tensor w2 = ops::empty(ctx, {channels, channels, k2}, DType::F16);
+                 const Tensor bias = ops::empty(ctx, {channels}, DType::F16);
+                 const Tensor a1 = ops::arrange_conv1d_weight(ctx, w1);
+                 const Tensor a2 = ops::arrange_conv1d_weight(ctx, w2);
+                 Conv1dPair pair{.first_weight = &w1,
+                                 .first_bias = &bias,
+                                 .first = {1, 25, 5, 1},
+                                 .second_weight = &w2,
+                                 .second_bias = &bias,
+                                 .second = {1, d2 * (k2 - 1) / 2, d2, 1},
+                                 .slope = 0.1f,
+                                 .residual = &rows};
+                 if (arranged_at_load) {
+                   pair.first_arranged = &a1;
+                   pair.second_arranged = &a2;
+                 }
+                 ASSERT_TRUE(backend.fuses_conv1d_pair_rows(rows, pair, DType::F16));
+                 (void)ops::conv1d_pair_rows(ctx, rows, pair);
+               })
+        .bytes();
+  };
+  // Scratch as the arena hands it out, in blocks of WorkspaceArena::kAlignment.
+  const auto block = [](int64_t elements) {
+    const auto bytes = static_cast<uint64_t>(elements) * 2;
+    return (bytes + WorkspaceArena::kAlignment - 1) / WorkspaceArena::kAlignment *
+           WorkspaceArena::kAlignment;
+  };
+  for (const int64_t channels : {32, 64}) {
+    ASSERT_TRUE(cuda::implicit_gemm_pair_on_chip(channels, channels, channels, 11, 5, 11, 1));
+    const uint64_t intermediate =
+        block(cuda::implicit_gemm_transposed_input_elements(batch, channels, steps, 11, 1));
+    const uint64_t arrangement =
+        block(cuda::implicit_gemm_arranged_weight_elements(channels, channels, 11));
+    EXPECT_EQ(bytes(channels, 11, 1, false) - bytes(channels, 11, 1, true),
+              intermediate + arrangement)
+        << channels;
+  }
+  // Every pair of V1's 32- and 64-channel stages: kernels 3, 7, 11, the first dilated 1, 3, 5.
+  for (const int64_t channels : {32, 64}) {
+    for (const int64_t kernel : {3, 7, 11}) {
+      for (const int64_t dilation : {1, 3, 5}) {
+        EXPECT_TRUE(cuda::implicit_gemm_pair_on_chip(channels, channels, channels, kernel, dilation,
+                                                     kernel, 1))
+            << channels << " " << kernel << " " << dilation;
+      }
+    }
+  }
+  EXPECT_FALSE(cuda::implicit_gemm_pair_on_chip(32, 32, 32, 11, 5, 33, 3));
+  EXPECT_FALSE(cuda::implicit_gemm_pair_on_chip(32, 32, 32, 65, 1, 3, 1));
+  EXPECT_FALSE(cuda::implicit_gemm_pair_on_chip(128, 128, 128, 11, 5, 11, 1));
+  EXPECT_FALSE(cuda::implicit_gemm_pair_on_chip(32, 64, 32, 11, 5, 11, 1));
+  EXPECT_EQ(bytes(32, 33, 3, false) - bytes(32, 33, 3, true),
+            block(cuda::implicit_gemm_arranged_weight_elements(32, 32, 33)));
+}
+
 // A step is planned with every sentence at its padded length and runs with the real ones: the
 // lengths of non-causal attention (a mask) must not change its scratch, or the run leaves the
 // plan (a Sambert encoder batch of two Chinese sentences overflowed its arena on the H200). F32

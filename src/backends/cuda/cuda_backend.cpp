@@ -1094,10 +1094,16 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
   };
   const ScratchBuffer arranged = take(
       scratch, std::max(arranging(pair.first_arranged, w1), arranging(pair.second_arranged, w2)));
+  // On chip (rows in and out, both weights arranged, V1's 32- and 64-channel stages) the
+  // intermediate never leaves the multiprocessor: no time-major input for the second.
+  const bool on_chip =
+      rows && pair.first_arranged != nullptr && pair.second_arranged != nullptr &&
+      cuda::implicit_gemm_pair_on_chip(w1.size(1), w1.size(0), w2.size(0), w1.size(2),
+                                       pair.first.dilation, w2.size(2), pair.second.dilation);
   const ScratchBuffer first_input =
       take(scratch, rows ? x.nbytes() : transposed_input_bytes(w1, pair.first, batch, steps));
   const ScratchBuffer second_input =
-      take(scratch, transposed_input_bytes(w2, pair.second, batch, steps));
+      take(scratch, on_chip ? 0 : transposed_input_bytes(w2, pair.second, batch, steps));
   if (scratch.planning()) return;
   const OpScope scope = open(op);
   const auto side = [&](const Tensor& weight, const Tensor* bias, const Conv1dParams& p,

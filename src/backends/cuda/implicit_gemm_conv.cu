@@ -583,6 +583,14 @@ int multiprocessors() {
   return std::max(device_attribute(cudaDevAttrMultiProcessorCount), 1);
 }
 
+// Blocks with `bytes` of dynamic shared memory each that a multiprocessor's shared memory holds.
+int blocks_by_shared_memory(size_t bytes) {
+  const size_t per_block = bytes + device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
+  return static_cast<int>(
+      static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor)) /
+      per_block);
+}
+
 // Blocks of the kernel with a ring of kDepth stages that fit on a multiprocessor with `bytes` of
 // dynamic shared memory each: what its registers allow (asked once: the same for every launch),
 // fewer where shared memory runs out first.
@@ -595,11 +603,7 @@ int resident_blocks(size_t bytes) {
                ? blocks
                : 1;
   }();
-  const size_t per_block = bytes + device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
-  const size_t by_shared =
-      static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor)) /
-      per_block;
-  return static_cast<int>(std::min<size_t>(by_registers, by_shared));
+  return std::min(by_registers, blocks_by_shared_memory(bytes));
 }
 
 // The convolution over the time-major input of `rows` rows × `channels` (padded) channels,
@@ -710,6 +714,287 @@ void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int 
   }
 }
 
+// The pair on chip: HiFiGAN V1's resblock step over time-major rows, C → C → C channels, in one
+// kernel whose intermediate never leaves the multiprocessor. A block takes every channel of
+// kBlockSteps − halo₂ output steps of one sequence (halo₂ = d₂·(K₂ − 1)): it copies the input's
+// window of kBlockSteps + halo₁ rows once (all C channels, each 16-channel group a swizzled
+// window as mma_conv_kernel's stage has), computes the first convolution over kBlockSteps
+// intermediate steps (those its output steps read), writes them, bias added, activated and zero
+// outside the sequence, into shared memory in the same layout, and computes the second
+// convolution from there; only the weights stream through a ring of stages (the first's C / 16
+// stages, then the second's). The second's last halo₂ columns read rows past the intermediate's
+// and are not stored. Against two launches this reads the input once and neither writes nor
+// reads the intermediate through global memory, for ~halo₂ / kBlockSteps more multiplies.
+struct PairOnChipLayout {
+  int window_rows = 0;    // kBlockSteps + halo₁
+  int window_group = 0;   // bytes of one group's window, rounded to 128
+  int middle_rows = 0;    // kBlockSteps + halo₂ (the rows past kBlockSteps zero)
+  int middle_group = 0;   // bytes of one group's intermediate, rounded to 128
+  int middle_offset = 0;  // where the intermediate starts: after the window
+  int ring_offset = 0;    // where the weight ring starts: after the intermediate
+  int weight_stage = 0;   // bytes of one ring slot: max(K₁, K₂) taps × C rows of 16 channels
+  int out_steps = 0;      // output steps a block stores: kBlockSteps − halo₂
+};
+
+constexpr int kMaxPairOnChipHalo = 64;  // halo₂ at most: a block stores at least 64 steps
+
+int round_to_128(int bytes) {
+  return (bytes + 127) / 128 * 128;
+}
+
+PairOnChipLayout pair_on_chip_layout(int64_t channels, int64_t k1, int64_t d1, int64_t k2,
+                                     int64_t d2) {
+  const int groups = static_cast<int>(channels / kStageChannels);
+  PairOnChipLayout l;
+  l.window_rows = kBlockSteps + static_cast<int>((k1 - 1) * d1);
+  l.window_group = round_to_128(l.window_rows * kRowBytes);
+  l.middle_rows = kBlockSteps + static_cast<int>((k2 - 1) * d2);
+  l.middle_group = round_to_128(l.middle_rows * kRowBytes);
+  l.middle_offset = groups * l.window_group;
+  l.ring_offset = l.middle_offset + groups * l.middle_group;
+  l.weight_stage = static_cast<int>(std::max(k1, k2) * channels) * kRowBytes;
+  l.out_steps = kBlockSteps - static_cast<int>((k2 - 1) * d2);
+  return l;
+}
+
+// Shared memory of a block with a ring of `depth` weight stages; the output tile staged as F32
+// rows (store_rows) reuses it.
+template <typename Tiling>
+size_t pair_on_chip_bytes(const PairOnChipLayout& l, int depth) {
+  return std::max(static_cast<size_t>(l.ring_offset) + static_cast<size_t>(depth) * l.weight_stage,
+                  Tiling::kRowsBytes);
+}
+
+template <typename T, typename Tiling, int kDepth>
+__global__ void __launch_bounds__(Tiling::kThreads)
+    mma_pair_on_chip_kernel(ImplicitGemmConv first, ImplicitGemmConv second, PairOnChipLayout l) {
+  constexpr int kThreads = Tiling::kThreads;
+  constexpr int kChannels = Tiling::kBlockM;
+  constexpr int kGroups = kChannels / kStageChannels;
+  constexpr int kStages = 2 * kGroups;
+  static_assert(kDepth - 1 <= kStages, "the ring's first stages are weight stages");
+  extern __shared__ __align__(128) unsigned char shared[];
+  const int64_t steps = first.out_steps;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * l.out_steps;
+  const int64_t b = blockIdx.z;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int warp_m = warp % Tiling::kWarpRows;
+  const int warp_n = warp / Tiling::kWarpRows;
+  const uint32_t shared_base = shared_address(shared);
+  const T* x = static_cast<const T*>(first.x) + b * steps * kChannels;
+  // Window row 0 is input step t0 − p₂ − p₁: intermediate column n is step t0 − p₂ + n.
+  const int64_t window_step0 = t0 - second.padding - first.padding;
+  const int64_t middle_step0 = t0 - second.padding;
+
+  // The window, 16 bytes a copy, neighbouring threads along a row's channels (zeros outside the
+  // sequence); it lands with the first weight stage's group.
+  constexpr int kChunksPerRow = kChannels / 8;
+  const int window_chunks = l.window_rows * kChunksPerRow;
+  const auto window_chunk = [&](int i) {
+    const int row = i / kChunksPerRow;
+    const int chunk = i % kChunksPerRow;
+    return static_cast<uint32_t>((chunk >> 1) * l.window_group + swizzled(row, chunk & 1));
+  };
+  for (int i = threadIdx.x; i < window_chunks; i += kThreads) {
+    const int64_t step = window_step0 + i / kChunksPerRow;
+    const bool inside = step >= 0 && step < steps;
+    copy_async_16(shared_base + window_chunk(i),
+                  inside ? x + step * kChannels + (i % kChunksPerRow) * 8 : x, inside);
+  }
+  // The intermediate's rows past kBlockSteps feed only the columns not stored: zeros.
+  for (int i = threadIdx.x; i < (l.middle_rows - kBlockSteps) * kChunksPerRow; i += kThreads) {
+    const int row = kBlockSteps + i / kChunksPerRow;
+    const int chunk = i % kChunksPerRow;
+    *reinterpret_cast<uint4*>(shared + l.middle_offset + (chunk >> 1) * l.middle_group +
+                              swizzled(row, chunk & 1)) = make_uint4(0, 0, 0, 0);
+  }
+
+  // Ring stage q: the first convolution's weights for input channels 16q .. 16q + 15, then (q ≥
+  // kGroups) the second's for 16(q − kGroups) ..; each a stage of the arranged weights, K × C
+  // rows of 32 bytes in a row.
+  const auto copy_weight_stage = [&](int q, int buffer) {
+    const ImplicitGemmConv& conv = q < kGroups ? first : second;
+    const int rows = static_cast<int>(conv.kernel) * kChannels;
+    const T* source = static_cast<const T*>(conv.arranged_weight) +
+                      static_cast<int64_t>(q % kGroups) * rows * kStageChannels;
+    const uint32_t stage = shared_base + l.ring_offset + buffer * l.weight_stage;
+    for (int i = threadIdx.x; i < 2 * rows; i += kThreads) {
+      copy_async_16(stage + swizzled(i >> 1, i & 1), source + i * 8, true);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kDepth - 1; ++i) {
+    copy_weight_stage(i, i);
+    copy_async_commit();
+  }
+
+  float acc[Tiling::kTilesM][Tiling::kTilesN][4];
+  const auto clear = [&] {
+#pragma unroll
+    for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+#pragma unroll
+      for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][nj][e] = 0.0f;
+      }
+    }
+  };
+  clear();
+
+  const int a_row = warp_m * Tiling::kWarpM + (lane & 15);
+  const int a_half = lane >> 4;
+  const int b_step = warp_n * Tiling::kWarpN + ((lane >> 4) << 3) + (lane & 7);
+  const int b_half = (lane >> 3) & 1;
+  const uint32_t a_offset = static_cast<uint32_t>(swizzled(a_row, a_half));
+  int buffer = 0;
+  int ahead_buffer = kDepth - 1;
+  for (int q = 0; q < kStages; ++q) {
+    copy_async_wait<kDepth - 2>();
+    // x has not been through the first's leaky ReLU: each thread applies it to the window
+    // chunks it copied, once they have landed.
+    if (q == 0 && first.input_leaky_relu) {
+      for (int i = threadIdx.x; i < window_chunks; i += kThreads) {
+        union {
+          uint4 vector;
+          T e[8];
+        } v;
+        uint4* chunk = reinterpret_cast<uint4*>(shared + window_chunk(i));
+        v.vector = *chunk;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float f = to_float(v.e[e]);
+          v.e[e] = from_float<T>(f < 0.0f ? f * first.input_slope : f);
+        }
+        *chunk = v.vector;
+      }
+    }
+    __syncthreads();
+    if (q + kDepth - 1 < kStages) copy_weight_stage(q + kDepth - 1, ahead_buffer);
+    copy_async_commit();
+    const bool in_first = q < kGroups;
+    const int kernel = static_cast<int>(in_first ? first.kernel : second.kernel);
+    const int dilation = static_cast<int>(in_first ? first.dilation : second.dilation);
+    const uint32_t operand =
+        shared_base +
+        (in_first ? q * l.window_group : l.middle_offset + (q - kGroups) * l.middle_group);
+    uint32_t a_address = shared_base + l.ring_offset + buffer * l.weight_stage + a_offset;
+    int b_row = b_step;
+    for (int k = 0; k < kernel; ++k) {
+      uint32_t weights[Tiling::kTilesM][4];
+#pragma unroll
+      for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+        ldmatrix_x4(weights[mi], a_address + mi * 16 * kRowBytes);
+      }
+      const uint32_t b_address = operand + static_cast<uint32_t>(swizzled(b_row, b_half));
+#pragma unroll
+      for (int pair = 0; pair < Tiling::kTilesN / 2; ++pair) {
+        uint32_t inputs[4];
+        ldmatrix_x4(inputs, b_address + pair * 16 * kRowBytes);
+#pragma unroll
+        for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+          mma_16x8x16<T>(acc[mi][2 * pair], weights[mi], inputs[0], inputs[1]);
+          mma_16x8x16<T>(acc[mi][2 * pair + 1], weights[mi], inputs[2], inputs[3]);
+        }
+      }
+      a_address += kChannels * kRowBytes;
+      b_row += dilation;
+    }
+    if (q == kGroups - 1) {
+      // The intermediate: bias added, the second's leaky ReLU applied, zero outside the
+      // sequence (the second's padding), rounded to T. The next stage's barrier orders these
+      // stores before the second convolution reads them.
+      const auto store = [&](int m, int column, float v) {
+        const int64_t step = middle_step0 + column;
+        if (second.input_leaky_relu && v < 0.0f) v *= second.input_slope;
+        if (step < 0 || step >= steps) v = 0.0f;
+        *reinterpret_cast<T*>(shared + l.middle_offset + (m >> 4) * l.middle_group +
+                              swizzled(column, (m >> 3) & 1) + (m & 7) * 2) = from_float<T>(v);
+      };
+      for_each_accumulator_pair<T, Tiling>(first, acc, 0, warp_m, warp_n, lane,
+                                           [&](int m, int column, float v0, float v1) {
+                                             store(m, column, v0);
+                                             store(m, column + 1, v1);
+                                           });
+      clear();
+    }
+    buffer = buffer + 1 == kDepth ? 0 : buffer + 1;
+    ahead_buffer = ahead_buffer + 1 == kDepth ? 0 : ahead_buffer + 1;
+  }
+  // The output tile reuses the window and the ring: every warp done with the last stage (the
+  // groups still committed are empty).
+  __syncthreads();
+  constexpr int kStride = Tiling::kRowsStride;
+  float* tile = reinterpret_cast<float*>(shared);
+  for_each_accumulator_pair<T, Tiling>(second, acc, 0, warp_m, warp_n, lane,
+                                       [&](int m, int column, float v0, float v1) {
+                                         tile[column * kStride + m] = v0;
+                                         tile[(column + 1) * kStride + m] = v1;
+                                       });
+  __syncthreads();
+  T* out = static_cast<T*>(second.out);
+  const OutputTerms<T> terms = output_terms(second, out);
+  for (int i = threadIdx.x; i < l.out_steps * kChunksPerRow; i += kThreads) {
+    const int column = i / kChunksPerRow;
+    const int c = 8 * (i % kChunksPerRow);
+    if (t0 + column >= steps) break;
+    store_output_vector<8>(out, terms, (b * steps + t0 + column) * kChannels + c, 8,
+                           tile + column * kStride + c);
+  }
+}
+
+// Blocks of the on-chip pair kernel that fit on a multiprocessor with `bytes` of dynamic shared
+// memory each (resident_blocks' rule).
+template <typename T, typename Tiling, int kDepth>
+int pair_on_chip_resident_blocks(size_t bytes) {
+  static const int by_registers = [] {
+    int blocks = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks,
+                                                         mma_pair_on_chip_kernel<T, Tiling, kDepth>,
+                                                         Tiling::kThreads, 0) == cudaSuccess
+               ? blocks
+               : 1;
+  }();
+  return std::min(by_registers, blocks_by_shared_memory(bytes));
+}
+
+template <typename T, typename Tiling, int kDepth>
+void launch_pair_on_chip_ring(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                              const PairOnChipLayout& l, cudaStream_t stream, const char* op) {
+  auto* kernel = mma_pair_on_chip_kernel<T, Tiling, kDepth>;
+  const size_t bytes = pair_on_chip_bytes<Tiling>(l, kDepth);
+  if (bytes > (48 << 10)) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)),
+          "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", op);
+  }
+  const dim3 grid(static_cast<unsigned>((first.out_steps + l.out_steps - 1) / l.out_steps), 1,
+                  static_cast<unsigned>(first.batch));
+  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(first, second, l);
+  check(cudaGetLastError(), "on-chip convolution pair launch", op);
+}
+
+// The deepest ring (4, 3 or 2 weight stages) that keeps the blocks a multiprocessor holds with
+// two, as launch_mma chooses.
+template <typename T, typename Tiling>
+void launch_pair_on_chip(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                         cudaStream_t stream, const char* op) {
+  const PairOnChipLayout l = pair_on_chip_layout(first.out_channels, first.kernel, first.dilation,
+                                                 second.kernel, second.dilation);
+  const auto bytes = [&](int depth) { return pair_on_chip_bytes<Tiling>(l, depth); };
+  const int blocks = pair_on_chip_resident_blocks<T, Tiling, 2>(bytes(2));
+  const auto keeps = [&](int depth, int resident) {
+    return bytes(depth) <= kMaxDynamicShared && resident >= blocks;
+  };
+  if (keeps(4, pair_on_chip_resident_blocks<T, Tiling, 4>(bytes(4)))) {
+    launch_pair_on_chip_ring<T, Tiling, 4>(first, second, l, stream, op);
+  } else if (keeps(3, pair_on_chip_resident_blocks<T, Tiling, 3>(bytes(3)))) {
+    launch_pair_on_chip_ring<T, Tiling, 3>(first, second, l, stream, op);
+  } else {
+    launch_pair_on_chip_ring<T, Tiling, 2>(first, second, l, stream, op);
+  }
+}
+
 // The time-major input first; then Hopper's wgmma kernel where it runs and takes the
 // convolution (it arranges its own weights) and the weights did not come arranged, else the
 // weights arranged for the mma.sync kernel (unless they came so) and that kernel.
@@ -729,12 +1014,29 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
   launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
 }
 
-// The pair (implicit_gemm_conv1d_pair): the first's input transposed, its output into the
-// second's time-major input (border rows included: store_time_major), each weight arranged
-// unless it came arranged; the second from there.
+// Whether the pair runs on chip (implicit_gemm_pair_on_chip's shapes, rows in and out, both
+// weights arranged when the model loaded).
+bool pair_on_chip(const ImplicitGemmConv& first, const ImplicitGemmConv& second) {
+  return first.time_major_input && second.time_major_output && first.weight_arranged &&
+         second.weight_arranged &&
+         implicit_gemm_pair_on_chip(first.in_channels, first.out_channels, second.out_channels,
+                                    first.kernel, first.dilation, second.kernel, second.dilation);
+}
+
+// The pair (implicit_gemm_conv1d_pair) on chip where it runs there; else the first's input
+// transposed, its output into the second's time-major input (border rows included:
+// store_time_major), each weight arranged unless it came arranged; the second from there.
 template <typename T>
 void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                      cudaStream_t stream, const char* op) {
+  if (pair_on_chip(first, second)) {
+    if (first.out_channels == 32) {
+      launch_pair_on_chip<T, Tiles32>(first, second, stream, op);
+    } else {
+      launch_pair_on_chip<T, Tiles64>(first, second, stream, op);
+    }
+    return;
+  }
   const int first_halo = static_cast<int>((first.kernel - 1) * first.dilation);
   const int64_t first_rows = transposed_rows(first.out_steps, first_halo);
   const int64_t first_channels = padded_channels(first.in_channels);
@@ -855,6 +1157,21 @@ int64_t implicit_gemm_polyphase_elements(int64_t in_channels, int64_t out_channe
                                          const Polyphase& polyphase) {
   const int64_t channels = polyphase.stride * out_channels;
   return implicit_gemm_arranged_weight_elements(channels, in_channels, polyphase.taps) + channels;
+}
+
+bool implicit_gemm_pair_on_chip(int64_t in_channels, int64_t channels, int64_t out_channels,
+                                int64_t first_kernel, int64_t first_dilation, int64_t second_kernel,
+                                int64_t second_dilation) {
+  if (in_channels != channels || out_channels != channels || (channels != 32 && channels != 64) ||
+      first_kernel < 1 || first_dilation < 1 || second_kernel < 1 || second_dilation < 1 ||
+      first_kernel > 64 || second_kernel > 64 || (first_kernel - 1) * first_dilation > kMaxHalo ||
+      (second_kernel - 1) * second_dilation > kMaxPairOnChipHalo) {
+    return false;
+  }
+  const PairOnChipLayout l =
+      pair_on_chip_layout(channels, first_kernel, first_dilation, second_kernel, second_dilation);
+  return channels == 32 ? pair_on_chip_bytes<Tiles32>(l, 2) <= kMaxDynamicShared
+                        : pair_on_chip_bytes<Tiles64>(l, 2) <= kMaxDynamicShared;
 }
 
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,

@@ -77,10 +77,19 @@ struct ImplicitGemmConv {
 // buffer (the second's weights are arranged after the first has run), the transposed inputs are
 // two.
 // With first.time_major_input and second.time_major_output the pair reads and writes time-major
-// rows and transposes nothing.
+// rows and transposes nothing; where both weights came arranged and implicit_gemm_pair_on_chip()
+// takes the shapes, it runs as one kernel whose intermediate stays in shared memory.
 void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                                cudaStream_t stream, const char* op);
 
+// Whether implicit_gemm_conv1d_pair() runs a pair of these shapes in one kernel that keeps the
+// intermediate on chip, where the first reads time-major rows, the second writes them and both
+// weights came arranged: C → C → C channels for C of 32 or 64, the first's halo
+// (K − 1)·dilation at most 128 and the second's at most 64. It then takes no
+// second.transposed_input (nor first.transposed_input, x being 16-byte aligned).
+bool implicit_gemm_pair_on_chip(int64_t in_channels, int64_t channels, int64_t out_channels,
+                                int64_t first_kernel, int64_t first_dilation, int64_t second_kernel,
+                                int64_t second_dilation);
 // Whether implicit_gemm_conv1d() runs this convolution: stride 1, no groups, F16 or BF16, and a
 // kernel and halo that fit its shared memory.
 bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,
