@@ -466,7 +466,8 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
 // just past one 128-step tile. With their weights arranged once, CUDA runs V1's 32- and
 // 64-channel pairs over rows on chip: every shape of C 32 or 64 below, and over many blocks of
 // 118 steps (K 11), a second convolution that dilates, and one whose halo (96) is past what the
-// on-chip kernel takes, so it runs as two.
+// on-chip kernel takes, so it runs as two; the long ones of C 64 (B 2, T 45,000) and C 32 (B 8,
+// T 10,000) in tiles of 256 steps, enough of them to give every multiprocessor two.
 void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
   struct PairCase {
     int64_t batch, cin, channels, cout, t, k1, d1, k2, d2;
@@ -478,7 +479,7 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
       {2, 128, 128, 128, 100, 11, 5, 11, 1, true}, {2, 16, 16, 16, 5, 11, 5, 11, 1, true},
       {2, 32, 32, 32, 16, 11, 5, 11, 1, true},     {2, 64, 64, 64, 130, 7, 3, 7, 1, true},
       {3, 32, 32, 32, 1000, 11, 5, 11, 1, true},   {1, 64, 64, 64, 300, 3, 5, 5, 2, true},
-      {1, 32, 32, 32, 200, 3, 1, 33, 3, true},
+      {1, 32, 32, 32, 200, 3, 1, 33, 3, true},     {8, 32, 32, 32, 10000, 7, 3, 7, 1, true},
   };
   uint32_t seed = 300;
   for (const PairCase& tc : list) {

@@ -199,23 +199,33 @@ struct MmaTiling {
   static constexpr int kWarpM = 16 * kWarpTilesM;
   static constexpr int kWarpN = 8 * kWarpTilesN;
   static constexpr int kBlockM = kWarpsM * kWarpM;
-  static_assert(kWarpsN * kWarpN == kBlockSteps);
-  // The output tile as [step][channel] rows in shared memory for a TimeMajorOutput, 8 channels
-  // wider than the tile so that the accumulators' scattered writes fall in distinct banks.
-  static constexpr int kStagedStride = kBlockM + 8;
-  static constexpr size_t kStagedBytes =
-      static_cast<size_t>(kBlockSteps) * kStagedStride * 2;  // F16/BF16
-  // The output tile as F32 [channel][step] rows for the channel-major epilogue, 8 steps wider
-  // than the tile so that a half-warp's paired accumulator writes fall in distinct banks.
-  static constexpr int kChannelMajorStride = kBlockSteps + 8;
-  static constexpr size_t kChannelMajorBytes =
-      static_cast<size_t>(kBlockM) * kChannelMajorStride * sizeof(float);
+  static constexpr int kSteps = kWarpsN * kWarpN;  // kBlockSteps but in the on-chip pair kernel
   // The output tile as F32 [step][channel] rows for the time-major epilogue, 4 channels wider
   // than the tile so that a warp's accumulator writes fall in distinct banks.
   static constexpr int kRowsStride = kBlockM + 4;
-  static constexpr size_t kRowsBytes =
-      static_cast<size_t>(kBlockSteps) * kRowsStride * sizeof(float);
+  static constexpr size_t kRowsBytes = static_cast<size_t>(kSteps) * kRowsStride * sizeof(float);
 };
+
+// The output tile as [step][channel] rows in shared memory for a TimeMajorOutput, 8 channels
+// wider than the tile so that the accumulators' scattered writes fall in distinct banks.
+template <typename Tiling>
+__host__ __device__ constexpr int staged_stride() {
+  return Tiling::kBlockM + 8;
+}
+template <typename Tiling>
+constexpr size_t staged_bytes() {
+  return static_cast<size_t>(Tiling::kSteps) * staged_stride<Tiling>() * 2;  // F16/BF16
+}
+// The output tile as F32 [channel][step] rows for the channel-major epilogue, 8 steps wider than
+// the tile so that a half-warp's paired accumulator writes fall in distinct banks.
+template <typename Tiling>
+__host__ __device__ constexpr int channel_major_stride() {
+  return Tiling::kSteps + 8;
+}
+template <typename Tiling>
+constexpr size_t channel_major_bytes() {
+  return static_cast<size_t>(Tiling::kBlockM) * channel_major_stride<Tiling>() * sizeof(float);
+}
 
 // Calls stage(m, step, v0, v1) for each pair of neighbouring steps a thread's accumulators hold
 // (m the tile's channel, step the first step's place in the tile), the channel's bias added: the
@@ -250,7 +260,7 @@ __device__ __forceinline__ void store_time_major(
     const ImplicitGemmConv& a, const TimeMajorOutput& next,
     const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4], unsigned char* shared, int64_t t0,
     int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
-  constexpr int kStride = Tiling::kStagedStride;
+  constexpr int kStride = staged_stride<Tiling>();
   T* tile = reinterpret_cast<T*>(shared);
   const auto activate = [&](float v) {
     return from_float<T>(next.leaky_relu && v < 0.0f ? v * next.slope : v);
@@ -311,7 +321,7 @@ template <typename T, typename Tiling>
 __device__ __forceinline__ void store_channel_major(
     const ImplicitGemmConv& a, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4],
     unsigned char* shared, int64_t t0, int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
-  constexpr int kStride = Tiling::kChannelMajorStride;
+  constexpr int kStride = channel_major_stride<Tiling>();
   float* tile = reinterpret_cast<float*>(shared);
   for_each_accumulator_pair<T, Tiling>(
       a, acc, co0, warp_m, warp_n, lane, [&](int m, int step, float v0, float v1) {
@@ -377,6 +387,7 @@ template <typename T, typename Tiling, int kDepth>
 __global__ void __launch_bounds__(Tiling::kThreads)
     mma_conv_kernel(ImplicitGemmConv a, TimeMajorOutput next, int halo, int stage_stride,
                     int64_t rows_total, int64_t channels) {
+  static_assert(Tiling::kSteps == kBlockSteps);
   constexpr int kThreads = Tiling::kThreads;
   constexpr int kBlockM = Tiling::kBlockM;
   constexpr int kWarpTilesM = Tiling::kTilesM;
@@ -633,9 +644,9 @@ template <typename T, typename Tiling>
 void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
                 int64_t channels, cudaStream_t stream, const char* op) {
   const size_t stage = stage_bytes(a.kernel, halo, Tiling::kBlockM);
-  const size_t epilogue = next.rows != nullptr  ? Tiling::kStagedBytes
+  const size_t epilogue = next.rows != nullptr  ? staged_bytes<Tiling>()
                           : a.time_major_output ? Tiling::kRowsBytes
-                                                : Tiling::kChannelMajorBytes;
+                                                : channel_major_bytes<Tiling>();
   const auto bytes = [&](int depth) { return std::max(depth * stage, epilogue); };
   const int blocks = resident_blocks<T, Tiling, 2>(bytes(2));
   const auto keeps = [&](int depth, int resident) {
@@ -716,24 +727,24 @@ void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int 
 
 // The pair on chip: HiFiGAN V1's resblock step over time-major rows, C → C → C channels, in one
 // kernel whose intermediate never leaves the multiprocessor. A block takes every channel of
-// kBlockSteps − halo₂ output steps of one sequence (halo₂ = d₂·(K₂ − 1)): it copies the input's
-// window of kBlockSteps + halo₁ rows once (all C channels, each 16-channel group a swizzled
-// window as mma_conv_kernel's stage has), computes the first convolution over kBlockSteps
+// N − halo₂ output steps of one sequence (N the tiling's steps, 128 or 256; halo₂ = d₂·(K₂ −
+// 1)): it copies the input's window of N + halo₁ rows once (all C channels, each 16-channel group
+// a swizzled window as mma_conv_kernel's stage has), computes the first convolution over N
 // intermediate steps (those its output steps read), writes them, bias added, activated and zero
 // outside the sequence, into shared memory in the same layout, and computes the second
 // convolution from there; only the weights stream through a ring of stages (the first's C / 16
 // stages, then the second's). The second's last halo₂ columns read rows past the intermediate's
 // and are not stored. Against two launches this reads the input once and neither writes nor
-// reads the intermediate through global memory, for ~halo₂ / kBlockSteps more multiplies.
+// reads the intermediate through global memory, for ~halo₂ / N more multiplies.
 struct PairOnChipLayout {
-  int window_rows = 0;    // kBlockSteps + halo₁
+  int window_rows = 0;    // N + halo₁
   int window_group = 0;   // bytes of one group's window, rounded to 128
-  int middle_rows = 0;    // kBlockSteps + halo₂ (the rows past kBlockSteps zero)
+  int middle_rows = 0;    // N + halo₂ (the rows past N zero)
   int middle_group = 0;   // bytes of one group's intermediate, rounded to 128
   int middle_offset = 0;  // where the intermediate starts: after the window
   int ring_offset = 0;    // where the weight ring starts: after the intermediate
   int weight_stage = 0;   // bytes of one ring slot: max(K₁, K₂) taps × C rows of 16 channels
-  int out_steps = 0;      // output steps a block stores: kBlockSteps − halo₂
+  int out_steps = 0;      // output steps a block stores: N − halo₂
 };
 
 constexpr int kMaxPairOnChipHalo = 64;  // halo₂ at most: a block stores at least 64 steps
@@ -742,18 +753,18 @@ int round_to_128(int bytes) {
   return (bytes + 127) / 128 * 128;
 }
 
-PairOnChipLayout pair_on_chip_layout(int64_t channels, int64_t k1, int64_t d1, int64_t k2,
-                                     int64_t d2) {
+PairOnChipLayout pair_on_chip_layout(int block_steps, int64_t channels, int64_t k1, int64_t d1,
+                                     int64_t k2, int64_t d2) {
   const int groups = static_cast<int>(channels / kStageChannels);
   PairOnChipLayout l;
-  l.window_rows = kBlockSteps + static_cast<int>((k1 - 1) * d1);
+  l.window_rows = block_steps + static_cast<int>((k1 - 1) * d1);
   l.window_group = round_to_128(l.window_rows * kRowBytes);
-  l.middle_rows = kBlockSteps + static_cast<int>((k2 - 1) * d2);
+  l.middle_rows = block_steps + static_cast<int>((k2 - 1) * d2);
   l.middle_group = round_to_128(l.middle_rows * kRowBytes);
   l.middle_offset = groups * l.window_group;
   l.ring_offset = l.middle_offset + groups * l.middle_group;
   l.weight_stage = static_cast<int>(std::max(k1, k2) * channels) * kRowBytes;
-  l.out_steps = kBlockSteps - static_cast<int>((k2 - 1) * d2);
+  l.out_steps = block_steps - static_cast<int>((k2 - 1) * d2);
   return l;
 }
 
@@ -802,9 +813,9 @@ __global__ void __launch_bounds__(Tiling::kThreads)
     copy_async_16(shared_base + window_chunk(i),
                   inside ? x + step * kChannels + (i % kChunksPerRow) * 8 : x, inside);
   }
-  // The intermediate's rows past kBlockSteps feed only the columns not stored: zeros.
-  for (int i = threadIdx.x; i < (l.middle_rows - kBlockSteps) * kChunksPerRow; i += kThreads) {
-    const int row = kBlockSteps + i / kChunksPerRow;
+  // The intermediate's rows past the tile's steps feed only the columns not stored: zeros.
+  for (int i = threadIdx.x; i < (l.middle_rows - Tiling::kSteps) * kChunksPerRow; i += kThreads) {
+    const int row = Tiling::kSteps + i / kChunksPerRow;
     const int chunk = i % kChunksPerRow;
     *reinterpret_cast<uint4*>(shared + l.middle_offset + (chunk >> 1) * l.middle_group +
                               swizzled(row, chunk & 1)) = make_uint4(0, 0, 0, 0);
@@ -974,13 +985,18 @@ void launch_pair_on_chip_ring(const ImplicitGemmConv& first, const ImplicitGemmC
   check(cudaGetLastError(), "on-chip convolution pair launch", op);
 }
 
+PairOnChipLayout pair_on_chip_layout(int block_steps, const ImplicitGemmConv& first,
+                                     const ImplicitGemmConv& second) {
+  return pair_on_chip_layout(block_steps, first.out_channels, first.kernel, first.dilation,
+                             second.kernel, second.dilation);
+}
+
 // The deepest ring (4, 3 or 2 weight stages) that keeps the blocks a multiprocessor holds with
 // two, as launch_mma chooses.
 template <typename T, typename Tiling>
 void launch_pair_on_chip(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                          cudaStream_t stream, const char* op) {
-  const PairOnChipLayout l = pair_on_chip_layout(first.out_channels, first.kernel, first.dilation,
-                                                 second.kernel, second.dilation);
+  const PairOnChipLayout l = pair_on_chip_layout(Tiling::kSteps, first, second);
   const auto bytes = [&](int depth) { return pair_on_chip_bytes<Tiling>(l, depth); };
   const int blocks = pair_on_chip_resident_blocks<T, Tiling, 2>(bytes(2));
   const auto keeps = [&](int depth, int resident) {
@@ -1014,6 +1030,26 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
   launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
 }
 
+// The on-chip pair's tiles of 256 steps (8 warps) where their blocks give every multiprocessor
+// two over the launch: each block then reads every weight once for twice the steps, and
+// recomputes halo₂ intermediate steps for twice as many outputs; else tiles of 128 steps.
+using WideTiles32 = MmaTiling<1, 8, 2, 4>;
+using WideTiles64 = MmaTiling<2, 4, 2, 8>;
+constexpr int64_t kWideBlocksPerMultiprocessor = 2;
+
+template <typename T, typename Narrow, typename Wide>
+void launch_pair_on_chip_for(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                             cudaStream_t stream, const char* op) {
+  const PairOnChipLayout wide = pair_on_chip_layout(Wide::kSteps, first, second);
+  const int64_t wide_blocks = (first.out_steps + wide.out_steps - 1) / wide.out_steps * first.batch;
+  if (wide_blocks >= kWideBlocksPerMultiprocessor * multiprocessors() &&
+      pair_on_chip_bytes<Wide>(wide, 2) <= kMaxDynamicShared) {
+    launch_pair_on_chip<T, Wide>(first, second, stream, op);
+  } else {
+    launch_pair_on_chip<T, Narrow>(first, second, stream, op);
+  }
+}
+
 // Whether the pair runs on chip (implicit_gemm_pair_on_chip's shapes, rows in and out, both
 // weights arranged when the model loaded).
 bool pair_on_chip(const ImplicitGemmConv& first, const ImplicitGemmConv& second) {
@@ -1031,9 +1067,9 @@ void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& seco
                      cudaStream_t stream, const char* op) {
   if (pair_on_chip(first, second)) {
     if (first.out_channels == 32) {
-      launch_pair_on_chip<T, Tiles32>(first, second, stream, op);
+      launch_pair_on_chip_for<T, Tiles32, WideTiles32>(first, second, stream, op);
     } else {
-      launch_pair_on_chip<T, Tiles64>(first, second, stream, op);
+      launch_pair_on_chip_for<T, Tiles64, WideTiles64>(first, second, stream, op);
     }
     return;
   }
@@ -1168,8 +1204,8 @@ bool implicit_gemm_pair_on_chip(int64_t in_channels, int64_t channels, int64_t o
       (second_kernel - 1) * second_dilation > kMaxPairOnChipHalo) {
     return false;
   }
-  const PairOnChipLayout l =
-      pair_on_chip_layout(channels, first_kernel, first_dilation, second_kernel, second_dilation);
+  const PairOnChipLayout l = pair_on_chip_layout(kBlockSteps, channels, first_kernel,
+                                                 first_dilation, second_kernel, second_dilation);
   return channels == 32 ? pair_on_chip_bytes<Tiles32>(l, 2) <= kMaxDynamicShared
                         : pair_on_chip_bytes<Tiles64>(l, 2) <= kMaxDynamicShared;
 }
