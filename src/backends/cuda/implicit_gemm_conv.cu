@@ -199,7 +199,7 @@ struct MmaTiling {
   static constexpr int kWarpM = 16 * kWarpTilesM;
   static constexpr int kWarpN = 8 * kWarpTilesN;
   static constexpr int kBlockM = kWarpsM * kWarpM;
-  static constexpr int kSteps = kWarpsN * kWarpN;  // kBlockSteps but in the on-chip pair kernel
+  static constexpr int kSteps = kWarpsN * kWarpN;  // kBlockSteps, or the on-chip pair's 256
   // The output tile as F32 [step][channel] rows for the time-major epilogue, 4 channels wider
   // than the tile so that a warp's accumulator writes fall in distinct banks.
   static constexpr int kRowsStride = kBlockM + 4;
