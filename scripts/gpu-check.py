@@ -37,8 +37,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       2. each one's test_cuda_ops on AB_TESTS (a gtest filter, default the convolutions'
          cases), all at once; a binary whose tests fail is still timed, and the summary says so;
       3. with ncu on the machine (NCU names another), each one's kernel time under ncu (locked
-         clocks) for each batch of AB_NCU_BATCHES (32 1), through AB_NCU_ARGS (default: the
-         first pass's 74 mma.sync convolutions of HiFiGAN V1), and bench/ncu_summary.py's table;
+         clocks) for each batch of AB_NCU_BATCHES (32 1), through AB_NCU_ARGS (default: every
+         mma.sync convolution kernel of voxd_gpu_bench's first and timed run, whatever kernels
+         a build splits them into), and bench/ncu_summary.py's table;
       4. voxd_gpu_bench on the lj-v1 bench voice (tools/make_bench_voices.py, BENCH_VOICES)
          with --batches AB_BATCHES (32,8,1), AB_ROUNDS (2) rounds, the binaries taking turns
          within each round so that they share the host's drift;
@@ -495,7 +496,9 @@ def check(mode):
     return report.exit_status()
 
 
-AB_DEFAULT_NCU_ARGS = "-k regex:mma_conv_kernel -c 74"
+# Every mma.sync convolution kernel (mma_conv_kernel, mma_pair_on_chip_kernel) of the run: a
+# count of launches would cover different work in builds that split a pass into other kernels.
+AB_DEFAULT_NCU_ARGS = "-k regex:mma_"
 
 
 def ab_budget(cap):
