@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/conv_epilogue.cuh"
 #include "backends/cuda/conv_weights.cuh"
@@ -39,6 +40,11 @@ int64_t padded_channels(int64_t channels) {
 // Rows of the time-major input: every row any block reads.
 int64_t transposed_rows(int64_t out_steps, int64_t halo) {
   return (out_steps + kBlockSteps - 1) / kBlockSteps * kBlockSteps + halo;
+}
+
+// Bytes rounded up to whole 128-byte lines (a stage's window, the on-chip pair's regions).
+__host__ __device__ constexpr int round_to_128(int bytes) {
+  return (bytes + 127) / 128 * 128;
 }
 
 __device__ __forceinline__ int swizzled(int row, int half) {
@@ -86,6 +92,22 @@ __global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t
           from_float<T>(tile[c][r]);
     }
   }
+}
+
+// Leaky ReLU with `slope` on the eight elements of T in a 16-byte chunk, in place.
+template <typename T>
+__device__ __forceinline__ void leaky_relu_chunk(uint4* chunk, float slope) {
+  union {
+    uint4 vector;
+    T e[8];
+  } v;
+  v.vector = *chunk;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float f = to_float(v.e[e]);
+    v.e[e] = from_float<T>(f < 0.0f ? f * slope : f);
+  }
+  *chunk = v.vector;
 }
 
 // Eight consecutive elements from a 16-byte aligned p, in F32.
@@ -379,7 +401,7 @@ __device__ __forceinline__ void store_rows(const ImplicitGemmConv& a,
 // Bytes of one pipeline stage: the window [rows][16 channels] (rounded to 128 bytes) and every
 // tap's weights [kernel][block_m][16 channels].
 size_t stage_bytes(int64_t kernel, int64_t halo, int block_m) {
-  const size_t window = (static_cast<size_t>(kBlockSteps + halo) * kRowBytes + 127) / 128 * 128;
+  const size_t window = round_to_128(static_cast<int>(kBlockSteps + halo) * kRowBytes);
   return window + static_cast<size_t>(kernel) * block_m * kRowBytes;
 }
 
@@ -394,7 +416,7 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   constexpr int kWarpTilesN = Tiling::kTilesN;
   extern __shared__ __align__(128) unsigned char shared[];
   const int rows = kBlockSteps + halo;
-  const int window_bytes = (rows * kRowBytes + 127) / 128 * 128;
+  const int window_bytes = round_to_128(rows * kRowBytes);
   const int kernel = static_cast<int>(a.kernel);
   const int dilation = static_cast<int>(a.dilation);
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kBlockSteps;
@@ -481,18 +503,8 @@ __global__ void __launch_bounds__(Tiling::kThreads)
 #pragma unroll
     for (int j = 0; j < kWindowPasses; ++j) {
       if (!(window_rows & (1u << j))) continue;
-      union {
-        uint4 vector;
-        T e[8];
-      } v;
-      uint4* chunk = reinterpret_cast<uint4*>(stage + j * kRowsPerPass * kRowBytes);
-      v.vector = *chunk;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float f = to_float(v.e[e]);
-        v.e[e] = from_float<T>(f < 0.0f ? f * a.input_slope : f);
-      }
-      *chunk = v.vector;
+      leaky_relu_chunk<T>(reinterpret_cast<uint4*>(stage + j * kRowsPerPass * kRowBytes),
+                          a.input_slope);
     }
   };
 
@@ -602,19 +614,42 @@ int blocks_by_shared_memory(size_t bytes) {
       per_block);
 }
 
-// Blocks of the kernel with a ring of kDepth stages that fit on a multiprocessor with `bytes` of
-// dynamic shared memory each: what its registers allow (asked once: the same for every launch),
-// fewer where shared memory runs out first.
-template <typename T, typename Tiling, int kDepth>
+// Blocks of kKernel (kThreads threads) that fit on a multiprocessor with `bytes` of dynamic
+// shared memory each: what its registers allow (asked once per kernel: the same for every
+// launch), fewer where shared memory runs out first.
+template <auto kKernel, int kThreads>
 int resident_blocks(size_t bytes) {
   static const int by_registers = [] {
     int blocks = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-               &blocks, mma_conv_kernel<T, Tiling, kDepth>, Tiling::kThreads, 0) == cudaSuccess
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0) ==
+                   cudaSuccess
                ? blocks
                : 1;
   }();
   return std::min(by_registers, blocks_by_shared_memory(bytes));
+}
+
+// Calls launch(depth) with the deepest ring (a std::integral_constant of 4, 3 or 2 stages) whose
+// bytes(depth) fit and keep the blocks a multiprocessor holds with two (resident(depth), for the
+// kernel of that depth): a short convolution's stage is little work, and more copies in flight
+// took 2-5 % off the 3-tap launches (bench/NOTES.md, session 29); depth is not bought with
+// blocks.
+template <typename Bytes, typename Resident, typename Launch>
+void launch_deepest_ring(const Bytes& bytes, const Resident& resident, const Launch& launch) {
+  constexpr std::integral_constant<int, 2> two;
+  constexpr std::integral_constant<int, 3> three;
+  constexpr std::integral_constant<int, 4> four;
+  const int blocks = resident(two);
+  const auto keeps = [&](auto depth) {
+    return bytes(depth) <= kMaxDynamicShared && resident(depth) >= blocks;
+  };
+  if (keeps(four)) {
+    launch(four);
+  } else if (keeps(three)) {
+    launch(three);
+  } else {
+    launch(two);
+  }
 }
 
 // The convolution over the time-major input of `rows` rows × `channels` (padded) channels,
@@ -637,9 +672,7 @@ void launch_mma_ring(const ImplicitGemmConv& a, const TimeMajorOutput& next, int
   check(cudaGetLastError(), "implicit GEMM convolution launch", op);
 }
 
-// The same with the deepest ring (4, 3 or 2 stages) that keeps the blocks a multiprocessor
-// holds with two: a short convolution's stage is little work, and more copies in flight took
-// 2-5 % off the 3-tap launches (bench/NOTES.md, session 29); depth is not bought with blocks.
+// The same with the deepest ring that keeps the blocks (launch_deepest_ring).
 template <typename T, typename Tiling>
 void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo, int64_t rows,
                 int64_t channels, cudaStream_t stream, const char* op) {
@@ -648,17 +681,17 @@ void launch_mma(const ImplicitGemmConv& a, const TimeMajorOutput& next, int halo
                           : a.time_major_output ? Tiling::kRowsBytes
                                                 : channel_major_bytes<Tiling>();
   const auto bytes = [&](int depth) { return std::max(depth * stage, epilogue); };
-  const int blocks = resident_blocks<T, Tiling, 2>(bytes(2));
-  const auto keeps = [&](int depth, int resident) {
-    return bytes(depth) <= kMaxDynamicShared && resident >= blocks;
-  };
-  if (keeps(4, resident_blocks<T, Tiling, 4>(bytes(4)))) {
-    launch_mma_ring<T, Tiling, 4>(a, next, halo, rows, channels, stage, bytes(4), stream, op);
-  } else if (keeps(3, resident_blocks<T, Tiling, 3>(bytes(3)))) {
-    launch_mma_ring<T, Tiling, 3>(a, next, halo, rows, channels, stage, bytes(3), stream, op);
-  } else {
-    launch_mma_ring<T, Tiling, 2>(a, next, halo, rows, channels, stage, bytes(2), stream, op);
-  }
+  launch_deepest_ring(
+      bytes,
+      [&](auto depth) {
+        constexpr int kDepth = decltype(depth)::value;
+        return resident_blocks<mma_conv_kernel<T, Tiling, kDepth>, Tiling::kThreads>(bytes(kDepth));
+      },
+      [&](auto depth) {
+        constexpr int kDepth = decltype(depth)::value;
+        launch_mma_ring<T, Tiling, kDepth>(a, next, halo, rows, channels, stage, bytes(kDepth),
+                                           stream, op);
+      });
 }
 
 using Tiles128 = MmaTiling<4, 2, 2, 8>;
@@ -748,10 +781,6 @@ struct PairOnChipLayout {
 };
 
 constexpr int kMaxPairOnChipHalo = 64;  // halo₂ at most: a block stores at least 64 steps
-
-int round_to_128(int bytes) {
-  return (bytes + 127) / 128 * 128;
-}
 
 PairOnChipLayout pair_on_chip_layout(int block_steps, int64_t channels, int64_t k1, int64_t d1,
                                      int64_t k2, int64_t d2) {
@@ -866,18 +895,7 @@ __global__ void __launch_bounds__(Tiling::kThreads)
     // chunks it copied, once they have landed.
     if (q == 0 && first.input_leaky_relu) {
       for (int i = threadIdx.x; i < window_chunks; i += kThreads) {
-        union {
-          uint4 vector;
-          T e[8];
-        } v;
-        uint4* chunk = reinterpret_cast<uint4*>(shared + window_chunk(i));
-        v.vector = *chunk;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const float f = to_float(v.e[e]);
-          v.e[e] = from_float<T>(f < 0.0f ? f * first.input_slope : f);
-        }
-        *chunk = v.vector;
+        leaky_relu_chunk<T>(reinterpret_cast<uint4*>(shared + window_chunk(i)), first.input_slope);
       }
     }
     __syncthreads();
@@ -954,21 +972,6 @@ __global__ void __launch_bounds__(Tiling::kThreads)
   }
 }
 
-// Blocks of the on-chip pair kernel that fit on a multiprocessor with `bytes` of dynamic shared
-// memory each (resident_blocks' rule).
-template <typename T, typename Tiling, int kDepth>
-int pair_on_chip_resident_blocks(size_t bytes) {
-  static const int by_registers = [] {
-    int blocks = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks,
-                                                         mma_pair_on_chip_kernel<T, Tiling, kDepth>,
-                                                         Tiling::kThreads, 0) == cudaSuccess
-               ? blocks
-               : 1;
-  }();
-  return std::min(by_registers, blocks_by_shared_memory(bytes));
-}
-
 template <typename T, typename Tiling, int kDepth>
 void launch_pair_on_chip_ring(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                               const PairOnChipLayout& l, cudaStream_t stream, const char* op) {
@@ -991,24 +994,22 @@ PairOnChipLayout pair_on_chip_layout(int block_steps, const ImplicitGemmConv& fi
                              second.kernel, second.dilation);
 }
 
-// The deepest ring (4, 3 or 2 weight stages) that keeps the blocks a multiprocessor holds with
-// two, as launch_mma chooses.
+// With the deepest ring of weight stages that keeps the blocks (launch_deepest_ring).
 template <typename T, typename Tiling>
 void launch_pair_on_chip(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                          cudaStream_t stream, const char* op) {
   const PairOnChipLayout l = pair_on_chip_layout(Tiling::kSteps, first, second);
   const auto bytes = [&](int depth) { return pair_on_chip_bytes<Tiling>(l, depth); };
-  const int blocks = pair_on_chip_resident_blocks<T, Tiling, 2>(bytes(2));
-  const auto keeps = [&](int depth, int resident) {
-    return bytes(depth) <= kMaxDynamicShared && resident >= blocks;
-  };
-  if (keeps(4, pair_on_chip_resident_blocks<T, Tiling, 4>(bytes(4)))) {
-    launch_pair_on_chip_ring<T, Tiling, 4>(first, second, l, stream, op);
-  } else if (keeps(3, pair_on_chip_resident_blocks<T, Tiling, 3>(bytes(3)))) {
-    launch_pair_on_chip_ring<T, Tiling, 3>(first, second, l, stream, op);
-  } else {
-    launch_pair_on_chip_ring<T, Tiling, 2>(first, second, l, stream, op);
-  }
+  launch_deepest_ring(
+      bytes,
+      [&](auto depth) {
+        constexpr int kDepth = decltype(depth)::value;
+        return resident_blocks<mma_pair_on_chip_kernel<T, Tiling, kDepth>, Tiling::kThreads>(
+            bytes(kDepth));
+      },
+      [&](auto depth) {
+        launch_pair_on_chip_ring<T, Tiling, decltype(depth)::value>(first, second, l, stream, op);
+      });
 }
 
 // The time-major input first; then Hopper's wgmma kernel where it runs and takes the
