@@ -22,6 +22,8 @@ constexpr size_t kReadSize = 16 << 10;
 // reset the connection under the response before the client has read it.
 constexpr std::chrono::milliseconds kLingerTime{2000};
 constexpr size_t kLingerBytes = 1 << 20;
+// How soon a read whose deadline passed is cancelled again while it has not ended.
+constexpr std::chrono::milliseconds kCancelRetry{10};
 
 ReadFailure read_failure(const error_code& error) {
   if (error == http::error::header_limit || error == http::error::buffer_overflow) {
@@ -94,10 +96,17 @@ void Connection::arm(net::steady_timer& timer, std::chrono::milliseconds timeout
       self->close();  // a client that stopped reading, never sent a request, or lingers
       return;
     }
-    // The read in progress ends with operation_aborted and answers 408.
+    const bool reading =
+        self->state_ == State::kReadingHeader || self->state_ == State::kReadingBody;
+    if (!reading) return;  // the read ended while this wait's completion was queued
+    // The read in progress ends with operation_aborted and answers 408. Beast's read of a
+    // header is one operation of many socket reads: a cancel that comes while its next step
+    // waits in the strand's queue, not on the socket, cancels nothing. So the cancel is
+    // repeated until the read ends (which cancels the timer).
     self->read_timed_out_ = true;
     error_code ignored;
     self->socket_.cancel(ignored);
+    self->arm(self->read_timer_, kCancelRetry);
   });
 }
 

@@ -1092,6 +1092,40 @@ TEST_F(HttpApiTest, TricklingClientsAreCutOffAndOthersAreServed) {
   expect_server_healthy();
 }
 
+// Clients sending a header that never ends, a byte every millisecond, keep the connections'
+// threads busy, so that a deadline often passes while a read's next step waits in the queue
+// rather than on the socket. Each is still answered 408 at its deadline, long before its header
+// would reach the size limit (which would answer 431).
+TEST_F(HttpApiTest, BusyTricklersAreCutOffAtTheirDeadline) {
+  HttpConfig config = test_config();
+  config.threads = 2;
+  config.header_timeout_s = 0.25;
+  start(config);
+  constexpr int kTricklers = 64;
+  std::vector<std::unique_ptr<RawClient>> tricklers;
+  for (int i = 0; i < kTricklers; ++i) {
+    tricklers.push_back(std::make_unique<RawClient>(api_->port()));
+    ASSERT_TRUE(tricklers.back()->connected());
+  }
+  // 4096 header bytes at one a millisecond: ~4 s to the size limit.
+  const std::string endless_header = "GET /healthz HTTP/1.1\r\nX-Pad: " + std::string(8192, 'a');
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (size_t at = 0; at < endless_header.size() && !stop.load(); ++at) {
+      for (auto& t : tricklers) t->send_all(endless_header.substr(at, 1));
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  for (auto& t : tricklers) {
+    const std::string reply = t->read();
+    EXPECT_TRUE(t->closed());
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 408")) << reply.substr(0, 200);
+  }
+  stop.store(true);
+  trickle.join();
+  expect_server_healthy();
+}
+
 // A chunked body has no Content-Length to refuse it by: its size limit holds while it is read,
 // and the client is answered 413 long before it has sent what it meant to.
 TEST_F(HttpApiTest, AChunkedBodyOverTheLimitIsRefusedWhileItIsRead) {
