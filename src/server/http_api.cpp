@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -240,7 +241,10 @@ class HttpApi::Impl final : public RequestHandler {
 
   void accept();
   void open_connection(tcp::socket socket);
+  struct Rejection;
   void reject_connection(tcp::socket socket);
+  void drop_until_closed(const std::shared_ptr<Rejection>& rejection);
+  void end_rejection(Rejection& rejection);
   // Every open connection, for draining and aborting.
   std::vector<std::shared_ptr<Connection>> connections();
   size_t open_connections() {
@@ -713,16 +717,21 @@ void HttpApi::Impl::open_connection(tcp::socket socket) {
   connection->start();
 }
 
+// A connection over the limit, being answered 503.
+struct HttpApi::Impl::Rejection {
+  explicit Rejection(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
+  tcp::socket socket;
+  net::steady_timer timer;
+  std::array<char, 4096> dropped;
+};
+
 void HttpApi::Impl::reject_connection(tcp::socket socket) {
   rejected_.fetch_add(1);
   if (rejecting_.load() >= kMaxRejecting) return;  // closed unanswered when `socket` goes
-  // Answered at once with the canned 503, then closed; a client that does not read it is cut
-  // off after kRejectTimeout.
-  struct Rejection {
-    explicit Rejection(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
-    tcp::socket socket;
-    net::steady_timer timer;
-  };
+  // Answered at once with the canned 503; then what the client still sends (its request) is
+  // read and dropped until it closes, so that closing does not reset the connection under the
+  // 503 (a client still sending its body would see only the reset). Cut off after
+  // kRejectTimeout either way.
   rejecting_.fetch_add(1);
   auto rejection = std::make_shared<Rejection>(std::move(socket));
   rejection->timer.expires_after(kRejectTimeout);
@@ -731,11 +740,31 @@ void HttpApi::Impl::reject_connection(tcp::socket socket) {
   });
   net::async_write(rejection->socket, net::buffer(overloaded_response_),
                    [this, rejection](error_code ec, size_t) {
-                     rejection->timer.cancel();
-                     rejection->socket.shutdown(tcp::socket::shutdown_both, ec);
-                     rejection->socket.close(ec);
-                     rejecting_.fetch_sub(1);
+                     if (ec) {
+                       end_rejection(*rejection);
+                       return;
+                     }
+                     rejection->socket.shutdown(tcp::socket::shutdown_send, ec);
+                     drop_until_closed(rejection);
                    });
+}
+
+void HttpApi::Impl::drop_until_closed(const std::shared_ptr<Rejection>& rejection) {
+  rejection->socket.async_read_some(net::buffer(rejection->dropped),
+                                    [this, rejection](error_code ec, size_t) {
+                                      if (ec) {
+                                        end_rejection(*rejection);  // closed, or cut off
+                                        return;
+                                      }
+                                      drop_until_closed(rejection);
+                                    });
+}
+
+void HttpApi::Impl::end_rejection(Rejection& rejection) {
+  rejection.timer.cancel();
+  error_code ignored;
+  rejection.socket.close(ignored);
+  rejecting_.fetch_sub(1);
 }
 
 std::vector<std::shared_ptr<Connection>> HttpApi::Impl::connections() {

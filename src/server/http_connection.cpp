@@ -92,13 +92,19 @@ void Connection::arm(net::steady_timer& timer, std::chrono::milliseconds timeout
     // Re-armed after this wait had already expired: the new deadline stands.
     const net::steady_timer& fired = is_write ? self->write_timer_ : self->read_timer_;
     if (fired.expiry() > net::steady_timer::clock_type::now()) return;
-    if (is_write || self->state_ == State::kIdle || self->state_ == State::kLingering) {
-      self->close();  // a client that stopped reading, never sent a request, or lingers
+    // An expired wait cannot be cancelled: a write or read that ended while this completion was
+    // queued is not late.
+    if (is_write) {
+      if (self->writing_) self->close();  // a client that stopped reading
+      return;
+    }
+    if (self->state_ == State::kIdle || self->state_ == State::kLingering) {
+      self->close();  // a client that never sent a request, or lingers
       return;
     }
     const bool reading =
         self->state_ == State::kReadingHeader || self->state_ == State::kReadingBody;
-    if (!reading) return;  // the read ended while this wait's completion was queued
+    if (!reading || self->writing_) return;  // ended, or "100 Continue" is being written
     // The read in progress ends with operation_aborted and answers 408. Beast's read of a
     // header is one operation of many socket reads: a cancel that comes while its next step
     // waits in the strand's queue, not on the socket, cancels nothing. So the cancel is
@@ -199,6 +205,7 @@ void Connection::on_header(error_code error) {
 
 void Connection::read_body() {
   state_ = State::kReadingBody;
+  read_timed_out_ = false;
   if (parser_->is_done()) {
     on_body({});
     return;
@@ -238,6 +245,7 @@ void Connection::fail_read(error_code error) {
 
 void Connection::begin_reply(std::shared_ptr<Reply> reply, bool body_unread) {
   state_ = State::kReplying;
+  holding_ = shared_from_this();
   reply_ = std::move(reply);
   body_unread_ = body_unread;
   close_after_reply_ = body_unread || !request_keep_alive_ || draining_;
@@ -291,11 +299,21 @@ void Connection::write_response(HttpResponse response) {
   response.keep_alive(!close_after_reply_);
   response.prepare_payload();
   out_response_ = std::make_shared<HttpResponse>(std::move(response));
+  out_serializer_ = std::make_shared<http::response_serializer<http::string_body>>(*out_response_);
+  write_response_part();
+}
+
+void Connection::write_response_part() {
   writing_ = true;
   arm(write_timer_, limits_.write_timeout);
-  http::async_write(socket_, *out_response_, [self = shared_from_this()](error_code error, size_t) {
-    self->on_written(error, true);
-  });
+  http::async_write_some(
+      socket_, *out_serializer_, [self = shared_from_this()](error_code error, size_t) {
+        if (!error && self->state_ == State::kReplying && !self->out_serializer_->is_done()) {
+          self->write_response_part();  // the client took some: a new deadline
+          return;
+        }
+        self->on_written(error, true);
+      });
 }
 
 void Connection::write_head(HttpResponse response) {
@@ -307,12 +325,12 @@ void Connection::write_head(HttpResponse response) {
   response.keep_alive(!close_after_reply_);
   response.body().clear();
   out_response_ = std::make_shared<HttpResponse>(std::move(response));
-  out_head_ = std::make_shared<http::response_serializer<http::string_body>>(*out_response_);
+  out_serializer_ = std::make_shared<http::response_serializer<http::string_body>>(*out_response_);
   streaming_ = true;
   writing_ = true;
   arm(write_timer_, limits_.write_timeout);
   http::async_write_header(
-      socket_, *out_head_,
+      socket_, *out_serializer_,
       [self = shared_from_this()](error_code error, size_t) { self->on_written(error, false); });
 }
 
@@ -352,7 +370,7 @@ void Connection::on_written(error_code error, bool reply_done) {
     return;
   }
   out_response_.reset();
-  out_head_.reset();
+  out_serializer_.reset();
   end_reply(true);
   if (close_after_reply_ || client_gone_) {
     linger();
@@ -377,6 +395,10 @@ void Connection::watch_client() {
                           [self = shared_from_this()](error_code error, size_t n) {
                             self->watching_ = false;
                             self->buffer_.commit(n);
+                            if (self->state_ == State::kLingering) {
+                              self->discard();  // linger() cancelled this read
+                              return;
+                            }
                             if (self->state_ == State::kIdle) {
                               self->read_next();  // the reply ended while this read was pending
                               return;
@@ -398,6 +420,8 @@ void Connection::end_reply(bool delivered) {
   std::shared_ptr<Reply> reply = std::move(reply_);
   waiting_ = false;
   if (reply) reply->finished(delivered);
+  // Every caller runs in a handler that holds the connection too.
+  holding_.reset();
 }
 
 void Connection::linger() {
@@ -410,6 +434,10 @@ void Connection::linger() {
   }
   lingered_bytes_ = 0;
   arm(read_timer_, kLingerTime);
+  if (watching_) {
+    socket_.cancel(ignored);  // the read that watched the client ends and calls discard()
+    return;
+  }
   discard();
 }
 

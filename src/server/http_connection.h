@@ -119,6 +119,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Asks the reply for its next step until it waits or a write is in flight.
   void pump();
   void write_response(HttpResponse response);
+  // Writes what the client's socket takes of the response, again until all is sent: the write
+  // deadline is for each part, so a client reading a large file slowly but steadily is served.
+  void write_response_part();
   void write_head(HttpResponse response);
   void write_bytes(std::string bytes, bool last);
   void on_written(boost::system::error_code error, bool reply_done);
@@ -152,6 +155,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool chunked_ = true;
   bool close_after_reply_ = false;
   std::shared_ptr<Reply> reply_;
+  // The connection itself while a reply is made: no operation may be pending to hold it (a
+  // reply waiting for audio while pipelined requests fill the read buffer).
+  std::shared_ptr<Connection> holding_;
   bool writing_ = false;
   bool waiting_ = false;      // the reply said kWait
   bool watching_ = false;     // a read is pending while the reply is made, to see the client go
@@ -161,7 +167,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // What is being written, kept alive until the write completes.
   std::string out_;
   std::shared_ptr<HttpResponse> out_response_;
-  std::shared_ptr<http::response_serializer<http::string_body>> out_head_;
+  // The whole response's serializer, or a streamed response's for its head.
+  std::shared_ptr<http::response_serializer<http::string_body>> out_serializer_;
 };
 
 }  // namespace voxd::server

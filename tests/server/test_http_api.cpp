@@ -39,7 +39,8 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr int64_t kRate = 22050;
-constexpr auto kEventTimeout = 60s;  // how long a test waits for something that should happen
+constexpr int64_t kLongSeconds = 360;  // ~16 MB of 16-bit samples: more than loopback buffers
+constexpr auto kEventTimeout = 60s;    // how long a test waits for something that should happen
 constexpr const char* kKey = "sk-test-key";
 
 float sine(int64_t i) {
@@ -71,8 +72,8 @@ struct JobLog {
 
 // Speaks a 440 Hz sine on a thread of its own, as the engine does. The input chooses how:
 // "endless" produces until dropped (for at most ten minutes), "gate" waits for JobLog::gate_open
-// first (or for the job to be dropped), "fail" fails after some audio; anything else gives one
-// second. A job dropped before its end counts as cancelled.
+// first (or for the job to be dropped), "fail" fails after some audio, "long" gives kLongSeconds;
+// anything else gives one second. A job dropped before its end counts as cancelled.
 class FakeJob final : public SpeechJob {
  public:
   FakeJob(std::string input, JobLog& log) : input_(std::move(input)), log_(log) {
@@ -127,7 +128,9 @@ class FakeJob final : public SpeechJob {
     // through loopback in well under a second).
     const bool endless = input_ == "endless";
     const auto until = std::chrono::steady_clock::now() + 10min;
-    const int64_t total = endless ? INT64_MAX - 2205 : kRate;
+    const int64_t total = endless            ? INT64_MAX - 2205
+                          : input_ == "long" ? kLongSeconds * kRate
+                                             : kRate;
     for (int64_t start = 0;
          start < total && !dropped() && (!endless || std::chrono::steady_clock::now() < until);
          start += 2205) {
@@ -1017,6 +1020,18 @@ class RawClient {
     }
     return received_;
   }
+  // One read of at most `max` bytes (none once the server has closed, or after 5 s of silence).
+  std::string read_some(size_t max) {
+    std::string bytes(max, '\0');
+    const ssize_t n = recv(fd_, bytes.data(), max, 0);
+    if (n <= 0) closed_ = n == 0 || errno == ECONNRESET;
+    bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return bytes;
+  }
+  // Limits what the kernel buffers for this client's reads.
+  void set_receive_buffer(int bytes) {
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  }
   // Whether the server closed the connection (a read saw its end).
   bool closed() const { return closed_; }
 
@@ -1308,6 +1323,27 @@ TEST_F(HttpApiTest, RejectedConnectionsAreCountedAndClosed) {
   EXPECT_NE(page.find("voxd_http_connections{state=\"active\"} 2\n"), std::string::npos);
 }
 
+// A client over the limit that is still sending its request when the 503 comes is not reset:
+// what it sends is read and dropped, and it reads the 503 and the connection's end.
+TEST_F(HttpApiTest, ARejectedClientSendingItsBodyReadsThe503) {
+  HttpConfig config = test_config();
+  config.max_connections = 1;
+  start(config);
+  RawClient holder(api_->port());
+  ASSERT_TRUE(holder.send_all(authorized_get("/healthz")));
+  holder.read("}");
+  RawClient over(api_->port());
+  ASSERT_TRUE(over.send_all(
+      "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(over.send_all(std::string(10 << 10, ' '))) << "reset after " << i << " pieces";
+    std::this_thread::sleep_for(5ms);
+  }
+  const std::string reply = over.read();
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 503")) << reply;
+  EXPECT_TRUE(over.closed());
+}
+
 // Clients over the limit that never read their 503 hold up no one else's: 150 more are each
 // answered at once.
 TEST_F(HttpApiTest, SlowRejectedClientsDelayNoOtherRejection) {
@@ -1325,6 +1361,52 @@ TEST_F(HttpApiTest, SlowRejectedClientsDelayNoOtherRejection) {
     EXPECT_TRUE(over.read().starts_with("HTTP/1.1 503")) << i;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+}
+
+// A client reading a large file slowly but steadily gets all of it: the write deadline is for
+// each part of the response the client takes, not for the whole.
+TEST_F(HttpApiTest, ASlowSteadyReaderGetsAWholeLargeFile) {
+  HttpConfig config = test_config();
+  config.write_timeout_s = 1;
+  start(config);
+  RawClient client(api_->port());
+  client.set_receive_buffer(16 << 10);
+  ASSERT_TRUE(client.send_all(speech_post(speech("pcm", false, "long").dump())));
+  const size_t body_bytes = 2 * kLongSeconds * kRate;
+  std::string reply;
+  size_t header_end = std::string::npos;
+  // ~4 MB/s: the whole body takes several times the deadline to read.
+  while (header_end == std::string::npos || reply.size() < header_end + 4 + body_bytes) {
+    const std::string piece = client.read_some(16 << 10);
+    if (piece.empty()) break;
+    reply += piece;
+    if (header_end == std::string::npos) header_end = reply.find("\r\n\r\n");
+    std::this_thread::sleep_for(4ms);
+  }
+  ASSERT_NE(header_end, std::string::npos) << reply.substr(0, 200);
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 200")) << reply.substr(0, 200);
+  EXPECT_EQ(reply.size() - header_end - 4, body_bytes);
+  EXPECT_FALSE(client.closed());
+}
+
+// A reply waiting for its audio while pipelined requests fill the connection's read buffer is
+// still answered: nothing is read until it is, and the connection stays.
+TEST_F(HttpApiTest, AReplyWaitingBehindAFullReadBufferIsAnswered) {
+  start();
+  RawClient client(api_->port());
+  ASSERT_TRUE(client.send_all(speech_post(speech("pcm", true, "gate").dump())));
+  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.running == 1; }));
+  // More than the buffer's 4 KiB of headers and 64 KiB of slack.
+  std::string pipelined;
+  while (pipelined.size() < (96u << 10)) pipelined += authorized_get("/healthz");
+  ASSERT_TRUE(client.send_all(pipelined));
+  std::this_thread::sleep_for(200ms);
+  service_.log.update([&] { service_.log.gate_open = true; });
+  const std::string reply = client.read("0\r\n\r\n");
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 200")) << reply.substr(0, 200);
+  EXPECT_NE(reply.find("0\r\n\r\n"), std::string::npos);
+  EXPECT_TRUE(service_.log.wait_for([&] { return service_.log.alive == 0; }));
+  EXPECT_TRUE(service_.log.wait_for([&] { return service_.log.cancelled == 0; }));
 }
 
 // Two threads serve a thousand open connections, and each still answers.
