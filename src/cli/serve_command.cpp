@@ -383,6 +383,8 @@ server::HttpConfig ServeCommand::Settings::http_config() const {
   config.max_connections = max_connections;
   config.threads = http_threads;
   config.admission_threads = admission_threads;
+  // A burst the engine's queue takes is not refused while it waits for the front end.
+  config.max_awaiting_admission = max_queue;
   config.header_timeout_s = header_timeout_s;
   config.read_timeout_s = read_timeout_s;
   config.write_timeout_s = write_timeout_s;
@@ -645,11 +647,16 @@ int ServeCommand::run(const CLI::App& app) {
                     {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
                      {"grace_s", s.grace_period_s},
                      {"in_progress", in_progress}});
-  const size_t cancelled = engine.drain(grace);
+  // The speech past the door finishes within the grace, those still being admitted (a burst
+  // queued for the front end) too: the engine takes them until the HTTP layer has none left.
+  http.wait_for_speech(grace);
+  const auto left = [&] {
+    return grace -
+           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - drain_start);
+  };
+  const size_t cancelled = engine.drain(std::max(left(), std::chrono::milliseconds(0)));
   // What the engine finished may still be on its way to the clients.
-  const auto spent =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - drain_start);
-  const size_t cut_off = http.shutdown(std::max(grace - spent, std::chrono::milliseconds(1000)));
+  const size_t cut_off = http.shutdown(std::max(left(), std::chrono::milliseconds(1000)));
   cache_release.reset();
   leak_checks.reset();
   server::log_event(

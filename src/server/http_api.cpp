@@ -201,6 +201,7 @@ class HttpApi::Impl final : public RequestHandler {
 
   void start(int& port);
   void stop_accepting();
+  bool wait_for_speech(Clock::duration grace);
   size_t shutdown(Clock::duration grace);
   size_t speech_in_progress() const {
     std::lock_guard lock(speech_mutex_);
@@ -218,7 +219,10 @@ class HttpApi::Impl final : public RequestHandler {
 
   RequestInfo info_of(const RequestHead& head) const;
   std::shared_ptr<Reply> fixed(RequestInfo info, HttpResponse response);
+  // A refusal of any request; one of a speech request (no key, too large, too slow, shutting
+  // down) counts in voxd_speech_requests_total as the replies of admitted ones do.
   std::shared_ptr<Reply> refuse(RequestInfo info, const ApiError& e) {
+    if (info.route == kSpeechPath) count_speech(outcome_of(e));
     return fixed(std::move(info), error_response(e));
   }
   // Routes and methods: the methods a path answers, empty for an unknown path.
@@ -273,6 +277,7 @@ class HttpApi::Impl final : public RequestHandler {
   std::condition_variable connections_closed_;
   std::map<const Connection*, std::weak_ptr<Connection>> connections_;
   std::atomic<size_t> rejecting_{0};
+  std::atomic<size_t> awaiting_admission_{0};  // speech posted to the admission pool, not begun
   std::atomic<uint64_t> rejected_{0};
   mutable std::mutex speech_mutex_;
   std::condition_variable speech_ended_;
@@ -553,8 +558,10 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
     if (mode_ == Mode::kEvents) {
       ReplyStep step;
       step.kind = ReplyStep::Kind::kEnd;
-      step.bytes = std::move(pending_) +
-                   "data: " + json{{"type", "error"}, {"error", e.body()["error"]}}.dump() + "\n\n";
+      step.bytes = std::move(pending_) + "data: " +
+                   json{{"type", "error"}, {"error", e.body()["error"]}}.dump(
+                       -1, ' ', false, json::error_handler_t::replace) +
+                   "\n\n";
       return step;
     }
     spdlog::warn("speech stream {} cut off: {}", info_.id, e.message);
@@ -799,11 +806,7 @@ size_t HttpApi::Impl::shutdown(Clock::duration grace) {
   if (!started_ || stopped_) return 0;
   stopped_ = true;
   stop_accepting();
-  {
-    std::unique_lock lock(speech_mutex_);
-    const auto wait = std::min<Clock::duration>(grace, std::chrono::hours(24));
-    speech_ended_.wait_for(lock, wait, [this] { return running_.empty(); });
-  }
+  wait_for_speech(grace);
   const size_t cancelled = cancel_speech();
   {
     std::unique_lock lock(speech_mutex_);
@@ -824,6 +827,12 @@ size_t HttpApi::Impl::shutdown(Clock::duration grace) {
   io_.restart();
   io_.poll();
   return cancelled;
+}
+
+bool HttpApi::Impl::wait_for_speech(Clock::duration grace) {
+  std::unique_lock lock(speech_mutex_);
+  const auto wait = std::min<Clock::duration>(grace, std::chrono::hours(24));
+  return speech_ended_.wait_for(lock, wait, [this] { return running_.empty(); });
 }
 
 void HttpApi::Impl::register_speech(SpeechReply* reply) {
@@ -1073,9 +1082,20 @@ void HttpApi::Impl::update_metrics() {
 
 std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest request,
                                              std::function<void()> wake) {
+  const size_t awaiting = awaiting_admission_.fetch_add(1);
+  if (awaiting >= config_.max_awaiting_admission) {
+    awaiting_admission_.fetch_sub(1);
+    ApiError busy = error(503,
+                          "the server is busy: " + std::to_string(awaiting) +
+                              " speech requests wait for admission, its limit; retry after 1 s",
+                          "server_error", "queue_full");
+    busy.retry_after_s = 1;
+    return refuse(std::move(info), busy);
+  }
   auto reply = std::make_shared<SpeechReply>(*this, std::move(info), std::move(wake));
   net::post(*admission_pool_,
-            [weak = std::weak_ptr<SpeechReply>(reply), body = std::move(request.body())] {
+            [this, weak = std::weak_ptr<SpeechReply>(reply), body = std::move(request.body())] {
+              awaiting_admission_.fetch_sub(1);
               if (const std::shared_ptr<SpeechReply> alive = weak.lock()) alive->admit(body);
             });
   return reply;
@@ -1099,11 +1119,13 @@ bool HttpApi::Impl::origin_allowed(const std::string& origin) const {
 }
 
 void HttpApi::Impl::add_cors_headers(const RequestInfo& info, HttpResponse& res) const {
-  if (!origin_allowed(info.origin)) return;
+  if (config_.cors_origins.empty()) return;
   const bool any = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), "*") !=
                    config_.cors_origins.end();
-  res.set(http::field::access_control_allow_origin, any ? "*" : info.origin);
+  // Whether the answer carries the header depends on the origin: a cache must know.
   if (!any) res.set(http::field::vary, "Origin");
+  if (!origin_allowed(info.origin)) return;
+  res.set(http::field::access_control_allow_origin, any ? "*" : info.origin);
   res.set(http::field::access_control_expose_headers,
           "Retry-After, X-Sample-Rate, X-Request-Id, X-Ignored-Fields");
 }
@@ -1118,7 +1140,9 @@ HttpResponse HttpApi::Impl::preflight(const RequestInfo& info, const RequestHead
   for (const std::string& m : methods_of(path)) allow += ", " + m;
   HttpResponse res{http::status::no_content, 11};
   res.set(http::field::access_control_allow_methods, allow);
-  res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+  // Authorization named, as a wildcard does not cover it; any other header (SDKs send their
+  // own, e.g. OpenAI's x-stainless-*): no cookie or credential rides on these requests.
+  res.set(http::field::access_control_allow_headers, "Authorization, *");
   res.set(http::field::access_control_max_age, "600");
   return res;
 }
@@ -1177,6 +1201,10 @@ void HttpApi::start() {
 
 void HttpApi::stop_accepting() {
   impl_->stop_accepting();
+}
+
+bool HttpApi::wait_for_speech(std::chrono::steady_clock::duration grace) {
+  return impl_->wait_for_speech(grace);
 }
 
 size_t HttpApi::shutdown(std::chrono::steady_clock::duration grace) {

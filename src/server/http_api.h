@@ -38,10 +38,13 @@ struct HttpConfig {
   size_t max_input_chars = 100000;     // a request's `input`, in characters; more: 413
   size_t max_connections = 4096;       // open at once; beyond that 503 and closed
   int threads = 0;                     // serving all connections; 0: min(4, cores)
-  int admission_threads = 0;     // parsing speech requests and the text front end; 0: min(8, cores)
-  double header_timeout_s = 10;  // a request's first byte to its last header; then 408
-  double read_timeout_s = 10;    // its last header to the body's last byte; then 408
-  double write_timeout_s = 10;   // each write; a client that stops reading is cut off
+  int admission_threads = 0;  // parsing speech requests and the text front end; 0: min(8, cores)
+  // Speech requests read whole and waiting for an admission thread; beyond that 503 queue_full
+  // (a burst's bodies held in memory, and its wait, are bounded). voxd serve: --max-queue.
+  size_t max_awaiting_admission = 256;
+  double header_timeout_s = 10;     // a request's first byte to its last header; then 408
+  double read_timeout_s = 10;       // its last header to the body's last byte; then 408
+  double write_timeout_s = 10;      // each write; a client that stops reading is cut off
   double keep_alive_timeout_s = 5;  // an idle kept-alive connection closes after it
 };
 
@@ -68,6 +71,9 @@ class HttpApi {
   // 503, GET /healthz 200; idle connections close; the speech in progress goes on. Safe to call
   // twice, and before start().
   void stop_accepting();
+  // Waits up to `grace` for the speech in progress (admitted or still being admitted) to end;
+  // returns whether it did. With stop_accepting() first, no new speech starts meanwhile.
+  bool wait_for_speech(std::chrono::steady_clock::duration grace);
   // stop_accepting(), then waits up to `grace` for the speech in progress to end, cancels what
   // is left (streams are cut off, whole files answered 503), closes every connection (whatever
   // its client is doing) and stops the threads: it returns within about `grace` plus a second.

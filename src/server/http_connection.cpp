@@ -239,7 +239,11 @@ void Connection::fail_read(error_code error) {
     return;
   }
   const ReadFailure failure = timed_out ? ReadFailure::kTimeout : read_failure(error);
-  const RequestHead* head = parser_ && parser_->is_header_done() ? &parser_->get() : nullptr;
+  // A Content-Length over the limit is refused while the fields are parsed: the request line
+  // (what the request was for) is in by then.
+  const bool head_known =
+      parser_ && (parser_->is_header_done() || failure == ReadFailure::kBodyTooLarge);
+  const RequestHead* head = head_known ? &parser_->get() : nullptr;
   begin_reply(handler_.unreadable(failure, head), true);
 }
 

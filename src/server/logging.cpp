@@ -2,6 +2,7 @@
 
 #include <spdlog/formatter.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -42,8 +43,32 @@ void append(spdlog::memory_buf_t& dest, std::string_view text) {
   dest.append(text.data(), text.data() + text.size());
 }
 
-// "time level message key=value ...", values that are strings with spaces or quotes quoted as in
-// JSON.
+// Whether a field's value is shown as it is: printable ASCII without spaces, quotes or '='.
+bool plain(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return c > ' ' && c < 0x7f && c != '"' && c != '=';
+  });
+}
+
+// `text` with its ASCII control bytes (a line break in an exception's message) written as \xNN.
+std::string without_controls(std::string_view text) {
+  std::string shown;
+  shown.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      shown += escaped;
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
+// "time level message key=value ...", values other than plain ASCII words quoted as in JSON
+// (ASCII only).
 class TextFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
@@ -51,16 +76,16 @@ class TextFormatter final : public spdlog::formatter {
     append(dest, " ");
     append(dest, level_name(msg.level));
     append(dest, " ");
-    append(dest, std::string_view(msg.payload.data(), msg.payload.size()));
+    append(dest, without_controls(std::string_view(msg.payload.data(), msg.payload.size())));
     if (t_fields != nullptr) {
       for (const auto& [key, value] : t_fields->items()) {
         std::string shown;
-        if (value.is_string()) {
-          const std::string& s = value.get_ref<const std::string&>();
-          const bool plain = !s.empty() && s.find_first_of(" \"=\t\n") == std::string::npos;
-          shown = plain ? s : value.dump(-1, ' ', false, json::error_handler_t::replace);
+        if (value.is_string() && plain(value.get_ref<const std::string&>())) {
+          shown = value.get_ref<const std::string&>();
         } else {
-          shown = value.dump(-1, ' ', false, json::error_handler_t::replace);
+          // Quoted as JSON, ASCII only: what a client sent (a path, an error quoting it) can
+          // neither break the line nor reach a terminal as control bytes.
+          shown = value.dump(-1, ' ', true, json::error_handler_t::replace);
         }
         append(dest, " " + key + "=" + shown);
       }

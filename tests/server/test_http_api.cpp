@@ -54,6 +54,7 @@ struct JobLog {
   int alive = 0;
   int running = 0;
   int cancelled = 0;
+  int admitting = 0;  // "slow admission" requests in admit()
   bool gate_open = false;
 
   template <typename Pred>
@@ -67,6 +68,15 @@ struct JobLog {
       f();
     }
     changed.notify_all();
+  }
+};
+
+// Opens the log's gate when it goes, however a test ends: declared after the futures of requests
+// waiting at the gate, it lets them finish before they are waited for.
+struct GateOpener {
+  JobLog& log;
+  ~GateOpener() {
+    log.update([&] { log.gate_open = true; });
   }
 };
 
@@ -103,7 +113,8 @@ class FakeJob final : public SpeechJob {
 
   bool take(std::vector<float>& samples) override {
     std::lock_guard lock(mutex_);
-    if (failed_ && pieces_.empty()) throw std::runtime_error("the fake vocoder broke");
+    // Not UTF-8 at its end, as a library's message may not be.
+    if (failed_ && pieces_.empty()) throw std::runtime_error("the fake vocoder broke \xff");
     if (!pieces_.empty()) {
       samples.insert(samples.end(), pieces_.front().begin(), pieces_.front().end());
       pieces_.pop_front();
@@ -199,6 +210,11 @@ class FakeService final : public SpeechService {
     }
     if (request.input == "...") {
       throw ApiError::invalid_request("nothing to pronounce in 'input'", "input", "empty_input");
+    }
+    if (request.input == "slow admission") {
+      log.update([&] { ++log.admitting; });
+      std::unique_lock lock(log.mutex);
+      log.changed.wait(lock, [&] { return log.gate_open; });
     }
     return std::make_unique<FakeJob>(request.input, log);
   }
@@ -717,6 +733,54 @@ TEST_F(HttpApiTest, WhileDrainingOpenConnectionsServeNoNewRequest) {
   api_->stop();
 }
 
+// The grace waits for speech still being admitted when the server stops accepting (a burst
+// queued for the front end), and that speech is answered.
+TEST_F(HttpApiTest, TheGraceWaitsForSpeechStillBeingAdmitted) {
+  start();
+  auto queued = std::async(std::launch::async,
+                           [&] { return post(speech("pcm", true, "slow admission").dump()); });
+  const GateOpener gate_opener{service_.log};  // declared after the future: opens first
+  for (int i = 0; i < 500 && api_->speech_in_progress() == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(api_->speech_in_progress(), 1u);
+  api_->stop_accepting();
+  EXPECT_FALSE(api_->wait_for_speech(200ms));
+  service_.log.update([&] { service_.log.gate_open = true; });
+  EXPECT_TRUE(api_->wait_for_speech(30s));
+  const auto res = queued.get();
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body.size(), 2u * kRate);
+}
+
+// Speech waiting for an admission thread is bounded: one more is answered 503 queue_full at
+// once, and those waiting are served.
+TEST_F(HttpApiTest, SpeechAwaitingAdmissionIsBounded) {
+  HttpConfig config = test_config();
+  config.admission_threads = 1;
+  config.max_awaiting_admission = 1;
+  start(config);
+  auto admitting = std::async(std::launch::async,
+                              [&] { return post(speech("pcm", true, "slow admission").dump()); });
+  const GateOpener gate_opener{service_.log};
+  ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.admitting == 1; }));
+  auto awaiting = std::async(std::launch::async, [&] { return post(speech("pcm").dump()); });
+  for (int i = 0; i < 500 && api_->speech_in_progress() < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto refused = post(speech("pcm").dump());
+  EXPECT_EQ(expect_error(refused, 503)["code"], "queue_full");
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  service_.log.update([&] { service_.log.gate_open = true; });
+  for (auto* answer : {&admitting, &awaiting}) {
+    const auto res = answer->get();
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+  }
+  EXPECT_TRUE(metrics_show("voxd_speech_requests_total{outcome=\"rejected\"} 1\n"));
+}
+
 TEST_F(HttpApiTest, RequestIdsAreEchoedOrMade) {
   start();
   const auto given = get("/v1/models", {{"Authorization", std::string("Bearer ") + kKey},
@@ -844,7 +908,15 @@ TEST_F(HttpApiTest, CorsOnlyForConfiguredOrigins) {
   EXPECT_EQ(res->status, 204);
   EXPECT_EQ(res->get_header_value("Access-Control-Allow-Methods"), "OPTIONS, POST");
   EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  // Authorization named (a wildcard does not cover it), and any header an SDK adds.
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"), "Authorization, *");
   expect_error(client().Options("/v1/audio/speech", {{"Origin", "https://evil.example"}}), 403);
+  // The answer to another origin differs only by the origin: a cache must know it varies.
+  headers = auth();
+  headers.emplace("Origin", "https://evil.example");
+  res = get("/v1/models", headers);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Vary"), "Origin");
 }
 
 TEST_F(HttpApiTest, NoCorsHeadersByDefault) {
@@ -1499,6 +1571,15 @@ TEST_F(HttpApiTest, AFailureInAnEventStreamIsAnErrorEvent) {
   const json event = json::parse(res->body.substr(last + 6));
   EXPECT_EQ(event["type"], "error");
   EXPECT_EQ(event["error"]["type"], "server_error");
+}
+
+// Speech requests refused before they are read whole count in voxd_speech_requests_total too.
+TEST_F(HttpApiTest, RefusedSpeechRequestsAreCounted) {
+  start();
+  expect_error(post(speech().dump(), "/v1/audio/speech", {}), 401);
+  EXPECT_TRUE(metrics_show("voxd_speech_requests_total{outcome=\"client_error\"} 1\n"));
+  expect_error(post(std::string(100 << 10, ' ')), 413);
+  EXPECT_TRUE(metrics_show("voxd_speech_requests_total{outcome=\"client_error\"} 2\n"));
 }
 
 TEST_F(HttpApiTest, ModelsAreRetrievedById) {

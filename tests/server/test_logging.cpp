@@ -6,6 +6,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -62,6 +63,26 @@ TEST_F(LoggingTest, JsonLinesAreOneObjectEach) {
   const nlohmann::json b = nlohmann::json::parse(second);
   EXPECT_EQ(b["msg"], "a plain line with {} braces");
   EXPECT_FALSE(b.contains("unexplained_bytes"));  // fields belong to their own line only
+}
+
+// What a client sent reaches a text line neither as a line break nor as raw control or
+// non-ASCII bytes: fields other than plain words are quoted as ASCII-only JSON, and the
+// message's control bytes are escaped.
+TEST_F(LoggingTest, TextLinesCarryNoRawControlOrNonAsciiBytes) {
+  configure_logging(LogFormat::kText);
+  spdlog::warn("speech stream cut off: {}", "bad\r\nthing");
+  log_event(spdlog::level::info, "request",
+            {{"path", "/a\xc2\x85\r"}, {"voice", "\xe5\xa5\xb3\xe5\xa3\xb0"}, {"id", "x=1"}});
+  const std::string text = out_.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+  EXPECT_TRUE(std::all_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x80;
+  })) << text;
+  EXPECT_NE(text.find("speech stream cut off: bad\\x0d\\x0athing\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" path=\"/a\\u0085\\r\""), std::string::npos) << text;
+  EXPECT_NE(text.find(" voice=\"\\u5973\\u58f0\""), std::string::npos) << text;
+  EXPECT_NE(text.find(" id=\"x=1\""), std::string::npos) << text;
 }
 
 TEST_F(LoggingTest, LinesBelowTheLevelAreDropped) {
