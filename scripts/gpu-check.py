@@ -39,7 +39,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
       3. with ncu on the machine (NCU names another), each one's kernel time under ncu (locked
          clocks) for each batch of AB_NCU_BATCHES (32 1), through AB_NCU_ARGS (default: every
          mma.sync convolution kernel of voxd_gpu_bench's first and timed run, whatever kernels
-         a build splits them into), and bench/ncu_summary.py's table;
+         a build splits them into), and bench/ncu_summary.py's table; AB_NCU_METRICS (a comma
+         list, e.g. sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum) adds
+         metrics to the CSVs in ab.tar.gz;
       4. voxd_gpu_bench on the lj-v1 bench voice (tools/make_bench_voices.py, BENCH_VOICES)
          with --batches AB_BATCHES (32,8,1), AB_ROUNDS (2) rounds, the binaries taking turns
          within each round so that they share the host's drift;
@@ -573,10 +575,12 @@ def ab_ncu(binaries, voice, logs, report):
     import ncu_summary
     sums = {}
     ncu_args = (os.environ.get("AB_NCU_ARGS") or AB_DEFAULT_NCU_ARGS).split()
+    extra_metrics = [m for m in (os.environ.get("AB_NCU_METRICS") or "").split(",") if m]
     for batch in (os.environ.get("AB_NCU_BATCHES") or "32 1").split():
         for name, (_, bench) in binaries.items():
             log = logs / f"ncu-{name}-b{batch}.csv"
-            command = [ncu, *ncu_args, "--metrics", "gpu__time_duration.sum", "--csv", bench,
+            metrics = ",".join(["gpu__time_duration.sum", *extra_metrics])
+            command = [ncu, *ncu_args, "--metrics", metrics, "--csv", bench,
                        "--voice", voice, "--dtype", "f16", "--batches", batch, "--repeats", "1",
                        "--warmup-seconds", "0"]
             with open(log, "w") as f:
