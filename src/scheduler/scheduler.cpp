@@ -202,7 +202,7 @@ std::optional<ApiError> Scheduler::refusal_locked() const {
   error.status = 503;
   error.type = "server_error";
   error.code = "queue_full";
-  error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_)), 1, 60);
+  error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_.load())), 1, 60);
   error.message = "the server is busy: " + std::to_string(admitted_) +
                   " requests are admitted, its limit; retry after " +
                   std::to_string(*error.retry_after_s) + " s";
@@ -243,7 +243,8 @@ void Scheduler::release(Stream& stream) {
     }
     if (stream.state == Stream::State::kDone) record_finished(stream, now);
     --admitted_;
-    mean_request_s_ = 0.9 * mean_request_s_ + 0.1 * seconds_between(stream.admitted, now);
+    mean_request_s_.store(0.9 * mean_request_s_.load() +
+                          0.1 * seconds_between(stream.admitted, now));
   }
   finished_.notify_all();
   work_.notify_one();
@@ -396,24 +397,32 @@ void Scheduler::loop() {
     const size_t busy_lane = busy ? in_flight_->kind->lane() : 0;
     StepKind* chosen = nullptr;
     Batch best;
-    try {
-      for (const FamilyKinds& family : families_) {
-        if (family.streams.empty()) continue;
+    for (const FamilyKinds& family : families_) {
+      if (family.streams.empty()) continue;
+      StepKind* family_chosen = nullptr;
+      Batch family_best;
+      try {
         for (const auto& kind : family.kinds) {
           if (busy && kind->lane() == busy_lane) continue;
           Batch batch = kind->propose(family.streams, pacing_, now);
           if (batch.items.empty()) continue;
-          if (chosen == nullptr || batch.slack_s < best.slack_s) {
-            chosen = kind.get();
-            best = std::move(batch);
+          if (family_chosen == nullptr || batch.slack_s < family_best.slack_s) {
+            family_chosen = kind.get();
+            family_best = std::move(batch);
           }
         }
+      } catch (const std::exception& e) {
+        // A stream's state broke its kind's rules: end the family's streams rather than the
+        // thread, and leave the other families' alone.
+        spdlog::error("the scheduler could not choose a step of {}: {}", family.family->type(),
+                      e.what());
+        for (const auto& stream : family.streams) fail(*stream, std::current_exception());
+        continue;
       }
-    } catch (const std::exception& e) {
-      // A stream's state broke its kind's rules: end every stream rather than the thread.
-      spdlog::error("the scheduler could not choose a step: {}", e.what());
-      for (const auto& stream : streams_) fail(*stream, std::current_exception());
-      continue;
+      if (family_chosen != nullptr && (chosen == nullptr || family_best.slack_s < best.slack_s)) {
+        chosen = family_chosen;
+        best = std::move(family_best);
+      }
     }
     if (chosen == nullptr) {
       if (busy) {
@@ -574,7 +583,13 @@ void Scheduler::reap(Clock::time_point now) {
     }
     if (stream->running()) return false;
     --stream->voice->streams;
-    stream->work->release();
+    try {
+      stream->work->release();
+    } catch (const std::exception& e) {
+      // A family's bookkeeping broke (a page given back twice): the stream is gone either way,
+      // and the device thread must go on for every other.
+      spdlog::error("releasing a stream's work failed: {}", e.what());
+    }
     stream->audio.clear();
     stream->buffered_samples = 0;
     stream->gauges = {};
@@ -631,7 +646,7 @@ void Scheduler::ensure_loaded(VoiceEntry& voice) {
       error.status = 503;
       error.type = "server_error";
       error.code = "insufficient_memory";
-      error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_)), 1, 60);
+      error.retry_after_s = std::clamp(static_cast<int>(std::ceil(mean_request_s_.load())), 1, 60);
       error.message = "voice '" + voice.card().name + "' cannot be loaded now: " + e.what();
       throw error;
     }

@@ -222,7 +222,8 @@ class Scheduler {
   bool step_running_ = false;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> budget_bytes_{0};
-  double mean_request_s_ = 1.0;  // for Retry-After
+  // For Retry-After: written under mutex_, read also where it is not held (a voice's loading).
+  std::atomic<double> mean_request_s_{1.0};
   std::map<std::string, StepCounts> counts_;
 
   std::atomic<server::MetricsRegistry*> metrics_{nullptr};

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/runtime.h"
@@ -140,22 +141,34 @@ inline std::vector<std::string> make_voice_directories(const std::filesystem::pa
   return directories;
 }
 
-// Voices `names` of one made-up family in a temporary directory, on a CPU runtime whose memory
-// limit is `limit_bytes`, their pool and a scheduler over them (gone before the pool, the pool
-// before the directory).
+// Voices of made-up families in a temporary directory, on a CPU runtime whose memory limit is
+// `limit_bytes`, their pool and a scheduler over them (gone before the pool, the pool before the
+// directory).
 class MadeUpEngine {
  public:
+  // Each family with its voices' names.
+  using Families = std::vector<std::pair<std::unique_ptr<MadeUpFamily>, std::vector<std::string>>>;
+
+  // Voices `names` of one family.
   MadeUpEngine(std::unique_ptr<MadeUpFamily> family, const std::vector<std::string>& names,
                uint64_t limit_bytes, bool lazy = false, const SchedulerOptions& options = {})
+      : MadeUpEngine(one(std::move(family), names), limit_bytes, lazy, options) {}
+  MadeUpEngine(Families families, uint64_t limit_bytes, bool lazy = false,
+               const SchedulerOptions& options = {})
       : directory_(std::filesystem::temp_directory_path() /
-                   ("voxd-" + std::string(family->type()) + "-" + std::to_string(::getpid()))),
+                   ("voxd-" + std::string(families.front().first->type()) + "-" +
+                    std::to_string(::getpid()))),
         runtime_(
             {.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(limit_bytes)}) {
-    const std::string type(family->type());
-    families_.add(std::move(family));
-    voices_ = std::make_unique<VoicePool>(runtime_, families_,
-                                          make_voice_directories(directory_, type, names),
-                                          DType::F32, lazy, options);
+    std::vector<std::string> directories;
+    for (auto& [family, names] : families) {
+      for (std::string& directory : make_voice_directories(directory_, family->type(), names)) {
+        directories.push_back(std::move(directory));
+      }
+      families_.add(std::move(family));
+    }
+    voices_ =
+        std::make_unique<VoicePool>(runtime_, families_, directories, DType::F32, lazy, options);
     scheduler_ = std::make_unique<Scheduler>(runtime_, *voices_, options);
   }
   ~MadeUpEngine() {
@@ -171,6 +184,12 @@ class MadeUpEngine {
   VoiceEntry& voice(const std::string& name) { return *voices_->find(name); }
 
  private:
+  static Families one(std::unique_ptr<MadeUpFamily> family, const std::vector<std::string>& names) {
+    Families families;
+    families.emplace_back(std::move(family), names);
+    return families;
+  }
+
   std::filesystem::path directory_;
   DeviceRuntime runtime_;
   FamilyRegistry families_;
