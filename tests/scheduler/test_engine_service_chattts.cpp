@@ -11,10 +11,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -213,6 +217,77 @@ TEST(ChatTtsEngine, AClientThatDoesNotReadStopsTheDecodingAndHoldsBoundedAudio) 
   EXPECT_LE(stream.work.mel_frames, 2 * (3 * chunk_rows + 1));
   EXPECT_GT(served.kv_pages("used"), 0.0);
   job.reset();
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
+// A client that takes one piece of audio and then nothing until open() (a listener reading
+// slowly), however the test ends once it is opened.
+class GatedSink final : public AudioReceiver {
+ public:
+  bool write(std::span<const float> samples) override {
+    std::unique_lock lock(mutex_);
+    opened_.wait(lock, [&] { return open_ || audio.empty(); });
+    audio.insert(audio.end(), samples.begin(), samples.end());
+    return true;
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  std::vector<float> audio;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+// A stream waiting for its client to read holds its pages only while no one else needs them: a
+// new request's prefill takes them back (the waiting stream is preempted, and recomputes its
+// stage once its client reads on), instead of waiting for the slow stream's deadline. Both
+// streams' audio is what each makes alone.
+TEST(ChatTtsEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
+  const ShortStagesVoice voice(96);
+  const std::string slow_text =
+      "One sentence here. Good morning to you. See you at noon. Hello there. Short one.";
+  const std::string quick_text = "Short.";
+  std::vector<float> slow_alone;
+  std::vector<float> quick_alone;
+  {
+    EngineService service(config_of(voice, 256));
+    slow_alone = speak(service, request(slow_text, 3));
+    quick_alone = speak(service, request(quick_text, 4));
+  }
+  // One stage's capacity (prompt + 96 tokens, 8 pages); a deadline the quick request would wait
+  // for if the slow stream kept its pages.
+  EngineConfig config = config_of(voice, 8);
+  config.request_timeout = std::chrono::seconds(120);
+  Served served(config);
+  EngineService& service = served.service;
+  std::unique_ptr<server::SpeechJob> slow = service.admit(request(slow_text, 3));
+  GatedSink sink;
+  auto slow_client = std::async(std::launch::async, [&] { run_job(*slow, sink); });
+  struct Opener {
+    GatedSink& sink;
+    ~Opener() { sink.open(); }
+  } opener{sink};  // after the future: opens before it is waited for
+  ASSERT_TRUE(wait_until_steps_stop(service, "decode"));
+  ASSERT_EQ(service.load().streams.size(), 1u) << "the slow stream ended: make its text longer";
+  ASSERT_GT(served.kv_pages("used"), 0.0);
+  const auto asked = std::chrono::steady_clock::now();
+  expect_same_audio(quick_alone, speak(service, request(quick_text, 4)), quick_text);
+  // Long before the slow stream's deadline, which it would have waited for.
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(60));
+  EXPECT_GT(
+      service.step_counts("prefill").preempted + service.step_counts("decode").preempted, 0u);
+  sink.open();
+  slow_client.get();
+  expect_same_audio(slow_alone, sink.audio, slow_text);
+  slow.reset();
   wait_idle(service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);
 }

@@ -125,25 +125,41 @@ std::vector<std::shared_ptr<Stream>> page_holders_outside(
 
 // The prefills of `lead`'s voice whose pages are free (batch_within_free_pages). A stage is
 // admitted when its prefill's pages are free beside a page for every decoding stream of the voice
-// (room for the running streams to grow).
+// (room for the running streams to grow). The pages of streams waiting for their clients to read
+// count as free: they make no progress until then, and the step takes their pages back when it
+// needs them (batch.preemptible, most slack first), so that listeners who read slowly cannot hold
+// the pool against new requests until their deadlines.
 Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
                            const std::vector<std::shared_ptr<Stream>>& streams,
-                           const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
+                           const scheduler::Pacing& pacing, scheduler::Clock::time_point now,
+                           const std::function<double(const Stream&)>& slack_of) {
   scheduler::VoiceEntry* voice = lead.stream->voice;
   const KvPagePool* pool = voice->models ? models_of(*voice).pages.get() : nullptr;
   int64_t free = 0;
+  std::vector<Candidate> waiting;
   if (pool != nullptr) {
     free = pool->free_pages();
     for (const std::shared_ptr<Stream>& stream : streams) {
-      if (stream->voice == voice && !work_of(*stream).pages.empty()) --free;
+      const GenerationWork& work = work_of(*stream);
+      if (stream->voice != voice || work.pages.empty()) continue;
+      if (stream->running() && work.generation.next() == Next::kDecode && work.audio_backlogged()) {
+        free += static_cast<int64_t>(work.pages.size());
+        waiting.push_back({stream, slack_of(*stream)});
+      } else {
+        --free;
+      }
     }
   }
-  return scheduler::batch_within_free_pages(
+  Batch batch = scheduler::batch_within_free_pages(
       candidates, lead, pool, free, pacing, now,
       [&](const Candidate& c) {
         return pool->pages_for(work_of(*c.stream).generation.prefill_length());
       },
       [&](const Candidate& c) { return never_fits(*pool, work_of(*c.stream).generation); });
+  std::stable_sort(waiting.begin(), waiting.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
+  for (const Candidate& holder : waiting) batch.preemptible.push_back(holder.stream);
+  return batch;
 }
 
 }  // namespace
@@ -288,7 +304,9 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
   std::set<const scheduler::VoiceEntry*> tried;
   for (const Candidate& lead : candidates) {
     if (!tried.insert(lead.stream->voice).second) continue;
-    Batch batch = prefill_batch_led_by(candidates, lead, streams, pacing, now);
+    Batch batch =
+        prefill_batch_led_by(candidates, lead, streams, pacing, now,
+                             [&](const Stream& stream) { return laxity(stream, pacing, now); });
     if (!batch.items.empty()) return batch;
   }
   return {};
@@ -418,8 +436,18 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
             std::make_exception_ptr(scheduler::StepRefusalError(pool_too_small(pool, g)));
         continue;
       }
-      // Taken by others since propose() (a smaller batch ran first): it waits.
-      if (!pool.grow(work.pages, g.prefill_length())) continue;
+      // Out of pages: streams waiting for their clients give theirs back (batch.preemptible);
+      // else they were taken by others since propose() (a smaller batch ran first): it waits.
+      bool grown = pool.grow(work.pages, g.prefill_length());
+      while (!grown && outside < batch.preemptible.size()) {
+        GenerationWork& holder = work_of(*batch.preemptible[outside++]);
+        if (holder.generation.next() == Next::kDecode && !holder.pages.empty()) {
+          holder.preempt();
+          ++out.preempted;
+        }
+        grown = pool.grow(work.pages, g.prefill_length());
+      }
+      if (!grown) continue;
     } else {
       // Out of pages: the streams outside the step that hold pages and may give them back first
       // (batch.preemptible), then the stream of the step with the most slack (the last one
