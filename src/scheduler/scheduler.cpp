@@ -397,6 +397,7 @@ void Scheduler::loop() {
     const size_t busy_lane = busy ? in_flight_->kind->lane() : 0;
     StepKind* chosen = nullptr;
     Batch best;
+    bool family_failed = false;
     for (const FamilyKinds& family : families_) {
       if (family.streams.empty()) continue;
       StepKind* family_chosen = nullptr;
@@ -417,6 +418,7 @@ void Scheduler::loop() {
         spdlog::error("the scheduler could not choose a step of {}: {}", family.family->type(),
                       e.what());
         for (const auto& stream : family.streams) fail(*stream, std::current_exception());
+        family_failed = true;
         continue;
       }
       if (family_chosen != nullptr && (chosen == nullptr || family_best.slack_s < best.slack_s)) {
@@ -424,6 +426,7 @@ void Scheduler::loop() {
         best = std::move(family_best);
       }
     }
+    if (family_failed) continue;  // reaped before anything else runs
     if (chosen == nullptr) {
       if (busy) {
         complete_in_flight(lock);

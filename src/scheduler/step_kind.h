@@ -75,6 +75,9 @@ struct Batch {
   // runs short, in the order to take it; for kinds that preempt. Items the scheduler cuts off
   // for memory come first.
   std::vector<std::shared_ptr<Stream>> preemptible;
+  // For kinds over a pool of pages: the pages the step leaves free beside its own (room for
+  // streams outside it to grow), taking preemptible streams' pages back rather than using them.
+  int64_t pages_to_leave = 0;
 };
 
 // The batch a candidate (a struct with a `stream` and its `slack`) leads: its urgency, slack and

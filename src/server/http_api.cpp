@@ -50,6 +50,8 @@ constexpr std::string_view kModelPrefix = "/v1/models/";
 // once they are closed unanswered.
 constexpr size_t kMaxRejecting = 256;
 constexpr std::chrono::milliseconds kRejectTimeout{1000};
+// What a rejected connection reads and drops, at most, before it closes.
+constexpr size_t kRejectDropBytes = 1 << 20;
 // After the grace, how long cancelled replies get to send their ends, and how long the
 // connections get to close, before the threads are stopped regardless.
 constexpr std::chrono::milliseconds kCancelTime{1000};
@@ -730,6 +732,7 @@ struct HttpApi::Impl::Rejection {
   tcp::socket socket;
   net::steady_timer timer;
   std::array<char, 4096> dropped;
+  size_t dropped_bytes = 0;
 };
 
 void HttpApi::Impl::reject_connection(tcp::socket socket) {
@@ -758,9 +761,11 @@ void HttpApi::Impl::reject_connection(tcp::socket socket) {
 
 void HttpApi::Impl::drop_until_closed(const std::shared_ptr<Rejection>& rejection) {
   rejection->socket.async_read_some(net::buffer(rejection->dropped),
-                                    [this, rejection](error_code ec, size_t) {
-                                      if (ec) {
-                                        end_rejection(*rejection);  // closed, or cut off
+                                    [this, rejection](error_code ec, size_t n) {
+                                      rejection->dropped_bytes += n;
+                                      // Closed, cut off, or more than a request's worth.
+                                      if (ec || rejection->dropped_bytes > kRejectDropBytes) {
+                                        end_rejection(*rejection);
                                         return;
                                       }
                                       drop_until_closed(rejection);
@@ -1092,13 +1097,18 @@ std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest reque
     busy.retry_after_s = 1;
     return refuse(std::move(info), busy);
   }
-  auto reply = std::make_shared<SpeechReply>(*this, std::move(info), std::move(wake));
-  net::post(*admission_pool_,
-            [this, weak = std::weak_ptr<SpeechReply>(reply), body = std::move(request.body())] {
-              awaiting_admission_.fetch_sub(1);
-              if (const std::shared_ptr<SpeechReply> alive = weak.lock()) alive->admit(body);
-            });
-  return reply;
+  try {
+    auto reply = std::make_shared<SpeechReply>(*this, std::move(info), std::move(wake));
+    net::post(*admission_pool_,
+              [this, weak = std::weak_ptr<SpeechReply>(reply), body = std::move(request.body())] {
+                awaiting_admission_.fetch_sub(1);
+                if (const std::shared_ptr<SpeechReply> alive = weak.lock()) alive->admit(body);
+              });
+    return reply;
+  } catch (...) {
+    awaiting_admission_.fetch_sub(1);  // nothing was posted
+    throw;
+  }
 }
 
 SpeechPolicy HttpApi::Impl::speech_policy() const {

@@ -79,6 +79,11 @@ TEST(BrokenFamily, FailsItsOwnStreamsAndNoOtherFamilys) {
   auto sound = std::async(std::launch::async, [&] {
     return testing::speak(scheduler, engine.voice("sound"), std::make_unique<Units>(3, held));
   });
+  // However the test ends, the stream is let go before its future is waited for.
+  struct Release {
+    std::atomic<bool>& held;
+    ~Release() { held.store(false); }
+  } release{held};
   for (int i = 0; i < 500 && scheduler.admitted() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -1104,6 +1104,11 @@ class RawClient {
   void set_receive_buffer(int bytes) {
     setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
   }
+  // How long a read waits in silence (5 s unless set).
+  void set_receive_timeout(int seconds) {
+    timeval timeout{seconds, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  }
   // Whether the server closed the connection (a read saw its end).
   bool closed() const { return closed_; }
 
@@ -1443,6 +1448,7 @@ TEST_F(HttpApiTest, ASlowSteadyReaderGetsAWholeLargeFile) {
   start(config);
   RawClient client(api_->port());
   client.set_receive_buffer(16 << 10);
+  client.set_receive_timeout(60);  // the whole file is made before its first byte is sent
   ASSERT_TRUE(client.send_all(speech_post(speech("pcm", false, "long").dump())));
   const size_t body_bytes = 2 * kLongSeconds * kRate;
   std::string reply;

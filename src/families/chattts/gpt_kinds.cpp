@@ -136,6 +136,7 @@ Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candi
   scheduler::VoiceEntry* voice = lead.stream->voice;
   const KvPagePool* pool = voice->models ? models_of(*voice).pages.get() : nullptr;
   int64_t free = 0;
+  int64_t to_leave = 0;
   std::vector<Candidate> waiting;
   if (pool != nullptr) {
     free = pool->free_pages();
@@ -147,6 +148,7 @@ Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candi
         waiting.push_back({stream, slack_of(*stream)});
       } else {
         --free;
+        ++to_leave;
       }
     }
   }
@@ -159,6 +161,7 @@ Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candi
   std::stable_sort(waiting.begin(), waiting.end(),
                    [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
   for (const Candidate& holder : waiting) batch.preemptible.push_back(holder.stream);
+  batch.pages_to_leave = to_leave;
   return batch;
 }
 
@@ -436,18 +439,21 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
             std::make_exception_ptr(scheduler::StepRefusalError(pool_too_small(pool, g)));
         continue;
       }
-      // Out of pages: streams waiting for their clients give theirs back (batch.preemptible);
-      // else they were taken by others since propose() (a smaller batch ran first): it waits.
-      bool grown = pool.grow(work.pages, g.prefill_length());
-      while (!grown && outside < batch.preemptible.size()) {
+      // Streams waiting for their clients give their pages back (batch.preemptible) until the
+      // prefill's pages are free beside the page each decoding stream may need next; out of
+      // pages even so, they were taken by others since propose() (a smaller batch ran first):
+      // it waits.
+      const int64_t needed =
+          pool.pages_for(g.prefill_length()) - static_cast<int64_t>(work.pages.size());
+      while (pool.free_pages() - batch.pages_to_leave < needed &&
+             outside < batch.preemptible.size()) {
         GenerationWork& holder = work_of(*batch.preemptible[outside++]);
         if (holder.generation.next() == Next::kDecode && !holder.pages.empty()) {
           holder.preempt();
           ++out.preempted;
         }
-        grown = pool.grow(work.pages, g.prefill_length());
       }
-      if (!grown) continue;
+      if (!pool.grow(work.pages, g.prefill_length())) continue;
     } else {
       // Out of pages: the streams outside the step that hold pages and may give them back first
       // (batch.preemptible), then the stream of the step with the most slack (the last one
