@@ -560,10 +560,9 @@ class HttpApi::Impl::SpeechReply final : public LoggedReply {
     if (mode_ == Mode::kEvents) {
       ReplyStep step;
       step.kind = ReplyStep::Kind::kEnd;
-      step.bytes = std::move(pending_) + "data: " +
-                   json{{"type", "error"}, {"error", e.body()["error"]}}.dump(
-                       -1, ' ', false, json::error_handler_t::replace) +
-                   "\n\n";
+      step.bytes = std::move(pending_) +
+                   "data: " + json_text(json{{"type", "error"}, {"error", e.body()["error"]}}) +
+                   "\n";
       return step;
     }
     spdlog::warn("speech stream {} cut off: {}", info_.id, e.message);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -1081,14 +1082,10 @@ class RawClient {
   // Reads until `until` appears (or, when empty, until the server closes), at most 5 s of
   // silence.
   std::string read(const std::string& until = "") {
-    char buffer[4096];
     while (until.empty() || received_.find(until) == std::string::npos) {
-      const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
-      if (n <= 0) {
-        closed_ = n == 0 || errno == ECONNRESET;
-        break;
-      }
-      received_.append(buffer, static_cast<size_t>(n));
+      const std::string piece = read_some(4096);
+      if (piece.empty()) break;
+      received_ += piece;
     }
     return received_;
   }
@@ -1116,6 +1113,40 @@ class RawClient {
   int fd_;
   std::string received_;
   bool closed_ = false;
+};
+
+// `count` raw clients that send `bytes` a byte at a time, each byte to all of them together and
+// then a pause, from a thread of their own until all is sent or they go.
+class Tricklers {
+ public:
+  Tricklers(int port, int count, std::string bytes, std::chrono::milliseconds pause)
+      : bytes_(std::move(bytes)) {
+    for (int i = 0; i < count; ++i) clients_.push_back(std::make_unique<RawClient>(port));
+    thread_ = std::thread([this, pause] {
+      for (size_t at = 0; at < bytes_.size() && !stop_.load(); ++at) {
+        for (auto& client : clients_) client->send_all(bytes_.substr(at, 1));
+        std::this_thread::sleep_for(pause);
+      }
+    });
+  }
+  ~Tricklers() {
+    stop_.store(true);
+    thread_.join();
+  }
+  Tricklers(const Tricklers&) = delete;
+  Tricklers& operator=(const Tricklers&) = delete;
+
+  bool connected() const {
+    return std::all_of(clients_.begin(), clients_.end(),
+                       [](const auto& client) { return client->connected(); });
+  }
+  const std::vector<std::unique_ptr<RawClient>>& clients() const { return clients_; }
+
+ private:
+  std::string bytes_;
+  std::vector<std::unique_ptr<RawClient>> clients_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 std::string authorized_get(const std::string& path, const std::string& extra = "") {
@@ -1146,21 +1177,9 @@ TEST_F(HttpApiTest, TricklingClientsAreCutOffAndOthersAreServed) {
   config.threads = 2;
   config.header_timeout_s = 1.5;
   start(config);
-  constexpr int kTricklers = 100;
-  std::vector<std::unique_ptr<RawClient>> tricklers;
-  for (int i = 0; i < kTricklers; ++i) {
-    tricklers.push_back(std::make_unique<RawClient>(api_->port()));
-    ASSERT_TRUE(tricklers.back()->connected());
-  }
-  const std::string request = authorized_get("/healthz");
   const auto started = std::chrono::steady_clock::now();
-  std::atomic<bool> stop{false};
-  std::thread trickle([&] {
-    for (size_t at = 0; at < request.size() && !stop.load(); ++at) {
-      for (auto& t : tricklers) t->send_all(request.substr(at, 1));
-      std::this_thread::sleep_for(100ms);
-    }
-  });
+  const Tricklers tricklers(api_->port(), 100, authorized_get("/healthz"), 100ms);
+  ASSERT_TRUE(tricklers.connected());
   std::this_thread::sleep_for(300ms);
   const auto asked = std::chrono::steady_clock::now();
   const auto res = get("/healthz");
@@ -1169,7 +1188,7 @@ TEST_F(HttpApiTest, TricklingClientsAreCutOffAndOthersAreServed) {
   EXPECT_EQ(res->status, 200);
   EXPECT_LT(answered_in, 1s);
   // Each trickler is answered 408 and closed once its headers' deadline has passed.
-  for (auto& t : tricklers) {
+  for (const auto& t : tricklers.clients()) {
     const std::string reply = t->read();
     EXPECT_TRUE(t->closed());
     if (!reply.empty()) {
@@ -1177,8 +1196,6 @@ TEST_F(HttpApiTest, TricklingClientsAreCutOffAndOthersAreServed) {
     }
   }
   const auto all_closed_after = std::chrono::steady_clock::now() - started;
-  stop.store(true);
-  trickle.join();
   EXPECT_GE(all_closed_after, 1400ms);
   EXPECT_LT(all_closed_after, 10s);
   expect_server_healthy();
@@ -1193,28 +1210,15 @@ TEST_F(HttpApiTest, BusyTricklersAreCutOffAtTheirDeadline) {
   config.threads = 2;
   config.header_timeout_s = 0.25;
   start(config);
-  constexpr int kTricklers = 64;
-  std::vector<std::unique_ptr<RawClient>> tricklers;
-  for (int i = 0; i < kTricklers; ++i) {
-    tricklers.push_back(std::make_unique<RawClient>(api_->port()));
-    ASSERT_TRUE(tricklers.back()->connected());
-  }
   // 4096 header bytes at one a millisecond: ~4 s to the size limit.
-  const std::string endless_header = "GET /healthz HTTP/1.1\r\nX-Pad: " + std::string(8192, 'a');
-  std::atomic<bool> stop{false};
-  std::thread trickle([&] {
-    for (size_t at = 0; at < endless_header.size() && !stop.load(); ++at) {
-      for (auto& t : tricklers) t->send_all(endless_header.substr(at, 1));
-      std::this_thread::sleep_for(1ms);
-    }
-  });
-  for (auto& t : tricklers) {
+  const Tricklers tricklers(api_->port(), 64,
+                            "GET /healthz HTTP/1.1\r\nX-Pad: " + std::string(8192, 'a'), 1ms);
+  ASSERT_TRUE(tricklers.connected());
+  for (const auto& t : tricklers.clients()) {
     const std::string reply = t->read();
     EXPECT_TRUE(t->closed());
     EXPECT_TRUE(reply.starts_with("HTTP/1.1 408")) << reply.substr(0, 200);
   }
-  stop.store(true);
-  trickle.join();
   expect_server_healthy();
 }
 

@@ -85,6 +85,14 @@ Batch decode_batch_led_by(const std::vector<Candidate>& candidates, const Candid
   return batch;
 }
 
+// `holders`' streams appended to `order`, most slack first.
+void append_most_slack_first(std::vector<Candidate>& holders,
+                             std::vector<std::shared_ptr<Stream>>& order) {
+  std::stable_sort(holders.begin(), holders.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
+  for (const Candidate& holder : holders) order.push_back(holder.stream);
+}
+
 // The streams of `batch`'s voice that hold pages but are not in it, in the order a decode step
 // takes their pages back when the pool runs out, before its own: first those waiting for their
 // client to read (they make no progress until it does), then those of the other stage or past
@@ -115,11 +123,8 @@ std::vector<std::shared_ptr<Stream>> page_holders_outside(
     }
   }
   std::vector<std::shared_ptr<Stream>> order;
-  for (std::vector<Candidate>* group : {&waiting, &others}) {
-    std::stable_sort(group->begin(), group->end(),
-                     [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
-    for (const Candidate& holder : *group) order.push_back(holder.stream);
-  }
+  append_most_slack_first(waiting, order);
+  append_most_slack_first(others, order);
   return order;
 }
 
@@ -158,9 +163,7 @@ Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candi
         return pool->pages_for(work_of(*c.stream).generation.prefill_length());
       },
       [&](const Candidate& c) { return never_fits(*pool, work_of(*c.stream).generation); });
-  std::stable_sort(waiting.begin(), waiting.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.slack > b.slack; });
-  for (const Candidate& holder : waiting) batch.preemptible.push_back(holder.stream);
+  append_most_slack_first(waiting, batch.preemptible);
   batch.pages_to_leave = to_leave;
   return batch;
 }
@@ -429,6 +432,14 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   std::vector<size_t> ready;
   std::vector<bool> preempted(n, false);
   size_t outside = 0;  // batch.preemptible taken back so far
+  // Takes the next stream of batch.preemptible's pages back, if it still decodes over them.
+  const auto take_back_next_outside = [&] {
+    GenerationWork& holder = work_of(*batch.preemptible[outside++]);
+    if (holder.generation.next() == Next::kDecode && !holder.pages.empty()) {
+      holder.preempt();
+      ++out.preempted;
+    }
+  };
   for (size_t i = 0; i < n; ++i) {
     GenerationWork& work = work_of(*batch.items[i]);
     RequestGeneration& g = work.generation;
@@ -447,11 +458,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
           pool.pages_for(g.prefill_length()) - static_cast<int64_t>(work.pages.size());
       while (pool.free_pages() - batch.pages_to_leave < needed &&
              outside < batch.preemptible.size()) {
-        GenerationWork& holder = work_of(*batch.preemptible[outside++]);
-        if (holder.generation.next() == Next::kDecode && !holder.pages.empty()) {
-          holder.preempt();
-          ++out.preempted;
-        }
+        take_back_next_outside();
       }
       if (!pool.grow(work.pages, g.prefill_length())) continue;
     } else {
@@ -460,11 +467,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
       // still holding pages, which may be this one), until the page is found.
       while (!preempted[i] && !pool.grow(work.pages, g.positions() + 1)) {
         if (outside < batch.preemptible.size()) {
-          GenerationWork& holder = work_of(*batch.preemptible[outside++]);
-          if (holder.generation.next() == Next::kDecode && !holder.pages.empty()) {
-            holder.preempt();
-            ++out.preempted;
-          }
+          take_back_next_outside();
           continue;
         }
         size_t victim = n - 1;
