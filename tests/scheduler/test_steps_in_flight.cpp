@@ -53,6 +53,7 @@ class LaneWork final : public StreamWork {
   int queued;
   int beside;
   bool queued_throws = false;   // its queued steps' finish() throws
+  uint64_t queued_bytes = 0;    // workspace its queued steps hold until they finish
   uint64_t beside_bytes = 0;    // workspace of its beside steps
   bool queued_records = false;  // its queued steps keep a recording (4 MiB) they replay
 };
@@ -87,14 +88,20 @@ Batch first_with(const std::vector<std::shared_ptr<Stream>>& streams, int LaneWo
       streams, pacing, now, [member](const Stream& stream) { return work_of(stream).*member > 0; });
 }
 
-// A queued step, finished by the scheduler: logs "finish queued", gives the unit's sample.
+// A queued step, finished by the scheduler: logs "finish queued", gives its workspace back and
+// the unit's sample.
 class QueuedStep final : public StepInFlight {
  public:
-  QueuedStep(EventLog& log, int& in_flight, float value, bool throws)
-      : log_(log), in_flight_(in_flight), value_(value), throws_(throws) {}
+  QueuedStep(EventLog& log, int& in_flight, float value, bool throws, Tensor workspace)
+      : log_(log),
+        in_flight_(in_flight),
+        value_(value),
+        throws_(throws),
+        workspace_(std::move(workspace)) {}
   StepOutput finish() override {
     log_.add("finish queued");
     --in_flight_;
+    workspace_ = Tensor();
     if (throws_) throw std::runtime_error("the queued work failed on the device");
     return {.audio = {std::vector<float>{value_}}, .errors = {nullptr}};
   }
@@ -104,6 +111,7 @@ class QueuedStep final : public StepInFlight {
   int& in_flight_;
   float value_;
   bool throws_;
+  Tensor workspace_;
 };
 
 class QueuedKind final : public StepKind {
@@ -114,7 +122,9 @@ class QueuedKind final : public StepKind {
                 Clock::time_point now) override {
     return first_with(streams, &LaneWork::queued, pacing, now);
   }
-  uint64_t footprint(const Batch&, size_t) override { return 0; }
+  uint64_t footprint(const Batch& batch, size_t) override {
+    return MemoryBudget::footprint(work_of(*batch.items.front()).queued_bytes);
+  }
   StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override { return {}; }
   StepOutput run(const Batch& batch, MemoryBudget& budget) override {
     StepOutput output;
@@ -132,8 +142,13 @@ class QueuedKind final : public StepKind {
             ops::empty(runtime_.persistent_context(), {static_cast<int64_t>(kMiB)}, DType::F32);
       }
     }
+    Tensor workspace;
+    if (work.queued_bytes > 0) {
+      workspace =
+          ops::empty(runtime_.context(), {static_cast<int64_t>(work.queued_bytes / 4)}, DType::F32);
+    }
     return std::make_unique<QueuedStep>(log_, in_flight_, static_cast<float>(work.queued--),
-                                        work.queued_throws);
+                                        work.queued_throws, std::move(workspace));
   }
   void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
 
@@ -237,6 +252,17 @@ TEST_F(StepsInFlight, TheStepInFlightFinishesBeforeRecordingsAreReleasedForMemor
   work->beside_bytes = 10 * kMiB;
   EXPECT_EQ(speak(std::move(work)), (std::vector<float>{1.0f, -1.0f}));
   EXPECT_EQ(log_.events(), (Events{"start queued", "finish queued", "release", "run beside"}));
+}
+
+TEST_F(StepsInFlight, AStepThatFitsOnlyOnceTheOneInFlightIsDoneWaitsForIt) {
+  // The queued step holds 8 MiB until it finishes; the beside step's 8 MiB fit the 12 MiB limit
+  // only after that: it runs after the finish instead of being refused.
+  auto work = std::make_unique<LaneWork>(1, 1);
+  work->queued_bytes = 8 * kMiB;
+  work->beside_bytes = 8 * kMiB;
+  EXPECT_EQ(speak(std::move(work)), (std::vector<float>{1.0f, -1.0f}));
+  EXPECT_EQ(log_.events(), (Events{"start queued", "finish queued", "run beside"}));
+  EXPECT_EQ(scheduler().counts("beside").beside, 0u);
 }
 
 }  // namespace
