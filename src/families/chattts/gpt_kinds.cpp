@@ -398,18 +398,18 @@ uint64_t GptKind::footprint(const Batch& batch, size_t size) {
 
 scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
                                         uint64_t available) const {
-  const std::string needs = " needs " + format_bytes(footprint) +
-                            " of device memory for ChatTTS's GPT, more than the " +
-                            format_bytes(available) + " this server has for one step";
-  if (prefill_) {  // its size is the sentence's: the client can send less
-    return {.request_too_large = true,
-            .code = "sentence_too_long",
-            .message = "a prefill of " + std::to_string(prefill_length(*batch.items.front())) +
-                       " tokens" + needs + "; split it into shorter sentences"};
-  }
+  // A sentence's prefill is bounded by the front end's longest sentence and a stream's by the
+  // GPT's positions: a step of one that does not fit is the server's to fix, not the client's.
+  const std::string what =
+      prefill_ ? "a prefill of " + std::to_string(prefill_length(*batch.items.front())) + " tokens"
+               : "one decode step";
   return {.request_too_large = false,
           .code = "insufficient_memory",
-          .message = "one decode step" + needs + "; start it with more memory"};
+          .message = what + " needs " + format_bytes(footprint) +
+                     " of device memory for ChatTTS's GPT, more than the " +
+                     format_bytes(available) +
+                     " this server has for one step; start it with a larger --gpu-memory-limit "
+                     "or a smaller --kv-cache"};
 }
 
 scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {
