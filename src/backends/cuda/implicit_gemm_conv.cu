@@ -764,20 +764,21 @@ void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int 
 // 1)): it copies the input's window of N + halo₁ rows once (all C channels, each 16-channel group
 // a swizzled window as mma_conv_kernel's stage has), computes the first convolution over N
 // intermediate steps (those its output steps read), writes them, bias added, activated and zero
-// outside the sequence, into shared memory in the same layout, and computes the second
-// convolution from there; only the weights stream through a ring of stages (the first's C / 16
-// stages, then the second's). The second's last halo₂ columns read rows past the intermediate's
-// and are not stored. Against two launches this reads the input once and neither writes nor
-// reads the intermediate through global memory, for ~halo₂ / N more multiplies.
+// outside the sequence, into shared memory in the same layout over the window (which the first
+// convolution no longer reads), and computes the second convolution from there; only the weights
+// stream through a ring of stages (the first's C / 16 stages, then the second's). The second's
+// last halo₂ columns read rows past the intermediate's and are not stored. Against two launches
+// this reads the input once and neither writes nor reads the intermediate through global memory,
+// for ~halo₂ / N more multiplies.
 struct PairOnChipLayout {
-  int window_rows = 0;    // N + halo₁
-  int window_group = 0;   // bytes of one group's window, rounded to 128
-  int middle_rows = 0;    // N + halo₂ (the rows past N zero)
-  int middle_group = 0;   // bytes of one group's intermediate, rounded to 128
-  int middle_offset = 0;  // where the intermediate starts: after the window
-  int ring_offset = 0;    // where the weight ring starts: after the intermediate
-  int weight_stage = 0;   // bytes of one ring slot: max(K₁, K₂) taps × C rows of 16 channels
-  int out_steps = 0;      // output steps a block stores: N − halo₂
+  int window_rows = 0;   // N + halo₁
+  int window_group = 0;  // bytes of one group's window, rounded to 128
+  int middle_rows = 0;   // N + halo₂ (the rows past N zero)
+  int middle_group = 0;  // bytes of one group's intermediate, rounded to 128
+  int ring_offset = 0;   // where the weight ring starts: after the window or the intermediate,
+                         // whichever is larger (the intermediate starts where the window does)
+  int weight_stage = 0;  // bytes of one ring slot: max(K₁, K₂) taps × C rows of 16 channels
+  int out_steps = 0;     // output steps a block stores: N − halo₂
 };
 
 constexpr int kMaxPairOnChipHalo = 64;  // halo₂ at most: a block stores at least 64 steps
@@ -790,8 +791,7 @@ PairOnChipLayout pair_on_chip_layout(int block_steps, int64_t channels, int64_t 
   l.window_group = round_to_128(l.window_rows * kRowBytes);
   l.middle_rows = block_steps + static_cast<int>((k2 - 1) * d2);
   l.middle_group = round_to_128(l.middle_rows * kRowBytes);
-  l.middle_offset = groups * l.window_group;
-  l.ring_offset = l.middle_offset + groups * l.middle_group;
+  l.ring_offset = groups * std::max(l.window_group, l.middle_group);
   l.weight_stage = static_cast<int>(std::max(k1, k2) * channels) * kRowBytes;
   l.out_steps = block_steps - static_cast<int>((k2 - 1) * d2);
   return l;
@@ -841,13 +841,6 @@ __global__ void __launch_bounds__(Tiling::kThreads)
     const bool inside = step >= 0 && step < steps;
     copy_async_16(shared_base + window_chunk(i),
                   inside ? x + step * kChannels + (i % kChunksPerRow) * 8 : x, inside);
-  }
-  // The intermediate's rows past the tile's steps feed only the columns not stored: zeros.
-  for (int i = threadIdx.x; i < (l.middle_rows - Tiling::kSteps) * kChunksPerRow; i += kThreads) {
-    const int row = Tiling::kSteps + i / kChunksPerRow;
-    const int chunk = i % kChunksPerRow;
-    *reinterpret_cast<uint4*>(shared + l.middle_offset + (chunk >> 1) * l.middle_group +
-                              swizzled(row, chunk & 1)) = make_uint4(0, 0, 0, 0);
   }
 
   // Ring stage q: the first convolution's weights for input channels 16q .. 16q + 15, then (q ≥
@@ -905,8 +898,7 @@ __global__ void __launch_bounds__(Tiling::kThreads)
     const int kernel = static_cast<int>(in_first ? first.kernel : second.kernel);
     const int dilation = static_cast<int>(in_first ? first.dilation : second.dilation);
     const uint32_t operand =
-        shared_base +
-        (in_first ? q * l.window_group : l.middle_offset + (q - kGroups) * l.middle_group);
+        shared_base + (in_first ? q * l.window_group : (q - kGroups) * l.middle_group);
     uint32_t a_address = shared_base + l.ring_offset + buffer * l.weight_stage + a_offset;
     int b_row = b_step;
     for (int k = 0; k < kernel; ++k) {
@@ -930,15 +922,24 @@ __global__ void __launch_bounds__(Tiling::kThreads)
       b_row += dilation;
     }
     if (q == kGroups - 1) {
-      // The intermediate: bias added, the second's leaky ReLU applied, zero outside the
-      // sequence (the second's padding), rounded to T. The next stage's barrier orders these
-      // stores before the second convolution reads them.
+      // The intermediate, over the window once every warp is done with it: bias added, the
+      // second's leaky ReLU applied, zero outside the sequence (the second's padding), rounded
+      // to T; its rows past the tile's steps, which feed only the columns not stored, zero. The
+      // next stage's barrier orders these stores before the second convolution reads them.
+      __syncthreads();
+      for (int i = threadIdx.x; i < (l.middle_rows - Tiling::kSteps) * kChunksPerRow;
+           i += kThreads) {
+        const int row = Tiling::kSteps + i / kChunksPerRow;
+        const int chunk = i % kChunksPerRow;
+        *reinterpret_cast<uint4*>(shared + (chunk >> 1) * l.middle_group +
+                                  swizzled(row, chunk & 1)) = make_uint4(0, 0, 0, 0);
+      }
       const auto store = [&](int m, int column, float v) {
         const int64_t step = middle_step0 + column;
         if (second.input_leaky_relu && v < 0.0f) v *= second.input_slope;
         if (step < 0 || step >= steps) v = 0.0f;
-        *reinterpret_cast<T*>(shared + l.middle_offset + (m >> 4) * l.middle_group +
-                              swizzled(column, (m >> 3) & 1) + (m & 7) * 2) = from_float<T>(v);
+        *reinterpret_cast<T*>(shared + (m >> 4) * l.middle_group + swizzled(column, (m >> 3) & 1) +
+                              (m & 7) * 2) = from_float<T>(v);
       };
       for_each_accumulator_pair<T, Tiling>(first, acc, 0, warp_m, warp_n, lane,
                                            [&](int m, int column, float v0, float v1) {
