@@ -63,6 +63,31 @@ inline void run_job(server::SpeechJob& job, AudioReceiver& receiver) {
   }
 }
 
+// A client that takes one piece of audio and then nothing until open() (a listener reading
+// slowly), however the test ends once it is opened.
+class GatedSink final : public AudioReceiver {
+ public:
+  bool write(std::span<const float> samples) override {
+    std::unique_lock lock(mutex_);
+    opened_.wait(lock, [&] { return open_ || audio.empty(); });
+    audio.insert(audio.end(), samples.begin(), samples.end());
+    return true;
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  std::vector<float> audio;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
 // Keeps every sample; can stop after a number of writes (the client going away).
 class CollectingSink final : public AudioReceiver {
  public:

@@ -221,31 +221,6 @@ TEST(ChatTtsEngine, AClientThatDoesNotReadStopsTheDecodingAndHoldsBoundedAudio) 
   EXPECT_EQ(served.kv_pages("used"), 0.0);
 }
 
-// A client that takes one piece of audio and then nothing until open() (a listener reading
-// slowly), however the test ends once it is opened.
-class GatedSink final : public AudioReceiver {
- public:
-  bool write(std::span<const float> samples) override {
-    std::unique_lock lock(mutex_);
-    opened_.wait(lock, [&] { return open_ || audio.empty(); });
-    audio.insert(audio.end(), samples.begin(), samples.end());
-    return true;
-  }
-  void open() {
-    {
-      std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    opened_.notify_all();
-  }
-  std::vector<float> audio;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable opened_;
-  bool open_ = false;
-};
-
 // A stream waiting for its client to read holds its pages only while no one else needs them: a
 // new request's prefill takes them back (the waiting stream is preempted, and recomputes its
 // stage once its client reads on), instead of waiting for the slow stream's deadline. Both
@@ -282,8 +257,7 @@ TEST(ChatTtsEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
   expect_same_audio(quick_alone, speak(service, request(quick_text, 4)), quick_text);
   // Long before the slow stream's deadline, which it would have waited for.
   EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(60));
-  EXPECT_GT(
-      service.step_counts("prefill").preempted + service.step_counts("decode").preempted, 0u);
+  EXPECT_GT(service.step_counts("prefill").preempted + service.step_counts("decode").preempted, 0u);
   sink.open();
   slow_client.get();
   expect_same_audio(slow_alone, sink.audio, slow_text);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -354,21 +355,35 @@ TEST(SambertEngine, PredictedLengthsPastTheLimitAre413AndNoFramesMakeNoAudio) {
   EXPECT_EQ(spoken.samples, 0);
 }
 
+// The pages one utterance of `text` holds while its client does not read.
+double pages_held_by(const std::string& text) {
+  Served probe(config_of(kFixtureVoice.string(), 64));
+  std::unique_ptr<server::SpeechJob> held = probe.service.admit(request(text));
+  held->start([] {});
+  EXPECT_TRUE(wait_until_steps_stop(probe.service, "decode"));
+  return probe.kv_pages("used");
+}
+
+// When a sink first took audio.
+class TimedSink final : public AudioReceiver {
+ public:
+  bool write(std::span<const float> samples) override {
+    if (audio.empty()) first = std::chrono::steady_clock::now();
+    audio.insert(audio.end(), samples.begin(), samples.end());
+    return true;
+  }
+  std::vector<float> audio;
+  std::chrono::steady_clock::time_point first;
+};
+
 // Each voice has a pool of pages of its own: while one voice's most urgent utterance waits for
-// pages (its pool held by a stream whose client does not read), another voice's utterances are
-// still prefilled and served.
+// pages (its pool held by a stream whose client does not read, until that stream's utterance is
+// decoded to its end), another voice's utterances are prefilled and served: the other voice's
+// first audio comes before the waiting one's.
 TEST(SambertEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
   const std::string held_text = utterance(30, 21);
-  // The pages one such utterance holds.
-  double pages = 0.0;
-  {
-    Served probe(config_of(kFixtureVoice.string(), 64));
-    std::unique_ptr<server::SpeechJob> held = probe.service.admit(request(held_text));
-    held->start([] {});
-    ASSERT_TRUE(wait_until_steps_stop(probe.service, "decode"));
-    pages = probe.kv_pages("used");
-    ASSERT_GT(pages, 0.0);
-  }
+  const double pages = pages_held_by(held_text);
+  ASSERT_GT(pages, 0.0);
   test_support::EditedVoice other(kFixtureVoice, "other");
   other.edit([](nlohmann::json& config) { config["name"] = "tiny-sambert-b"; });
   // Room for the held utterance and one page more in each voice's pool: the waiting one, shorter
@@ -382,20 +397,57 @@ TEST(SambertEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
   held->start([] {});
   ASSERT_TRUE(wait_until_steps_stop(served.service, "decode"));
   std::unique_ptr<server::SpeechJob> waiting = served.service.admit(request(utterance(12, 23)));
-  waiting->start([] {});
+  TimedSink waiting_sink;
+  auto waiting_client = std::async(std::launch::async, [&] { run_job(*waiting, waiting_sink); });
   std::unique_ptr<server::SpeechJob> other_voice =
       served.service.admit(request(held_text, "tiny-sambert-b"));
-  CollectingSink sink;
-  run_job(*other_voice, sink);
-  EXPECT_FALSE(sink.audio.empty());
-  // Served while the other voice's utterance still waits (not after the held streams timed out).
-  std::vector<float> piece;
-  try {
-    EXPECT_FALSE(waiting->take(piece));
-  } catch (const server::ApiError& e) {
-    ADD_FAILURE() << "the waiting request ended first: " << e.status << " " << e.message;
-  }
-  EXPECT_TRUE(piece.empty());
+  TimedSink other_sink;
+  run_job(*other_voice, other_sink);
+  waiting_client.get();
+  ASSERT_FALSE(other_sink.audio.empty());
+  ASSERT_FALSE(waiting_sink.audio.empty());
+  EXPECT_LT(other_sink.first, waiting_sink.first);
+}
+
+// A stream whose client does not read holds its pages only while no one else needs them: when a
+// new request's utterance waits for pages, the held utterance is decoded to its end (its frames
+// wait on the host) and gives them back, instead of holding them until its deadline; its next
+// utterance takes no pages until its client reads on. Both streams' audio is what each makes
+// alone.
+TEST(SambertEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
+  const std::string slow_text = utterance(30, 21) + "\n" + utterance(20, 22);
+  const std::string quick_text = utterance(12, 23);
+  const double pages = pages_held_by(slow_text);
+  ASSERT_GT(pages, 0.0);
+  // Room for the held utterance and one page more; a deadline the quick request would wait for
+  // if the slow stream kept its pages.
+  EngineConfig config = config_of(kFixtureVoice.string(), static_cast<uint64_t>(pages) + 1);
+  config.request_timeout = std::chrono::seconds(120);
+  Served served(config);
+  EngineService& service = served.service;
+  std::unique_ptr<server::SpeechJob> slow = service.admit(request(slow_text));
+  GatedSink sink;
+  auto slow_client = std::async(std::launch::async, [&] { run_job(*slow, sink); });
+  struct Opener {
+    GatedSink& sink;
+    ~Opener() { sink.open(); }
+  } opener{sink};  // after the future: opens before it is waited for
+  ASSERT_TRUE(wait_until_steps_stop(service, "decode"));
+  ASSERT_GT(served.kv_pages("used"), 0.0);
+  const auto asked = std::chrono::steady_clock::now();
+  expect_same_audio(offline(kFixtureVoice.string(), quick_text),
+                    speak(service, request(quick_text)), quick_text);
+  // Long before the slow stream's deadline, which it would have waited for.
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(60));
+  ASSERT_TRUE(wait_until_steps_stop(service, "prefill"));
+  ASSERT_EQ(service.load().streams.size(), 1u);
+  EXPECT_EQ(served.kv_pages("used"), 0.0) << "the slow stream's next utterance took pages";
+  sink.open();
+  slow_client.get();
+  expect_same_audio(offline(kFixtureVoice.string(), slow_text), sink.audio, slow_text);
+  slow.reset();
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
 }
 
 // A client that never reads: its audio fills its buffer, then the decoder makes no more for it

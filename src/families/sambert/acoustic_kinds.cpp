@@ -230,8 +230,11 @@ Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
   std::vector<Candidate> candidates;
   for (const std::shared_ptr<Stream>& stream : streams) {
     const SentenceWork& work = work_of(*stream);
+    // A stream holding all the frames it may hold waits for its client before it takes pages:
+    // it would not decode them yet, and one that does not read must not decode on (DecodeKind).
     if (!stream->running() || work.utterances.empty() ||
-        work.utterances.front().stage != Stage::kEncoded) {
+        work.utterances.front().stage != Stage::kEncoded ||
+        work.held_frames() >= work.decode_ahead) {
       continue;
     }
     // The utterance this prefill is for is the audio the stream waits for, not audio on its way.
@@ -395,11 +398,39 @@ void PrefillKind::warm_up_steps(LoadedModels& models, const std::vector<int64_t>
 
 // ---- DecodeKind ----------------------------------------------------------------------------
 
+namespace {
+
+// The voices an encoded utterance waits for pages of (pages its pool has, but not free now).
+std::set<const VoiceEntry*> voices_short_of_pages(
+    const std::vector<std::shared_ptr<Stream>>& streams) {
+  std::set<const VoiceEntry*> short_of_pages;
+  for (const std::shared_ptr<Stream>& stream : streams) {
+    const SentenceWork& work = work_of(*stream);
+    if (!stream->running() || work.utterances.empty() ||
+        work.utterances.front().stage != Stage::kEncoded || !stream->voice->models) {
+      continue;
+    }
+    const KvPagePool& pool = *models_of(*stream->voice).pages;
+    const int64_t needed = pages_needed(work.utterances.front());
+    if (needed > pool.free_pages() && needed <= pool.pages()) short_of_pages.insert(stream->voice);
+  }
+  return short_of_pages;
+}
+
+}  // namespace
+
 Batch DecodeKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                           const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
+  // While an utterance waits for its voice's pages, the voice's decoding utterances go on to
+  // their last step even for clients that read slowly (what they make waits for them as frames
+  // on the host), so that every page comes back: no client can hold the pool by not reading.
+  const std::set<const VoiceEntry*> short_of_pages = voices_short_of_pages(streams);
   std::vector<Candidate> candidates;
   for (const std::shared_ptr<Stream>& stream : streams) {
-    if (!stream->running() || work_of(*stream).decoding() == nullptr) continue;
+    if (!stream->running() ||
+        work_of(*stream).decoding(short_of_pages.contains(stream->voice)) == nullptr) {
+      continue;
+    }
     // Decoded frames not vocoded yet are audio on its way.
     candidates.push_back({stream, stream->slack(now, pacing.first_audio_due_s) +
                                       seconds_of(*stream->voice, work_of(*stream).held_frames())});

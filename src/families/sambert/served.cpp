@@ -16,9 +16,9 @@ Utterance* SentenceWork::next_to_encode() {
   return const_cast<Utterance*>(std::as_const(*this).next_to_encode());
 }
 
-Utterance* SentenceWork::decoding() {
+Utterance* SentenceWork::decoding(bool to_the_end) {
   if (utterances.empty() || utterances.front().stage != Utterance::Stage::kDecoding) return nullptr;
-  return held_frames() < decode_ahead ? &utterances.front() : nullptr;
+  return to_the_end || held_frames() < decode_ahead ? &utterances.front() : nullptr;
 }
 
 int64_t SentenceWork::held_frames() const {
