@@ -57,10 +57,13 @@ class UsingWorkers {
   ~UsingWorkers() { use_espeak_workers(nullptr); }
 };
 
-// A stand-in worker: a shell script that answers the ready check, then does `then`.
+// A stand-in worker: a shell script that reads the ready check (a frame of 16 bytes: its length,
+// the phoneme mode, an empty language and no clauses) and answers it, then does `then`; `then`
+// starts with nothing of the ready check left to read.
 fs::path script_worker(const std::string& name, const std::string& then) {
   const fs::path path = fs::path(testing::TempDir()) / ("voxd-fake-worker-" + name);
   std::ofstream(path) << "#!/bin/sh\n"
+                      << "head -c 16 >/dev/null\n"
                       << "printf '\\005\\000\\000\\000\\000\\000\\000\\000\\000'\n"
                       << then << "\n";
   fs::permissions(path, fs::perms::owner_all);
