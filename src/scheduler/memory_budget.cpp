@@ -25,16 +25,6 @@ uint64_t MemoryBudget::available() const {
   return runtime_.breakdown().free + releasable;
 }
 
-uint64_t MemoryBudget::idle_capacity() const {
-  const uint64_t allocated = runtime_.allocator().stats().allocated_bytes;
-  uint64_t capacity = runtime_.limit_bytes();
-  if (capacity == CachingAllocatorOptions::kNone) {
-    capacity = runtime_.breakdown().total;
-    if (capacity == 0) return available();  // a device that does not say its capacity
-  }
-  return capacity > allocated ? capacity - allocated : 0;
-}
-
 bool MemoryBudget::fits(uint64_t footprint) {
   if (footprint == 0) return true;
   if (footprint > available()) return false;

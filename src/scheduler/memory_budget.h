@@ -23,12 +23,6 @@ class MemoryBudget {
 
   // Bytes the allocator can still hand to a step now, counting its free cache.
   uint64_t available() const;
-  // Bytes a step could have with only what is allocated now held: the limit (or, without one,
-  // the device's capacity) beyond the allocated bytes, with no other process on the device and
-  // no free block split in the allocator's cache. A step of more needs less held (fewer voices,
-  // a smaller KV cache) or a larger limit; a step of less but more than available() waits for
-  // memory that others hold for now.
-  uint64_t idle_capacity() const;
   // Whether a step of `footprint` bytes fits now; gives cached segments back first when only
   // that makes it fit.
   bool fits(uint64_t footprint);

@@ -624,17 +624,19 @@ std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, A
       continue;
     }
     // The step of another lane in flight gives its arena back when done: waiting for it costs
-    // least. Then recordings before idle voices: recording again costs less than loading a voice
-    // again.
+    // least, and the whole batch may fit after it. Then recordings before idle voices: recording
+    // again costs less than loading a voice again.
     if (in_flight_ && in_flight_->in_flight) {
       settle_in_flight();
+      size = batch.items.size();
+      admission.shrunk = false;
       continue;
     }
     if (budget_.reclaim(footprint)) continue;
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
     output.audio.resize(1);
-    output.errors.push_back(
-        std::make_exception_ptr(StepRefusalError(refusal(kind, batch, footprint))));
+    output.errors.push_back(std::make_exception_ptr(
+        StepRefusalError(kind.too_big(batch, footprint, budget_.available()))));
     batch.items.resize(1);
     return nullptr;
   }
@@ -644,21 +646,6 @@ std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, A
   batch.items.resize(size);
   admission.seconds = seconds_between(started, Clock::now());
   return kind.start(batch, budget_, output);
-}
-
-StepRefusal Scheduler::refusal(const StepKind& kind, const Batch& batch, uint64_t footprint) const {
-  const uint64_t available = budget_.available();
-  const uint64_t idle = budget_.idle_capacity();
-  if (footprint > idle) return kind.too_big(batch, footprint, idle);
-  // It would fit beside what this server holds: the rest is held by other processes on the
-  // device or split in the allocator's cache, which is no fault of the request's.
-  return {.request_too_large = false,
-          .code = "insufficient_memory",
-          .message = std::string("a ") + kind.name() + " step of this request needs " +
-                     format_bytes(footprint) + " of device memory and " + format_bytes(available) +
-                     " is free for it now (" + format_bytes(idle - available) +
-                     " more is held by other processes on the device or split in the allocator's "
-                     "cache); retry shortly"};
 }
 
 void Scheduler::ensure_loaded(VoiceEntry& voice) {

@@ -126,10 +126,6 @@ class Scheduler {
   // the items run; returns the step in flight, or null with what it made in `output`.
   std::unique_ptr<StepInFlight> execute(StepKind& kind, Batch& batch, Admission& admission,
                                         StepOutput& output);
-  // Device thread: why a batch of one whose `footprint` does not fit, after everything that
-  // could be freed was, cannot run: the kind's answer when the step is larger than the budget
-  // with only what is allocated held (MemoryBudget::idle_capacity); else 503, retry later.
-  StepRefusal refusal(const StepKind& kind, const Batch& batch, uint64_t footprint) const;
   // A step from its start to its delivery.
   struct StartedStep {
     StepKind* kind = nullptr;

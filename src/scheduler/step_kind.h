@@ -165,9 +165,7 @@ class StepKind {
   // allocator (MemoryBudget::footprint of its plan; plans are cached by shape). The voice is
   // loaded.
   virtual uint64_t footprint(const Batch& batch, size_t size) = 0;
-  // Why a batch of one whose footprint is more than the `available` bytes cannot run:
-  // `available` is what a step has with only the memory allocated now held
-  // (MemoryBudget::idle_capacity), so the step cannot run until that changes.
+  // Why a batch of one whose footprint is more than the `available` bytes cannot run.
   virtual StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const = 0;
   // Device thread, without the lock: runs `batch` in planned arenas, advancing the streams'
   // device-thread state. Throwing fails every request in the batch.

@@ -357,7 +357,7 @@ TEST(SambertEngine, PredictedLengthsPastTheLimitAre413AndNoFramesMakeNoAudio) {
 
 // The pages one utterance of `text` holds while its client does not read.
 double pages_held_by(const std::string& text) {
-  Served probe(config_of(kFixtureVoice.string(), 64));
+  Served probe(config_of(kFixtureVoice.string(), 256));
   std::unique_ptr<server::SpeechJob> held = probe.service.admit(request(text));
   held->start([] {});
   EXPECT_TRUE(wait_until_steps_stop(probe.service, "decode"));
@@ -379,9 +379,11 @@ class TimedSink final : public AudioReceiver {
 // Each voice has a pool of pages of its own: while one voice's most urgent utterance waits for
 // pages (its pool held by a stream whose client does not read, until that stream's utterance is
 // decoded to its end), another voice's utterances are prefilled and served: the other voice's
-// first audio comes before the waiting one's.
+// first audio comes before the waiting one's. The held utterance is long (~20 s of audio, ~530
+// decoder steps) so that, however late its decoding starts to outrank the others, the other
+// voice's prefill comes before its last step.
 TEST(SambertEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
-  const std::string held_text = utterance(30, 21);
+  const std::string held_text = utterance(400, 21);
   const double pages = pages_held_by(held_text);
   ASSERT_GT(pages, 0.0);
   test_support::EditedVoice other(kFixtureVoice, "other");
@@ -400,7 +402,7 @@ TEST(SambertEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
   TimedSink waiting_sink;
   auto waiting_client = std::async(std::launch::async, [&] { run_job(*waiting, waiting_sink); });
   std::unique_ptr<server::SpeechJob> other_voice =
-      served.service.admit(request(held_text, "tiny-sambert-b"));
+      served.service.admit(request(utterance(30, 24), "tiny-sambert-b"));
   TimedSink other_sink;
   run_job(*other_voice, other_sink);
   waiting_client.get();

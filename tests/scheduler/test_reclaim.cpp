@@ -151,26 +151,5 @@ TEST_F(Reclaim, AStepTooBigEvenWithoutTheRecordingsIsRefusedAndTheyStay) {
   EXPECT_EQ(speak("a", 2 * kMiB).size(), 160u);
 }
 
-TEST_F(Reclaim, AStepShortOfMemoryOnlyForTheSplitCacheIsAnswered503AndRunsOnceItIsWhole) {
-  // An 8 MiB segment split for a 2 MiB tensor: 6 MiB free in it but not for a step of 6 MiB, so
-  // the 12 MiB limit leaves 4 MiB for steps while only 2 MiB is allocated.
-  Context& ctx = engine_.runtime().context();
-  (void)ops::empty(ctx, {static_cast<int64_t>(8 * kMiB / 4)}, DType::F32);
-  Tensor held = ops::empty(ctx, {static_cast<int64_t>(2 * kMiB / 4)}, DType::F32);
-  ASSERT_EQ(engine_.runtime().allocator().stats().inactive_split_bytes, 6 * kMiB);
-  try {
-    (void)speak("a", 6 * kMiB);
-    ADD_FAILURE() << "a step of more than the memory free ran";
-  } catch (const server::ApiError& e) {
-    // Not the request's fault: it would fit beside what is allocated.
-    EXPECT_EQ(e.status, 503);
-    EXPECT_EQ(e.code, "insufficient_memory");
-    EXPECT_TRUE(e.retry_after_s.has_value());
-    EXPECT_NE(e.message.find("split in the allocator's cache"), std::string::npos) << e.message;
-  }
-  held = Tensor();
-  EXPECT_EQ(speak("a", 6 * kMiB).size(), 160u);
-}
-
 }  // namespace
 }  // namespace voxd::scheduler

@@ -408,8 +408,8 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
           .message = what + " needs " + format_bytes(footprint) +
                      " of device memory for ChatTTS's GPT, more than the " +
                      format_bytes(available) +
-                     " this server has for one step; start it with a larger --gpu-memory-limit "
-                     "or a smaller --kv-cache"};
+                     " this server has for one step; give it more device memory (a larger "
+                     "--gpu-memory-limit, or a device it does not share) or a smaller --kv-cache"};
 }
 
 scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {

@@ -211,6 +211,16 @@ void EncodeKind::warm_up(VoiceEntry& voice, const scheduler::Pacing&,
 
 namespace {
 
+// Whether `stream`'s next utterance is encoded and waits for a prefill. A stream holding all the
+// frames it may hold waits for its client first: it would not decode them yet, and one that does
+// not read must not take pages to decode on (DecodeKind decodes held utterances to their end
+// while others wait for pages).
+bool wants_prefill(const Stream& stream) {
+  const SentenceWork& work = work_of(stream);
+  return stream.running() && !work.utterances.empty() &&
+         work.utterances.front().stage == Stage::kEncoded && work.held_frames() < work.decode_ahead;
+}
+
 // A prefill of `lead`'s voice from `candidates` (least slack first): the utterances whose pages
 // are free (batch_within_free_pages).
 Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candidate& lead,
@@ -229,14 +239,7 @@ Batch PrefillKind::propose(const std::vector<std::shared_ptr<Stream>>& streams,
                            const scheduler::Pacing& pacing, scheduler::Clock::time_point now) {
   std::vector<Candidate> candidates;
   for (const std::shared_ptr<Stream>& stream : streams) {
-    const SentenceWork& work = work_of(*stream);
-    // A stream holding all the frames it may hold waits for its client before it takes pages:
-    // it would not decode them yet, and one that does not read must not decode on (DecodeKind).
-    if (!stream->running() || work.utterances.empty() ||
-        work.utterances.front().stage != Stage::kEncoded ||
-        work.held_frames() >= work.decode_ahead) {
-      continue;
-    }
+    if (!wants_prefill(*stream)) continue;
     // The utterance this prefill is for is the audio the stream waits for, not audio on its way.
     candidates.push_back(
         {stream, stream->slack(now, pacing.first_audio_due_s) + prefilled_audio_s(*stream)});
@@ -400,18 +403,15 @@ void PrefillKind::warm_up_steps(LoadedModels& models, const std::vector<int64_t>
 
 namespace {
 
-// The voices an encoded utterance waits for pages of (pages its pool has, but not free now).
+// The voices an utterance that wants its prefill waits for pages of (pages its pool has, but not
+// free now).
 std::set<const VoiceEntry*> voices_short_of_pages(
     const std::vector<std::shared_ptr<Stream>>& streams) {
   std::set<const VoiceEntry*> short_of_pages;
   for (const std::shared_ptr<Stream>& stream : streams) {
-    const SentenceWork& work = work_of(*stream);
-    if (!stream->running() || work.utterances.empty() ||
-        work.utterances.front().stage != Stage::kEncoded || !stream->voice->models) {
-      continue;
-    }
+    if (!wants_prefill(*stream) || !stream->voice->models) continue;
     const KvPagePool& pool = *models_of(*stream->voice).pages;
-    const int64_t needed = pages_needed(work.utterances.front());
+    const int64_t needed = pages_needed(work_of(*stream).utterances.front());
     if (needed > pool.free_pages() && needed <= pool.pages()) short_of_pages.insert(stream->voice);
   }
   return short_of_pages;
