@@ -393,7 +393,7 @@ TEST(SambertEngine, AVoiceWaitingForPagesDoesNotHoldAnotherVoiceBack) {
   // count the audio it is for), needs at least two.
   EngineConfig config = config_of(kFixtureVoice.string(), static_cast<uint64_t>(pages) + 1);
   config.voice_dirs.push_back(other.path());
-  config.request_timeout = std::chrono::seconds(20);  // a wait ends in a 504, not a hang
+  config.request_timeout = std::chrono::seconds(60);  // a wait ends in a 504, not a hang
   Served served(config);
   std::unique_ptr<server::SpeechJob> held = served.service.admit(request(held_text));
   held->start([] {});
