@@ -11,6 +11,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -63,29 +64,52 @@ inline void run_job(server::SpeechJob& job, AudioReceiver& receiver) {
   }
 }
 
-// A client that takes one piece of audio and then nothing until open() (a listener reading
-// slowly), however the test ends once it is opened.
-class GatedSink final : public AudioReceiver {
+// A client of `job` on a thread of its own that takes one piece of audio and then nothing until
+// read_on() (a listener reading slowly). However the test ends, it reads on before it goes.
+class SlowClient {
  public:
-  bool write(std::span<const float> samples) override {
-    std::unique_lock lock(mutex_);
-    opened_.wait(lock, [&] { return open_ || audio.empty(); });
-    audio.insert(audio.end(), samples.begin(), samples.end());
-    return true;
+  explicit SlowClient(server::SpeechJob& job)
+      : done_(std::async(std::launch::async, [this, &job] { run_job(job, sink_); })) {}
+  ~SlowClient() {
+    sink_.open();
+    if (done_.valid()) done_.wait();
   }
-  void open() {
-    {
-      std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    opened_.notify_all();
+  SlowClient(const SlowClient&) = delete;
+  SlowClient& operator=(const SlowClient&) = delete;
+
+  // Reads the rest; all the audio (rethrows what ended the job).
+  std::vector<float> read_on() {
+    sink_.open();
+    done_.get();
+    return sink_.audio;
   }
-  std::vector<float> audio;
 
  private:
-  std::mutex mutex_;
-  std::condition_variable opened_;
-  bool open_ = false;
+  class GatedSink final : public AudioReceiver {
+   public:
+    bool write(std::span<const float> samples) override {
+      std::unique_lock lock(mutex_);
+      opened_.wait(lock, [&] { return open_ || audio.empty(); });
+      audio.insert(audio.end(), samples.begin(), samples.end());
+      return true;
+    }
+    void open() {
+      {
+        std::lock_guard lock(mutex_);
+        open_ = true;
+      }
+      opened_.notify_all();
+    }
+    std::vector<float> audio;
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable opened_;
+    bool open_ = false;
+  };
+
+  GatedSink sink_;  // before done_, whose thread writes into it
+  std::future<void> done_;
 };
 
 // Keeps every sample; can stop after a number of writes (the client going away).

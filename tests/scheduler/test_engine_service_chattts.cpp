@@ -244,12 +244,7 @@ TEST(ChatTtsEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
   Served served(config);
   EngineService& service = served.service;
   std::unique_ptr<server::SpeechJob> slow = service.admit(request(slow_text, 3));
-  GatedSink sink;
-  auto slow_client = std::async(std::launch::async, [&] { run_job(*slow, sink); });
-  struct Opener {
-    GatedSink& sink;
-    ~Opener() { sink.open(); }
-  } opener{sink};  // after the future: opens before it is waited for
+  SlowClient slow_client(*slow);
   ASSERT_TRUE(wait_until_steps_stop(service, "decode"));
   ASSERT_EQ(service.load().streams.size(), 1u) << "the slow stream ended: make its text longer";
   ASSERT_GT(served.kv_pages("used"), 0.0);
@@ -258,9 +253,8 @@ TEST(ChatTtsEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
   // Long before the slow stream's deadline, which it would have waited for.
   EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(60));
   EXPECT_GT(service.step_counts("prefill").preempted + service.step_counts("decode").preempted, 0u);
-  sink.open();
-  slow_client.get();
-  expect_same_audio(slow_alone, sink.audio, slow_text);
+  const std::vector<float> slow_audio = slow_client.read_on();
+  expect_same_audio(slow_alone, slow_audio, slow_text);
   slow.reset();
   wait_idle(service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);

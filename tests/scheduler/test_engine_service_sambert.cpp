@@ -428,12 +428,7 @@ TEST(SambertEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
   Served served(config);
   EngineService& service = served.service;
   std::unique_ptr<server::SpeechJob> slow = service.admit(request(slow_text));
-  GatedSink sink;
-  auto slow_client = std::async(std::launch::async, [&] { run_job(*slow, sink); });
-  struct Opener {
-    GatedSink& sink;
-    ~Opener() { sink.open(); }
-  } opener{sink};  // after the future: opens before it is waited for
+  SlowClient slow_client(*slow);
   ASSERT_TRUE(wait_until_steps_stop(service, "decode"));
   ASSERT_GT(served.kv_pages("used"), 0.0);
   const auto asked = std::chrono::steady_clock::now();
@@ -444,9 +439,8 @@ TEST(SambertEngine, AStreamWaitingForItsClientGivesItsPagesToANewRequest) {
   ASSERT_TRUE(wait_until_steps_stop(service, "prefill"));
   ASSERT_EQ(service.load().streams.size(), 1u);
   EXPECT_EQ(served.kv_pages("used"), 0.0) << "the slow stream's next utterance took pages";
-  sink.open();
-  slow_client.get();
-  expect_same_audio(offline(kFixtureVoice.string(), slow_text), sink.audio, slow_text);
+  const std::vector<float> slow_audio = slow_client.read_on();
+  expect_same_audio(offline(kFixtureVoice.string(), slow_text), slow_audio, slow_text);
   slow.reset();
   wait_idle(service);
   EXPECT_EQ(served.kv_pages("used"), 0.0);

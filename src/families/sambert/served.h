@@ -104,7 +104,7 @@ class SentenceWork final : public scheduler::StreamWork {
   const Utterance* next_to_encode() const;
   // The first utterance while it is being decoded and its audio may take more frames (or, with
   // `to_the_end`, while it is being decoded at all), or null.
-  Utterance* decoding(bool to_the_end = false);
+  Utterance* decoding(bool to_the_end);
   // Decoder frames made and not yet vocoded.
   int64_t held_frames() const;
   // Gives the first utterance's pages back (when its last step is made, or the stream ends).
