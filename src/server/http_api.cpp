@@ -207,10 +207,10 @@ class HttpApi::Impl final : public RequestHandler {
   size_t shutdown(Clock::duration grace);
   size_t speech_in_progress() const {
     std::lock_guard lock(speech_mutex_);
-    return running_.size();
+    return running_.size() + arriving_;
   }
 
-  std::shared_ptr<Reply> screen(const RequestHead& head) override;
+  Screening screen(const RequestHead& head) override;
   std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake) override;
   std::shared_ptr<Reply> unreadable(ReadFailure failure, const RequestHead* head) override;
 
@@ -259,6 +259,10 @@ class HttpApi::Impl final : public RequestHandler {
   }
   void raise_open_file_limit() const;
 
+  // A speech request whose body is being read, counted until the connection drops it; null when
+  // the server is draining (checked under the lock wait_for_speech() takes, so that a request
+  // let in is waited for).
+  std::shared_ptr<void> arriving_speech();
   // Speech replies in progress, for speech_in_progress(), the grace and cancellation.
   void register_speech(SpeechReply* reply);
   void unregister_speech(SpeechReply* reply);
@@ -284,6 +288,7 @@ class HttpApi::Impl final : public RequestHandler {
   mutable std::mutex speech_mutex_;
   std::condition_variable speech_ended_;
   std::set<SpeechReply*> running_;
+  size_t arriving_ = 0;  // speech requests whose bodies are being read
   bool cancelling_ = false;
 
   net::io_context io_;
@@ -836,7 +841,31 @@ size_t HttpApi::Impl::shutdown(Clock::duration grace) {
 bool HttpApi::Impl::wait_for_speech(Clock::duration grace) {
   std::unique_lock lock(speech_mutex_);
   const auto wait = std::min<Clock::duration>(grace, std::chrono::hours(24));
-  return speech_ended_.wait_for(lock, wait, [this] { return running_.empty(); });
+  return speech_ended_.wait_for(lock, wait, [this] { return running_.empty() && arriving_ == 0; });
+}
+
+std::shared_ptr<void> HttpApi::Impl::arriving_speech() {
+  // Counts one speech request from its headers until its connection lets it go.
+  class Arrival {
+   public:
+    explicit Arrival(Impl& api) : api_(api) {}
+    Arrival(const Arrival&) = delete;
+    Arrival& operator=(const Arrival&) = delete;
+    ~Arrival() {
+      {
+        std::lock_guard lock(api_.speech_mutex_);
+        --api_.arriving_;
+      }
+      api_.speech_ended_.notify_all();
+    }
+
+   private:
+    Impl& api_;
+  };
+  std::lock_guard lock(speech_mutex_);
+  if (draining_.load()) return nullptr;
+  ++arriving_;
+  return std::make_shared<Arrival>(*this);
 }
 
 void HttpApi::Impl::register_speech(SpeechReply* reply) {
@@ -892,18 +921,20 @@ std::string HttpApi::Impl::route_label(std::string_view path) const {
   return std::string(path);
 }
 
-std::shared_ptr<Reply> HttpApi::Impl::screen(const RequestHead& head) {
+Screening HttpApi::Impl::screen(const RequestHead& head) {
+  const auto refused = [](std::shared_ptr<Reply> reply) { return Screening{std::move(reply), {}}; };
   const std::string_view path = path_of(head.target());
   const std::set<std::string> methods = methods_of(path);
   const std::string method(head.method_string());
   if (methods.empty()) {
-    return refuse(info_of(head), error(404, "Invalid URL (" + method + " " + shown_path(path) + ")",
-                                       "invalid_request_error", "not_found"));
+    return refused(
+        refuse(info_of(head), error(404, "Invalid URL (" + method + " " + shown_path(path) + ")",
+                                    "invalid_request_error", "not_found")));
   }
   if (method == "OPTIONS" && !config_.cors_origins.empty()) {
     RequestInfo info = info_of(head);
     HttpResponse res = preflight(info, head);
-    return fixed(std::move(info), std::move(res));
+    return refused(fixed(std::move(info), std::move(res)));
   }
   if (!methods.contains(method)) {
     std::string allow;
@@ -912,15 +943,21 @@ std::shared_ptr<Reply> HttpApi::Impl::screen(const RequestHead& head) {
         405, "Method " + method + " is not allowed on " + shown_path(path) + " (use " + allow + ")",
         "invalid_request_error", "method_not_allowed"));
     res.set(http::field::allow, allow);
-    return fixed(info_of(head), std::move(res));
+    return refused(fixed(info_of(head), std::move(res)));
   }
   const bool always_answers = path == "/healthz" || path == "/readyz";
-  if (draining_.load() && !always_answers) return refuse(info_of(head), shutting_down());
+  if (draining_.load() && !always_answers) return refused(refuse(info_of(head), shutting_down()));
   // The page holds no secret: it asks its user for the key its API calls need.
   if (path != "/healthz" && path != "/") {
-    if (std::optional<ApiError> problem = key_problem(head)) return refuse(info_of(head), *problem);
+    if (std::optional<ApiError> problem = key_problem(head)) {
+      return refused(refuse(info_of(head), *problem));
+    }
   }
-  return nullptr;
+  if (path != kSpeechPath) return {};
+  // Its body is waited for by the grace, as speech is.
+  std::shared_ptr<void> arrival = arriving_speech();
+  if (!arrival) return refused(refuse(info_of(head), shutting_down()));
+  return {nullptr, std::move(arrival)};
 }
 
 std::shared_ptr<Reply> HttpApi::Impl::unreadable(ReadFailure failure, const RequestHead* head) {
@@ -1080,7 +1117,8 @@ void HttpApi::Impl::update_metrics() {
   rejected.inc(static_cast<double>(rejected_.load()) - rejected.value());
   metrics_
       .gauge("voxd_speech_requests_in_progress",
-             "Speech requests being handled: parsed, admitted, producing or sending audio.")
+             "Speech requests being handled: the body arriving, parsed, admitted, producing or "
+             "sending audio.")
       .set(static_cast<double>(speech_in_progress()));
 }
 

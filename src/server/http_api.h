@@ -68,11 +68,13 @@ class HttpApi {
   int port() const { return port_; }
   // Stops accepting connections (the listening socket closes). Requests that still arrive on
   // open connections are answered 503 `shutting_down` (and the connection closed), GET /readyz
-  // 503, GET /healthz 200; idle connections close; the speech in progress goes on. Safe to call
+  // 503, GET /healthz 200; idle connections close; the speech in progress goes on, including a
+  // speech request whose headers came before and whose body is still arriving. Safe to call
   // twice, and before start().
   void stop_accepting();
-  // Waits up to `grace` for the speech in progress (admitted or still being admitted) to end;
-  // returns whether it did. With stop_accepting() first, no new speech starts meanwhile.
+  // Waits up to `grace` for the speech in progress (its body arriving, being admitted or
+  // admitted) to end; returns whether it did. With stop_accepting() first, no new speech starts
+  // meanwhile.
   bool wait_for_speech(std::chrono::steady_clock::duration grace);
   // stop_accepting(), then waits up to `grace` for the speech in progress to end, cancels what
   // is left (streams are cut off, whole files answered 503), closes every connection (whatever
@@ -81,7 +83,8 @@ class HttpApi {
   size_t shutdown(std::chrono::steady_clock::duration grace);
   // shutdown() without a grace: cancels the speech in progress at once.
   void stop();
-  // Speech requests being handled now: parsed, admitted, producing or sending audio.
+  // Speech requests being handled now: the body arriving, parsed, admitted, producing or
+  // sending audio.
   size_t speech_in_progress() const;
 
  private:

@@ -179,10 +179,12 @@ void Connection::on_header(error_code error) {
   const RequestHead& head = parser_->get();
   request_keep_alive_ = parser_->keep_alive();
   chunked_ = head.version() >= 11;
-  if (std::shared_ptr<Reply> refusal = handler_.screen(head)) {
-    begin_reply(std::move(refusal), !parser_->is_done());
+  Screening screening = handler_.screen(head);
+  if (screening.refusal) {
+    begin_reply(std::move(screening.refusal), !parser_->is_done());
     return;
   }
+  arrival_ = std::move(screening.arrival);
   if (!parser_->is_done() && head[http::field::expect] == "100-continue") {
     writing_ = true;
     out_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -229,10 +231,13 @@ void Connection::on_body(error_code error) {
       if (auto self = weak.lock(); self && self->waiting_) self->pump();
     });
   };
-  begin_reply(handler_.handle(parser_->release(), std::move(wake)), false);
+  std::shared_ptr<Reply> reply = handler_.handle(parser_->release(), std::move(wake));
+  arrival_.reset();
+  begin_reply(std::move(reply), false);
 }
 
 void Connection::fail_read(error_code error) {
+  arrival_.reset();
   const bool timed_out = read_timed_out_ && error == net::error::operation_aborted;
   if (!timed_out && !is_parse_error(error)) {
     close();  // the client went away or reset the connection: nobody to answer
@@ -462,6 +467,7 @@ void Connection::discard() {
 void Connection::close() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
+  arrival_.reset();
   read_timer_.cancel();
   write_timer_.cancel();
   error_code ignored;

@@ -70,12 +70,20 @@ class Reply {
 // Why a request could not be read. The connection closes after answering it.
 enum class ReadFailure { kMalformed, kHeadersTooLarge, kBodyTooLarge, kTimeout };
 
+// What the handler says of a request whose headers are in, before its body is read.
+struct Screening {
+  // The answer instead of reading the body (wrong route or method, no API key, shutting down),
+  // or null to read the body and call handle().
+  std::shared_ptr<Reply> refusal;
+  // Held by the connection while the body arrives: dropped once handle() has returned, the read
+  // has failed or the connection has closed (how the handler counts requests on their way in).
+  std::shared_ptr<void> arrival;
+};
+
 class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
-  // After a request's headers, before its body is read: a reply that refuses it (wrong route or
-  // method, no API key, shutting down), or null to read the body and call handle().
-  virtual std::shared_ptr<Reply> screen(const RequestHead& head) = 0;
+  virtual Screening screen(const RequestHead& head) = 0;
   // A complete request. `wake` (callable from any thread, copyable, harmless once the
   // connection has gone) makes the connection ask the reply again after a kWait.
   virtual std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake) = 0;
@@ -155,6 +163,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool chunked_ = true;
   bool close_after_reply_ = false;
   std::shared_ptr<Reply> reply_;
+  std::shared_ptr<void> arrival_;  // Screening::arrival of the request whose body is read
   // The connection itself while a reply is made: no operation may be pending to hold it (a
   // reply waiting for audio while pipelined requests fill the read buffer).
   std::shared_ptr<Connection> holding_;

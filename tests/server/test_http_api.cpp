@@ -755,6 +755,43 @@ TEST_F(HttpApiTest, TheGraceWaitsForSpeechStillBeingAdmitted) {
   EXPECT_EQ(res->body.size(), 2u * kRate);
 }
 
+// A speech request whose headers came before the drain and whose body is still being uploaded
+// counts as speech in progress, is waited for by the grace, and is answered.
+TEST_F(HttpApiTest, TheGraceWaitsForASpeechBodyStillArriving) {
+  start();
+  const std::string body = speech("pcm", false).dump();
+  const std::string head =
+      "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\nConnection: close\r\n\r\n";
+  const int fd = connect_to(api_->port());
+  ASSERT_GE(fd, 0);
+  const auto send_all = [fd](const std::string& bytes) {
+    return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  };
+  ASSERT_TRUE(send_all(head + body.substr(0, body.size() / 2)));
+  for (int i = 0; i < 500 && api_->speech_in_progress() == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(api_->speech_in_progress(), 1u);
+  api_->stop_accepting();
+  EXPECT_FALSE(api_->wait_for_speech(200ms));
+  ASSERT_TRUE(send_all(body.substr(body.size() / 2)));
+  EXPECT_TRUE(api_->wait_for_speech(30s));
+  std::string answer;
+  char buffer[65536];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) {
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  ASSERT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer.substr(0, 300);
+  const size_t body_start = answer.find("\r\n\r\n");
+  ASSERT_NE(body_start, std::string::npos);
+  EXPECT_EQ(answer.size() - body_start - 4, 2u * kRate);
+  EXPECT_EQ(api_->speech_in_progress(), 0u);
+  api_->stop();
+}
+
 // Speech waiting for an admission thread is bounded: one more is answered 503 queue_full at
 // once, and those waiting are served.
 TEST_F(HttpApiTest, SpeechAwaitingAdmissionIsBounded) {
