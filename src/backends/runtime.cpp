@@ -1,7 +1,5 @@
 #include "backends/runtime.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <mutex>
 #include <string>
@@ -16,32 +14,17 @@
 namespace voxd {
 namespace {
 
-struct DeviceMemory {
-  uint64_t free = 0;
-  uint64_t total = 0;
-};
-
-// Free and total memory of the source's device: cudaMemGetInfo on a GPU, physical memory on the
-// host (0 where the system does not say).
-DeviceMemory device_memory([[maybe_unused]] const MemorySource& source) {
-#ifdef VOXD_HAVE_CUDA
-  if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(&source)) {
-    const CudaMemoryInfo info = cuda->memory_info();
-    return {info.free_bytes, info.total_bytes};
-  }
-#endif
-  const long page = sysconf(_SC_PAGESIZE);
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long available = sysconf(_SC_AVPHYS_PAGES);
-  if (page <= 0 || pages <= 0 || available < 0) return {};
-  return {static_cast<uint64_t>(available) * static_cast<uint64_t>(page),
-          static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)};
+// Bytes of the device held outside the allocator of `stats`: its total less its free memory and
+// the allocator's reserved segments (0 where the total is unknown).
+uint64_t held_outside(const SourceMemory& memory, const AllocatorStats& stats) {
+  const uint64_t inside = memory.free + stats.reserved_bytes;
+  return memory.total > inside ? memory.total - inside : 0;
 }
 
-std::unique_ptr<MemorySource> make_source(Device device) {
-  if (device.is_cpu()) return std::make_unique<HostMemorySource>();
+std::shared_ptr<MemorySource> make_source(Device device) {
+  if (device.is_cpu()) return std::make_shared<HostMemorySource>();
 #ifdef VOXD_HAVE_CUDA
-  return std::make_unique<CudaMemorySource>(device.index);
+  return std::make_shared<CudaMemorySource>(device.index);
 #else
   throw InputError("no memory source for " + device.to_string() + ": voxd was built without CUDA");
 #endif
@@ -105,8 +88,8 @@ class DeviceRuntime::CountingAllocator final : public Allocator {
 
 DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
     : backend_(make_backend(options.backend, options.threads)),
-      source_(make_source(backend_->device())),
-      device_total_(device_memory(*source_).total),
+      source_(options.source ? options.source : make_source(backend_->device())),
+      device_total_(source_->memory().total),
       limit_(resolve_limit(options.memory_limit, backend_->device(), device_total_)),
       max_split_size_(resolve_max_split_size(options.max_split_size, device_total_)),
       allocator_(std::make_unique<CachingAllocator>(
@@ -119,6 +102,11 @@ DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
       weights_context_(*backend_, *weights_allocator_),
       persistent_context_(*backend_, *persistent_allocator_),
       context_(*backend_, *allocator_) {
+  if (source_->device() != backend_->device()) {
+    throw InputError("the memory source given for " + backend_->device().to_string() + " is of " +
+                     source_->device().to_string());
+  }
+  mark_outside();
 #ifdef VOXD_HAVE_CUDA
   if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(source_.get())) {
     nvml_ = std::make_unique<NvmlReader>();
@@ -165,10 +153,20 @@ uint64_t DeviceRuntime::persistent_bytes() const {
   return persistent_allocator_->stats().allocated_bytes;
 }
 
+uint64_t DeviceRuntime::outside_growth() const {
+  const uint64_t now = held_outside(source_->memory(), allocator_->stats());
+  const uint64_t baseline = outside_baseline_.load();
+  return now > baseline ? now - baseline : 0;
+}
+
+void DeviceRuntime::mark_outside() {
+  outside_baseline_.store(held_outside(source_->memory(), allocator_->stats()));
+}
+
 MemoryBreakdown DeviceRuntime::breakdown() const {
   const AllocatorStats stats = allocator_->stats();
   const uint64_t weights = std::min(weights_bytes(), stats.allocated_bytes);
-  const DeviceMemory memory = device_memory(*source_);
+  const SourceMemory memory = source_->memory();
   return MemoryBreakdown{.weights = weights,
                          .workspace = stats.allocated_bytes - weights,
                          .cached = stats.reserved_bytes - stats.allocated_bytes,

@@ -5,6 +5,7 @@
 // build one of these instead of pairing a backend with an allocator by hand (docs/memory.md).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,10 @@ struct RuntimeOptions {
   // Blocks of this size or more are never split (PyTorch's max_split_size_mb); must be above
   // 2 MiB.
   std::optional<MemoryAmount> max_split_size = std::nullopt;
+  // Where the allocator's segments come from and the device's memory is read; the backend's
+  // device when null. Tests give a HostMemorySource of a fixed capacity: a small device from
+  // which they take memory as another process would, by reserving it themselves.
+  std::shared_ptr<MemorySource> source = nullptr;
 };
 
 class DeviceRuntime {
@@ -79,6 +84,14 @@ class DeviceRuntime {
   // Weights, workspaces (allocated minus weights), cache (reserved minus allocated), and the
   // device's free and total memory (cudaMemGetInfo; physical memory on the host).
   MemoryBreakdown breakdown() const;
+  // Bytes of the device's memory held outside this runtime's allocator (the CUDA context,
+  // libraries' workspaces, other processes) beyond what was so held when it was made or at the
+  // last mark_outside(): memory another process took since. 0 where the device's total is
+  // unknown.
+  uint64_t outside_growth() const;
+  // Takes what is held outside the allocator now as the baseline of outside_growth(): a server
+  // calls it once it has warmed up, when its own libraries hold their workspaces.
+  void mark_outside();
   // NVML's reading of a CUDA device; nothing for host backends.
   std::optional<DeviceReading> device_reading() const;
   // PyTorch's memory_summary() table, the breakdown and the NVML reading, as text and as JSON.
@@ -98,8 +111,9 @@ class DeviceRuntime {
   class CountingAllocator;
 
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<MemorySource> source_;
-  uint64_t device_total_ = 0;  // the device's memory in bytes; 0 when unknown
+  std::shared_ptr<MemorySource> source_;
+  uint64_t device_total_ = 0;                  // the device's memory in bytes; 0 when unknown
+  std::atomic<uint64_t> outside_baseline_{0};  // outside_growth()'s baseline
   uint64_t limit_ = CachingAllocatorOptions::kNone;
   uint64_t max_split_size_ = CachingAllocatorOptions::kNone;
   std::unique_ptr<CachingAllocator> allocator_;

@@ -1,5 +1,7 @@
 #include "scheduler/memory_budget.h"
 
+#include <algorithm>
+
 #include "core/caching_allocator.h"
 
 namespace voxd::scheduler {
@@ -14,15 +16,22 @@ uint64_t reserved_size(uint64_t bytes) {
 }  // namespace
 
 uint64_t MemoryBudget::available() const {
+  return room(0);
+}
+
+uint64_t MemoryBudget::available_but_for_outside() const {
+  return room(runtime_.outside_growth());
+}
+
+uint64_t MemoryBudget::room(uint64_t outside_returned) const {
   const AllocatorStats stats = runtime_.allocator().stats();
   // Cached bytes in segments wholly free, which the allocator gives back before it reserves
   // more; free blocks in segments still in use (inactive split) serve only what fits them.
   const uint64_t held = stats.allocated_bytes + stats.inactive_split_bytes;
   const uint64_t releasable = stats.reserved_bytes > held ? stats.reserved_bytes - held : 0;
-  if (runtime_.limit_bytes() != CachingAllocatorOptions::kNone) {
-    return runtime_.limit_bytes() > held ? runtime_.limit_bytes() - held : 0;
-  }
-  return runtime_.breakdown().free + releasable;
+  const uint64_t on_device = runtime_.breakdown().free + releasable + outside_returned;
+  if (runtime_.limit_bytes() == CachingAllocatorOptions::kNone) return on_device;
+  return std::min(runtime_.limit_bytes() > held ? runtime_.limit_bytes() - held : 0, on_device);
 }
 
 bool MemoryBudget::fits(uint64_t footprint) {

@@ -1,7 +1,7 @@
-// The device memory a step may take now: under the runtime's limit (or, without one, the device's
-// free memory) beyond what the allocator already holds for weights, graphs and its cache. Steps
-// run one at a time and give their arenas back when done, so between steps this is the whole
-// budget for workspaces.
+// The device memory a step may take now: under the runtime's limit and within the device's free
+// memory (another process may hold some), beyond what the allocator already holds for weights,
+// graphs and its cache. Steps run one at a time and give their arenas back when done, so between
+// steps this is the whole budget for workspaces.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,10 @@ class MemoryBudget {
 
   // Bytes the allocator can still hand to a step now, counting its free cache.
   uint64_t available() const;
+  // available() if the device's memory held outside this server were what it was at its start
+  // (DeviceRuntime::outside_growth): a step that fits this and not available() is short of
+  // memory another process took, not too large for the server.
+  uint64_t available_but_for_outside() const;
   // Whether a step of `footprint` bytes fits now; gives cached segments back first when only
   // that makes it fit.
   bool fits(uint64_t footprint);
@@ -36,6 +40,9 @@ class MemoryBudget {
   bool reclaim(uint64_t footprint);
 
  private:
+  // available() with `outside_returned` more bytes free on the device.
+  uint64_t room(uint64_t outside_returned) const;
+
   DeviceRuntime& runtime_;
   Reclaim reclaim_;
 };

@@ -328,6 +328,9 @@ void Scheduler::warm_up() {
       }
     }
   }
+  // What the device holds outside the allocator now (the context, the libraries' workspaces the
+  // warm-up made them take) is this server's own; what grows beyond it is another process's.
+  runtime_.mark_outside();
   budget_bytes_.store(budget_.available());
   server::log_event(spdlog::level::info, "warmed up",
                     {{"seconds", seconds_between(started, Clock::now())},
@@ -608,6 +611,26 @@ void Scheduler::reap(Clock::time_point now) {
   }
 }
 
+StepRefusal Scheduler::refusal(const StepKind& kind, const Batch& batch, uint64_t footprint) const {
+  const uint64_t available = budget_.available();
+  StepRefusal refused = kind.too_big(batch, footprint, available);
+  if (!refused.request_too_large || footprint > budget_.available_but_for_outside()) {
+    return refused;
+  }
+  server::log_event(spdlog::level::warn, "step short of memory held outside the server",
+                    {{"kind", kind.name()},
+                     {"footprint_bytes", footprint},
+                     {"available_bytes", available},
+                     {"outside_growth_bytes", runtime_.outside_growth()}});
+  return {.request_too_large = false,
+          .code = "insufficient_memory",
+          .message = "a step of this request needs " + format_bytes(footprint) +
+                     " of device memory and " + format_bytes(available) +
+                     " is free now: memory held outside this server (another process on its "
+                     "device) grew by " +
+                     format_bytes(runtime_.outside_growth()) + " since it started; retry later"};
+}
+
 std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission,
                                                  StepOutput& output) {
   const Clock::time_point started = Clock::now();
@@ -635,8 +658,8 @@ std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, A
     if (budget_.reclaim(footprint)) continue;
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
     output.audio.resize(1);
-    output.errors.push_back(std::make_exception_ptr(
-        StepRefusalError(kind.too_big(batch, footprint, budget_.available()))));
+    output.errors.push_back(
+        std::make_exception_ptr(StepRefusalError(refusal(kind, batch, footprint))));
     batch.items.resize(1);
     return nullptr;
   }

@@ -44,6 +44,7 @@ class RecordingSource final : public MemorySource {
     host_.release(p, bytes);
   }
   Device device() const override { return Device::cpu(); }
+  SourceMemory memory() const override { return host_.memory(); }
   uint64_t outstanding() const { return host_.outstanding(); }
 
   int reserves = 0;
@@ -690,8 +691,8 @@ TEST(CachingAllocator, ReleaseBeforeReserveKeepsReservedAtTheLargestWorkingSet) 
   for (const bool release : {false, true}) {
     HostMemorySource source;
     CachingAllocator alloc(source, CachingAllocatorOptions{.release_before_reserve = release});
-    void* small = alloc.allocate(4 * KiB);  // a small-pool block stays, like the weights
-    void* first_mib = alloc.allocate(MiB);  // fills the first small segment up
+    void* small = alloc.allocate(4 * KiB);     // a small-pool block stays, like the weights
+    void* first_mib = alloc.allocate(MiB);     // fills the first small segment up
     void* cached_small = alloc.allocate(MiB);  // a second small segment, then cached
     alloc.deallocate(cached_small, MiB);
     uint64_t largest = 0;

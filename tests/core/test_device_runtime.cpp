@@ -1,15 +1,19 @@
 // DeviceRuntime on the cpu backend: tensors from both contexts come from its caching allocator,
 // both lanes are lane 0,
 // weights show apart from workspaces in the breakdown and the summary, the limit and
-// max_split_size are resolved and checked, and cached memory can be released.
+// max_split_size are resolved and checked, cached memory can be released, and memory another
+// process takes from the device is counted apart; the host's free memory from /proc/meminfo.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "backends/runtime.h"
 #include "core/error.h"
+#include "core/memory_source.h"
 #include "core/ops.h"
 #include "families/fastspeech2/voice.h"
 
@@ -23,6 +27,15 @@ const std::string kVoice = std::string(VOXD_SOURCE_DIR) + "/tests/fixtures/voice
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
+
+// A memory source of a device the cpu backend is not.
+class NoDeviceSource final : public MemorySource {
+ public:
+  void* reserve(size_t) override { return nullptr; }
+  void release(void*, size_t) override {}
+  Device device() const override { return Device::cuda(3); }
+  SourceMemory memory() const override { return {}; }
+};
 
 // The InputError message DeviceRuntime(options) throws; fails the test when it throws nothing.
 std::string input_error(const RuntimeOptions& options) {
@@ -171,6 +184,52 @@ TEST(DeviceRuntime, ReleasesCachedMemory) {
   EXPECT_EQ(runtime.release_cached(), 8 * MiB);
   EXPECT_EQ(runtime.breakdown().cached, 0u);
   EXPECT_EQ(runtime.allocator().stats().reserved_bytes, 4 * MiB);  // the weight's segment stays
+}
+
+// A device of 64 MiB (a HostMemorySource of that capacity) from which the test takes memory as
+// another process would: the breakdown's free memory falls, and outside_growth() counts what was
+// taken outside the allocator since the runtime was made or last marked, not what its own
+// allocator reserved.
+TEST(DeviceRuntime, CountsMemoryAnotherProcessTakesFromItsDevice) {
+  const auto device = std::make_shared<HostMemorySource>(64 * MiB);
+  DeviceRuntime runtime(RuntimeOptions{.source = device});
+  EXPECT_EQ(runtime.breakdown().total, 64 * MiB);
+  EXPECT_EQ(runtime.breakdown().free, 64 * MiB);
+  const Tensor activation = ops::empty(runtime.context(), {static_cast<int64_t>(2 * MiB)});
+  EXPECT_EQ(runtime.breakdown().free, 56 * MiB);  // the allocator's 8 MiB segment
+  EXPECT_EQ(runtime.outside_growth(), 0u);
+  void* elsewhere = device->reserve(20 * MiB);
+  ASSERT_NE(elsewhere, nullptr);
+  EXPECT_EQ(runtime.breakdown().free, 36 * MiB);
+  EXPECT_EQ(runtime.outside_growth(), 20 * MiB);
+  runtime.mark_outside();
+  EXPECT_EQ(runtime.outside_growth(), 0u);
+  device->release(elsewhere, 20 * MiB);
+  EXPECT_EQ(runtime.outside_growth(), 0u);  // less than the baseline: nothing grew
+}
+
+TEST(DeviceRuntime, RefusesAMemorySourceOfAnotherDevice) {
+  EXPECT_TRUE(contains(
+      input_error(RuntimeOptions{.backend = "cpu", .source = std::make_shared<NoDeviceSource>()}),
+      "the memory source given for cpu is of cuda:3"));
+}
+
+// The host's free memory is what it can give without swapping (MemAvailable, page cache
+// included), read from /proc/meminfo's kB figures.
+TEST(HostMemory, ReadsMemAvailableAndMemTotalFromMeminfo) {
+  const std::string meminfo =
+      "MemTotal:       24683756 kB\nMemFree:          612344 kB\n"
+      "MemAvailable:   20013520 kB\nBuffers:           81236 kB\n";
+  const std::optional<SourceMemory> memory = parse_meminfo(meminfo);
+  ASSERT_TRUE(memory.has_value());
+  EXPECT_EQ(memory->total, uint64_t{24683756} * 1024);
+  EXPECT_EQ(memory->free, uint64_t{20013520} * 1024);
+  EXPECT_FALSE(parse_meminfo("MemTotal:       24683756 kB\nMemFree: 612344 kB\n").has_value());
+  EXPECT_FALSE(parse_meminfo("XMemAvailable: 5 kB\nMemTotal: 10 kB\n").has_value());
+  EXPECT_FALSE(parse_meminfo("MemAvailable: many kB\nMemTotal: 10 kB\n").has_value());
+  const SourceMemory host = HostMemorySource().memory();
+  EXPECT_GT(host.total, 0u);
+  EXPECT_LE(host.free, host.total);
 }
 
 }  // namespace

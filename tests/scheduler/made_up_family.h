@@ -155,11 +155,18 @@ class MadeUpEngine {
       : MadeUpEngine(one(std::move(family), names), limit_bytes, lazy, options) {}
   MadeUpEngine(Families families, uint64_t limit_bytes, bool lazy = false,
                const SchedulerOptions& options = {})
+      : MadeUpEngine(
+            std::move(families),
+            RuntimeOptions{
+                .backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(limit_bytes)},
+            lazy, options) {}
+  // On the cpu backend as `runtime` says (a limit, a memory source of its own).
+  MadeUpEngine(Families families, const RuntimeOptions& runtime, bool lazy = false,
+               const SchedulerOptions& options = {})
       : directory_(std::filesystem::temp_directory_path() /
                    ("voxd-" + std::string(families.front().first->type()) + "-" +
                     std::to_string(::getpid()))),
-        runtime_(
-            {.backend = "cpu", .threads = 1, .memory_limit = MemoryAmount::bytes(limit_bytes)}) {
+        runtime_(runtime) {
     std::vector<std::string> directories;
     for (auto& [family, names] : families) {
       for (std::string& directory : make_voice_directories(directory_, family->type(), names)) {

@@ -33,6 +33,11 @@ class CudaMemorySource final : public MemorySource {
   // runs from destructors.
   void release(void* ptr, size_t bytes) override;
   Device device() const override { return Device::cuda(index_); }
+  // memory_info()'s figures.
+  SourceMemory memory() const override {
+    const CudaMemoryInfo info = memory_info();
+    return {info.free_bytes, info.total_bytes};
+  }
 
   // Free and total bytes of the device; throws voxd::Error when cudaMemGetInfo fails.
   CudaMemoryInfo memory_info() const;

@@ -1,0 +1,162 @@
+// A device shared with another process: a made-up family on a device of 32 MiB (a HostMemorySource
+// of that capacity) from which the test takes memory as another process would. A step short of
+// memory only because of what the other process took is answered 503 with Retry-After (the server
+// is short of memory for now; the request is not too large), one larger than the device even so
+// 413, and under a limit the other process's memory is counted before the allocator would fail.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/runtime.h"
+#include "core/memory_source.h"
+#include "made_up_family.h"
+#include "scheduler/family.h"
+#include "scheduler/scheduler.h"
+#include "server/api_error.h"
+
+namespace voxd::scheduler {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kDevice = 32 * kMiB;
+constexpr char kType[] = "test-shared-device";
+
+// One step of `step_bytes` of workspace makes the stream's audio.
+class OneStepWork final : public StreamWork {
+ public:
+  explicit OneStepWork(uint64_t step_bytes) : step_bytes(step_bytes) {}
+  bool finished() const override { return done; }
+  StreamGauges gauges() const override { return {}; }
+  void release() override {}
+
+  uint64_t step_bytes;
+  bool done = false;
+};
+
+// Its step is the request's own piece of work: one that does not fit is too large (413).
+class OneStepKind final : public StepKind {
+ public:
+  explicit OneStepKind(DeviceRuntime& runtime) : runtime_(runtime) {}
+  const char* name() const override { return "one step"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override {
+    return testing::first_wanting(streams, pacing, now,
+                                  [](const Stream& stream) { return !work(stream).done; });
+  }
+  uint64_t footprint(const Batch& batch, size_t) override {
+    return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
+  }
+  StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
+    return testing::step_too_big();
+  }
+  StepOutput run(const Batch& batch, MemoryBudget&) override {
+    OneStepWork& w = work(*batch.items.front());
+    testing::use_workspace(runtime_.context(), w.step_bytes);
+    w.done = true;
+    return {.audio = {std::vector<float>(160, 0.25f)}, .errors = {nullptr}};
+  }
+  void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
+
+ private:
+  static OneStepWork& work(const Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
+  DeviceRuntime& runtime_;
+};
+
+class SharedDevice : public ::testing::Test {
+ protected:
+  // The engine of voice "a" on the shared device, under `limit` if any.
+  void start(std::optional<uint64_t> limit = std::nullopt) {
+    testing::MadeUpEngine::Families families;
+    families.emplace_back(std::make_unique<testing::MadeUpFamily>(
+                              kType, [](Context&) { return std::make_unique<LoadedVoice>(); },
+                              [](DeviceRuntime& runtime) {
+                                std::vector<std::unique_ptr<StepKind>> kinds;
+                                kinds.push_back(std::make_unique<OneStepKind>(runtime));
+                                return kinds;
+                              }),
+                          std::vector<std::string>{"a"});
+    RuntimeOptions runtime{.backend = "cpu", .threads = 1, .source = device_};
+    if (limit) runtime.memory_limit = MemoryAmount::bytes(*limit);
+    engine_ = std::make_unique<testing::MadeUpEngine>(std::move(families), runtime);
+  }
+
+  // Admits a stream whose one step takes `step_bytes` and waits for its end: its samples, or
+  // the exception it failed with.
+  std::vector<float> speak(uint64_t step_bytes) {
+    return testing::speak(engine_->scheduler(), engine_->voice("a"),
+                          std::make_unique<OneStepWork>(step_bytes));
+  }
+
+  // The ApiError speak(step_bytes) fails with; fails the test when it succeeds.
+  server::ApiError refusal(uint64_t step_bytes) {
+    try {
+      (void)speak(step_bytes);
+    } catch (const server::ApiError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "a step of " << step_bytes << " bytes ran";
+    return {};
+  }
+
+  // Memory the other process holds until this is gone.
+  class Taken {
+   public:
+    Taken(HostMemorySource& device, size_t bytes)
+        : device_(device), bytes_(bytes), memory_(device.reserve(bytes)) {}
+    Taken(const Taken&) = delete;
+    Taken& operator=(const Taken&) = delete;
+    ~Taken() { device_.release(memory_, bytes_); }
+    bool held() const { return memory_ != nullptr; }
+
+   private:
+    HostMemorySource& device_;
+    size_t bytes_;
+    void* memory_;
+  };
+
+  std::shared_ptr<HostMemorySource> device_ = std::make_shared<HostMemorySource>(kDevice);
+  std::unique_ptr<testing::MadeUpEngine> engine_;
+};
+
+TEST_F(SharedDevice, AStepShortOfWhatAnotherProcessTookIsToldToRetry) {
+  start();
+  {
+    const Taken taken(*device_, 24 * kMiB);
+    ASSERT_TRUE(taken.held());
+    const server::ApiError e = refusal(12 * kMiB);
+    EXPECT_EQ(e.status, 503);
+    EXPECT_EQ(e.code, "insufficient_memory");
+    EXPECT_EQ(e.retry_after_s, 1);
+    EXPECT_NE(e.message.find("another process"), std::string::npos) << e.message;
+    EXPECT_EQ(speak(4 * kMiB).size(), 160u);  // what still fits runs
+  }
+  EXPECT_EQ(speak(12 * kMiB).size(), 160u);  // retried once the memory is back
+}
+
+TEST_F(SharedDevice, AStepLargerThanTheDeviceIsTooLargeWhateverElseHoldsMemory) {
+  start();
+  EXPECT_EQ(refusal(40 * kMiB).status, 413);
+  const Taken taken(*device_, 24 * kMiB);
+  ASSERT_TRUE(taken.held());
+  const server::ApiError e = refusal(40 * kMiB);
+  EXPECT_EQ(e.status, 413);
+  EXPECT_EQ(e.code, "step_too_big");
+}
+
+TEST_F(SharedDevice, UnderALimitTheDevicesFreeMemoryCountsBeforeTheAllocatorFails) {
+  start(24 * kMiB);
+  const Taken taken(*device_, 24 * kMiB);
+  ASSERT_TRUE(taken.held());
+  // 12 MiB fit the limit but not the 8 MiB the device has left.
+  const server::ApiError e = refusal(12 * kMiB);
+  EXPECT_EQ(e.status, 503);
+  EXPECT_EQ(e.code, "insufficient_memory");
+  EXPECT_EQ(engine_->runtime().allocator().stats().num_ooms, 0u);
+  EXPECT_EQ(speak(4 * kMiB).size(), 160u);
+}
+
+}  // namespace
+}  // namespace voxd::scheduler
