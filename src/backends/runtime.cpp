@@ -21,7 +21,15 @@ uint64_t held_outside(const SourceMemory& memory, const AllocatorStats& stats) {
   return memory.total > inside ? memory.total - inside : 0;
 }
 
-std::shared_ptr<MemorySource> make_source(Device device) {
+// `given`, checked to be of `device`, or the device's own source.
+std::shared_ptr<MemorySource> source_of(Device device, std::shared_ptr<MemorySource> given) {
+  if (given) {
+    if (given->device() != device) {
+      throw InputError("the memory source given for " + device.to_string() + " is of " +
+                       given->device().to_string());
+    }
+    return given;
+  }
   if (device.is_cpu()) return std::make_shared<HostMemorySource>();
 #ifdef VOXD_HAVE_CUDA
   return std::make_shared<CudaMemorySource>(device.index);
@@ -88,7 +96,7 @@ class DeviceRuntime::CountingAllocator final : public Allocator {
 
 DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
     : backend_(make_backend(options.backend, options.threads)),
-      source_(options.source ? options.source : make_source(backend_->device())),
+      source_(source_of(backend_->device(), options.source)),
       device_total_(source_->memory().total),
       limit_(resolve_limit(options.memory_limit, backend_->device(), device_total_)),
       max_split_size_(resolve_max_split_size(options.max_split_size, device_total_)),
@@ -102,10 +110,6 @@ DeviceRuntime::DeviceRuntime(const RuntimeOptions& options)
       weights_context_(*backend_, *weights_allocator_),
       persistent_context_(*backend_, *persistent_allocator_),
       context_(*backend_, *allocator_) {
-  if (source_->device() != backend_->device()) {
-    throw InputError("the memory source given for " + backend_->device().to_string() + " is of " +
-                     source_->device().to_string());
-  }
   mark_outside();
 #ifdef VOXD_HAVE_CUDA
   if (const auto* cuda = dynamic_cast<const CudaMemorySource*>(source_.get())) {
@@ -154,6 +158,7 @@ uint64_t DeviceRuntime::persistent_bytes() const {
 }
 
 uint64_t DeviceRuntime::outside_growth() const {
+  if (!source_->commits_on_reserve()) return 0;
   const uint64_t now = held_outside(source_->memory(), allocator_->stats());
   const uint64_t baseline = outside_baseline_.load();
   return now > baseline ? now - baseline : 0;

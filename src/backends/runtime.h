@@ -82,12 +82,13 @@ class DeviceRuntime {
   // Bytes of the blocks allocated through persistent_context() and still alive.
   uint64_t persistent_bytes() const;
   // Weights, workspaces (allocated minus weights), cache (reserved minus allocated), and the
-  // device's free and total memory (cudaMemGetInfo; physical memory on the host).
+  // device's free and total memory (cudaMemGetInfo; on the host MemAvailable and MemTotal).
   MemoryBreakdown breakdown() const;
   // Bytes of the device's memory held outside this runtime's allocator (the CUDA context,
   // libraries' workspaces, other processes) beyond what was so held when it was made or at the
-  // last mark_outside(): memory another process took since. 0 where the device's total is
-  // unknown.
+  // last mark_outside(): mostly memory another process took since. 0 where the device's total is
+  // unknown or its source commits memory only when touched (the host's heap: what the allocator
+  // reserved is not all taken from the free memory yet).
   uint64_t outside_growth() const;
   // Takes what is held outside the allocator now as the baseline of outside_growth(): a server
   // calls it once it has warmed up, when its own libraries hold their workspaces.

@@ -32,6 +32,9 @@ class MemorySource {
   virtual Device device() const = 0;
   // The device's free and total memory now, whoever holds the rest.
   virtual SourceMemory memory() const = 0;
+  // Whether reserve() takes its memory from the device at once (cudaMalloc does), so that total
+  // − free − reserved is what others hold; the host's heap commits pages only when first touched.
+  virtual bool commits_on_reserve() const = 0;
 };
 
 // Host memory from aligned_alloc; with a capacity it simulates a small device, answering nullptr
@@ -52,6 +55,8 @@ class HostMemorySource final : public MemorySource {
   // and as free what it can give without swapping (MemAvailable, which counts the page cache it
   // can drop; the free pages alone where /proc/meminfo does not say).
   SourceMemory memory() const override;
+  // With a capacity (the simulated device counts what is reserved); not without.
+  bool commits_on_reserve() const override { return capacity_ != SIZE_MAX; }
 
   // Bytes reserved and not yet released.
   size_t outstanding() const;

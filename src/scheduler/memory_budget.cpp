@@ -1,8 +1,12 @@
 #include "scheduler/memory_budget.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "core/caching_allocator.h"
+#include "core/memory_summary.h"
+#include "server/logging.h"
 
 namespace voxd::scheduler {
 namespace {
@@ -20,7 +24,31 @@ uint64_t MemoryBudget::available() const {
 }
 
 uint64_t MemoryBudget::available_but_for_outside() const {
-  return room(runtime_.outside_growth());
+  return room(outside_taken());
+}
+
+uint64_t MemoryBudget::outside_taken() const {
+  const uint64_t growth = runtime_.outside_growth();
+  return growth > runtime_.breakdown().total / 100 ? growth : 0;
+}
+
+StepRefusal MemoryBudget::refusal(StepRefusal kinds_answer, uint64_t footprint) const {
+  if (!kinds_answer.request_too_large) return kinds_answer;
+  const uint64_t taken = outside_taken();
+  const uint64_t available = room(0);
+  if (taken == 0 || footprint > room(taken)) return kinds_answer;
+  server::log_event(spdlog::level::warn, "step short of memory held outside the server",
+                    {{"code", kinds_answer.code},
+                     {"footprint_bytes", footprint},
+                     {"available_bytes", available},
+                     {"outside_growth_bytes", taken}});
+  return {.request_too_large = false,
+          .code = "insufficient_memory",
+          .message = "a step of this request needs " + format_bytes(footprint) +
+                     " of device memory and " + format_bytes(available) +
+                     " is free now: memory held outside this server (another process on its "
+                     "device) grew by " +
+                     format_bytes(taken) + " since it started; retry later"};
 }
 
 uint64_t MemoryBudget::room(uint64_t outside_returned) const {

@@ -6,10 +6,21 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "backends/runtime.h"
 
 namespace voxd::scheduler {
+
+// Why a batch of one cannot run within the memory budget.
+struct StepRefusal {
+  // True when the request's own piece of work is too large for any budget this server has (the
+  // client should send less, HTTP 413); false when the server has too little memory for the
+  // step (HTTP 503, retry later).
+  bool request_too_large = false;
+  std::string code;     // a stable machine-readable reason, e.g. "sentence_too_long"
+  std::string message;  // what happened and what to do, for the client
+};
 
 class MemoryBudget {
  public:
@@ -23,10 +34,16 @@ class MemoryBudget {
 
   // Bytes the allocator can still hand to a step now, counting its free cache.
   uint64_t available() const;
-  // available() if the device's memory held outside this server were what it was at its start
-  // (DeviceRuntime::outside_growth): a step that fits this and not available() is short of
-  // memory another process took, not too large for the server.
+  // available() if the device's memory held outside this server were what it was once it had
+  // warmed up (DeviceRuntime::outside_growth), growth under 1 % of the device aside (the server
+  // itself takes some outside its allocator later: kernels loaded on first use, graph
+  // executables): a step that fits this and not available() is short of memory another process
+  // took, not too large for the server.
   uint64_t available_but_for_outside() const;
+  // What a step of `footprint` bytes that does not fit now is answered: `kinds_answer`, unless
+  // that blames the request (413) and the step fits available_but_for_outside(): then 503
+  // insufficient_memory (retry later), logged as memory another process took.
+  StepRefusal refusal(StepRefusal kinds_answer, uint64_t footprint) const;
   // Whether a step of `footprint` bytes fits now; gives cached segments back first when only
   // that makes it fit.
   bool fits(uint64_t footprint);
@@ -42,6 +59,8 @@ class MemoryBudget {
  private:
   // available() with `outside_returned` more bytes free on the device.
   uint64_t room(uint64_t outside_returned) const;
+  // DeviceRuntime::outside_growth(), or 0 under 1 % of the device.
+  uint64_t outside_taken() const;
 
   DeviceRuntime& runtime_;
   Reclaim reclaim_;

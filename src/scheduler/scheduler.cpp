@@ -611,26 +611,6 @@ void Scheduler::reap(Clock::time_point now) {
   }
 }
 
-StepRefusal Scheduler::refusal(const StepKind& kind, const Batch& batch, uint64_t footprint) const {
-  const uint64_t available = budget_.available();
-  StepRefusal refused = kind.too_big(batch, footprint, available);
-  if (!refused.request_too_large || footprint > budget_.available_but_for_outside()) {
-    return refused;
-  }
-  server::log_event(spdlog::level::warn, "step short of memory held outside the server",
-                    {{"kind", kind.name()},
-                     {"footprint_bytes", footprint},
-                     {"available_bytes", available},
-                     {"outside_growth_bytes", runtime_.outside_growth()}});
-  return {.request_too_large = false,
-          .code = "insufficient_memory",
-          .message = "a step of this request needs " + format_bytes(footprint) +
-                     " of device memory and " + format_bytes(available) +
-                     " is free now: memory held outside this server (another process on its "
-                     "device) grew by " +
-                     format_bytes(runtime_.outside_growth()) + " since it started; retry later"};
-}
-
 std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, Admission& admission,
                                                  StepOutput& output) {
   const Clock::time_point started = Clock::now();
@@ -658,8 +638,8 @@ std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, A
     if (budget_.reclaim(footprint)) continue;
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
     output.audio.resize(1);
-    output.errors.push_back(
-        std::make_exception_ptr(StepRefusalError(refusal(kind, batch, footprint))));
+    output.errors.push_back(std::make_exception_ptr(StepRefusalError(
+        budget_.refusal(kind.too_big(batch, footprint, budget_.available()), footprint))));
     batch.items.resize(1);
     return nullptr;
   }

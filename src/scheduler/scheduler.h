@@ -126,11 +126,6 @@ class Scheduler {
   // the items run; returns the step in flight, or null with what it made in `output`.
   std::unique_ptr<StepInFlight> execute(StepKind& kind, Batch& batch, Admission& admission,
                                         StepOutput& output);
-  // Why a step of one item, `footprint` bytes, cannot run: its kind's refusal, unless the kind
-  // blames the request and the step would fit but for memory another process took since the
-  // server started (MemoryBudget::available_but_for_outside): then the server is short of memory
-  // for now, and the client is told to retry (503), not to send less.
-  StepRefusal refusal(const StepKind& kind, const Batch& batch, uint64_t footprint) const;
   // A step from its start to its delivery.
   struct StartedStep {
     StepKind* kind = nullptr;

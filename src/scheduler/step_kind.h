@@ -114,16 +114,6 @@ struct StepOutput {
   int64_t preempted = 0;
 };
 
-// Why a batch of one cannot run within the memory budget.
-struct StepRefusal {
-  // True when the request's own piece of work is too large for any budget this server has (the
-  // client should send less, HTTP 413); false when the server has too little memory for the
-  // step (HTTP 503, retry later).
-  bool request_too_large = false;
-  std::string code;     // a stable machine-readable reason, e.g. "sentence_too_long"
-  std::string message;  // what happened and what to do, for the client
-};
-
 // A StepRefusal as an exception: what a step puts in StepOutput::errors for an item that does
 // not fit (the scheduler answers the request as the refusal says).
 class StepRefusalError : public std::exception {

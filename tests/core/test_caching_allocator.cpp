@@ -45,6 +45,7 @@ class RecordingSource final : public MemorySource {
   }
   Device device() const override { return Device::cpu(); }
   SourceMemory memory() const override { return host_.memory(); }
+  bool commits_on_reserve() const override { return host_.commits_on_reserve(); }
   uint64_t outstanding() const { return host_.outstanding(); }
 
   int reserves = 0;

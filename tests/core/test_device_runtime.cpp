@@ -35,6 +35,7 @@ class NoDeviceSource final : public MemorySource {
   void release(void*, size_t) override {}
   Device device() const override { return Device::cuda(3); }
   SourceMemory memory() const override { return {}; }
+  bool commits_on_reserve() const override { return false; }
 };
 
 // The InputError message DeviceRuntime(options) throws; fails the test when it throws nothing.

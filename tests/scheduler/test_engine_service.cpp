@@ -21,6 +21,7 @@
 #include "backends/registry.h"
 #include "core/caching_allocator.h"
 #include "core/error.h"
+#include "core/memory_source.h"
 #include "families/fastspeech2/synthesizer.h"
 #include "families/fastspeech2/voice.h"
 #include "families/registry.h"
@@ -383,12 +384,15 @@ TEST(EngineService, BudgetTooSmallForABatchShrinksItAndKeepsTheAudio) {
   expect_workspace_free(service);
 }
 
+// One sentence whose acoustic decoder needs more than 7 MiB of workspace on en-demo.
+const std::string kHugeSentence =
+    "In the beginning of the long and winding afternoon the travellers walked slowly along the "
+    "dusty road that led from the old mill by the river towards the distant hills, talking "
+    "about the harvest, the weather, the price of bread in the market town and the stories "
+    "their grandparents had told them about the great storm that had flooded the valley";
+
 TEST(EngineService, SentenceTooBigForTheBudgetFailsAloneWithAClearError) {
-  std::string huge =
-      "In the beginning of the long and winding afternoon the travellers walked slowly along the "
-      "dusty road that led from the old mill by the river towards the distant hills, talking "
-      "about the harvest, the weather, the price of bread in the market town and the stories "
-      "their grandparents had told them about the great storm that had flooded the valley";
+  const std::string& huge = kHugeSentence;
   EngineConfig config = demo_config();
   config.runtime.memory_limit = MemoryAmount::bytes(reserved_with_weights() + 7 * kMiB);
   EngineService service(config);
@@ -403,6 +407,32 @@ TEST(EngineService, SentenceTooBigForTheBudgetFailsAloneWithAClearError) {
   small.join();
   expect_valid_audio(small_audio);
   expect_valid_audio(speak(service, request("Short sentences still work.")));
+  expect_workspace_free(service);
+}
+
+// On a device shared with another process (a small simulated one the test takes memory from, as
+// that process would), the same sentence is refused 503 insufficient_memory with Retry-After
+// while the other process holds most of the device, not 413: the acoustic decoder, which learns
+// its size inside its step, blames the request only when the memory would not be there anyway.
+// Once the memory is back the sentence is synthesized.
+TEST(EngineService, ASentenceShortOfMemoryAnotherProcessTookIsToldToRetry) {
+  const auto device = std::make_shared<HostMemorySource>(reserved_with_weights() + 256 * kMiB);
+  EngineConfig config = demo_config();
+  config.runtime.source = device;
+  EngineService service(config);
+  service.runtime().release_cached();
+  const size_t taken_bytes = service.runtime().breakdown().free - 7 * kMiB;
+  void* taken = device->reserve(taken_bytes);
+  ASSERT_NE(taken, nullptr);
+  std::unique_ptr<server::SpeechJob> job = service.admit(request(kHugeSentence));
+  const ApiError e = run_error(*job, "a sentence beyond the device's free memory was synthesized");
+  EXPECT_EQ(e.status, 503);
+  EXPECT_EQ(e.code, "insufficient_memory");
+  EXPECT_EQ(e.retry_after_s, 1);
+  EXPECT_NE(e.message.find("another process"), std::string::npos) << e.message;
+  job.reset();
+  device->release(taken, taken_bytes);
+  expect_valid_audio(speak(service, request(kHugeSentence)));
   expect_workspace_free(service);
 }
 

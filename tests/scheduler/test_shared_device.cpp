@@ -2,7 +2,8 @@
 // of that capacity) from which the test takes memory as another process would. A step short of
 // memory only because of what the other process took is answered 503 with Retry-After (the server
 // is short of memory for now; the request is not too large), one larger than the device even so
-// 413, and under a limit the other process's memory is counted before the allocator would fail.
+// 413, and under a limit the other process's memory is counted before the allocator would fail;
+// and MemoryBudget's view of that memory on its own.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "backends/runtime.h"
 #include "core/memory_source.h"
+#include "core/ops.h"
 #include "made_up_family.h"
 #include "scheduler/family.h"
 #include "scheduler/scheduler.h"
@@ -120,6 +122,30 @@ class SharedDevice : public ::testing::Test {
   std::shared_ptr<HostMemorySource> device_ = std::make_shared<HostMemorySource>(kDevice);
   std::unique_ptr<testing::MadeUpEngine> engine_;
 };
+
+// What the budget would have but for memory another process took: growth under 1 % of the device
+// is not counted (the server itself takes some later), and the host's heap, whose pages are taken
+// only when touched, gives no reading to count.
+TEST(MemoryBudget, CountsWhatAnotherProcessTookPastOnePercentOfTheDevice) {
+  const auto device = std::make_shared<HostMemorySource>(kDevice);
+  DeviceRuntime runtime(RuntimeOptions{.backend = "cpu", .threads = 1, .source = device});
+  const MemoryBudget budget(runtime);
+  EXPECT_EQ(budget.available(), kDevice);
+  void* small = device->reserve(kDevice / 128);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(budget.available(), kDevice - kDevice / 128);
+  EXPECT_EQ(budget.available_but_for_outside(), budget.available());
+  void* large = device->reserve(8 * kMiB);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(budget.available(), kDevice - kDevice / 128 - 8 * kMiB);
+  EXPECT_EQ(budget.available_but_for_outside(), kDevice);
+  device->release(large, 8 * kMiB);
+  device->release(small, kDevice / 128);
+
+  DeviceRuntime host(RuntimeOptions{.backend = "cpu", .threads = 1});
+  const Tensor touched = ops::zeros(host.context(), {static_cast<int64_t>(4 * kMiB)});
+  EXPECT_EQ(host.outside_growth(), 0u);
+}
 
 TEST_F(SharedDevice, AStepShortOfWhatAnotherProcessTookIsToldToRetry) {
   start();

@@ -38,6 +38,7 @@ class CudaMemorySource final : public MemorySource {
     const CudaMemoryInfo info = memory_info();
     return {info.free_bytes, info.total_bytes};
   }
+  bool commits_on_reserve() const override { return true; }
 
   // Free and total bytes of the device; throws voxd::Error when cudaMemGetInfo fails.
   CudaMemoryInfo memory_info() const;

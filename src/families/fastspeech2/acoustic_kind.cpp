@@ -326,7 +326,7 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
     fits = budget.fits(MemoryBudget::footprint(bytes));
   }
   if (!fits) {
-    out.errors[first] = std::make_exception_ptr(scheduler::StepRefusalError(
+    out.errors[first] = std::make_exception_ptr(scheduler::StepRefusalError(budget.refusal(
         {.request_too_large = true,
          .code = "sentence_too_long",
          .message = "a sentence of " + std::to_string(encoding.src_lengths[first]) +
@@ -334,7 +334,8 @@ void AcousticKind::decode(const Batch& batch, const AcousticEncoding& encoding,
                     format_bytes(MemoryBudget::footprint(bytes, carried)) +
                     " of device memory for the acoustic decoder, more than the " +
                     format_bytes(budget.available() + MemoryBudget::footprint(0, carried)) +
-                    " this server has for one step; split it into shorter sentences"}));
+                    " this server has for one step; split it into shorter sentences"},
+        MemoryBudget::footprint(bytes))));
     return;
   }
   const Clock::time_point started = Clock::now();
