@@ -51,20 +51,28 @@ StepRefusal MemoryBudget::refusal(StepRefusal kinds_answer, uint64_t footprint) 
                      format_bytes(taken) + " since it started; retry later"};
 }
 
-uint64_t MemoryBudget::room(uint64_t outside_returned) const {
+MemoryBudget::Held MemoryBudget::held() const {
   const AllocatorStats stats = runtime_.allocator().stats();
   // Cached bytes in segments wholly free, which the allocator gives back before it reserves
   // more; free blocks in segments still in use (inactive split) serve only what fits them.
   const uint64_t held = stats.allocated_bytes + stats.inactive_split_bytes;
-  const uint64_t releasable = stats.reserved_bytes > held ? stats.reserved_bytes - held : 0;
-  const uint64_t on_device = runtime_.breakdown().free + releasable + outside_returned;
-  if (runtime_.limit_bytes() == CachingAllocatorOptions::kNone) return on_device;
-  return std::min(runtime_.limit_bytes() > held ? runtime_.limit_bytes() - held : 0, on_device);
+  const uint64_t limit = runtime_.limit_bytes();
+  return {.releasable = stats.reserved_bytes > held ? stats.reserved_bytes - held : 0,
+          .under_limit = limit == CachingAllocatorOptions::kNone ? UINT64_MAX
+                         : limit > held                          ? limit - held
+                                                                 : 0};
+}
+
+uint64_t MemoryBudget::room(uint64_t outside_returned) const {
+  const Held h = held();
+  return std::min(h.under_limit, runtime_.breakdown().free + h.releasable + outside_returned);
 }
 
 bool MemoryBudget::fits(uint64_t footprint) {
   if (footprint == 0) return true;
-  if (footprint > available()) return false;
+  // What the allocator's free cache holds needs no reading of the device (a driver call).
+  const Held h = held();
+  if (footprint > std::min(h.under_limit, h.releasable) && footprint > available()) return false;
   const uint64_t limit = runtime_.limit_bytes();
   if (limit != CachingAllocatorOptions::kNone &&
       runtime_.allocator().stats().reserved_bytes + footprint > limit) {

@@ -57,6 +57,13 @@ class MemoryBudget {
   bool reclaim(uint64_t footprint);
 
  private:
+  // What the allocator holds: its wholly free cache, and the room left under the limit
+  // (UINT64_MAX without one).
+  struct Held {
+    uint64_t releasable = 0;
+    uint64_t under_limit = 0;
+  };
+  Held held() const;
   // available() with `outside_returned` more bytes free on the device.
   uint64_t room(uint64_t outside_returned) const;
   // DeviceRuntime::outside_growth(), or 0 under 1 % of the device.
