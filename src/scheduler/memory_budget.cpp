@@ -20,11 +20,11 @@ uint64_t reserved_size(uint64_t bytes) {
 }  // namespace
 
 uint64_t MemoryBudget::available() const {
-  return room(0);
+  return room(held(), 0);
 }
 
 uint64_t MemoryBudget::available_but_for_outside() const {
-  return room(outside_taken());
+  return room(held(), outside_taken());
 }
 
 uint64_t MemoryBudget::outside_taken() const {
@@ -35,8 +35,9 @@ uint64_t MemoryBudget::outside_taken() const {
 StepRefusal MemoryBudget::refusal(StepRefusal kinds_answer, uint64_t footprint) const {
   if (!kinds_answer.request_too_large) return kinds_answer;
   const uint64_t taken = outside_taken();
-  const uint64_t available = room(0);
-  if (taken == 0 || footprint > room(taken)) return kinds_answer;
+  const Held h = held();
+  const uint64_t available = room(h, 0);
+  if (taken == 0 || footprint > room(h, taken)) return kinds_answer;
   server::log_event(spdlog::level::warn, "step short of memory held outside the server",
                     {{"code", kinds_answer.code},
                      {"footprint_bytes", footprint},
@@ -63,8 +64,7 @@ MemoryBudget::Held MemoryBudget::held() const {
                                                                  : 0};
 }
 
-uint64_t MemoryBudget::room(uint64_t outside_returned) const {
-  const Held h = held();
+uint64_t MemoryBudget::room(const Held& h, uint64_t outside_returned) const {
   return std::min(h.under_limit, runtime_.breakdown().free + h.releasable + outside_returned);
 }
 
@@ -72,7 +72,7 @@ bool MemoryBudget::fits(uint64_t footprint) {
   if (footprint == 0) return true;
   // What the allocator's free cache holds needs no reading of the device (a driver call).
   const Held h = held();
-  if (footprint > std::min(h.under_limit, h.releasable) && footprint > available()) return false;
+  if (footprint > std::min(h.under_limit, h.releasable) && footprint > room(h, 0)) return false;
   const uint64_t limit = runtime_.limit_bytes();
   if (limit != CachingAllocatorOptions::kNone &&
       runtime_.allocator().stats().reserved_bytes + footprint > limit) {

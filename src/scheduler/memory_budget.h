@@ -64,8 +64,9 @@ class MemoryBudget {
     uint64_t under_limit = 0;
   };
   Held held() const;
-  // available() with `outside_returned` more bytes free on the device.
-  uint64_t room(uint64_t outside_returned) const;
+  // available() with what the allocator holds `h` and `outside_returned` more bytes free on the
+  // device.
+  uint64_t room(const Held& h, uint64_t outside_returned) const;
   // DeviceRuntime::outside_growth(), or 0 under 1 % of the device.
   uint64_t outside_taken() const;
 

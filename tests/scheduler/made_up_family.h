@@ -128,6 +128,51 @@ inline void use_workspace(Context& ctx, uint64_t bytes) {
   const Tensor workspace = ops::empty(ctx, {static_cast<int64_t>(bytes / 4)}, DType::F32);
 }
 
+// A stream whose one step of `step_bytes` of workspace makes its audio.
+class OneStepWork final : public StreamWork {
+ public:
+  explicit OneStepWork(uint64_t step_bytes) : step_bytes(step_bytes) {}
+  bool finished() const override { return done; }
+  StreamGauges gauges() const override { return {}; }
+  void release() override {}
+
+  uint64_t step_bytes;
+  bool done = false;
+};
+
+// Runs OneStepWork's steps, one stream at a time: its workspace, then `after_step` (given the
+// batch) if set, then 160 samples of 0.25. A step that does not fit is too large (step_too_big).
+class OneStepKind final : public StepKind {
+ public:
+  using AfterStep = std::function<void(const Batch&)>;
+
+  explicit OneStepKind(DeviceRuntime& runtime, AfterStep after_step = {})
+      : runtime_(runtime), after_step_(std::move(after_step)) {}
+  const char* name() const override { return "one step"; }
+  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
+                Clock::time_point now) override {
+    return first_wanting(streams, pacing, now,
+                         [](const Stream& stream) { return !work(stream).done; });
+  }
+  uint64_t footprint(const Batch& batch, size_t) override {
+    return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
+  }
+  StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override { return step_too_big(); }
+  StepOutput run(const Batch& batch, MemoryBudget&) override {
+    OneStepWork& w = work(*batch.items.front());
+    use_workspace(runtime_.context(), w.step_bytes);
+    if (after_step_) after_step_(batch);
+    w.done = true;
+    return {.audio = {std::vector<float>(160, 0.25f)}, .errors = {nullptr}};
+  }
+  void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
+
+ private:
+  static OneStepWork& work(const Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
+  DeviceRuntime& runtime_;
+  AfterStep after_step_;
+};
+
 // Makes `root`/NAME/config.json of family `type` for each name; returns the directories.
 inline std::vector<std::string> make_voice_directories(const std::filesystem::path& root,
                                                        std::string_view type,

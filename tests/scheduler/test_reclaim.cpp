@@ -23,18 +23,6 @@ constexpr uint64_t kRecordingBytes = 4 * kMiB;
 constexpr uint64_t kLimit = 12 * kMiB;
 constexpr char kType[] = "test-recorder";
 
-// One step of `step_bytes` of workspace makes the stream's audio.
-class OneStepWork final : public StreamWork {
- public:
-  explicit OneStepWork(uint64_t step_bytes) : step_bytes(step_bytes) {}
-  bool finished() const override { return done; }
-  StreamGauges gauges() const override { return {}; }
-  void release() override {}
-
-  uint64_t step_bytes;
-  bool done = false;
-};
-
 class Recorder final : public LoadedVoice {
  public:
   uint64_t releasable_recording_bytes() const override {
@@ -51,53 +39,30 @@ class Recorder final : public LoadedVoice {
   int releases = 0;
 };
 
-// A step of one stream: a workspace of its work's step_bytes, then, on the voice's first step,
-// a recording kept in the persistent context.
-class RecordingKind final : public StepKind {
- public:
-  explicit RecordingKind(DeviceRuntime& runtime) : runtime_(runtime) {}
-  const char* name() const override { return "recording"; }
-  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
-                Clock::time_point now) override {
-    return testing::first_wanting(streams, pacing, now,
-                                  [](const Stream& stream) { return !work(stream).done; });
-  }
-  uint64_t footprint(const Batch& batch, size_t) override {
-    return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
-  }
-  StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
-    return testing::step_too_big();
-  }
-  StepOutput run(const Batch& batch, MemoryBudget&) override {
-    OneStepWork& w = work(*batch.items.front());
-    testing::use_workspace(runtime_.context(), w.step_bytes);
+// After a step, on the voice's first: a recording kept in the persistent context.
+testing::OneStepKind::AfterStep record(DeviceRuntime& runtime) {
+  return [&runtime](const Batch& batch) {
     auto& recorder = static_cast<Recorder&>(*batch.voice->models);
     if (!recorder.recording.defined()) {
-      recorder.recording = ops::empty(runtime_.persistent_context(),
+      recorder.recording = ops::empty(runtime.persistent_context(),
                                       {static_cast<int64_t>(kRecordingBytes / 4)}, DType::F32);
     }
-    w.done = true;
-    return {.audio = {std::vector<float>(160, 0.25f)}, .errors = {nullptr}};
-  }
-  void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
-
- private:
-  static OneStepWork& work(const Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
-  DeviceRuntime& runtime_;
-};
+  };
+}
 
 class Reclaim : public ::testing::Test {
  protected:
   // Voices "a" and "b" under a 12 MiB limit.
   Reclaim()
-      : engine_(std::make_unique<testing::MadeUpFamily>(
-                    kType, [](Context&) { return std::make_unique<Recorder>(); },
-                    [](DeviceRuntime& runtime) {
-                      std::vector<std::unique_ptr<StepKind>> kinds;
-                      kinds.push_back(std::make_unique<RecordingKind>(runtime));
-                      return kinds;
-                    }),
-                {"a", "b"}, kLimit) {}
+      : engine_(
+            std::make_unique<testing::MadeUpFamily>(
+                kType, [](Context&) { return std::make_unique<Recorder>(); },
+                [](DeviceRuntime& runtime) {
+                  std::vector<std::unique_ptr<StepKind>> kinds;
+                  kinds.push_back(std::make_unique<testing::OneStepKind>(runtime, record(runtime)));
+                  return kinds;
+                }),
+            {"a", "b"}, kLimit) {}
 
   VoiceEntry& voice(const std::string& name) { return engine_.voice(name); }
   Recorder& recorder(const std::string& name) {
@@ -108,7 +73,7 @@ class Reclaim : public ::testing::Test {
   // its samples, or the exception it failed with.
   std::vector<float> speak(const std::string& name, uint64_t step_bytes) {
     return testing::speak(engine_.scheduler(), voice(name),
-                          std::make_unique<OneStepWork>(step_bytes));
+                          std::make_unique<testing::OneStepWork>(step_bytes));
   }
 
   testing::MadeUpEngine engine_;

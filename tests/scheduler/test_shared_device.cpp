@@ -26,47 +26,6 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kDevice = 32 * kMiB;
 constexpr char kType[] = "test-shared-device";
 
-// One step of `step_bytes` of workspace makes the stream's audio.
-class OneStepWork final : public StreamWork {
- public:
-  explicit OneStepWork(uint64_t step_bytes) : step_bytes(step_bytes) {}
-  bool finished() const override { return done; }
-  StreamGauges gauges() const override { return {}; }
-  void release() override {}
-
-  uint64_t step_bytes;
-  bool done = false;
-};
-
-// Its step is the request's own piece of work: one that does not fit is too large (413).
-class OneStepKind final : public StepKind {
- public:
-  explicit OneStepKind(DeviceRuntime& runtime) : runtime_(runtime) {}
-  const char* name() const override { return "one step"; }
-  Batch propose(const std::vector<std::shared_ptr<Stream>>& streams, const Pacing& pacing,
-                Clock::time_point now) override {
-    return testing::first_wanting(streams, pacing, now,
-                                  [](const Stream& stream) { return !work(stream).done; });
-  }
-  uint64_t footprint(const Batch& batch, size_t) override {
-    return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
-  }
-  StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override {
-    return testing::step_too_big();
-  }
-  StepOutput run(const Batch& batch, MemoryBudget&) override {
-    OneStepWork& w = work(*batch.items.front());
-    testing::use_workspace(runtime_.context(), w.step_bytes);
-    w.done = true;
-    return {.audio = {std::vector<float>(160, 0.25f)}, .errors = {nullptr}};
-  }
-  void warm_up(VoiceEntry&, const Pacing&, MemoryBudget&) override {}
-
- private:
-  static OneStepWork& work(const Stream& stream) { return static_cast<OneStepWork&>(*stream.work); }
-  DeviceRuntime& runtime_;
-};
-
 class SharedDevice : public ::testing::Test {
  protected:
   // The engine of voice "a" on the shared device, under `limit` if any.
@@ -76,7 +35,7 @@ class SharedDevice : public ::testing::Test {
                               kType, [](Context&) { return std::make_unique<LoadedVoice>(); },
                               [](DeviceRuntime& runtime) {
                                 std::vector<std::unique_ptr<StepKind>> kinds;
-                                kinds.push_back(std::make_unique<OneStepKind>(runtime));
+                                kinds.push_back(std::make_unique<testing::OneStepKind>(runtime));
                                 return kinds;
                               }),
                           std::vector<std::string>{"a"});
@@ -89,7 +48,7 @@ class SharedDevice : public ::testing::Test {
   // the exception it failed with.
   std::vector<float> speak(uint64_t step_bytes) {
     return testing::speak(engine_->scheduler(), engine_->voice("a"),
-                          std::make_unique<OneStepWork>(step_bytes));
+                          std::make_unique<testing::OneStepWork>(step_bytes));
   }
 
   // The ApiError speak(step_bytes) fails with; fails the test when it succeeds.
