@@ -197,6 +197,12 @@ void EngineService::collect_metrics(server::MetricsRegistry& registry) {
                {{"kind", kind}})
         .set(static_cast<double>(bytes));
   }
+  registry
+      .gauge("voxd_engine_memory_outside_growth_bytes",
+             "Device memory held outside this server's allocator beyond what was held once it "
+             "had warmed up: another process on the device, or the server's own libraries "
+             "growing; 0 where the device's total is unknown.")
+      .set(static_cast<double>(runtime_->outside_growth()));
   const KvCacheUse kv = kv_cache_use(now);
   const std::pair<const char*, int64_t> pages[] = {
       {"total", kv.pages}, {"used", kv.used_pages}, {"free", kv.pages - kv.used_pages}};

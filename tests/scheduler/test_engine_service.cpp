@@ -424,6 +424,13 @@ TEST(EngineService, ASentenceShortOfMemoryAnotherProcessTookIsToldToRetry) {
   const size_t taken_bytes = service.runtime().breakdown().free - 7 * kMiB;
   void* taken = device->reserve(taken_bytes);
   ASSERT_NE(taken, nullptr);
+  server::MetricsRegistry registry;
+  service.bind_metrics(registry);
+  const auto outside_growth = [&] {
+    service.collect_metrics(registry);
+    return registry.gauge("voxd_engine_memory_outside_growth_bytes", "").value();
+  };
+  EXPECT_EQ(outside_growth(), static_cast<double>(taken_bytes));
   std::unique_ptr<server::SpeechJob> job = service.admit(request(kHugeSentence));
   const ApiError e = run_error(*job, "a sentence beyond the device's free memory was synthesized");
   EXPECT_EQ(e.status, 503);
@@ -432,6 +439,7 @@ TEST(EngineService, ASentenceShortOfMemoryAnotherProcessTookIsToldToRetry) {
   EXPECT_NE(e.message.find("another process"), std::string::npos) << e.message;
   job.reset();
   device->release(taken, taken_bytes);
+  EXPECT_EQ(outside_growth(), 0.0);
   expect_valid_audio(speak(service, request(kHugeSentence)));
   expect_workspace_free(service);
 }
