@@ -65,6 +65,7 @@ struct ServeCommand::Settings {
   bool step_overlap = false;
   std::optional<std::string> acoustic_graph_memory;
   double acoustic_length_band = scheduler::SchedulerOptions{}.acoustic_length_band;
+  int64_t prefill_chunk_tokens = scheduler::SchedulerOptions{}.prefill_chunk_tokens;
   std::vector<std::string> api_keys;
   std::optional<std::string> api_key_file;
   std::vector<std::string> cors_origins;
@@ -297,6 +298,7 @@ std::string ServeCommand::Settings::as_config_file() const {
       << "\nchunk-frames = " << chunk_frames << "\nfirst-chunk-frames = " << first_chunk_frames
       << "\nfirst-clause-alone = " << (first_clause_alone ? "true" : "false")
       << "\nacoustic-length-band = " << acoustic_length_band
+      << "\nprefill-chunk-tokens = " << prefill_chunk_tokens
       << "\nrequest-timeout = " << request_timeout_s << "\nlazy = " << (lazy ? "true" : "false")
       << "\nno-cuda-graphs = " << (no_cuda_graphs ? "true" : "false")
       << "\nstep-overlap = " << (step_overlap ? "true" : "false") << "\n";
@@ -348,6 +350,7 @@ scheduler::EngineConfig ServeCommand::Settings::engine_config() const {
   config.first_chunk_frames = first_chunk_frames;
   config.first_clause_alone = first_clause_alone;
   config.acoustic_length_band = acoustic_length_band;
+  config.prefill_chunk_tokens = prefill_chunk_tokens;
   config.request_timeout = to_millis(request_timeout_s);
   config.lazy_voices = lazy;
   config.cuda_graphs = !no_cuda_graphs;
@@ -447,6 +450,12 @@ ServeCommand::ServeCommand(CLI::App& app) : settings_(std::make_unique<Settings>
               "shorter than its most urgent one's (wider: fewer steps, more padding)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 16.0));
+  add_setting(c, "prefill-chunk-tokens", s.prefill_chunk_tokens,
+              "The most positions of one stream a ChatTTS GPT prefill step runs; a longer "
+              "prefill (a preempted stream recomputed) goes in pieces, so that a step's memory "
+              "does not grow with the stream's position")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add_setting(c, "request-timeout", s.request_timeout_s,
               "Seconds from admission to the last audio; past it the request fails (504)")
       ->capture_default_str()

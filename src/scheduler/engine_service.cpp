@@ -56,6 +56,7 @@ SchedulerOptions scheduler_options(const EngineConfig& config) {
   options.acoustic_length_band = config.acoustic_length_band;
   options.warm_up_while_idle = config.warm_up_while_idle;
   options.kv_cache_bytes = config.kv_cache_bytes;
+  options.prefill_chunk_tokens = config.prefill_chunk_tokens;
   return options;
 }
 

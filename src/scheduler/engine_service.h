@@ -55,6 +55,8 @@ struct EngineConfig {
   // Bytes of each loaded voice's KV cache pool (families whose streams hold one); 0: the
   // family's default.
   uint64_t kv_cache_bytes = 0;
+  // SchedulerOptions::prefill_chunk_tokens.
+  int64_t prefill_chunk_tokens = SchedulerOptions{}.prefill_chunk_tokens;
   // The memory budget for workspaces is the runtime's limit (or the device's memory) minus the
   // weights and the persistent graph arenas; on CPU a RAM budget.
 };

@@ -12,9 +12,10 @@ namespace voxd::scheduler {
 
 // The batch `lead` leads (batch_led_by) from `candidates` (least slack first): its voice's items
 // in order while `free` pages of `pool` cover `pages_needed(candidate)`; the first that must wait
-// ends it. An item that `never_fits(candidate)` is proposed alone, for run() to refuse, or ends
-// the batch; without a pool (the voice not loaded yet), the lead alone, for run() to see its
-// pool. Empty when the lead waits for pages.
+// ends it. An item that needs no more pages (it holds them: a prefill in pieces) never waits. An
+// item that `never_fits(candidate)` is proposed alone, for run() to refuse, or ends the batch;
+// without a pool (the voice not loaded yet), the lead alone, for run() to see its pool. Empty when
+// the lead waits for pages.
 template <typename Candidate, typename PagesNeeded, typename NeverFits>
 Batch batch_within_free_pages(const std::vector<Candidate>& candidates, const Candidate& lead,
                               const KvPagePool* pool, int64_t free, const Pacing& pacing,
@@ -33,7 +34,7 @@ Batch batch_within_free_pages(const std::vector<Candidate>& candidates, const Ca
       break;
     }
     const int64_t need = pages_needed(c);
-    if (need > free) break;
+    if (need > 0 && need > free) break;
     free -= need;
     batch.items.push_back(c.stream);
   }

@@ -47,6 +47,10 @@ struct SchedulerOptions {
   // Device bytes for each loaded voice's KV cache pool, for families whose streams hold one
   // (ChatTTS); 0: the family's default (enough for max_batch streams of its longest sentence).
   uint64_t kv_cache_bytes = 0;
+  // The most positions of one stream a GPT prefill step runs (ChatTTS): a longer prefill, such as
+  // a preempted stage recomputed over every position it had reached, goes in pieces over its
+  // cache, so that a step's memory does not grow with the stream's position.
+  int64_t prefill_chunk_tokens = 512;
 };
 
 }  // namespace voxd::scheduler

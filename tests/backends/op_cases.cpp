@@ -1265,6 +1265,16 @@ void add_paged_cases(std::vector<OpCase>& cases) {
         {22, 23, 24, 25, 26, 27, 28, 29}},
        {1, 17, 120, 64},
        "over ChatTTS's heads"},
+      // A ChatTTS prefill in pieces: 9 positions of each sequence after 100 and 30 cached ones.
+      {2,
+       9,
+       40,
+       16,
+       12,
+       64,
+       {{39, 0, 7, 8, 12, 30, 2, 5}, {1, 3, 4, 6, 9, 10, 11, 13}},
+       {100, 30},
+       "a prefill piece after cached positions"},
       // Hundreds of keys (many passes of the vectorised kernel) in a table 64 pages wide.
       {2,
        1,

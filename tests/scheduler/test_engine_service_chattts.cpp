@@ -165,6 +165,46 @@ TEST(ChatTtsEngine, APoolTooSmallForEveryStreamPreemptsAndEachGetsItsAudioAlone)
       << service.memory_summary_text();
 }
 
+// The prefill steps' streams, all together: each stream's prefill (a stage's, or a recomputation)
+// counts once per step that ran a piece of it.
+double prefill_items(Served& served) {
+  return served.metrics
+      .histogram("voxd_engine_batch_size", "", {1, 2, 4, 8, 16, 32, 64, 128, 256},
+                 {{"kind", "prefill"}})
+      .snapshot()
+      .sum;
+}
+
+// The same streams with prefills of at most 2 positions: every prefill, the stages' and the
+// preempted streams' recomputations, runs in pieces over the cache, and each stream still gets
+// the audio it gets alone.
+TEST(ChatTtsEngine, PrefillsInPiecesGiveEachStreamItsAudioAlone) {
+  const ShortStagesVoice voice(96);
+  std::vector<std::vector<float>> alone;
+  double stage_prefills = 0;
+  {
+    Served served(config_of(voice, 256));
+    for (size_t i = 0; i < kTexts.size(); ++i)
+      alone.push_back(speak(served.service, request(kTexts[i], i)));
+    stage_prefills = prefill_items(served);
+  }
+  EngineConfig config = config_of(voice, 12);
+  config.prefill_chunk_tokens = 2;
+  Served served(config);
+  EngineService& service = served.service;
+  std::vector<std::unique_ptr<server::SpeechJob>> jobs;
+  for (size_t i = 0; i < kTexts.size(); ++i) jobs.push_back(service.admit(request(kTexts[i], i)));
+  const std::vector<std::vector<float>> together = run_all(jobs);
+  for (size_t i = 0; i < kTexts.size(); ++i) expect_same_audio(alone[i], together[i], kTexts[i]);
+  const uint64_t recomputed =
+      service.step_counts("decode").preempted + service.step_counts("prefill").preempted;
+  EXPECT_GT(recomputed, 0u);
+  // Each prompt has more than 2 positions: two pieces or more for every stage and recomputation.
+  EXPECT_GE(prefill_items(served), 2 * (stage_prefills + static_cast<double>(recomputed)));
+  wait_idle(service);
+  EXPECT_EQ(served.kv_pages("used"), 0.0);
+}
+
 TEST(ChatTtsEngine, AStreamWhoseClientLeavesStopsDecodingAndGivesItsPagesBack) {
   const ShortStagesVoice voice(200);
   // Two sentences: the client takes the first one's audio and leaves during the second.

@@ -212,8 +212,10 @@ std::vector<std::unique_ptr<scheduler::StepKind>> Family::make_kinds(
     DeviceRuntime& runtime, const scheduler::SchedulerOptions& options) const {
   std::vector<std::unique_ptr<scheduler::StepKind>> kinds;
   kinds.push_back(std::make_unique<VocodeKind>(runtime));
-  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/false, options.cuda_graphs));
-  kinds.push_back(std::make_unique<GptKind>(runtime, /*prefill=*/true, options.cuda_graphs));
+  for (const bool prefill : {false, true}) {
+    kinds.push_back(std::make_unique<GptKind>(runtime, prefill, options.cuda_graphs,
+                                              options.prefill_chunk_tokens));
+  }
   return kinds;
 }
 

@@ -158,6 +158,7 @@ void RequestGeneration::start_stage(bool code, const std::vector<int64_t>& text_
   const auto length = static_cast<int64_t>(prompt_.size());
   capacity_ = std::min(length + stage.max_new_token, gpt.max_position_embeddings);
   positions_ = 0;
+  prefilled_ = 0;
   recomputing_ = false;
   step_ = 0;
   history_.assign(static_cast<size_t>(code ? gpt.num_vq : 1), {});
@@ -204,6 +205,7 @@ void RequestGeneration::advance(std::span<const int64_t> tokens, std::span<const
                 " stage drew no token (NaN logits, or every token removed)");
   }
   positions_ = next_ == Next::kPrefill ? prefill_length() : positions_ + 1;
+  prefilled_ = 0;
   recomputing_ = false;
   const std::vector<int64_t> picked(tokens.begin(), tokens.end());
   const bool ended = std::find(picked.begin(), picked.end(), stage.sampling.eos) != picked.end();
@@ -282,6 +284,13 @@ std::vector<int64_t> RequestGeneration::speaker_positions() const {
     if (prompt_[p] == config_.speaker_token) at.push_back(static_cast<int64_t>(p));
   }
   return at;
+}
+
+void RequestGeneration::prefilled_to(int64_t end) {
+  VOXD_CHECK(next_ == Next::kPrefill, "prefilled_to() called when the stream wants no prefill");
+  VOXD_CHECK(end > prefilled_ && end < prefill_length(),
+             "prefilled_to(): a piece that ends before it starts or at the prefill's end");
+  prefilled_ = end;
 }
 
 void RequestGeneration::preempt() {

@@ -74,6 +74,14 @@ class RequestGeneration {
   // prompt's [spk_emb] positions; none without a speaker, or in the refine stage).
   const std::vector<float>* speaker() const { return code_stage_ ? speaker_ptr() : nullptr; }
   std::vector<int64_t> speaker_positions() const;
+  // kPrefill: the positions of the prefill already in the stage's cache, where the next piece
+  // of a prefill run in pieces starts (GptKind's, of at most its prefill_chunk_tokens); 0 before
+  // the first piece.
+  int64_t prefilled() const { return prefilled_; }
+  // kPrefill: positions [prefilled(), end) went through the GPT into the cache, `end` short of
+  // prefill_length(): the next piece starts at `end` (the last piece is advance()'s, which draws
+  // from its last position's logits).
+  void prefilled_to(int64_t end);
   // Positions the stage's cache holds (its prompt and the tokens fed since).
   int64_t positions() const { return positions_; }
   // The most positions the stage's cache can need: its prompt and max_new_token, within the
@@ -178,6 +186,7 @@ class RequestGeneration {
   bool code_stage_ = false;
   std::vector<int64_t> prompt_;
   int64_t positions_ = 0;
+  int64_t prefilled_ = 0;
   int64_t capacity_ = 0;
   bool recomputing_ = false;
   int64_t step_ = 0;  // tokens drawn in this stage

@@ -30,8 +30,34 @@ int64_t window_of(const LoadedModels& models) {
   return RequestGeneration::history_window(models.voice->config());
 }
 
-int64_t prefill_length(const Stream& stream) {
-  return work_of(stream).generation.prefill_length();
+// The positions of a stream's prefill that its next prefill step runs: [begin, end), at most
+// `chunk` of them from where the last piece ended.
+struct PrefillPiece {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t length() const { return end - begin; }
+  bool last(const RequestGeneration& g) const { return end == g.prefill_length(); }
+};
+
+PrefillPiece next_piece(const RequestGeneration& g, int64_t chunk) {
+  const int64_t begin = g.prefilled();
+  return {begin, std::min(g.prefill_length(), begin + chunk)};
+}
+
+// Which of a piece's positions are text (1) and which code (0), padded to `tokens` with text.
+std::vector<int64_t> piece_text_mask(const RequestGeneration& g, const PrefillPiece& piece,
+                                     int64_t tokens) {
+  const std::vector<int64_t> whole = g.prefill_text_mask();
+  std::vector<int64_t> mask(whole.begin() + piece.begin, whole.begin() + piece.end);
+  mask.resize(static_cast<size_t>(tokens), 1);
+  return mask;
+}
+
+// The pages a stream's prefill needs beyond those it holds (a prefill in pieces took them all
+// with its first piece).
+int64_t prefill_pages_needed(const KvPagePool& pool, const GenerationWork& work) {
+  return std::max<int64_t>(0, pool.pages_for(work.generation.prefill_length()) -
+                                  static_cast<int64_t>(work.pages.size()));
 }
 
 // Default draws for `streams` warm-up streams of a stage, with empty histories.
@@ -159,9 +185,7 @@ Batch prefill_batch_led_by(const std::vector<Candidate>& candidates, const Candi
   }
   Batch batch = scheduler::batch_within_free_pages(
       candidates, lead, pool, free, pacing, now,
-      [&](const Candidate& c) {
-        return pool->pages_for(work_of(*c.stream).generation.prefill_length());
-      },
+      [&](const Candidate& c) { return prefill_pages_needed(*pool, work_of(*c.stream)); },
       [&](const Candidate& c) { return never_fits(*pool, work_of(*c.stream).generation); });
   append_most_slack_first(waiting, batch.preemptible);
   batch.pages_to_leave = to_leave;
@@ -205,10 +229,11 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
   VOXD_CHECK(shape.prefill || !(shape.text_head && shape.code_head),
              "a decode step is of one stage: the code heads or the text head");
   std::vector<int64_t> ids(rows * static_cast<size_t>(c.num_vq), 0);
-  // Planning: a prefill's positions are text but for a recomputed code stage's; a decode step's
-  // are its stage's.
-  std::vector<int64_t> mask(rows, shape.prefill || !shape.code_head ? 1 : 0);
-  if (shape.prefill && shape.code_positions) mask[rows - 1] = 0;
+  // Planning: a prefill's positions are of the kinds its shape says (text, code or both); a decode
+  // step's are its stage's.
+  std::vector<int64_t> mask(
+      rows, shape.prefill ? (shape.text_positions ? 1 : 0) : (shape.code_head ? 0 : 1));
+  if (shape.prefill && shape.text_positions && shape.code_positions) mask[rows - 1] = 0;
   if (io != nullptr) {
     for (int64_t s = 0; s < b; ++s) {
       const auto i = static_cast<size_t>(s);
@@ -277,6 +302,15 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
   }
 }
 
+GptKind::GptKind(DeviceRuntime& runtime, bool prefill, bool cuda_graphs,
+                 int64_t prefill_chunk_tokens)
+    : runtime_(runtime),
+      prefill_(prefill),
+      cuda_graphs_(cuda_graphs),
+      prefill_chunk_(prefill_chunk_tokens) {
+  VOXD_CHECK(prefill_chunk_ >= 1, "a prefill chunk of no tokens");
+}
+
 double GptKind::laxity(const Stream& stream, const scheduler::Pacing& pacing,
                        scheduler::Clock::time_point now) {
   const double slack = stream.slack(now, pacing.first_audio_due_s);
@@ -326,20 +360,25 @@ GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
   const KvPagePool& pool = *models_of(*batch.voice).pages;
   for (size_t i = 0; i < size; ++i) {
     const RequestGeneration& g = work_of(*batch.items[i]).generation;
-    if (prefill_) {
-      shape.tokens = std::max(shape.tokens, prefill_length(*batch.items[i]));
-      shape.code_positions = shape.code_positions || (g.recomputing() && g.code_stage());
-    }
+    if (prefill_) shape.tokens = std::max(shape.tokens, next_piece(g, prefill_chunk_).length());
     shape.table_width = std::max(shape.table_width, pool.pages_for(g.capacity()));
     (g.code_stage() ? shape.code_head : shape.text_head) = true;
+  }
+  if (!prefill_) return shape;
+  // The embedding's work (and memory) depends on which kinds of positions the step has.
+  shape.text_positions = false;
+  for (size_t i = 0; i < size; ++i) {
+    const RequestGeneration& g = work_of(*batch.items[i]).generation;
+    for (int64_t is_text : piece_text_mask(g, next_piece(g, prefill_chunk_), shape.tokens)) {
+      (is_text != 0 ? shape.text_positions : shape.code_positions) = true;
+    }
   }
   return shape;
 }
 
 const ArenaLayout& GptKind::plan(scheduler::VoiceEntry& voice, const GptStepShape& shape) {
-  const auto key =
-      std::make_tuple(&voice, shape.batch, shape.tokens, shape.table_width, shape.prefill,
-                      shape.text_head, shape.code_head, shape.code_positions);
+  const auto key = std::tuple_cat(
+      std::make_tuple(static_cast<const scheduler::VoiceEntry*>(&voice)), shape.key());
   return plans_.get(key, [&] {
     LoadedModels& models = models_of(voice);
     return plan_workspace(runtime_.backend(), [&](Context& ctx) {
@@ -401,8 +440,12 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
   // A sentence's prefill is bounded by the front end's longest sentence and a stream's by the
   // GPT's positions: a step of one that does not fit is the server's to fix, not the client's.
   const std::string what =
-      prefill_ ? "a prefill of " + std::to_string(prefill_length(*batch.items.front())) + " tokens"
-               : "one decode step";
+      prefill_
+          ? "a prefill of " +
+                std::to_string(
+                    next_piece(work_of(*batch.items.front()).generation, prefill_chunk_).length()) +
+                " tokens"
+          : "one decode step";
   return {.request_too_large = false,
           .code = "insufficient_memory",
           .message = what + " needs " + format_bytes(footprint) +
@@ -458,9 +501,8 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
       // prefill's pages are free beside the page each decoding stream may need next; out of
       // pages even so, they were taken by others since propose() (a smaller batch ran first):
       // it waits.
-      const int64_t needed =
-          pool.pages_for(g.prefill_length()) - static_cast<int64_t>(work.pages.size());
-      while (pool.free_pages() - batch.pages_to_leave < needed &&
+      const int64_t needed = prefill_pages_needed(pool, work);
+      while (needed > 0 && pool.free_pages() - batch.pages_to_leave < needed &&
              outside < batch.preemptible.size()) {
         take_back_next_outside();
       }
@@ -497,6 +539,8 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   const GptStepShape shape = shape_of(running, running.items.size());
   const int64_t window = window_of(models);
   GptStepIo io;
+  std::vector<PrefillPiece> pieces;
+  const auto num_vq = static_cast<std::ptrdiff_t>(models.voice->gpt().config().num_vq);
   for (const auto& stream : running.items) {
     GenerationWork& work = work_of(*stream);
     const RequestGeneration& g = work.generation;
@@ -505,14 +549,19 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
     io.history.emplace_back();
     g.next_draws(window, io.draws.back(), io.history.back());
     if (prefill_) {
-      std::vector<int64_t> mask = g.prefill_text_mask();
-      mask.resize(static_cast<size_t>(shape.tokens), 1);
-      io.ids.push_back(g.prefill_ids());
-      io.text_mask.push_back(std::move(mask));
-      io.last.push_back(g.prefill_length() - 1);
-      io.positions.push_back(0);
+      const PrefillPiece piece = next_piece(g, prefill_chunk_);
+      pieces.push_back(piece);
+      const std::vector<int64_t> ids = g.prefill_ids();
+      io.ids.emplace_back(ids.begin() + piece.begin * num_vq, ids.begin() + piece.end * num_vq);
+      io.text_mask.push_back(piece_text_mask(g, piece, shape.tokens));
+      io.last.push_back(piece.length() - 1);
+      io.positions.push_back(piece.begin);
       io.speakers.push_back(g.speaker());
-      io.speaker_positions.push_back(g.speaker_positions());
+      std::vector<int64_t> speaker_at;
+      for (int64_t p : g.speaker_positions()) {
+        if (p >= piece.begin && p < piece.end) speaker_at.push_back(p - piece.begin);
+      }
+      io.speaker_positions.push_back(std::move(speaker_at));
     } else {
       io.ids.push_back(g.next_ids());
       io.text_mask.push_back({g.next_is_text() ? 1 : 0});
@@ -534,6 +583,11 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   // Every stream takes its tokens (a voxd::Error is the stream's alone); pages go back after.
   for (size_t r = 0; r < ready.size(); ++r) {
     GenerationWork& work = work_of(*batch.items[ready[r]]);
+    if (prefill_ && !pieces[r].last(work.generation)) {
+      // Its positions are cached; the tokens drawn at the piece's end are not the stage's.
+      work.generation.prefilled_to(pieces[r].end);
+      continue;
+    }
     try {
       work.generation.advance(io.tokens[r], io.hidden[r]);
       work.collect();

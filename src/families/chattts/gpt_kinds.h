@@ -27,9 +27,10 @@
 
 namespace voxd::chattts {
 
-// The shape a GPT step is planned for: streams, positions each (the longest prefill, or 1),
-// pages in the widest table (a stage's capacity), which heads it reads, and whether a prefill
-// has code positions (a code stage recomputed after preemption).
+// The shape a GPT step is planned for: streams, positions each (the longest prefill piece, or
+// 1), pages in the widest table (a stage's capacity), which heads it reads, and which kinds of
+// positions a prefill embeds: text (prompts, and the padding), code (a code stage recomputed after
+// preemption), or both.
 struct GptStepShape {
   int64_t batch = 0;
   int64_t tokens = 0;
@@ -37,9 +38,12 @@ struct GptStepShape {
   bool prefill = false;
   bool text_head = false;
   bool code_head = false;
+  bool text_positions = true;
   bool code_positions = false;
+  // Every field: what a plan is cached by.
   auto key() const {
-    return std::tie(batch, tokens, table_width, prefill, text_head, code_head, code_positions);
+    return std::make_tuple(batch, tokens, table_width, prefill, text_head, code_head,
+                           text_positions, code_positions);
   }
 };
 
@@ -47,9 +51,11 @@ struct GptStepIo;
 
 class GptKind : public scheduler::StepKind {
  public:
-  // `cuda_graphs`: decode steps through recorded graphs where the backend records them.
-  GptKind(DeviceRuntime& runtime, bool prefill, bool cuda_graphs)
-      : runtime_(runtime), prefill_(prefill), cuda_graphs_(cuda_graphs) {}
+  // `cuda_graphs`: decode steps through recorded graphs where the backend records them. A
+  // prefill step runs at most `prefill_chunk_tokens` (≥ 1) positions of each stream: a longer
+  // prefill (a preempted stage recomputed over all its positions) goes in pieces over the cache,
+  // so that no step's memory grows with how far a stream had come.
+  GptKind(DeviceRuntime& runtime, bool prefill, bool cuda_graphs, int64_t prefill_chunk_tokens);
 
   const char* name() const override { return prefill_ ? "prefill" : "decode"; }
   scheduler::Batch propose(const std::vector<std::shared_ptr<scheduler::Stream>>& streams,
@@ -94,9 +100,10 @@ class GptKind : public scheduler::StepKind {
   DeviceRuntime& runtime_;
   bool prefill_;
   bool cuda_graphs_;
+  int64_t prefill_chunk_;
   scheduler::PlanCache<std::tuple<const scheduler::VoiceEntry*, int64_t, bool>> embed_plans_;
-  scheduler::PlanCache<
-      std::tuple<const scheduler::VoiceEntry*, int64_t, int64_t, int64_t, bool, bool, bool, bool>>
+  scheduler::PlanCache<decltype(std::tuple_cat(
+      std::make_tuple(static_cast<const scheduler::VoiceEntry*>(nullptr)), GptStepShape{}.key()))>
       plans_;
 };
 

@@ -103,8 +103,9 @@ class GptStepOrder : public ::testing::Test {
   Pacing pacing_;
   Clock::time_point now_;
   uint64_t next_id_ = 0;
-  GptKind prefill_{runtime_, /*prefill=*/true, /*cuda_graphs=*/false};
-  GptKind decode_{runtime_, /*prefill=*/false, /*cuda_graphs=*/false};
+  static constexpr int64_t kChunk = scheduler::SchedulerOptions{}.prefill_chunk_tokens;
+  GptKind prefill_{runtime_, /*prefill=*/true, /*cuda_graphs=*/false, kChunk};
+  GptKind decode_{runtime_, /*prefill=*/false, /*cuda_graphs=*/false, kChunk};
 };
 
 // Two streams 15 ms apart at 10 ms a step: the later one waits while the earlier is fewer than
@@ -203,6 +204,61 @@ TEST_F(GptStepOrder, AStepOutOfPagesTakesThemFromAStreamOutsideItFirst) {
   EXPECT_FALSE(work_of(*coding).generation.recomputing());
   EXPECT_TRUE(work_of(*coding).generation.next() == RequestGeneration::Next::kDecode);
   pool.release(held);
+}
+
+// A stage recomputed after preemption goes through a prefill of every position it had reached
+// and the one it was to feed next: with a chunk of 8 it runs in pieces of at most 8 positions
+// over the cache (text, then text and code, then code: each step sized for its own piece), then
+// decodes on, drawing the tokens a twin stream that was never preempted draws.
+TEST_F(GptStepOrder, ARecomputedStageIsPrefilledInPiecesOfAtMostAChunk) {
+  constexpr int64_t kSmallChunk = 8;
+  GptKind chunked{runtime_, /*prefill=*/true, /*cuda_graphs=*/false, kSmallChunk};
+  const auto preempted = stream(0.050);
+  const auto twin = stream(0.050);
+  RequestGeneration& g = work_of(*preempted).generation;
+  const RequestGeneration& t = work_of(*twin).generation;
+  step(prefill_, {preempted});
+  step(prefill_, {twin});
+  for (int i = 0; i < 40; ++i) {
+    step(decode_, {preempted});
+    step(decode_, {twin});
+  }
+  ASSERT_TRUE(g.next() == RequestGeneration::Next::kDecode) << "the stage ended: make it longer";
+  const int64_t reached = g.positions();
+  work_of(*preempted).preempt();
+  ASSERT_TRUE(work_of(*preempted).pages.empty());
+  const int64_t length = g.prefill_length();
+  ASSERT_GT(length, 3 * kSmallChunk);
+
+  int64_t pieces = 0;
+  while (g.next() == RequestGeneration::Next::kPrefill) {
+    const Batch batch = chunked.propose({preempted}, pacing_, now_);
+    ASSERT_EQ(batch.items.size(), 1u);
+    const int64_t begin = g.prefilled();
+    const int64_t piece = std::min(kSmallChunk, length - begin);
+    EXPECT_NE(chunked.too_big(batch, 0, 0)
+                  .message.find("a prefill of " + std::to_string(piece) + " tokens"),
+              std::string::npos)
+        << "piece " << pieces << " is not sized for its own positions";
+    const scheduler::StepOutput out = chunked.run(batch, budget_);
+    for (const auto& error : out.errors) ASSERT_FALSE(error);
+    ++pieces;
+    if (g.next() == RequestGeneration::Next::kPrefill) {
+      EXPECT_EQ(g.prefilled(), begin + kSmallChunk);
+      EXPECT_FALSE(work_of(*preempted).pages.empty()) << "a piece gave its cached positions back";
+    }
+    ASSERT_LE(pieces, length) << "the prefill makes no progress";
+  }
+  EXPECT_EQ(pieces, (length + kSmallChunk - 1) / kSmallChunk);
+  // The recomputation fed the position the stream was to feed next, as a decode step would have.
+  EXPECT_EQ(g.positions(), reached + 1);
+  step(decode_, {twin});
+  EXPECT_EQ(g.next_ids(), t.next_ids());
+  for (int i = 0; i < 5; ++i) {
+    step(decode_, {preempted});
+    step(decode_, {twin});
+    EXPECT_EQ(g.next_ids(), t.next_ids()) << "decode step " << i << " after the recomputation";
+  }
 }
 
 }  // namespace
