@@ -951,6 +951,7 @@ class SettingsTest(unittest.TestCase):
         self.assertEqual(values["lazy"], True)
         self.assertEqual(values["log-format"], "json")
         self.assertEqual(values["chunk-frames"], 64)  # default
+        self.assertEqual(values["prefill-chunk-tokens"], 512)  # default
         self.assertEqual(values["voice"], ["voices/en-demo"])
         # The default device is cuda when voxd was built with CUDA and sees a GPU (the suite's
         # run on the GPU machine), else cpu.
@@ -979,6 +980,9 @@ class SettingsTest(unittest.TestCase):
                 self.assertIn(fragment, result.stderr)
         result = self.settings(env={"VOXD_MAX_QUEUE": "zero"})
         self.assertEqual(result.returncode, 2)
+        result = self.settings("--prefill-chunk-tokens", "0")
+        self.assertEqual(result.returncode, 2, result.stdout)
+        self.assertIn("--prefill-chunk-tokens", result.stderr)
         missing = subprocess.run([VOXD, "serve", "--port", "0"], capture_output=True, text=True, timeout=60,
                                  env={k: v for k, v in os.environ.items() if k != "VOXD_VOICE"})
         self.assertEqual(missing.returncode, 2)
