@@ -635,6 +635,11 @@ std::unique_ptr<StepInFlight> Scheduler::execute(StepKind& kind, Batch& batch, A
       admission.shrunk = false;
       continue;
     }
+    // Less of the item's work in this step costs it more steps, and nobody else anything.
+    if (kind.shrink(batch)) {
+      admission.shrunk = true;
+      continue;
+    }
     if (budget_.reclaim(footprint)) continue;
     if (voices_.lazy() && unload_idle_voice(&voice)) continue;
     output.audio.resize(1);

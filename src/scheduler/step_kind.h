@@ -157,6 +157,10 @@ class StepKind {
   virtual uint64_t footprint(const Batch& batch, size_t size) = 0;
   // Why a batch of one whose footprint is more than the `available` bytes cannot run.
   virtual StepRefusal too_big(const Batch& batch, uint64_t footprint, uint64_t available) const = 0;
+  // Device thread: the step of `batch`'s first item alone does not fit; makes that item's next
+  // step smaller (less of its work, the rest in later steps), so that footprint() asks for less.
+  // False (the default) when the kind cannot, and the item is refused (too_big).
+  virtual bool shrink(Batch& /*batch*/) { return false; }
   // Device thread, without the lock: runs `batch` in planned arenas, advancing the streams'
   // device-thread state. Throwing fails every request in the batch.
   virtual StepOutput run(const Batch& batch, MemoryBudget& budget) = 0;

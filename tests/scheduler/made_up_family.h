@@ -131,17 +131,22 @@ inline void use_workspace(Context& ctx, uint64_t bytes) {
 // A stream whose one step of `step_bytes` of workspace makes its audio.
 class OneStepWork final : public StreamWork {
  public:
-  explicit OneStepWork(uint64_t step_bytes) : step_bytes(step_bytes) {}
+  // A step of `step_bytes`, which OneStepKind::shrink may halve while it stays at least
+  // `least_bytes` (by default it may not).
+  explicit OneStepWork(uint64_t step_bytes, uint64_t least_bytes = 0)
+      : step_bytes(step_bytes), least_bytes(least_bytes == 0 ? step_bytes : least_bytes) {}
   bool finished() const override { return done; }
   StreamGauges gauges() const override { return {}; }
   void release() override {}
 
   uint64_t step_bytes;
+  uint64_t least_bytes;
   bool done = false;
 };
 
 // Runs OneStepWork's steps, one stream at a time: its workspace, then `after_step` (given the
-// batch) if set, then 160 samples of 0.25. A step that does not fit is too large (step_too_big).
+// batch) if set, then 160 samples of 0.25. A step that does not fit is halved down to the work's
+// least_bytes (shrink), then too large (step_too_big).
 class OneStepKind final : public StepKind {
  public:
   using AfterStep = std::function<void(const Batch&)>;
@@ -158,6 +163,12 @@ class OneStepKind final : public StepKind {
     return MemoryBudget::footprint(work(*batch.items.front()).step_bytes);
   }
   StepRefusal too_big(const Batch&, uint64_t, uint64_t) const override { return step_too_big(); }
+  bool shrink(Batch& batch) override {
+    OneStepWork& w = work(*batch.items.front());
+    if (w.step_bytes / 2 < w.least_bytes) return false;
+    w.step_bytes /= 2;
+    return true;
+  }
   StepOutput run(const Batch& batch, MemoryBudget&) override {
     OneStepWork& w = work(*batch.items.front());
     use_workspace(runtime_.context(), w.step_bytes);

@@ -28,14 +28,17 @@ constexpr char kType[] = "test-shared-device";
 
 class SharedDevice : public ::testing::Test {
  protected:
-  // The engine of voice "a" on the shared device, under `limit` if any.
-  void start(std::optional<uint64_t> limit = std::nullopt) {
+  // The engine of voice "a" on the shared device, under `limit` if any; `after_step` as
+  // OneStepKind takes it.
+  void start(std::optional<uint64_t> limit = std::nullopt,
+             testing::OneStepKind::AfterStep after_step = {}) {
     testing::MadeUpEngine::Families families;
     families.emplace_back(std::make_unique<testing::MadeUpFamily>(
                               kType, [](Context&) { return std::make_unique<LoadedVoice>(); },
-                              [](DeviceRuntime& runtime) {
+                              [after_step](DeviceRuntime& runtime) {
                                 std::vector<std::unique_ptr<StepKind>> kinds;
-                                kinds.push_back(std::make_unique<testing::OneStepKind>(runtime));
+                                kinds.push_back(
+                                    std::make_unique<testing::OneStepKind>(runtime, after_step));
                                 return kinds;
                               }),
                           std::vector<std::string>{"a"});
@@ -141,6 +144,35 @@ TEST_F(SharedDevice, UnderALimitTheDevicesFreeMemoryCountsBeforeTheAllocatorFail
   EXPECT_EQ(e.code, "insufficient_memory");
   EXPECT_EQ(engine_->runtime().allocator().stats().num_ooms, 0u);
   EXPECT_EQ(speak(4 * kMiB).size(), 160u);
+}
+
+// A step too large to run whole runs smaller where its kind can cut it (StepKind::shrink), rather
+// than failing the stream: 48 MiB on the 32 MiB device runs as 12 while another process holds 16,
+// as 24 once it has given them back, and one its kind cannot cut below 40 MiB is refused as
+// before.
+TEST_F(SharedDevice, AStepTooLargeWholeRunsSmallerWhereItsKindCanCutIt) {
+  std::vector<uint64_t> ran;
+  start(std::nullopt, [&ran](const Batch& batch) {
+    ran.push_back(static_cast<const testing::OneStepWork&>(*batch.items.front()->work).step_bytes);
+  });
+  const auto speak_cut = [&](uint64_t step_bytes, uint64_t least_bytes) {
+    return testing::speak(engine_->scheduler(), engine_->voice("a"),
+                          std::make_unique<testing::OneStepWork>(step_bytes, least_bytes));
+  };
+  {
+    const Taken taken(*device_, 16 * kMiB);
+    ASSERT_TRUE(taken.held());
+    EXPECT_EQ(speak_cut(48 * kMiB, 4 * kMiB).size(), 160u);
+  }
+  EXPECT_EQ(speak_cut(48 * kMiB, 4 * kMiB).size(), 160u);
+  EXPECT_EQ(ran, (std::vector<uint64_t>{12 * kMiB, 24 * kMiB}));
+  EXPECT_EQ(refusal(40 * kMiB).status, 413);
+  try {
+    (void)speak_cut(80 * kMiB, 40 * kMiB);
+    ADD_FAILURE() << "a step its kind cannot cut below 40 MiB ran on a 32 MiB device";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 413);
+  }
 }
 
 }  // namespace

@@ -184,15 +184,16 @@ WorkspacePlan Definition::plan_memory(Backend& backend, DType dtype,
 
 uint64_t Definition::smallest_step_bytes(Backend& backend, const scheduler::LoadedVoice& loaded,
                                          const scheduler::SchedulerOptions&) const {
-  // A prompt of 16 tokens (less than any stage's prompt: the templates alone are longer), over a
-  // page planned on the side (the voice's own pool is not touched).
+  // A prompt of kLeastPrefillPiece tokens (less than any stage's prompt: the templates alone are
+  // longer; a prefill is cut to pieces no smaller to fit), over a page planned on the side (the
+  // voice's own pool is not touched).
   const LoadedModels& models = static_cast<const LoadedModels&>(loaded);
   const Gpt& gpt = models.voice->gpt();
   WorkspaceArena cache_arena(backend.device());
   Context cache_ctx = Context::for_planning(backend, cache_arena);
   PagedKvCache cache = gpt.make_paged_cache(cache_ctx, 1, kKvPageSize);
   const GptStepShape shape{.batch = 1,
-                           .tokens = 16,
+                           .tokens = kLeastPrefillPiece,
                            .table_width = 1,
                            .prefill = true,
                            .text_head = true,

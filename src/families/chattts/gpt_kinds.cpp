@@ -39,9 +39,12 @@ struct PrefillPiece {
   bool last(const RequestGeneration& g) const { return end == g.prefill_length(); }
 };
 
-PrefillPiece next_piece(const RequestGeneration& g, int64_t chunk) {
+PrefillPiece next_piece(const GenerationWork& work, int64_t chunk) {
+  const RequestGeneration& g = work.generation;
+  const int64_t most =
+      work.prefill_piece_limit > 0 ? std::min(chunk, work.prefill_piece_limit) : chunk;
   const int64_t begin = g.prefilled();
-  return {begin, std::min(g.prefill_length(), begin + chunk)};
+  return {begin, std::min(g.prefill_length(), begin + most)};
 }
 
 // Which of a piece's positions are text (1) and which code (0), padded to `tokens` with text.
@@ -360,7 +363,9 @@ GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
   const KvPagePool& pool = *models_of(*batch.voice).pages;
   for (size_t i = 0; i < size; ++i) {
     const RequestGeneration& g = work_of(*batch.items[i]).generation;
-    if (prefill_) shape.tokens = std::max(shape.tokens, next_piece(g, prefill_chunk_).length());
+    if (prefill_)
+      shape.tokens =
+          std::max(shape.tokens, next_piece(work_of(*batch.items[i]), prefill_chunk_).length());
     shape.table_width = std::max(shape.table_width, pool.pages_for(g.capacity()));
     (g.code_stage() ? shape.code_head : shape.text_head) = true;
   }
@@ -369,7 +374,8 @@ GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
   shape.text_positions = false;
   for (size_t i = 0; i < size; ++i) {
     const RequestGeneration& g = work_of(*batch.items[i]).generation;
-    for (int64_t is_text : piece_text_mask(g, next_piece(g, prefill_chunk_), shape.tokens)) {
+    for (int64_t is_text :
+         piece_text_mask(g, next_piece(work_of(*batch.items[i]), prefill_chunk_), shape.tokens)) {
       (is_text != 0 ? shape.text_positions : shape.code_positions) = true;
     }
   }
@@ -442,8 +448,7 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
   const std::string what =
       prefill_
           ? "a prefill of " +
-                std::to_string(
-                    next_piece(work_of(*batch.items.front()).generation, prefill_chunk_).length()) +
+                std::to_string(next_piece(work_of(*batch.items.front()), prefill_chunk_).length()) +
                 " tokens"
           : "one decode step";
   return {.request_too_large = false,
@@ -453,6 +458,15 @@ scheduler::StepRefusal GptKind::too_big(const Batch& batch, uint64_t footprint,
                      format_bytes(available) +
                      " this server has for one step; give it more device memory (a larger "
                      "--gpu-memory-limit, or a device it does not share) or a smaller --kv-cache"};
+}
+
+bool GptKind::shrink(Batch& batch) {
+  if (!prefill_) return false;
+  GenerationWork& work = work_of(*batch.items.front());
+  const int64_t length = next_piece(work, prefill_chunk_).length();
+  if (length <= kLeastPrefillPiece) return false;
+  work.prefill_piece_limit = std::max(kLeastPrefillPiece, length / 2);
+  return true;
 }
 
 scheduler::StepOutput GptKind::run(const Batch& batch, scheduler::MemoryBudget& budget) {
@@ -549,7 +563,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
     io.history.emplace_back();
     g.next_draws(window, io.draws.back(), io.history.back());
     if (prefill_) {
-      const PrefillPiece piece = next_piece(g, prefill_chunk_);
+      const PrefillPiece piece = next_piece(work, prefill_chunk_);
       pieces.push_back(piece);
       const std::vector<int64_t> ids = g.prefill_ids();
       io.ids.emplace_back(ids.begin() + piece.begin * num_vq, ids.begin() + piece.end * num_vq);
@@ -588,6 +602,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
       work.generation.prefilled_to(pieces[r].end);
       continue;
     }
+    if (prefill_) work.prefill_piece_limit = 0;
     try {
       work.generation.advance(io.tokens[r], io.hidden[r]);
       work.collect();

@@ -49,6 +49,10 @@ struct GptStepShape {
 
 struct GptStepIo;
 
+// The fewest positions a prefill step is cut to when the memory budget cannot hold a longer one:
+// the prompt the server's readiness is checked with (Definition::smallest_step_bytes).
+inline constexpr int64_t kLeastPrefillPiece = 16;
+
 class GptKind : public scheduler::StepKind {
  public:
   // `cuda_graphs`: decode steps through recorded graphs where the backend records them. A
@@ -64,6 +68,8 @@ class GptKind : public scheduler::StepKind {
   uint64_t footprint(const scheduler::Batch& batch, size_t size) override;
   scheduler::StepRefusal too_big(const scheduler::Batch& batch, uint64_t footprint,
                                  uint64_t available) const override;
+  // A prefill piece of the first stream halved, down to kLeastPrefillPiece positions.
+  bool shrink(scheduler::Batch& batch) override;
   scheduler::StepOutput run(const scheduler::Batch& batch,
                             scheduler::MemoryBudget& budget) override;
   // Prefill: one made-up prompt of 8 tokens through the GPT, so that kernels and the BLAS are

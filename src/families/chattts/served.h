@@ -56,6 +56,9 @@ class GenerationWork final : public scheduler::StreamWork {
   RequestGeneration generation;
   std::vector<int64_t> pages;
   KvPagePool* pool = nullptr;  // the pool `pages` are from, once the stream has taken any
+  // The most positions its prefill's next pieces may run, where the memory budget could not hold
+  // a longer one (GptKind::shrink); 0: the kind's prefill_chunk_tokens. Gone with the prefill.
+  int64_t prefill_piece_limit = 0;
 
   // Gives the stage's pages back (when it has ended).
   void release_pages();

@@ -261,5 +261,48 @@ TEST_F(GptStepOrder, ARecomputedStageIsPrefilledInPiecesOfAtMostAChunk) {
   }
 }
 
+// When a stream's prefill step does not fit the memory budget alone, the scheduler asks the kind
+// to shrink it: each time the piece is halved, down to kLeastPrefillPiece positions, and the
+// stream goes on in pieces of that size to the tokens its twin draws.
+TEST_F(GptStepOrder, APrefillTooLargeForTheBudgetIsHalvedDownToTheLeastPiece) {
+  const auto preempted = stream(0.050);
+  const auto twin = stream(0.050);
+  RequestGeneration& g = work_of(*preempted).generation;
+  const RequestGeneration& t = work_of(*twin).generation;
+  step(prefill_, {preempted});
+  step(prefill_, {twin});
+  for (int i = 0; i < 40; ++i) {
+    step(decode_, {preempted});
+    step(decode_, {twin});
+  }
+  work_of(*preempted).preempt();
+  const int64_t length = g.prefill_length();
+  ASSERT_GT(length, 2 * kLeastPrefillPiece);
+  ASSERT_LT(length, 4 * kLeastPrefillPiece) << "the halvings below assume 32 < length < 64";
+
+  Batch batch = prefill_.propose({preempted}, pacing_, now_);
+  ASSERT_EQ(batch.items.size(), 1u);
+  const auto sized_for = [&](int64_t positions) {
+    return prefill_.too_big(batch, 0, 0).message.find(
+               "a prefill of " + std::to_string(positions) + " tokens") != std::string::npos;
+  };
+  EXPECT_TRUE(sized_for(length));
+  ASSERT_TRUE(prefill_.shrink(batch));
+  EXPECT_TRUE(sized_for(length / 2));
+  ASSERT_TRUE(prefill_.shrink(batch));
+  EXPECT_TRUE(sized_for(kLeastPrefillPiece));
+  EXPECT_FALSE(prefill_.shrink(batch)) << "a piece was cut below the least one";
+  int64_t pieces = 0;
+  while (g.next() == RequestGeneration::Next::kPrefill && pieces <= length) {
+    step(prefill_, {preempted});
+    ++pieces;
+  }
+  EXPECT_EQ(pieces, (length + kLeastPrefillPiece - 1) / kLeastPrefillPiece);
+  step(decode_, {twin});
+  EXPECT_EQ(g.next_ids(), t.next_ids());
+  // The next prefill of the stream is whole again.
+  EXPECT_EQ(work_of(*preempted).prefill_piece_limit, 0);
+}
+
 }  // namespace
 }  // namespace voxd::chattts
