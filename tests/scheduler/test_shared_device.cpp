@@ -33,15 +33,15 @@ class SharedDevice : public ::testing::Test {
   void start(std::optional<uint64_t> limit = std::nullopt,
              testing::OneStepKind::AfterStep after_step = {}) {
     testing::MadeUpEngine::Families families;
-    families.emplace_back(std::make_unique<testing::MadeUpFamily>(
-                              kType, [](Context&) { return std::make_unique<LoadedVoice>(); },
-                              [after_step](DeviceRuntime& runtime) {
-                                std::vector<std::unique_ptr<StepKind>> kinds;
-                                kinds.push_back(
-                                    std::make_unique<testing::OneStepKind>(runtime, after_step));
-                                return kinds;
-                              }),
-                          std::vector<std::string>{"a"});
+    families.emplace_back(
+        std::make_unique<testing::MadeUpFamily>(
+            kType, [](Context&) { return std::make_unique<LoadedVoice>(); },
+            [after_step](DeviceRuntime& runtime) {
+              std::vector<std::unique_ptr<StepKind>> kinds;
+              kinds.push_back(std::make_unique<testing::OneStepKind>(runtime, after_step));
+              return kinds;
+            }),
+        std::vector<std::string>{"a"});
     RuntimeOptions runtime{.backend = "cpu", .threads = 1, .source = device_};
     if (limit) runtime.memory_limit = MemoryAmount::bytes(*limit);
     engine_ = std::make_unique<testing::MadeUpEngine>(std::move(families), runtime);

@@ -283,8 +283,9 @@ TEST_F(GptStepOrder, APrefillTooLargeForTheBudgetIsHalvedDownToTheLeastPiece) {
   Batch batch = prefill_.propose({preempted}, pacing_, now_);
   ASSERT_EQ(batch.items.size(), 1u);
   const auto sized_for = [&](int64_t positions) {
-    return prefill_.too_big(batch, 0, 0).message.find(
-               "a prefill of " + std::to_string(positions) + " tokens") != std::string::npos;
+    return prefill_.too_big(batch, 0, 0)
+               .message.find("a prefill of " + std::to_string(positions) + " tokens") !=
+           std::string::npos;
   };
   EXPECT_TRUE(sized_for(length));
   ASSERT_TRUE(prefill_.shrink(batch));
