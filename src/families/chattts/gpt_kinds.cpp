@@ -271,7 +271,17 @@ void gpt_step(Context& ctx, const Gpt& gpt, PagedKvCache& cache, const GptStepSh
                           std::vector<int64_t>(static_cast<size_t>(b * shape.table_width), -1));
   const std::vector<int64_t> positions =
       io != nullptr ? io->positions : std::vector<int64_t>(static_cast<size_t>(b), 0);
-  const Tensor hidden = gpt.forward(ctx, embedded, cache, table, positions);
+  // Each stream within the GPT's positions by its own length: a piece padded to the step's
+  // longest may reach past them with rows no one reads (their keys and values fall outside the
+  // stream's pages and are dropped).
+  for (int64_t s = 0; s < b; ++s) {
+    const auto i = static_cast<size_t>(s);
+    const int64_t end = positions[i] + (io != nullptr && shape.prefill ? io->last[i] + 1 : t);
+    VOXD_CHECK(end <= c.max_position_embeddings,
+               "a GPT step past the GPT's positions: its stages are bounded by them");
+  }
+  const Tensor hidden =
+      gpt.forward(ctx, embedded, cache, table, Tensor::from_vector({b}, positions));
   if (io != nullptr) {
     io->hidden.assign(static_cast<size_t>(b), {});
     io->tokens.assign(static_cast<size_t>(b), {});
@@ -329,7 +339,12 @@ scheduler::Batch GptKind::propose(const std::vector<std::shared_ptr<Stream>>& st
   std::vector<Candidate> candidates;
   for (const std::shared_ptr<Stream>& stream : streams) {
     const GenerationWork& work = work_of(*stream);
-    if (!stream->running() || work.generation.next() != wanted || work.audio_backlogged()) {
+    // A prefill in pieces goes on whatever its audio: its pages come back only once it decodes
+    // (a decoding stream waiting for its client gives them back; one mid-prefill cannot).
+    const bool mid_prefill =
+        work.generation.next() == Next::kPrefill && work.generation.prefilled() > 0;
+    if (!stream->running() || work.generation.next() != wanted ||
+        (work.audio_backlogged() && !mid_prefill)) {
       continue;
     }
     candidates.push_back({stream, laxity(*stream, pacing, now)});

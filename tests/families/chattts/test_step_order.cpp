@@ -305,5 +305,30 @@ TEST_F(GptStepOrder, APrefillTooLargeForTheBudgetIsHalvedDownToTheLeastPiece) {
   EXPECT_EQ(work_of(*preempted).prefill_piece_limit, 0);
 }
 
+// A stream mid-prefill holds its pages and needs no more: it goes on while a more urgent stream
+// waits for pages (before, the waiting lead held it up, and with every other stream prefilling
+// no pages ever came back).
+TEST_F(GptStepOrder, AStreamHoldingItsPagesMidPrefillGoesOnWhileAnotherWaitsForPages) {
+  GptKind chunked{runtime_, /*prefill=*/true, /*cuda_graphs=*/false, /*prefill_chunk_tokens=*/8};
+  const auto held = stream(0.050);
+  step(prefill_, {held});
+  for (int i = 0; i < 20; ++i) step(decode_, {held});
+  work_of(*held).preempt();
+  step(chunked, {held});
+  ASSERT_GT(work_of(*held).generation.prefilled(), 0) << "the prefill ran whole";
+  KvPagePool& pool = *models_of(entry_).pages;
+  std::vector<int64_t> taken;
+  ASSERT_TRUE(pool.grow(taken, pool.free_pages() * pool.page_size()));
+  const auto urgent = stream(0.500);
+  const Batch batch = chunked.propose({urgent, held}, pacing_, now_);
+  ASSERT_EQ(batch.items.size(), 1u);
+  EXPECT_EQ(batch.items.front()->id, held->id);
+  while (work_of(*held).generation.next() == RequestGeneration::Next::kPrefill) {
+    step(chunked, {urgent, held});
+  }
+  EXPECT_TRUE(work_of(*urgent).pages.empty());
+  pool.release(taken);
+}
+
 }  // namespace
 }  // namespace voxd::chattts
