@@ -33,9 +33,9 @@ Batch batch_within_free_pages(const std::vector<Candidate>& candidates, const Ca
     }
     const int64_t need = pages_needed(c);
     if (need > 0 && never_fits(c)) {
-      if (batch.items.empty() && !waiting) batch.items.push_back(c.stream);
-      if (!waiting) break;
-      continue;
+      if (waiting) continue;
+      if (batch.items.empty()) batch.items.push_back(c.stream);
+      break;
     }
     if (need > 0 && (waiting || need > free)) {
       waiting = true;

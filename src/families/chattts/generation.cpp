@@ -256,13 +256,21 @@ int64_t RequestGeneration::prefill_length() const {
          (recomputing_ ? static_cast<int64_t>(history_.front().size()) : 0);
 }
 
-std::vector<int64_t> RequestGeneration::prefill_ids() const {
+std::vector<int64_t> RequestGeneration::prefill_ids(int64_t begin, int64_t end) const {
+  VOXD_CHECK(0 <= begin && begin <= end && end <= prefill_length(),
+             "prefill_ids() of positions outside the prefill");
   const auto num_vq = static_cast<size_t>(config_.gpt.num_vq);
+  const auto prompt = static_cast<int64_t>(prompt_.size());
   std::vector<int64_t> ids;
-  ids.reserve(static_cast<size_t>(prefill_length()) * num_vq);
-  for (int64_t id : prompt_) ids.insert(ids.end(), num_vq, id);
-  if (!recomputing_) return ids;
-  for (size_t step = 0; step < history_.front().size(); ++step) {
+  ids.reserve(static_cast<size_t>(end - begin) * num_vq);
+  for (int64_t p = begin; p < end; ++p) {
+    if (p < prompt) {
+      ids.insert(ids.end(), num_vq, prompt_[static_cast<size_t>(p)]);
+      continue;
+    }
+    // A drawn token (only after preempt()): the code stage's num_vq codes, or the refine
+    // stage's one token repeated.
+    const auto step = static_cast<size_t>(p - prompt);
     for (size_t column = 0; column < num_vq; ++column) {
       ids.push_back(history_[code_stage_ ? column : 0][step]);
     }
@@ -270,10 +278,13 @@ std::vector<int64_t> RequestGeneration::prefill_ids() const {
   return ids;
 }
 
-std::vector<int64_t> RequestGeneration::prefill_text_mask() const {
-  std::vector<int64_t> mask(static_cast<size_t>(prefill_length()), 1);
-  if (code_stage_)
-    std::fill(mask.begin() + static_cast<std::ptrdiff_t>(prompt_.size()), mask.end(), 0);
+std::vector<int64_t> RequestGeneration::prefill_text_mask(int64_t begin, int64_t end) const {
+  VOXD_CHECK(0 <= begin && begin <= end && end <= prefill_length(),
+             "prefill_text_mask() of positions outside the prefill");
+  std::vector<int64_t> mask;
+  mask.reserve(static_cast<size_t>(end - begin));
+  const auto prompt = static_cast<int64_t>(prompt_.size());
+  for (int64_t p = begin; p < end; ++p) mask.push_back(!code_stage_ || p < prompt ? 1 : 0);
   return mask;
 }
 

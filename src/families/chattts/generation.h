@@ -68,8 +68,12 @@ class RequestGeneration {
   // preempt() also the tokens the stage had drawn, so that the prefill's last logits are those
   // its next decode step would have given.
   int64_t prefill_length() const;
-  std::vector<int64_t> prefill_ids() const;
-  std::vector<int64_t> prefill_text_mask() const;
+  // Positions [begin, end) of them (0 ≤ begin ≤ end ≤ prefill_length(): a piece of a prefill run
+  // in pieces), or all.
+  std::vector<int64_t> prefill_ids(int64_t begin, int64_t end) const;
+  std::vector<int64_t> prefill_ids() const { return prefill_ids(0, prefill_length()); }
+  std::vector<int64_t> prefill_text_mask(int64_t begin, int64_t end) const;
+  std::vector<int64_t> prefill_text_mask() const { return prefill_text_mask(0, prefill_length()); }
   // kPrefill: the speaker vector that replaces the embedding at speaker_positions() (the
   // prompt's [spk_emb] positions; none without a speaker, or in the refine stage).
   const std::vector<float>* speaker() const { return code_stage_ ? speaker_ptr() : nullptr; }

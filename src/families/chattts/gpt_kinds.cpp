@@ -50,8 +50,7 @@ PrefillPiece next_piece(const GenerationWork& work, int64_t chunk) {
 // Which of a piece's positions are text (1) and which code (0), padded to `tokens` with text.
 std::vector<int64_t> piece_text_mask(const RequestGeneration& g, const PrefillPiece& piece,
                                      int64_t tokens) {
-  const std::vector<int64_t> whole = g.prefill_text_mask();
-  std::vector<int64_t> mask(whole.begin() + piece.begin, whole.begin() + piece.end);
+  std::vector<int64_t> mask = g.prefill_text_mask(piece.begin, piece.end);
   mask.resize(static_cast<size_t>(tokens), 1);
   return mask;
 }
@@ -376,21 +375,22 @@ GptStepShape GptKind::shape_of(const Batch& batch, size_t size) const {
   shape.prefill = prefill_;
   shape.tokens = 1;
   const KvPagePool& pool = *models_of(*batch.voice).pages;
+  std::vector<PrefillPiece> pieces;
   for (size_t i = 0; i < size; ++i) {
-    const RequestGeneration& g = work_of(*batch.items[i]).generation;
-    if (prefill_)
-      shape.tokens =
-          std::max(shape.tokens, next_piece(work_of(*batch.items[i]), prefill_chunk_).length());
-    shape.table_width = std::max(shape.table_width, pool.pages_for(g.capacity()));
-    (g.code_stage() ? shape.code_head : shape.text_head) = true;
+    const GenerationWork& work = work_of(*batch.items[i]);
+    if (prefill_) {
+      pieces.push_back(next_piece(work, prefill_chunk_));
+      shape.tokens = std::max(shape.tokens, pieces.back().length());
+    }
+    shape.table_width = std::max(shape.table_width, pool.pages_for(work.generation.capacity()));
+    (work.generation.code_stage() ? shape.code_head : shape.text_head) = true;
   }
   if (!prefill_) return shape;
   // The embedding's work (and memory) depends on which kinds of positions the step has.
   shape.text_positions = false;
   for (size_t i = 0; i < size; ++i) {
-    const RequestGeneration& g = work_of(*batch.items[i]).generation;
     for (int64_t is_text :
-         piece_text_mask(g, next_piece(work_of(*batch.items[i]), prefill_chunk_), shape.tokens)) {
+         piece_text_mask(work_of(*batch.items[i]).generation, pieces[i], shape.tokens)) {
       (is_text != 0 ? shape.text_positions : shape.code_positions) = true;
     }
   }
@@ -569,7 +569,6 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
   const int64_t window = window_of(models);
   GptStepIo io;
   std::vector<PrefillPiece> pieces;
-  const auto num_vq = static_cast<std::ptrdiff_t>(models.voice->gpt().config().num_vq);
   for (const auto& stream : running.items) {
     GenerationWork& work = work_of(*stream);
     const RequestGeneration& g = work.generation;
@@ -580,8 +579,7 @@ scheduler::StepOutput GptKind::run_step(const Batch& batch, LoadedModels& models
     if (prefill_) {
       const PrefillPiece piece = next_piece(work, prefill_chunk_);
       pieces.push_back(piece);
-      const std::vector<int64_t> ids = g.prefill_ids();
-      io.ids.emplace_back(ids.begin() + piece.begin * num_vq, ids.begin() + piece.end * num_vq);
+      io.ids.push_back(g.prefill_ids(piece.begin, piece.end));
       io.text_mask.push_back(piece_text_mask(g, piece, shape.tokens));
       io.last.push_back(piece.length() - 1);
       io.positions.push_back(piece.begin);

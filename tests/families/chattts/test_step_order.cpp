@@ -85,6 +85,26 @@ class GptStepOrder : public ::testing::Test {
     return s;
   }
 
+  // Two streams of the same text and seed, prefilled whole and decoded `steps` steps together;
+  // then the first is preempted (its stage to be recomputed) while the twin goes on as it was.
+  struct PreemptedAndTwin {
+    std::shared_ptr<Stream> preempted;
+    std::shared_ptr<Stream> twin;
+  };
+  PreemptedAndTwin preempted_and_twin(int steps) {
+    PreemptedAndTwin out{stream(0.050), stream(0.050)};
+    step(prefill_, {out.preempted});
+    step(prefill_, {out.twin});
+    for (int i = 0; i < steps; ++i) {
+      step(decode_, {out.preempted});
+      step(decode_, {out.twin});
+    }
+    EXPECT_TRUE(work_of(*out.preempted).generation.next() == RequestGeneration::Next::kDecode)
+        << "the stage ended: make it longer";
+    work_of(*out.preempted).preempt();
+    return out;
+  }
+
   // Runs `kind`'s proposal over `streams` as the scheduler would.
   void step(GptKind& kind, const std::vector<std::shared_ptr<Stream>>& streams) {
     const Batch batch = kind.propose(streams, pacing_, now_);
@@ -213,19 +233,11 @@ TEST_F(GptStepOrder, AStepOutOfPagesTakesThemFromAStreamOutsideItFirst) {
 TEST_F(GptStepOrder, ARecomputedStageIsPrefilledInPiecesOfAtMostAChunk) {
   constexpr int64_t kSmallChunk = 8;
   GptKind chunked{runtime_, /*prefill=*/true, /*cuda_graphs=*/false, kSmallChunk};
-  const auto preempted = stream(0.050);
-  const auto twin = stream(0.050);
+  const auto [preempted, twin] = preempted_and_twin(40);
   RequestGeneration& g = work_of(*preempted).generation;
   const RequestGeneration& t = work_of(*twin).generation;
-  step(prefill_, {preempted});
-  step(prefill_, {twin});
-  for (int i = 0; i < 40; ++i) {
-    step(decode_, {preempted});
-    step(decode_, {twin});
-  }
-  ASSERT_TRUE(g.next() == RequestGeneration::Next::kDecode) << "the stage ended: make it longer";
-  const int64_t reached = g.positions();
-  work_of(*preempted).preempt();
+  // Preemption cut nothing the twin has: it is where the preempted stream was.
+  const int64_t reached = t.positions();
   ASSERT_TRUE(work_of(*preempted).pages.empty());
   const int64_t length = g.prefill_length();
   ASSERT_GT(length, 3 * kSmallChunk);
@@ -265,17 +277,9 @@ TEST_F(GptStepOrder, ARecomputedStageIsPrefilledInPiecesOfAtMostAChunk) {
 // to shrink it: each time the piece is halved, down to kLeastPrefillPiece positions, and the
 // stream goes on in pieces of that size to the tokens its twin draws.
 TEST_F(GptStepOrder, APrefillTooLargeForTheBudgetIsHalvedDownToTheLeastPiece) {
-  const auto preempted = stream(0.050);
-  const auto twin = stream(0.050);
+  const auto [preempted, twin] = preempted_and_twin(40);
   RequestGeneration& g = work_of(*preempted).generation;
   const RequestGeneration& t = work_of(*twin).generation;
-  step(prefill_, {preempted});
-  step(prefill_, {twin});
-  for (int i = 0; i < 40; ++i) {
-    step(decode_, {preempted});
-    step(decode_, {twin});
-  }
-  work_of(*preempted).preempt();
   const int64_t length = g.prefill_length();
   ASSERT_GT(length, 2 * kLeastPrefillPiece);
   ASSERT_LT(length, 4 * kLeastPrefillPiece) << "the halvings below assume 32 < length < 64";
@@ -310,10 +314,7 @@ TEST_F(GptStepOrder, APrefillTooLargeForTheBudgetIsHalvedDownToTheLeastPiece) {
 // no pages ever came back).
 TEST_F(GptStepOrder, AStreamHoldingItsPagesMidPrefillGoesOnWhileAnotherWaitsForPages) {
   GptKind chunked{runtime_, /*prefill=*/true, /*cuda_graphs=*/false, /*prefill_chunk_tokens=*/8};
-  const auto held = stream(0.050);
-  step(prefill_, {held});
-  for (int i = 0; i < 20; ++i) step(decode_, {held});
-  work_of(*held).preempt();
+  const auto held = preempted_and_twin(20).preempted;
   step(chunked, {held});
   ASSERT_GT(work_of(*held).generation.prefilled(), 0) << "the prefill ran whole";
   KvPagePool& pool = *models_of(entry_).pages;
