@@ -1141,6 +1141,73 @@ void CudaBackend::run_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tenso
   cuda::implicit_gemm_conv1d_pair(first, second, handles_->stream, op);
 }
 
+bool CudaBackend::fuses_conv1d_pairs_rows(const Tensor& x,
+                                          std::span<const Conv1dPair> pairs) const {
+  // One pair runs through fused_conv1d_pair_rows.
+  if (pairs.size() < 2 || x.dim() != 3) return false;
+  const int64_t channels = x.size(2);
+  std::vector<cuda::ConvTaps> taps;
+  for (const Conv1dPair& pair : pairs) {
+    if (pair.first_weight == nullptr || pair.second_weight == nullptr ||
+        pair.first_arranged == nullptr || pair.second_arranged == nullptr ||
+        pair.output_dtype.value_or(x.dtype()) != x.dtype() ||
+        !fuses_conv1d_pair_rows(x, pair, x.dtype())) {
+      return false;
+    }
+    const Tensor& first = *pair.first_weight;
+    const Tensor& second = *pair.second_weight;
+    if (first.size(0) != channels || first.size(1) != channels || second.size(0) != channels ||
+        second.size(1) != channels) {
+      return false;
+    }
+    taps.push_back({first.size(2), pair.first.dilation});
+    taps.push_back({second.size(2), pair.second.dilation});
+  }
+  return cuda::implicit_gemm_pairs_on_chip(channels, taps);
+}
+
+void CudaBackend::fused_conv1d_pairs_rows(const Tensor& x, std::span<const Conv1dPair> pairs,
+                                          Tensor& out, const KernelScratch& scratch) {
+  const char* op = "conv1d_pairs_rows";
+  assert(fuses_conv1d_pairs_rows(x, pairs));
+  // Where rows of x off 16 bytes are copied to be read.
+  const ScratchBuffer aligned = take(scratch, x.nbytes());
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  const int64_t batch = x.size(0);
+  const int64_t steps = x.size(1);
+  std::vector<cuda::ImplicitGemmConv> convs;
+  const auto add = [&](const Tensor& weight, const Tensor* bias, const Conv1dParams& p,
+                       const Tensor& arranged, float slope) {
+    cuda::ImplicitGemmConv args =
+        implicit_gemm_args(weight, bias ? *bias : Tensor(), p, batch, steps, steps, slope);
+    args.weight_arranged = true;
+    args.arranged_weight = arranged.raw_data();
+    convs.push_back(args);
+  };
+  for (const Conv1dPair& pair : pairs) {
+    add(*pair.first_weight, pair.first_bias, pair.first, *pair.first_arranged, pair.slope);
+    add(*pair.second_weight, pair.second_bias, pair.second, *pair.second_arranged, pair.slope);
+  }
+  cuda::ImplicitGemmConv& first = convs.front();
+  first.time_major_input = true;
+  first.x = x.raw_data();
+  if (reinterpret_cast<uintptr_t>(x.raw_data()) % 16 != 0) {
+    VOXD_CUDA_CHECK(op, cudaMemcpyAsync(aligned.data(), x.raw_data(), x.nbytes(),
+                                        cudaMemcpyDeviceToDevice, handles_->stream));
+    first.x = aligned.data();
+  }
+  const Conv1dPair& last_pair = pairs.back();
+  cuda::ImplicitGemmConv& last = convs.back();
+  last.time_major_output = true;
+  last.out = out.raw_data();
+  last.addend = last_pair.addend != nullptr ? last_pair.addend->raw_data() : nullptr;
+  last.output_scale = last_pair.output_scale;
+  last.output_leaky_relu = last_pair.output_slope.has_value();
+  last.output_slope = last_pair.output_slope.value_or(0.0f);
+  cuda::implicit_gemm_conv1d_pairs_on_chip(convs, handles_->stream, op);
+}
+
 void CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    Tensor& out, const ConvTranspose1dParams& p,
                                    const KernelScratch& scratch) {
