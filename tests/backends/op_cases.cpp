@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -1997,9 +1998,11 @@ class OpTableTest : public ::testing::Test {
     double worst = 0;
     std::string worst_case;
     std::vector<std::string> skipped;
+    const char* selected = std::getenv("VOXD_OP_CASES");
     for (const OpCase& c : op_cases()) {
       if (c.group != group_ ||
-          std::find(c.dtypes.begin(), c.dtypes.end(), dtype_) == c.dtypes.end()) {
+          std::find(c.dtypes.begin(), c.dtypes.end(), dtype_) == c.dtypes.end() ||
+          (selected != nullptr && c.description.find(selected) == std::string::npos)) {
         continue;
       }
       if (c.large && !target_.include_large) {

@@ -85,7 +85,8 @@ struct OpTableTarget {
 };
 
 // Registers one gtest per (group, dtype) of the table for `target`. Call before RUN_ALL_TESTS,
-// e.g. from a namespace-scope initializer.
+// e.g. from a namespace-scope initializer. With VOXD_OP_CASES set in the environment, a test runs
+// only the cases whose description contains it (a sanitizer's run of a few).
 void register_op_table(const OpTableTarget& target);
 
 // The gtest name of an op: op_name in CamelCase ("conv_transpose1d" -> "ConvTranspose1d").
