@@ -195,12 +195,6 @@ void Backend::fused_conv1d_pair_rows(const Tensor& /*x*/, const Conv1dPair& /*pa
               ": fused_conv1d_pair_rows called although fuses_conv1d_pair_rows() is false");
 }
 
-void Backend::fused_conv1d_pairs_rows(const Tensor& /*x*/, std::span<const Conv1dPair> /*pairs*/,
-                                      Tensor& /*out*/, const KernelScratch& /*scratch*/) {
-  throw Error(name() +
-              ": fused_conv1d_pairs_rows called although fuses_conv1d_pairs_rows() is false");
-}
-
 void Backend::rms_norm(const Tensor& /*x*/, const Tensor& /*weight*/, float /*eps*/,
                        Tensor& /*out*/) {
   not_implemented("rms_norm");

@@ -24,7 +24,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -303,19 +302,6 @@ class Backend {
   // too; only called when fuses_conv1d_pair_rows() is true. Otherwise as fused_conv1d_pair.
   virtual void fused_conv1d_pair_rows(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                                       const KernelScratch& scratch);
-  // Whether fused_conv1d_pairs_rows() runs `pairs` in a row over time-major x [B, T, C]
-  // (contiguous) as ops::conv1d_pairs_rows defines them, into rows of x's shape and dtype,
-  // without any pair's output becoming a tensor; decided by shapes, dtypes and the arranged
-  // weights alone (the pairs are not checked yet). When not (the default), ops::conv1d_pairs_rows
-  // runs them one by one through conv1d_pair_rows.
-  virtual bool fuses_conv1d_pairs_rows(const Tensor& /*x*/,
-                                       std::span<const Conv1dPair> /*pairs*/) const {
-    return false;
-  }
-  // out [B, T, C] = the pairs' output over rows x [B, T, C], the last pair's addend [B, T, C]
-  // rows too; only called when fuses_conv1d_pairs_rows() is true, with checked pairs.
-  virtual void fused_conv1d_pairs_rows(const Tensor& x, std::span<const Conv1dPair> pairs,
-                                       Tensor& out, const KernelScratch& scratch);
   // Whether conv1d_rows() runs a conv1d over time-major rows of x with weight and `params`; when
   // not (the default), ops::conv1d_rows transposes x and the output around conv1d().
   virtual bool runs_conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,

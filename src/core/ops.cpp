@@ -615,56 +615,6 @@ Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   return transpose(ctx, conv1d_pair(ctx, channel_major, channel_pair), 1, 2);
 }
 
-Tensor conv1d_pairs_rows(Context& ctx, const Tensor& x, std::span<const Conv1dPair> pairs) {
-  const char* op = "conv1d_pairs_rows";
-  require_rank(op, "x", x, 3);
-  if (pairs.empty()) fail(op, "needs at least one pair");
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const Conv1dPair& pair = pairs[i];
-    const std::string which = "pair " + std::to_string(i);
-    if (pair.residual != nullptr) {
-      fail(op, which + " has a residual; each pair adds its own input, so none may be given");
-    }
-    const bool terms =
-        pair.addend != nullptr || pair.output_scale != 1.0f || pair.output_slope.has_value();
-    if (terms && i + 1 < pairs.size()) {
-      fail(op, which + " of " + std::to_string(pairs.size()) +
-                   " has an addend, an output scale or an output slope; only the last may");
-    }
-  }
-  const Tensor xc = contiguous(ctx, x);
-  if (ctx.backend().fuses_conv1d_pairs_rows(xc, pairs)) {
-    // Each pair checked as conv1d_pair_rows checks it, x's view as its input and residual: the
-    // fused pairs keep x's shape and dtype throughout.
-    const Tensor channel_major = xc.transpose(1, 2);
-    const Tensor* addend = pairs.back().addend;
-    if (addend != nullptr) require_rank(op, "addend", *addend, 3);
-    const Tensor addend_view = addend ? addend->transpose(1, 2) : Tensor();
-    const Tensor addend_rows = addend ? contiguous(ctx, *addend) : Tensor();
-    std::vector<CheckedPair> checked;
-    checked.reserve(pairs.size());
-    std::vector<Conv1dPair> fused;
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      const bool last = i + 1 == pairs.size();
-      checked.push_back(check_pair(ctx, op, channel_major, pairs[i], &channel_major,
-                                   last && addend ? &addend_view : nullptr));
-      fused.push_back(
-          with_checked(pairs[i], checked.back(), nullptr, last && addend ? &addend_rows : nullptr));
-    }
-    Tensor out = empty(ctx, xc.shape(), xc.dtype());
-    ctx.backend().fused_conv1d_pairs_rows(xc, fused, out, ctx.scratch());
-    return out;
-  }
-  Tensor out = xc;
-  for (const Conv1dPair& pair : pairs) {
-    Conv1dPair step = pair;
-    step.residual = &out;
-    Tensor next = conv1d_pair_rows(ctx, out, step);
-    out = std::move(next);
-  }
-  return out;
-}
-
 bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair) {
   return x.dim() == 3 && pair.first_weight != nullptr && pair.second_weight != nullptr &&
          ctx.backend().fuses_conv1d_pair_rows(x, pair, pair.output_dtype.value_or(x.dtype()));

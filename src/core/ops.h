@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "core/allocator.h"
@@ -114,12 +113,6 @@ Tensor conv1d_pair(Context& ctx, const Tensor& x, const Conv1dPair& pair);
 // [B, T, Cout] too. The numbers of transposing x and the residual, conv1d_pair and transposing
 // back, which is what it runs where the backend does not read and write the rows itself.
 Tensor conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);
-// HiFiGAN V1's resblock over time-major rows x [B, T, C] -> [B, T, C]: `pairs` in a row, each
-// adding its own input as its residual (their residual must be null: refused otherwise), only
-// the last with an addend, a scale or an output slope. The numbers of conv1d_pair_rows run pair
-// by pair, which is what runs where the backend does not fuse them all
-// (Backend::fuses_conv1d_pairs_rows: no pair's output becomes a tensor).
-Tensor conv1d_pairs_rows(Context& ctx, const Tensor& x, std::span<const Conv1dPair> pairs);
 // Whether conv1d_pair_rows runs `pair` over rows shaped and typed as x [B, T, C] without
 // transposing anything (Backend::fuses_conv1d_pair_rows).
 bool fuses_conv1d_pair_rows(Context& ctx, const Tensor& x, const Conv1dPair& pair);

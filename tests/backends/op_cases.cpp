@@ -626,118 +626,6 @@ void add_conv1d_pair_cases(std::vector<OpCase>& cases) {
   cases.push_back(wrong_addend);
 }
 
-// HiFiGAN V1's resblock over rows: pairs in a row, each adding its own input, the last into the
-// stage's sum. On CUDA in F16 and BF16, with their weights arranged once, two or three pairs of
-// C 32 or 64 whose reach past the first convolution is at most 64 run as one kernel keeping every
-// pair's output on chip: V1's K-3 resblocks long (tiles of 256 steps, enough of them to give
-// every multiprocessor two: C 64 B 2 T 45,000, C 32 B 8 T 10,000) and short (a few 106-step
-// blocks; fewer steps than the pairs reach), and two pairs of K 7. Three pairs of K 7 reach too
-// far and run pair by pair there, as every pair does unarranged and on the other backends.
-void add_conv1d_pairs_cases(std::vector<OpCase>& cases) {
-  struct PairsCase {
-    int64_t batch, channels, t, kernel;
-    std::vector<int64_t> dilations;
-  };
-  const std::vector<PairsCase> list = {
-      {2, 64, 45000, 3, {1, 3, 5}}, {8, 32, 10000, 3, {1, 3, 5}}, {1, 64, 300, 3, {1, 3, 5}},
-      {2, 32, 5, 3, {1, 3, 5}},     {3, 32, 1000, 7, {1, 3}},     {1, 64, 500, 7, {1, 3, 5}},
-      {2, 16, 37, 3, {1, 3, 5}},
-  };
-  uint32_t seed = 450;
-  for (const PairsCase& tc : list) {
-    const int64_t c = tc.channels;
-    const size_t pairs = tc.dilations.size();
-    // x, the addend, then each pair's first weight and bias, second weight and bias (weights at a
-    // trained model's scale, as the pair cases explain).
-    std::vector<CaseInput> inputs = {random({tc.batch, tc.t, c}, seed),
-                                     random({tc.batch, tc.t, c}, seed + 1)};
-    seed += 2;
-    for (size_t m = 0; m < pairs; ++m) {
-      inputs.push_back(random({c, c, tc.kernel}, seed, -0.1f, 0.1f));
-      inputs.push_back(random({c}, seed + 1));
-      inputs.push_back(random({c, c, tc.kernel}, seed + 2, -0.1f, 0.1f));
-      inputs.push_back(random({c}, seed + 3));
-      seed += 4;
-    }
-    std::string shape = std::string("B") + str(tc.batch) + " C" + str(c) + " T" + str(tc.t) + " K" +
-                        str(tc.kernel) + " d";
-    for (size_t m = 0; m < pairs; ++m) {
-      if (m > 0) shape += ",";
-      shape += str(tc.dilations[m]);
-    }
-    const int64_t macs = tc.batch * tc.t * c * c * tc.kernel * 2 * static_cast<int64_t>(pairs);
-    // The pairs over in[], their weights arranged (`arranged`, one per weight) or not, the last
-    // into the sum (in[1] added, averaged over three, leaky ReLU) or not.
-    const auto run = [tc, pairs](Context& ctx, const In& in, bool arrange, bool summed) {
-      std::vector<Tensor> arranged;
-      arranged.reserve(2 * pairs);
-      std::vector<Conv1dPair> list;
-      for (size_t m = 0; m < pairs; ++m) {
-        const size_t w = 2 + 4 * m;
-        const int64_t d = tc.dilations[m];
-        Conv1dPair p{.first_weight = &in[w],
-                     .first_bias = &in[w + 1],
-                     .first = {1, d * (tc.kernel - 1) / 2, d, 1},
-                     .second_weight = &in[w + 2],
-                     .second_bias = &in[w + 3],
-                     .second = {1, (tc.kernel - 1) / 2, 1, 1},
-                     .slope = 0.1f};
-        if (arrange) {
-          arranged.push_back(ops::arrange_conv1d_weight(ctx, in[w]));
-          p.first_arranged = arranged.back().defined() ? &arranged.back() : nullptr;
-          arranged.push_back(ops::arrange_conv1d_weight(ctx, in[w + 2]));
-          p.second_arranged = arranged.back().defined() ? &arranged.back() : nullptr;
-        }
-        list.push_back(p);
-      }
-      if (summed) {
-        list.back().addend = &in[1];
-        list.back().output_scale = 1.0f / 3.0f;
-        list.back().output_slope = 0.1f;
-      }
-      return ops::conv1d_pairs_rows(ctx, in[0], list);
-    };
-    const auto add = [&](const std::string& what, bool arrange, bool summed) {
-      OpCase op = make(OpKind::Conv1d, what + " " + shape, inputs,
-                       [run, arrange, summed](Context& ctx, const In& in) {
-                         return run(ctx, in, arrange, summed);
-                       });
-      op.needs = {OpKind::Conv1d, OpKind::LeakyRelu, OpKind::Add};
-      op.large = macs > 100'000'000;
-      cases.push_back(op);
-    };
-    add("conv1d pairs on rows", false, false);
-    add("conv1d pairs on rows with their weights arranged once", true, false);
-    add("conv1d pairs on rows into a sum with their weights arranged once", true, true);
-  }
-  // What the ops layer refuses: a pair given a residual, terms on a pair before the last.
-  const std::vector<CaseInput> inputs = {random({1, 20, 4}, 490), random({4, 4, 3}, 491),
-                                         random({4, 4, 3}, 492), random({1, 20, 4}, 493)};
-  const auto refused = [&](const std::string& what, bool residual, const std::string& error) {
-    OpCase c = make(OpKind::Conv1d, "conv1d pairs on rows refuse " + what, inputs,
-                    [residual](Context& ctx, const In& in) {
-                      const Conv1dPair p{.first_weight = &in[1],
-                                         .first = {1, 1, 1, 1},
-                                         .second_weight = &in[2],
-                                         .second = {1, 1, 1, 1},
-                                         .slope = 0.1f};
-                      std::vector<Conv1dPair> pairs = {p, p};
-                      if (residual) {
-                        pairs[1].residual = &in[3];
-                      } else {
-                        pairs[0].addend = &in[3];
-                      }
-                      return ops::conv1d_pairs_rows(ctx, in[0], pairs);
-                    });
-    c.error = error;
-    cases.push_back(c);
-  };
-  refused("a residual", true,
-          "pair 1 has a residual; each pair adds its own input, so none may be given");
-  refused("an addend before the last pair", false,
-          "pair 0 of 2 has an addend, an output scale or an output slope; only the last may");
-}
-
 void add_conv_transpose1d_cases(std::vector<OpCase>& cases) {
   struct Case {
     ConvCase conv;
@@ -1894,7 +1782,6 @@ std::vector<OpCase> build_cases() {
   add_conv1d_cases(cases);
   add_conv1d_rows_cases(cases);
   add_conv1d_pair_cases(cases);
-  add_conv1d_pairs_cases(cases);
   add_conv_transpose1d_cases(cases);
   add_norm_cases(cases);
   add_embedding_cases(cases);

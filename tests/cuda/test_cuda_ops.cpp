@@ -246,41 +246,6 @@ TEST_F(CudaBackendTest, ShortChunksKeepV1sPairsAndFirstUpsamplerOnTheImplicitGem
   }
 }
 
-// HiFiGAN V1's K-3 resblocks in its last two stages (C 64 and 32), their weights arranged when
-// the model loads, run as one kernel that keeps every pair's output on chip (the op table's
-// pairs cases check its numbers); the K-7 and K-11 resblocks reach too far for a block's steps
-// and run pair by pair, as does a resblock whose weights came unarranged or of 128 channels.
-TEST_F(CudaBackendTest, V1sShortResblocksRunAsOneKernel) {
-  if (std::getenv("VOXD_CUDA_CONV") != nullptr) GTEST_SKIP() << "the default path only";
-  CudaBackend& backend = cuda_backend();
-  const auto fused = [&](int64_t channels, int64_t kernel, bool arranged) {
-    const DType dtype = DType::F16;
-    const Tensor rows = Tensor::empty({2, 1000, channels}, dtype);
-    const Tensor weight = Tensor::empty({channels, channels, kernel}, dtype);
-    const Tensor bias = Tensor::empty({channels}, dtype);
-    const Tensor order = Tensor::empty({backend.arranged_conv1d_weight_elements(weight)}, dtype);
-    std::vector<Conv1dPair> pairs;
-    for (const int64_t d : {1, 3, 5}) {
-      pairs.push_back({.first_weight = &weight,
-                       .first_bias = &bias,
-                       .first = {.stride = 1, .padding = d * (kernel - 1) / 2, .dilation = d},
-                       .second_weight = &weight,
-                       .second_bias = &bias,
-                       .second = {.stride = 1, .padding = (kernel - 1) / 2, .dilation = 1},
-                       .slope = 0.1f,
-                       .first_arranged = arranged ? &order : nullptr,
-                       .second_arranged = arranged ? &order : nullptr});
-    }
-    return backend.fuses_conv1d_pairs_rows(rows, pairs);
-  };
-  EXPECT_TRUE(fused(64, 3, true));
-  EXPECT_TRUE(fused(32, 3, true));
-  EXPECT_FALSE(fused(64, 7, true));
-  EXPECT_FALSE(fused(32, 11, true));
-  EXPECT_FALSE(fused(64, 3, false));
-  EXPECT_FALSE(fused(128, 3, true));
-}
-
 // Hopper's wgmma convolution runs exactly on compute capability 9.0, and there it takes HiFiGAN
 // V1's resblock convolutions at batch (so that under VOXD_CUDA_CONV=wgmma, which gpu-check.py
 // runs, the op table's long F16/BF16 cases of 64 or more output channels go through it), but not

@@ -147,12 +147,6 @@ class CudaBackend final : public Backend {
                               const KernelScratch& scratch) override;
   void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                          const KernelScratch& scratch) override;
-  // True for two or three pairs over rows that the implicit GEMM runs as one kernel keeping
-  // every pair's output on chip (cuda::implicit_gemm_pairs_on_chip: V1's 32- and 64-channel
-  // resblocks of K 3), their weights arranged when the model loaded, on the default path.
-  bool fuses_conv1d_pairs_rows(const Tensor& x, std::span<const Conv1dPair> pairs) const override;
-  void fused_conv1d_pairs_rows(const Tensor& x, std::span<const Conv1dPair> pairs, Tensor& out,
-                               const KernelScratch& scratch) override;
   // True for stride 1 without groups: time-major columns (im2col_rows) and one gemm adding the
   // bias, a chunk of rows at a time.
   bool runs_conv1d_rows(const Tensor& x, const Tensor& weight,

@@ -1,8 +1,6 @@
 #include <algorithm>
 #include <cstdint>
-#include <span>
 #include <type_traits>
-#include <vector>
 
 #include "backends/cuda/conv_epilogue.cuh"
 #include "backends/cuda/conv_weights.cuh"
@@ -96,20 +94,20 @@ __global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t
   }
 }
 
-// Leaky ReLU with `slope` on the eight elements of T in a 16-byte vector.
+// Leaky ReLU with `slope` on the eight elements of T in a 16-byte chunk, in place.
 template <typename T>
-__device__ __forceinline__ uint4 leaky_relu_vector(uint4 vector, float slope) {
+__device__ __forceinline__ void leaky_relu_chunk(uint4* chunk, float slope) {
   union {
     uint4 vector;
     T e[8];
   } v;
-  v.vector = vector;
+  v.vector = *chunk;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const float f = to_float(v.e[e]);
     v.e[e] = from_float<T>(f < 0.0f ? f * slope : f);
   }
-  return v.vector;
+  *chunk = v.vector;
 }
 
 // Eight consecutive elements from a 16-byte aligned p, in F32.
@@ -253,18 +251,18 @@ constexpr size_t channel_major_bytes() {
 
 // Calls stage(m, step, v0, v1) for each pair of neighbouring steps a thread's accumulators hold
 // (m the tile's channel, step the first step's place in the tile), the channel's bias added: the
-// loop the epilogues start with, before they store the tile through shared memory. `bias` has
-// `channels` elements, or is null.
+// loop both epilogues start with, before they store the tile through shared memory.
 template <typename T, typename Tiling, typename Stage>
 __device__ __forceinline__ void for_each_accumulator_pair(
-    const T* bias, int64_t channels, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4],
-    int64_t co0, int warp_m, int warp_n, int lane, Stage&& stage) {
+    const ImplicitGemmConv& a, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4], int64_t co0,
+    int warp_m, int warp_n, int lane, Stage&& stage) {
+  const T* bias = static_cast<const T*>(a.bias);
 #pragma unroll
   for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = warp_m * Tiling::kWarpM + mi * 16 + h * 8 + (lane >> 2);
-      const float bias_value = bias && co0 + m < channels ? to_float(bias[co0 + m]) : 0.0f;
+      const float bias_value = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
 #pragma unroll
       for (int nj = 0; nj < Tiling::kTilesN; ++nj) {
         const int step = warp_n * Tiling::kWarpN + nj * 8 + 2 * (lane & 3);
@@ -272,15 +270,6 @@ __device__ __forceinline__ void for_each_accumulator_pair(
       }
     }
   }
-}
-
-// The same with a convolution's bias.
-template <typename T, typename Tiling, typename Stage>
-__device__ __forceinline__ void for_each_accumulator_pair(
-    const ImplicitGemmConv& a, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4], int64_t co0,
-    int warp_m, int warp_n, int lane, Stage&& stage) {
-  for_each_accumulator_pair<T, Tiling>(static_cast<const T*>(a.bias), a.out_channels, acc, co0,
-                                       warp_m, warp_n, lane, stage);
 }
 
 // The epilogue into a following convolution's time-major input (TimeMajorOutput): the block's
@@ -514,8 +503,8 @@ __global__ void __launch_bounds__(Tiling::kThreads)
 #pragma unroll
     for (int j = 0; j < kWindowPasses; ++j) {
       if (!(window_rows & (1u << j))) continue;
-      uint4* chunk = reinterpret_cast<uint4*>(stage + j * kRowsPerPass * kRowBytes);
-      *chunk = leaky_relu_vector<T>(*chunk, a.input_slope);
+      leaky_relu_chunk<T>(reinterpret_cast<uint4*>(stage + j * kRowsPerPass * kRowBytes),
+                          a.input_slope);
     }
   };
 
@@ -769,107 +758,62 @@ void launch_mma_for(const ImplicitGemmConv& a, const TimeMajorOutput& next, int 
   }
 }
 
-// Pairs on chip: HiFiGAN V1's resblock over time-major rows, C → C → C channels — one pair (a
-// step of it), or its pairs in a row, each adding its own input — in one kernel whose
-// intermediates never leave the multiprocessor. A block takes every channel of N − halo output
-// steps of one sequence (N the tiling's steps, 128 or 256; halo the reach of every convolution
-// but the first, Σ dilation·(K − 1)). It copies the input's window once (all C channels, each
-// 16-channel group a swizzled window as mma_conv_kernel's stage has) and runs each convolution
-// over N columns of the block's rows: the first over the window, each later one over the one
-// before's output, written back over the rows it read (bias added, activated, zero outside the
-// sequence) once every warp is done with them. Row r is the sequence's step t0 − P + r (P every
-// convolution's padding together), and convolution j's column n lands on row n + p₁ + … + p_j,
-// so that a pair's output lands on its input's rows: a chain keeps those unactivated in a
-// second set of rows, the next pair's residual. Column n of convolution j is good while n < N −
-// (the reach of convolutions 2 .. j); the last stores those. Only the weights stream through a
-// ring of stages (each convolution's C / 16 in turn). Against a launch per convolution this
-// reads the input once and neither writes nor reads an intermediate through global memory, for
-// ~halo / N more multiplies.
-constexpr int kMaxPairsOnChip = 3;      // a V1 resblock's
-constexpr int kMaxPairOnChipHalo = 64;  // the halo at most: a block stores at least 64 steps
-
-// One convolution of the pairs, as the kernel reads it.
-struct OnChipConv {
-  const void* weight = nullptr;  // arranged for the mma.sync kernel
-  const void* bias = nullptr;    // [C] or null
-  int kernel = 1;
-  int dilation = 1;
-  int row = 0;              // the block's row of its column 0: the paddings up to its own
-  bool leaky_relu = false;  // whether its input goes through leaky ReLU with `slope`
-  float slope = 0.0f;
+// The pair on chip: HiFiGAN V1's resblock step over time-major rows, C → C → C channels, in one
+// kernel whose intermediate never leaves the multiprocessor. A block takes every channel of
+// N − halo₂ output steps of one sequence (N the tiling's steps, 128 or 256; halo₂ = d₂·(K₂ −
+// 1)): it copies the input's window of N + halo₁ rows once (all C channels, each 16-channel group
+// a swizzled window as mma_conv_kernel's stage has), computes the first convolution over N
+// intermediate steps (those its output steps read), writes them, bias added, activated and zero
+// outside the sequence, into shared memory in the same layout over the window (which the first
+// convolution no longer reads), and computes the second convolution from there; only the weights
+// stream through a ring of stages (the first's C / 16 stages, then the second's). The second's
+// last halo₂ columns read rows past the intermediate's and are not stored. Against two launches
+// this reads the input once and neither writes nor reads the intermediate through global memory,
+// for ~halo₂ / N more multiplies.
+struct PairOnChipLayout {
+  int window_rows = 0;   // N + halo₁
+  int window_group = 0;  // bytes of one group's window, rounded to 128
+  int middle_rows = 0;   // N + halo₂ (the rows past N zero)
+  int middle_group = 0;  // bytes of one group's intermediate, rounded to 128
+  int ring_offset = 0;   // where the weight ring starts: after the window or the intermediate,
+                         // whichever is larger (the intermediate starts where the window does)
+  int weight_stage = 0;  // bytes of one ring slot: max(K₁, K₂) taps × C rows of 16 channels
+  int out_steps = 0;     // output steps a block stores: N − halo₂
 };
 
-struct PairsOnChipLayout {
-  int convs = 0;  // 2 · pairs
-  OnChipConv conv[2 * kMaxPairsOnChip];
-  int rows = 0;            // N + the farthest any convolution reads past its column 0's row
-  int group_bytes = 0;     // one 16-channel group's rows, rounded to 128
-  int raw_offset = 0;      // where the window lands, and a chain keeps each pair's output
-  int operand_offset = 0;  // the rows the convolutions read: raw_offset's for one pair
-  int ring_offset = 0;     // the weight ring, after the rows
-  int tile_offset = 0;     // the output tile as F32 rows (store_rows), over the operand and ring
-  int weight_stage = 0;    // bytes of one ring slot: the longest K × C rows of 16 channels
-  int out_steps = 0;       // output steps a block stores: N − halo
-};
+constexpr int kMaxPairOnChipHalo = 64;  // halo₂ at most: a block stores at least 64 steps
 
-PairsOnChipLayout pairs_on_chip_layout(int block_steps, int64_t channels,
-                                       std::span<const ConvTaps> convs) {
-  PairsOnChipLayout l;
-  l.convs = static_cast<int>(convs.size());
-  int row = 0;
-  int reach = 0;
-  int halo = 0;
-  int longest = 1;
-  for (int j = 0; j < l.convs; ++j) {
-    const int span = static_cast<int>((convs[j].kernel - 1) * convs[j].dilation);
-    reach = std::max(reach, row + span);
-    row += span / 2;
-    if (j > 0) halo += span;
-    longest = std::max(longest, static_cast<int>(convs[j].kernel));
-    l.conv[j].kernel = static_cast<int>(convs[j].kernel);
-    l.conv[j].dilation = static_cast<int>(convs[j].dilation);
-    l.conv[j].row = row;
-  }
-  l.rows = block_steps + reach;
-  l.group_bytes = round_to_128(l.rows * kRowBytes);
-  const int rows_bytes = static_cast<int>(channels / kStageChannels) * l.group_bytes;
-  l.operand_offset = l.convs > 2 ? rows_bytes : 0;
-  l.ring_offset = l.operand_offset + rows_bytes;
-  l.tile_offset = l.operand_offset;
-  l.weight_stage = longest * static_cast<int>(channels) * kRowBytes;
-  l.out_steps = block_steps - halo;
+PairOnChipLayout pair_on_chip_layout(int block_steps, int64_t channels, int64_t k1, int64_t d1,
+                                     int64_t k2, int64_t d2) {
+  const int groups = static_cast<int>(channels / kStageChannels);
+  PairOnChipLayout l;
+  l.window_rows = block_steps + static_cast<int>((k1 - 1) * d1);
+  l.window_group = round_to_128(l.window_rows * kRowBytes);
+  l.middle_rows = block_steps + static_cast<int>((k2 - 1) * d2);
+  l.middle_group = round_to_128(l.middle_rows * kRowBytes);
+  l.ring_offset = groups * std::max(l.window_group, l.middle_group);
+  l.weight_stage = static_cast<int>(std::max(k1, k2) * channels) * kRowBytes;
+  l.out_steps = block_steps - static_cast<int>((k2 - 1) * d2);
   return l;
 }
 
-// Shared memory of a block with a ring of `depth` weight stages.
+// Shared memory of a block with a ring of `depth` weight stages; the output tile staged as F32
+// rows (store_rows) reuses it.
 template <typename Tiling>
-size_t pairs_on_chip_bytes(const PairsOnChipLayout& l, int depth) {
+size_t pair_on_chip_bytes(const PairOnChipLayout& l, int depth) {
   return std::max(static_cast<size_t>(l.ring_offset) + static_cast<size_t>(depth) * l.weight_stage,
-                  static_cast<size_t>(l.tile_offset) + Tiling::kRowsBytes);
-}
-
-// Blocks of a tiling that its registers must leave room for on a multiprocessor (65,536
-// registers): 64 a thread for the 32-channel tiles, 128 for the 64-channel ones, what the
-// pair's kernel needs without the chain (the chain's epilogues otherwise take more, and the
-// multiprocessor half the blocks).
-template <typename Tiling>
-constexpr int pairs_on_chip_min_blocks() {
-  return 65536 / (Tiling::kThreads * (Tiling::kBlockM == 32 ? 64 : 128));
+                  Tiling::kRowsBytes);
 }
 
 template <typename T, typename Tiling, int kDepth>
-__global__ void __launch_bounds__(Tiling::kThreads, pairs_on_chip_min_blocks<Tiling>())
-    mma_pairs_on_chip_kernel(const __grid_constant__ ImplicitGemmConv first,
-                             const __grid_constant__ ImplicitGemmConv last,
-                             const __grid_constant__ PairsOnChipLayout l) {
+__global__ void __launch_bounds__(Tiling::kThreads)
+    mma_pair_on_chip_kernel(ImplicitGemmConv first, ImplicitGemmConv second, PairOnChipLayout l) {
   constexpr int kThreads = Tiling::kThreads;
   constexpr int kChannels = Tiling::kBlockM;
   constexpr int kGroups = kChannels / kStageChannels;
-  constexpr int kChunksPerRow = kChannels / 8;
-  static_assert(kDepth - 1 <= 2 * kGroups, "the ring's first stages are weight stages");
+  constexpr int kStages = 2 * kGroups;
+  static_assert(kDepth - 1 <= kStages, "the ring's first stages are weight stages");
   extern __shared__ __align__(128) unsigned char shared[];
-  const int stages = l.convs * kGroups;
-  const bool chain = l.convs > 2;
   const int64_t steps = first.out_steps;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * l.out_steps;
   const int64_t b = blockIdx.z;
@@ -879,46 +823,33 @@ __global__ void __launch_bounds__(Tiling::kThreads, pairs_on_chip_min_blocks<Til
   const int warp_n = warp / Tiling::kWarpRows;
   const uint32_t shared_base = shared_address(shared);
   const T* x = static_cast<const T*>(first.x) + b * steps * kChannels;
-  // Row 0 is step t0 − P: the last convolution's column n is step t0 + n.
-  const int64_t step0 = t0 - l.conv[l.convs - 1].row;
-  const auto inside = [&](int row) { return step0 + row >= 0 && step0 + row < steps; };
-  // Where 8 channels of a row (`chunk`), or channel m of a row, sit in a set of rows.
-  const auto chunk_at = [&](int row, int chunk) {
-    return (chunk >> 1) * l.group_bytes + swizzled(row, chunk & 1);
-  };
-  const auto element_at = [&](int row, int m) {
-    return (m >> 4) * l.group_bytes + swizzled(row, (m >> 3) & 1) + (m & 7) * 2;
-  };
+  // Window row 0 is input step t0 − p₂ − p₁: intermediate column n is step t0 − p₂ + n.
+  const int64_t window_step0 = t0 - second.padding - first.padding;
+  const int64_t middle_step0 = t0 - second.padding;
 
   // The window, 16 bytes a copy, neighbouring threads along a row's channels (zeros outside the
-  // sequence); it lands with the first weight stage.
-  for (int i = threadIdx.x; i < l.rows * kChunksPerRow; i += kThreads) {
+  // sequence); it lands with the first weight stage's group.
+  constexpr int kChunksPerRow = kChannels / 8;
+  const int window_chunks = l.window_rows * kChunksPerRow;
+  const auto window_chunk = [&](int i) {
     const int row = i / kChunksPerRow;
-    const bool in = inside(row);
-    copy_async_16(shared_base + l.raw_offset + chunk_at(row, i % kChunksPerRow),
-                  in ? x + (step0 + row) * kChannels + (i % kChunksPerRow) * 8 : x, in);
-  }
-  // Operand rows [first_row, first_row + count) = the raw ones through `conv`'s leaky ReLU, zero
-  // outside the sequence; over the window, each thread takes the chunks it copied.
-  const auto activate = [&](int first_row, int count, const OnChipConv& conv) {
-    for (int i = threadIdx.x; i < count * kChunksPerRow; i += kThreads) {
-      const int row = first_row + i / kChunksPerRow;
-      const int at = chunk_at(row, i % kChunksPerRow);
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (inside(row)) {
-        v = *reinterpret_cast<const uint4*>(shared + l.raw_offset + at);
-        if (conv.leaky_relu) v = leaky_relu_vector<T>(v, conv.slope);
-      }
-      *reinterpret_cast<uint4*>(shared + l.operand_offset + at) = v;
-    }
+    const int chunk = i % kChunksPerRow;
+    return static_cast<uint32_t>((chunk >> 1) * l.window_group + swizzled(row, chunk & 1));
   };
+  for (int i = threadIdx.x; i < window_chunks; i += kThreads) {
+    const int64_t step = window_step0 + i / kChunksPerRow;
+    const bool inside = step >= 0 && step < steps;
+    copy_async_16(shared_base + window_chunk(i),
+                  inside ? x + step * kChannels + (i % kChunksPerRow) * 8 : x, inside);
+  }
 
-  // Ring stage q: convolution q / kGroups's weights for input channels 16·(q mod kGroups) ..
-  // + 15, a stage of the arranged weights (K × C rows of 32 bytes in a row).
+  // Ring stage q: the first convolution's weights for input channels 16q .. 16q + 15, then (q ≥
+  // kGroups) the second's for 16(q − kGroups) ..; each a stage of the arranged weights, K × C
+  // rows of 32 bytes in a row.
   const auto copy_weight_stage = [&](int q, int buffer) {
-    const OnChipConv& conv = l.conv[q / kGroups];
-    const int rows = conv.kernel * kChannels;
-    const T* source = static_cast<const T*>(conv.weight) +
+    const ImplicitGemmConv& conv = q < kGroups ? first : second;
+    const int rows = static_cast<int>(conv.kernel) * kChannels;
+    const T* source = static_cast<const T*>(conv.arranged_weight) +
                       static_cast<int64_t>(q % kGroups) * rows * kStageChannels;
     const uint32_t stage = shared_base + l.ring_offset + buffer * l.weight_stage;
     for (int i = threadIdx.x; i < 2 * rows; i += kThreads) {
@@ -951,123 +882,102 @@ __global__ void __launch_bounds__(Tiling::kThreads, pairs_on_chip_min_blocks<Til
   const uint32_t a_offset = static_cast<uint32_t>(swizzled(a_row, a_half));
   int buffer = 0;
   int ahead_buffer = kDepth - 1;
-  for (int j = 0; j < l.convs; ++j) {
-    const OnChipConv& conv = l.conv[j];
-    const int first_row = j == 0 ? 0 : l.conv[j - 1].row;
-#pragma unroll 1
-    for (int g = 0; g < kGroups; ++g) {
-      const int q = j * kGroups + g;
-      copy_async_wait<kDepth - 2>();
-      // x has not been through the first's leaky ReLU: each thread applies it to the window
-      // chunks it copied, once they have landed (a chain keeps the raw window as the residual).
-      if (q == 0 && (chain || conv.leaky_relu)) activate(0, l.rows, conv);
-      __syncthreads();
-      if (q + kDepth - 1 < stages) copy_weight_stage(q + kDepth - 1, ahead_buffer);
-      copy_async_commit();
-      const uint32_t operand = shared_base + l.operand_offset + g * l.group_bytes;
-      uint32_t a_address = shared_base + l.ring_offset + buffer * l.weight_stage + a_offset;
-      int b_row = b_step + first_row;
-      for (int k = 0; k < conv.kernel; ++k) {
-        uint32_t weights[Tiling::kTilesM][4];
+  for (int q = 0; q < kStages; ++q) {
+    copy_async_wait<kDepth - 2>();
+    // x has not been through the first's leaky ReLU: each thread applies it to the window
+    // chunks it copied, once they have landed.
+    if (q == 0 && first.input_leaky_relu) {
+      for (int i = threadIdx.x; i < window_chunks; i += kThreads) {
+        leaky_relu_chunk<T>(reinterpret_cast<uint4*>(shared + window_chunk(i)), first.input_slope);
+      }
+    }
+    __syncthreads();
+    if (q + kDepth - 1 < kStages) copy_weight_stage(q + kDepth - 1, ahead_buffer);
+    copy_async_commit();
+    const bool in_first = q < kGroups;
+    const int kernel = static_cast<int>(in_first ? first.kernel : second.kernel);
+    const int dilation = static_cast<int>(in_first ? first.dilation : second.dilation);
+    const uint32_t operand =
+        shared_base + (in_first ? q * l.window_group : (q - kGroups) * l.middle_group);
+    uint32_t a_address = shared_base + l.ring_offset + buffer * l.weight_stage + a_offset;
+    int b_row = b_step;
+    for (int k = 0; k < kernel; ++k) {
+      uint32_t weights[Tiling::kTilesM][4];
+#pragma unroll
+      for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+        ldmatrix_x4(weights[mi], a_address + mi * 16 * kRowBytes);
+      }
+      const uint32_t b_address = operand + static_cast<uint32_t>(swizzled(b_row, b_half));
+#pragma unroll
+      for (int pair = 0; pair < Tiling::kTilesN / 2; ++pair) {
+        uint32_t inputs[4];
+        ldmatrix_x4(inputs, b_address + pair * 16 * kRowBytes);
 #pragma unroll
         for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
-          ldmatrix_x4(weights[mi], a_address + mi * 16 * kRowBytes);
+          mma_16x8x16<T>(acc[mi][2 * pair], weights[mi], inputs[0], inputs[1]);
+          mma_16x8x16<T>(acc[mi][2 * pair + 1], weights[mi], inputs[2], inputs[3]);
         }
-        const uint32_t b_address = operand + static_cast<uint32_t>(swizzled(b_row, b_half));
-#pragma unroll
-        for (int pair = 0; pair < Tiling::kTilesN / 2; ++pair) {
-          uint32_t inputs[4];
-          ldmatrix_x4(inputs, b_address + pair * 16 * kRowBytes);
-#pragma unroll
-          for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
-            mma_16x8x16<T>(acc[mi][2 * pair], weights[mi], inputs[0], inputs[1]);
-            mma_16x8x16<T>(acc[mi][2 * pair + 1], weights[mi], inputs[2], inputs[3]);
-          }
-        }
-        a_address += kChannels * kRowBytes;
-        b_row += conv.dilation;
       }
-      buffer = buffer + 1 == kDepth ? 0 : buffer + 1;
-      ahead_buffer = ahead_buffer + 1 == kDepth ? 0 : ahead_buffer + 1;
+      a_address += kChannels * kRowBytes;
+      b_row += dilation;
     }
-    if (j + 1 == l.convs) break;
-    const OnChipConv& next = l.conv[j + 1];
-    const T* bias = static_cast<const T*>(conv.bias);
-    if (j % 2 == 0) {
-      // The first of a pair's output over the rows it read, once every warp is done with them:
-      // bias added, the second's leaky ReLU applied, zero outside the sequence (the second's
-      // padding), rounded to T. The next stage's barrier orders these stores before the second
-      // reads them.
+    if (q == kGroups - 1) {
+      // The intermediate, over the window once every warp is done with it: bias added, the
+      // second's leaky ReLU applied, zero outside the sequence (the second's padding), rounded
+      // to T; its rows past the tile's steps, which feed only the columns not stored, zero. The
+      // next stage's barrier orders these stores before the second convolution reads them.
       __syncthreads();
+      for (int i = threadIdx.x; i < (l.middle_rows - Tiling::kSteps) * kChunksPerRow;
+           i += kThreads) {
+        const int row = Tiling::kSteps + i / kChunksPerRow;
+        const int chunk = i % kChunksPerRow;
+        *reinterpret_cast<uint4*>(shared + (chunk >> 1) * l.middle_group +
+                                  swizzled(row, chunk & 1)) = make_uint4(0, 0, 0, 0);
+      }
       const auto store = [&](int m, int column, float v) {
-        const int row = conv.row + column;
-        if (next.leaky_relu && v < 0.0f) v *= next.slope;
-        if (!inside(row)) v = 0.0f;
-        *reinterpret_cast<T*>(shared + l.operand_offset + element_at(row, m)) = from_float<T>(v);
+        const int64_t step = middle_step0 + column;
+        if (second.input_leaky_relu && v < 0.0f) v *= second.input_slope;
+        if (step < 0 || step >= steps) v = 0.0f;
+        *reinterpret_cast<T*>(shared + (m >> 4) * l.middle_group + swizzled(column, (m >> 3) & 1) +
+                              (m & 7) * 2) = from_float<T>(v);
       };
-      for_each_accumulator_pair<T, Tiling>(bias, kChannels, acc, 0, warp_m, warp_n, lane,
+      for_each_accumulator_pair<T, Tiling>(first, acc, 0, warp_m, warp_n, lane,
                                            [&](int m, int column, float v0, float v1) {
                                              store(m, column, v0);
                                              store(m, column + 1, v1);
                                            });
-    } else {
-      // A pair's output before the next pair (chains only): bias and its input (the raw row it
-      // lands on, which no other thread touches now) added, rounded to T in place; then, once
-      // every warp is done with the operand rows, the next pair's input from there.
-      const auto add_input = [&](int m, int column, float v) {
-        T* raw = reinterpret_cast<T*>(shared + l.raw_offset + element_at(conv.row + column, m));
-        *raw = from_float<T>(v + to_float(*raw));
-      };
-      for_each_accumulator_pair<T, Tiling>(bias, kChannels, acc, 0, warp_m, warp_n, lane,
-                                           [&](int m, int column, float v0, float v1) {
-                                             add_input(m, column, v0);
-                                             add_input(m, column + 1, v1);
-                                           });
-      __syncthreads();
-      activate(conv.row, Tiling::kSteps, next);
+      clear();
     }
-    clear();
+    buffer = buffer + 1 == kDepth ? 0 : buffer + 1;
+    ahead_buffer = ahead_buffer + 1 == kDepth ? 0 : ahead_buffer + 1;
   }
-  // The output tile over the operand rows and the ring: every warp done with the last stage (the
-  // groups still committed are empty). A chain adds the last pair's input from its raw rows
-  // before the output terms; one pair reads its residual with them.
+  // The output tile reuses the window and the ring: every warp done with the last stage (the
+  // groups still committed are empty).
   __syncthreads();
-  const OnChipConv& conv = l.conv[l.convs - 1];
   constexpr int kStride = Tiling::kRowsStride;
-  float* tile = reinterpret_cast<float*>(shared + l.tile_offset);
-  for_each_accumulator_pair<T, Tiling>(static_cast<const T*>(conv.bias), kChannels, acc, 0, warp_m,
-                                       warp_n, lane, [&](int m, int column, float v0, float v1) {
+  float* tile = reinterpret_cast<float*>(shared);
+  for_each_accumulator_pair<T, Tiling>(second, acc, 0, warp_m, warp_n, lane,
+                                       [&](int m, int column, float v0, float v1) {
                                          tile[column * kStride + m] = v0;
                                          tile[(column + 1) * kStride + m] = v1;
                                        });
   __syncthreads();
-  T* out = static_cast<T*>(last.out);
-  OutputTerms<T> terms = output_terms(last, out);
-  if (chain) terms.residual = nullptr;
+  T* out = static_cast<T*>(second.out);
+  const OutputTerms<T> terms = output_terms(second, out);
   for (int i = threadIdx.x; i < l.out_steps * kChunksPerRow; i += kThreads) {
     const int column = i / kChunksPerRow;
     const int c = 8 * (i % kChunksPerRow);
     if (t0 + column >= steps) break;
-    float* values = tile + column * kStride + c;
-    if (chain) {
-      union {
-        uint4 vector;
-        T e[8];
-      } input;
-      input.vector = *reinterpret_cast<const uint4*>(shared + l.raw_offset +
-                                                     chunk_at(conv.row + column, c / 8));
-#pragma unroll
-      for (int e = 0; e < 8; ++e) values[e] += to_float(input.e[e]);
-    }
-    store_output_vector<8>(out, terms, (b * steps + t0 + column) * kChannels + c, 8, values);
+    store_output_vector<8>(out, terms, (b * steps + t0 + column) * kChannels + c, 8,
+                           tile + column * kStride + c);
   }
 }
 
 template <typename T, typename Tiling, int kDepth>
-void launch_pairs_on_chip_ring(const ImplicitGemmConv& first, const ImplicitGemmConv& last,
-                               const PairsOnChipLayout& l, cudaStream_t stream, const char* op) {
-  auto* kernel = mma_pairs_on_chip_kernel<T, Tiling, kDepth>;
-  const size_t bytes = pairs_on_chip_bytes<Tiling>(l, kDepth);
+void launch_pair_on_chip_ring(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                              const PairOnChipLayout& l, cudaStream_t stream, const char* op) {
+  auto* kernel = mma_pair_on_chip_kernel<T, Tiling, kDepth>;
+  const size_t bytes = pair_on_chip_bytes<Tiling>(l, kDepth);
   if (bytes > (48 << 10)) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(bytes)),
@@ -1075,45 +985,31 @@ void launch_pairs_on_chip_ring(const ImplicitGemmConv& first, const ImplicitGemm
   }
   const dim3 grid(static_cast<unsigned>((first.out_steps + l.out_steps - 1) / l.out_steps), 1,
                   static_cast<unsigned>(first.batch));
-  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(first, last, l);
-  check(cudaGetLastError(), "on-chip convolution pairs launch", op);
+  kernel<<<grid, Tiling::kThreads, bytes, stream>>>(first, second, l);
+  check(cudaGetLastError(), "on-chip convolution pair launch", op);
 }
 
-std::vector<ConvTaps> taps_of(std::span<const ImplicitGemmConv> convs) {
-  std::vector<ConvTaps> taps;
-  for (const ImplicitGemmConv& c : convs) taps.push_back({c.kernel, c.dilation});
-  return taps;
-}
-
-// The layout for tiles of `block_steps`, with each convolution's weights, bias and activation.
-PairsOnChipLayout pairs_on_chip_layout(int block_steps, std::span<const ImplicitGemmConv> convs) {
-  PairsOnChipLayout l =
-      pairs_on_chip_layout(block_steps, convs.front().out_channels, taps_of(convs));
-  for (size_t j = 0; j < convs.size(); ++j) {
-    l.conv[j].weight = convs[j].arranged_weight;
-    l.conv[j].bias = convs[j].bias;
-    l.conv[j].leaky_relu = convs[j].input_leaky_relu;
-    l.conv[j].slope = convs[j].input_slope;
-  }
-  return l;
+PairOnChipLayout pair_on_chip_layout(int block_steps, const ImplicitGemmConv& first,
+                                     const ImplicitGemmConv& second) {
+  return pair_on_chip_layout(block_steps, first.out_channels, first.kernel, first.dilation,
+                             second.kernel, second.dilation);
 }
 
 // With the deepest ring of weight stages that keeps the blocks (launch_deepest_ring).
 template <typename T, typename Tiling>
-void launch_pairs_on_chip(std::span<const ImplicitGemmConv> convs, cudaStream_t stream,
-                          const char* op) {
-  const PairsOnChipLayout l = pairs_on_chip_layout(Tiling::kSteps, convs);
-  const auto bytes = [&](int depth) { return pairs_on_chip_bytes<Tiling>(l, depth); };
+void launch_pair_on_chip(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                         cudaStream_t stream, const char* op) {
+  const PairOnChipLayout l = pair_on_chip_layout(Tiling::kSteps, first, second);
+  const auto bytes = [&](int depth) { return pair_on_chip_bytes<Tiling>(l, depth); };
   launch_deepest_ring(
       bytes,
       [&](auto depth) {
         constexpr int kDepth = decltype(depth)::value;
-        return resident_blocks<mma_pairs_on_chip_kernel<T, Tiling, kDepth>, Tiling::kThreads>(
+        return resident_blocks<mma_pair_on_chip_kernel<T, Tiling, kDepth>, Tiling::kThreads>(
             bytes(kDepth));
       },
       [&](auto depth) {
-        launch_pairs_on_chip_ring<T, Tiling, decltype(depth)::value>(convs.front(), convs.back(), l,
-                                                                     stream, op);
+        launch_pair_on_chip_ring<T, Tiling, decltype(depth)::value>(first, second, l, stream, op);
       });
 }
 
@@ -1136,35 +1032,23 @@ void launch_for(const ImplicitGemmConv& a, cudaStream_t stream, const char* op) 
   launch_mma_for<T>(a, TimeMajorOutput{}, halo, rows, channels, stream, op);
 }
 
-// The on-chip pairs' tiles of 256 steps (8 warps) where their blocks give every multiprocessor
+// The on-chip pair's tiles of 256 steps (8 warps) where their blocks give every multiprocessor
 // two over the launch: each block then reads every weight once for twice the steps, and
-// recomputes the halo's intermediate steps for twice as many outputs; else tiles of 128 steps.
+// recomputes halo₂ intermediate steps for twice as many outputs; else tiles of 128 steps.
 using WideTiles32 = MmaTiling<1, 8, 2, 4>;
 using WideTiles64 = MmaTiling<2, 4, 2, 8>;
 constexpr int64_t kWideBlocksPerMultiprocessor = 2;
 
 template <typename T, typename Narrow, typename Wide>
-void launch_pairs_on_chip_tiled(std::span<const ImplicitGemmConv> convs, cudaStream_t stream,
-                                const char* op) {
-  const ImplicitGemmConv& first = convs.front();
-  const PairsOnChipLayout wide =
-      pairs_on_chip_layout(Wide::kSteps, first.out_channels, taps_of(convs));
+void launch_pair_on_chip_for(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
+                             cudaStream_t stream, const char* op) {
+  const PairOnChipLayout wide = pair_on_chip_layout(Wide::kSteps, first, second);
   const int64_t wide_blocks = (first.out_steps + wide.out_steps - 1) / wide.out_steps * first.batch;
   if (wide_blocks >= kWideBlocksPerMultiprocessor * multiprocessors() &&
-      pairs_on_chip_bytes<Wide>(wide, 2) <= kMaxDynamicShared) {
-    launch_pairs_on_chip<T, Wide>(convs, stream, op);
+      pair_on_chip_bytes<Wide>(wide, 2) <= kMaxDynamicShared) {
+    launch_pair_on_chip<T, Wide>(first, second, stream, op);
   } else {
-    launch_pairs_on_chip<T, Narrow>(convs, stream, op);
-  }
-}
-
-template <typename T>
-void launch_pairs_on_chip_for(std::span<const ImplicitGemmConv> convs, cudaStream_t stream,
-                              const char* op) {
-  if (convs.front().out_channels == 32) {
-    launch_pairs_on_chip_tiled<T, Tiles32, WideTiles32>(convs, stream, op);
-  } else {
-    launch_pairs_on_chip_tiled<T, Tiles64, WideTiles64>(convs, stream, op);
+    launch_pair_on_chip<T, Narrow>(first, second, stream, op);
   }
 }
 
@@ -1184,8 +1068,11 @@ template <typename T>
 void launch_pair_for(const ImplicitGemmConv& first, const ImplicitGemmConv& second,
                      cudaStream_t stream, const char* op) {
   if (pair_on_chip(first, second)) {
-    const ImplicitGemmConv convs[] = {first, second};
-    launch_pairs_on_chip_for<T>(convs, stream, op);
+    if (first.out_channels == 32) {
+      launch_pair_on_chip_for<T, Tiles32, WideTiles32>(first, second, stream, op);
+    } else {
+      launch_pair_on_chip_for<T, Tiles64, WideTiles64>(first, second, stream, op);
+    }
     return;
   }
   const int first_halo = static_cast<int>((first.kernel - 1) * first.dilation);
@@ -1310,31 +1197,19 @@ int64_t implicit_gemm_polyphase_elements(int64_t in_channels, int64_t out_channe
   return implicit_gemm_arranged_weight_elements(channels, in_channels, polyphase.taps) + channels;
 }
 
-bool implicit_gemm_pairs_on_chip(int64_t channels, std::span<const ConvTaps> convs) {
-  if ((channels != 32 && channels != 64) || convs.size() < 2 || convs.size() % 2 != 0 ||
-      convs.size() > 2 * kMaxPairsOnChip) {
-    return false;
-  }
-  int64_t halo = 0;
-  for (size_t j = 0; j < convs.size(); ++j) {
-    const ConvTaps& c = convs[j];
-    if (c.kernel < 1 || c.kernel > 64 || c.dilation < 1 || c.dilation > kMaxHalo) return false;
-    const int64_t span = (c.kernel - 1) * c.dilation;
-    if (span % 2 != 0 || (j == 0 && span > kMaxHalo)) return false;
-    if (j > 0) halo += span;
-  }
-  if (halo > kMaxPairOnChipHalo) return false;
-  const PairsOnChipLayout l = pairs_on_chip_layout(kBlockSteps, channels, convs);
-  return channels == 32 ? pairs_on_chip_bytes<Tiles32>(l, 2) <= kMaxDynamicShared
-                        : pairs_on_chip_bytes<Tiles64>(l, 2) <= kMaxDynamicShared;
-}
-
 bool implicit_gemm_pair_on_chip(int64_t in_channels, int64_t channels, int64_t out_channels,
                                 int64_t first_kernel, int64_t first_dilation, int64_t second_kernel,
                                 int64_t second_dilation) {
-  const ConvTaps convs[] = {{first_kernel, first_dilation}, {second_kernel, second_dilation}};
-  return in_channels == channels && out_channels == channels &&
-         implicit_gemm_pairs_on_chip(channels, convs);
+  if (in_channels != channels || out_channels != channels || (channels != 32 && channels != 64) ||
+      first_kernel < 1 || first_dilation < 1 || second_kernel < 1 || second_dilation < 1 ||
+      first_kernel > 64 || second_kernel > 64 || (first_kernel - 1) * first_dilation > kMaxHalo ||
+      (second_kernel - 1) * second_dilation > kMaxPairOnChipHalo) {
+    return false;
+  }
+  const PairOnChipLayout l = pair_on_chip_layout(kBlockSteps, channels, first_kernel,
+                                                 first_dilation, second_kernel, second_dilation);
+  return channels == 32 ? pair_on_chip_bytes<Tiles32>(l, 2) <= kMaxDynamicShared
+                        : pair_on_chip_bytes<Tiles64>(l, 2) <= kMaxDynamicShared;
 }
 
 int64_t implicit_gemm_arranged_weight_elements(int64_t out_channels, int64_t in_channels,
@@ -1416,34 +1291,6 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
     launch_pair_for<__half>(first, second, stream, op);
   } else {
     launch_pair_for<__nv_bfloat16>(first, second, stream, op);
-  }
-}
-
-void implicit_gemm_conv1d_pairs_on_chip(std::span<const ImplicitGemmConv> convs,
-                                        cudaStream_t stream, const char* op) {
-  if (convs.empty() || convs.front().batch == 0 || convs.front().out_steps == 0) return;
-  const ImplicitGemmConv& first = convs.front();
-  bool chained = first.time_major_input && sixteen_byte_aligned(first.x) &&
-                 convs.back().time_major_output &&
-                 implicit_gemm_pairs_on_chip(first.out_channels, taps_of(convs));
-  for (const ImplicitGemmConv& c : convs) {
-    check_runs(c, op);
-    chained = chained && c.dtype == first.dtype && c.input_dtype == c.dtype &&
-              c.output_dtype == c.dtype && c.batch == first.batch &&
-              c.out_steps == first.out_steps && c.in_channels == first.out_channels &&
-              c.out_channels == first.out_channels && c.weight_arranged &&
-              2 * c.padding == (c.kernel - 1) * c.dilation;
-  }
-  if (!chained) {
-    throw Error(std::string("cuda: ") + op +
-                ": convolution pairs on chip need one dtype throughout, one batch and length, "
-                "C → C channels for C of 32 or 64, their weights arranged, 16-byte aligned "
-                "time-major rows in and out, and taps within implicit_gemm_pairs_on_chip()'s");
-  }
-  if (first.dtype == DType::F16) {
-    launch_pairs_on_chip_for<__half>(convs, stream, op);
-  } else {
-    launch_pairs_on_chip_for<__nv_bfloat16>(convs, stream, op);
   }
 }
 

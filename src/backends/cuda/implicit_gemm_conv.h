@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 
 #include "core/dtype.h"
 
@@ -85,30 +84,12 @@ void implicit_gemm_conv1d_pair(const ImplicitGemmConv& first, const ImplicitGemm
 
 // Whether implicit_gemm_conv1d_pair() runs a pair of these shapes in one kernel that keeps the
 // intermediate on chip, where the first reads time-major rows, the second writes them and both
-// weights came arranged: implicit_gemm_pairs_on_chip() for C → C → C channels. It then takes no
+// weights came arranged: C → C → C channels for C of 32 or 64, the first's halo
+// (K − 1)·dilation at most 128 and the second's at most 64. It then takes no
 // second.transposed_input (nor first.transposed_input, x being 16-byte aligned).
 bool implicit_gemm_pair_on_chip(int64_t in_channels, int64_t channels, int64_t out_channels,
                                 int64_t first_kernel, int64_t first_dilation, int64_t second_kernel,
                                 int64_t second_dilation);
-
-// A convolution's taps: K of them, `dilation` apart.
-struct ConvTaps {
-  int64_t kernel = 1;
-  int64_t dilation = 1;
-};
-// Whether one kernel keeps these convolutions' outputs on chip, taken two by two as pairs (one
-// to three): C of 32 or 64 channels throughout, K at most 64, the first's reach (K − 1)·dilation
-// at most 128 and the others' together at most 64 (a block stores at least 64 steps of 128).
-bool implicit_gemm_pairs_on_chip(int64_t channels, std::span<const ConvTaps> convs);
-// HiFiGAN V1's resblock in one kernel: convs[2i] and convs[2i + 1] are pair i, as
-// implicit_gemm_conv1d_pair() runs them on chip, pair i + 1 reading pair i's output, which no
-// kernel writes; each pair of two or more adds its own input (the residual fields are not read:
-// a lone pair adds convs[1].residual, where set). convs[0] reads time-major rows x (16-byte
-// aligned), the last writes time-major rows out with its addend, scale and leaky ReLU; every
-// convolution keeps the length and C channels, in the weights' dtype, its weights arranged, with
-// implicit_gemm_pairs_on_chip()'s taps. Throws voxd::Error naming `op` otherwise.
-void implicit_gemm_conv1d_pairs_on_chip(std::span<const ImplicitGemmConv> convs,
-                                        cudaStream_t stream, const char* op);
 // Whether implicit_gemm_conv1d() runs this convolution: stride 1, no groups, F16 or BF16, and a
 // kernel and halo that fit its shared memory.
 bool implicit_gemm_conv1d_supported(DType dtype, int64_t kernel, int64_t dilation, int64_t stride,

@@ -343,17 +343,8 @@ bool HifiGan::first_upsampler_on_rows(Context& ctx, const Tensor& x) const {
 
 Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x, bool rows,
                          const SumTerms& terms) const {
-  const bool two_convs = !block.plain.empty();
-  if (two_convs && rows) {
-    // V1's resblock over rows as one op: the backend may keep every pair's output on chip.
-    std::vector<Conv1dPair> pairs;
-    for (size_t m = 0; m < block.dilated.size(); ++m) pairs.push_back(pair(block, m, nullptr));
-    pairs.back().addend = terms.addend;
-    pairs.back().output_scale = terms.scale;
-    pairs.back().output_slope = terms.slope;
-    return ops::conv1d_pairs_rows(ctx, x, pairs);
-  }
   Tensor out = x;  // never written in place: x is shared by the stage's other resblocks
+  const bool two_convs = !block.plain.empty();
   for (size_t m = 0; m < block.dilated.size(); ++m) {
     // leaky_relu → conv [→ leaky_relu → conv] → + out with the activations and the residual
     // fused where the backend fuses them (one pass per conv instead of three; V1's two convs
@@ -367,7 +358,7 @@ Tensor HifiGan::resblock(Context& ctx, const ResBlock& block, const Tensor& x, b
         step.output_scale = terms.scale;
         step.output_slope = terms.slope;
       }
-      out = ops::conv1d_pair(ctx, out, step);
+      out = rows ? ops::conv1d_pair_rows(ctx, out, step) : ops::conv1d_pair(ctx, out, step);
     } else {
       out = conv(ctx, block.dilated[m], out, {kLreluSlope, &out, precision_.stream});
     }
