@@ -21,6 +21,10 @@ run. Prints one table row per round:
                      pauses whenever the next audio has not arrived waits max_lag seconds in all
                      (a smaller first chunk or a busier server can buy first audio with stalls)
 
+and after it a line of when the requests were written, after each client's start (p50, p95, the
+last): the time to first audio includes it, and where it is large the load, not the server, held
+the first audio back (more --processes, or a host with cores to spare).
+
 With --processes N the clients are dealt round-robin to N worker processes, each with its own
 event loop, all starting at the same moment: one Python process reading 1,000 streams at once
 adds its own delay to the last ones' first audio. The memory polls stay in the main process.
@@ -75,9 +79,11 @@ def request_body(voice, sentences, i, texts=TEXTS, fields=None, unique=False):
 
 
 async def one_stream(host, port, path, body, api_key, timeout, delay):
-    """Returns (status, ttfa_s, total_s, audio_bytes, arrivals), after waiting `delay` seconds to
-    start; arrivals: (seconds since the start, bytes) of each chunk of the body as it was read
-    (bench/chattts_serve_load.py reads real time from them)."""
+    """Returns (status, ttfa_s, total_s, audio_bytes, arrivals, sent_s), after waiting `delay`
+    seconds to start; arrivals: (seconds since the start, bytes) of each chunk of the body as it
+    was read (bench/chattts_serve_load.py reads real time from them); sent_s: when the request was
+    written to the socket, the client's own share of its time to first audio (its event loop
+    connecting and writing the other streams' requests too)."""
     if delay > 0:
         await asyncio.sleep(delay)
     start = time.perf_counter()
@@ -93,6 +99,7 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
         headers.append(f"Authorization: Bearer {api_key}")
     writer.write(("\r\n".join(headers) + "\r\n\r\n").encode() + body)
     await writer.drain()
+    sent = time.perf_counter() - start
     try:
         status_line = await asyncio.wait_for(reader.readline(), timeout)
         status = int(status_line.split()[1])
@@ -106,7 +113,7 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
                 chunked = True
         if status != 200 or not chunked:
             await asyncio.wait_for(reader.read(), timeout)
-            return status, None, time.perf_counter() - start, 0, []
+            return status, None, time.perf_counter() - start, 0, [], sent
         arrivals = []
         while True:
             size_line = await asyncio.wait_for(reader.readline(), timeout)
@@ -117,7 +124,7 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
             arrivals.append((time.perf_counter() - start, len(data) - 2))
         ttfa = arrivals[0][0] if arrivals else None
         return (status, ttfa, time.perf_counter() - start, sum(n for _, n in arrivals),
-                arrivals)
+                arrivals, sent)
     finally:
         writer.close()
 
@@ -264,6 +271,17 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def sending_line(results):
+    """How long the clients took to write their requests (one_stream's sent_s) over the streams
+    that got audio: what of the time to first audio was the load's own, not the server's."""
+    sent = [r[5] * 1000 for r in results if error_kind(r) is None]
+    if not sent:
+        return "  requests written: no stream got audio"
+    return (f"  requests written: p50 {statistics.median(sent):.0f} ms, p95 "
+            f"{percentile(sent, 0.95):.0f} ms, last {max(sent):.0f} ms after each client's start "
+            f"(the load's own share of its time to first audio)")
+
+
 def round_row(clients, results, starts, sample_rate, peaks):
     """A round's table row from one_stream's results (or exceptions), the clients' start offsets
     and the memory peaks polled; 16-bit PCM at `sample_rate`."""
@@ -310,6 +328,7 @@ async def run(args):
         failed = failed or errors > 0
         starts = [args.ramp * i / args.clients for i in range(args.clients)]
         print(round_row(args.clients, results, starts, args.sample_rate, peaks), flush=True)
+        print(sending_line(results), flush=True)
         if errors:
             print(f"  {args.clients} clients, errors by kind: "
                   + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()), flush=True)

@@ -18,10 +18,11 @@ import stream_load  # noqa: E402
 RATE = 22050
 
 
-def stream(ttfa, total, arrivals_in_seconds_of_audio):
-    """one_stream's result for 16-bit PCM arriving as [(seconds since sent, audio seconds)]."""
+def stream(ttfa, total, arrivals_in_seconds_of_audio, sent=0.0):
+    """one_stream's result for 16-bit PCM arriving as [(seconds since the start, audio seconds)],
+    the request written `sent` seconds after the start."""
     arrivals = [(t, round(audio * RATE) * 2) for t, audio in arrivals_in_seconds_of_audio]
-    return 200, ttfa, total, sum(n for _, n in arrivals), arrivals
+    return 200, ttfa, total, sum(n for _, n in arrivals), arrivals, sent
 
 
 class MaxLagTest(unittest.TestCase):
@@ -77,6 +78,22 @@ class RoundRowTest(unittest.TestCase):
         self.assertEqual(cells[10:], ["0", "nan"])
 
 
+class SendingLineTest(unittest.TestCase):
+    def test_the_line_reads_when_the_streams_with_audio_wrote_their_requests(self):
+        results = [stream(0.2, 1.0, [(0.2, 1.0)], sent=0.010),
+                   stream(0.3, 1.0, [(0.3, 1.0)], sent=0.050),
+                   stream(0.4, 1.0, [(0.4, 1.0)], sent=0.030),
+                   (503, None, 0.01, 0, [], 0.500),  # no audio: not counted
+                   ConnectionRefusedError("refused")]
+        self.assertEqual(stream_load.sending_line(results),
+                         "  requests written: p50 30 ms, p95 50 ms, last 50 ms after each "
+                         "client's start (the load's own share of its time to first audio)")
+
+    def test_no_stream_with_audio(self):
+        self.assertEqual(stream_load.sending_line([(503, None, 0.01, 0, [], 0.001)]),
+                         "  requests written: no stream got audio")
+
+
 class ChunkedEcho(http.server.BaseHTTPRequestHandler):
     """Answers a POST with a chunked body of two chunks: as many bytes as the request's body,
     then 2."""
@@ -116,6 +133,8 @@ class ClientsTest(unittest.TestCase):
             for r in results:
                 self.assertEqual([n for _, n in r[4]], [r[3] - 2, 2])
                 self.assertLessEqual(r[1], r[2])
+                self.assertGreater(r[5], 0.0)  # written before any audio came back
+                self.assertLessEqual(r[5], r[1])
 
     def test_a_workers_failure_keeps_its_kind(self):
         with socket.socket() as s:  # a port nothing listens on
