@@ -19,7 +19,15 @@ device thread waited for the GPU) and idle. A slow first audio then reads as the
 order of the steps), busy with first audio (throughput), or busy on the host rather than the GPU
 (steps whose GPU wait is a small part of their time).
 
-    python3 bench/step_timeline.py SERVE_LOG [--json OUT]
+With --load-times (bench/stream_load.py --request-times, the same burst), the requests are
+joined by their X-Request-Id and a last line says where the time outside the server's clock
+went: from a client's write to the server having read the request's header (the accepting and
+reading under the burst), and from the server's first audio to the client's reading it (the
+writing, the network, the client's event loop), p50 / p95 / the most; and for the requests whose
+first audio came at or after the load's p95, the same two beside the server's own time to first
+audio.
+
+    python3 bench/step_timeline.py SERVE_LOG [--json OUT] [--load-times REQUEST_TIMES]
 """
 import argparse
 import collections
@@ -58,6 +66,67 @@ def read_log(path):
                 if "admitted_ms" in entry:
                     admitted.append(entry["admitted_ms"])
     return requests, without_steps_beside(steps, beside) + beside, admitted
+
+
+def read_request_ids(path):
+    """{request id: (arrived_s, first_audio_s)} of the speech requests with a first audio in the
+    log, times in seconds since the epoch."""
+    requests = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if (not isinstance(entry, dict) or entry.get("msg") != "request"
+                    or entry.get("path") != "/v1/audio/speech" or "ttfa_ms" not in entry
+                    or "id" not in entry or "time" not in entry):
+                continue
+            end = datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+            arrived = end - entry["duration_ms"] / 1000.0
+            requests[entry["id"]] = (arrived, arrived + entry["ttfa_ms"] / 1000.0)
+    return requests
+
+
+def load_gaps(server, load):
+    """The time outside the server's clock, from read_request_ids' `server` and the load's
+    request times (stream_load.request_times' dicts), joined by id: {"joined", "to_server_ms",
+    "from_server_ms", and for the requests at or past the load's p95 first audio "slow": {"requests",
+    "to_server_ms", "server_ms", "from_server_ms"}}, each of those a [p50, p95, most] in ms."""
+    rows = []
+    for entry in load:
+        if entry.get("first_audio") is None or entry.get("id") not in server:
+            continue
+        arrived, first = server[entry["id"]]
+        rows.append((entry["first_audio"] - entry["started"], arrived - entry["written"],
+                     first - arrived, entry["first_audio"] - first))
+    if not rows:
+        raise ValueError("no request of the load's times is in the server's log with a first "
+                         "audio (the same burst? a voxd that logs the request id?)")
+
+    def spread(values):
+        return [1000 * percentile(values, 0.5), 1000 * percentile(values, 0.95),
+                1000 * max(values)]
+
+    p95 = percentile([r[0] for r in rows], 0.95)
+    slow = [r for r in rows if r[0] >= p95]
+    return {"joined": len(rows), "to_server_ms": spread([r[1] for r in rows]),
+            "from_server_ms": spread([r[3] for r in rows]),
+            "slow": {"requests": len(slow), "to_server_ms": spread([r[1] for r in slow]),
+                     "server_ms": spread([r[2] for r in slow]),
+                     "from_server_ms": spread([r[3] for r in slow])}}
+
+
+def gaps_line(g):
+    def ms(values):
+        return f"p50 {values[0]:.0f}, p95 {values[1]:.0f}, most {values[2]:.0f} ms"
+
+    s = g["slow"]
+    return (f"outside the server's clock ({g['joined']} requests joined by id): the client's write "
+            f"to the server's reading it {ms(g['to_server_ms'])}; the server's first audio to "
+            f"the client's reading it {ms(g['from_server_ms'])}; the {s['requests']} at or past "
+            f"the load's p95 first audio: {ms(s['to_server_ms'])} in, {ms(s['server_ms'])} the "
+            f"server's, {ms(s['from_server_ms'])} out\n")
 
 
 def without_steps_beside(steps, beside):
@@ -161,13 +230,18 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("log", help="voxd serve's standard error, --log-format json --log-level debug")
     p.add_argument("--json", help="write the figures here too")
+    p.add_argument("--load-times", help="bench/stream_load.py --request-times of the same burst")
     args = p.parse_args(argv)
     try:
         t = timeline(*read_log(args.log))
-    except ValueError as e:
+        if args.load_times:
+            with open(args.load_times, encoding="utf-8") as f:
+                load = [json.loads(line) for line in f if line.strip()]
+            t["outside"] = load_gaps(read_request_ids(args.log), load)
+    except (ValueError, OSError) as e:
         print(f"step_timeline: {args.log}: {e}", file=sys.stderr)
         return 1
-    print(report(t), end="")
+    print(report(t) + (gaps_line(t["outside"]) if "outside" in t else ""), end="")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(t, f, indent=1)

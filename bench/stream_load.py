@@ -23,7 +23,9 @@ run. Prints one table row per round:
 
 and after it a line of when the requests were written, after each client's start (p50, p95, the
 last): the time to first audio includes it, and where it is large the load, not the server, held
-the first audio back (more --processes, or a host with cores to spare).
+the first audio back (more --processes, or a host with cores to spare). Each request carries
+X-Request-Id load-RUN-ROUND-CLIENT (RUN a random tag of this run); --request-times FILE writes when each was written and had its
+first audio, for bench/step_timeline.py --load-times to set beside the server's own times.
 
 With --processes N the clients are dealt round-robin to N worker processes, each with its own
 event loop, all starting at the same moment: one Python process reading 1,000 streams at once
@@ -40,6 +42,7 @@ import collections
 import concurrent.futures
 import json
 import multiprocessing
+import os
 import resource
 import statistics
 import sys
@@ -78,14 +81,17 @@ def request_body(voice, sentences, i, texts=TEXTS, fields=None, unique=False):
                        "sample_rate": "native", "input": text, **(fields or {})}).encode()
 
 
-async def one_stream(host, port, path, body, api_key, timeout, delay):
-    """Returns (status, ttfa_s, total_s, audio_bytes, arrivals, sent_s), after waiting `delay`
-    seconds to start; arrivals: (seconds since the start, bytes) of each chunk of the body as it
-    was read (bench/chattts_serve_load.py reads real time from them); sent_s: when the request was
-    written to the socket, the client's own share of its time to first audio (its event loop
-    connecting and writing the other streams' requests too)."""
+async def one_stream(host, port, path, body, api_key, timeout, delay, request_id=None):
+    """Returns (status, ttfa_s, total_s, audio_bytes, arrivals, sent_s, started), after waiting
+    `delay` seconds to start; arrivals: (seconds since the start, bytes) of each chunk of the body
+    as it was read (bench/chattts_serve_load.py reads real time from them); sent_s: when the
+    request was written to the socket, the client's own share of its time to first audio (its
+    event loop connecting and writing the other streams' requests too); started: the start, in
+    seconds since the epoch (time.time()). `request_id` goes as X-Request-Id, which the server's
+    access log repeats (bench/step_timeline.py --load-times joins the two)."""
     if delay > 0:
         await asyncio.sleep(delay)
+    started = time.time()
     start = time.perf_counter()
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     headers = [
@@ -97,6 +103,8 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
     ]
     if api_key:
         headers.append(f"Authorization: Bearer {api_key}")
+    if request_id:
+        headers.append(f"X-Request-Id: {request_id}")
     writer.write(("\r\n".join(headers) + "\r\n\r\n").encode() + body)
     await writer.drain()
     sent = time.perf_counter() - start
@@ -113,7 +121,7 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
                 chunked = True
         if status != 200 or not chunked:
             await asyncio.wait_for(reader.read(), timeout)
-            return status, None, time.perf_counter() - start, 0, [], sent
+            return status, None, time.perf_counter() - start, 0, [], sent, started
         arrivals = []
         while True:
             size_line = await asyncio.wait_for(reader.readline(), timeout)
@@ -124,7 +132,7 @@ async def one_stream(host, port, path, body, api_key, timeout, delay):
             arrivals.append((time.perf_counter() - start, len(data) - 2))
         ttfa = arrivals[0][0] if arrivals else None
         return (status, ttfa, time.perf_counter() - start, sum(n for _, n in arrivals),
-                arrivals, sent)
+                arrivals, sent, started)
     finally:
         writer.close()
 
@@ -178,27 +186,30 @@ class ClientFailure(Exception):
         return self.text
 
 
-def worker_streams(host, port, bodies, api_key, timeout, delays, start_at):
+def worker_streams(host, port, bodies, api_key, timeout, delays, start_at, ids):
     """In a worker process: one_stream for each body, with its delay after wall-clock time
-    `start_at`; exceptions as ClientFailure."""
+    `start_at` and its request id; exceptions as ClientFailure."""
     async def streams():
         await asyncio.sleep(max(0.0, start_at - time.time()))
         return await asyncio.gather(
-            *(one_stream(host, port, "/v1/audio/speech", body, api_key, timeout, delay)
-              for body, delay in zip(bodies, delays)),
+            *(one_stream(host, port, "/v1/audio/speech", body, api_key, timeout, delay, i)
+              for body, delay, i in zip(bodies, delays, ids)),
             return_exceptions=True)
     raise_open_file_limit(len(bodies))
     return [ClientFailure(type(r).__name__, str(r)) if isinstance(r, BaseException) else r
             for r in asyncio.run(streams())]
 
 
-async def all_streams(host, port, bodies, args, delays):
-    """one_stream's result (or exception) for each body, in order: in this event loop, or dealt
-    round-robin to args.processes worker processes that start together."""
+async def all_streams(host, port, bodies, args, delays, ids=None):
+    """one_stream's result (or exception) for each body, in order, with its request id (ids, or
+    none): in this event loop, or dealt round-robin to args.processes worker processes that start
+    together."""
+    ids = ids or [None] * len(bodies)
     if args.processes <= 1:
         return await asyncio.gather(
-            *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout, delay)
-              for body, delay in zip(bodies, delays)),
+            *(one_stream(host, port, "/v1/audio/speech", body, args.api_key, args.timeout, delay,
+                         i)
+              for body, delay, i in zip(bodies, delays, ids)),
             return_exceptions=True)
     n = args.processes
     # Spawned workers import this module afresh; a second is ample for them to be ready.
@@ -208,7 +219,7 @@ async def all_streams(host, port, bodies, args, delays):
             n, mp_context=multiprocessing.get_context("spawn")) as pool:
         parts = await asyncio.gather(*(
             loop.run_in_executor(pool, worker_streams, host, port, bodies[k::n], args.api_key,
-                                 args.timeout, delays[k::n], start_at)
+                                 args.timeout, delays[k::n], start_at, ids[k::n])
             for k in range(n)))
     results = [None] * len(bodies)
     for k, part in enumerate(parts):
@@ -282,6 +293,21 @@ def sending_line(results):
             f"(the load's own share of its time to first audio)")
 
 
+def request_times(results, ids):
+    """For --request-times: each stream's request id with its start, when its request was
+    written and when its first audio came (seconds since the epoch; null where it did not come or
+    the stream failed before)."""
+    times = []
+    for request_id, r in zip(ids, results):
+        if isinstance(r, BaseException):
+            times.append({"id": request_id, "started": None, "written": None, "first_audio": None})
+            continue
+        started = r[6]
+        times.append({"id": request_id, "started": started, "written": started + r[5],
+                      "first_audio": None if r[1] is None else started + r[1]})
+    return times
+
+
 def round_row(clients, results, starts, sample_rate, peaks):
     """A round's table row from one_stream's results (or exceptions), the clients' start offsets
     and the memory peaks polled; 16-bit PCM at `sample_rate`."""
@@ -309,14 +335,21 @@ async def run(args):
           "p95 stall ms |", flush=True)
     print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     failed = False
-    for _ in range(args.rounds):
+    run_tag = os.urandom(3).hex()  # request ids apart from another run's in the server's log
+    for round_number in range(1, args.rounds + 1):
         stop = asyncio.Event()
         peaks = {}
         poller = asyncio.create_task(poll_memory(args.url, args.api_key, stop, peaks))
         bodies = [request_body(args.voice, args.sentences, i, unique=args.unique)
                   for i in range(args.clients)]
+        ids = [f"load-{run_tag}-{round_number}-{i}" for i in range(args.clients)]
         results = await all_streams(host, port, bodies, args,
-                                    [args.ramp * i / args.clients for i in range(args.clients)])
+                                    [args.ramp * i / args.clients for i in range(args.clients)],
+                                    ids)
+        if args.request_times:
+            with open(args.request_times, "a", encoding="utf-8") as f:
+                for entry in request_times(results, ids):
+                    f.write(json.dumps(entry) + "\n")
         stop.set()
         await poller
         try:  # the allocator's exact peak, and one more reading after the last stream
@@ -365,6 +398,12 @@ def main():
                              "loop (default 1: all in this one)")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--verbose", action="store_true", help="print every failed stream")
+    parser.add_argument("--request-times", metavar="FILE",
+                        help="append a JSON line per stream: its request id (X-Request-Id, "
+                             "load-RUN-ROUND-CLIENT), its start, when its request was written and "
+                             "when its first audio came, in seconds since the epoch "
+                             "(bench/step_timeline.py --load-times reads them beside the "
+                             "server's log)")
     args = parser.parse_args()
     if args.clients < 1 or args.rounds < 1 or args.processes < 1:
         parser.error("--clients, --rounds and --processes must be at least 1")

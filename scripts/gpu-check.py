@@ -67,7 +67,9 @@ tests/cuda/CMakeLists.txt (voxd_add_gpu_test) writes; the reasons for each setti
          keep-alive connections from bench/idle_connections.py are held open meanwhile for
          IDLE_HOLD seconds (240). Then SIGTERMs the server and wants exit status 0; with
          --log-level debug in SERVE_ARGS, bench/step_timeline.py's account of the device's time
-         around the p95 first audio (all rounds together: give one LOAD_RUNS line);
+         around the p95 first audio (all rounds together: give one LOAD_RUNS line), and from
+         the last run's request times (stream_load.py --request-times, in the logs) the time
+         outside the server's clock;
       4. a summary table, and the issue's target for 1,000 streams (p95 TTFA <= 200 ms, peak
          memory <= 8 GiB, no errors) as met or missed (informational).
       Each step is capped, children killed, so that the whole stays under SERVE_DEADLINE
@@ -877,9 +879,11 @@ def load_rounds(url, server, logs, report):
             report.add(f"load {run}", f"not run: {why}", ok=False)
             continue
         before = listen_overflows()
+        times = logs / f"request-times-{round_number}.jsonl"
         with tempfile.TemporaryFile("w+") as out:
             rc = run_capped(cap, ["python3", ROOT / "bench" / "stream_load.py", "--url", url,
-                                  "--voice", "lj-v1", "--timeout", "60", *run.split()],
+                                  "--voice", "lj-v1", "--timeout", "60", "--request-times",
+                                  times, *run.split()],
                             stdout=out, stderr=subprocess.STDOUT)
             out.seek(0)
             output = out.read()
@@ -1012,8 +1016,12 @@ def serve_load(voxd, voice, logs, report):
     server_rc = stop_server(server, serve_log)
     if server is not None and '"msg":"step"' in serve_log.read_text(errors="replace"):
         # SERVE_ARGS had --log-level debug
+        # The last load run's request times beside the server's: a burst is one run.
+        times = sorted(logs.glob("request-times-*.jsonl"),
+                       key=lambda p: int(p.stem.rsplit("-", 1)[1]))
         timeline = subprocess.run(["python3", ROOT / "bench" / "step_timeline.py", serve_log,
-                                   "--json", logs / "step-timeline.json"],
+                                   "--json", logs / "step-timeline.json",
+                                   *(["--load-times", times[-1]] if times else [])],
                                   capture_output=True, text=True, timeout=120)
         print(timeline.stdout + timeline.stderr, end="", flush=True)
     return server_rc

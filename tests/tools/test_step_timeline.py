@@ -117,6 +117,37 @@ class TimelineTest(unittest.TestCase):
             self.timeline_of([step(0.1, 0.1, "acoustic", "first_audio", 1)])
 
 
+class LoadGapsTest(unittest.TestCase):
+    def test_the_time_outside_the_servers_clock_by_request(self):
+        # Two requests; the server read "a" at 0.10 s and "b" at 0.20 s (10:00:00 + those), and
+        # had their first audio 0.30 s and 0.50 s later; the load wrote them at 0.05 and 0.06 s
+        # and read their first audio at 0.45 and 0.80 s. "c" the server never logged.
+        base = 1796292000.0  # 2026-12-03T10:00:00Z
+        log = [speech(1.0, 900, 300, id="a"), speech(1.2, 1000, 500, id="b"),
+               line(1.3, level="info", msg="request", path="/healthz", duration_ms=0.1, id="h")]
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write("\n".join(log) + "\n")
+        self.addCleanup(os.unlink, f.name)
+        server = step_timeline.read_request_ids(f.name)
+        self.assertEqual(sorted(server), ["a", "b"])
+        load = [{"id": "a", "started": base, "written": base + 0.05, "first_audio": base + 0.45},
+                {"id": "b", "started": base, "written": base + 0.06, "first_audio": base + 0.80},
+                {"id": "c", "started": base, "written": base + 0.07, "first_audio": base + 0.9},
+                {"id": "d", "started": None, "written": None, "first_audio": None}]
+        g = step_timeline.load_gaps(server, load)
+        self.assertEqual(g["joined"], 2)
+        for got, want in ((g["to_server_ms"], [50, 140, 140]), (g["from_server_ms"], [50, 100, 100]),
+                          (g["slow"]["to_server_ms"], [140, 140, 140]),
+                          (g["slow"]["server_ms"], [500, 500, 500]),
+                          (g["slow"]["from_server_ms"], [100, 100, 100])):
+            for a, b in zip(got, want):
+                self.assertAlmostEqual(a, b, places=3)
+        self.assertEqual(g["slow"]["requests"], 1)
+        self.assertIn("2 requests joined by id", step_timeline.gaps_line(g))
+        with self.assertRaisesRegex(ValueError, "request id"):
+            step_timeline.load_gaps(server, load[2:])
+
+
 class ServeTest(unittest.TestCase):
     def test_a_real_burst_on_the_cpu(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -137,17 +168,29 @@ class ServeTest(unittest.TestCase):
                         break
                     time.sleep(0.05)
                 self.assertIsNotNone(url, open(log).read())
+                times = os.path.join(tmp, "request-times.jsonl")
                 result = subprocess.run(
                     [sys.executable, os.path.join(ROOT, "bench", "stream_load.py"), "--url", url,
-                     "--voice", "en-demo", "--clients", "4", "--timeout", "60", "--unique"],
+                     "--voice", "en-demo", "--clients", "4", "--timeout", "60", "--unique",
+                     "--request-times", times],
                     capture_output=True, text=True, timeout=120)
                 self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn("requests written:", result.stdout)
             finally:
                 server.send_signal(signal.SIGTERM)
                 server.wait(timeout=60)
             t = step_timeline.timeline(*step_timeline.read_log(log))
             with open(log) as f:
                 entries = [json.loads(line) for line in f if line.startswith("{")]
+            with open(times) as f:
+                load = [json.loads(line) for line in f]
+            gaps = step_timeline.load_gaps(step_timeline.read_request_ids(log), load)
+        # Every stream's request id came back in the server's log; the server read each request
+        # after the client wrote it and sent its first audio before the client read it (within
+        # the log's millisecond times).
+        self.assertEqual(gaps["joined"], 4)
+        self.assertGreater(gaps["to_server_ms"][0], -1.0)
+        self.assertGreater(gaps["from_server_ms"][0], -1.0)
         self.assertEqual(t["requests"], 4)
         self.assertLessEqual(t["admitted_p95_ms"], t["ttfa_p95_ms"])
         before = t["parts"]["to the p95 first audio"]

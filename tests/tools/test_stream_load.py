@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -18,11 +19,11 @@ import stream_load  # noqa: E402
 RATE = 22050
 
 
-def stream(ttfa, total, arrivals_in_seconds_of_audio, sent=0.0):
+def stream(ttfa, total, arrivals_in_seconds_of_audio, sent=0.0, started=1000.0):
     """one_stream's result for 16-bit PCM arriving as [(seconds since the start, audio seconds)],
-    the request written `sent` seconds after the start."""
+    the request written `sent` seconds after the start, at `started` (seconds since the epoch)."""
     arrivals = [(t, round(audio * RATE) * 2) for t, audio in arrivals_in_seconds_of_audio]
-    return 200, ttfa, total, sum(n for _, n in arrivals), arrivals, sent
+    return 200, ttfa, total, sum(n for _, n in arrivals), arrivals, sent, started
 
 
 class MaxLagTest(unittest.TestCase):
@@ -83,15 +84,31 @@ class SendingLineTest(unittest.TestCase):
         results = [stream(0.2, 1.0, [(0.2, 1.0)], sent=0.010),
                    stream(0.3, 1.0, [(0.3, 1.0)], sent=0.050),
                    stream(0.4, 1.0, [(0.4, 1.0)], sent=0.030),
-                   (503, None, 0.01, 0, [], 0.500),  # no audio: not counted
+                   (503, None, 0.01, 0, [], 0.500, 1000.0),  # no audio: not counted
                    ConnectionRefusedError("refused")]
         self.assertEqual(stream_load.sending_line(results),
                          "  requests written: p50 30 ms, p95 50 ms, last 50 ms after each "
                          "client's start (the load's own share of its time to first audio)")
 
     def test_no_stream_with_audio(self):
-        self.assertEqual(stream_load.sending_line([(503, None, 0.01, 0, [], 0.001)]),
+        self.assertEqual(stream_load.sending_line([(503, None, 0.01, 0, [], 0.001, 1000.0)]),
                          "  requests written: no stream got audio")
+
+
+class RequestTimesTest(unittest.TestCase):
+    def test_each_stream_with_its_id_start_write_and_first_audio(self):
+        results = [stream(0.3, 1.0, [(0.3, 1.0)], sent=0.01, started=100.0),
+                   (503, None, 0.01, 0, [], 0.002, 200.0),
+                   ConnectionRefusedError("refused")]
+        times = stream_load.request_times(results, ["a", "b", "c"])
+        self.assertEqual([t["id"] for t in times], ["a", "b", "c"])
+        self.assertEqual(times[0]["started"], 100.0)
+        self.assertAlmostEqual(times[0]["written"], 100.01)
+        self.assertAlmostEqual(times[0]["first_audio"], 100.3)
+        self.assertEqual((times[1]["started"], times[1]["first_audio"]), (200.0, None))
+        self.assertAlmostEqual(times[1]["written"], 200.002)
+        self.assertEqual(times[2], {"id": "c", "started": None, "written": None,
+                                    "first_audio": None})
 
 
 class ChunkedEcho(http.server.BaseHTTPRequestHandler):
@@ -99,7 +116,10 @@ class ChunkedEcho(http.server.BaseHTTPRequestHandler):
     then 2."""
     protocol_version = "HTTP/1.1"
 
+    request_ids = []  # the X-Request-Id of each request, as they came
+
     def do_POST(self):
+        ChunkedEcho.request_ids.append(self.headers.get("X-Request-Id"))
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.send_response(200)
         self.send_header("Transfer-Encoding", "chunked")
@@ -119,15 +139,19 @@ class ClientsTest(unittest.TestCase):
         self.addCleanup(self.server.server_close)
         self.addCleanup(self.server.shutdown)
 
-    def streams(self, port, bodies, processes):
+    def streams(self, port, bodies, processes, ids=None):
         args = argparse.Namespace(processes=processes, api_key=None, timeout=20.0)
         return asyncio.run(stream_load.all_streams("127.0.0.1", port, bodies, args,
-                                                   [0.0] * len(bodies)))
+                                                   [0.0] * len(bodies), ids))
 
     def test_workers_give_each_client_its_own_stream_in_order(self):
         bodies = [b"a" * n for n in range(5, 12)]
         for processes in (1, 3):
-            results = self.streams(self.server.server_address[1], bodies, processes)
+            ids = [f"id-{processes}-{i}" for i in range(len(bodies))]
+            ChunkedEcho.request_ids.clear()
+            before = time.time()
+            results = self.streams(self.server.server_address[1], bodies, processes, ids)
+            self.assertEqual(sorted(ChunkedEcho.request_ids), sorted(ids), processes)
             self.assertEqual([r[0] for r in results], [200] * len(bodies), processes)
             self.assertEqual([r[3] for r in results], [len(b) + 2 for b in bodies], processes)
             for r in results:
@@ -135,6 +159,8 @@ class ClientsTest(unittest.TestCase):
                 self.assertLessEqual(r[1], r[2])
                 self.assertGreater(r[5], 0.0)  # written before any audio came back
                 self.assertLessEqual(r[5], r[1])
+                self.assertLessEqual(before, r[6])
+                self.assertLessEqual(r[6], time.time())
 
     def test_a_workers_failure_keeps_its_kind(self):
         with socket.socket() as s:  # a port nothing listens on
