@@ -50,6 +50,10 @@ constexpr std::string_view kModelPrefix = "/v1/models/";
 // once they are closed unanswered.
 constexpr size_t kMaxRejecting = 256;
 constexpr std::chrono::milliseconds kRejectTimeout{1000};
+// Connections taken from the listen queue at once after each that async_accept brings, without a
+// trip through the reactor apiece: in a burst of 1,000 on an H100 this took 9-10 ms off the median
+// wait between a client's write and its header's read (bench/NOTES.md, session 48).
+constexpr int kAcceptAtOnce = 256;
 // What a rejected connection reads and drops, at most, before it closes.
 constexpr size_t kRejectDropBytes = 1 << 20;
 // After the grace, how long cancelled replies get to send their ends, and how long the
@@ -246,6 +250,8 @@ class HttpApi::Impl final : public RequestHandler {
   void count_speech(const std::string& outcome);
 
   void accept();
+  // Accepts the connections waiting in the listen queue (up to kAcceptAtOnce), without waiting.
+  void accept_waiting();
   void open_connection(tcp::socket socket);
   struct Rejection;
   void reject_connection(tcp::socket socket);
@@ -657,6 +663,8 @@ void HttpApi::Impl::start(int& port) {
   if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  // accept_waiting's accepts return would_block once the queue is empty.
+  if (!ec) acceptor_.non_blocking(true, ec);
   if (ec) {
     error_code ignored;
     acceptor_.close(ignored);
@@ -704,8 +712,21 @@ void HttpApi::Impl::accept() {
       return;
     }
     open_connection(std::move(socket));
+    accept_waiting();
     accept();
   });
+}
+
+void HttpApi::Impl::accept_waiting() {
+  for (int i = 0; i < kAcceptAtOnce; ++i) {
+    error_code ec;
+    tcp::socket socket(net::make_strand(io_));
+    acceptor_.accept(socket, ec);
+    // would_block: none waits; another error (out of file descriptors) comes again to the next
+    // async_accept, which waits and retries.
+    if (ec) return;
+    open_connection(std::move(socket));
+  }
 }
 
 void HttpApi::Impl::open_connection(tcp::socket socket) {
