@@ -41,51 +41,52 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stream_load import percentile  # noqa: E402  (the load's own p50 / p95: the same ranks)
 
 
-def read_log(path):
-    """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
-    items, gpu_wait_s)), times in seconds since the epoch, gpu_wait_s None where the line has no
-    device_wait_s (an older voxd); lines that are not JSON are skipped."""
-    requests, steps, beside, admitted = [], [], [], []
+def log_entries(path):
+    """(entry, end_s) for each JSON line of the log with a time: the entry and when it was
+    written, in seconds since the epoch; other lines are skipped."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(entry, dict) or "time" not in entry:
-                continue
-            end = datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
-            if entry.get("msg") == "step":
-                step = (end - entry["seconds"], end, entry["kind"], entry["urgency"],
-                        entry["items"], entry.get("device_wait_s"))
-                (beside if entry.get("ran_beside") else steps).append(step)
-            elif (entry.get("msg") == "request" and entry.get("path") == "/v1/audio/speech"
-                  and "ttfa_ms" in entry):
-                arrived = end - entry["duration_ms"] / 1000.0
-                requests.append((arrived, arrived + entry["ttfa_ms"] / 1000.0))
-                if "admitted_ms" in entry:
-                    admitted.append(entry["admitted_ms"])
+            if isinstance(entry, dict) and "time" in entry:
+                yield entry, datetime.datetime.fromisoformat(
+                    entry["time"].replace("Z", "+00:00")).timestamp()
+
+
+def speech_times(entry, end):
+    """(arrived_s, first_audio_s) of a speech request's access log line written at `end`, or None
+    for any other line (or a request without first audio)."""
+    if (entry.get("msg") != "request" or entry.get("path") != "/v1/audio/speech"
+            or "ttfa_ms" not in entry):
+        return None
+    arrived = end - entry["duration_ms"] / 1000.0
+    return arrived, arrived + entry["ttfa_ms"] / 1000.0
+
+
+def read_log(path):
+    """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
+    items, gpu_wait_s)), times in seconds since the epoch, gpu_wait_s None where the line has no
+    device_wait_s (an older voxd); lines that are not JSON are skipped."""
+    requests, steps, beside, admitted = [], [], [], []
+    for entry, end in log_entries(path):
+        if entry.get("msg") == "step":
+            step = (end - entry["seconds"], end, entry["kind"], entry["urgency"],
+                    entry["items"], entry.get("device_wait_s"))
+            (beside if entry.get("ran_beside") else steps).append(step)
+        elif (times := speech_times(entry, end)) is not None:
+            requests.append(times)
+            if "admitted_ms" in entry:
+                admitted.append(entry["admitted_ms"])
     return requests, without_steps_beside(steps, beside) + beside, admitted
 
 
 def read_request_ids(path):
     """{request id: (arrived_s, first_audio_s)} of the speech requests with a first audio in the
     log, times in seconds since the epoch."""
-    requests = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if (not isinstance(entry, dict) or entry.get("msg") != "request"
-                    or entry.get("path") != "/v1/audio/speech" or "ttfa_ms" not in entry
-                    or "id" not in entry or "time" not in entry):
-                continue
-            end = datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
-            arrived = end - entry["duration_ms"] / 1000.0
-            requests[entry["id"]] = (arrived, arrived + entry["ttfa_ms"] / 1000.0)
-    return requests
+    return {entry["id"]: times for entry, end in log_entries(path)
+            if "id" in entry and (times := speech_times(entry, end)) is not None}
 
 
 def load_gaps(server, load):

@@ -24,8 +24,9 @@ run. Prints one table row per round:
 and after it a line of when the requests were written, after each client's start (p50, p95, the
 last): the time to first audio includes it, and where it is large the load, not the server, held
 the first audio back (more --processes, or a host with cores to spare). Each request carries
-X-Request-Id load-RUN-ROUND-CLIENT (RUN a random tag of this run); --request-times FILE writes when each was written and had its
-first audio, for bench/step_timeline.py --load-times to set beside the server's own times.
+X-Request-Id load-RUN-ROUND-CLIENT (RUN a random tag of this run); --request-times FILE writes
+when each was written and had its first audio, for bench/step_timeline.py --load-times to set
+beside the server's own times.
 
 With --processes N the clients are dealt round-robin to N worker processes, each with its own
 event loop, all starting at the same moment: one Python process reading 1,000 streams at once
@@ -343,9 +344,8 @@ async def run(args):
         bodies = [request_body(args.voice, args.sentences, i, unique=args.unique)
                   for i in range(args.clients)]
         ids = [f"load-{run_tag}-{round_number}-{i}" for i in range(args.clients)]
-        results = await all_streams(host, port, bodies, args,
-                                    [args.ramp * i / args.clients for i in range(args.clients)],
-                                    ids)
+        starts = [args.ramp * i / args.clients for i in range(args.clients)]
+        results = await all_streams(host, port, bodies, args, starts, ids)
         if args.request_times:
             with open(args.request_times, "a", encoding="utf-8") as f:
                 for entry in request_times(results, ids):
@@ -359,7 +359,6 @@ async def run(args):
         kinds = collections.Counter(k for k in map(error_kind, results) if k is not None)
         errors = sum(kinds.values())
         failed = failed or errors > 0
-        starts = [args.ramp * i / args.clients for i in range(args.clients)]
         print(round_row(args.clients, results, starts, args.sample_rate, peaks), flush=True)
         print(sending_line(results), flush=True)
         if errors:
