@@ -17,6 +17,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/audio_encoder.h"
+#include "server/descriptor_table.h"
 #include "server/http_connection.h"
 #include "server/logging.h"
 #include "server/sse_encoder.h"
@@ -263,7 +265,8 @@ class HttpApi::Impl final : public RequestHandler {
     std::lock_guard lock(connections_mutex_);
     return connections_.size();
   }
-  void raise_open_file_limit() const;
+  // Raises the open-file limit for max_connections and grows the descriptor table to match.
+  void prepare_open_files() const;
 
   // A speech request whose body is being read, counted until the connection drops it; null when
   // the server is draining (checked under the lock wait_for_speech() takes, so that a request
@@ -672,7 +675,7 @@ void HttpApi::Impl::start(int& port) {
                 ec.message() + " (pick another with --port)");
   }
   port = acceptor_.local_endpoint().port();
-  raise_open_file_limit();
+  prepare_open_files();
   started_ = true;
   work_.emplace(io_.get_executor());
   net::post(accept_strand_, [this] { accept(); });
@@ -683,18 +686,28 @@ void HttpApi::Impl::start(int& port) {
   admission_pool_.emplace(static_cast<size_t>(admission_thread_count(config_)));
 }
 
-void HttpApi::Impl::raise_open_file_limit() const {
+void HttpApi::Impl::prepare_open_files() const {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   const rlim_t wanted = static_cast<rlim_t>(config_.max_connections) + kMaxRejecting + 256;
-  if (limit.rlim_cur >= wanted) return;
-  const rlim_t before = limit.rlim_cur;
-  limit.rlim_cur = std::min(wanted, limit.rlim_max);
-  if (setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < wanted) {
-    spdlog::warn(
-        "open files are limited to {} (hard limit {}); fewer than the {} connections "
-        "--max-connections allows can be open at once",
-        limit.rlim_cur > before ? limit.rlim_cur : before, limit.rlim_max, config_.max_connections);
+  if (limit.rlim_cur < wanted) {
+    const rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = std::min(wanted, limit.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
+    if (limit.rlim_cur < wanted) {
+      spdlog::warn(
+          "open files are limited to {} (hard limit {}); fewer than the {} connections "
+          "--max-connections allows can be open at once",
+          limit.rlim_cur, limit.rlim_max, config_.max_connections);
+    }
+  }
+  const int descriptors = static_cast<int>(
+      std::min<rlim_t>(std::min(wanted, limit.rlim_cur), std::numeric_limits<int>::max()));
+  if (!reserve_descriptor_table(descriptors)) {
+    spdlog::debug(
+        "the descriptor table could not be grown to {} before serving: a burst of "
+        "connections waits while the kernel grows it",
+        descriptors);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/audio_encoder.h"
+#include "server/descriptor_table.h"
 #include "server/http_api.h"
 
 namespace voxd::server {
@@ -1545,6 +1547,17 @@ TEST_F(HttpApiTest, AFewThreadsServeAThousandConnections) {
   ASSERT_TRUE(res);
   EXPECT_NE(res->body.find("voxd_http_connections{state=\"active\"} 1001\n"), std::string::npos);
   expect_server_healthy();
+}
+
+// The descriptor table is grown for max_connections when the server starts, not one doubling at
+// a time under a burst of accepts (server/descriptor_table.h).
+TEST_F(HttpApiTest, StartingGrowsTheDescriptorTableForItsConnections) {
+  HttpConfig config = test_config();
+  config.max_connections = 3000;
+  start(config);
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  EXPECT_GE(descriptor_table_size(), static_cast<int>(std::min<rlim_t>(3000, limit.rlim_cur)));
 }
 
 // The service's own metrics are bound when the API is made, before any scrape.
