@@ -1154,6 +1154,11 @@ void HttpApi::Impl::update_metrics() {
              "Speech requests being handled: the body arriving, parsed, admitted, producing or "
              "sending audio.")
       .set(static_cast<double>(speech_in_progress()));
+  metrics_
+      .gauge("voxd_speech_requests_awaiting_admission",
+             "Speech requests read and waiting for an admission thread (parsing, the text front "
+             "end); past --max-queue of them more are answered 503 queue_full.")
+      .set(static_cast<double>(awaiting_admission_.load()));
 }
 
 std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest request,

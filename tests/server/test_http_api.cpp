@@ -806,9 +806,14 @@ TEST_F(HttpApiTest, SpeechAwaitingAdmissionIsBounded) {
   const GateOpener gate_opener{service_.log};
   ASSERT_TRUE(service_.log.wait_for([&] { return service_.log.admitting == 1; }));
   auto awaiting = std::async(std::launch::async, [&] { return post(speech("pcm").dump()); });
-  for (int i = 0; i < 500 && api_->speech_in_progress() < 2; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  // Read and posted to the admission thread, not merely arriving: only then is the limit met.
+  const auto awaiting_shown = [&] {
+    const auto scrape = get("/metrics");
+    return scrape &&
+           scrape->body.find("voxd_speech_requests_awaiting_admission 1\n") != std::string::npos;
+  };
+  for (int i = 0; i < 1000 && !awaiting_shown(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(awaiting_shown());
   const auto refused = post(speech("pcm").dump());
   EXPECT_EQ(expect_error(refused, 503)["code"], "queue_full");
   EXPECT_EQ(refused->get_header_value("Retry-After"), "1");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -59,7 +60,10 @@ TEST_F(LoggingTest, JsonLinesAreOneObjectEach) {
   EXPECT_EQ(a["msg"], "memory allocated while idle");
   EXPECT_EQ(a["unexplained_bytes"], 4096);
   EXPECT_EQ(a["summary"], "line one\nline \"two\"");
-  EXPECT_TRUE(a["time"].get<std::string>().ends_with("Z"));
+  // RFC 3339 in UTC to the microsecond.
+  EXPECT_TRUE(std::regex_match(a["time"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)")))
+      << a["time"];
   const nlohmann::json b = nlohmann::json::parse(second);
   EXPECT_EQ(b["msg"], "a plain line with {} braces");
   EXPECT_FALSE(b.contains("unexplained_bytes"));  // fields belong to their own line only
