@@ -14,7 +14,8 @@ span, and its GPU wait (its audio's download, after the step beside) in the last
 Printed: the requests' p50 / p95 first audio as the server measured it, and the moment the p95
 request had its first audio (ms after the first request arrived); then the device's time from
 that arrival to that moment and after it, busy by kind and urgency (and how much of that the
-device thread waited for the GPU) and idle. A slow first audio then reads as the device idle
+device thread waited for the GPU) and idle, and where the idle time lay: before the first step,
+in the gaps between steps (the host's own work between them), after the last. A slow first audio then reads as the device idle
 (waiting for admission: the front end, the HTTP layer), busy with other streams' later audio (the
 order of the steps), busy with first audio (throughput), or busy on the host rather than the GPU
 (steps whose GPU wait is a small part of their time).
@@ -176,6 +177,27 @@ def device_time(steps, begin, end):
     return dict(spent), max(0.0, (end - begin) - busy)
 
 
+def idle_spans(steps, begin, end):
+    """Where the device thread was idle within [begin, end): {"before_first_step_s",
+    "between_steps_s", "gaps" (how many between steps), "longest_gap_ms", "median_gap_ms",
+    "after_last_step_s"}. Many short gaps between steps are the host's own work between them
+    (choosing, delivering); one long wait before the first step is the burst's admission."""
+    spans = sorted((max(start, begin), min(stop, end)) for start, stop, *_ in steps
+                   if min(stop, end) > max(start, begin))
+    merged = []
+    for start, stop in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    gaps = [b[0] - a[1] for a, b in zip(merged, merged[1:])]
+    return {"before_first_step_s": (merged[0][0] if merged else end) - begin,
+            "between_steps_s": sum(gaps), "gaps": len(gaps),
+            "longest_gap_ms": 1000 * max(gaps, default=0.0),
+            "median_gap_ms": 1000 * percentile(gaps, 0.5) if gaps else 0.0,
+            "after_last_step_s": end - merged[-1][1] if merged else 0.0}
+
+
 def timeline(requests, steps, admitted=()):
     """The figures this script prints, as a dict; `admitted`: the requests' admitted_ms, where
     their lines have it."""
@@ -193,6 +215,7 @@ def timeline(requests, steps, admitted=()):
                                ("after it", (p95_moment, max(p95_moment, last_step)))):
         spent, idle = device_time(steps, begin, end)
         parts[name] = {"seconds": end - begin, "idle_s": idle,
+                       "idle": idle_spans(steps, begin, end),
                        "busy": [{"kind": k, "urgency": u, "steps": n, "items": items,
                                  "seconds": s, "gpu_wait_s": w}
                                 for (k, u), (n, items, s, w) in sorted(spent.items())]}
@@ -224,6 +247,13 @@ def report(t):
                          f"{100 * row['seconds'] / total:.0f} % |{wait}|")
         lines.append(f"| {name} | idle | | | | {part['idle_s']:.3f} | "
                      f"{100 * part['idle_s'] / total:.0f} % | |")
+    for name, part in t["parts"].items():
+        i = part["idle"]
+        lines.append(f"idle {name}: {1000 * i['before_first_step_s']:.1f} ms before the first "
+                     f"step, {1000 * i['between_steps_s']:.1f} ms in {i['gaps']} gaps between "
+                     f"steps (median {i['median_gap_ms']:.2f} ms, longest "
+                     f"{i['longest_gap_ms']:.2f} ms), {1000 * i['after_last_step_s']:.1f} ms "
+                     f"after the last")
     return "\n".join(lines) + "\n"
 
 

@@ -85,6 +85,13 @@ class TimelineTest(unittest.TestCase):
         self.assertIn("| to the p95 first audio | vocoder | first_audio | 1 | 2 | 0.200 | 40 % | |",
                       report)
         self.assertIn("| to the p95 first audio | idle | | | | 0.100 | 20 % | |", report)
+        self.assertEqual(before["idle"]["gaps"], 1)
+        self.assertAlmostEqual(before["idle"]["before_first_step_s"], 0.0, places=6)
+        self.assertAlmostEqual(before["idle"]["between_steps_s"], 0.1, places=6)
+        self.assertAlmostEqual(before["idle"]["longest_gap_ms"], 100.0, places=3)
+        self.assertIn("idle to the p95 first audio: 0.0 ms before the first step, 100.0 ms in 1 "
+                      "gaps between steps (median 100.00 ms, longest 100.00 ms), 0.0 ms after "
+                      "the last", report)
 
     def test_a_step_beside_one_in_flight_takes_its_span_from_it(self):
         # A vocoder step in flight 0.1-0.5 s (its line written after the acoustic step's start,
@@ -101,6 +108,10 @@ class TimelineTest(unittest.TestCase):
                       step_timeline.report(t))
         before = t["parts"]["to the p95 first audio"]
         self.assertAlmostEqual(before["idle_s"], 0.2, places=6)
+        # The three spans touch: no gap between them, the idle before the first and after.
+        self.assertEqual(before["idle"]["gaps"], 0)
+        self.assertAlmostEqual(before["idle"]["before_first_step_s"], 0.1, places=6)
+        self.assertAlmostEqual(before["idle"]["after_last_step_s"], 0.1, places=6)
         busy = {r["kind"]: (r["steps"], r["items"], r["seconds"], r["gpu_wait_s"])
                 for r in before["busy"]}
         self.assertEqual(busy["vocoder"][:2], (1, 8))
