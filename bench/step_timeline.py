@@ -42,6 +42,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stream_load import percentile  # noqa: E402  (the load's own p50 / p95: the same ranks)
 
 
+def log_time(entry):
+    """When a log line was written, in seconds since the epoch."""
+    return datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+
+
 def log_entries(path):
     """(entry, end_s) for each JSON line of the log with a time: the entry and when it was
     written, in seconds since the epoch; other lines are skipped."""
@@ -52,8 +57,7 @@ def log_entries(path):
             except ValueError:
                 continue
             if isinstance(entry, dict) and "time" in entry:
-                yield entry, datetime.datetime.fromisoformat(
-                    entry["time"].replace("Z", "+00:00")).timestamp()
+                yield entry, log_time(entry)
 
 
 def speech_times(entry, end):

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "core/memory_summary.h"
@@ -394,6 +395,8 @@ void Scheduler::loop() {
   for (;;) {
     const Clock::time_point now = Clock::now();
     reap(now);
+    const Clock::time_point reaped = Clock::now();
+    host_gap_.reap_s += seconds_between(now, reaped);
     if (stopping_) break;
     // While a step is in flight, only kinds of the other lanes propose.
     const bool busy = in_flight_ != nullptr;
@@ -433,16 +436,21 @@ void Scheduler::loop() {
     if (chosen == nullptr) {
       if (busy) {
         complete_in_flight(lock);
-      } else if (warming_.empty()) {
-        work_.wait_for(lock, kPoll);
       } else {
-        warm_further(lock);
+        if (warming_.empty()) {
+          work_.wait_for(lock, kPoll);
+        } else {
+          warm_further(lock);
+        }
+        host_gap_ = {};  // waited for work: the next step's gap starts here
       }
       continue;
     }
     auto step = std::make_unique<StartedStep>();
     step->kind = chosen;
     step->batch = std::move(best);
+    host_gap_.choose_s += seconds_between(reaped, Clock::now());
+    step->host_before = std::exchange(host_gap_, {});
     step_running_ = true;
     lock.unlock();
     start_step(*step);
@@ -460,7 +468,9 @@ void Scheduler::loop() {
       finish_step(*in_flight_);
     }
     const uint64_t available = budget_.available();
+    const Clock::time_point ended = Clock::now();
     lock.lock();
+    const Clock::time_point locked = Clock::now();
     queue_warm_ups();
     if (busy) {
       deliver_step(*in_flight_);
@@ -473,6 +483,8 @@ void Scheduler::loop() {
     }
     step_running_ = in_flight_ != nullptr;
     budget_bytes_.store(available);
+    host_gap_.relock_s += seconds_between(ended, locked);
+    host_gap_.deliver_s += seconds_between(locked, Clock::now());
   }
   if (in_flight_) complete_in_flight(lock);
   for (const auto& stream : streams_) {
@@ -527,11 +539,15 @@ void Scheduler::complete_in_flight(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   finish_step(*in_flight_);
   const uint64_t available = budget_.available();
+  const Clock::time_point ended = Clock::now();
   lock.lock();
+  const Clock::time_point locked = Clock::now();
   deliver_step(*in_flight_);
   in_flight_.reset();
   step_running_ = false;
   budget_bytes_.store(available);
+  host_gap_.relock_s += seconds_between(ended, locked);
+  host_gap_.deliver_s += seconds_between(locked, Clock::now());
 }
 
 void Scheduler::deliver_step(StartedStep& step) {
@@ -553,7 +569,12 @@ void Scheduler::deliver_step(StartedStep& step) {
                        {"device_wait_s", backend.device_wait_seconds() - step.waited_before},
                        {"ops_host_s", ops.seconds},
                        {"top_ops", ops.top},
-                       {"streams", streams_.size()}});
+                       {"streams", streams_.size()},
+                       {"host_before",
+                        {{"relock_s", step.host_before.relock_s},
+                         {"deliver_s", step.host_before.deliver_s},
+                         {"reap_s", step.host_before.reap_s},
+                         {"choose_s", step.host_before.choose_s}}}});
   }
   if (step.error) {
     try {

@@ -126,6 +126,15 @@ class Scheduler {
   // the items run; returns the step in flight, or null with what it made in `output`.
   std::unique_ptr<StepInFlight> execute(StepKind& kind, Batch& batch, Admission& admission,
                                         StepOutput& output);
+  // The device thread's host work between two steps, by what it did (the debug log's step
+  // lines): taking the lock back after a step, logging and handing out its output, ending
+  // finished streams, the kinds' proposals.
+  struct HostGap {
+    double relock_s = 0.0;
+    double deliver_s = 0.0;
+    double reap_s = 0.0;
+    double choose_s = 0.0;
+  };
   // A step from its start to its delivery.
   struct StartedStep {
     StepKind* kind = nullptr;
@@ -144,6 +153,7 @@ class Scheduler {
     // For the debug log: the allocator's and the lane's counts when it started.
     uint64_t reserves_before = 0;
     double waited_before = 0.0;
+    HostGap host_before;  // since the step before it ended (or the device thread last waited)
   };
   // Device thread, without the lock: execute() with the step's timing and host profile.
   void start_step(StartedStep& step);
@@ -208,6 +218,8 @@ class Scheduler {
   // The step whose device work is still queued (device thread): steps of other lanes run
   // beside it, and it is delivered before them, in the order the steps started.
   std::unique_ptr<StartedStep> in_flight_;
+  // The host work since the last step ended (device thread), for the next step's log line.
+  HostGap host_gap_;
   // Whether the kinds are on more than one lane (made at construction): else a step in flight
   // is finished at once.
   bool several_lanes_ = false;

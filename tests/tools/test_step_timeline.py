@@ -232,6 +232,16 @@ class ServeTest(unittest.TestCase):
             self.assertGreaterEqual(e["ops_host_s"], 0)
             self.assertLessEqual(e["ops_host_s"], e["seconds"])
             self.assertEqual(e["top_ops"] == "", e["ops_host_s"] == 0)
+        # The device thread's work between steps, by part: each within the time between the
+        # two steps' lines (the one before wrote its line after taking the lock back).
+        for before, e in zip(steps, steps[1:]):
+            parts = e["host_before"]
+            self.assertEqual(set(parts), {"relock_s", "deliver_s", "reap_s", "choose_s"})
+            self.assertTrue(all(v >= 0 for v in parts.values()), parts)
+            spacing = (step_timeline.log_time(e) - step_timeline.log_time(before)
+                       - e["seconds"])
+            self.assertLessEqual(sum(parts.values()) - parts["relock_s"], spacing + 1e-4,
+                                 (before, e))
 
 
 if __name__ == "__main__":
