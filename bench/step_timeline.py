@@ -15,10 +15,13 @@ Printed: the requests' p50 / p95 first audio as the server measured it, and the 
 request had its first audio (ms after the first request arrived); then the device's time from
 that arrival to that moment and after it, busy by kind and urgency (and how much of that the
 device thread waited for the GPU) and idle, and where the idle time lay: before the first step,
-in the gaps between steps (the host's own work between them), after the last. A slow first audio then reads as the device idle
-(waiting for admission: the front end, the HTTP layer), busy with other streams' later audio (the
-order of the steps), busy with first audio (throughput), or busy on the host rather than the GPU
-(steps whose GPU wait is a small part of their time).
+in the gaps between steps (the host's own work between them), after the last; and, from the
+step lines' host_before, what the device thread did in those gaps (choosing the next step,
+delivering the last one's output, reaping finished streams, taking its lock back). A slow
+first audio then reads as the device idle (waiting for admission: the front end, the HTTP layer;
+or many short gaps: the device thread's own work between steps), busy with other streams' later
+audio (the order of the steps), busy with first audio (throughput), or busy on the host rather
+than the GPU (steps whose GPU wait is a small part of their time).
 
 With --load-times (bench/stream_load.py --request-times, the same burst), the requests are
 joined by their X-Request-Id and a last line says where the time outside the server's clock
@@ -70,21 +73,27 @@ def speech_times(entry, end):
     return arrived, arrived + entry["ttfa_ms"] / 1000.0
 
 
+HOST_PARTS = ("choose_s", "deliver_s", "reap_s", "relock_s")
+
+
 def read_log(path):
     """(speech requests as (arrived_s, first_audio_s), steps as (start_s, end_s, kind, urgency,
-    items, gpu_wait_s)), times in seconds since the epoch, gpu_wait_s None where the line has no
-    device_wait_s (an older voxd); lines that are not JSON are skipped."""
-    requests, steps, beside, admitted = [], [], [], []
+    items, gpu_wait_s), the requests' admitted_ms, and each step's host_before as (start_s,
+    {part: seconds}) where its line has it), times in seconds since the epoch, gpu_wait_s None
+    where the line has no device_wait_s (an older voxd); lines that are not JSON are skipped."""
+    requests, steps, beside, admitted, host = [], [], [], [], []
     for entry, end in log_entries(path):
         if entry.get("msg") == "step":
             step = (end - entry["seconds"], end, entry["kind"], entry["urgency"],
                     entry["items"], entry.get("device_wait_s"))
             (beside if entry.get("ran_beside") else steps).append(step)
+            if "host_before" in entry:
+                host.append((step[0], entry["host_before"]))
         elif (times := speech_times(entry, end)) is not None:
             requests.append(times)
             if "admitted_ms" in entry:
                 admitted.append(entry["admitted_ms"])
-    return requests, without_steps_beside(steps, beside) + beside, admitted
+    return requests, without_steps_beside(steps, beside) + beside, admitted, host
 
 
 def read_request_ids(path):
@@ -202,9 +211,18 @@ def idle_spans(steps, begin, end):
             "after_last_step_s": end - merged[-1][1] if merged else 0.0}
 
 
-def timeline(requests, steps, admitted=()):
+def host_work(host, begin, end):
+    """The device thread's work between steps (read_log's host_before) of the steps that started
+    within [begin, end): {part: seconds summed}, or None where no step line has it."""
+    within = [parts for start, parts in host if begin <= start < end]
+    if not within:
+        return None
+    return {part: sum(parts.get(part, 0.0) for parts in within) for part in HOST_PARTS}
+
+
+def timeline(requests, steps, admitted=(), host=()):
     """The figures this script prints, as a dict; `admitted`: the requests' admitted_ms, where
-    their lines have it."""
+    their lines have it; `host`: read_log's host_before of each step."""
     if not requests:
         raise ValueError("no speech request with a first audio in the log (is it --log-format "
                          "json, and did any request finish?)")
@@ -220,6 +238,7 @@ def timeline(requests, steps, admitted=()):
         spent, idle = device_time(steps, begin, end)
         parts[name] = {"seconds": end - begin, "idle_s": idle,
                        "idle": idle_spans(steps, begin, end),
+                       "host_work_s": host_work(host, begin, end),
                        "busy": [{"kind": k, "urgency": u, "steps": n, "items": items,
                                  "seconds": s, "gpu_wait_s": w}
                                 for (k, u), (n, items, s, w) in sorted(spent.items())]}
@@ -258,6 +277,11 @@ def report(t):
                      f"steps (median {i['median_gap_ms']:.2f} ms, longest "
                      f"{i['longest_gap_ms']:.2f} ms), {1000 * i['after_last_step_s']:.1f} ms "
                      f"after the last")
+        if (w := part.get("host_work_s")) is not None:
+            lines.append(f"the device thread between steps {name}: choosing "
+                         f"{1000 * w['choose_s']:.1f} ms, delivering {1000 * w['deliver_s']:.1f} "
+                         f"ms, reaping {1000 * w['reap_s']:.1f} ms, taking the lock back "
+                         f"{1000 * w['relock_s']:.1f} ms")
     return "\n".join(lines) + "\n"
 
 

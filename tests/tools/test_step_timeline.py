@@ -28,10 +28,13 @@ def speech(end, duration_ms, ttfa_ms, **fields):
                 status=200, duration_ms=duration_ms, ttfa_ms=ttfa_ms, **fields)
 
 
-def step(end, seconds, kind, urgency, items, device_wait_s=None, ran_beside=None):
+def step(end, seconds, kind, urgency, items, device_wait_s=None, ran_beside=None,
+         host_before=None):
     fields = {} if device_wait_s is None else {"device_wait_s": device_wait_s}
     if ran_beside is not None:
         fields["ran_beside"] = ran_beside
+    if host_before is not None:
+        fields["host_before"] = host_before
     return line(end, level="debug", msg="step", kind=kind, urgency=urgency, items=items,
                 seconds=seconds, **fields)
 
@@ -49,11 +52,12 @@ class TimelineTest(unittest.TestCase):
         # (ahead): the p95 moment is 0.5 s, so 0.1 s of the last step falls before it, and a
         # third of its 0.24 s waiting for the GPU with it. The acoustic step waited 0.02 s for
         # the GPU (the rest was the host's); the first vocoder step's line does not say.
+        gap = {"relock_s": 0.001, "deliver_s": 0.002, "reap_s": 0.003, "choose_s": 0.004}
         t = self.timeline_of([
             step(0.1, 0.1, "acoustic", "first_audio", 2, device_wait_s=0.02),
-            step(0.4, 0.2, "vocoder", "first_audio", 2),
+            step(0.4, 0.2, "vocoder", "first_audio", 2, host_before=gap),
             speech(0.9, 900, 300),
-            step(0.7, 0.3, "vocoder", "ahead", 1, device_wait_s=0.24),
+            step(0.7, 0.3, "vocoder", "ahead", 1, device_wait_s=0.24, host_before=gap),
             speech(1.0, 900, 400),
             line(1.0, level="info", msg="request", path="/healthz", duration_ms=0.1),
         ])
@@ -92,6 +96,13 @@ class TimelineTest(unittest.TestCase):
         self.assertIn("idle to the p95 first audio: 0.0 ms before the first step, 100.0 ms in 1 "
                       "gaps between steps (median 100.00 ms, longest 100.00 ms), 0.0 ms after "
                       "the last", report)
+        # The host work before the two vocoder steps, both starting before the p95 moment (0.2
+        # and 0.4 s); the acoustic step's line has none.
+        self.assertEqual(before["host_work_s"], {"choose_s": 0.008, "deliver_s": 0.004,
+                                                 "reap_s": 0.006, "relock_s": 0.002})
+        self.assertIsNone(after["host_work_s"])
+        self.assertIn("the device thread between steps to the p95 first audio: choosing 8.0 ms, "
+                      "delivering 4.0 ms, reaping 6.0 ms, taking the lock back 2.0 ms", report)
 
     def test_a_step_beside_one_in_flight_takes_its_span_from_it(self):
         # A vocoder step in flight 0.1-0.5 s (its line written after the acoustic step's start,
