@@ -56,10 +56,9 @@ def record_of(result):
     samples (16-bit PCM: bytes / 2)."""
     if isinstance(result, BaseException):
         return workload.Record([], stream_load.error_kind(result))
-    status, arrivals = result[0], result[4]
-    if status != 200:
-        return workload.Record([], f"HTTP {status}")
-    return workload.Record([(t, n / 2) for t, n in arrivals])
+    if result.status != 200:
+        return workload.Record([], f"HTTP {result.status}")
+    return workload.Record([(t, n / 2) for t, n in result.arrivals])
 
 
 def memory(url, api_key):

@@ -82,14 +82,19 @@ def request_body(voice, sentences, i, texts=TEXTS, fields=None, unique=False):
                        "sample_rate": "native", "input": text, **(fields or {})}).encode()
 
 
+# One stream's result: its HTTP status; seconds from its start to its first audio (None without
+# audio) and to its end; its audio bytes; arrivals: (seconds since the start, bytes) of each chunk
+# of the body as it was read (bench/chattts_serve_load.py reads real time from them); sent_s:
+# when its request was written to the socket, the client's own share of its time to first audio
+# (its event loop connecting and writing the other streams' requests too); started: its start,
+# in seconds since the epoch (time.time()).
+StreamResult = collections.namedtuple(
+    "StreamResult", "status ttfa_s total_s audio_bytes arrivals sent_s started")
+
+
 async def one_stream(host, port, path, body, api_key, timeout, delay, request_id=None):
-    """Returns (status, ttfa_s, total_s, audio_bytes, arrivals, sent_s, started), after waiting
-    `delay` seconds to start; arrivals: (seconds since the start, bytes) of each chunk of the body
-    as it was read (bench/chattts_serve_load.py reads real time from them); sent_s: when the
-    request was written to the socket, the client's own share of its time to first audio (its
-    event loop connecting and writing the other streams' requests too); started: the start, in
-    seconds since the epoch (time.time()). `request_id` goes as X-Request-Id, which the server's
-    access log repeats (bench/step_timeline.py --load-times joins the two)."""
+    """A StreamResult, after waiting `delay` seconds to start. `request_id` goes as X-Request-Id,
+    which the server's access log repeats (bench/step_timeline.py --load-times joins the two)."""
     if delay > 0:
         await asyncio.sleep(delay)
     started = time.time()
@@ -122,7 +127,7 @@ async def one_stream(host, port, path, body, api_key, timeout, delay, request_id
                 chunked = True
         if status != 200 or not chunked:
             await asyncio.wait_for(reader.read(), timeout)
-            return status, None, time.perf_counter() - start, 0, [], sent, started
+            return StreamResult(status, None, time.perf_counter() - start, 0, [], sent, started)
         arrivals = []
         while True:
             size_line = await asyncio.wait_for(reader.readline(), timeout)
@@ -132,8 +137,8 @@ async def one_stream(host, port, path, body, api_key, timeout, delay, request_id
             data = await asyncio.wait_for(reader.readexactly(size + 2), timeout)
             arrivals.append((time.perf_counter() - start, len(data) - 2))
         ttfa = arrivals[0][0] if arrivals else None
-        return (status, ttfa, time.perf_counter() - start, sum(n for _, n in arrivals),
-                arrivals, sent, started)
+        return StreamResult(status, ttfa, time.perf_counter() - start,
+                            sum(n for _, n in arrivals), arrivals, sent, started)
     finally:
         writer.close()
 
@@ -234,8 +239,9 @@ def error_kind(result):
     if isinstance(result, BaseException):
         text = str(result).strip()
         return type(result).__name__ + (f" ({text[:60]})" if text else "")
-    status, ttfa = result[0], result[1]
-    return f"HTTP {status}" if status != 200 else "no audio" if ttfa is None else None
+    if result.status != 200:
+        return f"HTTP {result.status}"
+    return "no audio" if result.ttfa_s is None else None
 
 
 def raise_open_file_limit(connections):
@@ -286,7 +292,7 @@ def percentile(values, q):
 def sending_line(results):
     """How long the clients took to write their requests (one_stream's sent_s) over the streams
     that got audio: what of the time to first audio was the load's own, not the server's."""
-    sent = [r[5] * 1000 for r in results if error_kind(r) is None]
+    sent = [r.sent_s * 1000 for r in results if error_kind(r) is None]
     if not sent:
         return "  requests written: no stream got audio"
     return (f"  requests written: p50 {statistics.median(sent):.0f} ms, p95 "
@@ -303,9 +309,8 @@ def request_times(results, ids):
         if isinstance(r, BaseException):
             times.append({"id": request_id, "started": None, "written": None, "first_audio": None})
             continue
-        started = r[6]
-        times.append({"id": request_id, "started": started, "written": started + r[5],
-                      "first_audio": None if r[1] is None else started + r[1]})
+        times.append({"id": request_id, "started": r.started, "written": r.started + r.sent_s,
+                      "first_audio": None if r.ttfa_s is None else r.started + r.ttfa_s})
     return times
 
 
@@ -313,12 +318,12 @@ def round_row(clients, results, starts, sample_rate, peaks):
     """A round's table row from one_stream's results (or exceptions), the clients' start offsets
     and the memory peaks polled; 16-bit PCM at `sample_rate`."""
     ok = [r for r in results if error_kind(r) is None]
-    ttfa = [r[1] * 1000 for r in ok]
-    most_at_once = max_overlap([(starts[i], starts[i] + r[2])
+    ttfa = [r.ttfa_s * 1000 for r in ok]
+    most_at_once = max_overlap([(starts[i], starts[i] + r.total_s)
                                 for i, r in enumerate(results) if error_kind(r) is None])
-    total = [r[2] for r in ok]
-    audio_s = sum(r[3] for r in ok) / 2 / sample_rate
-    stalls = [max_lag([(t, n / 2) for t, n in r[4]], sample_rate) * 1000 for r in ok]
+    total = [r.total_s for r in ok]
+    audio_s = sum(r.audio_bytes for r in ok) / 2 / sample_rate
+    stalls = [max_lag([(t, n / 2) for t, n in r.arrivals], sample_rate) * 1000 for r in ok]
     used = peaks.get("device_used")
     return (f"| {clients} | {len(ok)} | {len(results) - len(ok)} | "
             f"{statistics.median(ttfa) if ttfa else float('nan'):.0f} | "

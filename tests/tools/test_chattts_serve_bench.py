@@ -187,7 +187,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((older["device_used"], older["kv_cache"]), (None, None))
 
     def test_records_of_failures_and_the_request_body(self):
-        self.assertEqual(chattts_serve_load.record_of((503, None, 0.1, 0, [])).error, "HTTP 503")
+        self.assertEqual(chattts_serve_load.record_of(
+            stream_load.StreamResult(503, None, 0.1, 0, [], 0.0, 0.0)).error, "HTTP 503")
         self.assertEqual(chattts_serve_load.record_of(ConnectionRefusedError()).error,
                          "ConnectionRefusedError")
         body = json.loads(chattts_serve_load.body("chattts-bench", workload.Request("Hi.", 1, 9)))

@@ -23,7 +23,13 @@ def stream(ttfa, total, arrivals_in_seconds_of_audio, sent=0.0, started=1000.0):
     """one_stream's result for 16-bit PCM arriving as [(seconds since the start, audio seconds)],
     the request written `sent` seconds after the start, at `started` (seconds since the epoch)."""
     arrivals = [(t, round(audio * RATE) * 2) for t, audio in arrivals_in_seconds_of_audio]
-    return 200, ttfa, total, sum(n for _, n in arrivals), arrivals, sent, started
+    return stream_load.StreamResult(200, ttfa, total, sum(n for _, n in arrivals), arrivals, sent,
+                                    started)
+
+
+def refused(total, sent=0.0, started=1000.0):
+    """one_stream's result for a request answered 503 after `total` seconds."""
+    return stream_load.StreamResult(503, None, total, 0, [], sent, started)
 
 
 class MaxLagTest(unittest.TestCase):
@@ -51,7 +57,7 @@ class RoundRowTest(unittest.TestCase):
             stream(0.2, 1.6, [(0.2, 0.4), (0.9, 0.4), (1.0, 0.4)]),  # 0.3 s dry
             stream(0.3, 1.3, [(0.3, 1.0)]),                          # one chunk
             ConnectionRefusedError("refused"),
-            (503, None, 0.01, 0, []),
+            refused(0.01),
         ]
         row = stream_load.round_row(5, results, [0.0] * 5, RATE,
                                     {"reserved": 2**30, "device_used": 3 * 2**30})
@@ -72,7 +78,7 @@ class RoundRowTest(unittest.TestCase):
         self.assertEqual(cells[10:], ["0", "0"])
 
     def test_no_device_reading_and_no_stream_ok(self):
-        row = stream_load.round_row(1, [(503, None, 0.01, 0, [])], [0.0], RATE, {})
+        row = stream_load.round_row(1, [refused(0.01)], [0.0], RATE, {})
         cells = [c.strip() for c in row.strip("|").split("|")]
         self.assertEqual(cells[1:3], ["0", "1"])
         self.assertEqual(cells[8], "-")
@@ -84,21 +90,21 @@ class SendingLineTest(unittest.TestCase):
         results = [stream(0.2, 1.0, [(0.2, 1.0)], sent=0.010),
                    stream(0.3, 1.0, [(0.3, 1.0)], sent=0.050),
                    stream(0.4, 1.0, [(0.4, 1.0)], sent=0.030),
-                   (503, None, 0.01, 0, [], 0.500, 1000.0),  # no audio: not counted
+                   refused(0.01, 0.500, 1000.0),  # no audio: not counted
                    ConnectionRefusedError("refused")]
         self.assertEqual(stream_load.sending_line(results),
                          "  requests written: p50 30 ms, p95 50 ms, last 50 ms after each "
                          "client's start (the load's own share of its time to first audio)")
 
     def test_no_stream_with_audio(self):
-        self.assertEqual(stream_load.sending_line([(503, None, 0.01, 0, [], 0.001, 1000.0)]),
+        self.assertEqual(stream_load.sending_line([refused(0.01, 0.001, 1000.0)]),
                          "  requests written: no stream got audio")
 
 
 class RequestTimesTest(unittest.TestCase):
     def test_each_stream_with_its_id_start_write_and_first_audio(self):
         results = [stream(0.3, 1.0, [(0.3, 1.0)], sent=0.01, started=100.0),
-                   (503, None, 0.01, 0, [], 0.002, 200.0),
+                   refused(0.01, 0.002, 200.0),
                    ConnectionRefusedError("refused")]
         times = stream_load.request_times(results, ["a", "b", "c"])
         self.assertEqual([t["id"] for t in times], ["a", "b", "c"])
@@ -152,15 +158,16 @@ class ClientsTest(unittest.TestCase):
             before = time.time()
             results = self.streams(self.server.server_address[1], bodies, processes, ids)
             self.assertEqual(sorted(ChunkedEcho.request_ids), sorted(ids), processes)
-            self.assertEqual([r[0] for r in results], [200] * len(bodies), processes)
-            self.assertEqual([r[3] for r in results], [len(b) + 2 for b in bodies], processes)
+            self.assertEqual([r.status for r in results], [200] * len(bodies), processes)
+            self.assertEqual([r.audio_bytes for r in results], [len(b) + 2 for b in bodies],
+                             processes)
             for r in results:
-                self.assertEqual([n for _, n in r[4]], [r[3] - 2, 2])
-                self.assertLessEqual(r[1], r[2])
-                self.assertGreater(r[5], 0.0)  # written before any audio came back
-                self.assertLessEqual(r[5], r[1])
-                self.assertLessEqual(before, r[6])
-                self.assertLessEqual(r[6], time.time())
+                self.assertEqual([n for _, n in r.arrivals], [r.audio_bytes - 2, 2])
+                self.assertLessEqual(r.ttfa_s, r.total_s)
+                self.assertGreater(r.sent_s, 0.0)  # written before any audio came back
+                self.assertLessEqual(r.sent_s, r.ttfa_s)
+                self.assertLessEqual(before, r.started)
+                self.assertLessEqual(r.started, time.time())
 
     def test_a_workers_failure_keeps_its_kind(self):
         with socket.socket() as s:  # a port nothing listens on
