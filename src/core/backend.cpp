@@ -160,8 +160,13 @@ void Backend::fused_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/, const 
 
 void Backend::conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor& /*bias*/,
                           Tensor& /*out*/, const Conv1dParams& /*params*/,
-                          const KernelScratch& /*scratch*/) {
+                          const Tensor* /*arranged*/, const KernelScratch& /*scratch*/) {
   throw Error(name() + ": conv1d_rows called although runs_conv1d_rows() is false");
+}
+
+void Backend::arrange_conv1d_rows_weight(const Tensor& /*weight*/, const Conv1dParams& /*params*/,
+                                         Tensor& /*arranged*/, const KernelScratch& /*scratch*/) {
+  throw Error(name() + ": arrange_conv1d_rows_weight called although it arranges no weights");
 }
 
 void Backend::conv_transpose1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,

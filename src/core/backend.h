@@ -310,9 +310,21 @@ class Backend {
   }
   // x [B, T, Cin] (time-major), weight [Cout, Cin, K], bias [Cout] or undefined -> out
   // [B, Tout, Cout]: conv1d's values with time and channels swapped on both sides. Only called
-  // when runs_conv1d_rows() is true.
+  // when runs_conv1d_rows() is true. `arranged`: the weight in this backend's order
+  // (arrange_conv1d_rows_weight), or null: the backend arranges it itself where it needs to.
   virtual void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                           const Conv1dParams& params, const KernelScratch& scratch);
+                           const Conv1dParams& params, const Tensor* arranged,
+                           const KernelScratch& scratch);
+  // Elements of `weight` [Cout, Cin, K] in the order conv1d_rows() reads it with `params`, or 0
+  // (the default) where it reads it as it is.
+  virtual int64_t arranged_conv1d_rows_elements(const Tensor& /*weight*/,
+                                                const Conv1dParams& /*params*/) const {
+    return 0;
+  }
+  // arranged [arranged_conv1d_rows_elements(weight, params)] = weight in that order; only called
+  // when that is above 0.
+  virtual void arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams& params,
+                                          Tensor& arranged, const KernelScratch& scratch);
   // x [B, Cin, T], weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T−1)·stride − 2·padding + dilation·(K−1) + output_padding + 1, as
   // torch.nn.functional.conv_transpose1d.

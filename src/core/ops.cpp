@@ -471,7 +471,7 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 }
 
 Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   const Conv1dParams& params) {
+                   const Conv1dParams& params, const Tensor* arranged) {
   const char* op = "conv1d_rows";
   require_float_input(ctx, op, "x", x);
   require_rank(op, "x", x, 3);
@@ -481,6 +481,9 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
   require_same_dtype(op, "weight", weight, x);
   Tensor b = check_bias(ctx, op, bias, weight.size(0), x);
   require_backend(ctx, op, OpKind::Conv1d, x.dtype());
+  const int64_t elements = ctx.backend().arranged_conv1d_rows_elements(weight, params);
+  check_arrangement(ctx, op, "weight's ", arranged, weight, elements,
+                    "ops::arrange_conv1d_rows_weight");
   if (weight.size(2) == 1 && params.padding == 0 && params.stride == 1 && params.groups == 1) {
     // Pointwise: a linear layer over the rows on every backend.
     return linear(ctx, x, contiguous(ctx, weight).reshape({weight.size(0), weight.size(1)}), b);
@@ -490,8 +493,20 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
   }
   Tensor out = empty(ctx, {x.size(0), tout, weight.size(0)}, x.dtype());
   ctx.backend().conv1d_rows(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
-                            ctx.scratch());
+                            elements > 0 ? arranged : nullptr, ctx.scratch());
   return out;
+}
+
+Tensor arrange_conv1d_rows_weight(Context& ctx, const Tensor& weight, const Conv1dParams& params) {
+  const char* op = "arrange_conv1d_rows_weight";
+  require_rank(op, "weight", weight, 3);
+  require_on_device(ctx, op, "weight", weight);
+  const int64_t elements = ctx.backend().arranged_conv1d_rows_elements(weight, params);
+  if (elements == 0) return Tensor();
+  Tensor arranged = empty(ctx, {elements}, weight.dtype());
+  ctx.backend().arrange_conv1d_rows_weight(contiguous(ctx, weight), params, arranged,
+                                           ctx.scratch());
+  return arranged;
 }
 
 namespace {

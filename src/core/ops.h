@@ -100,9 +100,15 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 // conv1d over time-major rows: x [B, T, Cin], weight [Cout, Cin, K] (torch's layout), bias
 // [Cout] or undefined -> [B, Tout, Cout], the values of transpose(conv1d(transpose(x))) without
 // the transposes where the backend runs it so (Backend::runs_conv1d_rows), and as a linear layer
-// when it is pointwise.
+// when it is pointwise. `arranged`: arrange_conv1d_rows_weight's for the same weight and params,
+// or null (the backend arranges the weight per call where it needs to).
 Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   const Conv1dParams& params);
+                   const Conv1dParams& params, const Tensor* arranged = nullptr);
+// A weight [Cout, Cin, K] (on ctx's device) in the order the backend's conv1d_rows reads it with
+// `params`: made once when a model loads, so that no step rearranges it (on CUDA the taps first,
+// so that the columns it multiplies are whole input rows). Undefined where the backend reads it
+// as it is (Backend::arranged_conv1d_rows_elements).
+Tensor arrange_conv1d_rows_weight(Context& ctx, const Tensor& weight, const Conv1dParams& params);
 // The two convolutions of `pair` over x (Conv1dPair), in one go where the backend fuses them
 // (Backend::fuses_conv1d_pair: the first's output never becomes a tensor, the terms after the
 // residual applied in its epilogue), else as two conv1d()s with ConvFusion and

@@ -449,6 +449,14 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
         [p](Context& ctx, const In& in) { return ops::conv1d_rows(ctx, in[0], in[1], in[2], p); });
     c.large = macs(tc) > 100'000'000;
     cases.push_back(c);
+    OpCase arranged =
+        make(OpKind::Conv1d, "conv1d_rows " + describe(tc) + " arranged once", inputs,
+             [p](Context& ctx, const In& in) {
+               const Tensor w = ops::arrange_conv1d_rows_weight(ctx, in[1], p);
+               return ops::conv1d_rows(ctx, in[0], in[1], in[2], p, w.defined() ? &w : nullptr);
+             });
+    arranged.large = c.large;
+    cases.push_back(arranged);
   }
   cases.push_back(make(
       OpKind::Conv1d, "conv1d_rows of a narrowed view",

@@ -474,6 +474,13 @@ class ArrangingBackend final : public MinimalBackend {
                                        Tensor&, const KernelScratch&) override {
     ++arranged;
   }
+  int64_t arranged_conv1d_rows_elements(const Tensor& weight, const Conv1dParams&) const override {
+    return weight.numel() + 1;
+  }
+  void arrange_conv1d_rows_weight(const Tensor&, const Conv1dParams&, Tensor&,
+                                  const KernelScratch&) override {
+    ++arranged;
+  }
   int arranged = 0;
 };
 
@@ -558,6 +565,31 @@ TEST(ArrangedConvWeights, OfTransposedConvolutionsAreTheBackendsOwnOrIgnored) {
   EXPECT_FALSE(ops::arrange_conv_transpose1d_weight(cpu, weight, bias, params).defined());
   const Tensor expected = ops::conv_transpose1d_rows(cpu, rows, weight, bias, params);
   const Tensor handed = ops::conv_transpose1d_rows(cpu, rows, weight, bias, params, &other);
+  EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
+}
+
+// The same for a convolution over rows: its weight arranged once, another arrangement refused,
+// none made and any ignored on the CPU.
+TEST(ArrangedConvWeights, OfConvolutionsOverRowsAreTheBackendsOwnOrIgnored) {
+  const Tensor rows = random_tensor({1, 10, 4}, 11);
+  const Tensor weight = random_tensor({3, 4, 3}, 12, -0.1f, 0.1f);
+  const Tensor bias = random_tensor({3}, 13);
+  const Conv1dParams params{1, 1, 1, 1};
+  ArrangingBackend arranging;
+  Context ctx(arranging, host_allocator());
+  const Tensor arranged = ops::arrange_conv1d_rows_weight(ctx, weight, params);
+  EXPECT_EQ(arranged.shape(), (Shape{37}));
+  EXPECT_EQ(arranging.arranged, 1);
+  EXPECT_NO_THROW(ops::conv1d_rows(ctx, rows, weight, bias, params, &arranged));
+  const Tensor other = random_tensor({36}, 14);
+  EXPECT_EQ(error_message([&] { ops::conv1d_rows(ctx, rows, weight, bias, params, &other); }),
+            "conv1d_rows: the weight's arrangement [36] is not this backend's for weight [3, 4, 3] "
+            "(37 F32 elements on cpu); make it with ops::arrange_conv1d_rows_weight");
+
+  Context cpu(host_backend("cpu"), host_allocator());
+  EXPECT_FALSE(ops::arrange_conv1d_rows_weight(cpu, weight, params).defined());
+  const Tensor expected = ops::conv1d_rows(cpu, rows, weight, bias, params);
+  const Tensor handed = ops::conv1d_rows(cpu, rows, weight, bias, params, &other);
   EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
 }
 

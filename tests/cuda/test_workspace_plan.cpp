@@ -106,8 +106,16 @@ class SamplingBackend final : public Backend {
     return inner_.runs_conv1d_rows(x, w, p);
   }
   void conv1d_rows(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
-                   const Conv1dParams& p, const KernelScratch& s) override {
-    inner_.conv1d_rows(x, w, b, out, p, s);
+                   const Conv1dParams& p, const Tensor* arranged, const KernelScratch& s) override {
+    inner_.conv1d_rows(x, w, b, out, p, arranged, s);
+    sample(s);
+  }
+  int64_t arranged_conv1d_rows_elements(const Tensor& w, const Conv1dParams& p) const override {
+    return inner_.arranged_conv1d_rows_elements(w, p);
+  }
+  void arrange_conv1d_rows_weight(const Tensor& w, const Conv1dParams& p, Tensor& arranged,
+                                  const KernelScratch& s) override {
+    inner_.arrange_conv1d_rows_weight(w, p, arranged, s);
     sample(s);
   }
   void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,

@@ -770,8 +770,40 @@ bool CudaBackend::runs_conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/
   return p.stride == 1 && p.groups == 1;
 }
 
+namespace {
+
+// Whether conv1d_rows runs a convolution of `weight` [Cout, Cin, K] through the few-outputs
+// kernel, which reads the weight as it is, rather than columns and a gemm.
+bool few_outputs(const Tensor& weight, const Conv1dParams& p, int64_t batch, bool own_kernels) {
+  return own_kernels && cuda::conv1d_rows_few_outputs_fits(batch, weight.size(1), weight.size(0),
+                                                           weight.size(2), p.dilation);
+}
+
+}  // namespace
+
+int64_t CudaBackend::arranged_conv1d_rows_elements(const Tensor& weight,
+                                                   const Conv1dParams& params) const {
+  if (weight.dim() != 3 || weight.size(2) == 1 || !runs_conv1d_rows(Tensor(), weight, params) ||
+      few_outputs(weight, params, 1, own_convolutions())) {
+    return 0;
+  }
+  return weight.numel();
+}
+
+void CudaBackend::arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams& /*params*/,
+                                             Tensor& arranged, const KernelScratch& scratch) {
+  const char* op = "arrange_conv1d_rows_weight";
+  if (scratch.planning()) return;
+  const OpScope scope = open(op);
+  // [Cout][Cin][K] -> [Cout][K][Cin]: a transpose of each output channel's [Cin, K].
+  cuda::transpose_matrices(weight.raw_data(), arranged.raw_data(),
+                           static_cast<int>(dtype_size(weight.dtype())), weight.size(0),
+                           weight.size(1), weight.size(2), handles_->stream, op);
+}
+
 void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                              Tensor& out, const Conv1dParams& p, const KernelScratch& scratch) {
+                              Tensor& out, const Conv1dParams& p, const Tensor* arranged,
+                              const KernelScratch& scratch) {
   const char* op = "conv1d_rows";
   const DType dtype = x.dtype();
   const int64_t t_in = x.size(1);
@@ -781,8 +813,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t cout = out.size(2);
   assert(out.shape() == (Shape{x.size(0), t_out, weight.size(0)}) && p.stride == 1);
   if (out.numel() == 0) return;
-  if (own_convolutions() &&
-      cuda::conv1d_rows_few_outputs_fits(x.size(0), cin, cout, k, p.dilation)) {
+  if (few_outputs(weight, p, x.size(0), own_convolutions())) {
     // A gemm of a few columns wastes its tiles, and im2col writes k·cin values a step.
     if (scratch.planning()) return;
     const OpScope scope = open(op);
@@ -791,10 +822,17 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
         dtype, x.size(0), t_in, cin, t_out, cout, k, p.padding, p.dilation, handles_->stream, op);
     return;
   }
-  const int64_t width = cin * k;  // a row of columns: torch's weight [cout, cin·k] multiplies it
+  const int64_t width = cin * k;  // a row of columns: the taps first, each Cin values
   const int64_t rows = x.size(0) * t_out;
-  // A chunk of rows' columns at a time.
-  const int64_t chunk = width == 0 ? rows : std::clamp<int64_t>(kScratchElements / width, 1, rows);
+  // Rows' columns in chunks of at most kScratchElements, of equal size (a last chunk of a few
+  // rows would run a gemm that fills few tiles).
+  const int64_t most = width == 0 ? rows : std::clamp<int64_t>(kScratchElements / width, 1, rows);
+  const int64_t chunks = (rows + most - 1) / most;
+  const int64_t chunk = (rows + chunks - 1) / chunks;
+  // The weight with its taps first, as the columns are, when it did not come so.
+  const bool arrange_here = k > 1 && width > 0 && arranged == nullptr;
+  const ScratchBuffer taps_first =
+      take(scratch, arrange_here ? static_cast<size_t>(weight.numel()) * dtype_size(dtype) : 0);
   const ScratchBuffer cols = take(scratch, static_cast<size_t>(chunk * width) * dtype_size(dtype));
   const ScratchBuffer workspace = take(scratch, width == 0 ? 0 : kCublasWorkspaceBytes);
   if (scratch.planning()) return;
@@ -803,12 +841,21 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
     fill_bias(bias, {0, 0, 1}, out, handles_->stream, op);
     return;
   }
+  const void* taps_first_weight = weight.raw_data();
+  if (arranged != nullptr) {
+    taps_first_weight = arranged->raw_data();
+  } else if (arrange_here) {
+    cuda::transpose_matrices(weight.raw_data(), taps_first.data(),
+                             static_cast<int>(dtype_size(dtype)), cout, cin, k, handles_->stream,
+                             op);
+    taps_first_weight = taps_first.data();
+  }
   const auto element_size = static_cast<int64_t>(dtype_size(dtype));
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t count = std::min(chunk, rows - r0);
     cuda::im2col_rows(x.raw_data(), dtype, t_in, cin, k, p.padding, p.dilation, t_out, r0, count,
                       cols.data(), handles_->stream, op);
-    linear_rows(dtype, count, width, cout, cols.data(), weight.raw_data(), bias,
+    linear_rows(dtype, count, width, cout, cols.data(), taps_first_weight, bias,
                 static_cast<char*>(out.raw_data()) + r0 * cout * element_size, workspace, op);
   }
 }

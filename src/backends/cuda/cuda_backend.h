@@ -147,12 +147,20 @@ class CudaBackend final : public Backend {
                               const KernelScratch& scratch) override;
   void fused_conv1d_pair(const Tensor& x, const Conv1dPair& pair, Tensor& out,
                          const KernelScratch& scratch) override;
-  // True for stride 1 without groups: time-major columns (im2col_rows) and one gemm adding the
-  // bias, a chunk of rows at a time.
+  // True for stride 1 without groups: time-major columns (im2col_rows: each output row's taps
+  // as whole input rows, the taps first) and one gemm adding the bias, a chunk of rows at a
+  // time; a few output channels through their own kernel.
   bool runs_conv1d_rows(const Tensor& x, const Tensor& weight,
                         const Conv1dParams& params) const override;
   void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                   const Conv1dParams& params, const KernelScratch& scratch) override;
+                   const Conv1dParams& params, const Tensor* arranged,
+                   const KernelScratch& scratch) override;
+  // The weight with its taps first ([Cout, K, Cin], as the columns are) where the columns' gemm
+  // runs it and K > 1.
+  int64_t arranged_conv1d_rows_elements(const Tensor& weight,
+                                        const Conv1dParams& params) const override;
+  void arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams& params,
+                                  Tensor& arranged, const KernelScratch& scratch) override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

@@ -204,43 +204,29 @@ __global__ void im2col_kernel(const T* x, int batch, int channels, int t_in, int
   }
 }
 
-// Elements of a cols row im2col_rows_kernel stages in shared memory at a time.
-constexpr int kRowTile = 4096;
-
-// cols [rows, cin·k] for output rows r0 .. r0 + rows of the flattened [batch, t_out]: column
-// c·k + tap of row r (sequence b, step t) is x[b, t − padding + tap·dilation, c] of time-major x
-// [batch, t_in, cin], zero outside [0, t_in); torch's weight [cout, cin, k] read as
-// [cout, cin·k] multiplies it as it is. A block per row, a tile of channels at a time: the taps'
-// input rows read along the channels into shared memory in the row's order, then written out
-// contiguously, so that both sides are coalesced. k ≤ kRowTile.
-template <typename T>
-__global__ void im2col_rows_kernel(const T* x, int t_in, int cin, int k, int padding, int dilation,
-                                   int t_out, int64_t r0, int64_t rows, T* cols) {
-  __shared__ T staged[kRowTile];
-  const int tile_channels = kRowTile / k;
-  const int64_t width = static_cast<int64_t>(cin) * k;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t flat = r0 + row;
-    const int64_t b = flat / t_out;
-    const int t = static_cast<int>(flat % t_out);
-    const T* x_seq = x + b * t_in * cin;
-    T* out = cols + row * width;
-    for (int c0 = 0; c0 < cin; c0 += tile_channels) {
-      const int n = min(tile_channels, cin - c0);
-      for (int i = static_cast<int>(threadIdx.x); i < n * k; i += static_cast<int>(blockDim.x)) {
-        const int tap = i / n;
-        const int c = i % n;
-        const int pos = t - padding + tap * dilation;
-        staged[c * k + tap] = pos >= 0 && pos < t_in
-                                  ? x_seq[static_cast<int64_t>(pos) * cin + c0 + c]
-                                  : from_float<T>(0);
-      }
-      __syncthreads();
-      for (int i = static_cast<int>(threadIdx.x); i < n * k; i += static_cast<int>(blockDim.x)) {
-        out[static_cast<int64_t>(c0) * k + i] = staged[i];
-      }
-      __syncthreads();
-    }
+// cols [rows, k·units] for output rows r0 .. r0 + rows of the flattened [batch, t_out]: the
+// units (16-byte vectors or single elements) of x [batch, t_in, units] (time-major) at step
+// t − padding + tap·dilation for each tap in turn, zero outside [0, t_in), for output row r
+// (sequence b, step t). Each thread copies one unit, so that reads and writes are both along
+// the rows. All counts fit 32 bits (im2col_rows checks).
+template <typename U>
+__global__ void im2col_rows_kernel(const U* x, unsigned t_in, unsigned units, unsigned k,
+                                   int padding, int dilation, unsigned t_out, unsigned r0,
+                                   unsigned rows, U* cols) {
+  const unsigned row_units = k * units;
+  const unsigned total = rows * row_units;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const unsigned row = i / row_units;
+    const unsigned rest = i - row * row_units;
+    const unsigned tap = rest / units;
+    const unsigned unit = rest - tap * units;
+    const unsigned flat = r0 + row;
+    const unsigned b = flat / t_out;
+    const int step =
+        static_cast<int>(flat - b * t_out) - padding + static_cast<int>(tap) * dilation;
+    cols[i] = step >= 0 && static_cast<unsigned>(step) < t_in
+                  ? x[(static_cast<size_t>(b) * t_in + static_cast<unsigned>(step)) * units + unit]
+                  : U{};
   }
 }
 
@@ -1170,25 +1156,36 @@ void im2col_rows(const void* x, DType dtype, int64_t t_in, int64_t cin, int64_t 
                  cudaStream_t stream, const char* op) {
   const int64_t width = cin * k;
   if (rows == 0 || width == 0) return;
-  // 32-bit steps and columns in the kernel: every one it forms must fit.
+  // 32-bit counts in the kernel: every one it forms must fit.
   const int64_t reach = std::max(t_in, t_out + padding + (k - 1) * dilation);
   constexpr int64_t kLimit = std::numeric_limits<int>::max();
-  if (width > kLimit || reach > kLimit) {
-    throw Error(std::string(op) + ": im2col_rows sizes exceed 32-bit indexing (columns " +
-                std::to_string(width) + ", time steps " + std::to_string(reach) + ")");
+  if (rows * width > kLimit || reach > kLimit || r0 + rows > kLimit) {
+    throw Error(std::string(op) + ": im2col_rows sizes exceed 32-bit indexing (" +
+                std::to_string(rows) + " rows of " + std::to_string(width) +
+                " columns, time steps " + std::to_string(reach) + ")");
   }
-  if (k > kRowTile) {
-    throw Error(std::string(op) + ": kernels of more than " + std::to_string(kRowTile) +
-                " taps are not supported, got " + std::to_string(k));
+  const int64_t element_bytes = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t row_bytes = cin * element_bytes;
+  const auto launch = [&](auto unit) {
+    using U = decltype(unit);
+    const int64_t units = row_bytes / static_cast<int64_t>(sizeof(U));
+    im2col_rows_kernel<<<blocks_for(rows * k * units), kThreads, 0, stream>>>(
+        static_cast<const U*>(x), static_cast<unsigned>(t_in), static_cast<unsigned>(units),
+        static_cast<unsigned>(k), static_cast<int>(padding), static_cast<int>(dilation),
+        static_cast<unsigned>(t_out), static_cast<unsigned>(r0), static_cast<unsigned>(rows),
+        static_cast<U*>(cols));
+  };
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (row_bytes % 16 == 0 && aligned(x) && aligned(cols)) {
+    launch(uint4{});
+  } else if (element_bytes == 2) {
+    launch(uint16_t{});
+  } else if (element_bytes == 4) {
+    launch(uint32_t{});
+  } else {
+    throw Error(std::string(op) + ": im2col_rows takes 2- or 4-byte elements, got " +
+                std::string(dtype_name(dtype)));
   }
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  dispatch_float(dtype, op, [&](auto t) {
-    using T = decltype(t);
-    im2col_rows_kernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<int>(t_in), static_cast<int>(cin),
-        static_cast<int>(k), static_cast<int>(padding), static_cast<int>(dilation),
-        static_cast<int>(t_out), r0, rows, static_cast<T*>(cols));
-  });
   check_launch(op);
 }
 

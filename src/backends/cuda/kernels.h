@@ -46,9 +46,11 @@ void binary(const void* a, const void* b, const Layout& b_layout, void* out, DTy
 void im2col(const void* x, DType dtype, int64_t batch, int64_t channels, int64_t t_in, int64_t c0,
             int64_t cin_g, int64_t k, int64_t stride, int64_t padding, int64_t dilation, int64_t t0,
             int64_t tc, void* cols, cudaStream_t stream, const char* op);
-// cols [rows, cin·k] = the taps of output rows [r0, r0 + rows) of the flattened [batch, t_out]
+// cols [rows, k·cin] = the taps of output rows [r0, r0 + rows) of the flattened [batch, t_out]
 // of a conv1d with stride 1 over time-major x [batch, t_in, cin] (zero outside the input),
-// column c·k + tap, so that torch's weight [cout, cin, k] multiplies them as [cout, cin·k].
+// column tap·cin + c: each tap a whole input row, so that the weight with its taps first
+// ([cout, k, cin], a transpose of each output channel's [cin, k] of torch's) multiplies them as
+// [cout, k·cin].
 void im2col_rows(const void* x, DType dtype, int64_t t_in, int64_t cin, int64_t k, int64_t padding,
                  int64_t dilation, int64_t t_out, int64_t r0, int64_t rows, void* cols,
                  cudaStream_t stream, const char* op);

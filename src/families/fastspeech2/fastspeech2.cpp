@@ -29,6 +29,7 @@ struct ConvWeights {
   Tensor weight;  // [Cout, Cin, K]
   Tensor bias;    // [Cout]
   int64_t padding = 0;
+  Tensor arranged;  // the weight in the backend's order (ops::arrange_conv1d_rows_weight), or none
 };
 
 struct NormWeights {
@@ -96,7 +97,8 @@ namespace {
 
 // x [B, T, C] -> conv over T -> [B, T, Cout].
 Tensor conv_rows(Context& ctx, const Tensor& x, const ConvWeights& w) {
-  return ops::conv1d_rows(ctx, x, w.weight, w.bias, {.padding = w.padding});
+  return ops::conv1d_rows(ctx, x, w.weight, w.bias, {.padding = w.padding},
+                          w.arranged.defined() ? &w.arranged : nullptr);
 }
 
 // Each sequence's length, on the host or as I64 [B] on the device (a recorded step's, which the
@@ -345,8 +347,13 @@ struct Loader {
   ConvWeights conv(const std::string& prefix, int64_t out, int64_t in, int64_t kernel,
                    int64_t padding) const {
     const DType dtype = precision.compute;
-    return {param(prefix + ".weight", {out, in, kernel}, dtype),
-            param(prefix + ".bias", {out}, dtype), padding};
+    return arranged_conv(param(prefix + ".weight", {out, in, kernel}, dtype),
+                         param(prefix + ".bias", {out}, dtype), padding);
+  }
+  // A convolution over rows, its weight also in the order the backend reads it, made once here.
+  ConvWeights arranged_conv(Tensor weight, Tensor bias, int64_t padding) const {
+    Tensor arranged = ops::arrange_conv1d_rows_weight(ctx, weight, {.padding = padding});
+    return {std::move(weight), std::move(bias), padding, std::move(arranged)};
   }
   NormWeights norm(const std::string& prefix, int64_t width) const {
     const DType dtype = precision.stream;
@@ -438,8 +445,9 @@ struct Loader {
       folded_b[so] = static_cast<float>((static_cast<double>(bias[so]) - mean[so]) * s + beta[so]);
     }
     const DType dtype = precision.compute;
-    return {ops::to_device(ctx, Tensor::from_vector({out, in, kernel}, folded_w), dtype),
-            ops::to_device(ctx, Tensor::from_vector({out}, folded_b), dtype), (kernel - 1) / 2};
+    return arranged_conv(
+        ops::to_device(ctx, Tensor::from_vector({out, in, kernel}, folded_w), dtype),
+        ops::to_device(ctx, Tensor::from_vector({out}, folded_b), dtype), (kernel - 1) / 2);
   }
 
   // The postnet's sizes come from its weights (the original hard-codes 512 channels, kernel 5
