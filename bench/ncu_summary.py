@@ -2,7 +2,11 @@
 """Kernel time by kernel name from an `ncu --metrics gpu__time_duration.sum --csv` log.
 
     ncu --metrics gpu__time_duration.sum --csv -c 1500 voxd_gpu_bench ... > run.csv
-    python3 bench/ncu_summary.py run.csv [--top 25]
+    python3 bench/ncu_summary.py run.csv [--top 25] [--last N]
+
+--last N sums only the log's last N launches (in ncu's order): the bench's timed pass, when a
+pass is N kernels (a B = 64 FastSpeech2 pass of lj-v1 is 196, a HiFiGAN V1 pass 65), without its
+warm-up passes and the weights' arrangement at load.
 """
 import argparse
 import collections
@@ -13,11 +17,11 @@ UNITS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
          "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
-def kernel_times(path):
-    """(nanoseconds by kernel name, launches by kernel name) of an ncu CSV log; names cut to 100
-    characters. Lines that are not the CSV's (the program's own output) are skipped."""
-    total = collections.defaultdict(float)
-    calls = collections.Counter()
+def kernel_times(path, last=None):
+    """(nanoseconds by kernel name, launches by kernel name) of an ncu CSV log, or of its last
+    `last` launches; names cut to 100 characters. Lines that are not the CSV's (the program's own
+    output) are skipped."""
+    launches = []  # (name, nanoseconds) in the log's order
     header = None
     with open(path, newline="", errors="replace") as f:
         for row in csv.reader(f):
@@ -32,9 +36,13 @@ def kernel_times(path):
             unit = fields.get("Metric Unit", "nsecond")
             if unit not in UNITS:
                 raise ValueError(f"{path}: gpu__time_duration.sum in an unknown unit '{unit}'")
-            name = fields["Kernel Name"][:100]
-            total[name] += float(fields["Metric Value"].replace(",", "")) * UNITS[unit]
-            calls[name] += 1
+            nanoseconds = float(fields["Metric Value"].replace(",", "")) * UNITS[unit]
+            launches.append((fields["Kernel Name"][:100], nanoseconds))
+    total = collections.defaultdict(float)
+    calls = collections.Counter()
+    for name, nanoseconds in launches[-last:] if last else launches:
+        total[name] += nanoseconds
+        calls[name] += 1
     return total, calls
 
 
@@ -42,8 +50,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--last", type=int, help="only the log's last LAST launches")
     args = parser.parse_args()
-    total, calls = kernel_times(args.csv)
+    if args.last is not None and args.last < 1:
+        parser.error(f"--last takes a number of launches, 1 or more, not {args.last}")
+    total, calls = kernel_times(args.csv, args.last)
     if not total:
         raise SystemExit(f"{args.csv}: no gpu__time_duration.sum rows (did ncu profile a kernel?)")
     overall = sum(total.values())

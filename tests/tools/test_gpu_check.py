@@ -279,6 +279,10 @@ class AbTest(unittest.TestCase):
         total, calls = ncu_summary.kernel_times(self.dir / "run.csv")
         self.assertEqual(dict(total), {"conv_a": 2501500.0, "conv_b": 1000.0})
         self.assertEqual(dict(calls), {"conv_a": 2, "conv_b": 1})
+        # The last two launches: the second conv_a and conv_b.
+        total, calls = ncu_summary.kernel_times(self.dir / "run.csv", last=2)
+        self.assertEqual(dict(total), {"conv_a": 2500000.0, "conv_b": 1000.0})
+        self.assertEqual(dict(calls), {"conv_a": 1, "conv_b": 1})
         (self.dir / "odd.csv").write_text(NCU_CSV.replace('"ms"', '"fortnight"'))
         with self.assertRaisesRegex(ValueError, "unknown unit 'fortnight'"):
             ncu_summary.kernel_times(self.dir / "odd.csv")
