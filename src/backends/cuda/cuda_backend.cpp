@@ -779,6 +779,13 @@ bool few_outputs(const Tensor& weight, const Conv1dParams& p, int64_t batch, boo
                                                            weight.size(2), p.dilation);
 }
 
+// dst = `weight` [Cout, Cin, K] with its taps first, [Cout, K, Cin], as conv1d_rows's columns
+// are: a transpose of each output channel's [Cin, K].
+void write_taps_first(const Tensor& weight, void* dst, cudaStream_t stream, const char* op) {
+  cuda::transpose_matrices(weight.raw_data(), dst, static_cast<int>(dtype_size(weight.dtype())),
+                           weight.size(0), weight.size(1), weight.size(2), stream, op);
+}
+
 }  // namespace
 
 int64_t CudaBackend::arranged_conv1d_rows_elements(const Tensor& weight,
@@ -795,10 +802,7 @@ void CudaBackend::arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dP
   const char* op = "arrange_conv1d_rows_weight";
   if (scratch.planning()) return;
   const OpScope scope = open(op);
-  // [Cout][Cin][K] -> [Cout][K][Cin]: a transpose of each output channel's [Cin, K].
-  cuda::transpose_matrices(weight.raw_data(), arranged.raw_data(),
-                           static_cast<int>(dtype_size(weight.dtype())), weight.size(0),
-                           weight.size(1), weight.size(2), handles_->stream, op);
+  write_taps_first(weight, arranged.raw_data(), handles_->stream, op);
 }
 
 void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -830,7 +834,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t chunks = (rows + most - 1) / most;
   const int64_t chunk = (rows + chunks - 1) / chunks;
   // The weight with its taps first, as the columns are, when it did not come so.
-  const bool arrange_here = k > 1 && width > 0 && arranged == nullptr;
+  const bool arrange_here = k > 1 && arranged == nullptr;
   const ScratchBuffer taps_first =
       take(scratch, arrange_here ? static_cast<size_t>(weight.numel()) * dtype_size(dtype) : 0);
   const ScratchBuffer cols = take(scratch, static_cast<size_t>(chunk * width) * dtype_size(dtype));
@@ -845,9 +849,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   if (arranged != nullptr) {
     taps_first_weight = arranged->raw_data();
   } else if (arrange_here) {
-    cuda::transpose_matrices(weight.raw_data(), taps_first.data(),
-                             static_cast<int>(dtype_size(dtype)), cout, cin, k, handles_->stream,
-                             op);
+    write_taps_first(weight, taps_first.data(), handles_->stream, op);
     taps_first_weight = taps_first.data();
   }
   const auto element_size = static_cast<int64_t>(dtype_size(dtype));
