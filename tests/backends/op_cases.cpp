@@ -179,6 +179,12 @@ void add_unary_cases(std::vector<OpCase>& cases) {
                          [apply, alpha](Context& c, const In& in) {
                            return apply(c, in[0].transpose(1, 2), alpha);
                          }));
+    // Contiguous, one element in: its data off the 16-byte vectors a backend may read.
+    cases.push_back(make(kind.op, std::string(op_name(kind.op)) + " on a view one element in",
+                         {random({4099}, 1200, kind.lo, kind.hi)},
+                         [apply, alpha](Context& c, const In& in) {
+                           return apply(c, in[0].narrow(0, 1, 4098), alpha);
+                         }));
   }
   // Vocos clips exp(magnitude) at 1e2; NaN stays NaN and infinities clamp as torch.clamp does.
   const float inf = std::numeric_limits<float>::infinity();

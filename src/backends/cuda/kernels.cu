@@ -129,44 +129,65 @@ __global__ void fill_kernel(U* dst, U value, int64_t n) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) dst[i] = value;
 }
 
+__device__ __forceinline__ float unary_value(float v, UnaryOp kind, float alpha) {
+  float r = 0;
+  switch (kind) {
+    case UnaryOp::Relu:
+      r = v > 0 ? v : 0.0f;
+      break;
+    case UnaryOp::LeakyRelu:
+      r = v >= 0 ? v : alpha * v;
+      break;
+    case UnaryOp::Tanh:
+      r = tanhf(v);
+      break;
+    case UnaryOp::Exp:
+      r = expf(v);
+      break;
+    case UnaryOp::Scale:
+      r = alpha * v;
+      break;
+    case UnaryOp::Silu:
+      r = v / (1.0f + expf(-v));
+      break;
+    case UnaryOp::Gelu:
+      r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+      break;
+    case UnaryOp::Sin:
+      r = sinf(v);
+      break;
+    case UnaryOp::Cos:
+      r = cosf(v);
+      break;
+    case UnaryOp::ClampMax:
+      r = v > alpha ? alpha : v;
+      break;
+  }
+  return r;
+}
+
 template <typename T>
 __global__ void unary_kernel(const T* x, T* out, int64_t n, UnaryOp kind, float alpha) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float v = to_float(x[i]);
-    float r = 0;
-    switch (kind) {
-      case UnaryOp::Relu:
-        r = v > 0 ? v : 0.0f;
-        break;
-      case UnaryOp::LeakyRelu:
-        r = v >= 0 ? v : alpha * v;
-        break;
-      case UnaryOp::Tanh:
-        r = tanhf(v);
-        break;
-      case UnaryOp::Exp:
-        r = expf(v);
-        break;
-      case UnaryOp::Scale:
-        r = alpha * v;
-        break;
-      case UnaryOp::Silu:
-        r = v / (1.0f + expf(-v));
-        break;
-      case UnaryOp::Gelu:
-        r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-        break;
-      case UnaryOp::Sin:
-        r = sinf(v);
-        break;
-      case UnaryOp::Cos:
-        r = cosf(v);
-        break;
-      case UnaryOp::ClampMax:
-        r = v > alpha ? alpha : v;
-        break;
+    out[i] = from_float<T>(unary_value(to_float(x[i]), kind, alpha));
+  }
+}
+
+// The same over 16-byte vectors of T: a thread loads, computes and stores 16 / sizeof(T)
+// elements at a time (a 2-byte load a thread left a large elementwise pass at about half of
+// what the memory moves: a ReLU over 13,824 × 1,024 F16 values took 39 µs on an H100).
+template <typename T>
+__global__ void unary_vector_kernel(const uint4* x, uint4* out, int64_t vectors, UnaryOp kind,
+                                    float alpha) {
+  constexpr int kPerVector = 16 / sizeof(T);
+  for (int64_t i = global_index(); i < vectors; i += grid_stride()) {
+    uint4 v = x[i];
+    T* elements = reinterpret_cast<T*>(&v);
+#pragma unroll
+    for (int j = 0; j < kPerVector; ++j) {
+      elements[j] = from_float<T>(unary_value(to_float(elements[j]), kind, alpha));
     }
-    out[i] = from_float<T>(r);
+    out[i] = v;
   }
 }
 
@@ -1102,8 +1123,19 @@ void unary(const void* x, void* out, DType dtype, int64_t n, UnaryOp kind, float
   if (n == 0) return;
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
-    unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                         static_cast<T*>(out), n, kind, alpha);
+    constexpr int64_t kPerVector = 16 / sizeof(T);
+    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    // 16-byte vectors where both sides allow them, the elements past the last vector one by one.
+    const int64_t vectors = aligned(x) && aligned(out) ? n / kPerVector : 0;
+    if (vectors > 0) {
+      unary_vector_kernel<T><<<blocks_for(vectors), kThreads, 0, stream>>>(
+          static_cast<const uint4*>(x), static_cast<uint4*>(out), vectors, kind, alpha);
+    }
+    const int64_t done = vectors * kPerVector;
+    if (done < n) {
+      unary_kernel<<<blocks_for(n - done), kThreads, 0, stream>>>(
+          static_cast<const T*>(x) + done, static_cast<T*>(out) + done, n - done, kind, alpha);
+    }
   });
   check_launch(op);
 }
