@@ -160,7 +160,8 @@ void Backend::fused_conv1d(const Tensor& /*x*/, const Tensor& /*weight*/, const 
 
 void Backend::conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor& /*bias*/,
                           Tensor& /*out*/, const Conv1dParams& /*params*/,
-                          const Tensor* /*arranged*/, const KernelScratch& /*scratch*/) {
+                          const Tensor* /*arranged*/, bool /*relu*/,
+                          const KernelScratch& /*scratch*/) {
   throw Error(name() + ": conv1d_rows called although runs_conv1d_rows() is false");
 }
 

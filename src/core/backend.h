@@ -312,8 +312,9 @@ class Backend {
   // [B, Tout, Cout]: conv1d's values with time and channels swapped on both sides. Only called
   // when runs_conv1d_rows() is true. `arranged`: the weight in this backend's order
   // (arrange_conv1d_rows_weight), or null: the backend arranges it itself where it needs to.
+  // `relu`: out goes through ReLU as well (the values ops::relu_ would leave).
   virtual void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                           const Conv1dParams& params, const Tensor* arranged,
+                           const Conv1dParams& params, const Tensor* arranged, bool relu,
                            const KernelScratch& scratch);
   // Elements of `weight` [Cout, Cin, K] in the order conv1d_rows() reads it with `params`, or 0
   // (the default) where it reads it as it is.

@@ -471,7 +471,7 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 }
 
 Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   const Conv1dParams& params, const Tensor* arranged) {
+                   const Conv1dParams& params, const Tensor* arranged, RowsActivation activation) {
   const char* op = "conv1d_rows";
   require_float_input(ctx, op, "x", x);
   require_rank(op, "x", x, 3);
@@ -484,16 +484,22 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
   const int64_t elements = ctx.backend().arranged_conv1d_rows_elements(weight, params);
   check_arrangement(ctx, op, "weight's ", arranged, weight, elements,
                     "ops::arrange_conv1d_rows_weight");
+  const bool relu = activation == RowsActivation::Relu;
+  const auto activated = [&](Tensor out) {
+    if (relu) relu_(ctx, out);
+    return out;
+  };
   if (weight.size(2) == 1 && params.padding == 0 && params.stride == 1 && params.groups == 1) {
     // Pointwise: a linear layer over the rows on every backend.
-    return linear(ctx, x, contiguous(ctx, weight).reshape({weight.size(0), weight.size(1)}), b);
+    return activated(
+        linear(ctx, x, contiguous(ctx, weight).reshape({weight.size(0), weight.size(1)}), b));
   }
   if (!ctx.backend().runs_conv1d_rows(x, weight, params)) {
-    return transpose(ctx, conv1d(ctx, channel_major, weight, b, params), 1, 2);
+    return activated(transpose(ctx, conv1d(ctx, channel_major, weight, b, params), 1, 2));
   }
   Tensor out = empty(ctx, {x.size(0), tout, weight.size(0)}, x.dtype());
   ctx.backend().conv1d_rows(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
-                            elements > 0 ? arranged : nullptr, ctx.scratch());
+                            elements > 0 ? arranged : nullptr, relu, ctx.scratch());
   return out;
 }
 

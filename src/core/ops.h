@@ -101,9 +101,13 @@ Tensor conv1d(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor&
 // [Cout] or undefined -> [B, Tout, Cout], the values of transpose(conv1d(transpose(x))) without
 // the transposes where the backend runs it so (Backend::runs_conv1d_rows), and as a linear layer
 // when it is pointwise. `arranged`: arrange_conv1d_rows_weight's for the same weight and params,
-// or null (the backend arranges the weight per call where it needs to).
+// or null (the backend arranges the weight per call where it needs to). RowsActivation::Relu:
+// the output through ReLU as relu_ would leave it, fused into the convolution where the backend
+// runs it over rows (no pass of its own over the output).
+enum class RowsActivation { None, Relu };
 Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   const Conv1dParams& params, const Tensor* arranged = nullptr);
+                   const Conv1dParams& params, const Tensor* arranged = nullptr,
+                   RowsActivation activation = RowsActivation::None);
 // A weight [Cout, Cin, K] (on ctx's device) in the order the backend's conv1d_rows reads it with
 // `params`: made once when a model loads, so that no step rearranges it (on CUDA the taps first,
 // so that the columns it multiplies are whole input rows). Undefined where the backend reads it

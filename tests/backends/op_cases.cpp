@@ -463,6 +463,17 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
              });
     arranged.large = c.large;
     cases.push_back(arranged);
+    // With ReLU after it, as FastSpeech2's feed-forward and predictors run it (CUDA: in the
+    // gemm's epilogue, or after the few-outputs kernel and the gemm without a bias).
+    OpCase relu =
+        make(OpKind::Conv1d, "conv1d_rows " + describe(tc) + " arranged once, relu", inputs,
+             [p](Context& ctx, const In& in) {
+               const Tensor w = ops::arrange_conv1d_rows_weight(ctx, in[1], p);
+               return ops::conv1d_rows(ctx, in[0], in[1], in[2], p, w.defined() ? &w : nullptr,
+                                       ops::RowsActivation::Relu);
+             });
+    relu.large = c.large;
+    cases.push_back(relu);
   }
   cases.push_back(make(
       OpKind::Conv1d, "conv1d_rows of a narrowed view",

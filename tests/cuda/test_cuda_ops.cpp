@@ -437,7 +437,7 @@ TEST(CudaBiasGemm, RowCountsOfOneBucketShareOneHeuristicQueryAndStayExact) {
   for (int64_t rows = 33; rows <= kMaxRows; ++rows) {
     ASSERT_TRUE(gemm.run(CUDA_R_16F, rows, kIn, kFeatures, x_device.raw_data(), w_device.raw_data(),
                          bias_device.raw_data(), out.raw_data(), workspace.raw_data(),
-                         workspace.nbytes(), nullptr, "test"))
+                         workspace.nbytes(), false, nullptr, "test"))
         << rows << " rows";
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(gemm.heuristic_queries(), rows <= 64 ? 1u : 2u) << rows << " rows";

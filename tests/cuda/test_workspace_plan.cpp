@@ -106,8 +106,9 @@ class SamplingBackend final : public Backend {
     return inner_.runs_conv1d_rows(x, w, p);
   }
   void conv1d_rows(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
-                   const Conv1dParams& p, const Tensor* arranged, const KernelScratch& s) override {
-    inner_.conv1d_rows(x, w, b, out, p, arranged, s);
+                   const Conv1dParams& p, const Tensor* arranged, bool relu,
+                   const KernelScratch& s) override {
+    inner_.conv1d_rows(x, w, b, out, p, arranged, relu, s);
     sample(s);
   }
   int64_t arranged_conv1d_rows_elements(const Tensor& w, const Conv1dParams& p) const override {

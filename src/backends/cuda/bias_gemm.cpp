@@ -49,13 +49,19 @@ BiasGemm::~BiasGemm() {
 
 bool BiasGemm::run(cudaDataType type, int64_t rows, int64_t in, int64_t features, const void* x,
                    const void* weight, const void* bias, void* out, void* workspace,
-                   size_t workspace_bytes, cudaStream_t stream, const char* op) {
+                   size_t workspace_bytes, bool relu, cudaStream_t stream, const char* op) {
   if (rows > INT_MAX || in > INT_MAX || features > INT_MAX) return false;
   // cuBLASLt documents no alignment for the bias vector: one off 16 bytes goes the other way.
   if (alignment_of(bias) < 16) return false;
-  const Key key{
-      type,           rows, in, features, alignment_of(x), alignment_of(weight), alignment_of(out),
-      workspace_bytes};
+  const Key key{type,
+                rows,
+                in,
+                features,
+                alignment_of(x),
+                alignment_of(weight),
+                alignment_of(out),
+                workspace_bytes,
+                relu};
   Plan* plan = plan_for(key, op);
   if (plan == nullptr) return false;
   VOXD_CUDA_CHECK(op, cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -83,7 +89,7 @@ BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const char* op) {
     }
     plans_.erase(oldest);
   }
-  const auto [type, rows, in, features, x_align, w_align, out_align, workspace_bytes] = key;
+  const auto [type, rows, in, features, x_align, w_align, out_align, workspace_bytes, relu] = key;
   auto plan = std::make_unique<Plan>();
   // Every step must succeed for a plan; any that does not leaves the key without one, so the
   // caller's other way runs (a cuBLASLt without this epilogue for a type never fails a layer).
@@ -93,7 +99,7 @@ BiasGemm::Plan* BiasGemm::plan_for(const Key& key, const char* op) {
   };
   const cublasOperation_t transpose = CUBLAS_OP_T;
   const cublasOperation_t keep = CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   const auto bias_type = static_cast<int32_t>(type);
   const auto set = [&](cublasLtMatmulDescAttributes_t attribute, const void* value, size_t bytes) {
     step([&] { return cublasLtMatmulDescSetAttribute(plan->desc, attribute, value, bytes); });

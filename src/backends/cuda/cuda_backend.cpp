@@ -710,6 +710,11 @@ void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaS
                      out.raw_data(), out.dtype(), out.numel(), stream, op);
 }
 
+// t = ReLU(t), in place.
+void relu_in_place(Tensor& t, cudaStream_t stream, const char* op) {
+  cuda::unary(t.raw_data(), t.raw_data(), t.dtype(), t.numel(), UnaryOp::Relu, 0.0f, stream, op);
+}
+
 }  // namespace
 
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
@@ -728,24 +733,28 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor& bi
     return;
   }
   linear_rows(x.dtype(), rows, in, features, x.raw_data(), weight.raw_data(), bias, out.raw_data(),
-              workspace, op);
+              workspace, false, op);
 }
 
 void CudaBackend::linear_rows(DType dtype, int64_t rows, int64_t in, int64_t features,
                               const void* x, const void* weight, const Tensor& bias, void* out,
-                              const ScratchBuffer& workspace, const char* op) {
+                              const ScratchBuffer& workspace, bool relu, const char* op) {
   cudaStream_t stream = handles_->stream;
   const void* bias_data = bias.defined() ? bias.raw_data() : nullptr;
+  const auto relu_after = [&] {
+    if (relu) cuda::unary(out, out, dtype, rows * features, UnaryOp::Relu, 0.0f, stream, op);
+  };
   if (cuda::few_rows_linear_fits(dtype, rows, in, x, weight, out)) {
     cuda::few_rows_linear(x, weight, bias_data, out, dtype, rows, in, features, stream, op);
+    relu_after();
     return;
   }
-  // With a bias: one cuBLASLt matmul adding it in its epilogue, or, where cuBLASLt has no
-  // algorithm, the bias goes into out first and the gemm accumulates onto it (beta 1). Either way
-  // x·Wᵀ + bias is summed in F32 and rounded to a half dtype once.
+  // With a bias: one cuBLASLt matmul adding it (and ReLU) in its epilogue, or, where cuBLASLt has
+  // no algorithm, the bias goes into out first and the gemm accumulates onto it (beta 1). Either
+  // way x·Wᵀ + bias is summed in F32 and rounded to a half dtype once.
   if (bias_data != nullptr &&
       handles_->bias_gemm.run(cuda_type(dtype), rows, in, features, x, weight, bias_data, out,
-                              workspace.data(), workspace.bytes(), stream, op)) {
+                              workspace.data(), workspace.bytes(), relu, stream, op)) {
     return;
   }
   use_gemm_workspace(workspace, op);
@@ -763,6 +772,7 @@ void CudaBackend::linear_rows(DType dtype, int64_t rows, int64_t in, int64_t fea
          {static_cast<const char*>(x) + r0 * in * element_size, type, in, 0}, beta,
          static_cast<char*>(out) + r0 * features * element_size, type, features, 0, 1);
   }
+  relu_after();
 }
 
 bool CudaBackend::runs_conv1d_rows(const Tensor& /*x*/, const Tensor& /*weight*/,
@@ -806,7 +816,7 @@ void CudaBackend::arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dP
 }
 
 void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                              Tensor& out, const Conv1dParams& p, const Tensor* arranged,
+                              Tensor& out, const Conv1dParams& p, const Tensor* arranged, bool relu,
                               const KernelScratch& scratch) {
   const char* op = "conv1d_rows";
   const DType dtype = x.dtype();
@@ -824,6 +834,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
     cuda::conv1d_rows_few_outputs(
         x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, out.raw_data(),
         dtype, x.size(0), t_in, cin, t_out, cout, k, p.padding, p.dilation, handles_->stream, op);
+    if (relu) relu_in_place(out, handles_->stream, op);
     return;
   }
   const int64_t width = cin * k;  // a row of columns: the taps first, each Cin values
@@ -843,6 +854,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const OpScope scope = open(op);
   if (width == 0) {
     fill_bias(bias, {0, 0, 1}, out, handles_->stream, op);
+    if (relu) relu_in_place(out, handles_->stream, op);
     return;
   }
   const void* taps_first_weight = weight.raw_data();
@@ -858,7 +870,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
     cuda::im2col_rows(x.raw_data(), dtype, t_in, cin, k, p.padding, p.dilation, t_out, r0, count,
                       cols.data(), handles_->stream, op);
     linear_rows(dtype, count, width, cout, cols.data(), taps_first_weight, bias,
-                static_cast<char*>(out.raw_data()) + r0 * cout * element_size, workspace, op);
+                static_cast<char*>(out.raw_data()) + r0 * cout * element_size, workspace, relu, op);
   }
 }
 

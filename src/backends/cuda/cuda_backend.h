@@ -153,7 +153,7 @@ class CudaBackend final : public Backend {
   bool runs_conv1d_rows(const Tensor& x, const Tensor& weight,
                         const Conv1dParams& params) const override;
   void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
-                   const Conv1dParams& params, const Tensor* arranged,
+                   const Conv1dParams& params, const Tensor* arranged, bool relu,
                    const KernelScratch& scratch) override;
   // The weight with its taps first ([Cout, K, Cin], as the columns are) where the columns' gemm
   // runs it and K > 1.
@@ -272,10 +272,11 @@ class CudaBackend final : public Backend {
                          Tensor& out, int64_t stride, int64_t padding, int64_t dilation,
                          int64_t groups, const KernelScratch& scratch, const char* op);
   // Row-major out [rows, features] = x [rows, in] · weight [features, in]ᵀ + bias (undefined:
-  // none), summed in F32 and rounded once, with `workspace` for cuBLAS; in > 0.
+  // none), summed in F32 and rounded once, through ReLU where `relu` (in the gemm's epilogue
+  // where cuBLASLt has one, else after it), with `workspace` for cuBLAS; in > 0.
   void linear_rows(DType dtype, int64_t rows, int64_t in, int64_t features, const void* x,
                    const void* weight, const Tensor& bias, void* out,
-                   const ScratchBuffer& workspace, const char* op);
+                   const ScratchBuffer& workspace, bool relu, const char* op);
   // Makes `workspace` cuBLAS's workspace for the gemms that follow.
   void use_gemm_workspace(const ScratchBuffer& workspace, const char* op) const;
   // Whether convolutions may take voxd's own kernels (VOXD_CUDA_CONV auto or wgmma).

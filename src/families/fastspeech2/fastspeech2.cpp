@@ -95,10 +95,11 @@ struct FastSpeech2::Weights {
 
 namespace {
 
-// x [B, T, C] -> conv over T -> [B, T, Cout].
-Tensor conv_rows(Context& ctx, const Tensor& x, const ConvWeights& w) {
+// x [B, T, C] -> conv over T [-> ReLU] -> [B, T, Cout].
+Tensor conv_rows(Context& ctx, const Tensor& x, const ConvWeights& w,
+                 ops::RowsActivation activation = ops::RowsActivation::None) {
   return ops::conv1d_rows(ctx, x, w.weight, w.bias, {.padding = w.padding},
-                          w.arranged.defined() ? &w.arranged : nullptr);
+                          w.arranged.defined() ? &w.arranged : nullptr, activation);
 }
 
 // Each sequence's length, on the host or as I64 [B] on the device (a recorded step's, which the
@@ -135,8 +136,7 @@ Tensor self_attention(Context& ctx, const Tensor& x, const AttentionWeights& w,
 
 // Position-wise feed-forward of x [B, T, C], before the residual: w2(relu(w1(x))) over T.
 Tensor feed_forward(Context& ctx, const Tensor& x, const FeedForwardWeights& w) {
-  Tensor h = conv_rows(ctx, x, w.w1);
-  ops::relu_(ctx, h);
+  const Tensor h = conv_rows(ctx, x, w.w1, ops::RowsActivation::Relu);
   return conv_rows(ctx, h, w.w2);
 }
 
@@ -193,13 +193,11 @@ Tensor predict(Context& ctx, const Tensor& x, const PredictorWeights& w, const L
                const PrecisionPolicy& precision, bool mask_padding) {
   Tensor out;
   {
-    Tensor h = conv_rows(ctx, precision.to_compute(ctx, x), w.conv1);
-    ops::relu_(ctx, h);
+    Tensor h = conv_rows(ctx, precision.to_compute(ctx, x), w.conv1, ops::RowsActivation::Relu);
     h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm1.gamma, w.norm1.beta,
                         kLayerNormEps);
     if (mask_padding) zero_beyond(ctx, h, lengths);
-    h = conv_rows(ctx, precision.to_compute(ctx, h), w.conv2);
-    ops::relu_(ctx, h);
+    h = conv_rows(ctx, precision.to_compute(ctx, h), w.conv2, ops::RowsActivation::Relu);
     h = ops::layer_norm(ctx, precision.to_stream(ctx, h), w.norm2.gamma, w.norm2.beta,
                         kLayerNormEps);
     out = ops::linear(ctx, h, w.linear.weight, w.linear.bias);
