@@ -94,18 +94,23 @@ __global__ void transpose_input_kernel(ImplicitGemmConv a, int64_t rows, int64_t
   }
 }
 
-// Leaky ReLU with `slope` on the eight elements of T in a 16-byte chunk, in place.
+// Leaky ReLU with `slope` on the eight elements of T in a 16-byte chunk, in place (rounded back
+// to T two elements an instruction).
 template <typename T>
 __device__ __forceinline__ void leaky_relu_chunk(uint4* chunk, float slope) {
   union {
     uint4 vector;
+    uint32_t pairs[4];
     T e[8];
   } v;
   v.vector = *chunk;
+  const auto activate = [slope](T x) {
+    const float f = to_float(x);
+    return f < 0.0f ? f * slope : f;
+  };
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float f = to_float(v.e[e]);
-    v.e[e] = from_float<T>(f < 0.0f ? f * slope : f);
+  for (int p = 0; p < 4; ++p) {
+    v.pairs[p] = pack_rounded<T>(activate(v.e[2 * p]), activate(v.e[2 * p + 1]));
   }
   *chunk = v.vector;
 }
@@ -229,7 +234,8 @@ struct MmaTiling {
 };
 
 // The output tile as [step][channel] rows in shared memory for a TimeMajorOutput, 8 channels
-// wider than the tile so that the accumulators' scattered writes fall in distinct banks.
+// wider than the tile so that the 8 rows of 16 bytes a stmatrix matrix writes fall in distinct
+// banks.
 template <typename Tiling>
 __host__ __device__ constexpr int staged_stride() {
   return Tiling::kBlockM + 8;
@@ -272,6 +278,48 @@ __device__ __forceinline__ void for_each_accumulator_pair(
   }
 }
 
+// Stores a warp's accumulators, rounded to T, as rows of 16-bit values in shared memory, each
+// row the 8 channels m0 .. m0 + 7 of one step: value(step, v) makes the value stored for the
+// tile's step from its accumulator v (the bias added), and row(m0, step) is the
+// row's shared-memory address (16-byte aligned). Four 8 × 8 (channel, step) matrices go out
+// transposed an instruction (stmatrix), where one 2-byte store a value left a K-3 pair's
+// intermediate store at 16 % of its instructions (bench/NOTES.md, session 50).
+template <typename T, typename Tiling, typename Value, typename Row>
+__device__ __forceinline__ void store_accumulator_rows(
+    const ImplicitGemmConv& a, const float (&acc)[Tiling::kTilesM][Tiling::kTilesN][4], int64_t co0,
+    int warp_m, int warp_n, int lane, Value&& value, Row&& row) {
+  static_assert(Tiling::kTilesN % 2 == 0, "an instruction stores two tiles of 8 steps");
+  const T* bias = static_cast<const T*>(a.bias);
+  const int fragment_step = 2 * (lane & 3);
+  // This lane's row in the instruction's matrix lane / 8: matrices 0 and 1 are the tile's first
+  // 8 steps, channels 0-7 and 8-15; 2 and 3 the next 8 steps.
+  const int row_step = warp_n * Tiling::kWarpN + ((lane >> 4) << 3) + (lane & 7);
+  const int row_half = (lane >> 3) & 1;
+#pragma unroll
+  for (int mi = 0; mi < Tiling::kTilesM; ++mi) {
+    const int m_tile = warp_m * Tiling::kWarpM + mi * 16;
+    float bias_value[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = m_tile + h * 8 + (lane >> 2);
+      bias_value[h] = bias && co0 + m < a.out_channels ? to_float(bias[co0 + m]) : 0.0f;
+    }
+#pragma unroll
+    for (int nj = 0; nj < Tiling::kTilesN; nj += 2) {
+      uint32_t fragments[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int h = i & 1;
+        const int n = nj + (i >> 1);
+        const int step = warp_n * Tiling::kWarpN + n * 8 + fragment_step;
+        fragments[i] = pack_rounded<T>(value(step, acc[mi][n][2 * h] + bias_value[h]),
+                                       value(step + 1, acc[mi][n][2 * h + 1] + bias_value[h]));
+      }
+      stmatrix_x4_trans(row(m_tile + row_half * 8, row_step + nj * 8), fragments);
+    }
+  }
+}
+
 // The epilogue into a following convolution's time-major input (TimeMajorOutput): the block's
 // tile, bias and leaky ReLU applied, rounded to T, goes through shared memory and out as 16-byte
 // vectors along the channels; steps past the sequence are written as zeros (the following
@@ -284,14 +332,13 @@ __device__ __forceinline__ void store_time_major(
     int64_t co0, int64_t b, int warp_m, int warp_n, int lane) {
   constexpr int kStride = staged_stride<Tiling>();
   T* tile = reinterpret_cast<T*>(shared);
-  const auto activate = [&](float v) {
-    return from_float<T>(next.leaky_relu && v < 0.0f ? v * next.slope : v);
-  };
-  for_each_accumulator_pair<T, Tiling>(a, acc, co0, warp_m, warp_n, lane,
-                                       [&](int m, int step, float v0, float v1) {
-                                         tile[step * kStride + m] = activate(v0);
-                                         tile[(step + 1) * kStride + m] = activate(v1);
-                                       });
+  const uint32_t tile_address = shared_address(shared);
+  store_accumulator_rows<T, Tiling>(
+      a, acc, co0, warp_m, warp_n, lane,
+      [&](int, float v) { return next.leaky_relu && v < 0.0f ? v * next.slope : v; },
+      [&](int m0, int step) {
+        return tile_address + static_cast<uint32_t>((step * kStride + m0) * sizeof(T));
+      });
   __syncthreads();
   constexpr int kVectors = Tiling::kBlockM / 8;
   T* rows = static_cast<T*>(next.rows) + (b * next.row_count + next.padding + t0) * next.channels;
@@ -934,18 +981,17 @@ __global__ void __launch_bounds__(Tiling::kThreads)
         *reinterpret_cast<uint4*>(shared + (chunk >> 1) * l.middle_group +
                                   swizzled(row, chunk & 1)) = make_uint4(0, 0, 0, 0);
       }
-      const auto store = [&](int m, int column, float v) {
-        const int64_t step = middle_step0 + column;
-        if (second.input_leaky_relu && v < 0.0f) v *= second.input_slope;
-        if (step < 0 || step >= steps) v = 0.0f;
-        *reinterpret_cast<T*>(shared + (m >> 4) * l.middle_group + swizzled(column, (m >> 3) & 1) +
-                              (m & 7) * 2) = from_float<T>(v);
-      };
-      for_each_accumulator_pair<T, Tiling>(first, acc, 0, warp_m, warp_n, lane,
-                                           [&](int m, int column, float v0, float v1) {
-                                             store(m, column, v0);
-                                             store(m, column + 1, v1);
-                                           });
+      store_accumulator_rows<T, Tiling>(
+          first, acc, 0, warp_m, warp_n, lane,
+          [&](int column, float v) {
+            const int64_t step = middle_step0 + column;
+            if (second.input_leaky_relu && v < 0.0f) v *= second.input_slope;
+            return step < 0 || step >= steps ? 0.0f : v;
+          },
+          [&](int m0, int column) {
+            return shared_base + static_cast<uint32_t>((m0 >> 4) * l.middle_group +
+                                                       swizzled(column, (m0 >> 3) & 1));
+          });
       clear();
     }
     buffer = buffer + 1 == kDepth ? 0 : buffer + 1;

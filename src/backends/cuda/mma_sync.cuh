@@ -1,5 +1,6 @@
-// PTX wrappers the CUDA backend's tensor-core kernels share: ldmatrix operand loads, cp.async
-// copies from global to shared memory, and the m16n8k16 mma.sync with F32 accumulators.
+// PTX wrappers the CUDA backend's tensor-core kernels share: ldmatrix operand loads, stmatrix
+// stores, cp.async copies from global to shared memory, and the m16n8k16 mma.sync with F32
+// accumulators.
 // Internal to the CUDA backend.
 #pragma once
 
@@ -24,6 +25,32 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
+}
+
+// Four 8 × 8 matrices of 16-bit elements to shared memory, each transposed: lanes 8·i to 8·i + 7
+// give the addresses of matrix i's rows in memory, and r[i] holds its fragment as ldmatrix_x4
+// receives one (row lane / 4, elements 2·(lane % 4) and the next), so memory row j of matrix i
+// takes the fragment's column j.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
+}
+
+// Two F32 values rounded to T (to nearest) in 32 bits, `lo` in the low half: a fragment's
+// neighbouring elements.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_rounded(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack_rounded<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack_rounded<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // 16 bytes from global to shared memory, or 16 zero bytes when !valid (src is then not read).
