@@ -312,7 +312,9 @@ class Backend {
   // [B, Tout, Cout]: conv1d's values with time and channels swapped on both sides. Only called
   // when runs_conv1d_rows() is true. `arranged`: the weight in this backend's order
   // (arrange_conv1d_rows_weight), or null: the backend arranges it itself where it needs to.
-  // `relu`: out goes through ReLU as well (the values ops::relu_ would leave).
+  // With `arranged`, only weight's shape is read: it may be a view with any strides
+  // (ops::conv1d_rows_weight_view). `relu`: out goes through ReLU as well (the values ops::relu_
+  // would leave).
   virtual void conv1d_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                            const Conv1dParams& params, const Tensor* arranged, bool relu,
                            const KernelScratch& scratch);
@@ -326,6 +328,13 @@ class Backend {
   // when that is above 0.
   virtual void arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams& params,
                                           Tensor& arranged, const KernelScratch& scratch);
+  // Where that order is `weight` [Cout, Cin, K] with its dimensions permuted (arranged =
+  // contiguous(weight.permute(order))): the order, so that a model can hold the weight only as a
+  // view of its arrangement (ops::conv1d_rows_weight_view); empty (the default) otherwise.
+  virtual std::vector<int64_t> arranged_conv1d_rows_order(const Tensor& /*weight*/,
+                                                          const Conv1dParams& /*params*/) const {
+    return {};
+  }
   // x [B, Cin, T], weight [Cin, Cout/groups, K], bias [Cout] or undefined -> out [B, Cout, Tout],
   // Tout = (T−1)·stride − 2·padding + dilation·(K−1) + output_padding + 1, as
   // torch.nn.functional.conv_transpose1d.

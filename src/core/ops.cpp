@@ -498,8 +498,11 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
     return activated(transpose(ctx, conv1d(ctx, channel_major, weight, b, params), 1, 2));
   }
   Tensor out = empty(ctx, {x.size(0), tout, weight.size(0)}, x.dtype());
-  ctx.backend().conv1d_rows(contiguous(ctx, x), contiguous(ctx, weight), b, out, params,
-                            elements > 0 ? arranged : nullptr, relu, ctx.scratch());
+  // With its arrangement the backend reads only the weight's shape: a view of the arrangement
+  // (conv1d_rows_weight_view) is passed as it is.
+  const Tensor* taken = elements > 0 ? arranged : nullptr;
+  ctx.backend().conv1d_rows(contiguous(ctx, x), taken ? weight : contiguous(ctx, weight), b, out,
+                            params, taken, relu, ctx.scratch());
   return out;
 }
 
@@ -513,6 +516,25 @@ Tensor arrange_conv1d_rows_weight(Context& ctx, const Tensor& weight, const Conv
   ctx.backend().arrange_conv1d_rows_weight(contiguous(ctx, weight), params, arranged,
                                            ctx.scratch());
   return arranged;
+}
+
+Tensor conv1d_rows_weight_view(Context& ctx, const Tensor& arranged, const Tensor& weight,
+                               const Conv1dParams& params) {
+  const char* op = "conv1d_rows_weight_view";
+  require_rank(op, "weight", weight, 3);
+  if (!arranged.defined()) return weight;
+  const std::vector<int64_t> order = ctx.backend().arranged_conv1d_rows_order(weight, params);
+  if (order.empty()) return weight;
+  check_arrangement(ctx, op, "weight's ", &arranged, weight,
+                    ctx.backend().arranged_conv1d_rows_elements(weight, params),
+                    "ops::arrange_conv1d_rows_weight");
+  Shape permuted(order.size());
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    permuted[i] = weight.size(order[i]);
+    back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return arranged.reshape(permuted).permute(back);
 }
 
 namespace {

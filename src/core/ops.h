@@ -113,6 +113,13 @@ Tensor conv1d_rows(Context& ctx, const Tensor& x, const Tensor& weight, const Te
 // so that the columns it multiplies are whole input rows). Undefined where the backend reads it
 // as it is (Backend::arranged_conv1d_rows_elements).
 Tensor arrange_conv1d_rows_weight(Context& ctx, const Tensor& weight, const Conv1dParams& params);
+// `weight` [Cout, Cin, K] as a view of `arranged` (arrange_conv1d_rows_weight's for it) where the
+// backend's order is a permutation of its dimensions (Backend::arranged_conv1d_rows_order; on
+// CUDA the taps first), so that a model holds one copy of it; else `weight` itself. conv1d_rows
+// takes the view beside `arranged` without copying it; any other op reads its values through the
+// strides.
+Tensor conv1d_rows_weight_view(Context& ctx, const Tensor& arranged, const Tensor& weight,
+                               const Conv1dParams& params);
 // The two convolutions of `pair` over x (Conv1dPair), in one go where the backend fuses them
 // (Backend::fuses_conv1d_pair: the first's output never becomes a tensor, the terms after the
 // residual applied in its epilogue), else as two conv1d()s with ConvFusion and

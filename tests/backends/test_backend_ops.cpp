@@ -593,6 +593,70 @@ TEST(ArrangedConvWeights, OfConvolutionsOverRowsAreTheBackendsOwnOrIgnored) {
   EXPECT_EQ(handed.to_float_vector(), expected.to_float_vector());
 }
 
+// A backend whose arrangement of a convolution over rows is the weight's dimensions permuted
+// (as CUDA's, the taps first), run on the host: it records what conv1d_rows was handed.
+class PermutingBackend final : public MinimalBackend {
+ public:
+  bool runs_conv1d_rows(const Tensor&, const Tensor&, const Conv1dParams&) const override {
+    return true;
+  }
+  int64_t arranged_conv1d_rows_elements(const Tensor& weight, const Conv1dParams&) const override {
+    return weight.numel();
+  }
+  std::vector<int64_t> arranged_conv1d_rows_order(const Tensor&,
+                                                  const Conv1dParams&) const override {
+    return {0, 2, 1};
+  }
+  void arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams&, Tensor& arranged,
+                                  const KernelScratch&) override {
+    const Tensor taps_first = weight.permute({0, 2, 1}).to_host_contiguous(DType::F32);
+    std::copy_n(taps_first.data<float>(), taps_first.numel(), arranged.data<float>());
+  }
+  void conv1d_rows(const Tensor&, const Tensor& weight, const Tensor&, Tensor&, const Conv1dParams&,
+                   const Tensor* arranged, bool, const KernelScratch&) override {
+    handed_weight = weight.raw_data();
+    handed_arranged = arranged != nullptr ? arranged->raw_data() : nullptr;
+  }
+  const void* handed_weight = nullptr;
+  const void* handed_arranged = nullptr;
+};
+
+// Where the backend's arrangement permutes the weight, the weight is held as a view of it (one
+// copy): the view has the weight's values, conv1d_rows hands it over uncopied beside the
+// arrangement, and any other op reads it through its strides. Elsewhere the weight itself.
+TEST(ArrangedConvWeights, OfConvolutionsOverRowsAreHeldOnceWhereTheyArePermuted) {
+  const Tensor rows = random_tensor({1, 10, 4}, 15);
+  const Tensor weight = random_tensor({3, 4, 5}, 16, -0.1f, 0.1f);
+  const Tensor bias = random_tensor({3}, 17);
+  const Conv1dParams params{1, 2, 1, 1};
+  PermutingBackend permuting;
+  Context ctx(permuting, host_allocator());
+  const Tensor arranged = ops::arrange_conv1d_rows_weight(ctx, weight, params);
+  const Tensor view = ops::conv1d_rows_weight_view(ctx, arranged, weight, params);
+  EXPECT_EQ(view.shape(), weight.shape());
+  EXPECT_EQ(view.raw_data(), arranged.raw_data());
+  EXPECT_FALSE(view.is_contiguous());
+  EXPECT_EQ(view.to_host_contiguous(DType::F32).to_float_vector(), weight.to_float_vector());
+  ops::conv1d_rows(ctx, rows, view, bias, params, &arranged);
+  EXPECT_EQ(permuting.handed_weight, arranged.raw_data());
+  EXPECT_EQ(permuting.handed_arranged, arranged.raw_data());
+  EXPECT_EQ(error_message([&] {
+              ops::conv1d_rows_weight_view(ctx, random_tensor({59}, 18), weight, params);
+            }),
+            "conv1d_rows_weight_view: the weight's arrangement [59] is not this backend's for "
+            "weight [3, 4, 5] (60 F32 elements on cpu); make it with "
+            "ops::arrange_conv1d_rows_weight");
+
+  ArrangingBackend arranging;  // an arrangement that is no permutation
+  Context other(arranging, host_allocator());
+  const Tensor unpermuted = ops::arrange_conv1d_rows_weight(other, weight, params);
+  EXPECT_EQ(ops::conv1d_rows_weight_view(other, unpermuted, weight, params).raw_data(),
+            weight.raw_data());
+  Context cpu(host_backend("cpu"), host_allocator());
+  const Tensor none = ops::arrange_conv1d_rows_weight(cpu, weight, params);
+  EXPECT_EQ(ops::conv1d_rows_weight_view(cpu, none, weight, params).raw_data(), weight.raw_data());
+}
+
 TEST(OpKinds, EveryKindHasItsName) {
   std::vector<std::string> names;
   for (int op = 0; op <= static_cast<int>(OpKind::GatherRows); ++op) {

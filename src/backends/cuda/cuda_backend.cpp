@@ -807,6 +807,12 @@ int64_t CudaBackend::arranged_conv1d_rows_elements(const Tensor& weight,
   return weight.numel();
 }
 
+std::vector<int64_t> CudaBackend::arranged_conv1d_rows_order(const Tensor& weight,
+                                                             const Conv1dParams& params) const {
+  if (arranged_conv1d_rows_elements(weight, params) == 0) return {};
+  return {0, 2, 1};
+}
+
 void CudaBackend::arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams& /*params*/,
                                              Tensor& arranged, const KernelScratch& scratch) {
   const char* op = "arrange_conv1d_rows_weight";
@@ -827,7 +833,10 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const int64_t cout = out.size(2);
   assert(out.shape() == (Shape{x.size(0), t_out, weight.size(0)}) && p.stride == 1);
   if (out.numel() == 0) return;
-  if (few_outputs(weight, p, x.size(0), own_convolutions())) {
+  // The few-outputs kernel reads the weight in torch's order, which an arranged weight's
+  // convolution may hold only as a view of the arrangement (never both: no weight the kernel
+  // takes at one sequence is arranged).
+  if (arranged == nullptr && few_outputs(weight, p, x.size(0), own_convolutions())) {
     // A gemm of a few columns wastes its tiles, and im2col writes k·cin values a step.
     if (scratch.planning()) return;
     const OpScope scope = open(op);

@@ -161,6 +161,9 @@ class CudaBackend final : public Backend {
                                         const Conv1dParams& params) const override;
   void arrange_conv1d_rows_weight(const Tensor& weight, const Conv1dParams& params,
                                   Tensor& arranged, const KernelScratch& scratch) override;
+  // That order is the weight's dimensions permuted ([Cout, K, Cin]).
+  std::vector<int64_t> arranged_conv1d_rows_order(const Tensor& weight,
+                                                  const Conv1dParams& params) const override;
   void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
                         const ConvTranspose1dParams& params, const KernelScratch& scratch) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

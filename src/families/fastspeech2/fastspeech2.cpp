@@ -26,8 +26,9 @@ struct LinearWeights {
 };
 
 struct ConvWeights {
-  Tensor weight;  // [Cout, Cin, K]
-  Tensor bias;    // [Cout]
+  // [Cout, Cin, K]: a view of `arranged` where that holds it (ops::conv1d_rows_weight_view).
+  Tensor weight;
+  Tensor bias;  // [Cout]
   int64_t padding = 0;
   Tensor arranged;  // the weight in the backend's order (ops::arrange_conv1d_rows_weight), or none
 };
@@ -348,10 +349,13 @@ struct Loader {
     return arranged_conv(param(prefix + ".weight", {out, in, kernel}, dtype),
                          param(prefix + ".bias", {out}, dtype), padding);
   }
-  // A convolution over rows, its weight also in the order the backend reads it, made once here.
-  ConvWeights arranged_conv(Tensor weight, Tensor bias, int64_t padding) const {
-    Tensor arranged = ops::arrange_conv1d_rows_weight(ctx, weight, {.padding = padding});
-    return {std::move(weight), std::move(bias), padding, std::move(arranged)};
+  // A convolution over rows, its weight in the order the backend reads it, made once here; the
+  // weight as loaded is then dropped where the arrangement holds it as a view (on CUDA).
+  ConvWeights arranged_conv(const Tensor& weight, Tensor bias, int64_t padding) const {
+    const Conv1dParams params{.padding = padding};
+    Tensor arranged = ops::arrange_conv1d_rows_weight(ctx, weight, params);
+    return {ops::conv1d_rows_weight_view(ctx, arranged, weight, params), std::move(bias), padding,
+            std::move(arranged)};
   }
   NormWeights norm(const std::string& prefix, int64_t width) const {
     const DType dtype = precision.stream;
