@@ -1124,9 +1124,9 @@ void unary(const void* x, void* out, DType dtype, int64_t n, UnaryOp kind, float
   dispatch_float(dtype, op, [&](auto t) {
     using T = decltype(t);
     constexpr int64_t kPerVector = 16 / sizeof(T);
-    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     // 16-byte vectors where both sides allow them, the elements past the last vector one by one.
-    const int64_t vectors = aligned(x) && aligned(out) ? n / kPerVector : 0;
+    const int64_t vectors =
+        sixteen_byte_aligned(x) && sixteen_byte_aligned(out) ? n / kPerVector : 0;
     if (vectors > 0) {
       unary_vector_kernel<T><<<blocks_for(vectors), kThreads, 0, stream>>>(
           static_cast<const uint4*>(x), static_cast<uint4*>(out), vectors, kind, alpha);
