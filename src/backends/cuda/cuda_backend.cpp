@@ -710,9 +710,9 @@ void fill_bias(const Tensor& bias, const Shape& bias_strides, Tensor& out, cudaS
                      out.raw_data(), out.dtype(), out.numel(), stream, op);
 }
 
-// t = ReLU(t), in place.
-void relu_in_place(Tensor& t, cudaStream_t stream, const char* op) {
-  cuda::unary(t.raw_data(), t.raw_data(), t.dtype(), t.numel(), UnaryOp::Relu, 0.0f, stream, op);
+// The n elements of `dtype` at data = ReLU of them, in place.
+void relu_in_place(void* data, DType dtype, int64_t n, cudaStream_t stream, const char* op) {
+  cuda::unary(data, data, dtype, n, UnaryOp::Relu, 0.0f, stream, op);
 }
 
 }  // namespace
@@ -742,7 +742,7 @@ void CudaBackend::linear_rows(DType dtype, int64_t rows, int64_t in, int64_t fea
   cudaStream_t stream = handles_->stream;
   const void* bias_data = bias.defined() ? bias.raw_data() : nullptr;
   const auto relu_after = [&] {
-    if (relu) cuda::unary(out, out, dtype, rows * features, UnaryOp::Relu, 0.0f, stream, op);
+    if (relu) relu_in_place(out, dtype, rows * features, stream, op);
   };
   if (cuda::few_rows_linear_fits(dtype, rows, in, x, weight, out)) {
     cuda::few_rows_linear(x, weight, bias_data, out, dtype, rows, in, features, stream, op);
@@ -843,7 +843,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
     cuda::conv1d_rows_few_outputs(
         x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, out.raw_data(),
         dtype, x.size(0), t_in, cin, t_out, cout, k, p.padding, p.dilation, handles_->stream, op);
-    if (relu) relu_in_place(out, handles_->stream, op);
+    if (relu) relu_in_place(out.raw_data(), dtype, out.numel(), handles_->stream, op);
     return;
   }
   const int64_t width = cin * k;  // a row of columns: the taps first, each Cin values
@@ -863,7 +863,7 @@ void CudaBackend::conv1d_rows(const Tensor& x, const Tensor& weight, const Tenso
   const OpScope scope = open(op);
   if (width == 0) {
     fill_bias(bias, {0, 0, 1}, out, handles_->stream, op);
-    if (relu) relu_in_place(out, handles_->stream, op);
+    if (relu) relu_in_place(out.raw_data(), dtype, out.numel(), handles_->stream, op);
     return;
   }
   const void* taps_first_weight = weight.raw_data();

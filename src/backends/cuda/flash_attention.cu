@@ -45,19 +45,6 @@ struct FlashArgs {
   SequenceValues offsets;
 };
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float low, float high);
-template <>
-__device__ __forceinline__ uint32_t pack_pair<__half>(float low, float high) {
-  const __half2 pair = __floats2half2_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-template <>
-__device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float low, float high) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
 // Rows first .. first + 63 of one head (row r at base + r · stride elements) into `tile`, zeros
 // for the rows outside [begin, end). Aligned: sixteen-byte cp.async copies (the caller commits
 // and waits); otherwise element by element.
@@ -217,10 +204,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint32_t probability[4] = {
-          pack_pair<T>(score[2 * j][0], score[2 * j][1]),
-          pack_pair<T>(score[2 * j][2], score[2 * j][3]),
-          pack_pair<T>(score[2 * j + 1][0], score[2 * j + 1][1]),
-          pack_pair<T>(score[2 * j + 1][2], score[2 * j + 1][3]),
+          pack_rounded<T>(score[2 * j][0], score[2 * j][1]),
+          pack_rounded<T>(score[2 * j][2], score[2 * j][3]),
+          pack_rounded<T>(score[2 * j + 1][0], score[2 * j + 1][1]),
+          pack_rounded<T>(score[2 * j + 1][2], score[2 * j + 1][3]),
       };
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
@@ -252,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
     for (int r = 0; r < 2; ++r) {
       const int row = warp * 16 + lane / 4 + 8 * r;
       *reinterpret_cast<uint32_t*>(q_tile + L::offset(row, c) + (lane & 3) * 4) =
-          pack_pair<T>(out[c][2 * r] * scale_row[r], out[c][2 * r + 1] * scale_row[r]);
+          pack_rounded<T>(out[c][2 * r] * scale_row[r], out[c][2 * r + 1] * scale_row[r]);
     }
   }
   __syncwarp();

@@ -1207,8 +1207,7 @@ void im2col_rows(const void* x, DType dtype, int64_t t_in, int64_t cin, int64_t 
         static_cast<unsigned>(t_out), static_cast<unsigned>(r0), static_cast<unsigned>(rows),
         static_cast<U*>(cols));
   };
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (row_bytes % 16 == 0 && aligned(x) && aligned(cols)) {
+  if (row_bytes % 16 == 0 && sixteen_byte_aligned(x) && sixteen_byte_aligned(cols)) {
     launch(uint4{});
   } else if (element_bytes == 2) {
     launch(uint16_t{});
