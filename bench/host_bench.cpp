@@ -7,6 +7,11 @@
 // - Handing an acoustic step's mel ([B, frames, n_mels] on the host) to each stream's new
 //   VocoderChunker, copied (append) or kept as a view (append_shared, as AcousticKind does), the
 //   streams keeping their chunkers round after round as a burst's do.
+// - The vocoder's proposal (VocoderKind::propose) over a burst's streams on the CPU backend: of
+//   --streams streams, --batch have just had an acoustic step's mel handed to them (their first
+//   chunks are made during the proposal), a quarter of the rest are playing with chunks in hand,
+//   the others wait for the acoustic model; then the same proposal again with those chunks made.
+//   And the first chunks alone: VocoderChunker::next_chunk for the step's streams.
 // Prints a Markdown table.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -19,11 +24,17 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/runtime.h"
 #include "core/error.h"
 #include "core/workspace_arena.h"
+#include "families/fastspeech2/family.h"
+#include "families/fastspeech2/sentence_work.h"
 #include "families/fastspeech2/vocoder_chunker.h"
+#include "families/fastspeech2/vocoder_kind.h"
 #include "families/fastspeech2/voice.h"
 #include "families/fastspeech2/workspace_steps.h"
+#include "families/registry.h"
+#include "scheduler/voice_pool.h"
 #ifdef VOXD_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -49,12 +60,14 @@ struct Times {
   size_t blocks = 0;     // a plan's blocks (the arena's requests, which planning walks); 0: no plan
 };
 
-// `repeats` + 1 timings of `run`, which returns the blocks of the plan it made (or 0).
-template <typename Run>
-Times time_runs(int repeats, const Run& run) {
+// `repeats` + 1 timings of `run`, which returns the blocks of the plan it made (or 0), each
+// after an untimed `prepare`.
+template <typename Prepare, typename Run>
+Times time_runs_after(int repeats, const Prepare& prepare, const Run& run) {
   Times times;
   std::vector<double> ms;
   for (int r = 0; r <= repeats; ++r) {
+    prepare();
     const auto start = Clock::now();
     times.blocks = run();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -62,6 +75,98 @@ Times time_runs(int repeats, const Run& run) {
   times.first_ms = ms.front();
   std::sort(ms.begin() + 1, ms.end());
   times.median_ms = ms[1 + (ms.size() - 1) / 2];
+  return times;
+}
+
+template <typename Run>
+Times time_runs(int repeats, const Run& run) {
+  return time_runs_after(
+      repeats, [] {}, run);
+}
+
+// VocoderKind::propose over `streams` streams of the voice in `voice_dir` (not loaded: a proposal
+// reads no weights) as a burst leaves them on the CPU backend: the `batch` oldest have just been
+// handed an acoustic step's mel of `frames` frames, a quarter of the rest play 0.5 s ahead with
+// interior chunks in hand, the others wait for the acoustic model. Times the first chunks made
+// alone, the proposal that makes them, and the proposal again with them made.
+struct ProposalTimes {
+  Times first_chunks;
+  Times with_new_mel;
+  Times again;
+  size_t items = 0;  // in the proposed batch
+};
+
+ProposalTimes time_vocoder_proposals(const std::string& voice_dir, int64_t streams, int64_t batch,
+                                     int64_t frames, int repeats) {
+  using voxd::fastspeech2::SentenceWork;
+  using voxd::fastspeech2::work_of;
+  using voxd::scheduler::Stream;
+  constexpr int64_t kChunkFrames = 64;
+  constexpr int64_t kFirstChunkFrames = 32;
+  voxd::DeviceRuntime runtime({.backend = "cpu", .threads = 1});
+  voxd::scheduler::VoicePool voices(runtime, voxd::families::registry(), {voice_dir},
+                                    voxd::DType::F32, /*lazy=*/true, {});
+  voxd::scheduler::VoiceEntry& voice = *voices.entries().front();
+  const voxd::HifiGanConfig& vocoder = voxd::fastspeech2::config_of(voice).vocoder;
+  voxd::Tensor mel = voxd::Tensor::empty({batch, frames, vocoder.num_mels}, voxd::DType::F32);
+  std::fill_n(mel.data<float>(), mel.numel(), 0.5f);
+  const auto given_mel = [&](int64_t i) {
+    voxd::VocoderChunker chunker(vocoder, kChunkFrames, kFirstChunkFrames);
+    chunker.append_shared(mel.select(0, i % batch).transpose(0, 1));
+    chunker.finish(0);
+    return chunker;
+  };
+
+  const Clock::time_point now = Clock::now();
+  const int64_t playing_end = batch + (streams - batch) / 4;
+  std::vector<std::shared_ptr<Stream>> all;
+  for (int64_t i = 0; i < streams; ++i) {
+    auto stream = std::make_shared<Stream>();
+    stream->id = static_cast<uint64_t>(i + 1);
+    stream->voice = &voice;
+    stream->sample_rate = voice.card().sample_rate;
+    stream->admitted = now - std::chrono::microseconds(20 * (streams - i));
+    stream->max_buffered_samples = int64_t{1} << 40;
+    stream->work =
+        std::make_unique<SentenceWork>(1.0f, kChunkFrames + 2 * vocoder.receptive_field_frames());
+    SentenceWork& work = work_of(*stream);
+    if (i >= batch && i < playing_end) {
+      stream->first_audio = now - std::chrono::milliseconds(500);
+      stream->produced_samples = stream->sample_rate;  // 1 s made: 0.5 s ahead
+      work.chunkers.push_back(given_mel(i));
+      (void)work.peek_chunk(0);
+      work.ready.pop_front();    // the first chunk went out
+      (void)work.peek_chunk(0);  // the next one made by an earlier proposal
+    } else if (i >= playing_end) {
+      work.sentences.push_back({std::vector<int64_t>(28, 1)});
+    }
+    all.push_back(std::move(stream));
+  }
+  const auto hand_mel = [&] {
+    for (int64_t i = 0; i < batch; ++i) {
+      SentenceWork& work = work_of(*all[static_cast<size_t>(i)]);
+      work.ready.clear();
+      work.chunkers.clear();
+      work.chunkers.push_back(given_mel(i));
+    }
+  };
+  voxd::fastspeech2::VocoderKind kind(runtime, kChunkFrames, kFirstChunkFrames,
+                                      /*cuda_graphs=*/false);
+  voxd::scheduler::Pacing pacing;
+  pacing.max_batch = batch;
+  ProposalTimes times;
+  times.first_chunks = time_runs_after(repeats, hand_mel, [&] {
+    for (int64_t i = 0; i < batch; ++i) (void)work_of(*all[static_cast<size_t>(i)]).peek_chunk(0);
+    return size_t{0};
+  });
+  times.with_new_mel = time_runs_after(repeats, hand_mel, [&] {
+    times.items = kind.propose(all, pacing, now).items.size();
+    return size_t{0};
+  });
+  times.again = time_runs(repeats, [&] {
+    (void)kind.propose(all, pacing, now);
+    return size_t{0};
+  });
   return times;
 }
 
@@ -77,6 +182,7 @@ int main(int argc, char** argv) {
   int64_t frames = 168;
   int64_t chunk_frames = 45;
   int repeats = 20;
+  int64_t streams = 1000;
   app.add_option("--voice", voice_dir, "Voice directory")->required();
   app.add_option("--device", device, "Backend planned for: cuda (no device opened) or cpu")
       ->capture_default_str();
@@ -94,6 +200,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--chunk-frames", chunk_frames, "Frames of each vocoder chunk, context included")
       ->capture_default_str();
+  app.add_option("--streams", streams, "Streams the vocoder's proposal looks over")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "Runs timed after the first (median reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -139,6 +248,9 @@ int main(int argc, char** argv) {
     };
     const Times copied = hand_over(false);
     const Times shared = hand_over(true);
+    const int64_t burst_streams = std::max(streams, batch);
+    const ProposalTimes proposals =
+        time_vocoder_proposals(voice_dir, burst_streams, batch, frames, repeats);
     std::printf(
         "voice %s, planned for %s in %s\n\n| host work | shape | blocks | first ms | median ms "
         "|\n|---|---|---|---|---|\n",
@@ -159,6 +271,14 @@ int main(int argc, char** argv) {
         std::to_string(batch) + " x " + std::to_string(frames) + " frames";
     row("mel to new chunkers, copied (append)", mel_shape, copied);
     row("mel to new chunkers, kept (append_shared)", mel_shape, shared);
+    const std::string burst = std::to_string(burst_streams) + " streams, " + std::to_string(batch) +
+                              " handed " + std::to_string(frames) + " frames";
+    row("the handed streams' first chunks made (next_chunk)", burst, proposals.first_chunks);
+    row(("vocoder proposal (CPU backend), making those chunks: " + std::to_string(proposals.items) +
+         " items")
+            .c_str(),
+        burst, proposals.with_new_mel);
+    row("the same proposal again, the chunks made", burst, proposals.again);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
