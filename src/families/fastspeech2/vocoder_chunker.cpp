@@ -132,10 +132,13 @@ MelChunk VocoderChunker::next_chunk() {
 
   VOXD_CHECK(chunk.first_frame >= buffer_first_, "a needed frame was dropped");
   chunk.mel = Tensor::empty({n_mels_, frames}, DType::F32);
+  // Each channel's row written in order: reading across the frames costs less than writing
+  // across them (a burst step's 64 first chunks 0.14-0.16 → 0.10-0.12 ms, voxd_host_bench).
   const float* in = first_retained() + (chunk.first_frame - buffer_first_) * n_mels_;
   float* out = chunk.mel.data<float>();
-  for (int64_t t = 0; t < frames; ++t) {
-    for (int64_t c = 0; c < n_mels_; ++c) out[c * frames + t] = in[t * n_mels_ + c];
+  for (int64_t c = 0; c < n_mels_; ++c) {
+    float* row = out + c * frames;
+    for (int64_t t = 0; t < frames; ++t) row[t] = in[t * n_mels_ + c];
   }
 
   next_own_frame_ = own_end;
