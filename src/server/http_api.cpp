@@ -217,7 +217,8 @@ class HttpApi::Impl final : public RequestHandler {
   }
 
   Screening screen(const RequestHead& head) override;
-  std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake) override;
+  std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake,
+                                std::shared_ptr<void> arrival) override;
   std::shared_ptr<Reply> unreadable(ReadFailure failure, const RequestHead* head) override;
 
  private:
@@ -245,8 +246,10 @@ class HttpApi::Impl final : public RequestHandler {
   // Brings every gauge up to date (the service's and the HTTP layer's own).
   void update_metrics();
   json model_json(const std::string& id) const;
-  // The reply to a speech request, admitted on the admission threads.
-  std::shared_ptr<Reply> speech(RequestInfo info, HttpRequest request, std::function<void()> wake);
+  // The reply to a speech request, admitted on the admission threads; it takes over `arrival`'s
+  // count.
+  std::shared_ptr<Reply> speech(RequestInfo info, HttpRequest request, std::function<void()> wake,
+                                const std::shared_ptr<void>& arrival);
   SpeechPolicy speech_policy() const;
   void log_request(const RequestInfo& info, int status, bool delivered);
   void count_speech(const std::string& outcome);
@@ -268,12 +271,15 @@ class HttpApi::Impl final : public RequestHandler {
   // Raises the open-file limit for max_connections and grows the descriptor table to match.
   void prepare_open_files() const;
 
-  // A speech request whose body is being read, counted until the connection drops it; null when
-  // the server is draining (checked under the lock wait_for_speech() takes, so that a request
-  // let in is waited for).
+  // A speech request whose body is being read, counted until its reply takes the count over
+  // (register_speech) or it is dropped; null when the server is draining (checked under the lock
+  // wait_for_speech() takes, so that a request let in is waited for).
+  class Arrival;
   std::shared_ptr<void> arriving_speech();
-  // Speech replies in progress, for speech_in_progress(), the grace and cancellation.
-  void register_speech(SpeechReply* reply);
+  // Speech replies in progress, for speech_in_progress(), the grace and cancellation. `arrival`
+  // (arriving_speech()'s, or null) stops counting in the same step, so that a request counts
+  // once from its headers to its reply's end.
+  void register_speech(SpeechReply* reply, const std::shared_ptr<void>& arrival);
   void unregister_speech(SpeechReply* reply);
   size_t cancel_speech();
 
@@ -359,9 +365,10 @@ class HttpApi::Impl::FixedReply final : public LoggedReply {
 class HttpApi::Impl::SpeechReply final : public LoggedReply {
  public:
   // `wake` asks the connection to call next() again.
-  SpeechReply(Impl& api, RequestInfo info, std::function<void()> wake)
+  SpeechReply(Impl& api, RequestInfo info, std::function<void()> wake,
+              const std::shared_ptr<void>& arrival)
       : LoggedReply(api, std::move(info)), wake_(std::move(wake)) {
-    api_.register_speech(this);
+    api_.register_speech(this, arrival);
   }
   ~SpeechReply() override { api_.unregister_speech(this); }
 
@@ -878,33 +885,42 @@ bool HttpApi::Impl::wait_for_speech(Clock::duration grace) {
   return speech_ended_.wait_for(lock, wait, [this] { return running_.empty() && arriving_ == 0; });
 }
 
-std::shared_ptr<void> HttpApi::Impl::arriving_speech() {
-  // Counts one speech request from its headers until its connection lets it go.
-  class Arrival {
-   public:
-    explicit Arrival(Impl& api) : api_(api) {}
-    Arrival(const Arrival&) = delete;
-    Arrival& operator=(const Arrival&) = delete;
-    ~Arrival() {
-      {
-        std::lock_guard lock(api_.speech_mutex_);
-        --api_.arriving_;
-      }
-      api_.speech_ended_.notify_all();
+// Counts one speech request in arriving_ from its headers until its reply takes the count over
+// or the request is dropped.
+class HttpApi::Impl::Arrival {
+ public:
+  explicit Arrival(Impl& api) : api_(api) {}
+  Arrival(const Arrival&) = delete;
+  Arrival& operator=(const Arrival&) = delete;
+  ~Arrival() {
+    {
+      std::lock_guard lock(api_.speech_mutex_);
+      if (!taken_over_) --api_.arriving_;
     }
+    api_.speech_ended_.notify_all();
+  }
+  // Under speech_mutex_: the request counts elsewhere from now on.
+  void take_over() {
+    if (!taken_over_) --api_.arriving_;
+    taken_over_ = true;
+  }
 
-   private:
-    Impl& api_;
-  };
+ private:
+  Impl& api_;
+  bool taken_over_ = false;
+};
+
+std::shared_ptr<void> HttpApi::Impl::arriving_speech() {
   std::lock_guard lock(speech_mutex_);
   if (draining_.load()) return nullptr;
   ++arriving_;
   return std::make_shared<Arrival>(*this);
 }
 
-void HttpApi::Impl::register_speech(SpeechReply* reply) {
+void HttpApi::Impl::register_speech(SpeechReply* reply, const std::shared_ptr<void>& arrival) {
   std::lock_guard lock(speech_mutex_);
   running_.insert(reply);
+  if (arrival) static_cast<Arrival*>(arrival.get())->take_over();
   if (cancelling_) reply->cancel();
 }
 
@@ -1043,11 +1059,12 @@ std::optional<ApiError> HttpApi::Impl::key_problem(const RequestHead& head) cons
   return error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key");
 }
 
-std::shared_ptr<Reply> HttpApi::Impl::handle(HttpRequest request, std::function<void()> wake) {
+std::shared_ptr<Reply> HttpApi::Impl::handle(HttpRequest request, std::function<void()> wake,
+                                             std::shared_ptr<void> arrival) {
   RequestInfo info = info_of(request);
   try {
     if (path_of(request.target()) == kSpeechPath) {
-      return speech(std::move(info), std::move(request), std::move(wake));
+      return speech(std::move(info), std::move(request), std::move(wake), arrival);
     }
     HttpResponse res = answer_get(info, request);
     return fixed(std::move(info), std::move(res));
@@ -1162,7 +1179,8 @@ void HttpApi::Impl::update_metrics() {
 }
 
 std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest request,
-                                             std::function<void()> wake) {
+                                             std::function<void()> wake,
+                                             const std::shared_ptr<void>& arrival) {
   const size_t awaiting = awaiting_admission_.fetch_add(1);
   if (awaiting >= config_.max_awaiting_admission) {
     awaiting_admission_.fetch_sub(1);
@@ -1174,7 +1192,7 @@ std::shared_ptr<Reply> HttpApi::Impl::speech(RequestInfo info, HttpRequest reque
     return refuse(std::move(info), busy);
   }
   try {
-    auto reply = std::make_shared<SpeechReply>(*this, std::move(info), std::move(wake));
+    auto reply = std::make_shared<SpeechReply>(*this, std::move(info), std::move(wake), arrival);
     net::post(*admission_pool_,
               [this, weak = std::weak_ptr<SpeechReply>(reply), body = std::move(request.body())] {
                 awaiting_admission_.fetch_sub(1);

@@ -231,8 +231,8 @@ void Connection::on_body(error_code error) {
       if (auto self = weak.lock(); self && self->waiting_) self->pump();
     });
   };
-  std::shared_ptr<Reply> reply = handler_.handle(parser_->release(), std::move(wake));
-  arrival_.reset();
+  std::shared_ptr<Reply> reply =
+      handler_.handle(parser_->release(), std::move(wake), std::move(arrival_));
   begin_reply(std::move(reply), false);
 }
 

@@ -75,8 +75,9 @@ struct Screening {
   // The answer instead of reading the body (wrong route or method, no API key, shutting down),
   // or null to read the body and call handle().
   std::shared_ptr<Reply> refusal;
-  // Held by the connection while the body arrives: dropped once handle() has returned, the read
-  // has failed or the connection has closed (how the handler counts requests on their way in).
+  // Held by the connection while the body arrives, then handed to handle() with the request;
+  // dropped if the read fails or the connection closes first (how the handler counts requests on
+  // their way in).
   std::shared_ptr<void> arrival;
 };
 
@@ -85,8 +86,10 @@ class RequestHandler {
   virtual ~RequestHandler() = default;
   virtual Screening screen(const RequestHead& head) = 0;
   // A complete request. `wake` (callable from any thread, copyable, harmless once the
-  // connection has gone) makes the connection ask the reply again after a kWait.
-  virtual std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake) = 0;
+  // connection has gone) makes the connection ask the reply again after a kWait. `arrival` is
+  // the request's Screening::arrival (null if screen() gave none), the handler's to keep or drop.
+  virtual std::shared_ptr<Reply> handle(HttpRequest request, std::function<void()> wake,
+                                        std::shared_ptr<void> arrival) = 0;
   // The reply to a request that could not be read; `head` is what was parsed of it, if anything.
   virtual std::shared_ptr<Reply> unreadable(ReadFailure failure, const RequestHead* head) = 0;
 };

@@ -736,6 +736,32 @@ TEST_F(HttpApiTest, WhileDrainingOpenConnectionsServeNoNewRequest) {
   api_->stop();
 }
 
+// A speech request counts once in speech_in_progress() from its headers to its reply's end: its
+// reply takes the count over from its arrival in one step (it counted twice for a moment, which
+// a sampler reading the count all the while sees).
+TEST_F(HttpApiTest, ASpeechRequestCountsOnceFromItsHeadersToItsEnd) {
+  start();
+  std::atomic<bool> done{false};
+  std::atomic<size_t> most{0};
+  std::thread sampler([&] {
+    while (!done.load()) most.store(std::max(most.load(), api_->speech_in_progress()));
+  });
+  for (int i = 0; i < 20; ++i) {
+    const auto res = post(speech("pcm", false).dump());
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    // The reply ends once its connection lets it go, after the client has the body: the next
+    // request goes once this one no longer counts.
+    for (int wait = 0; wait < 500 && api_->speech_in_progress() != 0; ++wait) {
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  done.store(true);
+  sampler.join();
+  EXPECT_EQ(most.load(), 1u);
+  EXPECT_EQ(api_->speech_in_progress(), 0u);
+}
+
 // The grace waits for speech still being admitted when the server stops accepting (a burst
 // queued for the front end), and that speech is answered.
 TEST_F(HttpApiTest, TheGraceWaitsForSpeechStillBeingAdmitted) {
