@@ -456,27 +456,22 @@ void add_conv1d_rows_cases(std::vector<OpCase>& cases) {
     c.large = macs(tc) > 100'000'000;
     cases.push_back(c);
     // The weight as a model holds it: arranged once, and a view of the arrangement where that
-    // is a permutation of it.
-    OpCase arranged =
-        make(OpKind::Conv1d, "conv1d_rows " + describe(tc) + " arranged once", inputs,
-             [p](Context& ctx, const In& in) {
-               const Tensor w = ops::arrange_conv1d_rows_weight(ctx, in[1], p);
-               return ops::conv1d_rows(ctx, in[0], ops::conv1d_rows_weight_view(ctx, w, in[1], p),
-                                       in[2], p, w.defined() ? &w : nullptr);
-             });
-    arranged.large = c.large;
-    cases.push_back(arranged);
-    // With ReLU after it, as FastSpeech2's feed-forward and predictors run it (CUDA: in the
-    // gemm's epilogue, or after the few-outputs kernel and the gemm without a bias).
-    OpCase relu = make(OpKind::Conv1d, "conv1d_rows " + describe(tc) + " arranged once, relu",
-                       inputs, [p](Context& ctx, const In& in) {
-                         const Tensor w = ops::arrange_conv1d_rows_weight(ctx, in[1], p);
-                         return ops::conv1d_rows(
-                             ctx, in[0], ops::conv1d_rows_weight_view(ctx, w, in[1], p), in[2], p,
-                             w.defined() ? &w : nullptr, ops::RowsActivation::Relu);
-                       });
-    relu.large = c.large;
-    cases.push_back(relu);
+    // is a permutation of it; then with ReLU after it, as FastSpeech2's feed-forward and
+    // predictors run it (CUDA: in the gemm's epilogue, or after the few-outputs kernel and the
+    // gemm without a bias).
+    for (const auto& [suffix, activation] :
+         {std::pair{" arranged once", ops::RowsActivation::None},
+          std::pair{" arranged once, relu", ops::RowsActivation::Relu}}) {
+      OpCase arranged =
+          make(OpKind::Conv1d, "conv1d_rows " + describe(tc) + suffix, inputs,
+               [p, activation](Context& ctx, const In& in) {
+                 const Tensor w = ops::arrange_conv1d_rows_weight(ctx, in[1], p);
+                 return ops::conv1d_rows(ctx, in[0], ops::conv1d_rows_weight_view(ctx, w, in[1], p),
+                                         in[2], p, w.defined() ? &w : nullptr, activation);
+               });
+      arranged.large = c.large;
+      cases.push_back(arranged);
+    }
   }
   cases.push_back(make(
       OpKind::Conv1d, "conv1d_rows of a narrowed view",
