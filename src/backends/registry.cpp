@@ -31,14 +31,16 @@ std::vector<std::string> backend_names() {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads,
+                                      QueuePriority priority) {
   if (name == "cpu") return std::make_unique<CpuBackend>(threads);
   if (name == "reference") return std::make_unique<ReferenceBackend>();
   if (name.rfind("cuda", 0) == 0) {
     const int index = cuda_index(name);
 #ifdef VOXD_HAVE_CUDA
-    return std::make_unique<CudaBackend>(index);
+    return std::make_unique<CudaBackend>(index, priority);
 #else
+    (void)priority;
     throw InputError("backend '" + name + "' (device " + std::to_string(index) +
                      ") is not available: voxd was built without CUDA");
 #endif

@@ -126,7 +126,7 @@ DeviceRuntime::SecondLane* DeviceRuntime::second_lane(size_t lane) {
                                 std::to_string(kLanes) + " lanes");
   if (lane == 0 || lanes() == 1) return nullptr;
   std::call_once(second_lane_made_, [&] {
-    std::unique_ptr<Backend> backend = make_backend(backend_name_);
+    std::unique_ptr<Backend> backend = make_backend(backend_name_, 0, QueuePriority::kFirst);
     Backend& made = *backend;
     second_lane_ = std::make_unique<SecondLane>(std::move(backend), Context(made, *allocator_),
                                                 Context(made, *persistent_allocator_));

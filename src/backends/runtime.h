@@ -54,8 +54,11 @@ class DeviceRuntime {
   // work (CUDA) lane 1 is a second backend of the same device with a queue of its own (a stream,
   // its own cuBLAS handle and staging memory), made on first use, so that work queued on one lane
   // may run while the host fills the other; both allocate from the one allocator under the one
-  // limit. Lane 0 is the backend the weights load through. A host backend's calls finish before
-  // they return, so nothing stays queued to run beside: there both lanes are lane 0.
+  // limit. Lane 0 is the backend the weights load through. Lane 1's queue goes first
+  // (QueuePriority::kFirst): when both lanes have work waiting, the device starts lane 1's, so
+  // that short steps there are not held behind lane 0's long kernels. A host backend's calls
+  // finish before they return, so nothing stays queued to run beside: there both lanes are
+  // lane 0.
   static constexpr size_t kLanes = 2;
   // How many distinct queues the lanes are: 2 on CUDA, 1 on host backends.
   size_t lanes() const { return backend_->device().is_cpu() ? 1 : kLanes; }

@@ -50,6 +50,12 @@ enum class UnaryOp {
 
 enum class BinaryOp { Add, Mul };
 
+// Where a backend's queue of work stands among the other queues on its device: when both have
+// work waiting, the device starts a kFirst queue's before a kNormal one's (CUDA stream
+// priorities; work already running is not interrupted). Host backends have one queue and ignore
+// it.
+enum class QueuePriority { kNormal, kFirst };
+
 // The operations a backend may run, one per function of core/ops.h that reaches a kernel (the
 // unary and binary kinds each on their own). Backend::supports answers per op and dtype.
 enum class OpKind : uint8_t {

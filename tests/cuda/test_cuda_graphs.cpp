@@ -22,6 +22,7 @@
 
 #include "../families/fastspeech2/vocoder_test_util.h"
 #include "../scheduler/run_job.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/runtime.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
@@ -372,12 +373,19 @@ TEST(VocoderGraphsServed, FirstAndInteriorChunksSpeakAsWithoutThem) {
 }
 
 // A replay started on lane 0 (VocoderGraphs::start) and the acoustic model run whole on lane 1
-// meanwhile (DeviceRuntime::lanes: two streams, one allocator) each give what they give alone,
-// and no replay over the graphs' memory may start before the started one is finished.
+// meanwhile (DeviceRuntime::lanes: two streams, one allocator, lane 1's going first) each give
+// what they give alone, and no replay over the graphs' memory may start before the started one
+// is finished.
 TEST(LanesOnGpu, AReplayInFlightAndAnAcousticStepBesideItGiveWhatEachGivesAlone) {
   DeviceRuntime runtime({.backend = "cuda"});
   ASSERT_EQ(runtime.lanes(), 2u);
   ASSERT_NE(&runtime.backend(0), &runtime.backend(1));
+  int least = 0;
+  int greatest = 0;
+  ASSERT_EQ(cudaDeviceGetStreamPriorityRange(&least, &greatest), cudaSuccess);
+  ASSERT_LT(greatest, least) << "the device has one stream priority";
+  EXPECT_EQ(dynamic_cast<CudaBackend&>(runtime.backend(0)).stream_priority(), least);
+  EXPECT_EQ(dynamic_cast<CudaBackend&>(runtime.backend(1)).stream_priority(), greatest);
   EXPECT_EQ(&runtime.context(1).allocator(), &runtime.allocator());
   EXPECT_EQ(&runtime.context(1).backend(), &runtime.backend(1));
   const std::unique_ptr<Voice> voice =

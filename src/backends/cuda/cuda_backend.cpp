@@ -421,12 +421,17 @@ CudaBackend::ConvolutionPath convolution_path() {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int index)
+CudaBackend::CudaBackend(int index, QueuePriority priority)
     : index_(index), handles_(std::make_unique<Handles>()), convolution_path_(convolution_path()) {
   cuda::require_device(index);
   handles_->index = index;
   VOXD_CUDA_CHECK("open", cudaSetDevice(index));
-  VOXD_CUDA_CHECK("open", cudaStreamCreate(&handles_->stream));
+  int least = 0;
+  int greatest = 0;
+  VOXD_CUDA_CHECK("open", cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  VOXD_CUDA_CHECK(
+      "open", cudaStreamCreateWithPriority(&handles_->stream, cudaStreamDefault,
+                                           priority == QueuePriority::kFirst ? greatest : least));
   VOXD_CUDA_CHECK("open", cublasCreate(&handles_->cublas));
   VOXD_CUDA_CHECK("open", cublasSetStream(handles_->cublas, handles_->stream));
   // No TF32: F32 gemms stay F32 (the 1e-4 parity with the reference depends on it).
@@ -441,6 +446,13 @@ CudaBackend::CudaBackend(int index, PlanOnly)
     : index_(index), convolution_path_(convolution_path()) {}
 
 CudaBackend::~CudaBackend() = default;
+
+int CudaBackend::stream_priority() const {
+  if (plan_only()) return 0;
+  int priority = 0;
+  VOXD_CUDA_CHECK("stream_priority", cudaStreamGetPriority(handles_->stream, &priority));
+  return priority;
+}
 
 std::string CudaBackend::name() const {
   return "cuda:" + std::to_string(index_);

@@ -66,9 +66,10 @@ class CudaBackend final : public Backend {
   // How conv1d and conv_transpose1d run; see VOXD_CUDA_CONV in the file comment.
   enum class ConvolutionPath { kAuto, kWgmma, kCudnn, kIm2col };
 
-  // Opens device `index`; throws voxd::InputError when there is no such CUDA device ("no CUDA
-  // device: cudaGetDeviceCount returned ...").
-  explicit CudaBackend(int index = 0);
+  // Opens device `index` with a stream of `priority` (kNormal: the device's least, as
+  // cudaStreamCreate's; kFirst: its greatest); throws voxd::InputError when there is no such CUDA
+  // device ("no CUDA device: cudaGetDeviceCount returned ...").
+  explicit CudaBackend(int index = 0, QueuePriority priority = QueuePriority::kNormal);
   // A backend for device `index` that opens nothing, so it works on machines without a GPU: its
   // kernels take part in planning passes (KernelScratch::planning()) and throw voxd::Error
   // when asked to run.
@@ -98,6 +99,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CapturedWork> capture(const std::function<void()>& work) override;
   // True for a PlanOnly backend.
   bool plan_only() const { return handles_ == nullptr; }
+  // The stream's CUDA priority (lower numbers go first); 0 on a PlanOnly backend.
+  int stream_priority() const;
 
   // Any strides and dtype in src, on this device or the host; dst contiguous, on this device or
   // the host. A copy to the host returns when the data is there; a copy from the host returns
